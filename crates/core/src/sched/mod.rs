@@ -1,0 +1,567 @@
+//! The [`Scheduler`] trait and the flow-based algorithms behind it.
+//!
+//! Every algorithm here is a [`Discipline`]: it sees flow *heads* only and
+//! decides which flow is served next. [`FlowSched`] couples a discipline with
+//! the [`FlowTable`] (per-flow FIFOs, configuration, counters) and implements
+//! [`Scheduler`] once for all of them, so limits, accounting and live
+//! reconfiguration behave identically everywhere.
+//!
+//! | algorithm | type | cost per packet | guarantee |
+//! | --- | --- | --- | --- |
+//! | FIFO | [`Fifo`] | O(1) | none |
+//! | PRIO | [`Prio`] | O(log64 levels) | strict priority; RR within a level |
+//! | RR | [`Rr`] | O(1) | packet round-robin |
+//! | DRR | [`Drr`] | O(1) if quantum ≥ max_len | T-WFI (1/φ_min + 1/φ_k + N − 1)·L/R |
+//! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
+//! | QFQ | [`Qfq`] | O(1) | T-WFI 6·L_k/(φ_k·R) + (L − L_k)/R |
+
+use crate::flow::{Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::units::{Bytes, Nanos};
+
+mod drr;
+mod fifo;
+mod prio;
+// mod qfq;
+mod rr;
+// mod wf2q;
+
+pub use drr::Drr;
+pub use fifo::Fifo;
+pub use prio::Prio;
+// pub use qfq::Qfq;
+pub use rr::Rr;
+// pub use wf2q::Wf2q;
+
+/// A configuration change that was refused. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A field is outside the algorithm's supported range.
+    #[error("{field} = {value} is out of range for {alg}: allowed {min}..={max}")]
+    OutOfRange {
+        /// Algorithm name.
+        alg: &'static str,
+        /// Field name (`weight`, `max_len`, ...).
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// The sum of weights would exceed the algorithm's maximum.
+    #[error("sum of weights would be {sum}, above {alg}'s maximum of {max}")]
+    WeightSum {
+        /// Algorithm name.
+        alg: &'static str,
+        /// The sum after the change.
+        sum: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// Too many flows.
+    #[error("{alg} supports at most {max} flows")]
+    TooManyFlows {
+        /// Algorithm name.
+        alg: &'static str,
+        /// The maximum.
+        max: u64,
+    },
+    /// The flow does not exist.
+    #[error("flow {0} does not exist")]
+    UnknownFlow(FlowId),
+    /// `max_len` would be smaller than a packet already queued in the flow.
+    #[error(
+        "max_len = {max_len} is smaller than a {queued}-byte packet queued in flow {flow}; wait for it to leave or choose max_len >= {queued}"
+    )]
+    MaxLenBelowQueued {
+        /// The flow.
+        flow: FlowId,
+        /// The requested max_len.
+        max_len: Bytes,
+        /// The largest queued packet.
+        queued: Bytes,
+    },
+}
+
+/// Supported ranges of an algorithm, enforced on every add/change.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Limits {
+    /// Algorithm name.
+    pub alg: &'static str,
+    /// Largest number of flows.
+    pub max_flows: u64,
+    /// Largest weight (smallest is always 1).
+    pub max_weight: u64,
+    /// Largest sum of the weights of all flows.
+    pub max_weight_sum: u64,
+    /// Largest `max_len` (smallest is always 1).
+    pub max_len: u64,
+    /// Largest `limit` in packets (smallest is 1).
+    pub max_limit: u64,
+    /// Number of priority levels (PRIO), 1 elsewhere.
+    pub levels: u64,
+}
+
+impl Limits {
+    /// Generous limits for algorithms without special constraints.
+    pub const fn generic(alg: &'static str) -> Limits {
+        Limits {
+            alg,
+            max_flows: 1 << 24,
+            max_weight: 1 << 20,
+            max_weight_sum: u32::MAX as u64,
+            max_len: 1 << 20,
+            max_limit: 1 << 24,
+            levels: 1,
+        }
+    }
+
+    /// Checks one flow's fields (not the weight sum).
+    pub fn check(&self, cfg: &FlowConfig) -> Result<(), ConfigError> {
+        let range = |field, value: u64, min, max| {
+            if value < min || value > max {
+                Err(ConfigError::OutOfRange { alg: self.alg, field, value, min, max })
+            } else {
+                Ok(())
+            }
+        };
+        range("weight", u64::from(cfg.weight), 1, self.max_weight)?;
+        range("max_len", u64::from(cfg.max_len), 1, self.max_len)?;
+        range("limit", u64::from(cfg.limit), 1, self.max_limit)?;
+        range("prio", u64::from(cfg.prio), 0, self.levels - 1)?;
+        if let Some(q) = cfg.quantum {
+            range("quantum", u64::from(q), 1, 1 << 30)?;
+        }
+        Ok(())
+    }
+}
+
+/// Backlog of a scheduler.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Backlog {
+    /// Packets queued.
+    pub pkts: u64,
+    /// Bytes queued.
+    pub bytes: u64,
+}
+
+/// Anything that orders packets. Object safe.
+///
+/// Every packet handed to `enqueue` is either accepted (and later returned by
+/// `dequeue` or by `remove_flow`) or handed straight back in a
+/// [`Rejected`] with the reason. Time is always an argument.
+pub trait Scheduler<T> {
+    /// Short algorithm name (`qfq`, `drr`, ...).
+    fn name(&self) -> &'static str;
+    /// Supported ranges.
+    fn limits(&self) -> Limits;
+    /// Adds a flow.
+    fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, ConfigError>;
+    /// Changes a flow's configuration while packets may be queued; nothing is
+    /// dropped. Packets already queued keep their place in the flow's FIFO.
+    fn change_flow(&mut self, flow: FlowId, cfg: FlowConfig, now: Nanos) -> Result<(), ConfigError>;
+    /// Removes a flow, returning its queued packets in FIFO order (counted as
+    /// dropped with reason [`DropReason::Removed`]).
+    fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError>;
+    /// Offers a packet.
+    fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>>;
+    /// Takes the next packet to send, if any is eligible at `now`.
+    fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>>;
+    /// Earliest time at which `dequeue` may return a packet: `Some(now)` for a
+    /// backlogged work-conserving scheduler, `None` when empty.
+    fn next_ready(&self, now: Nanos) -> Option<Nanos>;
+    /// Packets and bytes queued.
+    fn backlog(&self) -> Backlog;
+    /// Scheduler-wide counters.
+    fn stats(&self) -> &Counters;
+    /// Counters of one flow.
+    fn flow_stats(&self, flow: FlowId) -> Option<&Counters>;
+    /// Configuration of one flow.
+    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig>;
+    /// Ids of all live flows.
+    fn flow_ids(&self) -> Vec<FlowId>;
+}
+
+/// The algorithm part of a flow-based scheduler: decides which backlogged
+/// flow is served next. It never sees packets, only flow ids and lengths.
+///
+/// Call protocol (kept by [`FlowSched`]):
+/// - `add`/`remove` bracket a flow's life; `change` may come in between.
+/// - `activate(f, head)` when `f` goes from empty to backlogged;
+///   `arrive(f, len)` on every accepted packet (after `activate`).
+/// - `pick` only while some flow is backlogged; it is followed by exactly one
+///   `depart(f, len, next)` for the flow it returned, where `next` is the new
+///   head length or `None` if `f` became empty.
+/// - `deactivate(f)` takes a backlogged flow out (for removal or a change).
+pub trait Discipline {
+    /// Short name.
+    fn name(&self) -> &'static str;
+    /// Supported ranges.
+    fn limits(&self) -> Limits;
+    /// Checks a config for flow `id`; `old` is its current config when it is
+    /// being changed. Weight-sum checks go here.
+    fn check(&self, id: FlowId, cfg: &FlowConfig, old: Option<&FlowConfig>) -> Result<(), ConfigError> {
+        let _ = (id, old);
+        self.limits().check(cfg)
+    }
+    /// A flow was added.
+    fn add(&mut self, id: FlowId, cfg: &FlowConfig);
+    /// A flow's config changed. `head` is its head length if backlogged.
+    /// The default takes the flow out and puts it back in with the new config.
+    fn change(&mut self, id: FlowId, old: &FlowConfig, new: &FlowConfig, head: Option<Bytes>, now: Nanos) {
+        if head.is_some() {
+            self.deactivate(id);
+        }
+        self.remove(id, old);
+        self.add(id, new);
+        if let Some(h) = head {
+            self.activate(id, h, now);
+        }
+    }
+    /// A flow was removed (it was deactivated first if it was backlogged).
+    fn remove(&mut self, id: FlowId, cfg: &FlowConfig);
+    /// Flow `id` became backlogged with a head packet of `head` bytes.
+    fn activate(&mut self, id: FlowId, head: Bytes, now: Nanos);
+    /// A packet was accepted for `id` (called after `activate` if any).
+    #[inline]
+    fn arrive(&mut self, id: FlowId, len: Bytes) {
+        let _ = (id, len);
+    }
+    /// Takes a backlogged flow out of the schedule.
+    fn deactivate(&mut self, id: FlowId);
+    /// The flow whose head packet leaves next. `head(f)` gives the head
+    /// length of any backlogged flow.
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, head: H) -> FlowId;
+    /// The head of `id` (`len` bytes) left; `next` is the new head length.
+    fn depart(&mut self, id: FlowId, len: Bytes, next: Option<Bytes>);
+    /// Heap memory held by the discipline's own state, in bytes.
+    fn memory_bytes(&self) -> usize {
+        0
+    }
+}
+
+/// A [`Scheduler`] made of a [`FlowTable`] and a [`Discipline`].
+#[derive(Debug)]
+pub struct FlowSched<D, T> {
+    flows: FlowTable<T>,
+    disc: D,
+    stats: Counters,
+    /// Scheduler-wide packet limit (like a qdisc's `limit`).
+    total_limit: u64,
+}
+
+impl<D: Discipline, T> FlowSched<D, T> {
+    /// A scheduler with no flows and no scheduler-wide packet limit.
+    pub fn new(disc: D) -> FlowSched<D, T> {
+        FlowSched { flows: FlowTable::default(), disc, stats: Counters::default(), total_limit: u64::MAX }
+    }
+    /// Sets a scheduler-wide packet limit, on top of the per-flow limits.
+    pub fn with_total_limit(mut self, pkts: u64) -> FlowSched<D, T> {
+        self.total_limit = pkts.max(1);
+        self
+    }
+    /// The flow table (read only).
+    pub fn flows(&self) -> &FlowTable<T> {
+        &self.flows
+    }
+    /// The discipline (read only).
+    pub fn discipline(&self) -> &D {
+        &self.disc
+    }
+    /// Heap memory of the table and the discipline, in bytes.
+    pub fn memory_bytes(&self) -> usize {
+        self.flows.memory_bytes() + self.disc.memory_bytes()
+    }
+
+    #[inline]
+    fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Result<(), Rejected<T>> {
+        self.stats.drop(reason, pkt.len);
+        if let Some(s) = self.flows.get_mut(pkt.flow) {
+            s.stats.drop(reason, pkt.len);
+        }
+        Err(Rejected { pkt, reason })
+    }
+}
+
+impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
+    fn name(&self) -> &'static str {
+        self.disc.name()
+    }
+
+    fn limits(&self) -> Limits {
+        self.disc.limits()
+    }
+
+    fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
+        let lim = self.disc.limits();
+        if self.flows.len() as u64 >= lim.max_flows {
+            return Err(ConfigError::TooManyFlows { alg: lim.alg, max: lim.max_flows });
+        }
+        let id = self.flows.next_id();
+        self.disc.check(id, &cfg, None)?;
+        let got = self.flows.insert(cfg);
+        debug_assert_eq!(got, id);
+        self.disc.add(id, &cfg);
+        Ok(id)
+    }
+
+    fn change_flow(&mut self, flow: FlowId, cfg: FlowConfig, now: Nanos) -> Result<(), ConfigError> {
+        let slot = self.flows.get(flow).ok_or(ConfigError::UnknownFlow(flow))?;
+        let old = slot.cfg;
+        self.disc.check(flow, &cfg, Some(&old))?;
+        if let Some(big) = slot.q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
+            return Err(ConfigError::MaxLenBelowQueued { flow, max_len: cfg.max_len, queued: big });
+        }
+        let head = slot.q.front().map(|p| p.len);
+        // A lower limit never drops what is queued: arrivals are refused
+        // until the queue drains below it.
+        self.disc.change(flow, &old, &cfg, head, now);
+        if let Some(s) = self.flows.get_mut(flow) {
+            s.cfg = cfg;
+        }
+        Ok(())
+    }
+
+    fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError> {
+        let slot = self.flows.get(flow).ok_or(ConfigError::UnknownFlow(flow))?;
+        let cfg = slot.cfg;
+        if !slot.q.is_empty() {
+            self.disc.deactivate(flow);
+        }
+        self.disc.remove(flow, &cfg);
+        let pkts: Vec<Pkt<T>> = self.flows.remove(flow).into();
+        for p in &pkts {
+            self.stats.backlog.sub(p.len);
+            self.stats.drop(DropReason::Removed, p.len);
+        }
+        Ok(pkts)
+    }
+
+    #[inline]
+    fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
+        let total_full = self.stats.backlog.pkts >= self.total_limit;
+        let Some(slot) = self.flows.get_mut(pkt.flow) else {
+            return self.refuse(pkt, DropReason::UnknownFlow);
+        };
+        if pkt.len > slot.cfg.max_len {
+            return self.refuse(pkt, DropReason::TooLarge);
+        }
+        if slot.q.len() >= slot.cfg.limit as usize || total_full {
+            return self.refuse(pkt, DropReason::QueueFull);
+        }
+        let (id, len) = (pkt.flow, pkt.len);
+        let was_empty = slot.q.is_empty();
+        slot.q.push_back(pkt);
+        slot.stats.enqueued.add(len);
+        slot.stats.backlog.add(len);
+        self.stats.enqueued.add(len);
+        self.stats.backlog.add(len);
+        if was_empty {
+            self.disc.activate(id, len, now);
+        }
+        self.disc.arrive(id, len);
+        Ok(())
+    }
+
+    #[inline]
+    fn dequeue(&mut self, _now: Nanos) -> Option<Pkt<T>> {
+        if self.stats.backlog.pkts == 0 {
+            return None;
+        }
+        let flows = &self.flows;
+        let id = self.disc.pick(|f| flows.head_len(f));
+        let slot = &mut self.flows.slots[id.index()];
+        let pkt = slot.q.pop_front()?;
+        let next = slot.q.front().map(|p| p.len);
+        slot.stats.dequeued.add(pkt.len);
+        slot.stats.backlog.sub(pkt.len);
+        self.stats.dequeued.add(pkt.len);
+        self.stats.backlog.sub(pkt.len);
+        self.disc.depart(id, pkt.len, next);
+        Some(pkt)
+    }
+
+    fn next_ready(&self, now: Nanos) -> Option<Nanos> {
+        (self.stats.backlog.pkts > 0).then_some(now)
+    }
+
+    fn backlog(&self) -> Backlog {
+        Backlog { pkts: self.stats.backlog.pkts, bytes: self.stats.backlog.bytes }
+    }
+
+    fn stats(&self) -> &Counters {
+        &self.stats
+    }
+
+    fn flow_stats(&self, flow: FlowId) -> Option<&Counters> {
+        self.flows.stats(flow)
+    }
+
+    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig> {
+        self.flows.config(flow)
+    }
+
+    fn flow_ids(&self) -> Vec<FlowId> {
+        self.flows.ids().collect()
+    }
+}
+
+/// The algorithms by name, for command lines and config files.
+#[derive(Copy, Clone, Debug, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Algorithm {
+    /// First in, first out across all flows.
+    Fifo,
+    /// Strict priority.
+    Prio,
+    /// Packet round-robin.
+    Rr,
+    /// Deficit round-robin.
+    Drr,
+    /// WF2Q+.
+    Wf2q,
+    /// Quick Fair Queueing.
+    Qfq,
+}
+
+impl Algorithm {
+    /// All algorithms.
+    pub const ALL: [Algorithm; 6] =
+        [Algorithm::Fifo, Algorithm::Prio, Algorithm::Rr, Algorithm::Drr, Algorithm::Wf2q, Algorithm::Qfq];
+
+    /// Name as accepted by [`Algorithm::parse`].
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algorithm::Fifo => "fifo",
+            Algorithm::Prio => "prio",
+            Algorithm::Rr => "rr",
+            Algorithm::Drr => "drr",
+            Algorithm::Wf2q => "wf2q",
+            Algorithm::Qfq => "qfq",
+        }
+    }
+
+    /// Parses a name (`wf2q+` and `wf2qp` are accepted for WF2Q+).
+    pub fn parse(s: &str) -> Result<Algorithm, String> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "fifo" => Algorithm::Fifo,
+            "prio" => Algorithm::Prio,
+            "rr" => Algorithm::Rr,
+            "drr" => Algorithm::Drr,
+            "wf2q" | "wf2q+" | "wf2qp" => Algorithm::Wf2q,
+            "qfq" => Algorithm::Qfq,
+            _ => {
+                return Err(format!(
+                    "unknown algorithm `{s}`; allowed: fifo, prio, rr, drr, wf2q, qfq"
+                ));
+            }
+        })
+    }
+
+    /// A boxed scheduler of this kind with default parameters
+    /// (PRIO: 8 levels; DRR: base quantum 1514 bytes).
+    pub fn build<T: 'static>(self) -> Box<dyn Scheduler<T>> {
+        match self {
+            Algorithm::Fifo => Box::new(FlowSched::new(Fifo::new())),
+            Algorithm::Prio => Box::new(FlowSched::new(Prio::new(8))),
+            Algorithm::Rr => Box::new(FlowSched::new(Rr::new())),
+            Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
+            // Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
+            // Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
+            _ => todo!(),
+        }
+    }
+}
+
+impl core::fmt::Display for Algorithm {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// An intrusive doubly linked list of flow ids, stored in two index arrays.
+/// Used for active lists (RR, DRR, PRIO levels) so no allocation happens
+/// per packet and any flow can be unlinked in O(1).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FlowList {
+    head: u32,
+    tail: u32,
+    len: u32,
+}
+
+/// Links shared by several [`FlowList`]s (a flow is in at most one list).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Links {
+    next: Vec<u32>,
+    prev: Vec<u32>,
+}
+
+pub(crate) const NIL: u32 = u32::MAX;
+
+impl Links {
+    pub(crate) fn ensure(&mut self, id: FlowId) {
+        let n = id.index() + 1;
+        if self.next.len() < n {
+            self.next.resize(n, NIL);
+            self.prev.resize(n, NIL);
+        }
+    }
+    pub(crate) fn memory_bytes(&self) -> usize {
+        (self.next.capacity() + self.prev.capacity()) * 4
+    }
+}
+
+impl FlowList {
+    pub(crate) const fn new() -> FlowList {
+        FlowList { head: NIL, tail: NIL, len: 0 }
+    }
+    #[inline]
+    pub(crate) fn is_empty(&self) -> bool {
+        self.head == NIL
+    }
+    #[inline]
+    pub(crate) fn front(&self) -> Option<FlowId> {
+        (self.head != NIL).then_some(FlowId(self.head))
+    }
+    #[inline]
+    pub(crate) fn push_back(&mut self, l: &mut Links, id: FlowId) {
+        let i = id.0;
+        l.next[i as usize] = NIL;
+        l.prev[i as usize] = self.tail;
+        if self.tail == NIL {
+            self.head = i;
+        } else {
+            l.next[self.tail as usize] = i;
+        }
+        self.tail = i;
+        self.len += 1;
+    }
+    #[inline]
+    pub(crate) fn unlink(&mut self, l: &mut Links, id: FlowId) {
+        let i = id.index();
+        let (p, n) = (l.prev[i], l.next[i]);
+        if p == NIL {
+            self.head = n;
+        } else {
+            l.next[p as usize] = n;
+        }
+        if n == NIL {
+            self.tail = p;
+        } else {
+            l.prev[n as usize] = p;
+        }
+        l.next[i] = NIL;
+        l.prev[i] = NIL;
+        self.len -= 1;
+    }
+    /// Moves the head to the tail (no-op for lists of one).
+    #[inline]
+    pub(crate) fn rotate(&mut self, l: &mut Links) {
+        if self.head != self.tail {
+            let h = FlowId(self.head);
+            self.unlink(l, h);
+            self.push_back(l, h);
+        }
+    }
+}

@@ -1,0 +1,58 @@
+//! Packet round-robin: one packet from each backlogged flow in turn,
+//! whatever its length (unfair in bytes when lengths differ; see DRR).
+
+use super::{Discipline, FlowList, Limits, Links};
+use crate::flow::{FlowConfig, FlowId};
+use crate::units::{Bytes, Nanos};
+
+/// Packet round-robin over backlogged flows.
+#[derive(Debug, Default)]
+pub struct Rr {
+    active: FlowList,
+    links: Links,
+}
+
+impl Rr {
+    /// An empty round-robin scheduler.
+    pub fn new() -> Rr {
+        Rr { active: FlowList::new(), links: Links::default() }
+    }
+}
+
+impl Discipline for Rr {
+    fn name(&self) -> &'static str {
+        "rr"
+    }
+    fn limits(&self) -> Limits {
+        Limits::generic("rr")
+    }
+    fn add(&mut self, id: FlowId, _cfg: &FlowConfig) {
+        self.links.ensure(id);
+    }
+    fn remove(&mut self, _id: FlowId, _cfg: &FlowConfig) {}
+    #[inline]
+    fn activate(&mut self, id: FlowId, _head: Bytes, _now: Nanos) {
+        self.active.push_back(&mut self.links, id);
+    }
+    fn deactivate(&mut self, id: FlowId) {
+        self.active.unlink(&mut self.links, id);
+    }
+    #[inline]
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
+        match self.active.front() {
+            Some(f) => f,
+            None => unreachable!("pick called with no active flow"),
+        }
+    }
+    #[inline]
+    fn depart(&mut self, id: FlowId, _len: Bytes, next: Option<Bytes>) {
+        if next.is_none() {
+            self.active.unlink(&mut self.links, id);
+        } else {
+            self.active.rotate(&mut self.links);
+        }
+    }
+    fn memory_bytes(&self) -> usize {
+        self.links.memory_bytes()
+    }
+}

@@ -21,14 +21,14 @@ use crate::units::{Bytes, Nanos};
 mod drr;
 mod fifo;
 mod prio;
-// mod qfq;
+mod qfq;
 mod rr;
 // mod wf2q;
 
 pub use drr::Drr;
 pub use fifo::Fifo;
 pub use prio::Prio;
-// pub use qfq::Qfq;
+pub use qfq::Qfq;
 pub use rr::Rr;
 // pub use wf2q::Wf2q;
 
@@ -468,7 +468,7 @@ impl Algorithm {
             Algorithm::Rr => Box::new(FlowSched::new(Rr::new())),
             Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
             // Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
-            // Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
+            Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
             _ => todo!(),
         }
     }

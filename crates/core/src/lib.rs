@@ -17,6 +17,7 @@
 
 pub mod bitmap;
 pub mod flow;
+pub mod pq;
 pub mod sched;
 pub mod units;
 

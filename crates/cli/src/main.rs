@@ -1,1 +1,85 @@
-fn main() {}
+//! `pktsched`: benchmarks, simulation and scheduling from the command line.
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+mod bench_sched;
+
+/// pktsched — a userspace packet scheduler: fair queueing, priorities and
+/// shaping with exact accounting.
+#[derive(Debug, Parser)]
+#[command(name = "pktsched", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(BenchCmd),
+    /// Compares every algorithm on a few standard flowsets (a short
+    /// `bench sched --alg all` on each).
+    Demo {
+        /// Loop iterations per algorithm and flowset (at least 200 per flow,
+        /// so every run goes through several fill/drain cycles).
+        #[arg(short = 'n', long = "ops", default_value = "2M")]
+        ops: String,
+        /// Print JSON instead of tables.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Parses a rate and prints it in bits/s and bytes/s, with the time one
+    /// packet takes at that rate.
+    Rate {
+        /// A rate such as `10gbit`, `1.5mbit`, `125MB/s`.
+        rate: String,
+        /// Packet length in bytes for the transmission-time line.
+        #[arg(long, default_value_t = 1500)]
+        len: u64,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum BenchCmd {
+    /// Closed-loop scheduler benchmark with the semantics of dummynet's
+    /// userspace `test` program: ns per enqueue+dequeue pair.
+    Sched(bench_sched::SchedArgs),
+    /// The BENCHMARKS.md table: every algorithm on the standard flowsets
+    /// (1, 64, 512+64, 4096, 32768 flows and the QFQ paper's mix), medians
+    /// of several interleaved runs, in Markdown.
+    Table(bench_sched::TableArgs),
+}
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::from(2)
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<()> {
+    match cli.cmd {
+        Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
+        Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
+        Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
+        Cmd::Rate { rate, len } => {
+            let r = pktsched_core::Rate::parse(&rate).map_err(|e| anyhow::anyhow!("{e}"))?;
+            println!(
+                "{r} = {} bit/s = {} B/s",
+                r.as_bps(),
+                r.as_bps() as f64 / 8.0
+            );
+            println!(
+                "a {len}-byte packet takes {} (rounded up to whole ns)",
+                r.tx_time(len)
+            );
+            Ok(())
+        }
+    }
+}

@@ -146,7 +146,15 @@ mod tests {
 
     #[test]
     fn depth_is_ceil_log64() {
-        for (n, d) in [(0, 1), (1, 1), (64, 1), (65, 2), (4096, 2), (4097, 3), (262_144, 3)] {
+        for (n, d) in [
+            (0, 1),
+            (1, 1),
+            (64, 1),
+            (65, 2),
+            (4096, 2),
+            (4097, 3),
+            (262_144, 3),
+        ] {
             assert_eq!(HierBitmap::new(n).depth(), d, "n = {n}");
         }
     }
@@ -169,7 +177,11 @@ mod tests {
                 }
                 assert_eq!(b.first_set(), s.first().copied());
                 let from = rng.random_range(0..n + 2);
-                assert_eq!(b.next_set(from), s.range(from..).next().copied(), "n={n} from={from}");
+                assert_eq!(
+                    b.next_set(from),
+                    s.range(from..).next().copied(),
+                    "n={n} from={from}"
+                );
                 assert_eq!(b.get(i), s.contains(&i));
             }
         }

@@ -49,7 +49,12 @@ pub struct Pkt<T> {
 impl<T> Pkt<T> {
     /// A packet of `len` bytes for `flow`, arriving at `ts`.
     pub fn new(flow: FlowId, len: Bytes, ts: Nanos, item: T) -> Pkt<T> {
-        Pkt { flow, len, ts, item }
+        Pkt {
+            flow,
+            len,
+            ts,
+            item,
+        }
     }
 }
 
@@ -71,8 +76,12 @@ pub enum DropReason {
 
 impl DropReason {
     /// All reasons, in display order.
-    pub const ALL: [DropReason; 4] =
-        [DropReason::QueueFull, DropReason::TooLarge, DropReason::UnknownFlow, DropReason::Removed];
+    pub const ALL: [DropReason; 4] = [
+        DropReason::QueueFull,
+        DropReason::TooLarge,
+        DropReason::UnknownFlow,
+        DropReason::Removed,
+    ];
 
     /// Short name used in stats output.
     pub const fn name(self) -> &'static str {
@@ -118,11 +127,6 @@ impl Counter {
         self.pkts += 1;
         self.bytes += u64::from(len);
     }
-    #[inline]
-    pub(crate) fn sub(&mut self, len: Bytes) {
-        self.pkts -= 1;
-        self.bytes -= u64::from(len);
-    }
 }
 
 /// Counters kept per flow and for the whole scheduler.
@@ -138,7 +142,8 @@ pub struct Counters {
     pub dequeued: Counter,
     /// Packets refused or dropped, by reason (index = `DropReason as usize`).
     dropped: [Counter; 4],
-    /// Packets currently queued.
+    /// Packets currently queued. Derived when counters are read:
+    /// `enqueued − dequeued − dropped(Removed)`.
     pub backlog: Counter,
     /// Times a shaper held back a backlogged packet because it was not yet
     /// due (as `overlimits` in `tc -s`). Zero for work-conserving schedulers.
@@ -167,7 +172,19 @@ impl Counters {
     pub(crate) fn drop(&mut self, r: DropReason, len: Bytes) {
         self.dropped[r.idx()].add(len);
     }
+    /// These counters with `backlog` filled in from the others (the hot path
+    /// only counts arrivals and departures).
+    pub fn with_backlog(mut self) -> Counters {
+        let d = self.dropped_after_enqueue();
+        self.backlog = Counter {
+            pkts: self.enqueued.pkts - self.dequeued.pkts - d.pkts,
+            bytes: self.enqueued.bytes - self.dequeued.bytes - d.bytes,
+        };
+        self
+    }
     /// Checks `enqueued = dequeued + dropped_after_enqueue + backlog`.
+    /// Schedulers derive `backlog` this way, so tests compare it with the
+    /// packets actually queued (see `FlowTable::queued`).
     pub fn conserved(&self) -> bool {
         let d = self.dropped_after_enqueue();
         self.enqueued.pkts == self.dequeued.pkts + d.pkts + self.backlog.pkts
@@ -217,7 +234,10 @@ impl FlowConfig {
 
     /// A config with the given weight and defaults elsewhere.
     pub fn weight(weight: u32) -> FlowConfig {
-        FlowConfig { weight, ..FlowConfig::default() }
+        FlowConfig {
+            weight,
+            ..FlowConfig::default()
+        }
     }
     /// Sets the maximum packet length.
     pub fn with_max_len(mut self, max_len: Bytes) -> FlowConfig {
@@ -253,26 +273,51 @@ impl Default for FlowConfig {
     }
 }
 
-/// One slot of the flow table.
+/// The per-packet part of a flow: its FIFO and arrival/departure counters,
+/// on one 64-byte cache line.
 #[derive(Debug)]
-pub(crate) struct FlowSlot<T> {
+#[repr(align(64))]
+pub(crate) struct Hot<T> {
     pub(crate) q: VecDeque<Pkt<T>>,
-    pub(crate) cfg: FlowConfig,
-    pub(crate) stats: Counters,
-    pub(crate) live: bool,
+    pub(crate) enq: Counter,
+    pub(crate) deq: Counter,
 }
 
-/// The flow table: configuration, FIFO and counters of every flow.
+/// What `enqueue` checks, packed densely (8 bytes per flow). `limit == 0`
+/// marks a dead flow (a live flow's limit is at least 1).
+#[derive(Copy, Clone, Debug, Default)]
+pub(crate) struct Admit {
+    pub(crate) max_len: Bytes,
+    pub(crate) limit: u32,
+}
+
+/// The rarely touched part: configuration and drops.
+#[derive(Debug)]
+pub(crate) struct Cold {
+    pub(crate) cfg: FlowConfig,
+    pub(crate) dropped: Counters,
+}
+
+/// The flow table: configuration, FIFO and counters of every flow, split
+/// by access frequency (see ARCHITECTURE.md).
 #[derive(Debug)]
 pub struct FlowTable<T> {
-    pub(crate) slots: Vec<FlowSlot<T>>,
+    pub(crate) hot: Vec<Hot<T>>,
+    pub(crate) admit: Vec<Admit>,
+    cold: Vec<Cold>,
     free: Vec<u32>,
     live: usize,
 }
 
 impl<T> Default for FlowTable<T> {
     fn default() -> Self {
-        FlowTable { slots: Vec::new(), free: Vec::new(), live: 0 }
+        FlowTable {
+            hot: Vec::new(),
+            admit: Vec::new(),
+            cold: Vec::new(),
+            free: Vec::new(),
+            live: 0,
+        }
     }
 }
 
@@ -285,83 +330,123 @@ impl<T> FlowTable<T> {
     pub fn is_empty(&self) -> bool {
         self.live == 0
     }
-    /// One past the largest flow id ever handed out (ids are reused after
-    /// removal, lowest first is not guaranteed).
+    /// One past the largest flow id ever handed out (ids of removed flows
+    /// are reused).
     pub fn capacity(&self) -> usize {
-        self.slots.len()
+        self.hot.len()
     }
-    /// The id the next [`FlowTable::insert`] will use.
+    /// The id the next insert will use.
     pub(crate) fn next_id(&self) -> FlowId {
-        FlowId(self.free.last().copied().unwrap_or(self.slots.len() as u32))
+        FlowId(self.free.last().copied().unwrap_or(self.hot.len() as u32))
     }
     pub(crate) fn insert(&mut self, cfg: FlowConfig) -> FlowId {
         self.live += 1;
+        let admit = Admit {
+            max_len: cfg.max_len,
+            limit: cfg.limit.max(1),
+        };
+        let cold = Cold {
+            cfg,
+            dropped: Counters::default(),
+        };
         if let Some(i) = self.free.pop() {
-            let s = &mut self.slots[i as usize];
-            s.cfg = cfg;
-            s.stats = Counters::default();
-            s.live = true;
+            let h = &mut self.hot[i as usize];
+            h.enq = Counter::default();
+            h.deq = Counter::default();
+            self.admit[i as usize] = admit;
+            self.cold[i as usize] = cold;
             FlowId(i)
         } else {
-            self.slots.push(FlowSlot {
+            self.hot.push(Hot {
                 q: VecDeque::new(),
-                cfg,
-                stats: Counters::default(),
-                live: true,
+                enq: Counter::default(),
+                deq: Counter::default(),
             });
-            FlowId(self.slots.len() as u32 - 1)
+            self.admit.push(admit);
+            self.cold.push(cold);
+            FlowId(self.hot.len() as u32 - 1)
         }
     }
     /// Marks the flow dead and returns its packets (the caller counts them).
     pub(crate) fn remove(&mut self, id: FlowId) -> VecDeque<Pkt<T>> {
-        let s = &mut self.slots[id.index()];
-        s.live = false;
+        self.admit[id.index()].limit = 0;
         self.live -= 1;
         self.free.push(id.0);
-        core::mem::take(&mut s.q)
+        core::mem::take(&mut self.hot[id.index()].q)
+    }
+    /// True if `id` names a live flow.
+    #[inline]
+    pub fn contains(&self, id: FlowId) -> bool {
+        self.admit.get(id.index()).is_some_and(|a| a.limit != 0)
+    }
+    pub(crate) fn set_config(&mut self, id: FlowId, cfg: FlowConfig) {
+        self.admit[id.index()] = Admit {
+            max_len: cfg.max_len,
+            limit: cfg.limit.max(1),
+        };
+        self.cold[id.index()].cfg = cfg;
     }
     #[inline]
-    pub(crate) fn get(&self, id: FlowId) -> Option<&FlowSlot<T>> {
-        self.slots.get(id.index()).filter(|s| s.live)
+    pub(crate) fn count_drop(&mut self, id: FlowId, r: DropReason, len: Bytes) {
+        if self.contains(id) {
+            self.cold[id.index()].dropped.drop(r, len);
+        }
     }
-    #[inline]
-    pub(crate) fn get_mut(&mut self, id: FlowId) -> Option<&mut FlowSlot<T>> {
-        self.slots.get_mut(id.index()).filter(|s| s.live)
+    /// The FIFO of a live flow.
+    pub(crate) fn queue(&self, id: FlowId) -> Option<&VecDeque<Pkt<T>>> {
+        self.contains(id).then(|| &self.hot[id.index()].q)
     }
-    /// Length of the head packet of a flow (the flow must be backlogged).
+    /// Length of the head packet of a flow (0 if it has none).
     #[inline]
     pub fn head_len(&self, id: FlowId) -> Bytes {
-        match self.slots[id.index()].q.front() {
+        match self.hot[id.index()].q.front() {
             Some(p) => p.len,
             None => 0,
         }
     }
     /// Configuration of a live flow.
     pub fn config(&self, id: FlowId) -> Option<&FlowConfig> {
-        self.get(id).map(|s| &s.cfg)
+        self.contains(id).then(|| &self.cold[id.index()].cfg)
     }
-    /// Counters of a live flow.
-    pub fn stats(&self, id: FlowId) -> Option<&Counters> {
-        self.get(id).map(|s| &s.stats)
+    /// Counters of a live flow (`backlog` derived).
+    pub fn stats(&self, id: FlowId) -> Option<Counters> {
+        self.contains(id).then(|| {
+            let h = &self.hot[id.index()];
+            let mut c = self.cold[id.index()].dropped;
+            c.enqueued = h.enq;
+            c.dequeued = h.deq;
+            c.with_backlog()
+        })
     }
-    /// Packets queued in a live flow.
+    /// Packets queued in a live flow (read from the FIFO itself, not from
+    /// the counters).
     pub fn queued(&self, id: FlowId) -> Option<usize> {
-        self.get(id).map(|s| s.q.len())
+        self.queue(id).map(VecDeque::len)
     }
     /// Ids of all live flows, in index order.
     pub fn ids(&self) -> impl Iterator<Item = FlowId> + '_ {
-        self.slots.iter().enumerate().filter(|(_, s)| s.live).map(|(i, _)| FlowId(i as u32))
+        self.admit
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| a.limit != 0)
+            .map(|(i, _)| FlowId(i as u32))
     }
     /// Releases the spare capacity of every per-flow ring.
     pub fn shrink(&mut self) {
-        for s in &mut self.slots {
-            s.q.shrink_to_fit();
+        for h in &mut self.hot {
+            h.q.shrink_to_fit();
         }
     }
     /// Approximate heap memory held by the table, in bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.slots.capacity() * core::mem::size_of::<FlowSlot<T>>()
-            + self.slots.iter().map(|s| s.q.capacity() * core::mem::size_of::<Pkt<T>>()).sum::<usize>()
+        self.hot.capacity() * core::mem::size_of::<Hot<T>>()
+            + self.admit.capacity() * core::mem::size_of::<Admit>()
+            + self.cold.capacity() * core::mem::size_of::<Cold>()
+            + self
+                .hot
+                .iter()
+                .map(|h| h.q.capacity() * core::mem::size_of::<Pkt<T>>())
+                .sum::<usize>()
             + self.free.capacity() * 4
     }
 }

@@ -8,6 +8,9 @@
 //! - [`sched`]: the [`Scheduler`] trait and the algorithms FIFO, PRIO, RR,
 //!   DRR, WF2Q+ and QFQ.
 //! - [`bitmap`]: the hierarchical find-first-set bitmap they share.
+//! - [`pq`]: Eiffel's integer priority queues (FFS, hierarchical and
+//!   circular FFS, gradient queue, bucket heap) behind one trait.
+//! - [`harness`]: the dummynet-style closed-loop benchmark harness.
 //!
 //! Time is always an argument (`now: Nanos`), so everything here runs the
 //! same under a virtual clock in tests and simulations.
@@ -17,6 +20,7 @@
 
 pub mod bitmap;
 pub mod flow;
+pub mod harness;
 pub mod pq;
 pub mod sched;
 pub mod units;

@@ -202,7 +202,11 @@ impl Rate {
         let num = bytes as u128 * 8 * 1_000_000_000;
         let d = self.0 as u128;
         let t = num.div_ceil(d);
-        if t > u64::MAX as u128 { Nanos::MAX } else { Nanos(t as u64) }
+        if t > u64::MAX as u128 {
+            Nanos::MAX
+        } else {
+            Nanos(t as u64)
+        }
     }
 
     /// Time to transmit `bytes` at this rate in picoseconds, exact when it
@@ -214,7 +218,11 @@ impl Rate {
     /// Bytes that can be sent in `t` at this rate, rounded down.
     pub const fn bytes_in(self, t: Nanos) -> u64 {
         let b = self.0 as u128 * t.0 as u128 / 8_000_000_000;
-        if b > u64::MAX as u128 { u64::MAX } else { b as u64 }
+        if b > u64::MAX as u128 {
+            u64::MAX
+        } else {
+            b as u64
+        }
     }
 
     /// Parses a rate such as `10gbit`, `1.5mbit`, `10Gbit/s`, `125MB/s`,
@@ -386,7 +394,10 @@ fn unit_multiplier(input: &str, num: &str, unit: &str) -> Result<u64, RateError>
             return Ok(m);
         }
     }
-    Err(RateError::UnknownUnit { input: input.to_string(), unit: unit.to_string() })
+    Err(RateError::UnknownUnit {
+        input: input.to_string(),
+        unit: unit.to_string(),
+    })
 }
 
 /// An exact decimal `digits × 10^exp`.
@@ -421,7 +432,10 @@ impl Decimal {
         let mut exp = exp;
         let mut overflowed = false;
         for c in int.bytes() {
-            match digits.checked_mul(10).and_then(|d| d.checked_add((c - b'0') as u128)) {
+            match digits
+                .checked_mul(10)
+                .and_then(|d| d.checked_add((c - b'0') as u128))
+            {
                 Some(d) => digits = d,
                 None => {
                     // Too many digits: keep the magnitude, it will overflow anyway.
@@ -434,7 +448,10 @@ impl Decimal {
             if overflowed {
                 break;
             }
-            match digits.checked_mul(10).and_then(|d| d.checked_add((c - b'0') as u128)) {
+            match digits
+                .checked_mul(10)
+                .and_then(|d| d.checked_add((c - b'0') as u128))
+            {
                 Some(d) => {
                     digits = d;
                     exp = exp.checked_sub(1)?;
@@ -447,7 +464,10 @@ impl Decimal {
 
     /// `self × mult` as a whole u64.
     fn times(&self, mult: u64) -> Result<u64, DecErr> {
-        let mut v = self.digits.checked_mul(mult as u128).ok_or(DecErr::Overflow)?;
+        let mut v = self
+            .digits
+            .checked_mul(mult as u128)
+            .ok_or(DecErr::Overflow)?;
         if v == 0 {
             return Ok(0);
         }
@@ -504,7 +524,10 @@ mod tests {
             ("100", "no unit"),
             ("1e30gbit", "too large"),
             ("18446744073709551616bit", "too large"),
-            ("99999999999999999999999999999999999999999999gbit", "too large"),
+            (
+                "99999999999999999999999999999999999999999999gbit",
+                "too large",
+            ),
             ("abc", "not a number"),
             ("1.2.3gbit", "not a number"),
             ("10 furlongs", "unknown unit"),
@@ -516,7 +539,10 @@ mod tests {
         ];
         for (input, want) in cases {
             let err = Rate::parse(input).expect_err(input).to_string();
-            assert!(err.contains(want), "{input:?}: error {err:?} should mention {want:?}");
+            assert!(
+                err.contains(want),
+                "{input:?}: error {err:?} should mention {want:?}"
+            );
         }
     }
 

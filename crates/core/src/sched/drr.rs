@@ -32,10 +32,16 @@ struct DrrFlow {
 impl Drr {
     /// DRR whose default quantum is `weight × base` bytes (`base` ≥ 1).
     pub fn new(base: u32) -> Drr {
-        Drr { base: base.max(1), active: FlowList::new(), links: Links::default(), st: Vec::new() }
+        Drr {
+            base: base.max(1),
+            active: FlowList::new(),
+            links: Links::default(),
+            st: Vec::new(),
+        }
     }
     fn quantum(&self, cfg: &FlowConfig) -> u64 {
-        cfg.quantum.map_or(u64::from(cfg.weight) * u64::from(self.base), u64::from)
+        cfg.quantum
+            .map_or(u64::from(cfg.weight) * u64::from(self.base), u64::from)
     }
 }
 
@@ -51,15 +57,25 @@ impl Discipline for Drr {
         if self.st.len() <= id.index() {
             self.st.resize(id.index() + 1, DrrFlow::default());
         }
-        self.st[id.index()] = DrrFlow { quantum: self.quantum(cfg), deficit: 0 };
+        self.st[id.index()] = DrrFlow {
+            quantum: self.quantum(cfg),
+            deficit: 0,
+        };
     }
     /// A new quantum applies from the flow's next round; its place in the
     /// active list and its current deficit are kept.
-    fn change(&mut self, id: FlowId, _old: &FlowConfig, new: &FlowConfig, _head: Option<Bytes>, _now: Nanos) {
+    fn change(
+        &mut self,
+        id: FlowId,
+        _old: &FlowConfig,
+        new: &FlowConfig,
+        _head: Option<Bytes>,
+        _now: Nanos,
+    ) {
         self.st[id.index()].quantum = self.quantum(new);
     }
     fn remove(&mut self, _id: FlowId, _cfg: &FlowConfig) {}
-    #[inline]
+    #[inline(always)]
     fn activate(&mut self, id: FlowId, _head: Bytes, _now: Nanos) {
         let s = &mut self.st[id.index()];
         s.deficit = s.quantum;
@@ -68,7 +84,7 @@ impl Discipline for Drr {
     fn deactivate(&mut self, id: FlowId) {
         self.active.unlink(&mut self.links, id);
     }
-    #[inline]
+    #[inline(always)]
     fn pick<H: Fn(FlowId) -> Bytes>(&mut self, head: H) -> FlowId {
         loop {
             let f = match self.active.front() {
@@ -80,10 +96,10 @@ impl Discipline for Drr {
                 return f;
             }
             s.deficit += s.quantum;
-            self.active.rotate(&mut self.links);
+            self.active.rotate(&self.links);
         }
     }
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, id: FlowId, len: Bytes, next: Option<Bytes>) {
         let s = &mut self.st[id.index()];
         s.deficit -= u64::from(len);

@@ -99,7 +99,8 @@ pub struct Limits {
     pub max_len: u64,
     /// Largest `limit` in packets (smallest is 1).
     pub max_limit: u64,
-    /// Number of priority levels (PRIO), 1 elsewhere.
+    /// Number of priority levels (PRIO). Other algorithms ignore `prio`
+    /// and accept any value (`levels = 2^32`).
     pub levels: u64,
 }
 
@@ -113,7 +114,7 @@ impl Limits {
             max_weight_sum: u32::MAX as u64,
             max_len: 1 << 20,
             max_limit: 1 << 24,
-            levels: 1,
+            levels: 1 << 32,
         }
     }
 
@@ -121,7 +122,13 @@ impl Limits {
     pub fn check(&self, cfg: &FlowConfig) -> Result<(), ConfigError> {
         let range = |field, value: u64, min, max| {
             if value < min || value > max {
-                Err(ConfigError::OutOfRange { alg: self.alg, field, value, min, max })
+                Err(ConfigError::OutOfRange {
+                    alg: self.alg,
+                    field,
+                    value,
+                    min,
+                    max,
+                })
             } else {
                 Ok(())
             }
@@ -160,7 +167,8 @@ pub trait Scheduler<T> {
     fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, ConfigError>;
     /// Changes a flow's configuration while packets may be queued; nothing is
     /// dropped. Packets already queued keep their place in the flow's FIFO.
-    fn change_flow(&mut self, flow: FlowId, cfg: FlowConfig, now: Nanos) -> Result<(), ConfigError>;
+    fn change_flow(&mut self, flow: FlowId, cfg: FlowConfig, now: Nanos)
+    -> Result<(), ConfigError>;
     /// Removes a flow, returning its queued packets in FIFO order (counted as
     /// dropped with reason [`DropReason::Removed`]).
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError>;
@@ -174,9 +182,9 @@ pub trait Scheduler<T> {
     /// Packets and bytes queued.
     fn backlog(&self) -> Backlog;
     /// Scheduler-wide counters.
-    fn stats(&self) -> &Counters;
+    fn stats(&self) -> Counters;
     /// Counters of one flow.
-    fn flow_stats(&self, flow: FlowId) -> Option<&Counters>;
+    fn flow_stats(&self, flow: FlowId) -> Option<Counters>;
     /// Configuration of one flow.
     fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig>;
     /// Ids of all live flows.
@@ -201,7 +209,12 @@ pub trait Discipline {
     fn limits(&self) -> Limits;
     /// Checks a config for flow `id`; `old` is its current config when it is
     /// being changed. Weight-sum checks go here.
-    fn check(&self, id: FlowId, cfg: &FlowConfig, old: Option<&FlowConfig>) -> Result<(), ConfigError> {
+    fn check(
+        &self,
+        id: FlowId,
+        cfg: &FlowConfig,
+        old: Option<&FlowConfig>,
+    ) -> Result<(), ConfigError> {
         let _ = (id, old);
         self.limits().check(cfg)
     }
@@ -209,7 +222,14 @@ pub trait Discipline {
     fn add(&mut self, id: FlowId, cfg: &FlowConfig);
     /// A flow's config changed. `head` is its head length if backlogged.
     /// The default takes the flow out and puts it back in with the new config.
-    fn change(&mut self, id: FlowId, old: &FlowConfig, new: &FlowConfig, head: Option<Bytes>, now: Nanos) {
+    fn change(
+        &mut self,
+        id: FlowId,
+        old: &FlowConfig,
+        new: &FlowConfig,
+        head: Option<Bytes>,
+        now: Nanos,
+    ) {
         if head.is_some() {
             self.deactivate(id);
         }
@@ -246,7 +266,10 @@ pub trait Discipline {
 pub struct FlowSched<D, T> {
     flows: FlowTable<T>,
     disc: D,
+    /// Enqueued/dequeued/dropped; `backlog` is derived when read.
     stats: Counters,
+    /// Packets queued in all flows.
+    queued: u64,
     /// Scheduler-wide packet limit (like a qdisc's `limit`).
     total_limit: u64,
 }
@@ -254,7 +277,13 @@ pub struct FlowSched<D, T> {
 impl<D: Discipline, T> FlowSched<D, T> {
     /// A scheduler with no flows and no scheduler-wide packet limit.
     pub fn new(disc: D) -> FlowSched<D, T> {
-        FlowSched { flows: FlowTable::default(), disc, stats: Counters::default(), total_limit: u64::MAX }
+        FlowSched {
+            flows: FlowTable::default(),
+            disc,
+            stats: Counters::default(),
+            queued: 0,
+            total_limit: u64::MAX,
+        }
     }
     /// Sets a scheduler-wide packet limit, on top of the per-flow limits.
     pub fn with_total_limit(mut self, pkts: u64) -> FlowSched<D, T> {
@@ -274,12 +303,11 @@ impl<D: Discipline, T> FlowSched<D, T> {
         self.flows.memory_bytes() + self.disc.memory_bytes()
     }
 
-    #[inline]
+    #[cold]
+    #[inline(never)]
     fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Result<(), Rejected<T>> {
         self.stats.drop(reason, pkt.len);
-        if let Some(s) = self.flows.get_mut(pkt.flow) {
-            s.stats.drop(reason, pkt.len);
-        }
+        self.flows.count_drop(pkt.flow, reason, pkt.len);
         Err(Rejected { pkt, reason })
     }
 }
@@ -296,7 +324,10 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
     fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
         let lim = self.disc.limits();
         if self.flows.len() as u64 >= lim.max_flows {
-            return Err(ConfigError::TooManyFlows { alg: lim.alg, max: lim.max_flows });
+            return Err(ConfigError::TooManyFlows {
+                alg: lim.alg,
+                max: lim.max_flows,
+            });
         }
         let id = self.flows.next_id();
         self.disc.check(id, &cfg, None)?;
@@ -306,57 +337,77 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         Ok(id)
     }
 
-    fn change_flow(&mut self, flow: FlowId, cfg: FlowConfig, now: Nanos) -> Result<(), ConfigError> {
-        let slot = self.flows.get(flow).ok_or(ConfigError::UnknownFlow(flow))?;
-        let old = slot.cfg;
+    fn change_flow(
+        &mut self,
+        flow: FlowId,
+        cfg: FlowConfig,
+        now: Nanos,
+    ) -> Result<(), ConfigError> {
+        let (Some(q), Some(&old)) = (self.flows.queue(flow), self.flows.config(flow)) else {
+            return Err(ConfigError::UnknownFlow(flow));
+        };
         self.disc.check(flow, &cfg, Some(&old))?;
-        if let Some(big) = slot.q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
-            return Err(ConfigError::MaxLenBelowQueued { flow, max_len: cfg.max_len, queued: big });
+        if let Some(big) = q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
+            return Err(ConfigError::MaxLenBelowQueued {
+                flow,
+                max_len: cfg.max_len,
+                queued: big,
+            });
         }
-        let head = slot.q.front().map(|p| p.len);
+        let head = q.front().map(|p| p.len);
         // A lower limit never drops what is queued: arrivals are refused
         // until the queue drains below it.
         self.disc.change(flow, &old, &cfg, head, now);
-        if let Some(s) = self.flows.get_mut(flow) {
-            s.cfg = cfg;
-        }
+        self.flows.set_config(flow, cfg);
         Ok(())
     }
 
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError> {
-        let slot = self.flows.get(flow).ok_or(ConfigError::UnknownFlow(flow))?;
-        let cfg = slot.cfg;
-        if !slot.q.is_empty() {
+        let (Some(q), Some(&cfg)) = (self.flows.queue(flow), self.flows.config(flow)) else {
+            return Err(ConfigError::UnknownFlow(flow));
+        };
+        if !q.is_empty() {
             self.disc.deactivate(flow);
         }
         self.disc.remove(flow, &cfg);
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow).into();
         for p in &pkts {
-            self.stats.backlog.sub(p.len);
+            self.queued -= 1;
             self.stats.drop(DropReason::Removed, p.len);
         }
         Ok(pkts)
     }
 
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        let total_full = self.stats.backlog.pkts >= self.total_limit;
-        let Some(slot) = self.flows.get_mut(pkt.flow) else {
+        let i = pkt.flow.index();
+        let Some(&admit) = self.flows.admit.get(i) else {
             return self.refuse(pkt, DropReason::UnknownFlow);
         };
-        if pkt.len > slot.cfg.max_len {
-            return self.refuse(pkt, DropReason::TooLarge);
+        if pkt.len > admit.max_len {
+            // A dead flow keeps its max_len but has limit 0.
+            let r = if admit.limit == 0 {
+                DropReason::UnknownFlow
+            } else {
+                DropReason::TooLarge
+            };
+            return self.refuse(pkt, r);
         }
-        if slot.q.len() >= slot.cfg.limit as usize || total_full {
-            return self.refuse(pkt, DropReason::QueueFull);
+        let h = &mut self.flows.hot[i];
+        if h.q.len() >= admit.limit as usize || self.queued >= self.total_limit {
+            let r = if admit.limit == 0 {
+                DropReason::UnknownFlow
+            } else {
+                DropReason::QueueFull
+            };
+            return self.refuse(pkt, r);
         }
         let (id, len) = (pkt.flow, pkt.len);
-        let was_empty = slot.q.is_empty();
-        slot.q.push_back(pkt);
-        slot.stats.enqueued.add(len);
-        slot.stats.backlog.add(len);
+        let was_empty = h.q.is_empty();
+        h.q.push_back(pkt);
+        h.enq.add(len);
         self.stats.enqueued.add(len);
-        self.stats.backlog.add(len);
+        self.queued += 1;
         if was_empty {
             self.disc.activate(id, len, now);
         }
@@ -364,37 +415,39 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         Ok(())
     }
 
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, _now: Nanos) -> Option<Pkt<T>> {
-        if self.stats.backlog.pkts == 0 {
+        if self.queued == 0 {
             return None;
         }
         let flows = &self.flows;
         let id = self.disc.pick(|f| flows.head_len(f));
-        let slot = &mut self.flows.slots[id.index()];
-        let pkt = slot.q.pop_front()?;
-        let next = slot.q.front().map(|p| p.len);
-        slot.stats.dequeued.add(pkt.len);
-        slot.stats.backlog.sub(pkt.len);
+        let h = &mut self.flows.hot[id.index()];
+        let pkt = h.q.pop_front()?;
+        let next = h.q.front().map(|p| p.len);
+        h.deq.add(pkt.len);
         self.stats.dequeued.add(pkt.len);
-        self.stats.backlog.sub(pkt.len);
+        self.queued -= 1;
         self.disc.depart(id, pkt.len, next);
         Some(pkt)
     }
 
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {
-        (self.stats.backlog.pkts > 0).then_some(now)
+        (self.queued > 0).then_some(now)
     }
 
     fn backlog(&self) -> Backlog {
-        Backlog { pkts: self.stats.backlog.pkts, bytes: self.stats.backlog.bytes }
+        Backlog {
+            pkts: self.queued,
+            bytes: self.stats.with_backlog().backlog.bytes,
+        }
     }
 
-    fn stats(&self) -> &Counters {
-        &self.stats
+    fn stats(&self) -> Counters {
+        self.stats.with_backlog()
     }
 
-    fn flow_stats(&self, flow: FlowId) -> Option<&Counters> {
+    fn flow_stats(&self, flow: FlowId) -> Option<Counters> {
         self.flows.stats(flow)
     }
 
@@ -427,8 +480,14 @@ pub enum Algorithm {
 
 impl Algorithm {
     /// All algorithms.
-    pub const ALL: [Algorithm; 6] =
-        [Algorithm::Fifo, Algorithm::Prio, Algorithm::Rr, Algorithm::Drr, Algorithm::Wf2q, Algorithm::Qfq];
+    pub const ALL: [Algorithm; 6] = [
+        Algorithm::Fifo,
+        Algorithm::Prio,
+        Algorithm::Rr,
+        Algorithm::Drr,
+        Algorithm::Wf2q,
+        Algorithm::Qfq,
+    ];
 
     /// Name as accepted by [`Algorithm::parse`].
     pub const fn name(self) -> &'static str {
@@ -469,6 +528,7 @@ impl Algorithm {
             Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
             // Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
             Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
+            #[allow(clippy::todo)] // WF2Q+ lands in the next commit.
             _ => todo!(),
         }
     }
@@ -480,14 +540,19 @@ impl core::fmt::Display for Algorithm {
     }
 }
 
-/// An intrusive doubly linked list of flow ids, stored in two index arrays.
-/// Used for active lists (RR, DRR, PRIO levels) so no allocation happens
-/// per packet and any flow can be unlinked in O(1).
-#[derive(Clone, Debug, Default)]
+/// An intrusive circular doubly linked list of flow ids with a cursor at
+/// its head, stored in two index arrays (`Links`). Used for active lists (RR,
+/// DRR, PRIO levels): no allocation, O(1) unlink of any flow, and `rotate`
+/// (head to tail) is a single cursor step.
+#[derive(Clone, Debug)]
 pub(crate) struct FlowList {
     head: u32,
-    tail: u32,
-    len: u32,
+}
+
+impl Default for FlowList {
+    fn default() -> Self {
+        FlowList::new()
+    }
 }
 
 /// Links shared by several [`FlowList`]s (a flow is in at most one list).
@@ -514,54 +579,98 @@ impl Links {
 
 impl FlowList {
     pub(crate) const fn new() -> FlowList {
-        FlowList { head: NIL, tail: NIL, len: 0 }
+        FlowList { head: NIL }
     }
-    #[inline]
+    #[inline(always)]
     pub(crate) fn is_empty(&self) -> bool {
         self.head == NIL
     }
-    #[inline]
+    #[inline(always)]
     pub(crate) fn front(&self) -> Option<FlowId> {
-        (self.head != NIL).then_some(FlowId(self.head))
+        if self.head == NIL {
+            None
+        } else {
+            Some(FlowId(self.head))
+        }
     }
-    #[inline]
+    /// Appends `id` at the tail (just before the head).
+    #[inline(always)]
     pub(crate) fn push_back(&mut self, l: &mut Links, id: FlowId) {
         let i = id.0;
-        l.next[i as usize] = NIL;
-        l.prev[i as usize] = self.tail;
-        if self.tail == NIL {
+        if self.head == NIL {
+            l.next[i as usize] = i;
+            l.prev[i as usize] = i;
             self.head = i;
         } else {
-            l.next[self.tail as usize] = i;
+            let h = self.head;
+            let t = l.prev[h as usize];
+            l.next[i as usize] = h;
+            l.prev[i as usize] = t;
+            l.next[t as usize] = i;
+            l.prev[h as usize] = i;
         }
-        self.tail = i;
-        self.len += 1;
     }
-    #[inline]
+    /// Removes `id`, which must be in this list.
+    #[inline(always)]
     pub(crate) fn unlink(&mut self, l: &mut Links, id: FlowId) {
-        let i = id.index();
-        let (p, n) = (l.prev[i], l.next[i]);
-        if p == NIL {
-            self.head = n;
+        let i = id.0;
+        let n = l.next[i as usize];
+        if n == i {
+            self.head = NIL;
         } else {
+            let p = l.prev[i as usize];
             l.next[p as usize] = n;
-        }
-        if n == NIL {
-            self.tail = p;
-        } else {
             l.prev[n as usize] = p;
+            if self.head == i {
+                self.head = n;
+            }
         }
-        l.next[i] = NIL;
-        l.prev[i] = NIL;
-        self.len -= 1;
+        l.next[i as usize] = NIL;
+        l.prev[i as usize] = NIL;
     }
-    /// Moves the head to the tail (no-op for lists of one).
-    #[inline]
-    pub(crate) fn rotate(&mut self, l: &mut Links) {
-        if self.head != self.tail {
-            let h = FlowId(self.head);
-            self.unlink(l, h);
-            self.push_back(l, h);
+    /// Moves the head to the tail: one cursor step.
+    #[inline(always)]
+    pub(crate) fn rotate(&mut self, l: &Links) {
+        if self.head != NIL {
+            self.head = l.next[self.head as usize];
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flow_list_matches_a_vecdeque() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+        let mut links = Links::default();
+        links.ensure(FlowId(31));
+        let mut list = FlowList::new();
+        let mut model: std::collections::VecDeque<u32> = Default::default();
+        for _ in 0..20_000 {
+            match rng.random_range(0..3) {
+                0 => {
+                    let f = rng.random_range(0..32u32);
+                    if !model.contains(&f) {
+                        list.push_back(&mut links, FlowId(f));
+                        model.push_back(f);
+                    }
+                }
+                1 => {
+                    if let Some(&f) = model.get(rng.random_range(0..model.len().max(1))) {
+                        list.unlink(&mut links, FlowId(f));
+                        model.retain(|&x| x != f);
+                    }
+                }
+                _ => {
+                    list.rotate(&links);
+                    model.rotate_left(usize::from(!model.is_empty()));
+                }
+            }
+            assert_eq!(list.front().map(|f| f.0), model.front().copied());
+            assert_eq!(list.is_empty(), model.is_empty());
         }
     }
 }

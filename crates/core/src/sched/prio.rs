@@ -39,7 +39,10 @@ impl Discipline for Prio {
         "prio"
     }
     fn limits(&self) -> Limits {
-        Limits { levels: self.levels.len() as u64, ..Limits::generic("prio") }
+        Limits {
+            levels: self.levels.len() as u64,
+            ..Limits::generic("prio")
+        }
     }
     fn add(&mut self, id: FlowId, cfg: &FlowConfig) {
         self.links.ensure(id);
@@ -49,7 +52,7 @@ impl Discipline for Prio {
         self.level_of[id.index()] = cfg.prio;
     }
     fn remove(&mut self, _id: FlowId, _cfg: &FlowConfig) {}
-    #[inline]
+    #[inline(always)]
     fn activate(&mut self, id: FlowId, _head: Bytes, _now: Nanos) {
         let l = self.level_of[id.index()] as usize;
         self.levels[l].push_back(&mut self.links, id);
@@ -62,7 +65,7 @@ impl Discipline for Prio {
             self.nonempty.clear(l);
         }
     }
-    #[inline]
+    #[inline(always)]
     fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
         let l = match self.nonempty.first_set() {
             Some(l) => l,
@@ -73,13 +76,13 @@ impl Discipline for Prio {
             None => unreachable!("bitmap and level lists disagree"),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, id: FlowId, _len: Bytes, next: Option<Bytes>) {
         if next.is_none() {
             self.deactivate(id);
         } else {
             let l = self.level_of[id.index()] as usize;
-            self.levels[l].rotate(&mut self.links);
+            self.levels[l].rotate(&self.links);
         }
     }
     fn memory_bytes(&self) -> usize {

@@ -15,7 +15,10 @@ pub struct Rr {
 impl Rr {
     /// An empty round-robin scheduler.
     pub fn new() -> Rr {
-        Rr { active: FlowList::new(), links: Links::default() }
+        Rr {
+            active: FlowList::new(),
+            links: Links::default(),
+        }
     }
 }
 
@@ -30,26 +33,26 @@ impl Discipline for Rr {
         self.links.ensure(id);
     }
     fn remove(&mut self, _id: FlowId, _cfg: &FlowConfig) {}
-    #[inline]
+    #[inline(always)]
     fn activate(&mut self, id: FlowId, _head: Bytes, _now: Nanos) {
         self.active.push_back(&mut self.links, id);
     }
     fn deactivate(&mut self, id: FlowId) {
         self.active.unlink(&mut self.links, id);
     }
-    #[inline]
+    #[inline(always)]
     fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
         match self.active.front() {
             Some(f) => f,
             None => unreachable!("pick called with no active flow"),
         }
     }
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, id: FlowId, _len: Bytes, next: Option<Bytes>) {
         if next.is_none() {
             self.active.unlink(&mut self.links, id);
         } else {
-            self.active.rotate(&mut self.links);
+            self.active.rotate(&self.links);
         }
     }
     fn memory_bytes(&self) -> usize {

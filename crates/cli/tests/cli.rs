@@ -1,0 +1,152 @@
+//! The command line: good runs produce parseable output, bad input gives a
+//! clear error and exit code 2, never a panic.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::process::{Command, Output};
+
+fn pktsched(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_pktsched"))
+        .args(args)
+        .output()
+        .expect("run pktsched")
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn bench_sched_json_has_every_algorithm() {
+    let o = pktsched(&[
+        "bench",
+        "sched",
+        "--alg",
+        "all",
+        "-n",
+        "20K",
+        "--flowsets",
+        "1::8,4::2",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let rows = v.as_array().expect("array");
+    let algs: Vec<&str> = rows
+        .iter()
+        .map(|r| r["alg"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(algs, ["none", "fifo", "prio", "rr", "drr", "wf2q", "qfq"]);
+    for r in rows {
+        assert_eq!(r["flows"], 10);
+        assert_eq!(r["qmin"], 40);
+        assert_eq!(r["qmax"], 300);
+        assert_eq!(r["loops"], 20_000);
+        assert_eq!(r["drops"], 0);
+        assert!(r["ns_per_pair"].as_f64().unwrap_or(0.0) > 0.0);
+        assert!(r["worst_wfi_bytes"].as_f64().is_some());
+    }
+    // Weighted algorithms keep the lag small; RR ignores weights.
+    let wfi = |a: &str| {
+        rows.iter()
+            .find(|r| r["alg"] == a)
+            .and_then(|r| r["worst_wfi_bytes"].as_f64())
+            .unwrap_or(f64::NAN)
+    };
+    assert!(wfi("drr") < 10_000.0, "drr wfi {}", wfi("drr"));
+    assert!(wfi("wf2q") < 10_000.0, "wf2q wfi {}", wfi("wf2q"));
+    assert!(wfi("qfq") < 10_000.0, "qfq wfi {}", wfi("qfq"));
+    assert!(
+        wfi("rr") > wfi("drr"),
+        "rr {} drr {}",
+        wfi("rr"),
+        wfi("drr")
+    );
+}
+
+#[test]
+fn bench_sched_table() {
+    let o = pktsched(&[
+        "bench",
+        "sched",
+        "--alg",
+        "drr,qfq",
+        "-n",
+        "10K",
+        "--flowsets",
+        "1::4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("ns/pair") && out.contains("drr") && out.contains("qfq"),
+        "{out}"
+    );
+}
+
+#[test]
+fn bad_input_is_refused_with_a_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["bench", "sched", "--alg", "wfq"],
+            "unknown algorithm `wfq`",
+        ),
+        (
+            &["bench", "sched", "--flowsets", "1::0"],
+            "flows must be at least 1",
+        ),
+        (&["bench", "sched", "--flowsets", "a::1"], "weight"),
+        (
+            &["bench", "sched", "--flowsets", "0::1"],
+            "weight must be at least 1",
+        ),
+        (
+            &["bench", "sched", "-n", "lots"],
+            "-n: `lots` is not a count",
+        ),
+        (&["bench", "sched", "-n", "0"], "-n: must be at least 1"),
+        (
+            &["bench", "sched", "--qmin", "30n", "--qmax", "4n"],
+            "must be greater than qmin",
+        ),
+        (&["bench", "sched", "--qmax", "x"], "--qmax"),
+        (&["bench", "sched", "--runs", "0"], "--runs"),
+        (
+            &[
+                "bench",
+                "sched",
+                "--alg",
+                "qfq",
+                "--flowsets",
+                "100000::1",
+                "-n",
+                "10",
+            ],
+            "weight = 100000 is out of range for qfq",
+        ),
+        (&["rate", "100mbps"], "ambiguous"),
+        (&["rate", "0kbit"], "zero"),
+        (&["rate", "12"], "no unit"),
+    ];
+    for (args, want) in cases {
+        let o = pktsched(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(
+            e.contains(want),
+            "{args:?}: stderr {e:?} should contain {want:?}"
+        );
+        assert!(!e.contains("panicked"), "{args:?} panicked: {e}");
+    }
+}
+
+#[test]
+fn rate_prints_both_units() {
+    let o = pktsched(&["rate", "125MB/s", "--len", "1500"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("1gbit = 1000000000 bit/s = 125000000 B/s"),
+        "{out}"
+    );
+    assert!(out.contains("12.000us"), "{out}");
+}

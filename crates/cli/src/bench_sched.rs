@@ -8,7 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pktsched_core::harness::{
     Flowset, Harness, NoSched, QBound, RunStats, parse_count, parse_flowsets,
 };
-use pktsched_core::sched::{Drr, Fifo, FlowSched, Prio, Qfq, Rr};
+use pktsched_core::sched::{Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
 use pktsched_core::{Algorithm, FlowConfig, Scheduler};
 use serde::Serialize;
 
@@ -237,9 +237,8 @@ fn run_alg(
                 .unwrap_or(FlowConfig::DEFAULT_MAX_LEN);
             go!(FlowSched::new(Drr::new(base)))
         }
-        // MERGE: Alg::Sched(Algorithm::Wf2q) => go!(FlowSched::new(Wf2q::new())),
+        Alg::Sched(Algorithm::Wf2q) => go!(FlowSched::new(Wf2q::new())),
         Alg::Sched(Algorithm::Qfq) => go!(FlowSched::new(Qfq::new())),
-        Alg::Sched(a) => bail!("{a} is not merged yet"),
     }
 }
 

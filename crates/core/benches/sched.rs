@@ -9,7 +9,7 @@
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use pktsched_core::Scheduler;
 use pktsched_core::harness::{Harness, NoSched, QBound, parse_flowsets};
-use pktsched_core::sched::{Drr, Fifo, FlowSched, Prio, Qfq, Rr};
+use pktsched_core::sched::{Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
 
 const SETS: [(&str, &str); 5] = [
     ("1", "1::1"),
@@ -44,7 +44,7 @@ fn benches(c: &mut Criterion) {
     one(c, "prio", || FlowSched::new(Prio::new(8)));
     one(c, "rr", || FlowSched::new(Rr::new()));
     one(c, "drr", || FlowSched::new(Drr::new(1000)));
-    // MERGE: one(c, "wf2q", || FlowSched::new(Wf2q::new()));
+    one(c, "wf2q", || FlowSched::new(Wf2q::new()));
     one(c, "qfq", || FlowSched::new(Qfq::new()));
 }
 

@@ -247,15 +247,17 @@ pub struct Harness<S> {
     wfi: Option<Wfi>,
 }
 
-/// Byte-WFI tracking: fluid service per unit weight `g` accumulates
-/// `len / W_backlogged` at each departure; flow i's fluid service over its
-/// backlogged period is `w_i × (g − g0_i)`; WFI is that minus what it got,
-/// sampled just before each of its departures (where the difference peaks).
+/// Byte-WFI tracking against each flow's guaranteed share, as dummynet's
+/// harness and the published bounds define it: over each backlogged period
+/// of flow i, it was owed `(S − S0_i) × w_i / W` bytes, where `S` counts the
+/// bytes the whole scheduler sent and `W` is the sum of the weights of all
+/// flows; WFI is that minus what it got, sampled just before each of its
+/// departures (where the difference peaks).
 #[derive(Debug)]
 struct Wfi {
-    g: f64,
+    s: u64,
     wsum: u64,
-    g0: Vec<f64>,
+    s0: Vec<u64>,
     got: Vec<u64>,
     worst: f64,
     worst_flow: u32,
@@ -338,9 +340,14 @@ impl<S: Scheduler<u64>> Harness<S> {
     pub fn track_wfi(&mut self) {
         let n = self.fl.len();
         self.wfi = Some(Wfi {
-            g: 0.0,
-            wsum: 0,
-            g0: vec![0.0; n],
+            s: 0,
+            wsum: self
+                .weight
+                .iter()
+                .map(|&w| u64::from(w))
+                .sum::<u64>()
+                .max(1),
+            s0: vec![0; n],
             got: vec![0; n],
             worst: 0.0,
             worst_flow: 0,
@@ -458,7 +465,7 @@ impl<S: Scheduler<u64>> Harness<S> {
                 self.fl[f as usize].queued = q - 1;
                 self.requeue(f, q, q - 1);
                 if WFI {
-                    self.wfi_depart(f, p.len, q == 1);
+                    self.wfi_depart(f, p.len);
                 }
             } else {
                 // Nothing queued and nothing to send: flip to filling.
@@ -470,27 +477,21 @@ impl<S: Scheduler<u64>> Harness<S> {
 
     fn wfi_start(&mut self, f: u32) {
         let Some(w) = self.wfi.as_mut() else { return };
-        w.g0[f as usize] = w.g;
+        w.s0[f as usize] = w.s;
         w.got[f as usize] = 0;
-        w.wsum += u64::from(self.weight[f as usize]);
     }
 
-    fn wfi_depart(&mut self, f: u32, len: u32, emptied: bool) {
+    fn wfi_depart(&mut self, f: u32, len: u32) {
         let Some(w) = self.wfi.as_mut() else { return };
         let fi = f as usize;
-        let wf = f64::from(self.weight[fi]);
-        let lag = wf * (w.g - w.g0[fi]) - w.got[fi] as f64;
+        let owed = u128::from(self.weight[fi]) * u128::from(w.s - w.s0[fi]);
+        let lag = owed as f64 / w.wsum as f64 - w.got[fi] as f64;
         if lag > w.worst {
             w.worst = lag;
             w.worst_flow = f;
         }
         w.got[fi] += u64::from(len);
-        if w.wsum > 0 {
-            w.g += f64::from(len) / w.wsum as f64;
-        }
-        if emptied {
-            w.wsum -= u64::from(self.weight[fi]);
-        }
+        w.s += u64::from(len);
     }
 }
 

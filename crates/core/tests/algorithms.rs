@@ -11,13 +11,9 @@ use pktsched_core::{
 };
 use proptest::prelude::*;
 
-/// Every algorithm that is built.
+/// Every algorithm.
 fn algs() -> Vec<Algorithm> {
-    // MERGE: all of Algorithm::ALL once WF2Q+ and QFQ land.
-    Algorithm::ALL
-        .into_iter()
-        .filter(|a| !matches!(a, Algorithm::Wf2q))
-        .collect()
+    Algorithm::ALL.to_vec()
 }
 
 const T0: Nanos = Nanos::ZERO;

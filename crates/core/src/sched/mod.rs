@@ -23,14 +23,14 @@ mod fifo;
 mod prio;
 mod qfq;
 mod rr;
-// mod wf2q;
+mod wf2q;
 
 pub use drr::Drr;
 pub use fifo::Fifo;
 pub use prio::Prio;
 pub use qfq::Qfq;
 pub use rr::Rr;
-// pub use wf2q::Wf2q;
+pub use wf2q::Wf2q;
 
 /// A configuration change that was refused. Nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -526,10 +526,8 @@ impl Algorithm {
             Algorithm::Prio => Box::new(FlowSched::new(Prio::new(8))),
             Algorithm::Rr => Box::new(FlowSched::new(Rr::new())),
             Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
-            // Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
+            Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
             Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
-            #[allow(clippy::todo)] // WF2Q+ lands in the next commit.
-            _ => todo!(),
         }
     }
 }

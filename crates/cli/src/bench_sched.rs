@@ -42,6 +42,10 @@ pub(crate) struct SchedArgs {
     /// Skip the second, untimed pass that measures the worst byte-WFI.
     #[arg(long)]
     no_wfi: bool,
+    /// Report per-thread CPU time instead of wall time (robust when other
+    /// processes compete for the cores; both are in the JSON output).
+    #[arg(long)]
+    cpu: bool,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -94,10 +98,16 @@ struct AlgResult {
     drops: u64,
     /// Completed fill/drain cycles; below 2 the run was too short.
     cycles: u64,
-    /// Median ns per enqueue+dequeue pair (wall time ÷ enqueues).
+    /// Which clock `ns_per_pair` uses: `wall` or `cpu`.
+    clock: &'static str,
+    /// Median ns per enqueue+dequeue pair (time ÷ enqueues).
     ns_per_pair: f64,
-    /// All runs' ns per pair.
+    /// All runs' ns per pair (same clock).
     runs_ns_per_pair: Vec<f64>,
+    /// Median wall-clock ns per pair.
+    wall_ns_per_pair: f64,
+    /// Median per-thread CPU ns per pair, if the OS reports it.
+    cpu_ns_per_pair: Option<f64>,
     /// Ratio to the first algorithm listed.
     ratio_to_first: f64,
     worst_wfi_bytes: Option<f64>,
@@ -155,14 +165,30 @@ fn new_sched<S: Scheduler<u64>>(
 }
 
 /// Runs one timed pass (and optionally one WFI pass) of a harness.
+/// CPU time this thread has run, from `/proc/thread-self/schedstat` (first
+/// field, nanoseconds). Unlike wall time it does not count time the thread
+/// spent waiting for a core while other processes ran.
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+/// Wall and CPU nanoseconds per enqueue+dequeue pair of one timed pass.
+#[derive(Copy, Clone, Debug)]
+struct Timing {
+    wall: f64,
+    cpu: Option<f64>,
+}
+
 fn pass<S: Scheduler<u64>>(
     mk: &dyn Fn() -> Result<Harness<S>>,
     loops: u64,
     wfi: bool,
     prog: &mut Progress,
     name: &'static str,
-) -> Result<(f64, RunStats)> {
+) -> Result<(Timing, RunStats)> {
     let mut h = mk()?;
+    let c0 = thread_cpu_ns();
     let t0 = Instant::now();
     let mut left = loops;
     while left > 0 {
@@ -172,11 +198,16 @@ fn pass<S: Scheduler<u64>>(
         prog.step(n, name);
     }
     let dt = t0.elapsed();
+    let c1 = thread_cpu_ns();
     let st = h.stats();
     if st.enqueues == 0 {
         bail!("no packet was enqueued; use more operations (-n)");
     }
-    let ns = dt.as_nanos() as f64 / st.enqueues as f64;
+    let per = |ns: f64| ns / st.enqueues as f64;
+    let ns = Timing {
+        wall: per(dt.as_nanos() as f64),
+        cpu: c0.zip(c1).map(|(a, b)| per(b.saturating_sub(a) as f64)),
+    };
     let mut out = st;
     if wfi {
         let mut h = mk()?;
@@ -203,7 +234,7 @@ fn run_alg(
     loops: u64,
     wfi: bool,
     prog: &mut Progress,
-) -> Result<(f64, RunStats)> {
+) -> Result<(Timing, RunStats)> {
     let name = alg.name();
     macro_rules! go {
         ($e:expr) => {
@@ -368,7 +399,7 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
     let nflows: u64 = fs.iter().map(|f| u64::from(f.flows)).sum();
     let passes = u64::from(a.runs) + u64::from(!a.no_wfi);
     let mut prog = Progress::new(loops * passes * algs.len() as u64);
-    let mut times: Vec<Vec<f64>> = vec![Vec::new(); algs.len()];
+    let mut times: Vec<Vec<Timing>> = vec![Vec::new(); algs.len()];
     let mut stats: Vec<Option<RunStats>> = vec![None; algs.len()];
     for r in 0..a.runs {
         for (i, &alg) in algs.iter().enumerate() {
@@ -397,8 +428,22 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
     };
     for (i, &alg) in algs.iter().enumerate() {
         let st = stats[i].clone().unwrap_or_default();
-        let ns = median(&times[i]);
-        let first = median(&times[0]);
+        let wall: Vec<f64> = times[i].iter().map(|t| t.wall).collect();
+        let cpu: Option<Vec<f64>> = times[i].iter().map(|t| t.cpu).collect();
+        let chosen = |t: &[Timing]| -> Vec<f64> {
+            t.iter()
+                .map(|x| {
+                    if a.cpu {
+                        x.cpu.unwrap_or(x.wall)
+                    } else {
+                        x.wall
+                    }
+                })
+                .collect()
+        };
+        let runs = chosen(&times[i]);
+        let ns = median(&runs);
+        let first = median(&chosen(&times[0]));
         let (w, l) = st.worst_wfi_flow.map(flow_info).unzip();
         results.push(AlgResult {
             alg: alg.name(),
@@ -410,8 +455,11 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
             enqueues: st.enqueues,
             drops: st.drops,
             cycles: st.cycles,
+            clock: if a.cpu { "cpu" } else { "wall" },
             ns_per_pair: ns,
-            runs_ns_per_pair: times[i].clone(),
+            runs_ns_per_pair: runs,
+            wall_ns_per_pair: median(&wall),
+            cpu_ns_per_pair: cpu.map(|c| median(&c)),
             ratio_to_first: if first > 0.0 { ns / first } else { 0.0 },
             worst_wfi_bytes: st.worst_wfi_bytes,
             worst_wfi_flow: st.worst_wfi_flow,
@@ -492,6 +540,7 @@ pub(crate) fn demo(ops: &str, json: bool) -> Result<()> {
             flowsets: fs.into(),
             runs: 1,
             no_wfi: false,
+            cpu: false,
             json,
         };
         run(&a)?;
@@ -514,6 +563,9 @@ pub(crate) struct TableArgs {
     /// Algorithms (as for `bench sched`).
     #[arg(long, default_value = "all")]
     alg: String,
+    /// Report per-thread CPU time instead of wall time.
+    #[arg(long)]
+    cpu: bool,
     /// Print JSON instead of Markdown.
     #[arg(long)]
     json: bool,
@@ -533,6 +585,7 @@ pub(crate) fn table(t: &TableArgs) -> Result<()> {
             flowsets: fs.into(),
             runs: t.runs,
             no_wfi: false,
+            cpu: t.cpu,
             json: false,
         };
         let r = measure(&a)?;

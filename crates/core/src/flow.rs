@@ -273,21 +273,19 @@ impl Default for FlowConfig {
     }
 }
 
-/// The per-packet part of a flow: its FIFO and arrival/departure counters,
-/// on one 64-byte cache line.
+/// The per-packet part of a flow, on one 64-byte cache line: its FIFO, the
+/// admission limits and arrival counters. Departures are derived:
+/// `dequeued = enqueued − queued` (packets) and `enqueued.bytes − backlog`
+/// (bytes), since a live flow never drops a packet it accepted.
 #[derive(Debug)]
 #[repr(align(64))]
 pub(crate) struct Hot<T> {
     pub(crate) q: VecDeque<Pkt<T>>,
     pub(crate) enq: Counter,
-    pub(crate) deq: Counter,
-}
-
-/// What `enqueue` checks, packed densely (8 bytes per flow). `limit == 0`
-/// marks a dead flow (a live flow's limit is at least 1).
-#[derive(Copy, Clone, Debug, Default)]
-pub(crate) struct Admit {
+    pub(crate) backlog_bytes: u64,
     pub(crate) max_len: Bytes,
+    /// Queue limit in packets; 0 marks a dead flow (a live flow's limit is
+    /// at least 1).
     pub(crate) limit: u32,
 }
 
@@ -303,7 +301,6 @@ pub(crate) struct Cold {
 #[derive(Debug)]
 pub struct FlowTable<T> {
     pub(crate) hot: Vec<Hot<T>>,
-    pub(crate) admit: Vec<Admit>,
     cold: Vec<Cold>,
     free: Vec<u32>,
     live: usize,
@@ -313,7 +310,6 @@ impl<T> Default for FlowTable<T> {
     fn default() -> Self {
         FlowTable {
             hot: Vec::new(),
-            admit: Vec::new(),
             cold: Vec::new(),
             free: Vec::new(),
             live: 0,
@@ -341,10 +337,6 @@ impl<T> FlowTable<T> {
     }
     pub(crate) fn insert(&mut self, cfg: FlowConfig) -> FlowId {
         self.live += 1;
-        let admit = Admit {
-            max_len: cfg.max_len,
-            limit: cfg.limit.max(1),
-        };
         let cold = Cold {
             cfg,
             dropped: Counters::default(),
@@ -352,38 +344,41 @@ impl<T> FlowTable<T> {
         if let Some(i) = self.free.pop() {
             let h = &mut self.hot[i as usize];
             h.enq = Counter::default();
-            h.deq = Counter::default();
-            self.admit[i as usize] = admit;
+            h.backlog_bytes = 0;
+            h.max_len = cfg.max_len;
+            h.limit = cfg.limit.max(1);
             self.cold[i as usize] = cold;
             FlowId(i)
         } else {
             self.hot.push(Hot {
                 q: VecDeque::new(),
                 enq: Counter::default(),
-                deq: Counter::default(),
+                backlog_bytes: 0,
+                max_len: cfg.max_len,
+                limit: cfg.limit.max(1),
             });
-            self.admit.push(admit);
             self.cold.push(cold);
             FlowId(self.hot.len() as u32 - 1)
         }
     }
     /// Marks the flow dead and returns its packets (the caller counts them).
     pub(crate) fn remove(&mut self, id: FlowId) -> VecDeque<Pkt<T>> {
-        self.admit[id.index()].limit = 0;
+        let h = &mut self.hot[id.index()];
+        h.limit = 0;
+        h.backlog_bytes = 0;
         self.live -= 1;
         self.free.push(id.0);
-        core::mem::take(&mut self.hot[id.index()].q)
+        core::mem::take(&mut h.q)
     }
     /// True if `id` names a live flow.
     #[inline]
     pub fn contains(&self, id: FlowId) -> bool {
-        self.admit.get(id.index()).is_some_and(|a| a.limit != 0)
+        self.hot.get(id.index()).is_some_and(|h| h.limit != 0)
     }
     pub(crate) fn set_config(&mut self, id: FlowId, cfg: FlowConfig) {
-        self.admit[id.index()] = Admit {
-            max_len: cfg.max_len,
-            limit: cfg.limit.max(1),
-        };
+        let h = &mut self.hot[id.index()];
+        h.max_len = cfg.max_len;
+        h.limit = cfg.limit.max(1);
         self.cold[id.index()].cfg = cfg;
     }
     #[inline]
@@ -414,7 +409,10 @@ impl<T> FlowTable<T> {
             let h = &self.hot[id.index()];
             let mut c = self.cold[id.index()].dropped;
             c.enqueued = h.enq;
-            c.dequeued = h.deq;
+            c.dequeued = Counter {
+                pkts: h.enq.pkts - h.q.len() as u64,
+                bytes: h.enq.bytes - h.backlog_bytes,
+            };
             c.with_backlog()
         })
     }
@@ -425,10 +423,10 @@ impl<T> FlowTable<T> {
     }
     /// Ids of all live flows, in index order.
     pub fn ids(&self) -> impl Iterator<Item = FlowId> + '_ {
-        self.admit
+        self.hot
             .iter()
             .enumerate()
-            .filter(|(_, a)| a.limit != 0)
+            .filter(|(_, h)| h.limit != 0)
             .map(|(i, _)| FlowId(i as u32))
     }
     /// Releases the spare capacity of every per-flow ring.
@@ -440,7 +438,6 @@ impl<T> FlowTable<T> {
     /// Approximate heap memory held by the table, in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.hot.capacity() * core::mem::size_of::<Hot<T>>()
-            + self.admit.capacity() * core::mem::size_of::<Admit>()
             + self.cold.capacity() * core::mem::size_of::<Cold>()
             + self
                 .hot

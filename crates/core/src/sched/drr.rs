@@ -103,8 +103,16 @@ impl Discipline for Drr {
     fn depart(&mut self, id: FlowId, len: Bytes, next: Option<Bytes>) {
         let s = &mut self.st[id.index()];
         s.deficit -= u64::from(len);
-        if next.is_none() {
-            self.active.unlink(&mut self.links, id);
+        match next {
+            None => self.active.unlink(&mut self.links, id),
+            // The next packet does not fit: end the flow's turn now, while
+            // its head length is at hand, so `pick` usually finds the new
+            // front ready without touching another flow's queue.
+            Some(n) if u64::from(n) > s.deficit => {
+                s.deficit += s.quantum;
+                self.active.rotate(&self.links);
+            }
+            Some(_) => {}
         }
     }
     fn memory_bytes(&self) -> usize {

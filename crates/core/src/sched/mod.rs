@@ -380,23 +380,15 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        let i = pkt.flow.index();
-        let Some(&admit) = self.flows.admit.get(i) else {
+        let Some(h) = self.flows.hot.get_mut(pkt.flow.index()) else {
             return self.refuse(pkt, DropReason::UnknownFlow);
         };
-        if pkt.len > admit.max_len {
-            // A dead flow keeps its max_len but has limit 0.
-            let r = if admit.limit == 0 {
+        // A dead flow has limit 0, so it fails the length or the limit test.
+        if pkt.len > h.max_len || h.q.len() >= h.limit as usize || self.queued >= self.total_limit {
+            let r = if h.limit == 0 {
                 DropReason::UnknownFlow
-            } else {
+            } else if pkt.len > h.max_len {
                 DropReason::TooLarge
-            };
-            return self.refuse(pkt, r);
-        }
-        let h = &mut self.flows.hot[i];
-        if h.q.len() >= admit.limit as usize || self.queued >= self.total_limit {
-            let r = if admit.limit == 0 {
-                DropReason::UnknownFlow
             } else {
                 DropReason::QueueFull
             };
@@ -406,6 +398,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         let was_empty = h.q.is_empty();
         h.q.push_back(pkt);
         h.enq.add(len);
+        h.backlog_bytes += u64::from(len);
         self.stats.enqueued.add(len);
         self.queued += 1;
         if was_empty {
@@ -425,7 +418,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         let h = &mut self.flows.hot[id.index()];
         let pkt = h.q.pop_front()?;
         let next = h.q.front().map(|p| p.len);
-        h.deq.add(pkt.len);
+        h.backlog_bytes -= u64::from(pkt.len);
         self.stats.dequeued.add(pkt.len);
         self.queued -= 1;
         self.disc.depart(id, pkt.len, next);

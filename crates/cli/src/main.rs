@@ -30,6 +30,14 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Lists the algorithms with their supported ranges (weight, weight sum,
+    /// packet length, flows, queue limit, priority levels).
+    #[command(alias = "algs")]
+    Algorithms {
+        /// Print JSON instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
     /// Parses a rate and prints it in bits/s and bytes/s, with the time one
     /// packet takes at that rate.
     Rate {
@@ -68,6 +76,44 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
         Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
+        Cmd::Algorithms { json } => {
+            let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL
+                .iter()
+                .map(|a| a.build::<u64>().limits())
+                .collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&lims)?);
+                return Ok(());
+            }
+            println!(
+                "{:<6} {:>10} {:>12} {:>14} {:>10} {:>10} {:>8}",
+                "alg",
+                "max flows",
+                "max weight",
+                "max weight sum",
+                "max_len",
+                "max limit",
+                "levels"
+            );
+            for l in lims {
+                let levels = if l.levels >= 1 << 32 {
+                    "-".to_string()
+                } else {
+                    l.levels.to_string()
+                };
+                println!(
+                    "{:<6} {:>10} {:>12} {:>14} {:>10} {:>10} {:>8}",
+                    l.alg,
+                    l.max_flows,
+                    l.max_weight,
+                    l.max_weight_sum,
+                    l.max_len,
+                    l.max_limit,
+                    levels
+                );
+            }
+            Ok(())
+        }
         Cmd::Rate { rate, len } => {
             let r = pktsched_core::Rate::parse(&rate).map_err(|e| anyhow::anyhow!("{e}"))?;
             println!(

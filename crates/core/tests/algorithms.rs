@@ -215,6 +215,50 @@ fn bad_configs_are_rejected_and_change_nothing() {
 }
 
 #[test]
+fn weight_sum_limit_is_enforced_on_add_and_change() {
+    for alg in algs() {
+        let mut s = alg.build::<u64>();
+        let lim = s.limits();
+        let w = u32::try_from(lim.max_weight).unwrap();
+        let fits = lim.max_weight_sum / lim.max_weight;
+        let mut ids = Vec::new();
+        for _ in 0..fits {
+            ids.push(s.add_flow(FlowConfig::weight(w)).unwrap());
+        }
+        let left = lim.max_weight_sum - fits * lim.max_weight;
+        let e = s
+            .add_flow(FlowConfig::weight(u32::try_from(left + 1).unwrap()))
+            .unwrap_err();
+        assert!(
+            matches!(e, ConfigError::WeightSum { sum, max, .. } if sum == max + 1),
+            "{alg}: {e}"
+        );
+        assert_eq!(
+            s.flow_ids().len(),
+            ids.len(),
+            "{alg}: a refused add changes nothing"
+        );
+        if left > 0 {
+            s.add_flow(FlowConfig::weight(u32::try_from(left).unwrap()))
+                .unwrap();
+        }
+        // Lowering a weight frees room; raising it back is fine; more is not.
+        s.change_flow(ids[0], FlowConfig::weight(1), T0).unwrap();
+        s.change_flow(ids[0], FlowConfig::weight(w), T0).unwrap();
+        let e = s.remove_flow(ids[1]).map(|_| ());
+        assert_eq!(e, Ok(()));
+        s.add_flow(FlowConfig::weight(w)).unwrap();
+        assert!(
+            matches!(
+                s.add_flow(FlowConfig::weight(1)).unwrap_err(),
+                ConfigError::WeightSum { .. }
+            ),
+            "{alg}"
+        );
+    }
+}
+
+#[test]
 fn changes_while_backlogged_lose_nothing() {
     for alg in algs() {
         let mut s = alg.build::<u64>();

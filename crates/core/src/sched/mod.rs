@@ -272,6 +272,8 @@ pub struct FlowSched<D, T> {
     queued: u64,
     /// Scheduler-wide packet limit (like a qdisc's `limit`).
     total_limit: u64,
+    /// Sum of the weights of all flows.
+    weight_sum: u64,
 }
 
 impl<D: Discipline, T> FlowSched<D, T> {
@@ -282,6 +284,7 @@ impl<D: Discipline, T> FlowSched<D, T> {
             disc,
             stats: Counters::default(),
             queued: 0,
+            weight_sum: 0,
             total_limit: u64::MAX,
         }
     }
@@ -301,6 +304,23 @@ impl<D: Discipline, T> FlowSched<D, T> {
     /// Heap memory of the table and the discipline, in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.flows.memory_bytes() + self.disc.memory_bytes()
+    }
+
+    /// Sum of the weights of all flows.
+    pub fn weight_sum(&self) -> u64 {
+        self.weight_sum
+    }
+
+    fn check_weight_sum(&self, lim: &Limits, new: u64, old: u64) -> Result<(), ConfigError> {
+        let sum = self.weight_sum - old + new;
+        if sum > lim.max_weight_sum {
+            return Err(ConfigError::WeightSum {
+                alg: lim.alg,
+                sum,
+                max: lim.max_weight_sum,
+            });
+        }
+        Ok(())
     }
 
     #[cold]
@@ -331,9 +351,11 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         }
         let id = self.flows.next_id();
         self.disc.check(id, &cfg, None)?;
+        self.check_weight_sum(&lim, u64::from(cfg.weight), 0)?;
         let got = self.flows.insert(cfg);
         debug_assert_eq!(got, id);
         self.disc.add(id, &cfg);
+        self.weight_sum += u64::from(cfg.weight);
         Ok(id)
     }
 
@@ -347,6 +369,11 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
             return Err(ConfigError::UnknownFlow(flow));
         };
         self.disc.check(flow, &cfg, Some(&old))?;
+        self.check_weight_sum(
+            &self.disc.limits(),
+            u64::from(cfg.weight),
+            u64::from(old.weight),
+        )?;
         if let Some(big) = q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
             return Err(ConfigError::MaxLenBelowQueued {
                 flow,
@@ -359,6 +386,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         // until the queue drains below it.
         self.disc.change(flow, &old, &cfg, head, now);
         self.flows.set_config(flow, cfg);
+        self.weight_sum = self.weight_sum - u64::from(old.weight) + u64::from(cfg.weight);
         Ok(())
     }
 
@@ -370,6 +398,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
             self.disc.deactivate(flow);
         }
         self.disc.remove(flow, &cfg);
+        self.weight_sum -= u64::from(cfg.weight);
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow).into();
         for p in &pkts {
             self.queued -= 1;

@@ -62,8 +62,18 @@ fn benches(c: &mut Criterion) {
     g.throughput(Throughput::Elements(500));
     for flows in [64u32, 1024, 16384] {
         one(&mut g, "qfq", flows, FlowSched::<_, u64>::new(Qfq::new()));
-        one(&mut g, "policy-wfq-flat", flows, PolicySched::<u64>::new(&wfq));
-        one(&mut g, "policy-wfq-depth3", flows, PolicySched::<u64>::new(&t3));
+        one(
+            &mut g,
+            "policy-wfq-flat",
+            flows,
+            PolicySched::<u64>::new(&wfq),
+        );
+        one(
+            &mut g,
+            "policy-wfq-depth3",
+            flows,
+            PolicySched::<u64>::new(&t3),
+        );
     }
     g.finish();
     let mut g = c.benchmark_group("pfabric");

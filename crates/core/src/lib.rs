@@ -10,6 +10,8 @@
 //! - [`bitmap`]: the hierarchical find-first-set bitmap they share.
 //! - [`pq`]: Eiffel's integer priority queues (FFS, hierarchical and
 //!   circular FFS, gradient queue, bucket heap) behind one trait.
+//! - [`policy`]: programmable policy trees (Eiffel): per-node rank
+//!   functions over integer priority queues and one shared shaper.
 //! - [`harness`]: the dummynet-style closed-loop benchmark harness.
 //!
 //! Time is always an argument (`now: Nanos`), so everything here runs the
@@ -21,6 +23,7 @@
 pub mod bitmap;
 pub mod flow;
 pub mod harness;
+pub mod policy;
 pub mod pq;
 pub mod sched;
 pub mod units;

@@ -1,0 +1,895 @@
+//! The policy tree as a [`Scheduler`]: per-node integer priority queues and
+//! one shared shaper.
+
+use super::compile::Policy;
+use super::spec::{Kind, QueueKind};
+use crate::flow::{Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, Rank};
+use crate::sched::{Backlog, ConfigError, Limits, Scheduler};
+use crate::units::{Nanos, Rate};
+
+/// Marks a member reference as a node (otherwise it is a flow id).
+const NODE: u32 = 1 << 31;
+const NO_PARENT: u32 = u32::MAX;
+
+/// Where a member (flow or node) is with respect to its parent.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Slot {
+    /// Not queued anywhere: nothing to send, or being served.
+    Idle,
+    /// In its parent's queue.
+    Queued(Handle),
+    /// In the shaper until its rate limit allows it (`true`: in the spill heap).
+    Parked(Handle, bool),
+}
+
+/// Per-flow parameters beyond [`FlowConfig`]; defaults come from the node
+/// the flow attaches to (`flow_deadline_ns`, `flow_rate`, ...).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct FlowParams {
+    /// Declared flow size in bytes (pFabric: remaining = size − bytes sent).
+    /// `None`: remaining = bytes queued.
+    pub size: Option<u64>,
+    /// Relative deadline in ns (EDF).
+    pub deadline: u64,
+    /// Slack in ns (LSTF).
+    pub slack: u64,
+    /// Rate limit (enforced by the shaper).
+    pub rate: Option<Rate>,
+    /// Reservation (hclock parent).
+    pub reservation: Option<Rate>,
+}
+
+/// A flow or node as a child of its parent node.
+#[derive(Clone, Debug)]
+struct Member {
+    parent: u32,
+    slot: Slot,
+    /// Handle in an hclock parent's reservation queue.
+    res_h: Option<Handle>,
+    weight: u32,
+    prio: u32,
+    /// STFQ / hclock share tags.
+    start: u64,
+    finish: u64,
+    /// hclock reservation tag (ns).
+    rtag: u64,
+    by_res: bool,
+    limit: Option<Rate>,
+    reservation: Option<Rate>,
+    /// Earliest time the rate limit lets it send (virtual clock, ns).
+    next_tx: u64,
+    /// Bytes queued in its subtree.
+    bytes: u64,
+    /// Bytes sent.
+    sent: u64,
+    size: Option<u64>,
+    deadline: u64,
+    slack: u64,
+}
+
+impl Member {
+    fn new(parent: u32) -> Member {
+        Member {
+            parent,
+            slot: Slot::Idle,
+            res_h: None,
+            weight: 1,
+            prio: 0,
+            start: 0,
+            finish: 0,
+            rtag: 0,
+            by_res: false,
+            limit: None,
+            reservation: None,
+            next_tx: 0,
+            bytes: 0,
+            sent: 0,
+            size: None,
+            deadline: 0,
+            slack: 0,
+        }
+    }
+}
+
+/// A node's queue over its children.
+#[derive(Clone, Debug)]
+enum NodeQ {
+    Cffs(Cffs<u32>),
+    Hier(HierFfs<u32>),
+    Heap(BinaryHeapPq<u32>),
+}
+
+macro_rules! each {
+    ($q:expr, $x:ident => $e:expr) => {
+        match $q {
+            NodeQ::Cffs($x) => $e,
+            NodeQ::Hier($x) => $e,
+            NodeQ::Heap($x) => $e,
+        }
+    };
+}
+
+impl NodeQ {
+    fn new(kind: QueueKind, buckets: usize) -> NodeQ {
+        let cfg = BucketConfig::new(buckets.max(1)).policy(OutOfRange::Clamp, OutOfRange::Clamp);
+        // Bucket counts were validated (1..=2^24), so construction succeeds;
+        // fall back to an exact heap rather than panic.
+        match kind {
+            QueueKind::Cffs => {
+                Cffs::new(cfg).map_or_else(|_| NodeQ::Heap(BinaryHeapPq::new(0)), NodeQ::Cffs)
+            }
+            QueueKind::HierFfs => {
+                HierFfs::new(cfg).map_or_else(|_| NodeQ::Heap(BinaryHeapPq::new(0)), NodeQ::Hier)
+            }
+            QueueKind::Heap => NodeQ::Heap(BinaryHeapPq::new(0)),
+        }
+    }
+    #[inline]
+    fn push(&mut self, rank: Rank, r: u32) -> Handle {
+        match each!(self, q => q.push(rank, r)) {
+            Ok(h) => h,
+            // Both sides clamp, so only `Full` (2^32 elements) can fail, and
+            // a queue never holds more than the 2^31 members of a tree.
+            Err(_) => unreachable!("a node queue holds fewer than 2^31 members"),
+        }
+    }
+    #[inline]
+    fn pop(&mut self) -> Option<u32> {
+        each!(self, q => q.pop_min()).map(|(_, r)| r)
+    }
+    #[inline]
+    fn remove(&mut self, h: Handle) -> Option<u32> {
+        each!(self, q => q.remove(h))
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        each!(self, q => q.is_empty())
+    }
+    fn clamped(&self) -> u64 {
+        each!(self, q => q.stats().clamped())
+    }
+    fn memory_bytes(&self) -> usize {
+        each!(self, q => q.memory_bytes())
+    }
+}
+
+#[derive(Clone, Debug)]
+struct NodeState {
+    kind: Kind,
+    q: NodeQ,
+    /// hclock: reservation tags (exact ns).
+    res: Option<BinaryHeapPq<u32>>,
+    /// Virtual time (STFQ / hclock shares).
+    vt: u64,
+}
+
+/// The one shaper of the tree: a [`Cffs`] over release times (unit
+/// `unit` ns), with an exact heap for anything beyond its horizon, so a
+/// release is never early.
+#[derive(Clone, Debug)]
+struct Shaper {
+    q: Cffs<u32>,
+    spill: BinaryHeapPq<u32>,
+    unit: u64,
+}
+
+impl Shaper {
+    #[inline]
+    fn push(&mut self, t: u64, r: u32) -> Slot {
+        let rank = t.div_ceil(self.unit);
+        match self.q.push(rank, r) {
+            Ok(h) => Slot::Parked(h, false),
+            Err(e) => match self.spill.push(rank, e.value) {
+                Ok(h) => Slot::Parked(h, true),
+                Err(_) => unreachable!("the shaper holds fewer than 2^31 members"),
+            },
+        }
+    }
+    /// Pops the first member whose release time has come.
+    #[inline]
+    fn pop_due(&mut self, now: u64) -> Option<u32> {
+        let due = now / self.unit;
+        let a = self.q.peek_min_rank().filter(|&r| r <= due);
+        let b = self.spill.peek_min_rank().filter(|&r| r <= due);
+        match (a, b) {
+            (Some(x), Some(y)) if y < x => self.spill.pop_min().map(|p| p.1),
+            (Some(_), _) => self.q.pop_min().map(|p| p.1),
+            (None, Some(_)) => self.spill.pop_min().map(|p| p.1),
+            (None, None) => None,
+        }
+    }
+    fn next(&self) -> Option<u64> {
+        let a = self.q.peek_min_rank();
+        let b = self.spill.peek_min_rank();
+        let r = match (a, b) {
+            (Some(x), Some(y)) => x.min(y),
+            (x, y) => x.or(y)?,
+        };
+        Some(r.saturating_mul(self.unit))
+    }
+    fn remove(&mut self, h: Handle, spill: bool) {
+        if spill {
+            self.spill.remove(h);
+        } else {
+            self.q.remove(h);
+        }
+    }
+}
+
+/// Counters specific to a policy tree.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyStats {
+    /// Times a child was parked in the shaper by a rate limit.
+    pub parked: u64,
+    /// Times a child was released from the shaper.
+    pub released: u64,
+    /// Ranks clamped by node queues and the shaper (0 when every rank fit
+    /// its queue's range; see [`crate::pq::OutOfRange`]).
+    pub clamped: u64,
+    /// Entries that went to the shaper's spill heap (beyond its horizon).
+    pub spilled: u64,
+}
+
+/// A programmable scheduler: a tree of [`Policy`] nodes over flows, with
+/// one shared shaper. See the [module docs](super).
+#[derive(Debug)]
+pub struct PolicySched<T> {
+    policy: Policy,
+    nodes: Vec<NodeState>,
+    nm: Vec<Member>,
+    fm: Vec<Member>,
+    flows: FlowTable<T>,
+    stats: Counters,
+    pstats: PolicyStats,
+    queued: u64,
+    shaper: Shaper,
+    next_leaf: usize,
+    root: usize,
+    path: Vec<(u32, u32)>,
+}
+
+#[inline]
+fn inc(len: u64, scale: u64, w: u32) -> u64 {
+    (len * scale).div_ceil(u64::from(w.max(1)))
+}
+
+impl<T> PolicySched<T> {
+    /// An empty scheduler running `policy`.
+    pub fn new(policy: &Policy) -> PolicySched<T> {
+        let policy = policy.clone();
+        let mut nodes = Vec::with_capacity(policy.nodes.len());
+        let mut nm = Vec::with_capacity(policy.nodes.len());
+        for (i, n) in policy.nodes.iter().enumerate() {
+            nodes.push(NodeState {
+                kind: n.kind,
+                q: NodeQ::new(n.queue, n.buckets),
+                res: matches!(n.kind, Kind::Hclock { .. }).then(|| BinaryHeapPq::new(0)),
+                vt: 0,
+            });
+            let mut m = Member::new(policy.parent[i].map_or(NO_PARENT, |p| p as u32));
+            m.weight = n.weight;
+            m.prio = n.prio;
+            m.limit = n.rate;
+            m.reservation = n.reservation;
+            nm.push(m);
+        }
+        let scfg =
+            BucketConfig::new(policy.shaper_buckets).policy(OutOfRange::Clamp, OutOfRange::Reject);
+        let shaper = Shaper {
+            // Validated: 2..=2^24 buckets.
+            q: Cffs::new(scfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
+            spill: BinaryHeapPq::new(0),
+            unit: policy.shaper_unit,
+        };
+        PolicySched {
+            root: policy.root,
+            policy,
+            nodes,
+            nm,
+            fm: Vec::new(),
+            flows: FlowTable::default(),
+            stats: Counters::default(),
+            pstats: PolicyStats::default(),
+            queued: 0,
+            shaper,
+            next_leaf: 0,
+            path: Vec::new(),
+        }
+    }
+
+    /// The policy this scheduler runs.
+    pub fn policy(&self) -> &Policy {
+        &self.policy
+    }
+
+    /// Policy-specific counters.
+    pub fn policy_stats(&self) -> PolicyStats {
+        let mut s = self.pstats;
+        s.clamped =
+            self.nodes.iter().map(|n| n.q.clamped()).sum::<u64>() + self.shaper.q.stats().clamped();
+        s
+    }
+
+    /// Ranks clamped per node queue (node name, count): non-zero means that
+    /// node's `buckets` (or `unit`) is too small for the ranks it sees.
+    pub fn clamped_by_node(&self) -> Vec<(&str, u64)> {
+        self.nodes
+            .iter()
+            .zip(&self.policy.nodes)
+            .map(|(n, s)| (s.name.as_str(), n.q.clamped()))
+            .collect()
+    }
+
+    /// Heap memory held by the flow table, node queues and the shaper.
+    pub fn memory_bytes(&self) -> usize {
+        self.flows.memory_bytes()
+            + self
+                .nodes
+                .iter()
+                .map(|n| n.q.memory_bytes() + n.res.as_ref().map_or(0, |r| r.memory_bytes()))
+                .sum::<usize>()
+            + self.shaper.q.memory_bytes()
+            + self.shaper.spill.memory_bytes()
+            + (self.nm.capacity() + self.fm.capacity()) * size_of::<Member>()
+    }
+
+    /// Adds a flow under node `node` (an index from [`Policy::node`]), with
+    /// the node's flow defaults.
+    pub fn add_flow_at(&mut self, node: usize, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
+        if node >= self.nodes.len() {
+            return Err(ConfigError::OutOfRange {
+                alg: "policy",
+                field: "node",
+                value: node as u64,
+                min: 0,
+                max: self.nodes.len() as u64 - 1,
+            });
+        }
+        let lim = self.limits();
+        if self.flows.len() as u64 >= lim.max_flows {
+            return Err(ConfigError::TooManyFlows {
+                alg: lim.alg,
+                max: lim.max_flows,
+            });
+        }
+        self.check(node, &cfg)?;
+        let id = self.flows.insert(cfg);
+        let spec = &self.policy.nodes[node];
+        let mut m = Member::new(node as u32);
+        m.weight = cfg.weight;
+        m.prio = cfg.prio;
+        m.limit = spec.flow_rate;
+        m.reservation = spec.flow_reservation;
+        m.deadline = spec.flow_deadline;
+        m.slack = spec.flow_slack;
+        if id.index() < self.fm.len() {
+            self.fm[id.index()] = m;
+        } else {
+            self.fm.push(m);
+        }
+        Ok(id)
+    }
+
+    fn check(&self, node: usize, cfg: &FlowConfig) -> Result<(), ConfigError> {
+        self.limits().check(cfg)?;
+        if let Kind::Prio { levels } = self.nodes[node].kind
+            && cfg.prio >= levels
+        {
+            {
+                return Err(ConfigError::OutOfRange {
+                    alg: "policy",
+                    field: "prio",
+                    value: u64::from(cfg.prio),
+                    min: 0,
+                    max: u64::from(levels) - 1,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// The node a live flow is attached to.
+    pub fn flow_node(&self, flow: FlowId) -> Option<usize> {
+        self.flows
+            .contains(flow)
+            .then(|| self.fm[flow.index()].parent as usize)
+    }
+
+    /// The flow table (read only).
+    pub fn flows(&self) -> &FlowTable<T> {
+        &self.flows
+    }
+
+    /// The per-flow parameters of a live flow.
+    pub fn flow_params(&self, flow: FlowId) -> Option<FlowParams> {
+        self.flows.contains(flow).then(|| {
+            let m = &self.fm[flow.index()];
+            FlowParams {
+                size: m.size,
+                deadline: m.deadline,
+                slack: m.slack,
+                rate: m.limit,
+                reservation: m.reservation,
+            }
+        })
+    }
+
+    /// Changes a flow's parameters (queued packets stay queued; the flow is
+    /// re-ranked). A rate must fit the shaper's horizon.
+    pub fn set_flow_params(
+        &mut self,
+        flow: FlowId,
+        p: FlowParams,
+        now: Nanos,
+    ) -> Result<(), ConfigError> {
+        if !self.flows.contains(flow) {
+            return Err(ConfigError::UnknownFlow(flow));
+        }
+        if let Some(r) = p.rate {
+            let horizon = self.policy.shaper_unit * (self.policy.shaper_buckets as u64 - 2);
+            if r.tx_time(u64::from(self.policy.max_len)).as_u64() > horizon {
+                return Err(ConfigError::OutOfRange {
+                    alg: "policy",
+                    field: "rate",
+                    value: r.as_bps(),
+                    min: 0,
+                    max: u64::MAX,
+                });
+            }
+        }
+        let r = flow.0;
+        let queued = self.fm[flow.index()].slot != Slot::Idle;
+        if queued {
+            self.detach(r);
+        }
+        let m = &mut self.fm[flow.index()];
+        m.size = p.size;
+        m.deadline = p.deadline;
+        m.slack = p.slack;
+        m.limit = p.rate;
+        m.reservation = p.reservation;
+        if queued {
+            self.activate(r, now.as_u64(), false);
+        }
+        Ok(())
+    }
+
+    #[inline(always)]
+    fn member(&self, r: u32) -> &Member {
+        if r & NODE != 0 {
+            &self.nm[(r & !NODE) as usize]
+        } else {
+            &self.fm[r as usize]
+        }
+    }
+
+    #[inline(always)]
+    fn member_mut(&mut self, r: u32) -> &mut Member {
+        if r & NODE != 0 {
+            &mut self.nm[(r & !NODE) as usize]
+        } else {
+            &mut self.fm[r as usize]
+        }
+    }
+
+    #[inline(always)]
+    fn has_work(&self, r: u32) -> bool {
+        if r & NODE != 0 {
+            !self.nodes[(r & !NODE) as usize].q.is_empty()
+        } else {
+            !self.flows.hot[r as usize].q.is_empty()
+        }
+    }
+
+    /// The rank of child `r` in node `n`.
+    #[inline]
+    fn rank(&self, n: usize, r: u32) -> Rank {
+        let m = self.member(r);
+        match self.nodes[n].kind {
+            Kind::Rr => 0,
+            Kind::Prio { .. } => u64::from(m.prio),
+            Kind::Wfq { .. } | Kind::Hclock { .. } => m.start,
+            Kind::Pfabric { unit } => {
+                let rem = match m.size {
+                    Some(s) => s.saturating_sub(m.sent),
+                    None => m.bytes,
+                };
+                rem / unit
+            }
+            Kind::Edf { unit } => {
+                let ts = self.head(r).map_or(0, |p| p.0);
+                ts.saturating_add(m.deadline) / unit
+            }
+            Kind::Lstf { unit, link } => {
+                let (ts, len) = self.head(r).unwrap_or((0, 0));
+                ts.saturating_add(m.slack)
+                    .saturating_sub(link.tx_time(len).as_u64())
+                    / unit
+            }
+        }
+    }
+
+    /// Arrival time and length of a flow's head packet.
+    fn head(&self, r: u32) -> Option<(u64, u64)> {
+        if r & NODE != 0 {
+            return None;
+        }
+        self.flows.hot[r as usize]
+            .q
+            .front()
+            .map(|p| (p.ts.as_u64(), u64::from(p.len)))
+    }
+
+    /// Puts child `r` (idle, with work) in its parent's queue, or in the
+    /// shaper if its rate limit does not allow it at `now`. `fresh`: it
+    /// just became backlogged (hclock restarts its reservation clock).
+    /// Returns true if it went into the parent's queue.
+    #[inline]
+    fn enter(&mut self, r: u32, now: u64, fresh: bool) -> bool {
+        let m = self.member(r);
+        let n = m.parent as usize;
+        if m.limit.is_some() && m.next_tx > now {
+            let t = m.next_tx;
+            let slot = self.shaper.push(t, r);
+            if let Slot::Parked(_, true) = slot {
+                self.pstats.spilled += 1;
+            }
+            self.member_mut(r).slot = slot;
+            self.pstats.parked += 1;
+            self.stats.overlimits += 1;
+            return false;
+        }
+        let vt = self.nodes[n].vt;
+        let kind = self.nodes[n].kind;
+        if let Kind::Wfq { .. } | Kind::Hclock { .. } = kind {
+            let m = self.member_mut(r);
+            m.start = m.start.max(vt).max(m.finish);
+            if fresh {
+                m.rtag = m.rtag.max(now);
+            }
+        }
+        let rank = self.rank(n, r);
+        let h = self.nodes[n].q.push(rank, r);
+        let mut res_h = None;
+        let (has_res, rtag) = (self.member(r).reservation.is_some(), self.member(r).rtag);
+        if let (Some(res), true) = (self.nodes[n].res.as_mut(), has_res) {
+            res_h = res.push(rtag, r).ok();
+        }
+        let m = self.member_mut(r);
+        m.slot = Slot::Queued(h);
+        m.res_h = res_h;
+        true
+    }
+
+    /// Child `r` now has work: enter it and, while that makes a parent go
+    /// from empty to non-empty, enter the parent too.
+    fn activate(&mut self, mut r: u32, now: u64, mut fresh: bool) {
+        loop {
+            if self.member(r).slot != Slot::Idle {
+                return;
+            }
+            let n = self.member(r).parent as usize;
+            let was_empty = self.nodes[n].q.is_empty();
+            if !self.enter(r, now, fresh) || !was_empty || n == self.root {
+                return;
+            }
+            r = n as u32 | NODE;
+            fresh = true;
+        }
+    }
+
+    /// Takes child `r` out of its parent's queue or the shaper; a parent left
+    /// empty is taken out of its own parent in turn.
+    fn detach(&mut self, mut r: u32) {
+        loop {
+            let m = self.member(r);
+            let n = m.parent as usize;
+            match m.slot {
+                Slot::Idle => return,
+                Slot::Parked(h, spill) => {
+                    self.shaper.remove(h, spill);
+                    self.member_mut(r).slot = Slot::Idle;
+                    return;
+                }
+                Slot::Queued(h) => {
+                    let res_h = m.res_h;
+                    self.nodes[n].q.remove(h);
+                    if let (Some(rh), Some(res)) = (res_h, self.nodes[n].res.as_mut()) {
+                        res.remove(rh);
+                    }
+                    let m = self.member_mut(r);
+                    m.slot = Slot::Idle;
+                    m.res_h = None;
+                    if !self.nodes[n].q.is_empty() || n == self.root {
+                        return;
+                    }
+                    r = n as u32 | NODE;
+                }
+            }
+        }
+    }
+
+    /// Moves every child whose release time has come from the shaper back
+    /// into the tree.
+    #[inline]
+    fn release(&mut self, now: u64) {
+        while let Some(r) = self.shaper.pop_due(now) {
+            self.member_mut(r).slot = Slot::Idle;
+            self.pstats.released += 1;
+            self.activate(r, now, false);
+        }
+    }
+
+    /// Pops node `n`'s next child.
+    #[inline]
+    fn pop(&mut self, n: usize, now: u64) -> Option<u32> {
+        let st = &mut self.nodes[n];
+        let (r, by_res) = match st.res.as_mut() {
+            Some(res) if res.peek_min_rank().is_some_and(|t| t <= now) => {
+                let r = res.pop_min()?.1;
+                let h = match self.member(r).slot {
+                    Slot::Queued(h) => Some(h),
+                    _ => None,
+                };
+                if let Some(h) = h {
+                    self.nodes[n].q.remove(h);
+                }
+                (r, true)
+            }
+            _ => {
+                let r = st.q.pop()?;
+                if let (Some(rh), Some(res)) = (self.member(r).res_h, self.nodes[n].res.as_mut()) {
+                    res.remove(rh);
+                }
+                (r, false)
+            }
+        };
+        let m = self.member_mut(r);
+        m.slot = Slot::Idle;
+        m.res_h = None;
+        m.by_res = by_res;
+        Some(r)
+    }
+
+    /// Accounts `len` bytes served from child `r` of node `n`.
+    #[inline]
+    fn served(&mut self, n: usize, r: u32, len: u64, now: u64) {
+        let kind = self.nodes[n].kind;
+        let mut vt = self.nodes[n].vt;
+        let m = self.member_mut(r);
+        m.bytes -= len;
+        m.sent += len;
+        match kind {
+            Kind::Wfq { scale } => {
+                vt = m.start;
+                m.finish = m.start + inc(len, scale, m.weight);
+            }
+            Kind::Hclock { scale } => {
+                if !m.by_res {
+                    vt = m.start;
+                    m.finish = m.start + inc(len, scale, m.weight);
+                }
+                if let Some(res) = m.reservation {
+                    m.rtag += res.tx_time(len).as_u64();
+                }
+            }
+            _ => {}
+        }
+        if let Some(rate) = m.limit {
+            m.next_tx = m.next_tx.max(now) + rate.tx_time(len).as_u64();
+        }
+        self.nodes[n].vt = vt;
+    }
+}
+
+impl<T> Scheduler<T> for PolicySched<T> {
+    fn name(&self) -> &'static str {
+        "policy"
+    }
+
+    fn limits(&self) -> Limits {
+        Limits {
+            max_len: u64::from(self.policy.max_len),
+            max_flows: (NODE - 1) as u64,
+            ..Limits::generic("policy")
+        }
+    }
+
+    fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
+        let node = match self.policy.attach {
+            Some(n) => n,
+            None => {
+                let l = self.policy.leaves[self.next_leaf % self.policy.leaves.len()];
+                self.next_leaf += 1;
+                l
+            }
+        };
+        self.add_flow_at(node, cfg)
+    }
+
+    fn change_flow(
+        &mut self,
+        flow: FlowId,
+        cfg: FlowConfig,
+        now: Nanos,
+    ) -> Result<(), ConfigError> {
+        let (Some(q), Some(_)) = (self.flows.queue(flow), self.flows.config(flow)) else {
+            return Err(ConfigError::UnknownFlow(flow));
+        };
+        let node = self.fm[flow.index()].parent as usize;
+        self.check(node, &cfg)?;
+        if let Some(big) = q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
+            return Err(ConfigError::MaxLenBelowQueued {
+                flow,
+                max_len: cfg.max_len,
+                queued: big,
+            });
+        }
+        let queued = self.fm[flow.index()].slot != Slot::Idle;
+        if queued {
+            self.detach(flow.0);
+        }
+        let m = &mut self.fm[flow.index()];
+        m.weight = cfg.weight;
+        m.prio = cfg.prio;
+        self.flows.set_config(flow, cfg);
+        if queued {
+            self.activate(flow.0, now.as_u64(), false);
+        }
+        Ok(())
+    }
+
+    fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError> {
+        if !self.flows.contains(flow) {
+            return Err(ConfigError::UnknownFlow(flow));
+        }
+        self.detach(flow.0);
+        let bytes = self.fm[flow.index()].bytes;
+        let mut n = self.fm[flow.index()].parent;
+        while n != NO_PARENT {
+            let m = &mut self.nm[n as usize];
+            m.bytes -= bytes;
+            n = m.parent;
+        }
+        let pkts: Vec<Pkt<T>> = self.flows.remove(flow).into();
+        for p in &pkts {
+            self.queued -= 1;
+            self.stats.drop(DropReason::Removed, p.len);
+        }
+        Ok(pkts)
+    }
+
+    fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
+        let i = pkt.flow.index();
+        let reason = match self.flows.admit.get(i) {
+            None => Some(DropReason::UnknownFlow),
+            Some(a) if a.limit == 0 => Some(DropReason::UnknownFlow),
+            Some(a) if pkt.len > a.max_len => Some(DropReason::TooLarge),
+            Some(a) if self.flows.hot[i].q.len() >= a.limit as usize => Some(DropReason::QueueFull),
+            Some(_) => None,
+        };
+        if let Some(reason) = reason {
+            self.stats.drop(reason, pkt.len);
+            self.flows.count_drop(pkt.flow, reason, pkt.len);
+            return Err(Rejected { pkt, reason });
+        }
+        let (r, len) = (pkt.flow.0, pkt.len);
+        let h = &mut self.flows.hot[i];
+        let was_empty = h.q.is_empty();
+        h.q.push_back(pkt);
+        h.enq.add(len);
+        self.stats.enqueued.add(len);
+        self.queued += 1;
+        // Backlog bytes along the path; children of pFabric nodes are
+        // re-ranked (their remaining size changed).
+        let len = u64::from(len);
+        let mut c = r;
+        loop {
+            let m = self.member_mut(c);
+            m.bytes += len;
+            let (p, slot) = (m.parent, m.slot);
+            if p == NO_PARENT {
+                break;
+            }
+            if let (Kind::Pfabric { .. }, Slot::Queued(h)) = (self.nodes[p as usize].kind, slot) {
+                let n = p as usize;
+                self.nodes[n].q.remove(h);
+                let rank = self.rank(n, c);
+                let h = self.nodes[n].q.push(rank, c);
+                self.member_mut(c).slot = Slot::Queued(h);
+            }
+            c = p | NODE;
+        }
+        if was_empty {
+            self.activate(r, now.as_u64(), true);
+        }
+        Ok(())
+    }
+
+    fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>> {
+        if self.queued == 0 {
+            return None;
+        }
+        let now = now.as_u64();
+        self.release(now);
+        let root = self.root;
+        let rm = &self.nm[root];
+        if rm.limit.is_some() && rm.next_tx > now {
+            return None;
+        }
+        let mut n = root;
+        let mut path = core::mem::take(&mut self.path);
+        path.clear();
+        let f = loop {
+            let Some(r) = self.pop(n, now) else {
+                // Only reachable if the root is empty (all work parked).
+                debug_assert!(path.is_empty());
+                self.path = path;
+                return None;
+            };
+            path.push((n as u32, r));
+            if r & NODE == 0 {
+                break r;
+            }
+            n = (r & !NODE) as usize;
+        };
+        let h = &mut self.flows.hot[f as usize];
+        let pkt = h.q.pop_front()?;
+        h.deq.add(pkt.len);
+        self.stats.dequeued.add(pkt.len);
+        self.queued -= 1;
+        let len = u64::from(pkt.len);
+        for &(n, r) in path.iter().rev() {
+            self.served(n as usize, r, len, now);
+            if self.has_work(r) {
+                self.enter(r, now, false);
+            }
+        }
+        let rm = &mut self.nm[root];
+        rm.bytes -= len;
+        rm.sent += len;
+        if let Some(rate) = rm.limit {
+            rm.next_tx = rm.next_tx.max(now) + rate.tx_time(len).as_u64();
+        }
+        self.path = path;
+        Some(pkt)
+    }
+
+    fn next_ready(&self, now: Nanos) -> Option<Nanos> {
+        if self.queued == 0 {
+            return None;
+        }
+        let rm = &self.nm[self.root];
+        let root_at = if rm.limit.is_some() { rm.next_tx } else { 0 };
+        let t = if !self.nodes[self.root].q.is_empty() {
+            Some(root_at.max(now.as_u64()))
+        } else {
+            self.shaper.next().map(|t| t.max(root_at).max(now.as_u64()))
+        };
+        t.map(Nanos)
+    }
+
+    fn backlog(&self) -> Backlog {
+        Backlog {
+            pkts: self.queued,
+            bytes: self.stats.with_backlog().backlog.bytes,
+        }
+    }
+
+    fn stats(&self) -> Counters {
+        self.stats.with_backlog()
+    }
+
+    fn flow_stats(&self, flow: FlowId) -> Option<Counters> {
+        self.flows.stats(flow)
+    }
+
+    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig> {
+        self.flows.config(flow)
+    }
+
+    fn flow_ids(&self) -> Vec<FlowId> {
+        self.flows.ids().collect()
+    }
+}

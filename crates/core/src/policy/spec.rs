@@ -1,0 +1,520 @@
+//! The policy language: node specifications, TOML parsing and validation.
+
+use crate::units::Rate;
+
+/// Where something was written in a policy file: 1-based line and column.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Loc {
+    /// Line, from 1.
+    pub line: u32,
+    /// Column (characters), from 1.
+    pub col: u32,
+}
+
+impl Loc {
+    /// The location of byte `offset` in `src`.
+    pub fn of(src: &str, offset: usize) -> Loc {
+        let before = &src[..offset.min(src.len())];
+        let line = before.matches('\n').count() as u32 + 1;
+        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+        Loc { line, col }
+    }
+}
+
+impl core::fmt::Display for Loc {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "line {}, column {}", self.line, self.col)
+    }
+}
+
+fn at(loc: &Option<Loc>) -> String {
+    match loc {
+        Some(l) => format!(" ({l})"),
+        None => String::new(),
+    }
+}
+
+/// A policy that was refused, with the node (and file position) at fault.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PolicyError {
+    /// The TOML itself could not be read (syntax, wrong type, unknown key).
+    #[error("policy file{}: {msg}", at(.loc))]
+    Syntax {
+        /// Position of the error, if the parser gave one.
+        loc: Option<Loc>,
+        /// The parser's message.
+        msg: String,
+    },
+    /// Two nodes have the same name.
+    #[error("node `{node}`{}: duplicate name (first defined{})", at(.loc), at(.first))]
+    DuplicateNode {
+        /// The name.
+        node: String,
+        /// The second definition.
+        loc: Option<Loc>,
+        /// The first definition.
+        first: Option<Loc>,
+    },
+    /// A node names a parent that does not exist.
+    #[error("node `{node}`{}: parent `{parent}` is not a node of this policy", at(.loc))]
+    UnknownParent {
+        /// The node.
+        node: String,
+        /// The missing parent.
+        parent: String,
+        /// Where the parent was named.
+        loc: Option<Loc>,
+    },
+    /// Following parents from a node comes back to it.
+    #[error("node `{node}`{}: parent links form a cycle: {}", at(.loc), .path.join(" -> "))]
+    Cycle {
+        /// A node on the cycle.
+        node: String,
+        /// The cycle, as node names.
+        path: Vec<String>,
+        /// Where the node is defined.
+        loc: Option<Loc>,
+    },
+    /// No node without a parent, or more than one.
+    #[error("a policy needs exactly one root (a node without `parent`); found {}", if .roots.is_empty() { "none".to_string() } else { .roots.join(", ") })]
+    Roots {
+        /// The parentless nodes.
+        roots: Vec<String>,
+    },
+    /// A required rate is missing.
+    #[error("node `{node}`{}: `{field}` is required {why}", at(.loc))]
+    MissingRate {
+        /// The node.
+        node: String,
+        /// The missing field.
+        field: &'static str,
+        /// When it is required.
+        why: &'static str,
+        /// Where the node is defined.
+        loc: Option<Loc>,
+    },
+    /// A numeric field (a rank, a level, a size) is outside its range.
+    #[error("node `{node}`{}: {field} = {value} is out of range: allowed {allowed}", at(.loc))]
+    OutOfRange {
+        /// The node (or `policy` for global settings).
+        node: String,
+        /// The field.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: String,
+        /// Where the node is defined.
+        loc: Option<Loc>,
+    },
+    /// A field that makes no sense for this node.
+    #[error("node `{node}`{}: {msg}", at(.loc))]
+    Invalid {
+        /// The node.
+        node: String,
+        /// What is wrong.
+        msg: String,
+        /// Where the node is defined.
+        loc: Option<Loc>,
+    },
+}
+
+/// How a node ranks its children (lower rank leaves first; equal ranks in
+/// the order the children entered the node's queue).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// Round robin: every child has rank 0, a served child goes to the back.
+    Rr,
+    /// Strict priority: rank = the child's `prio` (flows: `FlowConfig::prio`),
+    /// `0..levels`; round robin within a level.
+    Prio {
+        /// Number of levels (1..=4096).
+        levels: u32,
+    },
+    /// Start-time fair queueing (STFQ, Goyal et al.): rank = the child's
+    /// start tag `S = max(V, F)`; on service `V = S`, `F = S + ceil(len·scale/w)`.
+    Wfq {
+        /// Virtual-time units per byte at weight 1.
+        scale: u64,
+    },
+    /// pFabric: rank = remaining size / `unit` (remaining = declared flow
+    /// size − bytes sent, else the bytes queued in the child's subtree);
+    /// re-ranked on every enqueue and dequeue in the child's subtree.
+    Pfabric {
+        /// Bytes per rank.
+        unit: u64,
+    },
+    /// Earliest deadline first: rank = (head arrival + deadline) / `unit`.
+    /// Children must be flows.
+    Edf {
+        /// Nanoseconds per rank.
+        unit: u64,
+    },
+    /// Least slack time first: rank = (head arrival + slack − head
+    /// transmission time at `link`) / `unit`. Children must be flows.
+    Lstf {
+        /// Nanoseconds per rank.
+        unit: u64,
+        /// Link rate used for the transmission time.
+        link: Rate,
+    },
+    /// hClock (Billaud & Gulati): a child whose reservation tag `R` is due
+    /// (`R ≤ now`) is served first, lowest `R`; otherwise the lowest share
+    /// tag `P` (STFQ over weights). `R += len/reservation` on every service;
+    /// `P` advances only on share service. Limits go to the shaper.
+    Hclock {
+        /// Share-tag units per byte at weight 1.
+        scale: u64,
+    },
+}
+
+impl Kind {
+    /// Name as written in a policy.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Kind::Rr => "rr",
+            Kind::Prio { .. } => "prio",
+            Kind::Wfq { .. } => "wfq",
+            Kind::Pfabric { .. } => "pfabric",
+            Kind::Edf { .. } => "edf",
+            Kind::Lstf { .. } => "lstf",
+            Kind::Hclock { .. } => "hclock",
+        }
+    }
+}
+
+/// Which integer priority queue a node keeps its children in.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum QueueKind {
+    /// [`Cffs`](crate::pq::Cffs): moving range (virtual times, deadlines).
+    Cffs,
+    /// [`HierFfs`](crate::pq::HierFfs): fixed range (levels, sizes).
+    HierFfs,
+    /// [`BinaryHeapPq`](crate::pq::BinaryHeapPq): exact, O(log n), any rank.
+    Heap,
+}
+
+/// One node of a policy tree.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeSpec {
+    /// Unique name.
+    pub name: String,
+    /// Parent node (`None` for the root).
+    pub parent: Option<String>,
+    /// How the node ranks its children.
+    pub kind: Kind,
+    /// The node's queue over its children.
+    pub queue: QueueKind,
+    /// Buckets of that queue (per half for Cffs).
+    pub buckets: usize,
+    /// Weight of this node in a `wfq`/`hclock` parent.
+    pub weight: u32,
+    /// Priority of this node in a `prio` parent.
+    pub prio: u32,
+    /// Rate limit of this node (enforced by the shared shaper).
+    pub rate: Option<Rate>,
+    /// Reservation of this node in an `hclock` parent.
+    pub reservation: Option<Rate>,
+    /// Rate limit given to every flow attached to this node.
+    pub flow_rate: Option<Rate>,
+    /// Reservation given to every flow attached to this node (hclock).
+    pub flow_reservation: Option<Rate>,
+    /// Relative deadline (ns) of flows attached to this node (EDF).
+    pub flow_deadline: u64,
+    /// Slack (ns) of flows attached to this node (LSTF).
+    pub flow_slack: u64,
+    /// Where the node was defined.
+    pub loc: Option<Loc>,
+    /// Where its parent was named.
+    pub parent_loc: Option<Loc>,
+}
+
+impl NodeSpec {
+    /// A node with defaults: weight 1, prio 0, no rates, its kind's default
+    /// queue and `buckets` 0 (= chosen by the kind when compiled).
+    pub fn new(name: &str, parent: Option<&str>, kind: Kind) -> NodeSpec {
+        NodeSpec {
+            name: name.to_string(),
+            parent: parent.map(str::to_string),
+            kind,
+            queue: default_queue(kind),
+            buckets: 0,
+            weight: 1,
+            prio: 0,
+            rate: None,
+            reservation: None,
+            flow_rate: None,
+            flow_reservation: None,
+            flow_deadline: 0,
+            flow_slack: 0,
+            loc: None,
+            parent_loc: None,
+        }
+    }
+}
+
+fn default_queue(kind: Kind) -> QueueKind {
+    match kind {
+        Kind::Rr | Kind::Prio { .. } | Kind::Pfabric { .. } => QueueKind::HierFfs,
+        Kind::Wfq { .. } | Kind::Edf { .. } | Kind::Lstf { .. } | Kind::Hclock { .. } => {
+            QueueKind::Cffs
+        }
+    }
+}
+
+/// How `Scheduler::add_flow` chooses the node a new flow attaches to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Attach {
+    /// Always this node.
+    Node(String),
+    /// Flow `k` (in order of addition) goes to leaf `k mod leaves`, leaves
+    /// being the nodes without node children, in definition order.
+    RoundRobin,
+}
+
+/// A whole policy, before validation.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PolicySpec {
+    /// The nodes, in definition order.
+    pub nodes: Vec<NodeSpec>,
+    /// Nanoseconds per shaper bucket. A blocked child is released at the
+    /// first dequeue at or after `ceil(T / unit) · unit`, never before its
+    /// eligibility time `T`.
+    pub shaper_unit: u64,
+    /// Buckets per half of the shaper's Cffs (its horizon is `unit × buckets`).
+    pub shaper_buckets: usize,
+    /// Largest packet (bytes) any flow may send; sizes the queues.
+    pub max_len: u32,
+    /// Where `add_flow` attaches flows.
+    pub attach: Attach,
+}
+
+impl PolicySpec {
+    /// A policy of these nodes with the default globals: shaper unit 1 µs,
+    /// 16384 shaper buckets, max_len 1514, flows attached round robin.
+    pub fn new(nodes: Vec<NodeSpec>) -> PolicySpec {
+        PolicySpec {
+            nodes,
+            shaper_unit: 1000,
+            shaper_buckets: 1 << 14,
+            max_len: 1514,
+            attach: Attach::RoundRobin,
+        }
+    }
+}
+
+// ---------------------------------------------------------------- TOML
+
+mod file {
+    use serde::Deserialize;
+    use toml::Spanned;
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct File {
+        #[serde(default)]
+        pub(super) policy: Globals,
+        #[serde(default)]
+        pub(super) node: Vec<Node>,
+    }
+
+    #[derive(Deserialize, Default)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct Globals {
+        pub(super) shaper_unit_ns: Option<Spanned<u64>>,
+        pub(super) shaper_buckets: Option<Spanned<u64>>,
+        pub(super) max_len: Option<Spanned<u64>>,
+        pub(super) attach: Option<Spanned<String>>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub(super) struct Node {
+        pub(super) name: Spanned<String>,
+        pub(super) parent: Option<Spanned<String>>,
+        pub(super) kind: Spanned<String>,
+        pub(super) queue: Option<Spanned<String>>,
+        pub(super) buckets: Option<Spanned<u64>>,
+        pub(super) weight: Option<Spanned<u64>>,
+        pub(super) prio: Option<Spanned<u64>>,
+        pub(super) levels: Option<Spanned<u64>>,
+        pub(super) scale: Option<Spanned<u64>>,
+        pub(super) unit: Option<Spanned<u64>>,
+        pub(super) link_rate: Option<Spanned<String>>,
+        pub(super) rate: Option<Spanned<String>>,
+        pub(super) reservation: Option<Spanned<String>>,
+        pub(super) flow_rate: Option<Spanned<String>>,
+        pub(super) flow_reservation: Option<Spanned<String>>,
+        pub(super) flow_deadline_ns: Option<Spanned<u64>>,
+        pub(super) flow_slack_ns: Option<Spanned<u64>>,
+    }
+}
+
+impl PolicySpec {
+    /// Parses a policy written in TOML (see the module docs for the
+    /// format). Errors carry the line and column of the offending key.
+    pub fn from_toml(src: &str) -> Result<PolicySpec, PolicyError> {
+        use toml::Spanned;
+        let f: file::File = toml::from_str(src).map_err(|e| PolicyError::Syntax {
+            loc: e.span().map(|s| Loc::of(src, s.start)),
+            msg: e.message().to_string(),
+        })?;
+        let loc_of = |s: core::ops::Range<usize>| Some(Loc::of(src, s.start));
+        let bad = |node: &str, field: &'static str, v: &dyn ToString, allowed: &str, span| {
+            PolicyError::OutOfRange {
+                node: node.to_string(),
+                field,
+                value: v.to_string(),
+                allowed: allowed.to_string(),
+                loc: loc_of(span),
+            }
+        };
+        let mut spec = PolicySpec::new(Vec::new());
+        if let Some(u) = &f.policy.shaper_unit_ns {
+            if *u.get_ref() == 0 || *u.get_ref() > 1_000_000_000 {
+                return Err(bad(
+                    "policy",
+                    "shaper_unit_ns",
+                    u.get_ref(),
+                    "1..=1000000000",
+                    u.span(),
+                ));
+            }
+            spec.shaper_unit = *u.get_ref();
+        }
+        if let Some(b) = &f.policy.shaper_buckets {
+            if *b.get_ref() < 2 || *b.get_ref() > 1 << 24 {
+                return Err(bad(
+                    "policy",
+                    "shaper_buckets",
+                    b.get_ref(),
+                    "2..=16777216",
+                    b.span(),
+                ));
+            }
+            spec.shaper_buckets = *b.get_ref() as usize;
+        }
+        if let Some(m) = &f.policy.max_len {
+            if *m.get_ref() == 0 || *m.get_ref() > 1 << 20 {
+                return Err(bad(
+                    "policy",
+                    "max_len",
+                    m.get_ref(),
+                    "1..=1048576",
+                    m.span(),
+                ));
+            }
+            spec.max_len = *m.get_ref() as u32;
+        }
+        if let Some(a) = &f.policy.attach {
+            spec.attach = match a.get_ref().as_str() {
+                "round_robin" => Attach::RoundRobin,
+                n => Attach::Node(n.to_string()),
+            };
+        }
+        for n in &f.node {
+            let name = n.name.get_ref().as_str();
+            let loc = loc_of(n.name.span());
+            let int = |v: &Option<Spanned<u64>>,
+                       field: &'static str,
+                       lo: u64,
+                       hi: u64,
+                       default: u64|
+             -> Result<u64, PolicyError> {
+                match v {
+                    None => Ok(default),
+                    Some(s) if (lo..=hi).contains(s.get_ref()) => Ok(*s.get_ref()),
+                    Some(s) => Err(bad(
+                        name,
+                        field,
+                        s.get_ref(),
+                        &format!("{lo}..={hi}"),
+                        s.span(),
+                    )),
+                }
+            };
+            let rate = |v: &Option<Spanned<String>>,
+                        field: &'static str|
+             -> Result<Option<Rate>, PolicyError> {
+                match v {
+                    None => Ok(None),
+                    Some(s) => {
+                        Rate::parse(s.get_ref())
+                            .map(Some)
+                            .map_err(|e| PolicyError::Invalid {
+                                node: name.to_string(),
+                                msg: format!("{field} = \"{}\": {e}", s.get_ref()),
+                                loc: loc_of(s.span()),
+                            })
+                    }
+                }
+            };
+            let kind = match n.kind.get_ref().as_str() {
+                "rr" | "fifo" => Kind::Rr,
+                "prio" | "strict" => Kind::Prio {
+                    levels: int(&n.levels, "levels", 1, 4096, 8)? as u32,
+                },
+                "wfq" | "stfq" => Kind::Wfq {
+                    scale: int(&n.scale, "scale", 1, 1 << 16, 4)?,
+                },
+                "pfabric" => Kind::Pfabric {
+                    unit: int(&n.unit, "unit", 1, 1 << 30, 1)?,
+                },
+                "edf" => Kind::Edf {
+                    unit: int(&n.unit, "unit", 1, 1 << 30, 1000)?,
+                },
+                "lstf" => Kind::Lstf {
+                    unit: int(&n.unit, "unit", 1, 1 << 30, 1000)?,
+                    link: rate(&n.link_rate, "link_rate")?.ok_or_else(|| {
+                        PolicyError::MissingRate {
+                            node: name.to_string(),
+                            field: "link_rate",
+                            why: "for kind = \"lstf\" (slack subtracts the transmission time)",
+                            loc,
+                        }
+                    })?,
+                },
+                "hclock" => Kind::Hclock {
+                    scale: int(&n.scale, "scale", 1, 1 << 16, 4)?,
+                },
+                other => {
+                    return Err(PolicyError::Invalid {
+                        node: name.to_string(),
+                        msg: format!(
+                            "unknown kind `{other}`; allowed: rr, prio, wfq (stfq), pfabric, edf, lstf, hclock"
+                        ),
+                        loc: loc_of(n.kind.span()),
+                    });
+                }
+            };
+            let mut s = NodeSpec::new(name, n.parent.as_ref().map(|p| p.get_ref().as_str()), kind);
+            s.loc = loc;
+            s.parent_loc = n.parent.as_ref().and_then(|p| loc_of(p.span()));
+            if let Some(q) = &n.queue {
+                s.queue = match q.get_ref().as_str() {
+                    "cffs" => QueueKind::Cffs,
+                    "hffs" | "hierffs" => QueueKind::HierFfs,
+                    "heap" => QueueKind::Heap,
+                    other => {
+                        return Err(PolicyError::Invalid {
+                            node: name.to_string(),
+                            msg: format!("unknown queue `{other}`; allowed: cffs, hffs, heap"),
+                            loc: loc_of(q.span()),
+                        });
+                    }
+                };
+            }
+            s.buckets = int(&n.buckets, "buckets", 1, 1 << 24, 0)? as usize;
+            s.weight = int(&n.weight, "weight", 1, 1 << 20, 1)? as u32;
+            s.prio = int(&n.prio, "prio", 0, u64::from(u32::MAX), 0)? as u32;
+            s.rate = rate(&n.rate, "rate")?;
+            s.reservation = rate(&n.reservation, "reservation")?;
+            s.flow_rate = rate(&n.flow_rate, "flow_rate")?;
+            s.flow_reservation = rate(&n.flow_reservation, "flow_reservation")?;
+            s.flow_deadline = int(&n.flow_deadline_ns, "flow_deadline_ns", 0, 1 << 50, 0)?;
+            s.flow_slack = int(&n.flow_slack_ns, "flow_slack_ns", 0, 1 << 50, 0)?;
+            spec.nodes.push(s);
+        }
+        Ok(spec)
+    }
+}

@@ -361,6 +361,45 @@ impl<T> FlowTable<T> {
             FlowId(self.hot.len() as u32 - 1)
         }
     }
+    /// Why `pkt` cannot be queued now, if it cannot (`extra_full`: a
+    /// scheduler-wide limit is reached).
+    #[inline(always)]
+    pub(crate) fn refusal(&self, pkt: &Pkt<T>, extra_full: bool) -> Option<DropReason> {
+        let Some(h) = self.hot.get(pkt.flow.index()) else {
+            return Some(DropReason::UnknownFlow);
+        };
+        // A dead flow has limit 0, so it fails the length or the limit test.
+        if pkt.len > h.max_len || h.q.len() >= h.limit as usize || extra_full {
+            return Some(if h.limit == 0 {
+                DropReason::UnknownFlow
+            } else if pkt.len > h.max_len {
+                DropReason::TooLarge
+            } else {
+                DropReason::QueueFull
+            });
+        }
+        None
+    }
+    /// Queues a packet that passed [`FlowTable::refusal`]; returns whether
+    /// the flow was empty before.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, pkt: Pkt<T>) -> bool {
+        let len = pkt.len;
+        let h = &mut self.hot[pkt.flow.index()];
+        let was_empty = h.q.is_empty();
+        h.q.push_back(pkt);
+        h.enq.add(len);
+        h.backlog_bytes += u64::from(len);
+        was_empty
+    }
+    /// Takes the head packet of a flow, with the new head's length.
+    #[inline(always)]
+    pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {
+        let h = &mut self.hot[id.index()];
+        let pkt = h.q.pop_front()?;
+        h.backlog_bytes -= u64::from(pkt.len);
+        Some((pkt, h.q.front().map(|p| p.len)))
+    }
     /// Marks the flow dead and returns its packets (the caller counts them).
     pub(crate) fn remove(&mut self, id: FlowId) -> VecDeque<Pkt<T>> {
         let h = &mut self.hot[id.index()];

@@ -761,24 +761,13 @@ impl<T> Scheduler<T> for PolicySched<T> {
     }
 
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        let i = pkt.flow.index();
-        let reason = match self.flows.admit.get(i) {
-            None => Some(DropReason::UnknownFlow),
-            Some(a) if a.limit == 0 => Some(DropReason::UnknownFlow),
-            Some(a) if pkt.len > a.max_len => Some(DropReason::TooLarge),
-            Some(a) if self.flows.hot[i].q.len() >= a.limit as usize => Some(DropReason::QueueFull),
-            Some(_) => None,
-        };
-        if let Some(reason) = reason {
+        if let Some(reason) = self.flows.refusal(&pkt, false) {
             self.stats.drop(reason, pkt.len);
             self.flows.count_drop(pkt.flow, reason, pkt.len);
             return Err(Rejected { pkt, reason });
         }
         let (r, len) = (pkt.flow.0, pkt.len);
-        let h = &mut self.flows.hot[i];
-        let was_empty = h.q.is_empty();
-        h.q.push_back(pkt);
-        h.enq.add(len);
+        let was_empty = self.flows.push(pkt);
         self.stats.enqueued.add(len);
         self.queued += 1;
         // Backlog bytes along the path; children of pFabric nodes are
@@ -834,9 +823,7 @@ impl<T> Scheduler<T> for PolicySched<T> {
             }
             n = (r & !NODE) as usize;
         };
-        let h = &mut self.flows.hot[f as usize];
-        let pkt = h.q.pop_front()?;
-        h.deq.add(pkt.len);
+        let (pkt, _) = self.flows.pop(FlowId(f))?;
         self.stats.dequeued.add(pkt.len);
         self.queued -= 1;
         let len = u64::from(pkt.len);

@@ -409,25 +409,11 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        let Some(h) = self.flows.hot.get_mut(pkt.flow.index()) else {
-            return self.refuse(pkt, DropReason::UnknownFlow);
-        };
-        // A dead flow has limit 0, so it fails the length or the limit test.
-        if pkt.len > h.max_len || h.q.len() >= h.limit as usize || self.queued >= self.total_limit {
-            let r = if h.limit == 0 {
-                DropReason::UnknownFlow
-            } else if pkt.len > h.max_len {
-                DropReason::TooLarge
-            } else {
-                DropReason::QueueFull
-            };
+        if let Some(r) = self.flows.refusal(&pkt, self.queued >= self.total_limit) {
             return self.refuse(pkt, r);
         }
         let (id, len) = (pkt.flow, pkt.len);
-        let was_empty = h.q.is_empty();
-        h.q.push_back(pkt);
-        h.enq.add(len);
-        h.backlog_bytes += u64::from(len);
+        let was_empty = self.flows.push(pkt);
         self.stats.enqueued.add(len);
         self.queued += 1;
         if was_empty {
@@ -444,10 +430,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         }
         let flows = &self.flows;
         let id = self.disc.pick(|f| flows.head_len(f));
-        let h = &mut self.flows.hot[id.index()];
-        let pkt = h.q.pop_front()?;
-        let next = h.q.front().map(|p| p.len);
-        h.backlog_bytes -= u64::from(pkt.len);
+        let (pkt, next) = self.flows.pop(id)?;
         self.stats.dequeued.add(pkt.len);
         self.queued -= 1;
         self.disc.depart(id, pkt.len, next);

@@ -27,30 +27,64 @@
 //! whose `F_i > V`; we follow the paper and divide by the configured sum, which
 //! is what makes the guarantee `r_i` independent of the other flows.)
 //!
-//! # Data structures: O(log N) per packet, no allocation
+//! # Data structures: O(1) per packet when timestamps arrive in order
 //!
-//! Two indexed 4-ary min-heaps of `u128` entries `(timestamp << 32) | flow`:
-//! the *ineligible* heap ordered by `S_i` and the *eligible* heap ordered by
-//! `F_i`. The key is the timestamp itself, so a flow's current `S` or `F` is
-//! stored only in its heap entry; keys and ids live together (16 bytes per
-//! entry) in 64-byte-aligned lines of four siblings, so each level of a
-//! sift-down reads exactly one cache line. Each flow has a 16-byte hot slot
-//! (heap position, weight, carried remainder, head length) that the heap
-//! updates on every move, so any flow can be removed or re-keyed in O(log N)
-//! (`deactivate`, weight changes), and a 16-byte cold word with the finish
-//! time of its last packet, touched only when the flow empties or becomes
-//! backlogged again. Both heaps reserve room for every configured flow in
-//! `add`, so no heap operation ever allocates. Memory per configured flow:
-//! 32 bytes of state plus up to 2 × 16 bytes of heap capacity.
+//! Two *sets* of `u128` entries `(timestamp << 32) | flow`: the *ineligible*
+//! set ordered by `S_i` and the *eligible* set ordered by `F_i`. The key is
+//! the timestamp itself, so a flow's current `S` or `F` is stored only in its
+//! entry, and the id in the key makes the order total (ties: lowest id).
+//!
+//! Each set is up to `RUNS` (4) sorted *runs* plus an indexed 4-ary heap:
+//!
+//! - a run is a ring of ascending entries; an insertion goes to the first
+//!   run whose last entry is below it (patience-sorting first fit), in O(1);
+//!   only an entry that fits no run goes to the heap (O(log N));
+//! - the minimum of the set is the smallest of the runs' fronts and the
+//!   heap's top; it is cached, as are each run's front and back, so reading
+//!   it is one load and a removal of the minimum costs O(`RUNS`) (plus a heap
+//!   sift-down if it came from the heap);
+//! - removing an entry from the middle of a run (`deactivate`, a weight
+//!   change) leaves a hole that is skipped when it reaches the front; each
+//!   ring has room for twice the configured flows, so a full ring is at least
+//!   half holes and compacting it is amortised O(1).
+//!
+//! Why this pays: WF2Q+ mostly produces timestamps in order. A flow leaves
+//! the ineligible set in `S` order and enters the eligible set with
+//! `F = S + L/w_i`, which is in order among flows of the same `L/w_i`; a
+//! served flow enters the ineligible set with `S = F`, again in order within
+//! such a class. A workload with a few classes of `L/w_i` (the harness's
+//! flowsets: equal weights, or the six weight classes of the QFQ paper's mix)
+//! therefore keeps every insertion in a run: measured, 0 of 7.3 M insertions
+//! reached a heap with `1::32768` and 68 of 7.3 M on that mix; with 11
+//! weight classes (`1-1024-11::64`) about 5 % do and with 12 classes of
+//! weights and lengths (`1-8-4:64-1500-3:16`) about 13 % (8 runs catch
+//! nearly all of those, at twice the ring memory). One run is not enough
+//! even for equal weights: the last flow served in a round stays eligible
+//! and is re-keyed just ahead of the round's other flows with the same `F`
+//! and lower ids.
+//! A binary or 4-ary heap with positions, by contrast, costs a full
+//! sift-down (one cache line and one random `pos` write per level) for every
+//! removal of the minimum.
+//!
+//! Each flow has a 16-byte hot slot (set position, weight, carried
+//! remainder, head length) that the sets update on every move, so any flow
+//! can be removed or re-keyed (`deactivate`, weight changes), and a 16-byte
+//! cold word with the finish time of its last packet, touched only when the
+//! flow empties or becomes backlogged again. A flow's `pos` holds the set
+//! (bit 31), whether it is in a run (bit 30), which run (bits 27..29) and
+//! the physical index. All rings and heaps are sized for every configured
+//! flow in `add`, so no set operation ever allocates. Memory per configured
+//! flow: 32 bytes of state, 2 × 16 bytes of heap capacity and
+//! 2 × `RUNS` × 2 × 16 bytes of rings (rounded up to a power of two), about
+//! 320 bytes.
 //!
 //! A dequeue costs: move every ineligible flow with `S ≤ V` to the eligible
-//! heap (each move is paid for by the packet that made the flow ineligible),
-//! then read the eligible top; the departure re-keys the top in place
-//! (still eligible) or moves it to the ineligible heap (or drops it when the
-//! flow empties). Amortised: two heap operations and at most two 64-bit
-//! divisions per packet. The flow's packets are never looked at (`pick`
-//! ignores its `head` argument): the head length arrives with `activate` and
-//! `depart`.
+//! set (each move is paid for by the packet that made the flow ineligible),
+//! then read the eligible minimum; the departure re-keys it (still
+//! eligible) or moves it to the ineligible set (or drops it when the flow
+//! empties). At most two 64-bit divisions per packet. The flow's packets are
+//! never looked at (`pick` ignores its `head` argument): the head length
+//! arrives with `activate` and `depart`.
 //!
 //! # Arithmetic
 //!
@@ -83,7 +117,8 @@
 //! (`W = 1`) at 100 Gbit/s that is 5.4·10^19 units/s, so `V` reaches the
 //! rebase threshold 2^95 after about 23 years (more for larger `W` or slower
 //! links). When it does, the next departure subtracts `V − 2^80` from every
-//! stored timestamp (O(N), once) and rebuilds the heaps. Timestamps of idle
+//! stored timestamp (O(N log N), once): the runs are emptied into the heaps,
+//! which are rebuilt. Timestamps of idle
 //! flows that fall below the base are clamped to 0, which is harmless since a
 //! flow that becomes backlogged starts at `max(F_i, V)` anyway; a backlogged
 //! flow would have to be owed 2^48 bytes per unit weight to be clamped, far
@@ -95,7 +130,8 @@
 //! - weight 1..=2^20, weight sum ≤ 2^32 − 1 (tracked here, including the old
 //!   weight on a change): the remainder of `V` stays `< 2^32`;
 //! - max_len 1..=2^20 bytes: `L·2^32` fits in 52 bits;
-//! - at most 2^24 flows: positions carry a heap tag in bit 31.
+//! - at most 2^24 flows: positions carry set and run tags in bits 27..31
+//!   (rings hold at most 2^25 entries).
 //!
 //! # Guarantee
 //!
@@ -292,6 +328,285 @@ impl Heap {
     }
 }
 
+/// Tag bit in `pos`: the flow's entry is in one of its set's sorted runs
+/// (else in the set's heap); bits 27..29 name the run and the low 27 bits
+/// are the physical index in its ring (rings hold at most 2^26 entries).
+const IN_RUN: u32 = 1 << 30;
+/// Shift of the run number in `pos`.
+const RUN_SHIFT: u32 = 27;
+/// Index bits of `pos`.
+const POS_INDEX: u32 = (1 << RUN_SHIFT) - 1;
+/// Sorted runs per set.
+const RUNS: usize = 4;
+/// Mask of the run number in `pos >> RUN_SHIFT`.
+const RUN_MASK: u32 = 7;
+/// A hole in a run, left by an entry removed from its middle (no live key
+/// is ever `u128::MAX`: ids are below 2^24).
+const DEAD: u128 = u128::MAX;
+
+/// A ring of ascending entries with `DEAD` holes; its front and back are
+/// always live.
+#[derive(Debug, Default)]
+struct Run {
+    /// Length a power of two (or zero before the first flow).
+    ring: Vec<u128>,
+    /// Logical index of the front.
+    head: usize,
+    /// Logical index one past the back.
+    tail: usize,
+}
+
+impl Run {
+    #[inline]
+    fn mask(&self) -> usize {
+        self.ring.len().wrapping_sub(1)
+    }
+    #[inline]
+    fn is_empty(&self) -> bool {
+        self.head == self.tail
+    }
+    #[inline]
+    fn front(&self) -> u128 {
+        self.ring[self.head & self.mask()]
+    }
+    #[inline]
+    fn back(&self) -> u128 {
+        self.ring[self.tail.wrapping_sub(1) & self.mask()]
+    }
+    #[inline]
+    fn pop_front(&mut self) {
+        let m = self.mask();
+        self.head = self.head.wrapping_add(1);
+        while self.head != self.tail && self.ring[self.head & m] == DEAD {
+            self.head = self.head.wrapping_add(1);
+        }
+    }
+    /// Removes the entry at physical index `p`.
+    #[inline]
+    fn remove(&mut self, p: usize) {
+        let m = self.mask();
+        if p == self.head & m {
+            self.pop_front();
+        } else {
+            self.ring[p] = DEAD;
+            // Keep the back live (the front is, so this stops there).
+            while self.ring[self.tail.wrapping_sub(1) & m] == DEAD {
+                self.tail = self.tail.wrapping_sub(1);
+            }
+        }
+    }
+    /// Moves the live entries to the start of a ring of `len` entries.
+    #[cold]
+    fn relayout(&mut self, len: usize, tag: u32, slots: &mut [Slot]) {
+        let m = self.mask();
+        let live: Vec<u128> = (self.head..self.tail)
+            .map(|l| self.ring[l & m])
+            .filter(|&e| e != DEAD)
+            .collect();
+        if self.ring.len() != len {
+            self.ring = vec![DEAD; len];
+        }
+        self.head = 0;
+        self.tail = live.len();
+        for (p, e) in live.into_iter().enumerate() {
+            self.ring[p] = e;
+            slots[key_id(e) as usize].pos = p as u32 | tag;
+        }
+    }
+}
+
+/// A set of `(timestamp << 32) | id` entries with O(1) insertion in
+/// ascending order: up to `RUNS` sorted *runs* (rings of ascending
+/// entries) take every entry above one run's last entry (first fit), and the
+/// rest go to an indexed heap. The minimum is the smallest of the runs'
+/// fronts and the heap's top; it is cached, as are each run's front and back.
+#[derive(Debug)]
+struct Set {
+    /// Smallest entry, `DEAD` when the set is empty.
+    min: u128,
+    /// Where `min` lives: a run, or `RUNS` for the heap.
+    src: usize,
+    /// Runs `used..` are empty.
+    used: usize,
+    /// Front of each run, `DEAD` when empty.
+    fronts: [u128; RUNS],
+    /// Back of each run, 0 when empty (keys are unique, so `e >= back`
+    /// means `e > back` for a live back).
+    backs: [u128; RUNS],
+    runs: [Run; RUNS],
+    heap: Heap,
+    /// `INELIGIBLE` or 0, or-ed into every `pos`.
+    tag: u32,
+}
+
+impl Set {
+    fn new(tag: u32) -> Set {
+        Set {
+            min: DEAD,
+            src: RUNS,
+            used: 0,
+            fronts: [DEAD; RUNS],
+            backs: [0; RUNS],
+            runs: Default::default(),
+            heap: Heap::new(tag),
+            tag,
+        }
+    }
+    #[inline]
+    fn run_tag(&self, r: usize) -> u32 {
+        self.tag | IN_RUN | ((r as u32) << RUN_SHIFT)
+    }
+    #[inline]
+    fn min(&self) -> Option<u128> {
+        (self.min != DEAD).then_some(self.min)
+    }
+    /// Recomputes `min`, `src` and `used`.
+    #[inline]
+    fn refresh(&mut self) {
+        while self.used > 0 && self.fronts[self.used - 1] == DEAD {
+            self.used -= 1;
+        }
+        let mut min = self.heap.top().unwrap_or(DEAD);
+        let mut src = RUNS;
+        for (r, &f) in self.fronts[..self.used].iter().enumerate() {
+            if f < min {
+                min = f;
+                src = r;
+            }
+        }
+        self.min = min;
+        self.src = src;
+    }
+    /// Re-reads the cached front and back of run `r`.
+    #[inline]
+    fn sync(&mut self, r: usize) {
+        let run = &self.runs[r];
+        if run.is_empty() {
+            self.fronts[r] = DEAD;
+            self.backs[r] = 0;
+        } else {
+            self.fronts[r] = run.front();
+            self.backs[r] = run.back();
+        }
+    }
+    /// The entry at `pos` (as stored in the flow's slot).
+    #[inline]
+    fn get(&self, pos: u32) -> u128 {
+        let i = (pos & POS_INDEX) as usize;
+        if pos & IN_RUN != 0 {
+            self.runs[((pos >> RUN_SHIFT) & RUN_MASK) as usize].ring[i]
+        } else {
+            self.heap.get(i)
+        }
+    }
+    #[inline]
+    fn insert(&mut self, e: u128, slots: &mut [Slot]) {
+        let mut src = RUNS;
+        for r in 0..RUNS {
+            if e >= self.backs[r] {
+                src = r;
+                break;
+            }
+        }
+        if src < RUNS {
+            let r = src;
+            let tag = self.run_tag(r);
+            let run = &mut self.runs[r];
+            if run.tail.wrapping_sub(run.head) == run.ring.len() {
+                // Full: at least half holes (see `reserve_total`).
+                run.relayout(run.ring.len(), tag, slots);
+            }
+            let p = run.tail & run.mask();
+            run.ring[p] = e;
+            run.tail = run.tail.wrapping_add(1);
+            slots[key_id(e) as usize].pos = p as u32 | tag;
+            self.backs[r] = e;
+            if self.fronts[r] == DEAD {
+                self.fronts[r] = e;
+                self.used = self.used.max(r + 1);
+            }
+        } else {
+            self.heap.push(e, slots);
+        }
+        if e < self.min {
+            self.min = e;
+            self.src = src;
+        }
+    }
+    /// Removes the minimum (the set must not be empty).
+    #[inline]
+    fn pop_min(&mut self, slots: &mut [Slot]) {
+        let r = self.src;
+        if r < RUNS {
+            self.runs[r].pop_front();
+            self.sync(r);
+        } else {
+            self.heap.remove_at(0, slots);
+        }
+        self.refresh();
+    }
+    /// Removes the entry at `pos`.
+    #[inline]
+    fn remove(&mut self, pos: u32, slots: &mut [Slot]) {
+        let i = (pos & POS_INDEX) as usize;
+        if pos & IN_RUN == 0 {
+            self.heap.remove_at(i, slots);
+        } else {
+            let r = ((pos >> RUN_SHIFT) & RUN_MASK) as usize;
+            self.runs[r].remove(i);
+            self.sync(r);
+        }
+        self.refresh();
+    }
+    /// Replaces the entry at `pos` by `e` (same flow, new key).
+    #[inline]
+    fn update(&mut self, pos: u32, e: u128, slots: &mut [Slot]) {
+        if pos & IN_RUN == 0 {
+            self.heap.update_at((pos & POS_INDEX) as usize, e, slots);
+            self.refresh();
+        } else {
+            self.remove(pos, slots);
+            self.insert(e, slots);
+        }
+    }
+    /// Makes room for `n` entries: rings of at least `2n` (so a full ring is
+    /// at least half holes, and compacting it is amortised) and a heap of `n`.
+    fn reserve_total(&mut self, n: usize, slots: &mut [Slot]) {
+        let len = (2 * n).next_power_of_two();
+        for r in 0..RUNS {
+            if len > self.runs[r].ring.len() {
+                let tag = self.run_tag(r);
+                self.runs[r].relayout(len, tag, slots);
+            }
+        }
+        self.heap.reserve_total(n);
+    }
+    /// Applies `f` (monotone) to every key; the runs' entries go to the heap.
+    fn rekey(&mut self, slots: &mut [Slot], f: impl Fn(u128) -> u128) {
+        for r in 0..RUNS {
+            let run = &mut self.runs[r];
+            let m = run.mask();
+            while run.head != run.tail {
+                let e = run.ring[run.head & m];
+                run.head = run.head.wrapping_add(1);
+                if e != DEAD {
+                    self.heap.push(e, slots);
+                }
+            }
+            self.sync(r);
+        }
+        self.heap.rekey(slots, f);
+        self.refresh();
+    }
+    fn memory_bytes(&self) -> usize {
+        self.runs
+            .iter()
+            .map(|r| r.ring.capacity() * 16)
+            .sum::<usize>()
+            + self.heap.memory_bytes()
+    }
+}
+
 /// Hot per-flow state (16 bytes), the only per-flow memory a packet's
 /// departure touches besides the heap lines: the heaps already write `pos`.
 #[derive(Copy, Clone, Debug)]
@@ -344,9 +659,9 @@ pub struct Wf2q {
     /// read when a flow becomes backlogged, written when it empties).
     last: Vec<u128>,
     /// Backlogged flows with `S ≤ V`, by `F`.
-    eligible: Heap,
+    eligible: Set,
     /// Backlogged flows with `S > V`, by `S`.
-    ineligible: Heap,
+    ineligible: Set,
 }
 
 impl Default for Wf2q {
@@ -376,8 +691,8 @@ impl Wf2q {
             nflows: 0,
             slots: Vec::new(),
             last: Vec::new(),
-            eligible: Heap::new(0),
-            ineligible: Heap::new(INELIGIBLE),
+            eligible: Set::new(0),
+            ineligible: Set::new(INELIGIBLE),
         }
     }
 
@@ -415,10 +730,10 @@ impl Wf2q {
         if s <= self.v {
             let (f, f_frac) = finish(s, s_frac, sl.len, sl.w);
             sl.frac = f_frac;
-            self.eligible.push(key(f, id), &mut self.slots);
+            self.eligible.insert(key(f, id), &mut self.slots);
         } else {
             sl.frac = s_frac;
-            self.ineligible.push(key(s, id), &mut self.slots);
+            self.ineligible.insert(key(s, id), &mut self.slots);
         }
     }
 
@@ -430,10 +745,9 @@ impl Wf2q {
             return;
         }
         if p & INELIGIBLE == 0 {
-            self.eligible.remove_at(p as usize, &mut self.slots);
+            self.eligible.remove(p, &mut self.slots);
         } else {
-            self.ineligible
-                .remove_at((p & !INELIGIBLE) as usize, &mut self.slots);
+            self.ineligible.remove(p, &mut self.slots);
         }
         self.slots[i].pos = IDLE;
     }
@@ -448,13 +762,13 @@ impl Wf2q {
             // F and its remainder r are stored; the quotient q = F − S is the
             // one multiple of w in [len·2^32 − r, len·2^32 − r + w − 1]
             // (since len·2^32 + S_frac = q·w + r with 0 ≤ S_frac < w).
-            let f = key_ts(self.eligible.get(sl.pos as usize));
+            let f = key_ts(self.eligible.get(sl.pos));
             let w = u64::from(sl.w.max(1));
             let l = u64::from(sl.len) << FRAC_BITS;
             let q = l.saturating_sub(u64::from(sl.frac)).div_ceil(w);
             Some((f - u128::from(q), f, sl.frac))
         } else {
-            let s = key_ts(self.ineligible.get((sl.pos & !INELIGIBLE) as usize));
+            let s = key_ts(self.ineligible.get(sl.pos));
             let (f, f_frac) = finish(s, sl.frac, sl.len, sl.w);
             Some((s, f, f_frac))
         }
@@ -518,8 +832,8 @@ impl Discipline for Wf2q {
         self.nflows += 1;
         self.set_wsum(self.wsum + u64::from(w));
         // Room for every flow in either heap: no allocation per packet.
-        self.eligible.reserve_total(self.nflows);
-        self.ineligible.reserve_total(self.nflows);
+        self.eligible.reserve_total(self.nflows, &mut self.slots);
+        self.ineligible.reserve_total(self.nflows, &mut self.slots);
     }
 
     fn change(
@@ -547,8 +861,8 @@ impl Discipline for Wf2q {
             if sl.pos & INELIGIBLE == 0 {
                 let (f, f_frac) = finish(s, 0, sl.len, new_w);
                 sl.frac = f_frac;
-                let p = sl.pos as usize;
-                self.eligible.update_at(p, key(f, id.0), &mut self.slots);
+                let p = sl.pos;
+                self.eligible.update(p, key(f, id.0), &mut self.slots);
             }
         }
     }
@@ -588,23 +902,23 @@ impl Discipline for Wf2q {
     fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
         loop {
             // Flows whose start time V has reached become eligible.
-            while let Some(k) = self.ineligible.top() {
+            while let Some(k) = self.ineligible.min() {
                 let s = key_ts(k);
                 if s > self.v {
                     break;
                 }
-                self.ineligible.remove_at(0, &mut self.slots);
+                self.ineligible.pop_min(&mut self.slots);
                 let id = key_id(k);
                 let sl = &mut self.slots[id as usize];
                 let (f, f_frac) = finish(s, sl.frac, sl.len, sl.w);
                 sl.frac = f_frac;
-                self.eligible.push(key(f, id), &mut self.slots);
+                self.eligible.insert(key(f, id), &mut self.slots);
             }
-            if let Some(k) = self.eligible.top() {
+            if let Some(k) = self.eligible.min() {
                 return FlowId(key_id(k));
             }
             // Nothing eligible: V = max(V, min S) = min S.
-            match self.ineligible.top() {
+            match self.ineligible.min() {
                 Some(k) => {
                     self.v = key_ts(k);
                     self.v_frac = 0;
@@ -627,7 +941,7 @@ impl Discipline for Wf2q {
         // The served packet finished at F (the eligible key under the call
         // protocol; recomputed otherwise).
         let (f, f_frac) = if sl.pos != IDLE && sl.pos & INELIGIBLE == 0 {
-            (key_ts(self.eligible.get(sl.pos as usize)), sl.frac)
+            (key_ts(self.eligible.get(sl.pos)), sl.frac)
         } else {
             match self.head_times(i) {
                 Some((_, f, f_frac)) => (f, f_frac),
@@ -641,8 +955,7 @@ impl Discipline for Wf2q {
                 if f <= self.v && sl.pos != IDLE && sl.pos & INELIGIBLE == 0 {
                     let (f2, f2_frac) = finish(f, f_frac, l, sl.w);
                     self.slots[i].frac = f2_frac;
-                    self.eligible
-                        .update_at(sl.pos as usize, key(f2, id.0), &mut self.slots);
+                    self.eligible.update(sl.pos, key(f2, id.0), &mut self.slots);
                 } else {
                     self.leave(i);
                     self.enter(i, f, f_frac);

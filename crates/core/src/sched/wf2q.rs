@@ -437,6 +437,8 @@ struct Set {
     heap: Heap,
     /// `INELIGIBLE` or 0, or-ed into every `pos`.
     tag: u32,
+    /// Times a full run was compacted (holes squeezed out).
+    compactions: u64,
 }
 
 impl Set {
@@ -450,6 +452,7 @@ impl Set {
             runs: Default::default(),
             heap: Heap::new(tag),
             tag,
+            compactions: 0,
         }
     }
     #[inline]
@@ -515,6 +518,7 @@ impl Set {
             if run.tail.wrapping_sub(run.head) == run.ring.len() {
                 // Full: at least half holes (see `reserve_total`).
                 run.relayout(run.ring.len(), tag, slots);
+                self.compactions += 1;
             }
             let p = run.tail & run.mask();
             run.ring[p] = e;
@@ -671,6 +675,11 @@ impl Default for Wf2q {
 }
 
 impl Wf2q {
+    /// Times a run of the eligible or ineligible set was compacted (for
+    /// tests and diagnostics).
+    pub fn compactions(&self) -> u64 {
+        self.eligible.compactions + self.ineligible.compactions
+    }
     /// Supported ranges (see the module documentation for why).
     pub const LIMITS: Limits = Limits {
         alg: "wf2q",
@@ -1586,6 +1595,69 @@ mod tests {
             while p.dequeue() {}
             p.check_counters();
         }
+    }
+
+    /// The sorted-run set against a `BTreeSet`: mostly ascending keys (so
+    /// they land in runs), removals from the middle (holes) and pops; the
+    /// rings fill with holes and get compacted many times.
+    #[test]
+    fn set_with_holes_matches_btreeset() {
+        use std::collections::BTreeMap;
+        let n = 8usize;
+        let mut rng = ChaCha8Rng::seed_from_u64(5);
+        let mut slots = vec![Slot::default(); n];
+        let mut set = Set::new(0);
+        set.reserve_total(n, &mut slots);
+        let mut model: BTreeMap<u32, u128> = BTreeMap::new(); // id -> key
+        // Flow 0 is an anchor at the front of the first run: while it stays,
+        // removals behind it leave holes that only a compaction clears.
+        set.insert(0, &mut slots);
+        model.insert(0, 0);
+        let mut t = 1u128;
+        for round in 0..100_000u32 {
+            let free: Vec<u32> = (1..n as u32).filter(|i| !model.contains_key(i)).collect();
+            // The anchor leaves (by pop) only after the first 45k rounds.
+            let anchored = round < 45_000;
+            match rng.random_range(0..10) {
+                0..5 if !free.is_empty() => {
+                    let id = free[rng.random_range(0..free.len())];
+                    t += rng.random_range(0..3u128);
+                    let jitter = if rng.random_bool(0.1) {
+                        rng.random_range(0..5u128)
+                    } else {
+                        0
+                    };
+                    let e = ((t.saturating_sub(jitter)) << 32) | u128::from(id);
+                    set.insert(e, &mut slots);
+                    model.insert(id, e);
+                }
+                5..9 if model.len() > 1 => {
+                    let ids: Vec<u32> = model.keys().copied().filter(|&i| i != 0).collect();
+                    let id = ids[rng.random_range(0..ids.len())];
+                    set.remove(slots[id as usize].pos, &mut slots);
+                    model.remove(&id);
+                }
+                _ if !model.is_empty() && (!anchored || !model.contains_key(&0)) => {
+                    let want = model.values().copied().min();
+                    assert_eq!(set.min(), want);
+                    set.pop_min(&mut slots);
+                    model.remove(&key_id(want.unwrap_or(0)));
+                }
+                _ => {}
+            }
+            assert_eq!(set.min(), model.values().copied().min());
+            for (&id, &e) in &model {
+                assert_eq!(set.get(slots[id as usize].pos), e, "position of {id}");
+            }
+        }
+        // Drain in order.
+        while let Some(want) = model.values().copied().min() {
+            assert_eq!(set.min(), Some(want));
+            set.pop_min(&mut slots);
+            model.remove(&key_id(want));
+        }
+        assert_eq!(set.min(), None);
+        assert!(set.compactions > 100, "compactions {}", set.compactions);
     }
 
     /// Starting V just below the rebase threshold gives the same schedule as

@@ -8,8 +8,6 @@
 //! peak backlog and then keeps its capacity, so there is no heap allocation
 //! per packet in steady state. [`FlowTable::shrink`] gives memory back.
 
-use std::collections::VecDeque;
-
 use serde::Serialize;
 
 use crate::units::{Bytes, Nanos};
@@ -273,20 +271,58 @@ impl Default for FlowConfig {
     }
 }
 
-/// The per-packet part of a flow, on one 64-byte cache line: its FIFO, the
-/// admission limits and arrival counters. Departures are derived:
-/// `dequeued = enqueued − queued` (packets) and `enqueued.bytes − backlog`
-/// (bytes), since a live flow never drops a packet it accepted.
-#[derive(Debug)]
+/// The per-packet part of a flow, on one 64-byte cache line: its FIFO's
+/// head and tail in the packet pool, the admission limits and arrival
+/// counters. Departures are derived: `dequeued = enqueued − queued`
+/// (packets) and `enqueued.bytes − backlog` (bytes), since a live flow never
+/// drops a packet it accepted.
+#[derive(Debug, Clone)]
 #[repr(align(64))]
-pub(crate) struct Hot<T> {
-    pub(crate) q: VecDeque<Pkt<T>>,
+pub(crate) struct Hot {
+    head: u32,
+    tail: u32,
+    pub(crate) len: u32,
+    /// Length of the head packet (0 when empty), so algorithms never touch
+    /// the pool to learn it.
+    pub(crate) head_len: Bytes,
     pub(crate) enq: Counter,
     pub(crate) backlog_bytes: u64,
     pub(crate) max_len: Bytes,
     /// Queue limit in packets; 0 marks a dead flow (a live flow's limit is
     /// at least 1).
     pub(crate) limit: u32,
+}
+
+impl Hot {
+    fn new(cfg: &FlowConfig) -> Hot {
+        Hot {
+            head: NIL,
+            tail: NIL,
+            len: 0,
+            head_len: 0,
+            enq: Counter::default(),
+            backlog_bytes: 0,
+            max_len: cfg.max_len,
+            limit: cfg.limit.max(1),
+        }
+    }
+}
+
+const NIL: u32 = u32::MAX;
+
+/// A slot of the shared packet pool. A queued packet also records the
+/// length of its successor in the flow, so a dequeue learns the new head's
+/// length without touching another slot.
+#[derive(Debug)]
+enum Slot<T> {
+    Free {
+        next: u32,
+    },
+    Used {
+        pkt: Pkt<T>,
+        next: u32,
+        next_len: Bytes,
+    },
 }
 
 /// The rarely touched part: configuration and drops.
@@ -297,11 +333,21 @@ pub(crate) struct Cold {
 }
 
 /// The flow table: configuration, FIFO and counters of every flow, split
-/// by access frequency (see ARCHITECTURE.md).
+/// by access frequency, and one pool of packet slots shared by all flows
+/// (see ARCHITECTURE.md).
+///
+/// Each flow's FIFO is a singly linked list through the pool. Free slots
+/// form a LIFO list, so the slot a new packet takes is the one most recently
+/// freed: in steady state the pool is swept in order and stays warm, the
+/// way dummynet's mbuf free list behaves, instead of every flow owning a
+/// ring scattered through memory. The pool grows to the peak backlog and
+/// then never allocates again.
 #[derive(Debug)]
 pub struct FlowTable<T> {
-    pub(crate) hot: Vec<Hot<T>>,
+    pub(crate) hot: Vec<Hot>,
     cold: Vec<Cold>,
+    pool: Vec<Slot<T>>,
+    free_slot: u32,
     free: Vec<u32>,
     live: usize,
 }
@@ -311,6 +357,8 @@ impl<T> Default for FlowTable<T> {
         FlowTable {
             hot: Vec::new(),
             cold: Vec::new(),
+            pool: Vec::new(),
+            free_slot: NIL,
             free: Vec::new(),
             live: 0,
         }
@@ -342,21 +390,11 @@ impl<T> FlowTable<T> {
             dropped: Counters::default(),
         };
         if let Some(i) = self.free.pop() {
-            let h = &mut self.hot[i as usize];
-            h.enq = Counter::default();
-            h.backlog_bytes = 0;
-            h.max_len = cfg.max_len;
-            h.limit = cfg.limit.max(1);
+            self.hot[i as usize] = Hot::new(&cfg);
             self.cold[i as usize] = cold;
             FlowId(i)
         } else {
-            self.hot.push(Hot {
-                q: VecDeque::new(),
-                enq: Counter::default(),
-                backlog_bytes: 0,
-                max_len: cfg.max_len,
-                limit: cfg.limit.max(1),
-            });
+            self.hot.push(Hot::new(&cfg));
             self.cold.push(cold);
             FlowId(self.hot.len() as u32 - 1)
         }
@@ -369,7 +407,7 @@ impl<T> FlowTable<T> {
             return Some(DropReason::UnknownFlow);
         };
         // A dead flow has limit 0, so it fails the length or the limit test.
-        if pkt.len > h.max_len || h.q.len() >= h.limit as usize || extra_full {
+        if pkt.len > h.max_len || h.len >= h.limit || extra_full {
             return Some(if h.limit == 0 {
                 DropReason::UnknownFlow
             } else if pkt.len > h.max_len {
@@ -384,10 +422,34 @@ impl<T> FlowTable<T> {
     /// the flow was empty before.
     #[inline(always)]
     pub(crate) fn push(&mut self, pkt: Pkt<T>) -> bool {
-        let len = pkt.len;
-        let h = &mut self.hot[pkt.flow.index()];
-        let was_empty = h.q.is_empty();
-        h.q.push_back(pkt);
+        let (f, len) = (pkt.flow.index(), pkt.len);
+        let slot = Slot::Used {
+            pkt,
+            next: NIL,
+            next_len: 0,
+        };
+        let i = if self.free_slot != NIL {
+            let i = self.free_slot;
+            if let Slot::Free { next } = self.pool[i as usize] {
+                self.free_slot = next;
+            }
+            self.pool[i as usize] = slot;
+            i
+        } else {
+            self.pool.push(slot);
+            self.pool.len() as u32 - 1
+        };
+        let h = &mut self.hot[f];
+        let was_empty = h.len == 0;
+        if was_empty {
+            h.head = i;
+            h.head_len = len;
+        } else if let Slot::Used { next, next_len, .. } = &mut self.pool[h.tail as usize] {
+            *next = i;
+            *next_len = len;
+        }
+        h.tail = i;
+        h.len += 1;
         h.enq.add(len);
         h.backlog_bytes += u64::from(len);
         was_empty
@@ -395,19 +457,53 @@ impl<T> FlowTable<T> {
     /// Takes the head packet of a flow, with the new head's length.
     #[inline(always)]
     pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {
-        let h = &mut self.hot[id.index()];
-        let pkt = h.q.pop_front()?;
+        let h = self.hot.get_mut(id.index())?;
+        if h.len == 0 {
+            return None;
+        }
+        let i = h.head;
+        // A flow's list only links used slots; check before taking it so a
+        // broken invariant can never corrupt the free list.
+        if !matches!(self.pool.get(i as usize), Some(Slot::Used { .. })) {
+            return None;
+        }
+        let freed = Slot::Free {
+            next: self.free_slot,
+        };
+        let Slot::Used {
+            pkt,
+            next,
+            next_len,
+        } = core::mem::replace(&mut self.pool[i as usize], freed)
+        else {
+            return None;
+        };
+        self.free_slot = i;
+        h.len -= 1;
         h.backlog_bytes -= u64::from(pkt.len);
-        Some((pkt, h.q.front().map(|p| p.len)))
+        if h.len == 0 {
+            h.head = NIL;
+            h.tail = NIL;
+            h.head_len = 0;
+            Some((pkt, None))
+        } else {
+            h.head = next;
+            h.head_len = next_len;
+            Some((pkt, Some(next_len)))
+        }
     }
-    /// Marks the flow dead and returns its packets (the caller counts them).
-    pub(crate) fn remove(&mut self, id: FlowId) -> VecDeque<Pkt<T>> {
+    /// Marks the flow dead and returns its packets in FIFO order (the caller
+    /// counts them).
+    pub(crate) fn remove(&mut self, id: FlowId) -> Vec<Pkt<T>> {
+        let mut out = Vec::with_capacity(self.hot[id.index()].len as usize);
+        while let Some((p, _)) = self.pop(id) {
+            out.push(p);
+        }
         let h = &mut self.hot[id.index()];
         h.limit = 0;
-        h.backlog_bytes = 0;
         self.live -= 1;
         self.free.push(id.0);
-        core::mem::take(&mut h.q)
+        out
     }
     /// True if `id` names a live flow.
     #[inline]
@@ -426,17 +522,29 @@ impl<T> FlowTable<T> {
             self.cold[id.index()].dropped.drop(r, len);
         }
     }
-    /// The FIFO of a live flow.
-    pub(crate) fn queue(&self, id: FlowId) -> Option<&VecDeque<Pkt<T>>> {
-        self.contains(id).then(|| &self.hot[id.index()].q)
+    /// The packets queued in a live flow, head first.
+    pub fn packets(&self, id: FlowId) -> impl Iterator<Item = &Pkt<T>> + '_ {
+        let mut i = if self.contains(id) {
+            self.hot[id.index()].head
+        } else {
+            NIL
+        };
+        core::iter::from_fn(move || match self.pool.get(i as usize)? {
+            Slot::Used { pkt, next, .. } => {
+                i = *next;
+                Some(pkt)
+            }
+            Slot::Free { .. } => None,
+        })
+    }
+    /// The head packet of a live flow.
+    pub fn head(&self, id: FlowId) -> Option<&Pkt<T>> {
+        self.packets(id).next()
     }
     /// Length of the head packet of a flow (0 if it has none).
-    #[inline]
+    #[inline(always)]
     pub fn head_len(&self, id: FlowId) -> Bytes {
-        match self.hot[id.index()].q.front() {
-            Some(p) => p.len,
-            None => 0,
-        }
+        self.hot[id.index()].head_len
     }
     /// Configuration of a live flow.
     pub fn config(&self, id: FlowId) -> Option<&FlowConfig> {
@@ -449,16 +557,15 @@ impl<T> FlowTable<T> {
             let mut c = self.cold[id.index()].dropped;
             c.enqueued = h.enq;
             c.dequeued = Counter {
-                pkts: h.enq.pkts - h.q.len() as u64,
+                pkts: h.enq.pkts - u64::from(h.len),
                 bytes: h.enq.bytes - h.backlog_bytes,
             };
             c.with_backlog()
         })
     }
-    /// Packets queued in a live flow (read from the FIFO itself, not from
-    /// the counters).
+    /// Packets queued in a live flow.
     pub fn queued(&self, id: FlowId) -> Option<usize> {
-        self.queue(id).map(VecDeque::len)
+        self.contains(id).then(|| self.hot[id.index()].len as usize)
     }
     /// Ids of all live flows, in index order.
     pub fn ids(&self) -> impl Iterator<Item = FlowId> + '_ {
@@ -468,21 +575,15 @@ impl<T> FlowTable<T> {
             .filter(|(_, h)| h.limit != 0)
             .map(|(i, _)| FlowId(i as u32))
     }
-    /// Releases the spare capacity of every per-flow ring.
-    pub fn shrink(&mut self) {
-        for h in &mut self.hot {
-            h.q.shrink_to_fit();
-        }
+    /// Slots in the packet pool (its peak backlog so far).
+    pub fn pool_slots(&self) -> usize {
+        self.pool.len()
     }
     /// Approximate heap memory held by the table, in bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.hot.capacity() * core::mem::size_of::<Hot<T>>()
+        self.hot.capacity() * core::mem::size_of::<Hot>()
             + self.cold.capacity() * core::mem::size_of::<Cold>()
-            + self
-                .hot
-                .iter()
-                .map(|h| h.q.capacity() * core::mem::size_of::<Pkt<T>>())
-                .sum::<usize>()
+            + self.pool.capacity() * core::mem::size_of::<Slot<T>>()
             + self.free.capacity() * 4
     }
 }

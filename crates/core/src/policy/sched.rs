@@ -478,7 +478,7 @@ impl<T> PolicySched<T> {
         if r & NODE != 0 {
             !self.nodes[(r & !NODE) as usize].q.is_empty()
         } else {
-            !self.flows.hot[r as usize].q.is_empty()
+            self.flows.hot[r as usize].len != 0
         }
     }
 
@@ -515,9 +515,8 @@ impl<T> PolicySched<T> {
         if r & NODE != 0 {
             return None;
         }
-        self.flows.hot[r as usize]
-            .q
-            .front()
+        self.flows
+            .head(FlowId(r))
             .map(|p| (p.ts.as_u64(), u64::from(p.len)))
     }
 
@@ -714,12 +713,13 @@ impl<T> Scheduler<T> for PolicySched<T> {
         cfg: FlowConfig,
         now: Nanos,
     ) -> Result<(), ConfigError> {
-        let (Some(q), Some(_)) = (self.flows.queue(flow), self.flows.config(flow)) else {
+        let Some(_) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));
         };
         let node = self.fm[flow.index()].parent as usize;
         self.check(node, &cfg)?;
-        if let Some(big) = q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
+        let big = self.flows.packets(flow).map(|p| p.len).max();
+        if let Some(big) = big.filter(|&b| b > cfg.max_len) {
             return Err(ConfigError::MaxLenBelowQueued {
                 flow,
                 max_len: cfg.max_len,
@@ -752,7 +752,7 @@ impl<T> Scheduler<T> for PolicySched<T> {
             m.bytes -= bytes;
             n = m.parent;
         }
-        let pkts: Vec<Pkt<T>> = self.flows.remove(flow).into();
+        let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
         for p in &pkts {
             self.queued -= 1;
             self.stats.drop(DropReason::Removed, p.len);

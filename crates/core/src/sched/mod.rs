@@ -365,7 +365,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         cfg: FlowConfig,
         now: Nanos,
     ) -> Result<(), ConfigError> {
-        let (Some(q), Some(&old)) = (self.flows.queue(flow), self.flows.config(flow)) else {
+        let Some(&old) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));
         };
         self.disc.check(flow, &cfg, Some(&old))?;
@@ -374,14 +374,15 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
             u64::from(cfg.weight),
             u64::from(old.weight),
         )?;
-        if let Some(big) = q.iter().map(|p| p.len).max().filter(|&b| b > cfg.max_len) {
+        let big = self.flows.packets(flow).map(|p| p.len).max();
+        if let Some(big) = big.filter(|&b| b > cfg.max_len) {
             return Err(ConfigError::MaxLenBelowQueued {
                 flow,
                 max_len: cfg.max_len,
                 queued: big,
             });
         }
-        let head = q.front().map(|p| p.len);
+        let head = self.flows.head(flow).map(|p| p.len);
         // A lower limit never drops what is queued: arrivals are refused
         // until the queue drains below it.
         self.disc.change(flow, &old, &cfg, head, now);
@@ -391,15 +392,15 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
     }
 
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError> {
-        let (Some(q), Some(&cfg)) = (self.flows.queue(flow), self.flows.config(flow)) else {
+        let Some(&cfg) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));
         };
-        if !q.is_empty() {
+        if self.flows.head(flow).is_some() {
             self.disc.deactivate(flow);
         }
         self.disc.remove(flow, &cfg);
         self.weight_sum -= u64::from(cfg.weight);
-        let pkts: Vec<Pkt<T>> = self.flows.remove(flow).into();
+        let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
         for p in &pkts {
             self.queued -= 1;
             self.stats.drop(DropReason::Removed, p.len);

@@ -4,9 +4,10 @@
 //! algorithm only decides *which flow's head packet leaves next*; it never
 //! touches packets (as dummynet and Linux classful qdiscs do).
 //!
-//! Each per-flow FIFO is a ring buffer (`VecDeque`) that grows to the flow's
-//! peak backlog and then keeps its capacity, so there is no heap allocation
-//! per packet in steady state. [`FlowTable::shrink`] gives memory back.
+//! Packets sit in one pool of slots shared by all flows; each flow's FIFO is
+//! a linked list through it and free slots are reused last-in first-out.
+//! The pool grows to the peak backlog and then keeps its size, so there is
+//! no heap allocation per packet in steady state.
 
 use serde::Serialize;
 

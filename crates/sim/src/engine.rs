@@ -18,7 +18,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 use hdrhistogram::Histogram;
-use pktsched_core::sched::{Algorithm, ConfigError, Drr, Fifo, FlowSched, Prio, Qfq, Rr};
+use pktsched_core::sched::{Algorithm, ConfigError, Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
 use pktsched_core::{DropReason, FlowConfig, FlowId, Limits, Nanos, Pkt, Scheduler};
 
 use crate::fluid::Fluid;
@@ -104,7 +104,7 @@ pub struct Outcome {
     pub flows: Vec<FlowStat>,
     /// Delay histogram of all packets (ns).
     pub hist: Histogram<u64>,
-    /// Rows, if requested.
+    /// Rows in departure order, if requested.
     pub departures: Vec<Departure>,
     /// Time of the last event, ps.
     pub end_ps: u64,
@@ -134,29 +134,32 @@ pub fn limits_of(a: Algorithm) -> Limits {
         Algorithm::Fifo => FlowSched::<_, u32>::new(Fifo::new()).limits(),
         Algorithm::Prio => FlowSched::<_, u32>::new(Prio::new(8)).limits(),
         Algorithm::Rr => FlowSched::<_, u32>::new(Rr::new()).limits(),
-        // WF2Q+ lands with the merge of main: use Wf2q::new() here.
-        Algorithm::Wf2q => Limits::generic("wf2q"),
+        Algorithm::Wf2q => FlowSched::<_, u32>::new(Wf2q::new()).limits(),
     }
 }
 
 /// Adds the flows of `cfg` to a scheduler of its algorithm; the first
 /// refusal is returned with the flow index.
 pub fn check_with_algorithm(cfg: &SimConfig) -> Result<(), (usize, ConfigError)> {
-    let mut s = match cfg.algorithm {
-        Algorithm::Wf2q => return Ok(()),
-        a => a.build::<u32>(),
-    };
-    add_flows(&mut *s, cfg)
+    add_flows(&mut *cfg.algorithm.build::<u32>(), cfg)
 }
 
 fn add_flows<S: Scheduler<u32> + ?Sized>(
     s: &mut S,
     cfg: &SimConfig,
 ) -> Result<(), (usize, ConfigError)> {
+    let l = u64::from(lmax(cfg));
+    let wmin = u64::from(cfg.flows.iter().map(|f| f.weight).min().unwrap_or(1).max(1));
     for (i, f) in cfg.flows.iter().enumerate() {
-        let c = FlowConfig::weight(f.weight)
+        let mut c = FlowConfig::weight(f.weight)
             .with_max_len(f.size.max())
             .with_limit(f.limit);
+        if cfg.algorithm == Algorithm::Drr {
+            // quantum_k = L·w_k/w_min: the smallest quantum is one maximum
+            // packet, as the DRR bound assumes.
+            let q = (u64::from(f.weight) * l).div_ceil(wmin);
+            c.quantum = Some(u32::try_from(q).unwrap_or(u32::MAX));
+        }
         s.add_flow(c).map_err(|e| (i, e))?;
     }
     Ok(())
@@ -176,12 +179,10 @@ pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
 pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
     match cfg.algorithm {
         Algorithm::Qfq => simulate_with(cfg, opt, &mut FlowSched::new(Qfq::new())),
-        // DRR with quantum = weight × L, the largest packet (so every
-        // selection is O(1) and the T-WFI bound applies).
+        // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
+        // so every selection is O(1) and the T-WFI bound applies.
         Algorithm::Drr => simulate_with(cfg, opt, &mut FlowSched::new(Drr::new(lmax(cfg)))),
-        Algorithm::Wf2q => Err(SimError::Unsupported(
-            "wf2q: WF2Q+ is not in this build yet (it lands with the merge of main)".into(),
-        )),
+        Algorithm::Wf2q => simulate_with(cfg, opt, &mut FlowSched::new(Wf2q::new())),
         a => simulate_with(cfg, opt, &mut *a.build::<u32>()),
     }
 }
@@ -292,7 +293,19 @@ impl St<'_> {
             }
         }
         if idle {
-            let g = self.g(f);
+            // The period starts now: count the part of the packet on the
+            // wire that has already left as served (rounded down, so the
+            // measurement errs by < φ_k bytes on the safe side).
+            let sent = match self.wire {
+                Some((wid, _, done)) => {
+                    let len = u128::from(self.recs[wid as usize].len);
+                    let rem = (u128::from(done - t) * u128::from(self.bps))
+                        .div_ceil(8 * u128::from(PS_PER_SEC));
+                    len.saturating_sub(rem) as i128
+                }
+                None => 0,
+            };
+            let g = self.g(f) + i128::from(self.cfg.flows[f].weight) * sent;
             self.st[f].min_g = g;
         }
         let fs = &mut self.st[f];
@@ -566,6 +579,7 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
     } else {
         0
     };
+    st.deps.sort_by_key(|d| (d.departure, d.flow));
     Ok(Outcome {
         flows: st.st,
         hist: st.hist,

@@ -21,10 +21,15 @@
 //! | algorithm | T-WFI_k | B-WFI_k |
 //! | --- | --- | --- |
 //! | QFQ | 6·L_k/(φ_k·R) + (L − L_k)/R | — |
-//! | DRR (quantum_k = w_k·L) | (1/φ_min + 1/φ_k + N − 1)·L/R | — |
+//! | DRR (quantum_k = L·w_k/w_min) | (1/φ_min + 1/φ_k + N − 1)·L/R | — |
 //! | WF2Q+ | — | L (one maximum packet) |
 //!
-//! A measurement passes if it is at most `bound·(1 + 2^-10) + 2 ns`: the
+//! The start of a backlogged period is the arrival instant: the part of
+//! the packet then on the wire that has already been sent is not counted in
+//! `W(t1, t2)` (rounded down to whole bytes).
+//!
+//! A T-WFI passes if it is at most `bound·(1 + 2^-10) + 2 ns`, a B-WFI if
+//! it is at most `bound·(1 + 2^-10) + 1 byte`: the
 //! relative slack covers QFQ's fixed-point weights (effective weights are
 //! up to 2^-14 above the configured ones and `V` advances up to 2^-10
 //! slower), the absolute one the rounding of the link to whole ps and of

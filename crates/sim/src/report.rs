@@ -222,7 +222,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
             }
         }
         if let Some(bound) = b.bwfi_bytes {
-            let tol = ABS_TOL_PS * bps as f64 / 8.0 / PS_PER_SEC as f64;
+            let tol = 1.0;
             if !metrics::within(bwfi, bound, tol) {
                 violations.push(format!(
                     "flow {i} ({group}): B-WFI {bwfi:.1} bytes exceeds the {} bound {bound:.1} bytes",

@@ -177,6 +177,11 @@ pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
 
 /// Runs a scenario and returns the raw measurements.
 pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
+    if cfg.pspat.is_some() {
+        return Err(SimError::Unsupported(
+            "[pspat]: the PSPAT arbiter/dispatcher model is not implemented yet; remove the [pspat] table".into(),
+        ));
+    }
     match cfg.algorithm {
         Algorithm::Qfq => simulate_with(cfg, opt, &mut FlowSched::new(Qfq::new())),
         // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),

@@ -86,3 +86,23 @@ fn units_and_values() {
     let e = err(HEAD);
     assert!(e.contains("missing field `flows`"), "{e}");
 }
+
+#[test]
+fn pspat_is_parsed_but_refused_until_the_model_exists() {
+    let c = pktsched_sim::scenario::parse(
+        &format!("{HEAD}[pspat]\narbiter = \"1us\"\ndispatcher = \"2us\"\n[[flows]]\n"),
+        "s.toml",
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.pspat.map(|p| (p.arbiter_ps, p.dispatcher_ps)),
+        Some((1_000_000, 2_000_000))
+    );
+    let e = pktsched_sim::run(&c).unwrap_err().to_string();
+    assert!(e.contains("not implemented"), "{e}");
+    let e = err(&format!(
+        "{HEAD}[pspat]\narbiter = \"0us\"\ndispatcher = \"2us\"\n[[flows]]\n"
+    ));
+    assert!(e.starts_with("s.toml:5:11: pspat.arbiter = 0"), "{e}");
+}

@@ -15,7 +15,7 @@
 //! is backlogged in both systems from time 0 to the end of the arrivals.
 
 use std::cmp::Reverse;
-use std::collections::BinaryHeap;
+use std::collections::{BinaryHeap, VecDeque};
 
 use hdrhistogram::Histogram;
 use pktsched_core::sched::{Algorithm, ConfigError, Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
@@ -177,11 +177,6 @@ pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
 
 /// Runs a scenario and returns the raw measurements.
 pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
-    if cfg.pspat.is_some() {
-        return Err(SimError::Unsupported(
-            "[pspat]: the PSPAT arbiter/dispatcher model is not implemented yet; remove the [pspat] table".into(),
-        ));
-    }
     match cfg.algorithm {
         Algorithm::Qfq => simulate_with(cfg, opt, &mut FlowSched::new(Qfq::new())),
         // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
@@ -231,6 +226,30 @@ struct St<'c> {
     fluid_ends: Vec<u64>,
     packets: u64,
     overflow: bool,
+    ps: Option<Ps>,
+}
+
+/// PSPAT model state (see the module docs).
+#[derive(Debug, Default)]
+struct Ps {
+    da: u64,
+    dd: u64,
+    /// Client mailbox: (id, flow, len, arrival), not yet seen by the arbiter.
+    mailbox: VecDeque<(u32, u32, u32, u64)>,
+    last_round: Option<u64>,
+    /// When the arbiter's emulated link is next idle.
+    elink: u64,
+    /// Released to the dispatcher: (id, flow, len, release time).
+    released: VecDeque<(u32, u32, u32, u64)>,
+    /// NIC FIFO: (id, flow, done); its front is `St::wire`.
+    nic: VecDeque<(u32, u32, u64)>,
+    nic_free: u64,
+    /// Per flow: bytes released or in the NIC, not yet sent.
+    out_bytes: Vec<u64>,
+}
+
+fn ceil_mult(t: u64, d: u64) -> u64 {
+    t.div_ceil(d).saturating_mul(d)
 }
 
 impl St<'_> {
@@ -253,6 +272,24 @@ impl St<'_> {
             - i128::from(self.wsum) * i128::from(self.st[f].served)
     }
 
+    /// Flow `f` becomes backlogged at `t`: the B-WFI interval starts.
+    /// The part of the packet on the wire that has already left counts as
+    /// served (rounded down, so the measurement errs by < φ_k bytes on the
+    /// safe side).
+    fn start_period(&mut self, f: usize, t: u64) {
+        let sent = match self.wire {
+            Some((wid, _, done)) => {
+                let len = u128::from(self.recs[wid as usize].len);
+                let rem = (u128::from(done.saturating_sub(t)) * u128::from(self.bps))
+                    .div_ceil(8 * u128::from(PS_PER_SEC));
+                len.saturating_sub(rem) as i128
+            }
+            None => 0,
+        };
+        let g = self.g(f) + i128::from(self.cfg.flows[f].weight) * sent;
+        self.st[f].min_g = g;
+    }
+
     /// Offers a packet; returns whether it was accepted.
     fn arrive<S: Scheduler<u32> + ?Sized>(
         &mut self,
@@ -260,8 +297,19 @@ impl St<'_> {
         flow: u32,
         len: u32,
         t: u64,
+        direct: bool,
     ) -> bool {
         let f = flow as usize;
+        let out = match &self.ps {
+            Some(p) => {
+                let own = match self.wire {
+                    Some((wid, wf, _)) if wf == flow => u64::from(self.recs[wid as usize].len),
+                    _ => 0,
+                };
+                p.out_bytes[f] - own
+            }
+            None => 0,
+        };
         let wire_rem = match self.wire {
             Some((_, wf, done)) if wf == flow => Some(done - t),
             _ => None,
@@ -270,11 +318,11 @@ impl St<'_> {
         fs.offered.0 += 1;
         fs.offered.1 += u64::from(len);
         let k = self.ps_per_byte_phi[f];
-        let allow = (fs.q_bytes + u64::from(len)) as f64 * k
+        let allow = (fs.q_bytes + out + u64::from(len)) as f64 * k
             + wire_rem.map_or(0.0, |r| {
                 r as f64 * self.wsum as f64 / f64::from(self.cfg.flows[f].weight)
             });
-        let idle = fs.q_pkts == 0 && wire_rem.is_none();
+        let idle = fs.q_pkts == 0 && out == 0 && wire_rem.is_none();
         let id = self.alloc(Rec {
             arr: t,
             dep: NONE,
@@ -283,6 +331,30 @@ impl St<'_> {
             len,
             flow,
         });
+        if let Some(p) = &mut self.ps
+            && !direct
+        {
+            // PSPAT: into the client mailbox; the arbiter enqueues it at its
+            // next round. The flow's limit is applied here, at arrival.
+            let fs = &mut self.st[f];
+            if fs.q_pkts >= self.cfg.flows[f].limit {
+                fs.dropped[0] += 1;
+                self.free.push(id);
+                return false;
+            }
+            p.mailbox.push_back((id, flow, len, t));
+            if idle {
+                self.start_period(f, t);
+            }
+            let fs = &mut self.st[f];
+            fs.accepted += 1;
+            fs.q_pkts += 1;
+            fs.q_bytes += u64::from(len);
+            if self.opt.fluid {
+                self.fluid.arrive(flow, len, t, id);
+            }
+            return true;
+        }
         let now = Nanos(t / 1000);
         match s.enqueue(Pkt::new(FlowId(flow), len, now, id), now) {
             Ok(()) => {}
@@ -298,20 +370,7 @@ impl St<'_> {
             }
         }
         if idle {
-            // The period starts now: count the part of the packet on the
-            // wire that has already left as served (rounded down, so the
-            // measurement errs by < φ_k bytes on the safe side).
-            let sent = match self.wire {
-                Some((wid, _, done)) => {
-                    let len = u128::from(self.recs[wid as usize].len);
-                    let rem = (u128::from(done - t) * u128::from(self.bps))
-                        .div_ceil(8 * u128::from(PS_PER_SEC));
-                    len.saturating_sub(rem) as i128
-                }
-                None => 0,
-            };
-            let g = self.g(f) + i128::from(self.cfg.flows[f].weight) * sent;
-            self.st[f].min_g = g;
+            self.start_period(f, t);
         }
         let fs = &mut self.st[f];
         fs.accepted += 1;
@@ -338,7 +397,7 @@ impl St<'_> {
                 break;
             }
             let len = self.gens[flow as usize].draw_len();
-            if !self.arrive(s, flow, len, t) {
+            if !self.arrive(s, flow, len, t, true) {
                 break;
             }
         }
@@ -377,6 +436,11 @@ impl St<'_> {
         let Some((id, flow, _)) = self.wire.take() else {
             return;
         };
+        if let Some(p) = &mut self.ps {
+            p.nic.pop_front();
+            p.out_bytes[flow as usize] -= u64::from(self.recs[id as usize].len);
+            self.wire = p.nic.front().copied();
+        }
         self.last_done = t;
         self.packets += 1;
         let f = flow as usize;
@@ -428,6 +492,72 @@ impl St<'_> {
         self.recs[id as usize].dep = t;
         if r.fin != NONE || !self.opt.fluid {
             self.finish(id);
+        }
+    }
+
+    /// PSPAT arbiter round at `t`: enqueue what the mailbox holds, then
+    /// release packets while the emulated link starts them before `t + Δ_A`.
+    fn round<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, t: u64) {
+        let Some(p) = &mut self.ps else {
+            return;
+        };
+        p.last_round = Some(t);
+        let now = Nanos(t / 1000);
+        let mail: Vec<_> = p.mailbox.drain(..).collect();
+        for (id, flow, len, _) in mail {
+            match s.enqueue(Pkt::new(FlowId(flow), len, now, id), now) {
+                Ok(()) => self.sched_q += 1,
+                Err(_) => {
+                    // Cannot happen (the limit was applied at arrival);
+                    // counted so the accounting check reports it.
+                    let fs = &mut self.st[flow as usize];
+                    fs.q_pkts -= 1;
+                    fs.q_bytes -= u64::from(len);
+                    fs.dropped[2] += 1;
+                }
+            }
+        }
+        loop {
+            let Some(p) = &self.ps else { return };
+            if self.sched_q == 0 || p.elink.max(t) >= t + p.da {
+                break;
+            }
+            let Some(pkt) = s.dequeue(now) else {
+                self.sched_q = 0;
+                break;
+            };
+            let (id, flow, len) = (pkt.item, pkt.flow.0, pkt.len);
+            let fs = &mut self.st[flow as usize];
+            fs.q_pkts -= 1;
+            fs.q_bytes -= u64::from(len);
+            self.sched_q -= 1;
+            let bps = self.bps;
+            if let Some(p) = &mut self.ps {
+                p.elink = p.elink.max(t) + crate::source::tx_ps(len, bps);
+                p.released.push_back((id, flow, len, t));
+                p.out_bytes[flow as usize] += u64::from(len);
+            }
+            self.refill(s, flow, t);
+        }
+    }
+
+    /// PSPAT dispatcher at `t`: released packets go to the NIC FIFO.
+    fn dispatch(&mut self, t: u64) {
+        let bps = self.bps;
+        let Some(p) = &mut self.ps else {
+            return;
+        };
+        while let Some(&(id, flow, len, rel)) = p.released.front() {
+            if rel > t {
+                break;
+            }
+            p.released.pop_front();
+            let done = p.nic_free.max(t) + crate::source::tx_ps(len, bps);
+            p.nic_free = done;
+            p.nic.push_back((id, flow, done));
+        }
+        if self.wire.is_none() {
+            self.wire = p.nic.front().copied();
         }
     }
 
@@ -526,6 +656,12 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
         fluid_ends: Vec::new(),
         packets: 0,
         overflow: false,
+        ps: cfg.pspat.map(|p| Ps {
+            da: p.arbiter_ps,
+            dd: p.dispatcher_ps,
+            out_bytes: vec![0; n],
+            ..Ps::default()
+        }),
     };
     for i in 0..n {
         if let Some((t, len)) = st.gens[i].first()
@@ -546,8 +682,23 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
         } else {
             NONE
         };
-        let t = ts.min(tl).min(tf);
-        if st.wire.is_none() && st.sched_q > 0 && t > now {
+        let (ta, td) = match &st.ps {
+            Some(p) => {
+                let ta = if st.sched_q > 0 {
+                    p.last_round.map_or(ceil_mult(now, p.da), |r| r + p.da)
+                } else if let Some(m) = p.mailbox.front() {
+                    let c = ceil_mult(m.3, p.da);
+                    p.last_round.map_or(c, |r| c.max(r + p.da))
+                } else {
+                    NONE
+                };
+                let td = p.released.front().map_or(NONE, |r| ceil_mult(r.3, p.dd));
+                (ta, td)
+            }
+            None => (NONE, NONE),
+        };
+        let t = ts.min(tl).min(tf).min(ta).min(td);
+        if st.ps.is_none() && st.wire.is_none() && st.sched_q > 0 && t > now {
             st.start_tx(s, now);
             continue;
         }
@@ -559,13 +710,19 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
             st.fluid_event(s);
         } else if tl == t {
             st.complete(t);
-        } else if let Some(Reverse((t, flow, len))) = st.src.pop() {
-            st.arrive(s, flow, len, t);
+        } else if ts == t
+            && let Some(Reverse((t, flow, len))) = st.src.pop()
+        {
+            st.arrive(s, flow, len, t, false);
             if let Some((t2, l2)) = st.gens[flow as usize].next(t, len)
                 && t2 < cfg.duration_ps
             {
                 st.src.push(Reverse((t2, flow, l2)));
             }
+        } else if ta == t {
+            st.round(s, t);
+        } else if td == t {
+            st.dispatch(t);
         }
     }
     if st.overflow || st.fluid.overflowed() {
@@ -590,7 +747,11 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
         hist: st.hist,
         departures: st.deps,
         end_ps: now,
-        queued_end: st.sched_q,
+        queued_end: st.sched_q
+            + st.ps.as_ref().map_or(0, |p| {
+                (p.mailbox.len() + p.released.len() + p.nic.len()) as u64
+                    - u64::from(st.wire.is_some())
+            }),
         on_wire_end: u64::from(st.wire.is_some()),
         fluid_pending,
         counters: s.stats(),

@@ -193,7 +193,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
     let mut flows = Vec::with_capacity(n);
     let mut violations = Vec::new();
     for (i, (spec, fs)) in cfg.flows.iter().zip(&out.flows).enumerate() {
-        let b = metrics::bounds(
+        let mut b = metrics::bounds(
             cfg.algorithm,
             spec.weight,
             spec.size.max(),
@@ -203,6 +203,13 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
             n,
             bps,
         );
+        if let Some(p) = cfg.pspat {
+            // PSPAT composition (k = 1 dispatcher): T-WFI_SA + Δ_A + (2 + k)·Δ_D.
+            b.twfi_ps = b
+                .twfi_ps
+                .map(|x| x + (p.arbiter_ps + 3 * p.dispatcher_ps) as f64);
+            b.bwfi_bytes = None;
+        }
         let group = cfg
             .groups
             .get(spec.group as usize)

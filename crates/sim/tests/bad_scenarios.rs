@@ -88,7 +88,7 @@ fn units_and_values() {
 }
 
 #[test]
-fn pspat_is_parsed_but_refused_until_the_model_exists() {
+fn pspat_durations_are_checked() {
     let c = pktsched_sim::scenario::parse(
         &format!("{HEAD}[pspat]\narbiter = \"1us\"\ndispatcher = \"2us\"\n[[flows]]\n"),
         "s.toml",
@@ -99,8 +99,6 @@ fn pspat_is_parsed_but_refused_until_the_model_exists() {
         c.pspat.map(|p| (p.arbiter_ps, p.dispatcher_ps)),
         Some((1_000_000, 2_000_000))
     );
-    let e = pktsched_sim::run(&c).unwrap_err().to_string();
-    assert!(e.contains("not implemented"), "{e}");
     let e = err(&format!(
         "{HEAD}[pspat]\narbiter = \"0us\"\ndispatcher = \"2us\"\n[[flows]]\n"
     ));

@@ -21,6 +21,11 @@ fn pspat_victim() {
 }
 
 #[test]
+fn pspat_victim_arbiter() {
+    insta::assert_snapshot!(run("pspat-victim-arbiter.toml"));
+}
+
+#[test]
 fn qfq_weight_mix() {
     insta::assert_snapshot!(run("qfq-weight-mix.toml"));
 }

@@ -11,7 +11,10 @@
 //!
 //! # Fixed point and error
 //!
-//! - `V` is a `u128` in units of 2^-32 byte per unit weight; `l/w` is
+//! - `V` is a `u64` in units of 2^-32 byte per unit weight that wraps
+//!   around: only differences are used, and every live value (heads'
+//!   finish times, the anchor) lies within 2^49 of the current `V`, far
+//!   inside the ±2^63 window wrapping comparisons need. `l/w` is
 //!   `⌊l·2^32/w⌋`, so each `F` is at most `n·2^-32` below the exact value
 //!   after `n` packets of its flow (2^-12 byte after a billion packets).
 //! - Real time is a `u128` in units of 2^-32 ps.
@@ -26,8 +29,7 @@
 //!   anchors `ΔV < 2^16·2^32 = 2^48`, and `ΔV·8·10^12·W < 2^48·2^43·2^32`);
 //!   any overflow would be reported, not wrapped.
 
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::VecDeque;
 
 /// Fractional bits of `V`.
 pub const VFRAC: u32 = 32;
@@ -46,6 +48,14 @@ pub struct FluidDeparture {
     pub t_ps: u64,
 }
 
+/// `a` before `b` for virtual times compared through their wrapping
+/// difference (all live values lie within 2^49 of `V`).
+#[inline(always)]
+fn vlt(a: (u64, u32), b: (u64, u32)) -> bool {
+    let d = a.0.wrapping_sub(b.0) as i64;
+    d < 0 || (d == 0 && a.1 < b.1)
+}
+
 /// The GPS fluid system.
 #[derive(Debug)]
 pub struct Fluid {
@@ -53,14 +63,15 @@ pub struct Fluid {
     weights: Vec<u64>,
     /// Sum of the weights of backlogged flows.
     w: u128,
-    v0: u128,
+    /// Anchor of the line V(t): `V(t0) = v0` (V wraps modulo 2^64).
+    v0: u64,
     t0: u128,
     /// Virtual finish of each flow's last packet.
-    last_f: Vec<u128>,
-    /// Per-flow FIFO of (F, packet id).
-    queues: Vec<VecDeque<(u128, u32, u32)>>,
-    /// Head finish times of backlogged flows.
-    heap: BinaryHeap<Reverse<(u128, u32)>>,
+    last_f: Vec<u64>,
+    /// Per-flow FIFO of (F, packet id, len).
+    queues: Vec<VecDeque<(u64, u32, u32)>>,
+    /// Binary min-heap of (head F, flow) of the backlogged flows.
+    heap: Vec<(u64, u32)>,
     /// Cached time of the next departure (2^-32 ps).
     next_t: Option<u128>,
     /// Bytes arrived and departed (for work-conservation checks).
@@ -82,7 +93,7 @@ impl Fluid {
             t0: 0,
             last_f: vec![0; n],
             queues: (0..n).map(|_| VecDeque::new()).collect(),
-            heap: BinaryHeap::with_capacity(n),
+            heap: Vec::with_capacity(n),
             next_t: None,
             bytes_in: 0,
             bytes_out: 0,
@@ -107,15 +118,53 @@ impl Fluid {
         self.w == 0
     }
 
+    fn sift_up(&mut self, mut i: usize) {
+        let x = self.heap[i];
+        while i > 0 {
+            let p = (i - 1) / 2;
+            if !vlt(x, self.heap[p]) {
+                break;
+            }
+            self.heap[i] = self.heap[p];
+            i = p;
+        }
+        self.heap[i] = x;
+    }
+
+    fn sift_down(&mut self, mut i: usize) {
+        let n = self.heap.len();
+        let x = self.heap[i];
+        loop {
+            let l = 2 * i + 1;
+            if l >= n {
+                break;
+            }
+            let r = l + 1;
+            let c = if r < n && vlt(self.heap[r], self.heap[l]) {
+                r
+            } else {
+                l
+            };
+            if !vlt(self.heap[c], x) {
+                break;
+            }
+            self.heap[i] = self.heap[c];
+            i = c;
+        }
+        self.heap[i] = x;
+    }
+
     /// `V` at fluid time `t` (must not be past the next departure).
-    fn v_at(&mut self, t: u128) -> u128 {
+    fn v_at(&mut self, t: u128) -> u64 {
         if self.w == 0 {
             return self.v0;
         }
         let dt = t.saturating_sub(self.t0);
-        // ΔV = Δt·R·2^(VFRAC−TFRAC)/(8e12·W)
+        // ΔV = Δt·R·2^(VFRAC−TFRAC)/(8e12·W) < 2^49
         match dt.checked_mul(self.bps) {
-            Some(x) => self.v0 + (x << (VFRAC - TFRAC)) / (PS8 * self.w),
+            Some(x) => self
+                .v0
+                .wrapping_add(((x << (VFRAC - TFRAC)) / (PS8 * self.w)) as u64),
             None => {
                 self.overflow = true;
                 self.v0
@@ -128,24 +177,25 @@ impl Fluid {
     pub fn arrive(&mut self, flow: u32, len: u32, t_ps: u64, id: u32) {
         let f = flow as usize;
         let w = self.weights[f];
-        let dl = (u128::from(len) << VFRAC) / u128::from(w);
+        let dl = ((u64::from(len)) << VFRAC) / w;
         self.bytes_in += u64::from(len);
-        let q = &mut self.queues[f];
-        if q.is_empty() {
+        if self.queues[f].is_empty() {
+            // An idle flow left when V reached its last finish time and V
+            // never decreases, so S = max(V(a), F_last) = V(a).
             let t = u128::from(t_ps) << TFRAC;
             let v = self.v_at(t);
             self.v0 = v;
             self.t0 = t;
-            let s = v.max(self.last_f[f]);
-            let fin = s + dl;
+            let fin = v.wrapping_add(dl);
             self.w += u128::from(w);
             self.last_f[f] = fin;
             self.queues[f].push_back((fin, id, len));
-            self.heap.push(Reverse((fin, flow)));
+            self.heap.push((fin, flow));
+            self.sift_up(self.heap.len() - 1);
         } else {
-            let fin = self.last_f[f] + dl;
+            let fin = self.last_f[f].wrapping_add(dl);
             self.last_f[f] = fin;
-            q.push_back((fin, id, len));
+            self.queues[f].push_back((fin, id, len));
         }
         self.next_t = None;
     }
@@ -161,8 +211,11 @@ impl Fluid {
         if let Some(t) = self.next_t {
             return Some(t);
         }
-        let Reverse((fin, _)) = *self.heap.peek()?;
-        let dv = fin.saturating_sub(self.v0);
+        let &(fin, _) = self.heap.first()?;
+        let dv = u128::from(fin.wrapping_sub(self.v0));
+        if dv >= 1 << 63 {
+            self.overflow = true;
+        }
         // Δt = ΔV·8e12·W / (R·2^(VFRAC−TFRAC)), rounded up.
         let t = match dv.checked_mul(PS8).and_then(|x| x.checked_mul(self.w)) {
             Some(x) => self.t0 + x.div_ceil(self.bps << (VFRAC - TFRAC)),
@@ -178,7 +231,7 @@ impl Fluid {
     /// Takes the next departure (the caller checked [`Fluid::next_time`]).
     pub fn pop(&mut self) -> Option<FluidDeparture> {
         let t = self.next_fix()?;
-        let Reverse((fin, flow)) = *self.heap.peek()?;
+        let &(fin, flow) = self.heap.first()?;
         let f = flow as usize;
         let (_, id, len) = self.queues[f].pop_front()?;
         self.bytes_out += u64::from(len);
@@ -187,12 +240,16 @@ impl Fluid {
         self.t0 = t;
         match self.queues[f].front() {
             Some(&(next, _, _)) => {
-                if let Some(mut top) = self.heap.peek_mut() {
-                    *top = Reverse((next, flow));
-                }
+                self.heap[0] = (next, flow);
+                self.sift_down(0);
             }
             None => {
+                let last = self.heap.len() - 1;
+                self.heap.swap(0, last);
                 self.heap.pop();
+                if !self.heap.is_empty() {
+                    self.sift_down(0);
+                }
                 self.w -= u128::from(self.weights[f]);
             }
         }

@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench_sched;
+mod sim;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
 /// shaping with exact accounting.
@@ -38,6 +39,9 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Runs a scenario in virtual time against the exact GPS fluid
+    /// reference and checks each flow's WFI against the algorithm's bound.
+    Sim(sim::SimArgs),
     /// Parses a rate and prints it in bits/s and bytes/s, with the time one
     /// packet takes at that rate.
     Rate {
@@ -75,6 +79,7 @@ fn run(cli: Cli) -> Result<()> {
     match cli.cmd {
         Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
+        Cmd::Sim(a) => sim::run(&a),
         Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL

@@ -1,0 +1,146 @@
+//! `pktsched sim SCENARIO.toml`: runs a scenario in virtual time and prints
+//! per-flow service guarantees next to their bounds.
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use pktsched_sim::engine::{self, Options};
+use pktsched_sim::{report, scenario};
+
+/// Arguments of `pktsched sim`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct SimArgs {
+    /// Scenario file (TOML); see examples/scenarios/.
+    scenario: PathBuf,
+    /// Print the report as JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+    /// Write one CSV row per packet: flow,len,arrival_ns,departure_ns,fluid_finish_ns.
+    #[arg(long, value_name = "FILE.csv")]
+    departures: Option<PathBuf>,
+    /// Write SVG plots PREFIX-rate.svg, PREFIX-delay-cdf.svg, PREFIX-wfi.svg.
+    #[arg(long, value_name = "PREFIX")]
+    plot: Option<PathBuf>,
+    /// Also time the run three ways (full; without the fluid reference;
+    /// scheduler, sources and link only) and print the cost split.
+    #[arg(long)]
+    profile: bool,
+    /// Override the scenario's seed.
+    #[arg(long)]
+    seed: Option<u64>,
+}
+
+pub(crate) fn run(a: &SimArgs) -> Result<()> {
+    let mut cfg = scenario::load(&a.scenario)?;
+    if let Some(s) = a.seed {
+        cfg.seed = s;
+    }
+    let opt = Options {
+        departures: a.departures.is_some(),
+        ..Options::default()
+    };
+    let t0 = Instant::now();
+    let out = engine::simulate(&cfg, opt)?;
+    let wall = t0.elapsed();
+    let rep = report::build(&cfg, &out);
+    if let Some(p) = &a.departures {
+        let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
+        let mut w = std::io::BufWriter::new(f);
+        writeln!(w, "flow,len,arrival_ns,departure_ns,fluid_finish_ns")?;
+        for d in &out.departures {
+            let fl = d.fluid.map_or_else(String::new, ns);
+            writeln!(
+                w,
+                "{},{},{},{},{}",
+                d.flow,
+                d.len,
+                ns(d.arrival),
+                ns(d.departure),
+                fl
+            )?;
+        }
+        w.flush()?;
+    }
+    if let Some(p) = &a.plot {
+        let files =
+            pktsched_sim::plot::write_all(p, &cfg, &out, &rep).map_err(anyhow::Error::msg)?;
+        for f in files {
+            eprintln!("wrote {}", f.display());
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rep)?);
+    } else {
+        print!("{}", rep.table());
+    }
+    if a.profile {
+        // CPU time of this thread (Linux schedstat, ns): these machines are
+        // shared, and wall time counts the time other processes ran.
+        let time = |o: Options| -> Result<f64> {
+            let (t, c) = (Instant::now(), cpu_ns());
+            engine::simulate(&cfg, o)?;
+            Ok(match (c, cpu_ns()) {
+                (Some(a), Some(b)) => (b - a) as f64 / 1e9,
+                _ => t.elapsed().as_secs_f64(),
+            })
+        };
+        let full = time(Options::default())?;
+        let nofluid = time(Options {
+            fluid: false,
+            ..Options::default()
+        })?;
+        let bare = time(Options {
+            fluid: false,
+            metrics: false,
+            ..Options::default()
+        })?;
+        let pk = out.packets as f64;
+        eprintln!(
+            "profile ({}): {} packets; full {:.3} s = {:.2} M packets/s; scheduler+sources+link {:.3} s ({:.0} ns/pkt), metrics {:.3} s ({:.0} ns/pkt), fluid reference {:.3} s ({:.0} ns/pkt)",
+            if cpu_ns().is_some() {
+                "thread CPU time"
+            } else {
+                "wall time"
+            },
+            out.packets,
+            full,
+            pk / full / 1e6,
+            bare,
+            bare / pk * 1e9,
+            nofluid - bare,
+            (nofluid - bare) / pk * 1e9,
+            full - nofluid,
+            (full - nofluid) / pk * 1e9
+        );
+    } else {
+        eprintln!(
+            "simulated {} packets in {:.3} s ({:.2} M packets/s)",
+            out.packets,
+            wall.as_secs_f64(),
+            out.packets as f64 / wall.as_secs_f64().max(1e-9) / 1e6
+        );
+    }
+    if !rep.accounting.conserved {
+        bail!("packet accounting does not add up (see the packets line above): this is a bug");
+    }
+    if !rep.violations.is_empty() {
+        bail!(
+            "{} measurement(s) exceed their bound:\n  {}",
+            rep.violations.len(),
+            rep.violations.join("\n  ")
+        );
+    }
+    Ok(())
+}
+
+fn ns(ps: u64) -> String {
+    format!("{}.{:03}", ps / 1000, ps % 1000)
+}
+
+/// CPU time of the calling thread in ns, from /proc (Linux), if available.
+fn cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}

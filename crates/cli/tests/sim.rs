@@ -1,0 +1,78 @@
+//! `pktsched sim`: exit status and messages.
+#![allow(clippy::unwrap_used)]
+
+use std::process::Command;
+
+fn sim(args: &[&str]) -> (i32, String, String) {
+    let o = Command::new(env!("CARGO_BIN_EXE_pktsched"))
+        .arg("sim")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+fn tmp(name: &str, body: &str) -> String {
+    let p = std::env::temp_dir().join(format!("pktsched-sim-test-{}-{name}", std::process::id()));
+    std::fs::write(&p, body).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn example_scenario_runs_with_json_departures_and_plots() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let scen = format!("{dir}/../../examples/scenarios/bursty-onoff.toml");
+    let csv = tmp("deps.csv", "");
+    let prefix = tmp("plot", "");
+    let (code, out, err) = sim(&[&scen, "--json", "--departures", &csv, "--plot", &prefix]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["accounting"]["conserved"], true);
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert!(rows.starts_with("flow,len,arrival_ns,departure_ns,fluid_finish_ns\n"));
+    assert_eq!(
+        rows.lines().count() as u64 - 1,
+        v["accounting"]["delivered"].as_u64().unwrap()
+    );
+    for s in ["-rate.svg", "-delay-cdf.svg", "-wfi.svg"] {
+        let svg = std::fs::read_to_string(format!("{prefix}{s}")).unwrap();
+        assert!(svg.starts_with("<svg"), "{s}");
+    }
+}
+
+#[test]
+fn bad_scenario_fails_with_position() {
+    let p = tmp(
+        "bad.toml",
+        "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\nweight = -3\n",
+    );
+    let (code, _, err) = sim(&[&p]);
+    assert_ne!(code, 0);
+    assert!(
+        err.contains(":5:10: flows[0].weight = -3 is out of range: allowed 1..=65536"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_measurement_above_its_bound_fails_loudly() {
+    // WF2Q+ above the one-packet B-WFI (see crates/sim/tests/properties.rs).
+    let p = tmp(
+        "viol.toml",
+        "link = \"1gbit\"\nalgorithm = \"wf2q\"\nduration = \"1ms\"\nseed = 14896835110339716174\n\
+         [[flows]]\nweight = 1\nsize = 173\n\
+         [[flows]]\nweight = 1\nsize = { mix = [[64, 3], [1500, 1]] }\nsource = { type = \"poisson\", rate = \"41mbit\" }\n\
+         [[flows]]\nweight = 11\nsize = { mix = [[64, 3], [1500, 1]] }\n",
+    );
+    let (code, out, err) = sim(&[&p]);
+    assert_ne!(code, 0);
+    assert!(out.contains("VIOLATION"), "{out}");
+    assert!(
+        err.contains("exceed their bound") && err.contains("B-WFI"),
+        "{err}"
+    );
+}

@@ -1,0 +1,763 @@
+//! The discrete-event loop.
+//!
+//! Events, in this order when they fall on the same picosecond: fluid
+//! departures, the end of a transmission on the link, source arrivals. Only
+//! when every event of an instant is done does an idle link take the next
+//! packet from the scheduler, so simultaneous arrivals compete fairly.
+//!
+//! The link sends one packet at a time. Within a busy period the end of
+//! the k-th transmission is `start + ⌈bits_so_far·10^12/R⌉` ps, computed
+//! incrementally with an exact remainder: the link never drifts from rate R.
+//!
+//! Greedy flows keep [`GREEDY_DEPTH`] packets queued both in the scheduler
+//! and in the fluid system: a new packet arrives whenever either falls
+//! below it (after a dequeue or a fluid departure of the flow), so the flow
+//! is backlogged in both systems from time 0 to the end of the arrivals.
+
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
+
+use hdrhistogram::Histogram;
+use pktsched_core::sched::{Algorithm, ConfigError, Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
+use pktsched_core::{DropReason, FlowConfig, FlowId, Limits, Nanos, Pkt, Scheduler};
+
+use crate::fluid::Fluid;
+use crate::metrics::FlowStat;
+use crate::source::Gen;
+use crate::{PS_PER_SEC, SimConfig};
+
+/// Packets a greedy flow keeps queued in each system.
+pub const GREEDY_DEPTH: u32 = 2;
+/// Per-flow delay histograms are kept up to this many flows (others get
+/// min/mean/max; the overall histogram is always kept).
+pub const HIST_FLOWS: usize = 256;
+/// Time bins of the per-flow rate plot.
+pub const BINS: usize = 100;
+const NONE: u64 = u64::MAX;
+
+/// A simulation that could not run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SimError {
+    /// The algorithm refused a flow.
+    #[error("flow {flow}: {err}")]
+    Config {
+        /// Flow index.
+        flow: usize,
+        /// The scheduler's reason.
+        err: ConfigError,
+    },
+    /// The algorithm is not available in this build.
+    #[error("{0}")]
+    Unsupported(String),
+    /// The fluid reference left its proven fixed-point range.
+    #[error(
+        "the fluid reference left its fixed-point range (packet > 64 KiB or weight sum > 2^32?)"
+    )]
+    FluidRange,
+}
+
+/// What to compute besides the scheduler itself (for cost breakdowns).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Run the GPS fluid reference (lag; greedy flows then also stay
+    /// backlogged in the fluid system).
+    pub fluid: bool,
+    /// Keep delay histograms, WFI, rate bins.
+    pub metrics: bool,
+    /// Keep one row per packet (flow, len, arrival, departure, fluid).
+    pub departures: bool,
+    /// Record the ends of busy periods of the link and the fluid system.
+    pub busy_ends: bool,
+}
+
+impl Default for Options {
+    fn default() -> Options {
+        Options {
+            fluid: true,
+            metrics: true,
+            departures: false,
+            busy_ends: false,
+        }
+    }
+}
+
+/// One delivered packet (times in ps; `fluid` is `None` if the fluid
+/// system had not finished it when the run stopped, or was off).
+#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Departure {
+    /// Flow.
+    pub flow: u32,
+    /// Bytes.
+    pub len: u32,
+    /// Arrival, ps.
+    pub arrival: u64,
+    /// Departure (last bit on the wire), ps.
+    pub departure: u64,
+    /// GPS fluid finish, ps.
+    pub fluid: Option<u64>,
+}
+
+/// Everything a run measured.
+#[derive(Debug)]
+pub struct Outcome {
+    /// Per-flow measurements.
+    pub flows: Vec<FlowStat>,
+    /// Delay histogram of all packets (ns).
+    pub hist: Histogram<u64>,
+    /// Rows in departure order, if requested.
+    pub departures: Vec<Departure>,
+    /// Time of the last event, ps.
+    pub end_ps: u64,
+    /// Packets in the scheduler when the run stopped.
+    pub queued_end: u64,
+    /// Packet on the wire when the run stopped.
+    pub on_wire_end: u64,
+    /// Packets the fluid system had not finished when the run stopped.
+    pub fluid_pending: u64,
+    /// Scheduler counters at the end.
+    pub counters: pktsched_core::Counters,
+    /// Ends of the link's busy periods (if requested).
+    pub link_busy_ends: Vec<u64>,
+    /// Ends of the fluid system's busy periods (if requested).
+    pub fluid_busy_ends: Vec<u64>,
+    /// Bytes the fluid system received and served.
+    pub fluid_bytes: (u64, u64),
+    /// Packets delivered.
+    pub packets: u64,
+}
+
+/// Supported ranges of `a` as the simulator builds it.
+pub fn limits_of(a: Algorithm) -> Limits {
+    match a {
+        Algorithm::Qfq => FlowSched::<_, u32>::new(Qfq::new()).limits(),
+        Algorithm::Drr => FlowSched::<_, u32>::new(Drr::new(1)).limits(),
+        Algorithm::Fifo => FlowSched::<_, u32>::new(Fifo::new()).limits(),
+        Algorithm::Prio => FlowSched::<_, u32>::new(Prio::new(8)).limits(),
+        Algorithm::Rr => FlowSched::<_, u32>::new(Rr::new()).limits(),
+        Algorithm::Wf2q => FlowSched::<_, u32>::new(Wf2q::new()).limits(),
+    }
+}
+
+/// Adds the flows of `cfg` to a scheduler of its algorithm; the first
+/// refusal is returned with the flow index.
+pub fn check_with_algorithm(cfg: &SimConfig) -> Result<(), (usize, ConfigError)> {
+    add_flows(&mut *cfg.algorithm.build::<u32>(), cfg)
+}
+
+fn add_flows<S: Scheduler<u32> + ?Sized>(
+    s: &mut S,
+    cfg: &SimConfig,
+) -> Result<(), (usize, ConfigError)> {
+    let l = u64::from(lmax(cfg));
+    let wmin = u64::from(cfg.flows.iter().map(|f| f.weight).min().unwrap_or(1).max(1));
+    for (i, f) in cfg.flows.iter().enumerate() {
+        let mut c = FlowConfig::weight(f.weight)
+            .with_max_len(f.size.max())
+            .with_limit(f.limit);
+        if cfg.algorithm == Algorithm::Drr {
+            // quantum_k = L·w_k/w_min: the smallest quantum is one maximum
+            // packet, as the DRR bound assumes.
+            let q = (u64::from(f.weight) * l).div_ceil(wmin);
+            c.quantum = Some(u32::try_from(q).unwrap_or(u32::MAX));
+        }
+        s.add_flow(c).map_err(|e| (i, e))?;
+    }
+    Ok(())
+}
+
+fn lmax(cfg: &SimConfig) -> u32 {
+    cfg.flows.iter().map(|f| f.size.max()).max().unwrap_or(1)
+}
+
+/// Runs a scenario with all measurements on.
+pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
+    let out = simulate(cfg, Options::default())?;
+    Ok(crate::report::build(cfg, &out))
+}
+
+/// Runs a scenario and returns the raw measurements.
+pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
+    match cfg.algorithm {
+        Algorithm::Qfq => simulate_with(cfg, opt, &mut FlowSched::new(Qfq::new())),
+        // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
+        // so every selection is O(1) and the T-WFI bound applies.
+        Algorithm::Drr => simulate_with(cfg, opt, &mut FlowSched::new(Drr::new(lmax(cfg)))),
+        Algorithm::Wf2q => simulate_with(cfg, opt, &mut FlowSched::new(Wf2q::new())),
+        a => simulate_with(cfg, opt, &mut *a.build::<u32>()),
+    }
+}
+
+#[derive(Copy, Clone, Debug)]
+struct Rec {
+    arr: u64,
+    dep: u64,
+    fin: u64,
+    allow: f64,
+    len: u32,
+    flow: u32,
+}
+
+struct St<'c> {
+    cfg: &'c SimConfig,
+    opt: Options,
+    bps: u64,
+    wsum: u64,
+    greedy: Vec<bool>,
+    gens: Vec<Gen>,
+    /// ps of queued bytes per 1/φ: 8e12·Σw/(w·R), per flow.
+    ps_per_byte_phi: Vec<f64>,
+    st: Vec<FlowStat>,
+    recs: Vec<Rec>,
+    free: Vec<u32>,
+    fluid: Fluid,
+    src: BinaryHeap<Reverse<(u64, u32, u32)>>,
+    hist: Histogram<u64>,
+    total_served: u64,
+    sched_q: u64,
+    /// (id, flow, done) of the packet on the wire.
+    wire: Option<(u32, u32, u64)>,
+    /// Busy period: start, ps so far (floor) and remainder (in 1/R units).
+    link_ps: u64,
+    link_rem: u64,
+    last_done: u64,
+    bin_ps: u64,
+    deps: Vec<Departure>,
+    link_ends: Vec<u64>,
+    fluid_ends: Vec<u64>,
+    packets: u64,
+    overflow: bool,
+    ps: Option<Ps>,
+}
+
+/// PSPAT model state (see the module docs).
+#[derive(Debug, Default)]
+struct Ps {
+    da: u64,
+    dd: u64,
+    /// Client mailbox: (id, flow, len, arrival), not yet seen by the arbiter.
+    mailbox: VecDeque<(u32, u32, u32, u64)>,
+    last_round: Option<u64>,
+    /// When the arbiter's emulated link is next idle.
+    elink: u64,
+    /// Released to the dispatcher: (id, flow, len, release time).
+    released: VecDeque<(u32, u32, u32, u64)>,
+    /// NIC FIFO: (id, flow, done); its front is `St::wire`.
+    nic: VecDeque<(u32, u32, u64)>,
+    nic_free: u64,
+    /// Per flow: bytes released or in the NIC, not yet sent.
+    out_bytes: Vec<u64>,
+}
+
+fn ceil_mult(t: u64, d: u64) -> u64 {
+    t.div_ceil(d).saturating_mul(d)
+}
+
+impl St<'_> {
+    fn alloc(&mut self, r: Rec) -> u32 {
+        match self.free.pop() {
+            Some(i) => {
+                self.recs[i as usize] = r;
+                i
+            }
+            None => {
+                self.recs.push(r);
+                (self.recs.len() - 1) as u32
+            }
+        }
+    }
+
+    #[inline]
+    fn g(&self, f: usize) -> i128 {
+        i128::from(self.cfg.flows[f].weight) * i128::from(self.total_served)
+            - i128::from(self.wsum) * i128::from(self.st[f].served)
+    }
+
+    /// Flow `f` becomes backlogged at `t`: the B-WFI interval starts.
+    /// The part of the packet on the wire that has already left counts as
+    /// served (rounded down, so the measurement errs by < φ_k bytes on the
+    /// safe side).
+    fn start_period(&mut self, f: usize, t: u64) {
+        let sent = match self.wire {
+            Some((wid, _, done)) => {
+                let len = u128::from(self.recs[wid as usize].len);
+                let rem = (u128::from(done.saturating_sub(t)) * u128::from(self.bps))
+                    .div_ceil(8 * u128::from(PS_PER_SEC));
+                len.saturating_sub(rem) as i128
+            }
+            None => 0,
+        };
+        let g = self.g(f) + i128::from(self.cfg.flows[f].weight) * sent;
+        self.st[f].min_g = g;
+    }
+
+    /// Offers a packet; returns whether it was accepted.
+    fn arrive<S: Scheduler<u32> + ?Sized>(
+        &mut self,
+        s: &mut S,
+        flow: u32,
+        len: u32,
+        t: u64,
+        direct: bool,
+    ) -> bool {
+        let f = flow as usize;
+        let out = match &self.ps {
+            Some(p) => {
+                let own = match self.wire {
+                    Some((wid, wf, _)) if wf == flow => u64::from(self.recs[wid as usize].len),
+                    _ => 0,
+                };
+                p.out_bytes[f] - own
+            }
+            None => 0,
+        };
+        let wire_rem = match self.wire {
+            Some((_, wf, done)) if wf == flow => Some(done - t),
+            _ => None,
+        };
+        let fs = &mut self.st[f];
+        fs.offered.0 += 1;
+        fs.offered.1 += u64::from(len);
+        let k = self.ps_per_byte_phi[f];
+        let allow = (fs.q_bytes + out + u64::from(len)) as f64 * k
+            + wire_rem.map_or(0.0, |r| {
+                r as f64 * self.wsum as f64 / f64::from(self.cfg.flows[f].weight)
+            });
+        let idle = fs.q_pkts == 0 && out == 0 && wire_rem.is_none();
+        let id = self.alloc(Rec {
+            arr: t,
+            dep: NONE,
+            fin: NONE,
+            allow,
+            len,
+            flow,
+        });
+        if let Some(p) = &mut self.ps
+            && !direct
+        {
+            // PSPAT: into the client mailbox; the arbiter enqueues it at its
+            // next round. The flow's limit is applied here, at arrival.
+            let fs = &mut self.st[f];
+            if fs.q_pkts >= self.cfg.flows[f].limit {
+                fs.dropped[0] += 1;
+                self.free.push(id);
+                return false;
+            }
+            p.mailbox.push_back((id, flow, len, t));
+            if idle {
+                self.start_period(f, t);
+            }
+            let fs = &mut self.st[f];
+            fs.accepted += 1;
+            fs.q_pkts += 1;
+            fs.q_bytes += u64::from(len);
+            if self.opt.fluid {
+                self.fluid.arrive(flow, len, t, id);
+            }
+            return true;
+        }
+        let now = Nanos(t / 1000);
+        match s.enqueue(Pkt::new(FlowId(flow), len, now, id), now) {
+            Ok(()) => {}
+            Err(rej) => {
+                let i = match rej.reason {
+                    DropReason::QueueFull => 0,
+                    DropReason::TooLarge => 1,
+                    _ => 2,
+                };
+                self.st[f].dropped[i] += 1;
+                self.free.push(id);
+                return false;
+            }
+        }
+        if idle {
+            self.start_period(f, t);
+        }
+        let fs = &mut self.st[f];
+        fs.accepted += 1;
+        fs.q_pkts += 1;
+        fs.q_bytes += u64::from(len);
+        self.sched_q += 1;
+        if self.opt.fluid {
+            self.fluid.arrive(flow, len, t, id);
+        }
+        true
+    }
+
+    fn refill<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, flow: u32, t: u64) {
+        if !self.greedy[flow as usize] || t >= self.cfg.duration_ps {
+            return;
+        }
+        for _ in 0..GREEDY_DEPTH {
+            let fq = if self.opt.fluid {
+                self.fluid.queued(flow) as u32
+            } else {
+                GREEDY_DEPTH
+            };
+            if self.st[flow as usize].q_pkts >= GREEDY_DEPTH && fq >= GREEDY_DEPTH {
+                break;
+            }
+            let len = self.gens[flow as usize].draw_len();
+            if !self.arrive(s, flow, len, t, true) {
+                break;
+            }
+        }
+    }
+
+    fn start_tx<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, now: u64) {
+        let Some(p) = s.dequeue(Nanos(now / 1000)) else {
+            self.sched_q = 0;
+            return;
+        };
+        let id = p.item;
+        let flow = p.flow.0;
+        let len = p.len;
+        let fs = &mut self.st[flow as usize];
+        fs.q_pkts -= 1;
+        fs.q_bytes -= u64::from(len);
+        self.sched_q -= 1;
+        if now != self.last_done {
+            // A new busy period.
+            self.link_ps = now;
+            self.link_rem = 0;
+        }
+        let num = u64::from(len) * 8 * PS_PER_SEC;
+        self.link_ps += num / self.bps;
+        self.link_rem += num % self.bps;
+        if self.link_rem >= self.bps {
+            self.link_ps += 1;
+            self.link_rem -= self.bps;
+        }
+        let done = self.link_ps + u64::from(self.link_rem > 0);
+        self.wire = Some((id, flow, done));
+        self.refill(s, flow, now);
+    }
+
+    fn complete(&mut self, t: u64) {
+        let Some((id, flow, _)) = self.wire.take() else {
+            return;
+        };
+        if let Some(p) = &mut self.ps {
+            p.nic.pop_front();
+            p.out_bytes[flow as usize] -= u64::from(self.recs[id as usize].len);
+            self.wire = p.nic.front().copied();
+        }
+        self.last_done = t;
+        self.packets += 1;
+        let f = flow as usize;
+        let r = self.recs[id as usize];
+        let len = u64::from(r.len);
+        if self.opt.metrics {
+            let g_pre = self.g(f);
+            let fs = &mut self.st[f];
+            let cand = g_pre - fs.min_g;
+            if cand > fs.bwfi_scaled {
+                fs.bwfi_scaled = cand;
+            }
+        }
+        self.total_served += len;
+        self.st[f].served += len;
+        let g_post = self.g(f);
+        let in_window = t <= self.cfg.duration_ps;
+        let bin = ((t / self.bin_ps) as usize).min(BINS - 1);
+        let fs = &mut self.st[f];
+        if g_post < fs.min_g {
+            fs.min_g = g_post;
+        }
+        fs.delivered.0 += 1;
+        fs.delivered.1 += len;
+        if in_window {
+            fs.window_bytes += len;
+        }
+        if self.opt.metrics {
+            let delay = t - r.arr;
+            fs.delay_min = fs.delay_min.min(delay);
+            fs.delay_max = fs.delay_max.max(delay);
+            fs.delay_sum += u128::from(delay);
+            let ns = delay.div_ceil(1000).max(1);
+            if let Some(h) = &mut fs.hist {
+                let _ = h.record(ns);
+            }
+            let _ = self.hist.record(ns);
+            let tw = (delay as f64 - r.allow) as i64;
+            if tw > fs.twfi_max {
+                fs.twfi_max = tw;
+            }
+            if in_window {
+                fs.bins[bin] += len;
+            }
+        }
+        if self.opt.busy_ends && self.sched_q == 0 {
+            self.link_ends.push(t);
+        }
+        self.recs[id as usize].dep = t;
+        if r.fin != NONE || !self.opt.fluid {
+            self.finish(id);
+        }
+    }
+
+    /// PSPAT arbiter round at `t`: enqueue what the mailbox holds, then
+    /// release packets while the emulated link starts them before `t + Δ_A`.
+    fn round<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, t: u64) {
+        let Some(p) = &mut self.ps else {
+            return;
+        };
+        p.last_round = Some(t);
+        let now = Nanos(t / 1000);
+        let mail: Vec<_> = p.mailbox.drain(..).collect();
+        for (id, flow, len, _) in mail {
+            match s.enqueue(Pkt::new(FlowId(flow), len, now, id), now) {
+                Ok(()) => self.sched_q += 1,
+                Err(_) => {
+                    // Cannot happen (the limit was applied at arrival);
+                    // counted so the accounting check reports it.
+                    let fs = &mut self.st[flow as usize];
+                    fs.q_pkts -= 1;
+                    fs.q_bytes -= u64::from(len);
+                    fs.dropped[2] += 1;
+                }
+            }
+        }
+        loop {
+            let Some(p) = &self.ps else { return };
+            if self.sched_q == 0 || p.elink.max(t) >= t + p.da {
+                break;
+            }
+            let Some(pkt) = s.dequeue(now) else {
+                self.sched_q = 0;
+                break;
+            };
+            let (id, flow, len) = (pkt.item, pkt.flow.0, pkt.len);
+            let fs = &mut self.st[flow as usize];
+            fs.q_pkts -= 1;
+            fs.q_bytes -= u64::from(len);
+            self.sched_q -= 1;
+            let bps = self.bps;
+            if let Some(p) = &mut self.ps {
+                p.elink = p.elink.max(t) + crate::source::tx_ps(len, bps);
+                p.released.push_back((id, flow, len, t));
+                p.out_bytes[flow as usize] += u64::from(len);
+            }
+            self.refill(s, flow, t);
+        }
+    }
+
+    /// PSPAT dispatcher at `t`: released packets go to the NIC FIFO.
+    fn dispatch(&mut self, t: u64) {
+        let bps = self.bps;
+        let Some(p) = &mut self.ps else {
+            return;
+        };
+        while let Some(&(id, flow, len, rel)) = p.released.front() {
+            if rel > t {
+                break;
+            }
+            p.released.pop_front();
+            let done = p.nic_free.max(t) + crate::source::tx_ps(len, bps);
+            p.nic_free = done;
+            p.nic.push_back((id, flow, done));
+        }
+        if self.wire.is_none() {
+            self.wire = p.nic.front().copied();
+        }
+    }
+
+    fn fluid_event<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S) {
+        let Some(d) = self.fluid.pop() else {
+            return;
+        };
+        if self.fluid.overflowed() {
+            self.overflow = true;
+        }
+        if self.opt.busy_ends && self.fluid.is_idle() {
+            self.fluid_ends.push(d.t_ps);
+        }
+        let r = &mut self.recs[d.id as usize];
+        r.fin = d.t_ps;
+        if r.dep != NONE {
+            self.finish(d.id);
+        }
+        self.refill(s, d.flow, d.t_ps);
+    }
+
+    fn finish(&mut self, id: u32) {
+        let r = self.recs[id as usize];
+        if r.fin != NONE {
+            let lag = r.dep as i64 - r.fin as i64;
+            let fs = &mut self.st[r.flow as usize];
+            fs.lag_max = fs.lag_max.max(lag);
+            fs.lag_min = fs.lag_min.min(lag);
+            fs.lag_n += 1;
+        }
+        if self.opt.departures {
+            self.deps.push(Departure {
+                flow: r.flow,
+                len: r.len,
+                arrival: r.arr,
+                departure: r.dep,
+                fluid: (r.fin != NONE).then_some(r.fin),
+            });
+        }
+        self.free.push(id);
+    }
+}
+
+/// Runs `cfg` on the scheduler `s` (which must have no flows yet).
+pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
+    cfg: &SimConfig,
+    opt: Options,
+    s: &mut S,
+) -> Result<Outcome, SimError> {
+    add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
+    let n = cfg.flows.len();
+    let bps = cfg.rate.as_bps();
+    let wsum: u64 = cfg.flows.iter().map(|f| u64::from(f.weight)).sum();
+    let weights: Vec<u32> = cfg.flows.iter().map(|f| f.weight).collect();
+    let hist_per_flow = opt.metrics && n <= HIST_FLOWS;
+    let mut st = St {
+        cfg,
+        opt,
+        bps,
+        wsum,
+        greedy: cfg
+            .flows
+            .iter()
+            .map(|f| matches!(f.source, crate::SourceSpec::Greedy))
+            .collect(),
+        gens: cfg
+            .flows
+            .iter()
+            .enumerate()
+            .map(|(i, f)| Gen::new(cfg.seed, i as u32, &f.size, &f.source))
+            .collect(),
+        ps_per_byte_phi: weights
+            .iter()
+            .map(|&w| 8.0 * PS_PER_SEC as f64 * wsum as f64 / (f64::from(w) * bps as f64))
+            .collect(),
+        st: (0..n)
+            .map(|_| FlowStat::new(if opt.metrics { BINS } else { 0 }, hist_per_flow))
+            .collect(),
+        recs: Vec::new(),
+        free: Vec::new(),
+        fluid: Fluid::new(
+            if opt.fluid { bps } else { 1 },
+            if opt.fluid { &weights } else { &[] },
+        ),
+        src: BinaryHeap::new(),
+        hist: Histogram::new(3).map_err(|e| SimError::Unsupported(e.to_string()))?,
+        total_served: 0,
+        sched_q: 0,
+        wire: None,
+        link_ps: 0,
+        link_rem: 0,
+        last_done: NONE,
+        bin_ps: cfg.duration_ps.div_ceil(BINS as u64).max(1),
+        deps: Vec::new(),
+        link_ends: Vec::new(),
+        fluid_ends: Vec::new(),
+        packets: 0,
+        overflow: false,
+        ps: cfg.pspat.map(|p| Ps {
+            da: p.arbiter_ps,
+            dd: p.dispatcher_ps,
+            out_bytes: vec![0; n],
+            ..Ps::default()
+        }),
+    };
+    for i in 0..n {
+        if let Some((t, len)) = st.gens[i].first()
+            && t < cfg.duration_ps
+        {
+            st.src.push(Reverse((t, i as u32, len)));
+        }
+    }
+    for i in 0..n {
+        st.refill(s, i as u32, 0);
+    }
+    let mut now = 0u64;
+    loop {
+        let ts = st.src.peek().map_or(NONE, |r| r.0.0);
+        let tl = st.wire.map_or(NONE, |w| w.2);
+        let tf = if opt.fluid {
+            st.fluid.next_time().unwrap_or(NONE)
+        } else {
+            NONE
+        };
+        let (ta, td) = match &st.ps {
+            Some(p) => {
+                let ta = if st.sched_q > 0 {
+                    p.last_round.map_or(ceil_mult(now, p.da), |r| r + p.da)
+                } else if let Some(m) = p.mailbox.front() {
+                    let c = ceil_mult(m.3, p.da);
+                    p.last_round.map_or(c, |r| c.max(r + p.da))
+                } else {
+                    NONE
+                };
+                let td = p.released.front().map_or(NONE, |r| ceil_mult(r.3, p.dd));
+                (ta, td)
+            }
+            None => (NONE, NONE),
+        };
+        let t = ts.min(tl).min(tf).min(ta).min(td);
+        if st.ps.is_none() && st.wire.is_none() && st.sched_q > 0 && t > now {
+            st.start_tx(s, now);
+            continue;
+        }
+        if t == NONE || (!cfg.drain && t > cfg.duration_ps) {
+            break;
+        }
+        now = t;
+        if tf == t {
+            st.fluid_event(s);
+        } else if tl == t {
+            st.complete(t);
+        } else if ts == t
+            && let Some(Reverse((t, flow, len))) = st.src.pop()
+        {
+            st.arrive(s, flow, len, t, false);
+            if let Some((t2, l2)) = st.gens[flow as usize].next(t, len)
+                && t2 < cfg.duration_ps
+            {
+                st.src.push(Reverse((t2, flow, l2)));
+            }
+        } else if ta == t {
+            st.round(s, t);
+        } else if td == t {
+            st.dispatch(t);
+        }
+    }
+    if st.overflow || st.fluid.overflowed() {
+        return Err(SimError::FluidRange);
+    }
+    // B-WFI of periods still open at the end.
+    for f in 0..n {
+        if st.st[f].q_pkts > 0 {
+            let g = st.g(f);
+            let fs = &mut st.st[f];
+            fs.bwfi_scaled = fs.bwfi_scaled.max(g - fs.min_g);
+        }
+    }
+    let fluid_pending = if opt.fluid {
+        (0..n).map(|f| st.fluid.queued(f as u32) as u64).sum()
+    } else {
+        0
+    };
+    st.deps.sort_by_key(|d| (d.departure, d.flow));
+    Ok(Outcome {
+        flows: st.st,
+        hist: st.hist,
+        departures: st.deps,
+        end_ps: now,
+        queued_end: st.sched_q
+            + st.ps.as_ref().map_or(0, |p| {
+                (p.mailbox.len() + p.released.len() + p.nic.len()) as u64
+                    - u64::from(st.wire.is_some())
+            }),
+        on_wire_end: u64::from(st.wire.is_some()),
+        fluid_pending,
+        counters: s.stats(),
+        link_busy_ends: st.link_ends,
+        fluid_busy_ends: st.fluid_ends,
+        fluid_bytes: (st.fluid.bytes_in, st.fluid.bytes_out),
+        packets: st.packets,
+    })
+}

@@ -1,0 +1,603 @@
+//! Scenario files (TOML) and their validation.
+//!
+//! ```toml
+//! name = "example"
+//! link = "10gbit"            # Rate::parse syntax
+//! algorithm = "qfq"          # fifo, prio, rr, drr, wf2q, qfq
+//! duration = "20ms"          # arrivals stop here (ns, us, ms, s)
+//! seed = 1
+//! drain = true               # serve what is queued after `duration` (default)
+//! # trace = "trace.csv"      # rows `time_ns,flow,len` for flows with source "trace"
+//!
+//! [pspat]                    # optional PSPAT arbiter/dispatcher model
+//! arbiter = "1us"            # Δ_A
+//! dispatcher = "1us"         # Δ_D
+//!
+//! [[flows]]
+//! name = "victim"
+//! weight = 50
+//! size = 1500                                # or { min = 64, max = 1500 }
+//!                                            # or { mix = [[64, 7], [1500, 3]] }
+//! source = { type = "cbr", rate = "10mbit" } # greedy, cbr, poisson, onoff, trace
+//!
+//! [[flows]]
+//! count = 100                                # 100 identical flows
+//! source = { type = "greedy" }
+//! ```
+//!
+//! Every error names the line and column, the field, the value and the
+//! allowed range.
+
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use pktsched_core::sched::{Algorithm, ConfigError};
+use pktsched_core::{FlowConfig, Rate};
+use serde::Deserialize;
+use toml::Spanned;
+
+use crate::{FlowSpec, Pspat, SimConfig, SizeDist, SourceSpec};
+
+/// Largest packet the simulator accepts (the fluid reference's fixed point
+/// is proven for lengths up to 2^16 bytes).
+pub const MAX_PKT_LEN: u32 = 1 << 16;
+/// Largest sum of weights (fixed-point range of the fluid reference).
+pub const MAX_WEIGHT_SUM: u64 = 1 << 32;
+/// Largest number of flows in one scenario.
+pub const MAX_FLOWS: u64 = 1 << 20;
+
+/// A scenario error with its position in the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{col}: {msg}")]
+pub struct ScenarioError {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line.
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// What is wrong: field, value, allowed range.
+    pub msg: String,
+}
+
+/// 1-based line and column of byte offset `pos` in `src`.
+pub fn line_col(src: &str, pos: usize) -> (usize, usize) {
+    let pos = pos.min(src.len());
+    let before = &src[..pos];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
+    (line, col)
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawScenario {
+    name: Option<String>,
+    link: Spanned<String>,
+    algorithm: Spanned<String>,
+    duration: Spanned<String>,
+    #[serde(default)]
+    seed: u64,
+    #[serde(default = "yes")]
+    drain: bool,
+    trace: Option<Spanned<String>>,
+    pspat: Option<RawPspat>,
+    flows: Spanned<Vec<Spanned<RawFlow>>>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawPspat {
+    arbiter: Spanned<String>,
+    dispatcher: Spanned<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFlow {
+    name: Option<String>,
+    #[serde(default = "one")]
+    count: Spanned<i64>,
+    #[serde(default = "one")]
+    weight: Spanned<i64>,
+    #[serde(default = "default_size")]
+    size: Spanned<RawSize>,
+    limit: Option<Spanned<i64>>,
+    #[serde(default)]
+    source: Option<Spanned<RawSource>>,
+}
+
+fn one() -> Spanned<i64> {
+    Spanned::new(0..0, 1)
+}
+fn default_size() -> Spanned<RawSize> {
+    Spanned::new(0..0, RawSize::Fixed(1500))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum RawSize {
+    Fixed(i64),
+    Uniform { min: i64, max: i64 },
+    Mix { mix: Vec<(i64, i64)> },
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
+enum RawSource {
+    Greedy,
+    Cbr {
+        rate: String,
+    },
+    Poisson {
+        rate: String,
+    },
+    Onoff {
+        rate: String,
+        on: String,
+        off: String,
+        #[serde(default)]
+        fixed: bool,
+    },
+    Trace,
+}
+
+struct Ctx<'a> {
+    file: &'a str,
+    src: &'a str,
+}
+
+impl Ctx<'_> {
+    fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ScenarioError {
+        let (line, col) = line_col(self.src, span.start);
+        ScenarioError {
+            file: self.file.to_string(),
+            line,
+            col,
+            msg: msg.into(),
+        }
+    }
+    fn range(
+        &self,
+        span: Range<usize>,
+        field: &str,
+        v: i64,
+        min: i64,
+        max: i64,
+    ) -> Result<i64, ScenarioError> {
+        if v < min || v > max {
+            return Err(self.err(
+                span,
+                format!("{field} = {v} is out of range: allowed {min}..={max}"),
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// Parses a duration such as `20ms`, `1.5us`, `100ns`, `2s` into
+/// picoseconds (exact; at most 1 ps resolution).
+pub fn parse_duration_ps(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let mult: u128 = match unit.trim() {
+        "ps" => 1,
+        "ns" => 1_000,
+        "us" | "µs" => 1_000_000,
+        "ms" => 1_000_000_000,
+        "s" => 1_000_000_000_000,
+        "" => {
+            return Err(format!(
+                "duration `{s}` has no unit; allowed: ps, ns, us, ms, s"
+            ));
+        }
+        u => {
+            return Err(format!(
+                "unknown unit `{u}` in duration `{s}`; allowed: ps, ns, us, ms, s"
+            ));
+        }
+    };
+    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
+    if int.is_empty() && frac.is_empty() {
+        return Err(format!(
+            "duration `{s}` is not a number followed by a unit, e.g. `20ms`"
+        ));
+    }
+    let digits = |d: &str| -> Result<u128, String> {
+        if d.is_empty() {
+            return Ok(0);
+        }
+        d.parse::<u128>()
+            .map_err(|_| format!("duration `{s}` is not a number followed by a unit, e.g. `20ms`"))
+    };
+    let mut v = digits(int)?.checked_mul(mult);
+    let mut scale = mult;
+    for c in frac.bytes() {
+        if !scale.is_multiple_of(10) {
+            return Err(format!("duration `{s}` is finer than 1 ps"));
+        }
+        scale /= 10;
+        v = v.and_then(|v| v.checked_add(u128::from(c - b'0') * scale));
+    }
+    v.and_then(|v| u64::try_from(v).ok())
+        .ok_or_else(|| format!("duration `{s}` is too long (max ~213 days)"))
+}
+
+/// Loads a scenario file.
+pub fn load(path: &Path) -> Result<SimConfig, ScenarioError> {
+    let file = path.display().to_string();
+    let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+        file: file.clone(),
+        line: 0,
+        col: 0,
+        msg: format!("cannot read: {e}"),
+    })?;
+    parse(&src, &file, path.parent())
+}
+
+/// Parses a scenario from a string. `dir` resolves a relative `trace` path.
+pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, ScenarioError> {
+    let cx = Ctx { file, src };
+    let raw: RawScenario = toml::from_str(src).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        let mut msg = e.message().trim().to_string();
+        if msg.contains("untagged enum RawSize") {
+            msg = "size: expected a length in bytes (`1500`), `{ min = 64, max = 1500 }` or `{ mix = [[64, 7], [1500, 3]] }` (lengths 1..=65536, weights ≥ 1)".into();
+        }
+        cx.err(span, msg)
+    })?;
+
+    let rate = Rate::parse(raw.link.get_ref())
+        .map_err(|e| cx.err(raw.link.span(), format!("link: {e}")))?;
+    let algorithm = Algorithm::parse(raw.algorithm.get_ref())
+        .map_err(|e| cx.err(raw.algorithm.span(), format!("algorithm: {e}")))?;
+    let duration_ps = parse_duration_ps(raw.duration.get_ref())
+        .map_err(|e| cx.err(raw.duration.span(), format!("duration: {e}")))?;
+    if duration_ps == 0 {
+        return Err(cx.err(
+            raw.duration.span(),
+            "duration = 0 is out of range: must be > 0",
+        ));
+    }
+    let pspat = match &raw.pspat {
+        None => None,
+        Some(p) => {
+            let a = parse_duration_ps(p.arbiter.get_ref())
+                .map_err(|e| cx.err(p.arbiter.span(), format!("pspat.arbiter: {e}")))?;
+            let d = parse_duration_ps(p.dispatcher.get_ref())
+                .map_err(|e| cx.err(p.dispatcher.span(), format!("pspat.dispatcher: {e}")))?;
+            if a == 0 {
+                return Err(cx.err(
+                    p.arbiter.span(),
+                    "pspat.arbiter = 0 is out of range: must be > 0",
+                ));
+            }
+            if d == 0 {
+                return Err(cx.err(
+                    p.dispatcher.span(),
+                    "pspat.dispatcher = 0 is out of range: must be > 0",
+                ));
+            }
+            Some(Pspat {
+                arbiter_ps: a,
+                dispatcher_ps: d,
+            })
+        }
+    };
+
+    if raw.flows.get_ref().is_empty() {
+        return Err(cx.err(
+            raw.flows.span(),
+            "flows: at least one [[flows]] entry is needed",
+        ));
+    }
+    let lim = algorithm_limits(algorithm);
+    let mut flows = Vec::new();
+    let mut groups = Vec::new();
+    let mut spans = Vec::new();
+    let mut wsum: u64 = 0;
+    for (gi, f) in raw.flows.get_ref().iter().enumerate() {
+        let fspan = f.span();
+        let f = f.get_ref();
+        let count = cx.range(
+            f.count.span(),
+            &format!("flows[{gi}].count"),
+            *f.count.get_ref(),
+            1,
+            MAX_FLOWS as i64,
+        )?;
+        let weight = cx.range(
+            f.weight.span(),
+            &format!("flows[{gi}].weight"),
+            *f.weight.get_ref(),
+            1,
+            lim.max_weight.min(u32::MAX as u64) as i64,
+        )? as u32;
+        let sspan = if f.size.span().is_empty() {
+            fspan.clone()
+        } else {
+            f.size.span()
+        };
+        let size = size_dist(&cx, sspan.clone(), gi, f.size.get_ref())?;
+        if u64::from(size.max()) > lim.max_len {
+            return Err(cx.err(
+                sspan,
+                format!(
+                    "flows[{gi}].size: largest packet {} is out of range for {}: allowed 1..={}",
+                    size.max(),
+                    lim.alg,
+                    lim.max_len
+                ),
+            ));
+        }
+        let limit = match &f.limit {
+            None => FlowConfig::DEFAULT_LIMIT,
+            Some(l) => cx.range(
+                l.span(),
+                &format!("flows[{gi}].limit"),
+                *l.get_ref(),
+                1,
+                lim.max_limit.min(u32::MAX as u64) as i64,
+            )? as u32,
+        };
+        let (source, srcspan) = match &f.source {
+            None => (SourceSpec::Greedy, fspan.clone()),
+            Some(s) => (source_spec(&cx, s.span(), gi, s.get_ref())?, s.span()),
+        };
+        let name = f.name.clone().unwrap_or_else(|| format!("g{gi}"));
+        wsum += u64::from(weight) * count as u64;
+        if flows.len() as u64 + count as u64 > MAX_FLOWS.min(lim.max_flows) {
+            return Err(cx.err(
+                f.count.span(),
+                format!(
+                    "flows[{gi}].count: {} flows in all is out of range: allowed 1..={}",
+                    flows.len() as u64 + count as u64,
+                    MAX_FLOWS.min(lim.max_flows)
+                ),
+            ));
+        }
+        groups.push(crate::Group {
+            name: name.clone(),
+            first: flows.len() as u32,
+            count: count as u32,
+        });
+        for _ in 0..count {
+            flows.push(FlowSpec {
+                group: gi as u32,
+                weight,
+                size: size.clone(),
+                source: source.clone(),
+                limit,
+            });
+            spans.push((f.weight.span(), srcspan.clone()));
+        }
+    }
+    let wmax = lim.max_weight_sum.min(MAX_WEIGHT_SUM);
+    if wsum > wmax {
+        return Err(cx.err(
+            raw.flows.span(),
+            format!(
+                "sum of weights = {wsum} is out of range for {}: allowed 1..={wmax}",
+                lim.alg
+            ),
+        ));
+    }
+
+    let mut cfg = SimConfig {
+        name: raw.name.clone().unwrap_or_else(|| file.to_string()),
+        rate,
+        algorithm,
+        duration_ps,
+        seed: raw.seed,
+        drain: raw.drain,
+        pspat,
+        flows,
+        groups,
+    };
+
+    if let Some(t) = &raw.trace {
+        let p = PathBuf::from(t.get_ref());
+        let p = match dir {
+            Some(d) if p.is_relative() => d.join(p),
+            _ => p,
+        };
+        let text = std::fs::read_to_string(&p).map_err(|e| {
+            cx.err(
+                t.span(),
+                format!("trace: cannot read `{}`: {e}", p.display()),
+            )
+        })?;
+        let rows = crate::source::parse_trace(&text).map_err(|(line, msg)| ScenarioError {
+            file: p.display().to_string(),
+            line,
+            col: 1,
+            msg,
+        })?;
+        for (line, time_ns, flow, len) in rows {
+            let tf = p.display().to_string();
+            let row_err = |msg: String| ScenarioError {
+                file: tf.clone(),
+                line,
+                col: 1,
+                msg,
+            };
+            let Some(fs) = cfg.flows.get_mut(flow as usize) else {
+                return Err(row_err(format!(
+                    "flow = {flow} is out of range: allowed 0..={}",
+                    cfg.flows.len() - 1
+                )));
+            };
+            if !(1..=MAX_PKT_LEN).contains(&len) {
+                return Err(row_err(format!(
+                    "len = {len} is out of range: allowed 1..={MAX_PKT_LEN}"
+                )));
+            }
+            match &mut fs.source {
+                SourceSpec::Trace(v) => {
+                    if v.last()
+                        .is_some_and(|&(t0, _)| t0 > time_ns.saturating_mul(1000))
+                    {
+                        return Err(row_err(format!(
+                            "time_ns = {time_ns} goes back in time for flow {flow}; rows of one flow must be in time order"
+                        )));
+                    }
+                    v.push((time_ns.saturating_mul(1000), len));
+                }
+                _ => {
+                    return Err(row_err(format!(
+                        "flow = {flow} does not have source = {{ type = \"trace\" }}"
+                    )));
+                }
+            }
+            if u64::from(len) > u64::from(fs.size.max()) {
+                fs.size = SizeDist::Fixed(len.max(fs.size.max()));
+            }
+        }
+    } else if let Some(i) = cfg
+        .flows
+        .iter()
+        .position(|f| matches!(f.source, SourceSpec::Trace(_)))
+    {
+        return Err(cx.err(
+            spans[i].1.clone(),
+            "source = \"trace\" needs a top-level `trace = \"file.csv\"`",
+        ));
+    }
+
+    // Ask the algorithm itself (its own ranges and weight-sum rules).
+    if let Err((i, e)) = crate::engine::check_with_algorithm(&cfg) {
+        let span = match &e {
+            ConfigError::OutOfRange { field, .. } if *field == "weight" => spans[i].0.clone(),
+            _ => raw.flows.get_ref()[cfg.flows[i].group as usize].span(),
+        };
+        return Err(cx.err(span, format!("flow {i}: {e}")));
+    }
+    Ok(cfg)
+}
+
+fn algorithm_limits(a: Algorithm) -> pktsched_core::Limits {
+    crate::engine::limits_of(a)
+}
+
+fn size_dist(
+    cx: &Ctx<'_>,
+    span: Range<usize>,
+    gi: usize,
+    s: &RawSize,
+) -> Result<SizeDist, ScenarioError> {
+    let len = |v: i64| {
+        cx.range(
+            span.clone(),
+            &format!("flows[{gi}].size"),
+            v,
+            1,
+            i64::from(MAX_PKT_LEN),
+        )
+        .map(|v| v as u32)
+    };
+    Ok(match s {
+        RawSize::Fixed(l) => SizeDist::Fixed(len(*l)?),
+        RawSize::Uniform { min, max } => {
+            let (a, b) = (len(*min)?, len(*max)?);
+            if a > b {
+                return Err(cx.err(
+                    span,
+                    format!("flows[{gi}].size: min = {a} is above max = {b}"),
+                ));
+            }
+            SizeDist::Uniform(a, b)
+        }
+        RawSize::Mix { mix } => {
+            if mix.is_empty() {
+                return Err(cx.err(
+                    span,
+                    format!("flows[{gi}].size.mix is empty: give [[len, weight], ...]"),
+                ));
+            }
+            let mut v = Vec::new();
+            for &(l, w) in mix {
+                let l = len(l)?;
+                let w = cx.range(
+                    span.clone(),
+                    &format!("flows[{gi}].size.mix weight"),
+                    w,
+                    1,
+                    u32::MAX as i64,
+                )? as u32;
+                v.push((l, w));
+            }
+            SizeDist::Mix(v)
+        }
+    })
+}
+
+fn source_spec(
+    cx: &Ctx<'_>,
+    span: Range<usize>,
+    gi: usize,
+    s: &RawSource,
+) -> Result<SourceSpec, ScenarioError> {
+    let rate = |r: &str| {
+        Rate::parse(r).map_err(|e| cx.err(span.clone(), format!("flows[{gi}].source.rate: {e}")))
+    };
+    let dur = |f: &str, d: &str| {
+        parse_duration_ps(d)
+            .map_err(|e| cx.err(span.clone(), format!("flows[{gi}].source.{f}: {e}")))
+            .and_then(|v| {
+                if v == 0 {
+                    Err(cx.err(
+                        span.clone(),
+                        format!("flows[{gi}].source.{f} = {d} is out of range: must be > 0"),
+                    ))
+                } else {
+                    Ok(v)
+                }
+            })
+    };
+    Ok(match s {
+        RawSource::Greedy => SourceSpec::Greedy,
+        RawSource::Cbr { rate: r } => SourceSpec::Cbr { rate: rate(r)? },
+        RawSource::Poisson { rate: r } => SourceSpec::Poisson { rate: rate(r)? },
+        RawSource::Onoff {
+            rate: r,
+            on,
+            off,
+            fixed,
+        } => SourceSpec::OnOff {
+            rate: rate(r)?,
+            on_ps: dur("on", on)?,
+            off_ps: dur("off", off)?,
+            exponential: !fixed,
+        },
+        RawSource::Trace => SourceSpec::Trace(Vec::new()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ps("20ms"), Ok(20_000_000_000));
+        assert_eq!(parse_duration_ps("1.5us"), Ok(1_500_000));
+        assert_eq!(parse_duration_ps("7ps"), Ok(7));
+        assert!(parse_duration_ps("1.0001ns").is_err());
+        assert!(parse_duration_ps("10").is_err());
+        assert!(parse_duration_ps("10 min").is_err());
+        assert!(parse_duration_ps("ms").is_err());
+    }
+
+    #[test]
+    fn line_col_counts_from_one() {
+        assert_eq!(line_col("ab\ncd", 0), (1, 1));
+        assert_eq!(line_col("ab\ncd", 4), (2, 2));
+    }
+}

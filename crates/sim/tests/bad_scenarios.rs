@@ -1,0 +1,106 @@
+//! Bad scenario files: line, column, field, value and allowed range.
+#![allow(clippy::unwrap_used)]
+
+fn err(src: &str) -> String {
+    pktsched_sim::scenario::parse(src, "s.toml", None)
+        .unwrap_err()
+        .to_string()
+}
+
+const HEAD: &str = "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n";
+
+#[test]
+fn weight_out_of_range_names_line_col_value_and_range() {
+    let e = err(&format!("{HEAD}[[flows]]\nweight = 0\n"));
+    assert_eq!(
+        e,
+        "s.toml:5:10: flows[0].weight = 0 is out of range: allowed 1..=65536"
+    );
+    let e = err(&format!("{HEAD}[[flows]]\nweight = 100000\n"));
+    assert!(
+        e.starts_with("s.toml:5:10: flows[0].weight = 100000"),
+        "{e}"
+    );
+}
+
+#[test]
+fn algorithm_limits_are_reported_at_the_flow() {
+    // QFQ: weight sum at most 2^20.
+    let e = err(&format!("{HEAD}[[flows]]\ncount = 20\nweight = 65536\n"));
+    assert!(e.starts_with("s.toml:"), "{e}");
+    assert!(e.contains("sum of weights") && e.contains("1048576"), "{e}");
+    // Packet too large for the fluid reference.
+    let e = err(&format!("{HEAD}[[flows]]\nsize = 70000\n"));
+    assert_eq!(
+        e,
+        "s.toml:5:8: flows[0].size = 70000 is out of range: allowed 1..=65536"
+    );
+}
+
+#[test]
+fn syntax_and_type_errors_have_positions() {
+    let e = err("link = \"1gbit\"\nalgorithm = \n");
+    assert!(e.starts_with("s.toml:2:"), "{e}");
+    let e = err(&format!("{HEAD}[[flows]]\nweigth = 2\n"));
+    assert!(e.starts_with("s.toml:5:1:") && e.contains("weigth"), "{e}");
+    let e = err(&format!("{HEAD}[[flows]]\nsize = {{ mix = 3 }}\n"));
+    assert!(
+        e.starts_with("s.toml:5:8:") && e.contains("mix = [[64, 7]"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{HEAD}[[flows]]\nsource = {{ type = \"warp\" }}\n"
+    ));
+    assert!(e.starts_with("s.toml:5:") && e.contains("warp"), "{e}");
+}
+
+#[test]
+fn units_and_values() {
+    let e = err("link = \"1gbps\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\n");
+    assert!(
+        e.starts_with("s.toml:1:8: link:") && e.contains("ambiguous"),
+        "{e}"
+    );
+    let e = err("link = \"1gbit\"\nalgorithm = \"wfq\"\nduration = \"1ms\"\n[[flows]]\n");
+    assert!(
+        e.starts_with("s.toml:2:13: algorithm:") && e.contains("allowed: fifo"),
+        "{e}"
+    );
+    let e = err("link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"10\"\n[[flows]]\n");
+    assert!(
+        e.starts_with("s.toml:3:12: duration:") && e.contains("no unit"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{HEAD}[[flows]]\nsource = {{ type = \"cbr\", rate = \"0bit\" }}\n"
+    ));
+    assert!(e.starts_with("s.toml:5:10: flows[0].source.rate:"), "{e}");
+    let e = err(&format!(
+        "{HEAD}[[flows]]\nsize = {{ min = 1500, max = 64 }}\n"
+    ));
+    assert!(e.contains("min = 1500 is above max = 64"), "{e}");
+    let e = err(&format!(
+        "{HEAD}[[flows]]\nsource = {{ type = \"trace\" }}\n"
+    ));
+    assert!(e.contains("needs a top-level `trace"), "{e}");
+    let e = err(HEAD);
+    assert!(e.contains("missing field `flows`"), "{e}");
+}
+
+#[test]
+fn pspat_durations_are_checked() {
+    let c = pktsched_sim::scenario::parse(
+        &format!("{HEAD}[pspat]\narbiter = \"1us\"\ndispatcher = \"2us\"\n[[flows]]\n"),
+        "s.toml",
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        c.pspat.map(|p| (p.arbiter_ps, p.dispatcher_ps)),
+        Some((1_000_000, 2_000_000))
+    );
+    let e = err(&format!(
+        "{HEAD}[pspat]\narbiter = \"0us\"\ndispatcher = \"2us\"\n[[flows]]\n"
+    ));
+    assert!(e.starts_with("s.toml:5:11: pspat.arbiter = 0"), "{e}");
+}

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Model-check the lock-free code of pktsched-runtime with loom.
+#
+# Builds with `--cfg loom` (which swaps the crate's `sync` facade to loom's
+# atomics and cells) into its own target directory, so the normal build cache
+# is not invalidated. The preemption bound keeps the run to a few minutes on
+# two cores; raise LOOM_MAX_PREEMPTIONS locally for a deeper search.
+set -euxo pipefail
+
+cd "$(dirname "$0")/.."
+
+export RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}"
+export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}"
+export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/loom}"
+
+cargo test --release -p pktsched-runtime --test loom_mailbox -- --test-threads=2 "$@"

@@ -1,0 +1,405 @@
+//! SPSC throughput, side by side in one run: the PSPAT mailbox vs `rtrb`,
+//! `crossbeam_queue::ArrayQueue` and `std::sync::mpsc::sync_channel`.
+//!
+//! Producer and consumer are pinned to the first two cores; `u64` items; the
+//! consumer checks every item is the next in sequence. Runs are interleaved
+//! (one run of each queue, then the next round) so slow drift of a noisy
+//! machine hits all queues alike. A run is *clean* when both threads were on
+//! a CPU for at least 90 % of it (from `/proc/thread-self/schedstat`); the
+//! median is taken over the clean runs when there are at least 3, else over
+//! all runs. Min and max are over all runs. Hypervisor steal time is not
+//! visible to this filter.
+//!
+//! ```text
+//! cargo bench -p pktsched-runtime --bench mailbox               # ~15 s
+//! cargo bench -p pktsched-runtime --bench mailbox -- --runs 11 --scale 2
+//! cargo bench -p pktsched-runtime --bench mailbox -- --only mailbox --capacity 1024
+//! ```
+#![allow(clippy::unwrap_used)]
+
+use std::hint::spin_loop;
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
+use std::sync::{Arc, Barrier};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use crossbeam_queue::ArrayQueue;
+use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
+
+/// One queue under test: how to build it and move one item each way.
+trait Queue {
+    const NAME: &'static str;
+    /// Items per run at scale 1 (about 0.1 s each).
+    const ITEMS: u64;
+    type Tx: Send + 'static;
+    type Rx: Send + 'static;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx);
+    /// Pushes `first..first + n` (or fewer); returns how many were pushed.
+    fn push(tx: &mut Self::Tx, first: u64, n: u64) -> u64;
+    /// Pops some items, feeding each to `check`; returns how many.
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64;
+}
+
+struct PspatMailbox;
+impl Queue for PspatMailbox {
+    const NAME: &'static str = "pspat mailbox";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = Producer<u64>;
+    type Rx = Consumer<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        Mailbox::with_capacity(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
+        u64::from(tx.try_push(first).is_ok())
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        match rx.pop() {
+            Some(v) => {
+                check(v);
+                1
+            }
+            None => 0,
+        }
+    }
+}
+
+/// The mailbox with its batch APIs (up to 32 items a call).
+struct PspatMailboxBatch;
+impl Queue for PspatMailboxBatch {
+    const NAME: &'static str = "pspat mailbox, batch 32";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = Producer<u64>;
+    type Rx = Consumer<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        Mailbox::with_capacity(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, n: u64) -> u64 {
+        tx.try_push_many(&mut (first..first + n.min(32))) as u64
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        rx.pop_batch(32, check) as u64
+    }
+}
+
+struct Rtrb;
+impl Queue for Rtrb {
+    const NAME: &'static str = "rtrb 0.3";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = rtrb::Producer<u64>;
+    type Rx = rtrb::Consumer<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        rtrb::RingBuffer::new(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
+        u64::from(tx.push(first).is_ok())
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        match rx.pop() {
+            Ok(v) => {
+                check(v);
+                1
+            }
+            Err(_) => 0,
+        }
+    }
+}
+
+struct CrossbeamArrayQueue;
+impl Queue for CrossbeamArrayQueue {
+    const NAME: &'static str = "crossbeam ArrayQueue";
+    const ITEMS: u64 = 4_000_000;
+    type Tx = Arc<ArrayQueue<u64>>;
+    type Rx = Arc<ArrayQueue<u64>>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        let q = Arc::new(ArrayQueue::new(capacity));
+        (Arc::clone(&q), q)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
+        u64::from(tx.push(first).is_ok())
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        match rx.pop() {
+            Some(v) => {
+                check(v);
+                1
+            }
+            None => 0,
+        }
+    }
+}
+
+struct StdSyncChannel;
+impl Queue for StdSyncChannel {
+    const NAME: &'static str = "std sync_channel";
+    const ITEMS: u64 = 1_500_000;
+    type Tx = SyncSender<u64>;
+    type Rx = Receiver<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        sync_channel(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
+        match tx.try_send(first) {
+            Ok(()) => 1,
+            Err(TrySendError::Full(_)) => 0,
+            Err(TrySendError::Disconnected(_)) => panic!("receiver gone"),
+        }
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        match rx.try_recv() {
+            Ok(v) => {
+                check(v);
+                1
+            }
+            Err(_) => 0,
+        }
+    }
+}
+
+/// Nanoseconds this thread has spent on a CPU (`/proc/thread-self/schedstat`),
+/// if the kernel reports it.
+fn thread_run_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// Fraction of `wall` this thread was on a CPU since `start_ns` (1.0 if the
+/// kernel does not say).
+fn on_cpu_fraction(start_ns: Option<u64>, wall: Duration) -> f64 {
+    match (start_ns, thread_run_ns()) {
+        (Some(a), Some(b)) => (b.saturating_sub(a)) as f64 / wall.as_nanos().max(1) as f64,
+        _ => 1.0,
+    }
+}
+
+/// Share of its time each thread must have been on a CPU for a run to count
+/// as clean (not disturbed by other processes on this shared machine).
+const CLEAN_ON_CPU: f64 = 0.9;
+
+/// One run: items per second, and whether both threads kept their CPU.
+fn run_once<Q: Queue>(capacity: usize, items: u64, cores: &[core_affinity::CoreId]) -> Run {
+    let (mut tx, mut rx) = Q::make(capacity);
+    let barrier = Arc::new(Barrier::new(2));
+    let (pcore, ccore) = (cores.first().copied(), cores.get(1).copied());
+    let b = Arc::clone(&barrier);
+    let producer = thread::spawn(move || {
+        if let Some(c) = pcore {
+            core_affinity::set_for_current(c);
+        }
+        b.wait();
+        let start = Instant::now();
+        let cpu = thread_run_ns();
+        let mut next = 0;
+        while next < items {
+            let n = Q::push(&mut tx, next, items - next);
+            if n == 0 {
+                spin_loop();
+            }
+            next += n;
+        }
+        let share = on_cpu_fraction(cpu, start.elapsed());
+        // Keep the producer alive until the consumer is done (an `mpsc`
+        // receiver would otherwise see a disconnect, not an empty queue).
+        b.wait();
+        share
+    });
+    let consumer = thread::spawn(move || {
+        if let Some(c) = ccore {
+            core_affinity::set_for_current(c);
+        }
+        barrier.wait();
+        let start = Instant::now();
+        let cpu = thread_run_ns();
+        let mut expect = 0u64;
+        let mut check = |v: u64| {
+            assert_eq!(v, expect);
+            expect += 1;
+        };
+        let mut got = 0;
+        while got < items {
+            let n = Q::pop(&mut rx, &mut check);
+            if n == 0 {
+                spin_loop();
+            }
+            got += n;
+        }
+        let elapsed = start.elapsed();
+        let share = on_cpu_fraction(cpu, elapsed);
+        barrier.wait();
+        (elapsed, share)
+    });
+    let pshare = producer.join().unwrap();
+    let (elapsed, cshare) = consumer.join().unwrap();
+    Run {
+        rate: items as f64 / elapsed.as_secs_f64(),
+        clean: pshare >= CLEAN_ON_CPU && cshare >= CLEAN_ON_CPU,
+    }
+}
+
+#[derive(Clone, Copy)]
+struct Run {
+    rate: f64,
+    clean: bool,
+}
+
+fn median(v: &mut [f64]) -> f64 {
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Median over the clean runs if there are at least 3, else over all runs.
+fn summary(runs: &[Run]) -> (f64, usize, f64, f64) {
+    let mut clean: Vec<f64> = runs.iter().filter(|r| r.clean).map(|r| r.rate).collect();
+    let n_clean = clean.len();
+    let mut all: Vec<f64> = runs.iter().map(|r| r.rate).collect();
+    let m = if n_clean >= 3 {
+        median(&mut clean)
+    } else {
+        median(&mut all)
+    };
+    all.sort_by(f64::total_cmp);
+    let (min, max) = (
+        all.first().copied().unwrap_or(f64::NAN),
+        all.last().copied().unwrap_or(f64::NAN),
+    );
+    (m, n_clean, min, max)
+}
+
+struct Args {
+    runs: usize,
+    only: Option<String>,
+    scale: f64,
+    capacities: Vec<usize>,
+}
+
+fn parse_args() -> Args {
+    let mut args = Args {
+        runs: 15,
+        only: None,
+        scale: 0.5,
+        capacities: vec![1024, 512],
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(a) = it.next() {
+        match a.as_str() {
+            "--runs" => args.runs = it.next().and_then(|s| s.parse().ok()).unwrap_or(15).max(1),
+            "--only" => args.only = it.next(),
+            "--scale" => args.scale = it.next().and_then(|s| s.parse().ok()).unwrap_or(0.5),
+            "--capacity" => {
+                args.capacities = it
+                    .next()
+                    .map(|s| s.split(',').filter_map(|c| c.parse().ok()).collect())
+                    .unwrap_or_default();
+            }
+            _ => {} // `cargo bench` passes `--bench`; ignore what we do not know.
+        }
+    }
+    args
+}
+
+type Runner = fn(usize, u64, &[core_affinity::CoreId]) -> Run;
+
+fn main() {
+    let args = parse_args();
+    let cores = core_affinity::get_core_ids().unwrap_or_default();
+    if cores.len() < 2 {
+        eprintln!("warning: fewer than 2 cores visible; threads are not pinned");
+    }
+    let queues: [(&str, u64, Runner); 5] = [
+        (
+            PspatMailbox::NAME,
+            PspatMailbox::ITEMS,
+            run_once::<PspatMailbox>,
+        ),
+        (
+            PspatMailboxBatch::NAME,
+            PspatMailboxBatch::ITEMS,
+            run_once::<PspatMailboxBatch>,
+        ),
+        (Rtrb::NAME, Rtrb::ITEMS, run_once::<Rtrb>),
+        (
+            CrossbeamArrayQueue::NAME,
+            CrossbeamArrayQueue::ITEMS,
+            run_once::<CrossbeamArrayQueue>,
+        ),
+        (
+            StdSyncChannel::NAME,
+            StdSyncChannel::ITEMS,
+            run_once::<StdSyncChannel>,
+        ),
+    ];
+    println!(
+        "SPSC u64 throughput, producer on core {:?}, consumer on core {:?}, {} runs, interleaved",
+        cores.first().map(|c| c.id),
+        cores.get(1).map(|c| c.id),
+        args.runs
+    );
+    for &capacity in &args.capacities {
+        let mut results: Vec<Vec<Run>> = vec![Vec::new(); queues.len()];
+        let wanted = |name: &str| match &args.only {
+            Some(o) => name.contains(o.as_str()) || name.starts_with("rtrb"),
+            None => true,
+        };
+        // Warm-up round (not counted).
+        for (name, items, run) in &queues {
+            if wanted(name) {
+                run(capacity, (*items / 10).max(1000), &cores);
+            }
+        }
+        for _ in 0..args.runs {
+            for (i, (name, items, run)) in queues.iter().enumerate() {
+                if wanted(name) {
+                    let n = ((*items as f64) * args.scale).max(1000.0) as u64;
+                    results[i].push(run(capacity, n, &cores));
+                }
+            }
+        }
+        let sums: Vec<(f64, usize, f64, f64)> = results.iter().map(|r| summary(r)).collect();
+        let (rtrb_m, aq_m) = (sums[2].0, sums[3].0);
+        println!();
+        println!("capacity {capacity}");
+        println!(
+            "{:<26} {:>10} {:>6} {:>8} {:>8} {:>7} {:>8}",
+            "queue", "median M/s", "clean", "min", "max", "/rtrb", "/ArrayQ"
+        );
+        for (i, (name, _, _)) in queues.iter().enumerate() {
+            if results[i].is_empty() {
+                continue;
+            }
+            let (m, n_clean, min, max) = sums[i];
+            println!(
+                "{:<26} {:>10.1} {:>3}/{:<2} {:>8.1} {:>8.1} {:>7.2} {:>8.2}",
+                name,
+                m / 1e6,
+                n_clean,
+                results[i].len(),
+                min / 1e6,
+                max / 1e6,
+                m / rtrb_m,
+                m / aq_m
+            );
+        }
+    }
+    println!();
+    println!(
+        "median over clean runs (both threads on a CPU >= {:.0}% of the run) when >= 3, else over all",
+        CLEAN_ON_CPU * 100.0
+    );
+}

@@ -1,0 +1,443 @@
+//! Ordinary (std-thread) tests of the PSPAT mailbox: capacity, FIFO order,
+//! batches, drop accounting, and millions of items across two threads.
+#![cfg(not(loom))]
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::thread;
+
+use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
+
+/// Items sent across threads in the long tests (fewer under Miri).
+const MANY: u64 = if cfg!(miri) { 2_000 } else { 3_000_000 };
+
+/// Small deterministic PRNG (xorshift64*), so no dependency is needed.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+fn push_spin<T, const L: usize>(tx: &mut Producer<T, L>, mut value: T) {
+    loop {
+        match tx.try_push(value) {
+            Ok(()) => return,
+            Err(back) => {
+                value = back;
+                thread::yield_now();
+            }
+        }
+    }
+}
+
+fn pop_spin<T, const L: usize>(rx: &mut Consumer<T, L>) -> T {
+    loop {
+        if let Some(v) = rx.pop() {
+            return v;
+        }
+        thread::yield_now();
+    }
+}
+
+/// Fills a fresh mailbox with an idle consumer; returns how many fitted.
+fn fill<T, const L: usize>(tx: &mut Producer<T, L>, mut make: impl FnMut(usize) -> T) -> usize {
+    let mut n = 0;
+    while tx.try_push(make(n)).is_ok() {
+        n += 1;
+        assert!(n <= tx.capacity(), "pushed more than the capacity");
+    }
+    n
+}
+
+fn capacity_rounding<const L: usize>() {
+    for requested in 0..40usize {
+        let (tx, rx) = Mailbox::with_line_slots::<u64, L>(requested);
+        let expect = requested.max(1).div_ceil(L) * L;
+        assert_eq!(tx.capacity(), expect, "requested {requested}, line {L}");
+        assert_eq!(rx.capacity(), expect);
+        assert_eq!(tx.line_slots(), L);
+        assert_eq!(rx.line_slots(), L);
+    }
+}
+
+#[test]
+fn capacity_is_requested_rounded_up_to_lines() {
+    capacity_rounding::<1>();
+    capacity_rounding::<2>();
+    capacity_rounding::<3>();
+    capacity_rounding::<8>();
+    capacity_rounding::<14>();
+    let (tx, _rx) = Mailbox::with_capacity::<u64>(1024);
+    assert_eq!(tx.capacity(), 1036, "74 lines of 14");
+    assert_eq!(tx.line_slots(), 14);
+    let (tx, _rx) = Mailbox::with_capacity::<u64>(1008);
+    assert_eq!(tx.capacity(), 1008);
+}
+
+fn idle_consumer_fill<const L: usize>() {
+    for requested in [1usize, 2, 5, 8, 17, 64] {
+        let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, L>(requested);
+        let n = fill(&mut tx, |i| i as u64);
+        assert_eq!(n, tx.capacity(), "requested {requested}, line {L}");
+        // The value comes back when full.
+        assert_eq!(tx.try_push(999), Err(999));
+        assert_eq!(tx.len_estimate(), n);
+        assert_eq!(rx.len_estimate(), n);
+        for i in 0..n {
+            assert_eq!(rx.pop(), Some(i as u64));
+        }
+        assert_eq!(rx.pop(), None);
+        assert!(rx.is_empty());
+        assert_eq!(rx.len_estimate(), 0);
+    }
+}
+
+#[test]
+fn exactly_capacity_items_fit_when_the_consumer_is_idle() {
+    idle_consumer_fill::<1>();
+    idle_consumer_fill::<2>();
+    idle_consumer_fill::<3>();
+    idle_consumer_fill::<8>();
+    idle_consumer_fill::<14>();
+}
+
+#[test]
+fn space_comes_back_a_line_at_a_time() {
+    let line = 4;
+    let (mut tx, mut rx) = Mailbox::with_line_slots::<u32, 4>(12);
+    assert_eq!(fill(&mut tx, |i| i as u32), 12);
+    // Popping less than a line frees nothing for the producer yet.
+    for i in 0..line - 1 {
+        assert_eq!(rx.pop(), Some(i as u32));
+        assert_eq!(tx.try_push(100), Err(100));
+    }
+    // Finishing the line releases it: exactly one line fits again.
+    assert_eq!(rx.pop(), Some(3));
+    for i in 0..line {
+        assert_eq!(tx.try_push(100 + i as u32), Ok(()));
+    }
+    assert_eq!(tx.try_push(7), Err(7));
+    let mut rest = Vec::new();
+    assert_eq!(rx.pop_into(&mut rest, usize::MAX), 12);
+    let expect: Vec<u32> = (4..12).chain(100..104).collect();
+    assert_eq!(rest, expect);
+}
+
+#[test]
+fn empty_mailbox_edge_cases() {
+    let (mut tx, mut rx) = Mailbox::with_capacity::<String>(4);
+    assert!(rx.is_empty());
+    assert_eq!(rx.pop(), None);
+    assert_eq!(rx.pop_batch(10, |_| unreachable!()), 0);
+    let mut v: Vec<String> = Vec::new();
+    assert_eq!(rx.pop_into(&mut v, 10), 0);
+    assert_eq!(tx.len_estimate(), 0);
+    tx.try_push("a".to_owned()).ok();
+    assert!(!rx.is_empty());
+    assert_eq!(rx.pop_into(&mut v, 0), 0, "max = 0 takes nothing");
+    assert_eq!(rx.pop().as_deref(), Some("a"));
+    assert!(rx.is_empty());
+}
+
+/// Random single-threaded interleavings against a `VecDeque` model, over many
+/// passes of the ring, for several line sizes.
+fn fifo_model<const L: usize>() {
+    let steps = if cfg!(miri) { 300 } else { 200_000 };
+    let line = L;
+    {
+        for requested in [1usize, 3, 16] {
+            let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, L>(requested);
+            let cap = tx.capacity();
+            let mut model = VecDeque::new();
+            let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (line * 31 + requested) as u64);
+            let mut next = 0u64;
+            for _ in 0..steps {
+                match rng.below(6) {
+                    0..=2 => match tx.try_push(next) {
+                        Ok(()) => {
+                            model.push_back(next);
+                            next += 1;
+                        }
+                        Err(back) => {
+                            assert_eq!(back, next);
+                            // Full is only reported within a line of capacity.
+                            assert!(model.len() > cap - line, "{} of {cap}", model.len());
+                        }
+                    },
+                    3 => assert_eq!(rx.pop(), model.pop_front()),
+                    4 => {
+                        let max = rng.below(2 * line as u64 + 2) as usize;
+                        let mut got = Vec::new();
+                        let n = rx.pop_batch(max, |v| got.push(v));
+                        assert_eq!(n, got.len());
+                        let want: Vec<u64> = (0..n).filter_map(|_| model.pop_front()).collect();
+                        assert_eq!(got, want);
+                        assert!(n == max || model.is_empty());
+                    }
+                    _ => {
+                        let k = rng.below(3 * line as u64 + 1);
+                        let batch: Vec<u64> = (next..next + k).collect();
+                        let n = tx.push_batch(&batch);
+                        model.extend(&batch[..n]);
+                        next += n as u64;
+                        if n < batch.len() {
+                            assert!(model.len() > cap - line);
+                        }
+                    }
+                }
+                assert!(model.len() <= cap);
+                assert_eq!(rx.len_estimate(), model.len());
+                assert_eq!(tx.len_estimate(), model.len());
+                assert_eq!(rx.is_empty(), model.is_empty());
+            }
+        }
+    }
+}
+
+#[test]
+fn matches_a_fifo_model_over_many_wraps() {
+    fifo_model::<1>();
+    fifo_model::<2>();
+    fifo_model::<3>();
+    fifo_model::<8>();
+    fifo_model::<14>();
+}
+
+#[test]
+fn try_push_many_leaves_what_did_not_fit_in_the_iterator() {
+    let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, 4>(8);
+    let mut items = 0..20u64;
+    assert_eq!(tx.try_push_many(&mut items), 8);
+    assert_eq!(
+        items.next(),
+        Some(8),
+        "item 8 was not consumed by the full push"
+    );
+    let mut out = VecDeque::new();
+    assert_eq!(rx.pop_into(&mut out, 100), 8);
+    assert!(out.iter().copied().eq(0..8));
+    let mut rest = 9..12u64;
+    assert_eq!(tx.try_push_many(&mut rest), 3);
+    assert_eq!(rest.next(), None);
+}
+
+/// Counts how many `Tracked` values were dropped.
+#[derive(Debug)]
+struct Tracked {
+    id: u64,
+    drops: Arc<AtomicUsize>,
+}
+
+impl Drop for Tracked {
+    fn drop(&mut self) {
+        self.drops.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+fn drop_case<const L: usize>(requested: usize, pushed: usize, popped: usize) {
+    let line = L;
+    for consumer_first in [false, true] {
+        {
+            let drops = Arc::new(AtomicUsize::new(0));
+            let made = AtomicUsize::new(0);
+            let make = |id| {
+                made.fetch_add(1, Ordering::Relaxed);
+                Tracked {
+                    id,
+                    drops: Arc::clone(&drops),
+                }
+            };
+            let (mut tx, mut rx) = Mailbox::with_line_slots::<Tracked, L>(requested);
+            // Go around the ring a few times first so the leftovers wrap.
+            for round in 0..3u64 {
+                for i in 0..pushed {
+                    // A rejected value comes back and is dropped here.
+                    let _ = tx.try_push(make(round * 1000 + i as u64));
+                }
+                for _ in 0..pushed {
+                    if let Some(t) = rx.pop() {
+                        assert!(t.id >= round * 1000);
+                    }
+                }
+            }
+            let mut queued = 0;
+            for i in 0..pushed {
+                if tx.try_push(make(9000 + i as u64)).is_ok() {
+                    queued += 1;
+                }
+            }
+            for _ in 0..popped {
+                if rx.pop().is_some() {
+                    queued -= 1;
+                }
+            }
+            let before = drops.load(Ordering::Relaxed);
+            assert_eq!(before, made.load(Ordering::Relaxed) - queued);
+            assert_eq!(rx.len_estimate(), queued);
+            if consumer_first {
+                drop(rx);
+                // The producer can still push after the consumer is gone;
+                // those items must be dropped too.
+                let _ = tx.try_push(make(424_242));
+                drop(tx);
+            } else {
+                drop(tx);
+                drop(rx);
+            }
+            let total = made.load(Ordering::Relaxed);
+            assert_eq!(
+                drops.load(Ordering::Relaxed),
+                total,
+                "line {line}, requested {requested}, pushed {pushed}, popped {popped}"
+            );
+        }
+    }
+}
+
+#[test]
+fn queued_items_are_dropped_exactly_once() {
+    // (requested, pushed in each round, popped at the end)
+    drop_case::<4>(12, 12, 0);
+    drop_case::<4>(12, 12, 5);
+    drop_case::<4>(12, 9, 9);
+    drop_case::<1>(1, 1, 0);
+    drop_case::<3>(7, 9, 4);
+    drop_case::<8>(64, 64, 63);
+    drop_case::<14>(100, 100, 50);
+}
+
+#[test]
+fn handles_are_send() {
+    fn is_send<T: Send>() {}
+    is_send::<Producer<Box<u64>>>();
+    is_send::<Consumer<Box<u64>>>();
+    is_send::<Producer<Tracked>>();
+}
+
+/// One producer thread, one consumer thread, every item checked in order.
+fn run_threads<const L: usize>(capacity: usize, batch: bool) {
+    let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, L>(capacity);
+    let producer = thread::spawn(move || {
+        if batch {
+            let mut next = 0u64;
+            let mut buf = Vec::with_capacity(64);
+            let mut rng = Rng(7);
+            while next < MANY {
+                buf.clear();
+                let k = 1 + rng.below(40);
+                buf.extend(next..(next + k).min(MANY));
+                let mut done = 0;
+                while done < buf.len() {
+                    let n = tx.push_batch(&buf[done..]);
+                    if n == 0 {
+                        thread::yield_now();
+                    }
+                    done += n;
+                }
+                next += buf.len() as u64;
+            }
+        } else {
+            for i in 0..MANY {
+                push_spin(&mut tx, i);
+            }
+        }
+    });
+    let mut expect = 0u64;
+    let mut sum = 0u64;
+    if batch {
+        let mut buf = Vec::new();
+        let mut rng = Rng(11);
+        while expect < MANY {
+            buf.clear();
+            let n = rx.pop_into(&mut buf, 1 + rng.below(50) as usize);
+            if n == 0 {
+                thread::yield_now();
+            }
+            for &v in &buf {
+                assert_eq!(v, expect, "item lost, duplicated or reordered");
+                sum = sum.wrapping_add(v);
+                expect += 1;
+            }
+        }
+    } else {
+        while expect < MANY {
+            let v = pop_spin(&mut rx);
+            assert_eq!(v, expect, "item lost, duplicated or reordered");
+            sum = sum.wrapping_add(v);
+            expect += 1;
+        }
+    }
+    assert!(producer.join().is_ok());
+    assert_eq!(rx.pop(), None, "nothing beyond the last item");
+    assert_eq!(sum, MANY * (MANY - 1) / 2);
+}
+
+#[test]
+fn threads_fifo_no_loss_default_lines() {
+    run_threads::<14>(1024, false);
+}
+
+#[test]
+fn threads_fifo_no_loss_tiny_ring() {
+    // Two one-slot lines: every push waits for the consumer.
+    run_threads::<1>(1, false);
+}
+
+#[test]
+fn threads_fifo_no_loss_odd_lines() {
+    run_threads::<3>(10, false);
+}
+
+#[test]
+fn threads_fifo_no_loss_batches() {
+    run_threads::<14>(64, true);
+    run_threads::<2>(6, true);
+}
+
+#[test]
+fn threads_owned_values_are_dropped_once() {
+    let drops = Arc::new(AtomicUsize::new(0));
+    let n = MANY / 10;
+    let (mut tx, mut rx) = Mailbox::with_line_slots::<Tracked, 4>(16);
+    let d = Arc::clone(&drops);
+    let producer = thread::spawn(move || {
+        for id in 0..n {
+            push_spin(
+                &mut tx,
+                Tracked {
+                    id,
+                    drops: Arc::clone(&d),
+                },
+            );
+        }
+        // Leave a few in the mailbox for `Drop` to clean up (fewer than the
+        // capacity, so these pushes complete once the consumer took `n`).
+        for id in n..n + 10 {
+            push_spin(
+                &mut tx,
+                Tracked {
+                    id,
+                    drops: Arc::clone(&d),
+                },
+            );
+        }
+    });
+    for id in 0..n {
+        assert_eq!(pop_spin(&mut rx).id, id);
+    }
+    assert!(producer.join().is_ok());
+    assert_eq!(rx.len_estimate(), 10);
+    assert_eq!(drops.load(Ordering::Relaxed) as u64, n);
+    drop(rx);
+    assert_eq!(drops.load(Ordering::Relaxed) as u64, n + 10);
+}

@@ -4,6 +4,7 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench_sched;
+mod bench_shape;
 mod sim;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
@@ -62,6 +63,9 @@ enum BenchCmd {
     /// (1, 64, 512+64, 4096, 32768 flows and the QFQ paper's mix), medians
     /// of several interleaved runs, in Markdown.
     Table(bench_sched::TableArgs),
+    /// Closed-loop EDT shaping benchmark: MLTW, timing wheel and cFFS side
+    /// by side.
+    Shape(bench_shape::ShapeArgs),
 }
 
 fn main() -> std::process::ExitCode {
@@ -80,6 +84,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
         Cmd::Sim(a) => sim::run(&a),
+        Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s),
         Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL

@@ -538,6 +538,21 @@ impl<T> FlowTable<T> {
             Slot::Free { .. } => None,
         })
     }
+    /// Refuses a `max_len` below a packet already queued in `id`.
+    pub(crate) fn check_max_len(
+        &self,
+        id: FlowId,
+        max_len: Bytes,
+    ) -> Result<(), crate::sched::ConfigError> {
+        match self.packets(id).map(|p| p.len).max() {
+            Some(queued) if queued > max_len => Err(crate::sched::ConfigError::MaxLenBelowQueued {
+                flow: id,
+                max_len,
+                queued,
+            }),
+            _ => Ok(()),
+        }
+    }
     /// The head packet of a live flow.
     pub fn head(&self, id: FlowId) -> Option<&Pkt<T>> {
         self.packets(id).next()

@@ -12,6 +12,8 @@
 //!   circular FFS, gradient queue, bucket heap) behind one trait.
 //! - [`policy`]: programmable policy trees (Eiffel): per-node rank
 //!   functions over integer priority queues and one shared shaper.
+//! - [`shape`]: EDT pacing, timing wheels (single and multi-level), the
+//!   cFFS shaper and the shaping scheduler.
 //! - [`harness`]: the dummynet-style closed-loop benchmark harness.
 //!
 //! Time is always an argument (`now: Nanos`), so everything here runs the
@@ -26,6 +28,7 @@ pub mod harness;
 pub mod policy;
 pub mod pq;
 pub mod sched;
+pub mod shape;
 pub mod units;
 
 pub use flow::{Counter, Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};

@@ -718,14 +718,7 @@ impl<T> Scheduler<T> for PolicySched<T> {
         };
         let node = self.fm[flow.index()].parent as usize;
         self.check(node, &cfg)?;
-        let big = self.flows.packets(flow).map(|p| p.len).max();
-        if let Some(big) = big.filter(|&b| b > cfg.max_len) {
-            return Err(ConfigError::MaxLenBelowQueued {
-                flow,
-                max_len: cfg.max_len,
-                queued: big,
-            });
-        }
+        self.flows.check_max_len(flow, cfg.max_len)?;
         let queued = self.fm[flow.index()].slot != Slot::Idle;
         if queued {
             self.detach(flow.0);

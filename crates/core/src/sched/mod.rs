@@ -374,14 +374,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
             u64::from(cfg.weight),
             u64::from(old.weight),
         )?;
-        let big = self.flows.packets(flow).map(|p| p.len).max();
-        if let Some(big) = big.filter(|&b| b > cfg.max_len) {
-            return Err(ConfigError::MaxLenBelowQueued {
-                flow,
-                max_len: cfg.max_len,
-                queued: big,
-            });
-        }
+        self.flows.check_max_len(flow, cfg.max_len)?;
         let head = self.flows.head(flow).map(|p| p.len);
         // A lower limit never drops what is queued: arrivals are refused
         // until the queue drains below it.

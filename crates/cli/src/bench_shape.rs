@@ -1,0 +1,239 @@
+//! `pktsched bench shape`: closed-loop EDT shaping benchmark, structures
+//! side by side in one run.
+
+use std::time::Instant;
+
+use anyhow::{Result, anyhow};
+use pktsched_core::shape::{CffsShaper, Shaper, TimeQueue, WheelConfig, Wheels};
+use pktsched_core::{FlowConfig, Nanos, Pkt, Rate, Scheduler};
+
+/// Arguments of `bench shape`.
+#[derive(Debug, clap::Args)]
+pub(crate) struct ShapeArgs {
+    /// Numbers of flows, comma separated.
+    #[arg(long, default_value = "1,4,16,1000,100000")]
+    flows: String,
+    /// Per-flow rates, comma separated, cycled over the flows.
+    #[arg(long, default_value = "10gbit")]
+    rate: String,
+    /// Packet length in bytes.
+    #[arg(long, default_value_t = 1500)]
+    len: u32,
+    /// Packets released per run (per flow count and structure).
+    #[arg(short = 'n', long, default_value_t = 2_000_000)]
+    pkts: u64,
+    /// Packets each flow keeps queued in the shaper.
+    #[arg(long, default_value_t = 4)]
+    outstanding: u64,
+    /// Slot width of the single wheel and the cFFS, ns (power of two).
+    #[arg(long, default_value_t = 64)]
+    gran: u64,
+    /// Finest slot of the MLTW, ns (power of two).
+    #[arg(long, default_value_t = 1)]
+    mltw_gran: u64,
+    /// Memory cap for each structure's tables, bytes.
+    #[arg(long, default_value_t = 1 << 30)]
+    max_memory: usize,
+    /// Structures: mltw, wheel, cffs.
+    #[arg(long, default_value = "mltw,wheel,cffs")]
+    structs: String,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, serde::Serialize)]
+struct Res {
+    structure: &'static str,
+    flows: usize,
+    pkts: u64,
+    ns_per_pkt: f64,
+    cpu_ns_per_pkt: Option<f64>,
+    rate_err_max: f64,
+    rate_err_median: f64,
+    max_burst_bytes: u64,
+    wakeups: u64,
+    wakeups_per_sec: f64,
+    max_batch: u64,
+    batches_log2: Vec<u64>,
+    max_lateness_ns: u64,
+    memory_bytes: usize,
+}
+
+fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}
+
+fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result<Res> {
+    let mut sh: Shaper<Q, u64> = Shaper::new(q, Rate::gbit(1));
+    let mut flows = Vec::with_capacity(n);
+    for i in 0..n {
+        let cfg = FlowConfig::default().with_max_len(a.len.max(64));
+        flows.push(
+            sh.add_flow_bps(cfg, rates[i % rates.len()])
+                .map_err(|e| anyhow!("{e}"))?,
+        );
+    }
+    let per_flow = (a.pkts / n as u64).max(a.outstanding + 2);
+    let mut sent = vec![0u64; n];
+    let mut first = vec![0u64; n];
+    let mut last = vec![0u64; n];
+    let mut bytes = vec![0u64; n];
+    let mut cnt = vec![0u64; n];
+    let (mut burst_t, mut burst, mut max_burst) = (vec![u64::MAX; n], vec![0u64; n], 0u64);
+    for (i, &f) in flows.iter().enumerate() {
+        for _ in 0..a.outstanding {
+            sh.enqueue(Pkt::new(f, a.len, Nanos::ZERO, i as u64), Nanos::ZERO)
+                .map_err(|r| anyhow!("enqueue refused: {}", r.reason))?;
+            sent[i] += 1;
+        }
+    }
+    let cpu0 = thread_cpu_ns();
+    let t0 = Instant::now();
+    let mut now = Nanos::ZERO;
+    let mut released = 0u64;
+    while let Some(t) = sh.next_ready(now) {
+        now = t;
+        while let Some(p) = sh.dequeue(now) {
+            released += 1;
+            let i = p.item as usize;
+            if cnt[i] == 0 {
+                first[i] = now.0;
+            } else {
+                bytes[i] += u64::from(p.len);
+            }
+            cnt[i] += 1;
+            last[i] = now.0;
+            if burst_t[i] == now.0 {
+                burst[i] += u64::from(p.len);
+            } else {
+                burst_t[i] = now.0;
+                burst[i] = u64::from(p.len);
+            }
+            max_burst = max_burst.max(burst[i]);
+            if sent[i] < per_flow {
+                sent[i] += 1;
+                let _ = sh.enqueue(Pkt::new(p.flow, a.len, now, i as u64), now);
+            }
+        }
+    }
+    let wall = t0.elapsed().as_nanos() as f64;
+    let cpu = thread_cpu_ns().zip(cpu0).map(|(b, a)| (b - a) as f64);
+    let mut errs: Vec<f64> = (0..n)
+        .filter(|&i| last[i] > first[i])
+        .map(|i| {
+            let bps = rates[i % rates.len()] as f64;
+            let got = bytes[i] as f64 * 8e9 / (last[i] - first[i]) as f64;
+            (got - bps).abs() / bps
+        })
+        .collect();
+    errs.sort_by(f64::total_cmp);
+    let st = *sh.shape_stats();
+    let hist_len = st.batches.iter().rposition(|&b| b > 0).map_or(0, |p| p + 1);
+    Ok(Res {
+        structure: sh.name(),
+        flows: n,
+        pkts: released,
+        ns_per_pkt: wall / released.max(1) as f64,
+        cpu_ns_per_pkt: cpu.map(|c| c / released.max(1) as f64),
+        rate_err_max: errs.last().copied().unwrap_or(0.0),
+        rate_err_median: errs.get(errs.len() / 2).copied().unwrap_or(0.0),
+        max_burst_bytes: max_burst,
+        wakeups: st.wakeups,
+        wakeups_per_sec: st.wakeups as f64 * 1e9 / now.0.max(1) as f64,
+        max_batch: st.max_batch,
+        batches_log2: st.batches[..hist_len].to_vec(),
+        max_lateness_ns: st.max_lateness,
+        memory_bytes: sh.memory_bytes(),
+    })
+}
+
+pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
+    let rates: Vec<u64> = a
+        .rate
+        .split(',')
+        .map(|s| {
+            Rate::parse(s.trim())
+                .map(|r| r.as_bps())
+                .map_err(|e| anyhow!("--rate: {e}"))
+        })
+        .collect::<Result<_>>()?;
+    let flows: Vec<usize> = a
+        .flows
+        .split(',')
+        .map(|s| s.trim().parse().map_err(|e| anyhow!("--flows `{s}`: {e}")))
+        .collect::<Result<_>>()?;
+    let slowest = rates.iter().copied().min().unwrap_or(1);
+    // Horizon: the outstanding packets of the slowest flow, twice over.
+    let spacing = Rate::bps(slowest).tx_time(u64::from(a.len)).0;
+    let horizon = Nanos(spacing.saturating_mul(2 * (a.outstanding + 1)));
+    let mut out = Vec::new();
+    for &n in &flows {
+        for s in a.structs.split(',') {
+            let r = match s.trim() {
+                "mltw" => Wheels::new(
+                    WheelConfig::mltw(a.mltw_gran, 1024, horizon).max_memory(a.max_memory),
+                )
+                .map_err(|e| anyhow!("{e}"))
+                .and_then(|q| run_one(q, a, n, &rates)),
+                "wheel" => {
+                    Wheels::new(WheelConfig::single(a.gran, horizon).max_memory(a.max_memory))
+                        .map_err(|e| anyhow!("{e}"))
+                        .and_then(|q| run_one(q, a, n, &rates))
+                }
+                "cffs" => CffsShaper::new(a.gran, horizon, a.max_memory)
+                    .map_err(|e| anyhow!("{e}"))
+                    .and_then(|q| run_one(q, a, n, &rates)),
+                other => {
+                    return Err(anyhow!(
+                        "unknown structure `{other}`; allowed: mltw, wheel, cffs"
+                    ));
+                }
+            };
+            match r {
+                Ok(r) => out.push(r),
+                Err(e) => eprintln!("{s} at {n} flows: skipped: {e}"),
+            }
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!(
+        "{:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>6} {:>8} {:>11}",
+        "struct",
+        "flows",
+        "pkts",
+        "ns/pkt",
+        "cpu ns",
+        "err max",
+        "err med",
+        "burst",
+        "wakeups",
+        "wake/s",
+        "batch",
+        "late ns",
+        "memory"
+    );
+    for r in &out {
+        println!(
+            "{:<6} {:>7} {:>9} {:>8.1} {:>8.1} {:>8.4}% {:>8.4}% {:>7} {:>10} {:>9.0} {:>6} {:>8} {:>11}",
+            r.structure,
+            r.flows,
+            r.pkts,
+            r.ns_per_pkt,
+            r.cpu_ns_per_pkt.unwrap_or(f64::NAN),
+            r.rate_err_max * 100.0,
+            r.rate_err_median * 100.0,
+            r.max_burst_bytes,
+            r.wakeups,
+            r.wakeups_per_sec,
+            r.max_batch,
+            r.max_lateness_ns,
+            r.memory_bytes
+        );
+    }
+    Ok(())
+}

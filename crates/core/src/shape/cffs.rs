@@ -1,0 +1,129 @@
+//! The Eiffel shaper: one [`Cffs`] over departure times.
+
+use std::collections::VecDeque;
+
+use super::{Entry, ShapeConfigError, TimeQueue};
+use crate::pq::{BucketConfig, Cffs, IntPq, OutOfRange};
+use crate::units::Nanos;
+
+/// An EDT shaper on Eiffel's circular hierarchical FFS queue: bucket width
+/// `granularity` ns, `buckets` buckets per half (horizon `buckets ×
+/// granularity`, the second half is the look-ahead buffer).
+///
+/// An entry is ranked by its *ceil slot time* (the first multiple of the
+/// granularity at or after its EDT) and leaves once `now` reaches that
+/// time: never early, late by at most `granularity − 1` ns. One entry per
+/// pop (no batching beyond what the caller asks for).
+#[derive(Clone, Debug)]
+pub struct CffsShaper {
+    q: Cffs<Entry>,
+    g: u64,
+    buckets: usize,
+}
+
+impl CffsShaper {
+    /// Largest memory by default: 64 MiB.
+    pub const DEFAULT_MAX_MEMORY: usize = 64 << 20;
+
+    /// Bytes the bucket tables and bitmaps of a cFFS shaper with this
+    /// granularity and horizon take: `2 · n · 8 + 2 · n/8 · 64/63` with
+    /// `n = horizon / granularity` (not counting the queued entries).
+    pub fn fixed_memory(granularity: u64, horizon: Nanos) -> u128 {
+        let n = u128::from(horizon.0.div_ceil(granularity.max(1)));
+        2 * n * 8 + 2 * (n / 8) * 64 / 63
+    }
+
+    /// A shaper whose first half covers `horizon` ns in buckets of
+    /// `granularity` ns; refused if its tables would exceed `max_memory`.
+    pub fn new(
+        granularity: u64,
+        horizon: Nanos,
+        max_memory: usize,
+    ) -> Result<CffsShaper, ShapeConfigError> {
+        if granularity == 0 {
+            return Err(ShapeConfigError::new(
+                "cffs",
+                "granularity",
+                "0 ns",
+                "1..=2^40 ns",
+            ));
+        }
+        let mem = Self::fixed_memory(granularity, horizon);
+        if mem > max_memory as u128 {
+            return Err(ShapeConfigError::new(
+                "cffs",
+                "memory",
+                format!(
+                    "{mem} bytes ({} ns horizon / {granularity} ns buckets × 2 halves)",
+                    horizon.0
+                ),
+                format!("at most max_memory = {max_memory} bytes"),
+            ));
+        }
+        let buckets = usize::try_from(horizon.0.div_ceil(granularity).max(1)).unwrap_or(usize::MAX);
+        let cfg = BucketConfig::new(buckets)
+            .granularity(granularity)
+            .policy(OutOfRange::Clamp, OutOfRange::Reject);
+        let q = Cffs::new(cfg)
+            .map_err(|e| ShapeConfigError::new("cffs", "buckets", buckets, e.to_string()))?;
+        Ok(CffsShaper {
+            q,
+            g: granularity,
+            buckets,
+        })
+    }
+}
+
+impl TimeQueue for CffsShaper {
+    fn name(&self) -> &'static str {
+        "cffs"
+    }
+
+    fn level_for(&self, _spacing: Nanos) -> u8 {
+        0
+    }
+
+    fn granularity(&self, _level: u8) -> Nanos {
+        Nanos(self.g)
+    }
+
+    fn min_spacing(&self) -> Nanos {
+        Nanos(self.g)
+    }
+
+    fn horizon(&self) -> Nanos {
+        Nanos(self.g.saturating_mul(self.buckets as u64))
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry, _level: u8) -> Result<(), Entry> {
+        let t = e.edt.div_ceil(self.g).saturating_mul(self.g);
+        self.q.push(t, e).map(|_| ()).map_err(|err| err.value)
+    }
+
+    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
+        let mut n = 0;
+        while self.q.peek_min_rank().is_some_and(|t| t <= now.0) {
+            match self.q.pop_min() {
+                Some((_, e)) => {
+                    out.push_back(e);
+                    n += 1;
+                }
+                None => break,
+            }
+        }
+        n
+    }
+
+    fn next_due(&self) -> Option<Nanos> {
+        self.q.peek_min_rank().map(Nanos)
+    }
+
+    fn len(&self) -> usize {
+        self.q.len()
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.q.memory_bytes()
+    }
+}

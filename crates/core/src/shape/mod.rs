@@ -1,0 +1,164 @@
+//! Traffic shaping with earliest departure times (EDT): per-flow pacing,
+//! time-indexed queues and a shaping [`Scheduler`](crate::Scheduler).
+//!
+//! - [`Pacer`] stamps each packet with `EDT_i = max(now, EDT_{i−1}) + L_i/R`
+//!   in exact integer arithmetic (picosecond remainders carried, so long runs
+//!   do not drift); the rate can change at any time.
+//! - [`TimeQueue`] is what orders stamped packets by time. Three
+//!   implementations: [`Wheels`] with one level (Carousel's timing wheel)
+//!   or many (FlowBundler's multi-level timing wheel, MLTW), and
+//!   [`CffsShaper`] (Eiffel's cFFS over departure times).
+//! - [`Shaper`] couples a time queue with the flow table and implements the
+//!   [`Scheduler`](crate::Scheduler) trait.
+//! - [`TokenBucket`] / [`Tbf`]: the classic token-bucket baseline (rate,
+//!   burst, limit).
+//! - [`DestClassifier`] and [`RateEstimator`]: hashed destination
+//!   classification and an EWMA rate estimate for aggregates whose rate is
+//!   not configured.
+//!
+//! # Release policy (all time queues)
+//!
+//! An entry with departure time `e` is filed under its **ceil slot time**:
+//! the first multiple of its slot width `g` that is `>= e`. A slot is
+//! released when `now` reaches its time, so **no packet ever leaves before
+//! its EDT**, and a packet released at `next_ready()` is late by at most
+//! `g − 1` ns (plus whatever delay the caller adds by calling late):
+//!
+//! | structure | slot width `g` of a packet | lateness bound |
+//! | --- | --- | --- |
+//! | single wheel | the wheel's granularity | `g − 1` |
+//! | cFFS shaper | the bucket width | `g − 1` |
+//! | MLTW | `g0·2^q` of the flow's wheel `q` (`q = fls(MTU/R / g0) − 1`, so `g ≤ MTU/R`) | `g0·2^q − 1 < MTU/R` |
+//!
+//! Since a flow's wheel has slots no wider than one MTU's transmission time,
+//! a flow releases at most the bytes due in one slot plus one packet at a
+//! time: an **intra-flow burst of at most 2 MTU**. Stamps are exact, so
+//! lateness never accumulates: the long-run rate is exact.
+//!
+//! # MLTW
+//!
+//! Level `i` is a wheel of `N` slots of `g0·2^i` ns. A packet for a flow on
+//! wheel `q` whose ceil slot is `a` goes to wheel `q + k` slot `a >> k` with
+//! `k = min(ctz(a), top − q)`: a slot time shared by several levels always
+//! lives in the coarsest of them, so one release takes every packet due at
+//! that instant from one slot (inter-flow batching). A packet beyond its
+//! wheel's horizon (`N` slots) is parked in the first coarser wheel that
+//! reaches it, at its floor slot, and goes back to its own wheel when that
+//! slot comes (never clamped, never early, no extra lateness). `release`
+//! takes every slot whose time is `<= now` from every level as one batch.
+//!
+//! # Memory
+//!
+//! | structure | fixed memory |
+//! | --- | --- |
+//! | single wheel | `S · 8 + S/8` bytes, `S = horizon / g` rounded up to a power of two |
+//! | cFFS | `2 · n · 8 + 2 · n/8` bytes, `n = horizon / g` |
+//! | MLTW | `L · (N · 8 + N/8)` bytes, `L = log2(horizon / (g0·N)) + 1` |
+//!
+//! plus 24 bytes (wheels) or the arena's node size (cFFS) per queued packet.
+//! At 1 ns granularity and a 256 s horizon the MLTW with `N = 1024` needs
+//! 29 levels, about 240 KB; a single wheel would need 2^38 slots (≈ 2.2 TB)
+//! and the cFFS about 4.4 TB, so both are refused by the memory cap.
+//!
+//! # Configuration errors
+//!
+//! Structures are checked when built ([`ShapeConfigError`] names the
+//! field, the value and the allowed range: granularity, slots, levels,
+//! memory above the cap) and flow rates when a flow is added or its rate
+//! changed ([`ConfigError::OutOfRange`](crate::ConfigError) with field
+//! `rate`: zero, faster than one `max_len` packet per slot of the finest
+//! granularity, or slower than one `max_len` packet per horizon).
+
+use std::collections::VecDeque;
+
+use crate::units::Nanos;
+
+mod cffs;
+mod classify;
+mod edt;
+mod shaper;
+mod tbf;
+mod wheel;
+
+#[cfg(test)]
+mod tests;
+
+pub use cffs::CffsShaper;
+pub use classify::{DestClassifier, RateEstimator};
+pub use edt::Pacer;
+pub use shaper::{ShapeStats, Shaper};
+pub use tbf::{Tbf, TokenBucket};
+pub use wheel::{WheelConfig, Wheels};
+
+/// One stamped packet as a time queue sees it: its departure time, its
+/// flow and the flow's generation (entries of a removed flow are skipped).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Entry {
+    /// Earliest departure time, ns.
+    pub edt: u64,
+    /// Flow index.
+    pub flow: u32,
+    /// Generation of the flow when the entry was made.
+    pub generation: u32,
+}
+
+/// A time-indexed queue of stamped packets.
+pub trait TimeQueue {
+    /// Short name (`wheel`, `mltw`, `cffs`).
+    fn name(&self) -> &'static str;
+    /// The level (wheel) for a flow whose `max_len` packet takes `spacing`
+    /// ns; 0 for single-level structures.
+    fn level_for(&self, spacing: Nanos) -> u8;
+    /// Slot width of `level`: packets there are late by at most this − 1 ns.
+    fn granularity(&self, level: u8) -> Nanos;
+    /// Smallest per-packet spacing a flow may have (the finest slot).
+    fn min_spacing(&self) -> Nanos;
+    /// How far ahead of the last release an entry can be filed.
+    fn horizon(&self) -> Nanos;
+    /// Files an entry; it comes back if it lies beyond the horizon.
+    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry>;
+    /// Appends every entry whose slot time is `<= now` to `out` (one batch);
+    /// returns how many.
+    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize;
+    /// Time of the first non-empty slot, if any.
+    fn next_due(&self) -> Option<Nanos>;
+    /// Entries filed.
+    fn len(&self) -> usize;
+    /// True if nothing is filed.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+    /// Heap memory in bytes.
+    fn memory_bytes(&self) -> usize;
+}
+
+/// A bad shaping-structure parameter, naming the field, the value and what
+/// is allowed.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{structure}: {field} = {value} is out of range: allowed {allowed}")]
+pub struct ShapeConfigError {
+    /// The structure (`wheel`, `mltw`, `cffs`, `tbf`).
+    pub structure: &'static str,
+    /// The parameter.
+    pub field: &'static str,
+    /// The value given, printed.
+    pub value: String,
+    /// What is allowed, printed.
+    pub allowed: String,
+}
+
+impl ShapeConfigError {
+    pub(crate) fn new(
+        structure: &'static str,
+        field: &'static str,
+        value: impl ToString,
+        allowed: impl ToString,
+    ) -> ShapeConfigError {
+        ShapeConfigError {
+            structure,
+            field,
+            value: value.to_string(),
+            allowed: allowed.to_string(),
+        }
+    }
+}

@@ -1,0 +1,344 @@
+//! [`Shaper`]: the EDT shaping scheduler over any [`TimeQueue`].
+
+use std::collections::VecDeque;
+
+use super::{Entry, Pacer, TimeQueue};
+use crate::flow::{Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::sched::{Backlog, ConfigError, Limits, Scheduler};
+use crate::units::{Nanos, Rate};
+
+#[derive(Clone, Copy, Debug)]
+struct FlowShape {
+    pacer: Pacer,
+    level: u8,
+    generation: u32,
+}
+
+/// Release statistics of a [`Shaper`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ShapeStats {
+    /// Releases that produced at least one packet (a caller sleeping until
+    /// `next_ready` wakes this often).
+    pub wakeups: u64,
+    /// Releases at a due slot that produced nothing (entries of removed
+    /// flows, or entries moved back from a coarser wheel).
+    pub empty_wakeups: u64,
+    /// Batch sizes: `batches[i]` counts releases of `2^i ..= 2^(i+1) − 1`
+    /// packets (the last bucket takes everything larger).
+    pub batches: [u64; 16],
+    /// Largest batch.
+    pub max_batch: u64,
+    /// Packets released.
+    pub released: u64,
+    /// Largest `now − EDT` at dequeue, ns.
+    pub max_lateness: u64,
+    /// Sum of `now − EDT` at dequeue, ns.
+    pub lateness_sum: u128,
+    /// Packets refused because their EDT lay beyond the horizon (counted
+    /// as `QueueFull` drops).
+    pub beyond_horizon: u64,
+}
+
+/// An EDT shaper: every flow has a rate ([`Pacer`]); each accepted packet
+/// is stamped and filed in the time queue `Q`; `dequeue(now)` releases
+/// packets whose slot time is `<= now`, a whole batch per wake-up.
+///
+/// Never releases a packet before its EDT; see the [module docs](super)
+/// for the lateness bound of each `Q`. Flows added through
+/// [`Scheduler::add_flow`] get the shaper's default rate; use
+/// [`Shaper::add_flow_rate`] / [`Shaper::set_rate`] to choose.
+#[derive(Debug)]
+pub struct Shaper<Q, T> {
+    flows: FlowTable<T>,
+    shape: Vec<FlowShape>,
+    q: Q,
+    ready: VecDeque<Entry>,
+    stats: Counters,
+    queued: u64,
+    default_rate: Rate,
+    st: ShapeStats,
+}
+
+impl<Q: TimeQueue, T> Shaper<Q, T> {
+    /// A shaper over `q`; flows added without a rate get `default_rate`.
+    pub fn new(q: Q, default_rate: Rate) -> Shaper<Q, T> {
+        Shaper {
+            flows: FlowTable::default(),
+            shape: Vec::new(),
+            q,
+            ready: VecDeque::new(),
+            stats: Counters::default(),
+            queued: 0,
+            default_rate,
+            st: ShapeStats::default(),
+        }
+    }
+
+    /// The time queue (read only).
+    pub fn queue(&self) -> &Q {
+        &self.q
+    }
+
+    /// Release statistics.
+    pub fn shape_stats(&self) -> &ShapeStats {
+        &self.st
+    }
+
+    /// Heap memory: flow table, per-flow state, time queue, batch buffer.
+    pub fn memory_bytes(&self) -> usize {
+        self.flows.memory_bytes()
+            + self.shape.capacity() * core::mem::size_of::<FlowShape>()
+            + self.q.memory_bytes()
+            + self.ready.capacity() * core::mem::size_of::<Entry>()
+    }
+
+    /// Allowed rates (bits/s) for packets of up to `max_len` bytes:
+    /// at least one `max_len` packet per horizon, at most one per finest
+    /// slot.
+    pub fn rate_range(&self, max_len: u32) -> (u64, u64) {
+        let bits_ns = u128::from(max_len) * 8_000_000_000;
+        let h = u128::from(self.q.horizon().0.max(1));
+        let g = u128::from(self.q.min_spacing().0.max(1));
+        let min = bits_ns.div_ceil(h).max(1);
+        let max = bits_ns / g;
+        (
+            u64::try_from(min).unwrap_or(u64::MAX),
+            u64::try_from(max).unwrap_or(u64::MAX),
+        )
+    }
+
+    fn check_rate(&self, bps: u64, max_len: u32) -> Result<Rate, ConfigError> {
+        let (min, max) = self.rate_range(max_len);
+        match Rate::from_bps(bps) {
+            Some(r) if bps >= min && bps <= max => Ok(r),
+            _ => Err(ConfigError::OutOfRange {
+                alg: self.q.name(),
+                field: "rate",
+                value: bps,
+                min,
+                max,
+            }),
+        }
+    }
+
+    /// Adds a flow shaped at `rate` bits/s (0 is refused with a
+    /// [`ConfigError::OutOfRange`] naming `rate` and the allowed range).
+    pub fn add_flow_bps(&mut self, cfg: FlowConfig, bps: u64) -> Result<FlowId, ConfigError> {
+        let rate = self.check_rate(bps, cfg.max_len)?;
+        Limits::generic(self.q.name()).check(&cfg)?;
+        let id = self.flows.insert(cfg);
+        let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
+        let fs = FlowShape {
+            pacer: Pacer::new(rate),
+            level,
+            generation: 0,
+        };
+        match self.shape.get_mut(id.index()) {
+            Some(s) => {
+                let generation = s.generation.wrapping_add(1);
+                *s = FlowShape { generation, ..fs };
+            }
+            None => self.shape.push(fs),
+        }
+        Ok(id)
+    }
+
+    /// Adds a flow shaped at `rate`.
+    pub fn add_flow_rate(&mut self, cfg: FlowConfig, rate: Rate) -> Result<FlowId, ConfigError> {
+        self.add_flow_bps(cfg, rate.as_bps())
+    }
+
+    /// Changes a flow's rate at run time: packets already queued keep their
+    /// departure times, later ones are spaced at the new rate.
+    pub fn set_rate(&mut self, flow: FlowId, bps: u64) -> Result<(), ConfigError> {
+        let Some(cfg) = self.flows.config(flow) else {
+            return Err(ConfigError::UnknownFlow(flow));
+        };
+        let rate = self.check_rate(bps, cfg.max_len)?;
+        let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
+        let s = &mut self.shape[flow.index()];
+        s.pacer.set_rate(rate);
+        s.level = level;
+        Ok(())
+    }
+
+    /// The rate of a flow.
+    pub fn rate(&self, flow: FlowId) -> Option<Rate> {
+        self.flows
+            .contains(flow)
+            .then(|| self.shape[flow.index()].pacer.rate())
+    }
+
+    /// The wheel level a flow's packets are filed under.
+    pub fn level(&self, flow: FlowId) -> Option<u8> {
+        self.flows
+            .contains(flow)
+            .then(|| self.shape[flow.index()].level)
+    }
+
+    /// Lateness bound of a flow's packets when dequeued at `next_ready`:
+    /// its slot width − 1 ns.
+    pub fn lateness_bound(&self, flow: FlowId) -> Option<Nanos> {
+        self.level(flow)
+            .map(|l| Nanos(self.q.granularity(l).0.saturating_sub(1)))
+    }
+
+    /// Like [`Scheduler::dequeue`], also returning the EDT the packet was
+    /// filed with.
+    #[inline]
+    pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
+        loop {
+            if self.ready.is_empty() {
+                if self.queued == 0 {
+                    return None;
+                }
+                if self.q.next_due().is_none_or(|t| t > now) {
+                    self.stats.overlimits += 1;
+                    return None;
+                }
+                let n = self.q.release(now, &mut self.ready) as u64;
+                if n == 0 {
+                    self.st.empty_wakeups += 1;
+                    return None;
+                }
+                self.st.wakeups += 1;
+                let b = (63 - n.leading_zeros() as usize).min(15);
+                self.st.batches[b] += 1;
+                self.st.max_batch = self.st.max_batch.max(n);
+            }
+            let e = self.ready.pop_front()?;
+            let fid = FlowId(e.flow);
+            if self.shape[fid.index()].generation != e.generation || !self.flows.contains(fid) {
+                continue;
+            }
+            let Some((pkt, _)) = self.flows.pop(fid) else {
+                continue;
+            };
+            self.stats.dequeued.add(pkt.len);
+            self.queued -= 1;
+            let late = now.0.saturating_sub(e.edt);
+            self.st.released += 1;
+            self.st.lateness_sum += u128::from(late);
+            self.st.max_lateness = self.st.max_lateness.max(late);
+            return Some((pkt, Nanos(e.edt)));
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Result<(), Rejected<T>> {
+        self.stats.drop(reason, pkt.len);
+        self.flows.count_drop(pkt.flow, reason, pkt.len);
+        Err(Rejected { pkt, reason })
+    }
+}
+
+impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
+    fn name(&self) -> &'static str {
+        self.q.name()
+    }
+
+    fn limits(&self) -> Limits {
+        Limits::generic(self.q.name())
+    }
+
+    fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
+        self.add_flow_bps(cfg, self.default_rate.as_bps())
+    }
+
+    fn change_flow(
+        &mut self,
+        flow: FlowId,
+        cfg: FlowConfig,
+        _now: Nanos,
+    ) -> Result<(), ConfigError> {
+        if self.flows.config(flow).is_none() {
+            return Err(ConfigError::UnknownFlow(flow));
+        }
+        Limits::generic(self.q.name()).check(&cfg)?;
+        self.flows.check_max_len(flow, cfg.max_len)?;
+        let rate = self.shape[flow.index()].pacer.rate();
+        self.check_rate(rate.as_bps(), cfg.max_len)?;
+        self.flows.set_config(flow, cfg);
+        self.shape[flow.index()].level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
+        Ok(())
+    }
+
+    fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError> {
+        if !self.flows.contains(flow) {
+            return Err(ConfigError::UnknownFlow(flow));
+        }
+        // Entries still filed for this flow are skipped when released.
+        let s = &mut self.shape[flow.index()];
+        s.generation = s.generation.wrapping_add(1);
+        let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
+        for p in &pkts {
+            self.queued -= 1;
+            self.stats.drop(DropReason::Removed, p.len);
+        }
+        Ok(pkts)
+    }
+
+    #[inline]
+    fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
+        if let Some(r) = self.flows.refusal(&pkt, false) {
+            return self.refuse(pkt, r);
+        }
+        let s = &mut self.shape[pkt.flow.index()];
+        let saved = s.pacer;
+        let edt = s.pacer.stamp(pkt.len, now);
+        let e = Entry {
+            edt: edt.0,
+            flow: pkt.flow.0,
+            generation: s.generation,
+        };
+        if self.q.push(e, s.level).is_err() {
+            self.shape[pkt.flow.index()].pacer = saved;
+            self.st.beyond_horizon += 1;
+            return self.refuse(pkt, DropReason::QueueFull);
+        }
+        let len = pkt.len;
+        self.flows.push(pkt);
+        self.stats.enqueued.add(len);
+        self.queued += 1;
+        Ok(())
+    }
+
+    #[inline]
+    fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>> {
+        self.dequeue_edt(now).map(|(p, _)| p)
+    }
+
+    fn next_ready(&self, now: Nanos) -> Option<Nanos> {
+        if self.queued == 0 {
+            return None;
+        }
+        if !self.ready.is_empty() {
+            return Some(now);
+        }
+        self.q.next_due().map(|t| t.max(now))
+    }
+
+    fn backlog(&self) -> Backlog {
+        Backlog {
+            pkts: self.queued,
+            bytes: self.stats.with_backlog().backlog.bytes,
+        }
+    }
+
+    fn stats(&self) -> Counters {
+        self.stats.with_backlog()
+    }
+
+    fn flow_stats(&self, flow: FlowId) -> Option<Counters> {
+        self.flows.stats(flow)
+    }
+
+    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig> {
+        self.flows.config(flow)
+    }
+
+    fn flow_ids(&self) -> Vec<FlowId> {
+        self.flows.ids().collect()
+    }
+}

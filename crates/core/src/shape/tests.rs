@@ -1,0 +1,375 @@
+use super::*;
+use crate::{FlowConfig, FlowId, Nanos, Pkt, Rate, Scheduler};
+
+const MTU: u32 = 1500;
+
+fn mltw(g: u64, horizon: Nanos) -> Wheels {
+    Wheels::new(WheelConfig::mltw(g, 1024, horizon)).expect("mltw")
+}
+
+#[derive(Clone, Debug, Default)]
+struct Rec {
+    n: u64,
+    first: u64,
+    last: u64,
+    bytes_after_first: u64,
+    burst_t: u64,
+    burst: u64,
+    max_burst: u64,
+}
+
+/// Closed loop: `k` packets per flow outstanding, `per_flow` packets each;
+/// checks no early release and the lateness bound on every packet.
+fn closed_loop<Q: TimeQueue>(
+    sh: &mut Shaper<Q, u64>,
+    flows: &[FlowId],
+    k: u64,
+    len: u32,
+    per_flow: u64,
+) -> Vec<Rec> {
+    let mut sent = vec![0u64; flows.len()];
+    let mut rec = vec![Rec::default(); flows.len()];
+    for (i, &f) in flows.iter().enumerate() {
+        for _ in 0..k.min(per_flow) {
+            sh.enqueue(Pkt::new(f, len, Nanos::ZERO, i as u64), Nanos::ZERO)
+                .expect("enqueue");
+            sent[i] += 1;
+        }
+    }
+    let mut now = Nanos::ZERO;
+    while let Some(t) = sh.next_ready(now) {
+        assert!(t >= now);
+        now = t;
+        while let Some((p, edt)) = sh.dequeue_edt(now) {
+            let i = p.item as usize;
+            assert!(edt <= now, "early release: edt {edt:?} now {now:?}");
+            let bound = sh.lateness_bound(p.flow).expect("flow").0;
+            assert!(
+                now.0 - edt.0 <= bound,
+                "late by {} > {bound}",
+                now.0 - edt.0
+            );
+            let r = &mut rec[i];
+            if r.n == 0 {
+                r.first = now.0;
+            } else {
+                r.bytes_after_first += u64::from(p.len);
+            }
+            r.n += 1;
+            r.last = now.0;
+            if r.burst_t == now.0 && r.n > 1 {
+                r.burst += u64::from(p.len);
+            } else {
+                r.burst_t = now.0;
+                r.burst = u64::from(p.len);
+            }
+            r.max_burst = r.max_burst.max(r.burst);
+            if sent[i] < per_flow {
+                sh.enqueue(Pkt::new(p.flow, len, now, i as u64), now)
+                    .expect("enqueue");
+                sent[i] += 1;
+            }
+        }
+    }
+    let c = sh.stats();
+    assert!(c.conserved());
+    assert_eq!(c.dequeued.pkts, per_flow * flows.len() as u64);
+    rec
+}
+
+fn rate_err(r: &Rec, bps: u64) -> f64 {
+    let achieved = r.bytes_after_first as f64 * 8e9 / (r.last - r.first) as f64;
+    (achieved - bps as f64).abs() / bps as f64
+}
+
+#[test]
+fn mltw_rates_10kbit_to_100gbit_within_1pct_with_2mtu_bursts() {
+    let rates: [u64; 8] = [
+        10_000,
+        1_000_000,
+        37_000_000,
+        1_000_000_000,
+        7_000_000_000,
+        10_000_000_000,
+        40_000_000_000,
+        100_000_000_000,
+    ];
+    let mut sh = Shaper::new(mltw(64, Nanos::from_secs(8)), Rate::gbit(1));
+    let flows: Vec<FlowId> = rates
+        .iter()
+        .map(|&r| sh.add_flow_bps(FlowConfig::default(), r).expect("flow"))
+        .collect();
+    let rec = closed_loop(&mut sh, &flows, 4, MTU, 300);
+    for (r, &bps) in rec.iter().zip(&rates) {
+        assert!(rate_err(r, bps) < 0.01, "{bps}: err {}", rate_err(r, bps));
+        assert!(
+            r.max_burst <= 2 * u64::from(MTU),
+            "{bps}: burst {}",
+            r.max_burst
+        );
+    }
+}
+
+#[test]
+fn wheel_and_cffs_rates_within_1pct() {
+    let rates = [1_000_000u64, 100_000_000, 10_000_000_000];
+    let run = |sh: &mut dyn FnMut(&[u64]) -> Vec<Rec>| {
+        for (r, &bps) in sh(&rates).iter().zip(&rates) {
+            assert!(rate_err(r, bps) < 0.01, "{bps}: err {}", rate_err(r, bps));
+        }
+    };
+    run(&mut |rates| {
+        let q = Wheels::new(WheelConfig::single(64, Nanos::from_millis(64))).expect("wheel");
+        let mut sh = Shaper::new(q, Rate::gbit(1));
+        let f: Vec<_> = rates
+            .iter()
+            .map(|&r| sh.add_flow_bps(FlowConfig::default(), r).expect("f"))
+            .collect();
+        closed_loop(&mut sh, &f, 4, MTU, 300)
+    });
+    run(&mut |rates| {
+        let q = CffsShaper::new(64, Nanos::from_millis(64), 64 << 20).expect("cffs");
+        let mut sh = Shaper::new(q, Rate::gbit(1));
+        let f: Vec<_> = rates
+            .iter()
+            .map(|&r| sh.add_flow_bps(FlowConfig::default(), r).expect("f"))
+            .collect();
+        closed_loop(&mut sh, &f, 4, MTU, 300)
+    });
+}
+
+#[test]
+fn many_flows_1_to_100k() {
+    for (n, per_flow) in [(1usize, 400u64), (16, 200), (1000, 120), (100_000, 6)] {
+        let mut sh = Shaper::new(mltw(64, Nanos::from_secs(4)), Rate::mbit(1));
+        let flows: Vec<FlowId> = (0..n)
+            .map(|i| {
+                let bps = 1_000_000 * (1 + (i as u64 % 7));
+                sh.add_flow_bps(FlowConfig::default(), bps).expect("flow")
+            })
+            .collect();
+        let rec = closed_loop(&mut sh, &flows, 2, MTU, per_flow);
+        for (i, r) in rec.iter().enumerate() {
+            let bps = 1_000_000 * (1 + (i as u64 % 7));
+            // Each release is within one slot (< one packet time) of an
+            // exact EDT, so the endpoint error is < 1/(per_flow − 1).
+            let tol = if per_flow >= 101 {
+                0.01
+            } else {
+                1.0 / (per_flow - 1) as f64
+            };
+            assert!(
+                rate_err(r, bps) < tol,
+                "n={n} flow {i}: {}",
+                rate_err(r, bps)
+            );
+        }
+        // Inter-flow batching: far fewer wake-ups than packets.
+        if n >= 1000 {
+            let s = sh.shape_stats();
+            assert!(s.wakeups * 10 < s.released, "{s:?}");
+        }
+    }
+}
+
+/// Open loop with random arrivals: the EDTs depend only on arrivals, so all
+/// three structures must release each packet in `[edt, edt + g)`.
+#[test]
+fn differential_mltw_wheel_cffs() {
+    use rand::{Rng, SeedableRng};
+    let g = 256u64;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(5);
+    let rates: Vec<u64> = (0..50)
+        .map(|_| rng.random_range(1_000_000..20_000_000_000))
+        .collect();
+    let mut arrivals: Vec<(u64, usize, u32)> = Vec::new();
+    let mut t = 0u64;
+    for _ in 0..20_000 {
+        t += rng.random_range(0..2_000);
+        arrivals.push((
+            t,
+            rng.random_range(0..rates.len()),
+            rng.random_range(64..=MTU),
+        ));
+    }
+    fn drive<Q: TimeQueue>(
+        q: Q,
+        rates: &[u64],
+        arr: &[(u64, usize, u32)],
+        g_of: impl Fn(&Shaper<Q, u64>, FlowId) -> u64,
+    ) -> Vec<(u64, u64)> {
+        let mut sh = Shaper::new(q, Rate::gbit(1));
+        let f: Vec<_> = rates
+            .iter()
+            .map(|&r| {
+                sh.add_flow_bps(FlowConfig::default().with_limit(1 << 20), r)
+                    .expect("f")
+            })
+            .collect();
+        let mut out = vec![(0u64, 0u64); arr.len()];
+        let mut i = 0;
+        let mut now = Nanos::ZERO;
+        loop {
+            let na = arr.get(i).map(|a| a.0);
+            let nr = sh.next_ready(now).map(|t| t.0);
+            let t = match (na, nr) {
+                (None, None) => break,
+                (Some(a), Some(r)) => a.min(r),
+                (Some(a), None) => a,
+                (None, Some(r)) => r,
+            };
+            now = Nanos(t);
+            while let Some((p, edt)) = sh.dequeue_edt(now) {
+                let g = g_of(&sh, p.flow);
+                assert!(edt <= now && now.0 - edt.0 < g.max(1));
+                out[p.item as usize] = (edt.0, now.0);
+            }
+            while i < arr.len() && arr[i].0 == t {
+                let (ta, fl, len) = arr[i];
+                sh.enqueue(Pkt::new(f[fl], len, Nanos(ta), i as u64), now)
+                    .expect("enq");
+                i += 1;
+            }
+        }
+        out
+    }
+    let h = Nanos::from_secs(2);
+    let a = drive(
+        Wheels::new(WheelConfig::mltw(g, 1024, h)).expect("m"),
+        &rates,
+        &arrivals,
+        |s, f| s.queue().granularity(s.level(f).unwrap_or(0)).0,
+    );
+    let b = drive(
+        Wheels::new(WheelConfig::single(g, Nanos::from_millis(64))).expect("w"),
+        &rates,
+        &arrivals,
+        |_, _| g,
+    );
+    let c = drive(
+        CffsShaper::new(g, Nanos::from_millis(64), 64 << 20).expect("c"),
+        &rates,
+        &arrivals,
+        |_, _| g,
+    );
+    for i in 0..arrivals.len() {
+        // Same EDT everywhere; wheel and cFFS release in the same slot.
+        assert_eq!(a[i].0, b[i].0);
+        assert_eq!(b[i], c[i], "packet {i}");
+        assert_eq!(b[i].1, b[i].0.div_ceil(g) * g);
+    }
+}
+
+#[test]
+fn rate_change_and_removal() {
+    let mut sh = Shaper::new(mltw(1, Nanos::from_secs(1)), Rate::gbit(1));
+    let f = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("f");
+    let g = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("g");
+    for i in 0..4 {
+        sh.enqueue(Pkt::new(f, 125, Nanos::ZERO, i), Nanos::ZERO)
+            .expect("e");
+        sh.enqueue(Pkt::new(g, 125, Nanos::ZERO, 10 + i), Nanos::ZERO)
+            .expect("e");
+    }
+    sh.set_rate(f, 100_000_000).expect("rate");
+    sh.enqueue(Pkt::new(f, 125, Nanos::ZERO, 4), Nanos::ZERO)
+        .expect("e");
+    assert_eq!(sh.remove_flow(g).expect("rm").len(), 4);
+    let mut got = Vec::new();
+    let mut now = Nanos::ZERO;
+    while let Some(t) = sh.next_ready(now) {
+        now = t;
+        while let Some((p, edt)) = sh.dequeue_edt(now) {
+            got.push((p.item, edt.0, now.0));
+        }
+    }
+    assert_eq!(
+        got.iter().map(|x| (x.0, x.1)).collect::<Vec<_>>(),
+        vec![(0, 1000), (1, 2000), (2, 3000), (3, 4000), (4, 14_000)]
+    );
+    assert!(sh.stats().conserved());
+}
+
+#[test]
+fn bad_configs_are_refused_naming_the_field() {
+    let e = Wheels::new(WheelConfig::single(1, Nanos::from_secs(256))).expect_err("huge");
+    assert_eq!((e.structure, e.field), ("wheel", "memory"));
+    assert!(e.to_string().contains("max_memory"), "{e}");
+    let e = CffsShaper::new(1, Nanos::from_secs(256), 64 << 20).expect_err("huge");
+    assert_eq!(e.field, "memory");
+    let e = Wheels::new(WheelConfig::mltw(3, 1024, Nanos::from_secs(1))).expect_err("g");
+    assert_eq!(e.field, "granularity");
+    let e = Wheels::new(WheelConfig {
+        slots: 1000,
+        ..WheelConfig::mltw(1, 1024, Nanos::from_secs(1))
+    })
+    .expect_err("s");
+    assert_eq!(e.field, "slots");
+    let m = Wheels::new(WheelConfig::mltw(1, 1024, Nanos::from_secs(256)).max_memory(2 << 20))
+        .expect("2 MB mltw");
+    assert!(m.memory_bytes() <= 2 << 20);
+    let mut sh: Shaper<_, u64> = Shaper::new(mltw(64, Nanos::from_millis(10)), Rate::gbit(1));
+    for (bps, what) in [
+        (0u64, "zero"),
+        (1_000, "slower than the horizon"),
+        (400_000_000_000, "faster than the granularity"),
+    ] {
+        match sh.add_flow_bps(FlowConfig::default(), bps) {
+            Err(crate::ConfigError::OutOfRange {
+                field,
+                value,
+                min,
+                max,
+                ..
+            }) => {
+                assert_eq!((field, value), ("rate", bps), "{what}");
+                assert!(min > 1_000 && max < 400_000_000_000, "{min} {max}");
+            }
+            other => panic!("{what}: {other:?}"),
+        }
+    }
+    assert!(TokenBucket::new(Rate::mbit(1), 100, 1500).is_err());
+}
+
+#[test]
+fn token_bucket_baseline() {
+    let mut t: Tbf<u32> = Tbf::new(Rate::mbit(12), 3000, 100, 1500).expect("tbf");
+    for i in 0..10 {
+        t.enqueue(1500, i).expect("e");
+    }
+    let mut now = Nanos::ZERO;
+    let mut times = Vec::new();
+    while let Some(n) = t.next_ready(now) {
+        now = n;
+        while let Some((_, i)) = t.dequeue(now) {
+            times.push((i, now.0));
+        }
+    }
+    // Two packets of burst, then one per ms (1500 B at 12 Mbit/s).
+    assert_eq!(times[..3], [(0, 0), (1, 0), (2, 1_000_000)]);
+    assert_eq!(times[9], (9, 8_000_000));
+}
+
+#[test]
+fn classifier_and_estimator() {
+    let mut c = DestClassifier::new(4);
+    for k in 0..4u64 {
+        c.insert(k * 1_000_003, FlowId(k as u32)).expect("room");
+    }
+    assert!(c.insert(99, FlowId(9)).is_err());
+    for k in 0..4u64 {
+        assert_eq!(c.get(k * 1_000_003), Some(FlowId(k as u32)));
+    }
+    let mut e = RateEstimator::new(Rate::gbit(20), Nanos::from_millis(1));
+    let mut now = 0;
+    for _ in 0..50_000 {
+        e.observe(1250, Nanos(now));
+        now += 10_000; // 1250 B / 10 µs = 1 Gbit/s
+    }
+    let r = e.rate(Nanos(now)).as_bps();
+    assert!((r as i64 - 1_000_000_000).abs() < 10_000_000, "{r}");
+}

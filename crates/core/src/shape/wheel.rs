@@ -1,0 +1,530 @@
+//! Timing wheels: Carousel's single wheel and FlowBundler's multi-level
+//! timing wheel (MLTW), one implementation with 1 or many levels.
+
+use std::collections::VecDeque;
+
+use super::{Entry, ShapeConfigError, TimeQueue};
+use crate::bitmap::HierBitmap;
+use crate::units::Nanos;
+
+const NIL: u32 = u32::MAX;
+
+#[derive(Clone, Copy, Debug)]
+struct Node {
+    e: Entry,
+    next: u32,
+    /// Level of the flow's own wheel (where the entry goes back to if it
+    /// was parked in a coarser wheel and comes out before its EDT).
+    level: u8,
+}
+
+#[derive(Clone, Debug)]
+struct Level {
+    /// Head and tail node of each slot's FIFO.
+    slots: Vec<(u32, u32)>,
+    bits: HierBitmap,
+    count: usize,
+}
+
+/// Parameters of a [`Wheels`] structure.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WheelConfig {
+    /// Slot width of level 0 in ns; a power of two (1, 2, 4, … ns).
+    pub granularity: u64,
+    /// Slots per level; a power of two, at least 2.
+    pub slots: usize,
+    /// Number of levels (1 = a single Carousel wheel); level `i` has slot
+    /// width `granularity · 2^i`. At most 48.
+    pub levels: u8,
+    /// Largest memory the slot tables and bitmaps may take, in bytes.
+    pub max_memory: usize,
+}
+
+impl WheelConfig {
+    /// Default memory cap: 64 MiB.
+    pub const DEFAULT_MAX_MEMORY: usize = 64 << 20;
+
+    /// A single Carousel wheel of `granularity` ns slots covering at least
+    /// `horizon` ns (slots rounded up to a power of two).
+    pub fn single(granularity: u64, horizon: Nanos) -> WheelConfig {
+        let slots = horizon
+            .0
+            .div_ceil(granularity.max(1))
+            .max(2)
+            .checked_next_power_of_two()
+            .unwrap_or(1 << 63);
+        WheelConfig {
+            granularity,
+            slots: usize::try_from(slots).unwrap_or(usize::MAX),
+            levels: 1,
+            max_memory: Self::DEFAULT_MAX_MEMORY,
+        }
+    }
+
+    /// An MLTW of `slots` slots per level with enough levels that the
+    /// coarsest one covers `horizon` ns.
+    pub fn mltw(granularity: u64, slots: usize, horizon: Nanos) -> WheelConfig {
+        let span0 = (granularity.max(1) as u128) * slots.max(1) as u128;
+        let mut levels = 1u8;
+        while span0 << (levels - 1) < horizon.0 as u128 && levels < 64 {
+            levels += 1;
+        }
+        WheelConfig {
+            granularity,
+            slots,
+            levels,
+            max_memory: Self::DEFAULT_MAX_MEMORY,
+        }
+    }
+
+    /// Sets the memory cap.
+    pub fn max_memory(mut self, bytes: usize) -> WheelConfig {
+        self.max_memory = bytes;
+        self
+    }
+
+    /// Horizon of the coarsest level: `granularity · 2^(levels−1) · slots`
+    /// ns (saturating).
+    pub fn horizon(&self) -> Nanos {
+        let h = (self.granularity as u128) << (self.levels.max(1) - 1);
+        let h = h.saturating_mul(self.slots as u128);
+        Nanos(u64::try_from(h).unwrap_or(u64::MAX))
+    }
+
+    /// Bytes the slot tables and bitmaps take: per level
+    /// `slots · 8` (head and tail index) `+ slots / 8 · 64/63` (bitmap).
+    pub fn fixed_memory(&self) -> u128 {
+        let per_level = self.slots as u128 * 8 + (self.slots as u128 / 8) * 64 / 63 + 8;
+        per_level * u128::from(self.levels)
+    }
+
+    fn validate(&self, name: &'static str) -> Result<(), ShapeConfigError> {
+        if self.granularity == 0 || !self.granularity.is_power_of_two() {
+            return Err(ShapeConfigError::new(
+                name,
+                "granularity",
+                format!("{} ns", self.granularity),
+                "a power of two of ns: 1, 2, 4, … 2^40",
+            ));
+        }
+        if self.granularity > 1 << 40 {
+            return Err(ShapeConfigError::new(
+                name,
+                "granularity",
+                format!("{} ns", self.granularity),
+                "1..=2^40 ns",
+            ));
+        }
+        let mem = self.fixed_memory();
+        if mem > self.max_memory as u128 {
+            return Err(ShapeConfigError::new(
+                name,
+                "memory",
+                format!(
+                    "{mem} bytes ({} levels × {} slots of {} ns)",
+                    self.levels, self.slots, self.granularity
+                ),
+                format!("at most max_memory = {} bytes", self.max_memory),
+            ));
+        }
+        if self.slots < 2 || !self.slots.is_power_of_two() || self.slots > 1 << 31 {
+            return Err(ShapeConfigError::new(
+                name,
+                "slots",
+                self.slots,
+                "a power of two in 2..=2^31",
+            ));
+        }
+        let top = self.granularity.trailing_zeros() + u32::from(self.levels);
+        if self.levels == 0 || self.levels > 48 || top + self.slots.trailing_zeros() > 63 {
+            return Err(ShapeConfigError::new(
+                name,
+                "levels",
+                self.levels,
+                format!(
+                    "1..={} (granularity × 2^(levels−1) × slots must fit in 2^63 ns)",
+                    (63 - self.granularity.trailing_zeros() - self.slots.trailing_zeros()).min(48)
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A set of timing wheels with slot widths `g·2^i` (`i = 0..levels`), each
+/// of `slots` slots with a hierarchical bitmap of non-empty slots.
+///
+/// With one level this is Carousel's timing wheel; with many it is
+/// FlowBundler's MLTW. See the [module docs](super) for the release policy
+/// and the bounds.
+#[derive(Clone, Debug)]
+pub struct Wheels {
+    name: &'static str,
+    cfg: WheelConfig,
+    levels: Vec<Level>,
+    g_shift: u32,
+    mask: u64,
+    nodes: Vec<Node>,
+    free: u32,
+    len: usize,
+    /// Entries already due when pushed (head, tail).
+    due: (u32, u32),
+    /// Levels with at least one entry.
+    active: u64,
+    /// Time of the last release: every slot whose time is `<= last` has
+    /// been emptied.
+    last: u64,
+    /// Cached time of the first non-empty slot (`u64::MAX`: none).
+    next: u64,
+    /// Entries moved to a coarser wheel because they were beyond their
+    /// own wheel's horizon.
+    overflowed: u64,
+    /// Entries put back into a finer wheel when the coarse slot came.
+    cascaded: u64,
+}
+
+impl Wheels {
+    /// Builds the wheels; the configuration is checked first.
+    pub fn new(cfg: WheelConfig) -> Result<Wheels, ShapeConfigError> {
+        let name = if cfg.levels == 1 { "wheel" } else { "mltw" };
+        cfg.validate(name)?;
+        let levels = (0..cfg.levels)
+            .map(|_| Level {
+                slots: vec![(NIL, NIL); cfg.slots],
+                bits: HierBitmap::new(cfg.slots),
+                count: 0,
+            })
+            .collect();
+        Ok(Wheels {
+            name,
+            cfg,
+            levels,
+            g_shift: cfg.granularity.trailing_zeros(),
+            mask: cfg.slots as u64 - 1,
+            nodes: Vec::new(),
+            free: NIL,
+            len: 0,
+            due: (NIL, NIL),
+            active: 0,
+            last: 0,
+            next: u64::MAX,
+            overflowed: 0,
+            cascaded: 0,
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WheelConfig {
+        &self.cfg
+    }
+
+    /// Entries moved to a coarser wheel (beyond their own wheel's horizon).
+    pub fn overflowed(&self) -> u64 {
+        self.overflowed
+    }
+
+    /// Entries put back into a finer wheel when their coarse slot came
+    /// before their EDT.
+    pub fn cascaded(&self) -> u64 {
+        self.cascaded
+    }
+
+    #[inline]
+    fn alloc(&mut self, n: Node) -> u32 {
+        if self.free != NIL {
+            let i = self.free;
+            self.free = self.nodes[i as usize].next;
+            self.nodes[i as usize] = n;
+            i
+        } else {
+            self.nodes.push(n);
+            (self.nodes.len() - 1) as u32
+        }
+    }
+
+    #[inline]
+    fn release_node(&mut self, i: u32) {
+        self.nodes[i as usize].next = self.free;
+        self.free = i;
+    }
+
+    #[inline]
+    fn append(&mut self, q: usize, slot: u64, i: u32) {
+        let s = (slot & self.mask) as usize;
+        let lv = &mut self.levels[q];
+        let (h, t) = lv.slots[s];
+        if h == NIL {
+            lv.slots[s] = (i, i);
+            lv.bits.set(s);
+        } else {
+            self.nodes[t as usize].next = i;
+            lv.slots[s].1 = i;
+        }
+        lv.count += 1;
+        self.active |= 1 << q;
+        let time = slot << (self.g_shift + q as u32);
+        if time < self.next {
+            self.next = time;
+        }
+    }
+
+    /// Places node `i` (already allocated, `next = NIL`) for an entry whose
+    /// own wheel is `q`.
+    #[inline]
+    fn place(&mut self, i: u32, q: usize) -> bool {
+        let edt = self.nodes[i as usize].e.edt;
+        let top = self.levels.len() - 1;
+        let s = self.g_shift + q as u32;
+        // Ceil slot: the slot's time is the first multiple of g_q >= edt.
+        let a = edt.div_ceil(1 << s);
+        let cur = (self.last >> s) + 1;
+        if a < cur {
+            // Already due.
+            let (h, t) = self.due;
+            if h == NIL {
+                self.due = (i, i);
+            } else {
+                self.nodes[t as usize].next = i;
+                self.due.1 = i;
+            }
+            if self.last < self.next {
+                self.next = self.last;
+            }
+            return true;
+        }
+        // Merge into the coarsest level whose slot has the same time.
+        let k = (a.trailing_zeros() as usize).min(top - q);
+        let (qq, aa) = (q + k, a >> k);
+        let cur2 = (self.last >> (s + k as u32)) + 1;
+        if aa - cur2 <= self.mask {
+            self.append(qq, aa, i);
+            return true;
+        }
+        // Beyond the horizon: park in the first coarser wheel that reaches
+        // it, at the floor slot (its time <= edt); the entry goes back to
+        // its own wheel when that slot comes.
+        for r in q + 1..=top {
+            let sr = self.g_shift + r as u32;
+            let b = edt >> sr;
+            let cur_r = (self.last >> sr) + 1;
+            if b >= cur_r && b - cur_r <= self.mask {
+                self.overflowed += 1;
+                self.append(r, b, i);
+                return true;
+            }
+        }
+        false
+    }
+
+    /// First non-empty slot time of level `q` (which must be non-empty).
+    fn first_time(&self, q: usize) -> u64 {
+        let s = self.g_shift + q as u32;
+        let cur = (self.last >> s) + 1;
+        let p = (cur & self.mask) as usize;
+        let bits = &self.levels[q].bits;
+        let a = match bits.next_set(p) {
+            Some(x) => cur + (x - p) as u64,
+            None => match bits.first_set() {
+                Some(x) => cur + (self.cfg.slots - p + x) as u64,
+                None => return u64::MAX,
+            },
+        };
+        a << s
+    }
+
+    fn recompute_next(&mut self) {
+        let mut next = if self.due.0 != NIL {
+            self.last
+        } else {
+            u64::MAX
+        };
+        let mut m = self.active;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            next = next.min(self.first_time(q));
+        }
+        self.next = next;
+    }
+
+    /// Moves the list starting at `h` to `out` (or to `back` if an entry is
+    /// not due yet), freeing its nodes.
+    #[inline]
+    fn drain_list(&mut self, mut h: u32, now: u64, out: &mut VecDeque<Entry>, back: &mut u32) {
+        while h != NIL {
+            let n = self.nodes[h as usize];
+            if n.e.edt <= now {
+                out.push_back(n.e);
+                self.release_node(h);
+            } else {
+                self.nodes[h as usize].next = *back;
+                *back = h;
+            }
+            h = n.next;
+        }
+    }
+
+    fn drain_slot(
+        &mut self,
+        q: usize,
+        s: usize,
+        now: u64,
+        out: &mut VecDeque<Entry>,
+        back: &mut u32,
+    ) {
+        let lv = &mut self.levels[q];
+        let (h, _) = lv.slots[s];
+        lv.slots[s] = (NIL, NIL);
+        lv.bits.clear(s);
+        let mut n = 0;
+        let mut i = h;
+        while i != NIL {
+            n += 1;
+            i = self.nodes[i as usize].next;
+        }
+        lv.count -= n;
+        if lv.count == 0 {
+            self.active &= !(1 << q);
+        }
+        self.drain_list(h, now, out, back);
+    }
+}
+
+impl TimeQueue for Wheels {
+    fn name(&self) -> &'static str {
+        self.name
+    }
+
+    fn level_for(&self, spacing: Nanos) -> u8 {
+        let units = spacing.0 >> self.g_shift;
+        if units == 0 {
+            return 0;
+        }
+        // find-last-set: the largest level whose slot is <= the spacing.
+        let q = 63 - units.leading_zeros();
+        q.min(u32::from(self.cfg.levels) - 1) as u8
+    }
+
+    fn granularity(&self, level: u8) -> Nanos {
+        Nanos(self.cfg.granularity << level.min(self.cfg.levels - 1))
+    }
+
+    fn min_spacing(&self) -> Nanos {
+        Nanos(self.cfg.granularity)
+    }
+
+    fn horizon(&self) -> Nanos {
+        self.cfg.horizon()
+    }
+
+    #[inline]
+    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
+        let i = self.alloc(Node {
+            e,
+            next: NIL,
+            level,
+        });
+        if self.place(i, usize::from(level)) {
+            self.len += 1;
+            Ok(())
+        } else {
+            self.release_node(i);
+            Err(e)
+        }
+    }
+
+    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
+        let now = now.0;
+        if now < self.next || now < self.last {
+            return 0;
+        }
+        let before = out.len();
+        let mut back = NIL;
+        let (dh, _) = self.due;
+        self.due = (NIL, NIL);
+        self.drain_list(dh, now, out, &mut back);
+        let mut m = self.active;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            let s = self.g_shift + q as u32;
+            let cur = (self.last >> s) + 1;
+            let end = now >> s;
+            if end < cur {
+                continue;
+            }
+            let span = end - cur + 1;
+            let n = self.cfg.slots;
+            if span >= n as u64 {
+                let mut p = self.levels[q].bits.first_set();
+                while let Some(x) = p {
+                    self.drain_slot(q, x, now, out, &mut back);
+                    p = self.levels[q].bits.next_set(x + 1);
+                }
+                continue;
+            }
+            let p0 = (cur & self.mask) as usize;
+            let p1 = p0 + span as usize; // exclusive, may exceed n
+            let mut from = p0;
+            loop {
+                let hi = p1.min(n);
+                match self.levels[q].bits.next_set(from) {
+                    Some(x) if x < hi => {
+                        self.drain_slot(q, x, now, out, &mut back);
+                        from = x + 1;
+                    }
+                    _ => break,
+                }
+            }
+            if p1 > n {
+                let mut from = 0;
+                while let Some(x) = self.levels[q].bits.next_set(from) {
+                    if x >= p1 - n {
+                        break;
+                    }
+                    self.drain_slot(q, x, now, out, &mut back);
+                    from = x + 1;
+                }
+            }
+        }
+        self.last = now;
+        let released = out.len() - before;
+        self.len -= released;
+        // Entries parked in a coarser wheel whose slot came before their
+        // EDT go back to their own wheel (they are not due yet).
+        while back != NIL {
+            let i = back;
+            back = self.nodes[i as usize].next;
+            self.nodes[i as usize].next = NIL;
+            self.cascaded += 1;
+            let q = usize::from(self.nodes[i as usize].level);
+            if !self.place(i, q) {
+                // Cannot happen: it fitted a coarser wheel before, and time
+                // only moved towards it. Keep it due rather than lose it.
+                let e = self.nodes[i as usize].e;
+                self.release_node(i);
+                out.push_back(e);
+                self.len -= 1;
+            }
+        }
+        self.recompute_next();
+        out.len() - before
+    }
+
+    fn next_due(&self) -> Option<Nanos> {
+        (self.next != u64::MAX).then_some(Nanos(self.next))
+    }
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn memory_bytes(&self) -> usize {
+        self.levels
+            .iter()
+            .map(|l| l.slots.capacity() * 8 + l.bits.memory_bytes())
+            .sum::<usize>()
+            + self.levels.capacity() * core::mem::size_of::<Level>()
+            + self.nodes.capacity() * core::mem::size_of::<Node>()
+    }
+}

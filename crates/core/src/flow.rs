@@ -351,6 +351,10 @@ pub struct FlowTable<T> {
     free_slot: u32,
     free: Vec<u32>,
     live: usize,
+    /// Scheduler-wide enqueued/dequeued/dropped; `backlog` derived on read.
+    totals: Counters,
+    /// Packets queued in all flows.
+    queued: u64,
 }
 
 impl<T> Default for FlowTable<T> {
@@ -362,6 +366,8 @@ impl<T> Default for FlowTable<T> {
             free_slot: NIL,
             free: Vec::new(),
             live: 0,
+            totals: Counters::default(),
+            queued: 0,
         }
     }
 }
@@ -419,6 +425,45 @@ impl<T> FlowTable<T> {
         }
         None
     }
+    /// Counts a refused packet (in total and, if the flow exists, per flow)
+    /// and hands it back with the reason.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Rejected<T> {
+        self.totals.drop(reason, pkt.len);
+        self.count_drop(pkt.flow, reason, pkt.len);
+        Rejected { pkt, reason }
+    }
+    /// Checks and queues a packet: whether its flow was empty before, or the
+    /// packet back with the reason (counted).
+    #[inline(always)]
+    pub(crate) fn admit(&mut self, pkt: Pkt<T>, extra_full: bool) -> Result<bool, Rejected<T>> {
+        match self.refusal(&pkt, extra_full) {
+            Some(r) => Err(self.refuse(pkt, r)),
+            None => Ok(self.push(pkt)),
+        }
+    }
+    /// Packets queued in all flows.
+    #[inline(always)]
+    pub fn total_queued(&self) -> u64 {
+        self.queued
+    }
+    /// Scheduler-wide counters (`backlog` derived).
+    pub fn totals(&self) -> Counters {
+        self.totals.with_backlog()
+    }
+    /// Packets and bytes queued in all flows.
+    pub fn backlog(&self) -> crate::sched::Backlog {
+        crate::sched::Backlog {
+            pkts: self.queued,
+            bytes: self.totals().backlog.bytes,
+        }
+    }
+    /// Counts a dequeue attempt that found packets but none due (a shaper's
+    /// `overlimits`).
+    pub(crate) fn count_overlimit(&mut self) {
+        self.totals.overlimits += 1;
+    }
     /// Queues a packet that passed [`FlowTable::refusal`]; returns whether
     /// the flow was empty before.
     #[inline(always)]
@@ -453,6 +498,8 @@ impl<T> FlowTable<T> {
         h.len += 1;
         h.enq.add(len);
         h.backlog_bytes += u64::from(len);
+        self.totals.enqueued.add(len);
+        self.queued += 1;
         was_empty
     }
     /// Takes the head packet of a flow, with the new head's length.
@@ -482,6 +529,8 @@ impl<T> FlowTable<T> {
         self.free_slot = i;
         h.len -= 1;
         h.backlog_bytes -= u64::from(pkt.len);
+        self.totals.dequeued.add(pkt.len);
+        self.queued -= 1;
         if h.len == 0 {
             h.head = NIL;
             h.tail = NIL;
@@ -493,11 +542,15 @@ impl<T> FlowTable<T> {
             Some((pkt, Some(next_len)))
         }
     }
-    /// Marks the flow dead and returns its packets in FIFO order (the caller
-    /// counts them).
+    /// Marks the flow dead and returns its packets in FIFO order, counted
+    /// as dropped with reason [`DropReason::Removed`].
     pub(crate) fn remove(&mut self, id: FlowId) -> Vec<Pkt<T>> {
         let mut out = Vec::with_capacity(self.hot[id.index()].len as usize);
         while let Some((p, _)) = self.pop(id) {
+            // `pop` counted a departure; this one is a removal.
+            self.totals.dequeued.pkts -= 1;
+            self.totals.dequeued.bytes -= u64::from(p.len);
+            self.totals.drop(DropReason::Removed, p.len);
             out.push(p);
         }
         let h = &mut self.hot[id.index()];

@@ -3,7 +3,7 @@
 
 use super::compile::Policy;
 use super::spec::{Kind, QueueKind};
-use crate::flow::{Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, Rank};
 use crate::sched::{Backlog, ConfigError, Limits, Scheduler};
 use crate::units::{Nanos, Rate};
@@ -240,9 +240,8 @@ pub struct PolicySched<T> {
     nm: Vec<Member>,
     fm: Vec<Member>,
     flows: FlowTable<T>,
-    stats: Counters,
     pstats: PolicyStats,
-    queued: u64,
+
     shaper: Shaper,
     next_leaf: usize,
     root: usize,
@@ -289,9 +288,8 @@ impl<T> PolicySched<T> {
             nm,
             fm: Vec::new(),
             flows: FlowTable::default(),
-            stats: Counters::default(),
             pstats: PolicyStats::default(),
-            queued: 0,
+
             shaper,
             next_leaf: 0,
             path: Vec::new(),
@@ -536,7 +534,7 @@ impl<T> PolicySched<T> {
             }
             self.member_mut(r).slot = slot;
             self.pstats.parked += 1;
-            self.stats.overlimits += 1;
+            self.flows.count_overlimit();
             return false;
         }
         let vt = self.nodes[n].vt;
@@ -746,23 +744,12 @@ impl<T> Scheduler<T> for PolicySched<T> {
             n = m.parent;
         }
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
-        for p in &pkts {
-            self.queued -= 1;
-            self.stats.drop(DropReason::Removed, p.len);
-        }
         Ok(pkts)
     }
 
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        if let Some(reason) = self.flows.refusal(&pkt, false) {
-            self.stats.drop(reason, pkt.len);
-            self.flows.count_drop(pkt.flow, reason, pkt.len);
-            return Err(Rejected { pkt, reason });
-        }
         let (r, len) = (pkt.flow.0, pkt.len);
-        let was_empty = self.flows.push(pkt);
-        self.stats.enqueued.add(len);
-        self.queued += 1;
+        let was_empty = self.flows.admit(pkt, false)?;
         // Backlog bytes along the path; children of pFabric nodes are
         // re-ranked (their remaining size changed).
         let len = u64::from(len);
@@ -790,7 +777,7 @@ impl<T> Scheduler<T> for PolicySched<T> {
     }
 
     fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>> {
-        if self.queued == 0 {
+        if self.flows.total_queued() == 0 {
             return None;
         }
         let now = now.as_u64();
@@ -817,8 +804,6 @@ impl<T> Scheduler<T> for PolicySched<T> {
             n = (r & !NODE) as usize;
         };
         let (pkt, _) = self.flows.pop(FlowId(f))?;
-        self.stats.dequeued.add(pkt.len);
-        self.queued -= 1;
         let len = u64::from(pkt.len);
         for &(n, r) in path.iter().rev() {
             self.served(n as usize, r, len, now);
@@ -837,7 +822,7 @@ impl<T> Scheduler<T> for PolicySched<T> {
     }
 
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {
-        if self.queued == 0 {
+        if self.flows.total_queued() == 0 {
             return None;
         }
         let rm = &self.nm[self.root];
@@ -851,14 +836,11 @@ impl<T> Scheduler<T> for PolicySched<T> {
     }
 
     fn backlog(&self) -> Backlog {
-        Backlog {
-            pkts: self.queued,
-            bytes: self.stats.with_backlog().backlog.bytes,
-        }
+        self.flows.backlog()
     }
 
     fn stats(&self) -> Counters {
-        self.stats.with_backlog()
+        self.flows.totals()
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<Counters> {

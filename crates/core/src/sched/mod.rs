@@ -15,7 +15,7 @@
 //! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
 //! | QFQ | [`Qfq`] | O(1) | T-WFI 6·L_k/(φ_k·R) + (L − L_k)/R |
 
-use crate::flow::{Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::units::{Bytes, Nanos};
 
 mod drr;
@@ -266,10 +266,6 @@ pub trait Discipline {
 pub struct FlowSched<D, T> {
     flows: FlowTable<T>,
     disc: D,
-    /// Enqueued/dequeued/dropped; `backlog` is derived when read.
-    stats: Counters,
-    /// Packets queued in all flows.
-    queued: u64,
     /// Scheduler-wide packet limit (like a qdisc's `limit`).
     total_limit: u64,
     /// Sum of the weights of all flows.
@@ -282,8 +278,7 @@ impl<D: Discipline, T> FlowSched<D, T> {
         FlowSched {
             flows: FlowTable::default(),
             disc,
-            stats: Counters::default(),
-            queued: 0,
+
             weight_sum: 0,
             total_limit: u64::MAX,
         }
@@ -321,14 +316,6 @@ impl<D: Discipline, T> FlowSched<D, T> {
             });
         }
         Ok(())
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Result<(), Rejected<T>> {
-        self.stats.drop(reason, pkt.len);
-        self.flows.count_drop(pkt.flow, reason, pkt.len);
-        Err(Rejected { pkt, reason })
     }
 }
 
@@ -394,23 +381,14 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         self.disc.remove(flow, &cfg);
         self.weight_sum -= u64::from(cfg.weight);
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
-        for p in &pkts {
-            self.queued -= 1;
-            self.stats.drop(DropReason::Removed, p.len);
-        }
         Ok(pkts)
     }
 
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        if let Some(r) = self.flows.refusal(&pkt, self.queued >= self.total_limit) {
-            return self.refuse(pkt, r);
-        }
         let (id, len) = (pkt.flow, pkt.len);
-        let was_empty = self.flows.push(pkt);
-        self.stats.enqueued.add(len);
-        self.queued += 1;
-        if was_empty {
+        let full = self.flows.total_queued() >= self.total_limit;
+        if self.flows.admit(pkt, full)? {
             self.disc.activate(id, len, now);
         }
         self.disc.arrive(id, len);
@@ -419,31 +397,26 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn dequeue(&mut self, _now: Nanos) -> Option<Pkt<T>> {
-        if self.queued == 0 {
+        if self.flows.total_queued() == 0 {
             return None;
         }
         let flows = &self.flows;
         let id = self.disc.pick(|f| flows.head_len(f));
         let (pkt, next) = self.flows.pop(id)?;
-        self.stats.dequeued.add(pkt.len);
-        self.queued -= 1;
         self.disc.depart(id, pkt.len, next);
         Some(pkt)
     }
 
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {
-        (self.queued > 0).then_some(now)
+        (self.flows.total_queued() > 0).then_some(now)
     }
 
     fn backlog(&self) -> Backlog {
-        Backlog {
-            pkts: self.queued,
-            bytes: self.stats.with_backlog().backlog.bytes,
-        }
+        self.flows.backlog()
     }
 
     fn stats(&self) -> Counters {
-        self.stats.with_backlog()
+        self.flows.totals()
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<Counters> {

@@ -53,8 +53,7 @@ pub struct Shaper<Q, T> {
     shape: Vec<FlowShape>,
     q: Q,
     ready: VecDeque<Entry>,
-    stats: Counters,
-    queued: u64,
+
     default_rate: Rate,
     st: ShapeStats,
 }
@@ -67,8 +66,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             shape: Vec::new(),
             q,
             ready: VecDeque::new(),
-            stats: Counters::default(),
-            queued: 0,
+
             default_rate,
             st: ShapeStats::default(),
         }
@@ -189,11 +187,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
         loop {
             if self.ready.is_empty() {
-                if self.queued == 0 {
+                if self.flows.total_queued() == 0 {
                     return None;
                 }
                 if self.q.next_due().is_none_or(|t| t > now) {
-                    self.stats.overlimits += 1;
+                    self.flows.count_overlimit();
                     return None;
                 }
                 let n = self.q.release(now, &mut self.ready) as u64;
@@ -214,22 +212,12 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             let Some((pkt, _)) = self.flows.pop(fid) else {
                 continue;
             };
-            self.stats.dequeued.add(pkt.len);
-            self.queued -= 1;
             let late = now.0.saturating_sub(e.edt);
             self.st.released += 1;
             self.st.lateness_sum += u128::from(late);
             self.st.max_lateness = self.st.max_lateness.max(late);
             return Some((pkt, Nanos(e.edt)));
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Result<(), Rejected<T>> {
-        self.stats.drop(reason, pkt.len);
-        self.flows.count_drop(pkt.flow, reason, pkt.len);
-        Err(Rejected { pkt, reason })
     }
 }
 
@@ -272,17 +260,13 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         let s = &mut self.shape[flow.index()];
         s.generation = s.generation.wrapping_add(1);
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
-        for p in &pkts {
-            self.queued -= 1;
-            self.stats.drop(DropReason::Removed, p.len);
-        }
         Ok(pkts)
     }
 
     #[inline]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
         if let Some(r) = self.flows.refusal(&pkt, false) {
-            return self.refuse(pkt, r);
+            return Err(self.flows.refuse(pkt, r));
         }
         let s = &mut self.shape[pkt.flow.index()];
         let saved = s.pacer;
@@ -295,12 +279,9 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         if self.q.push(e, s.level).is_err() {
             self.shape[pkt.flow.index()].pacer = saved;
             self.st.beyond_horizon += 1;
-            return self.refuse(pkt, DropReason::QueueFull);
+            return Err(self.flows.refuse(pkt, DropReason::QueueFull));
         }
-        let len = pkt.len;
         self.flows.push(pkt);
-        self.stats.enqueued.add(len);
-        self.queued += 1;
         Ok(())
     }
 
@@ -310,7 +291,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
     }
 
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {
-        if self.queued == 0 {
+        if self.flows.total_queued() == 0 {
             return None;
         }
         if !self.ready.is_empty() {
@@ -320,14 +301,11 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
     }
 
     fn backlog(&self) -> Backlog {
-        Backlog {
-            pkts: self.queued,
-            bytes: self.stats.with_backlog().backlog.bytes,
-        }
+        self.flows.backlog()
     }
 
     fn stats(&self) -> Counters {
-        self.stats.with_backlog()
+        self.flows.totals()
     }
 
     fn flow_stats(&self, flow: FlowId) -> Option<Counters> {

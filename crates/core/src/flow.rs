@@ -414,7 +414,10 @@ impl<T> FlowTable<T> {
             return Some(DropReason::UnknownFlow);
         };
         // A dead flow has limit 0, so it fails the length or the limit test.
-        if pkt.len > h.max_len || h.len >= h.limit || extra_full {
+        // The pool indexes slots with u32 (NIL reserved): when it is full, a
+        // packet is refused like any over-limit one.
+        let pool_full = self.free_slot == NIL && self.pool.len() >= NIL as usize;
+        if pkt.len > h.max_len || h.len >= h.limit || extra_full || pool_full {
             return Some(if h.limit == 0 {
                 DropReason::UnknownFlow
             } else if pkt.len > h.max_len {

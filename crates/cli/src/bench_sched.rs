@@ -398,7 +398,11 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
     }
     let nflows: u64 = fs.iter().map(|f| u64::from(f.flows)).sum();
     let passes = u64::from(a.runs) + u64::from(!a.no_wfi);
-    let mut prog = Progress::new(loops * passes * algs.len() as u64);
+    let mut prog = Progress::new(
+        loops
+            .saturating_mul(passes)
+            .saturating_mul(algs.len() as u64),
+    );
     let mut times: Vec<Vec<Timing>> = vec![Vec::new(); algs.len()];
     let mut stats: Vec<Option<RunStats>> = vec![None; algs.len()];
     for r in 0..a.runs {
@@ -471,13 +475,19 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
 }
 
 fn warn_short(results: &[AlgResult]) {
+    for r in results.iter().filter(|r| r.drops > 0) {
+        eprintln!(
+            "warning: {} refused {} of {} packets; ns/pair divides by offered packets, so this run does not measure pairs",
+            r.alg, r.drops, r.enqueues
+        );
+    }
     if let Some(r) = results.iter().find(|r| r.cycles < 2) {
         eprintln!(
             "warning: only {} fill/drain cycle(s) in {} loops with {} flows: the backlog never settled between qmin and qmax; use a larger -n (at least {})",
             r.cycles,
             r.loops,
             r.flows,
-            4 * r.qmax
+            r.qmax.saturating_mul(4)
         );
     }
 }

@@ -123,6 +123,63 @@ fn bad_input_is_refused_with_a_reason() {
             ],
             "weight = 100000 is out of range for qfq",
         ),
+        (
+            &[
+                "bench",
+                "sched",
+                "--qmax",
+                "18446744073709551615",
+                "-n",
+                "10",
+            ],
+            "queue limit",
+        ),
+        (
+            &[
+                "bench",
+                "sched",
+                "--qmax",
+                "9000000000000000000n",
+                "--flowsets",
+                "1::4",
+                "-n",
+                "10",
+            ],
+            "--qmax",
+        ),
+        (
+            &[
+                "bench",
+                "sched",
+                "--flowsets",
+                "1-18446744073709551615-3::1",
+                "-n",
+                "10",
+            ],
+            "does not fit in 32 bits",
+        ),
+        (
+            &[
+                "bench",
+                "sched",
+                "--flowsets",
+                "1-65536-65536:1-65536-65536:1",
+                "-n",
+                "10",
+            ],
+            "above 16777216",
+        ),
+        (
+            &[
+                "bench", "sched", "--alg", "fifo", "--qmax", "20M", "-n", "10",
+            ],
+            "queue limit",
+        ),
+        (
+            &["rate", "1.0000000000000000000000000000000000000000001bit"],
+            "significant digits",
+        ),
+        (&["rate", "1e99999999999bit"], "too large"),
         (&["rate", "100mbps"], "ambiguous"),
         (&["rate", "0kbit"], "zero"),
         (&["rate", "12"], "no unit"),

@@ -56,17 +56,18 @@ impl HierBitmap {
         self.levels[self.levels.len() - 1][0] == 0
     }
 
-    /// Is bit `i` set? `i` must be `< len()`.
+    /// Is bit `i` set? (`false` for `i >= len()`.)
     #[inline]
     pub fn get(&self, i: usize) -> bool {
-        debug_assert!(i < self.len);
-        self.levels[0][i / 64] & (1 << (i % 64)) != 0
+        i < self.len && self.levels[0][i / 64] & (1 << (i % 64)) != 0
     }
 
-    /// Sets bit `i` (`i < len()`).
+    /// Sets bit `i`; indices `>= len()` are ignored.
     #[inline]
     pub fn set(&mut self, i: usize) {
-        debug_assert!(i < self.len);
+        if i >= self.len {
+            return;
+        }
         let mut i = i;
         for level in &mut self.levels {
             let w = &mut level[i / 64];
@@ -79,10 +80,12 @@ impl HierBitmap {
         }
     }
 
-    /// Clears bit `i` (`i < len()`).
+    /// Clears bit `i`; indices `>= len()` are ignored.
     #[inline]
     pub fn clear(&mut self, i: usize) {
-        debug_assert!(i < self.len);
+        if i >= self.len {
+            return;
+        }
         let mut i = i;
         for level in &mut self.levels {
             let w = &mut level[i / 64];
@@ -184,6 +187,12 @@ mod tests {
                 );
                 assert_eq!(b.get(i), s.contains(&i));
             }
+            // Out-of-range indices change nothing.
+            let before = b.first_set();
+            b.set(n + 3);
+            b.clear(n + 3);
+            assert!(!b.get(n + 3));
+            assert_eq!(b.first_set(), before);
         }
     }
 }

@@ -616,7 +616,7 @@ impl<T> FlowTable<T> {
     /// Length of the head packet of a flow (0 if it has none).
     #[inline(always)]
     pub fn head_len(&self, id: FlowId) -> Bytes {
-        self.hot[id.index()].head_len
+        self.hot.get(id.index()).map_or(0, |h| h.head_len)
     }
     /// Configuration of a live flow.
     pub fn config(&self, id: FlowId) -> Option<&FlowConfig> {

@@ -150,10 +150,19 @@ fn range_field(
     if steps == 0 || steps > 1 << 16 {
         return Err(err(format!("{name} steps {steps} must be in 1..=65536")));
     }
+    // u128: (hi − lo) × i cannot overflow; the result lies in lo..=hi.
+    let (lo128, span, div) = (
+        u128::from(lo),
+        u128::from(hi - lo),
+        u128::from((steps - 1).max(1)),
+    );
     Ok((0..steps)
-        .map(|i| lo + (hi - lo) * i / (steps - 1).max(1))
+        .map(|i| (lo128 + span * u128::from(i) / div) as u64)
         .collect())
 }
+
+/// Most flows a flowset list may describe in all.
+pub const MAX_FLOWS: u64 = 1 << 24;
 
 /// Parses a comma-separated flowset list into expanded flowsets.
 pub fn parse_flowsets(s: &str) -> Result<Vec<Flowset>, FlowsetError> {
@@ -180,6 +189,16 @@ pub fn parse_flowsets(s: &str) -> Result<Vec<Flowset>, FlowsetError> {
         if flows == 0 {
             return Err(err("flows must be at least 1"));
         }
+        // Check the size before expanding (a short string can ask for 2^32
+        // flowsets).
+        let planned = out
+            .iter()
+            .map(|f: &Flowset| u128::from(f.flows))
+            .sum::<u128>()
+            + weights.len() as u128 * lens.len() as u128 * u128::from(flows);
+        if planned > MAX_FLOWS as u128 {
+            return Err(err(&format!("{planned} flows in all, above {MAX_FLOWS}")));
+        }
         let to32 = |v: u64, name: &str| {
             u32::try_from(v).map_err(|_| err(&format!("{name} {v} does not fit in 32 bits")))
         };
@@ -194,7 +213,7 @@ pub fn parse_flowsets(s: &str) -> Result<Vec<Flowset>, FlowsetError> {
         }
     }
     let total: u64 = out.iter().map(|f| u64::from(f.flows)).sum();
-    if total > 1 << 24 {
+    if total > MAX_FLOWS {
         return Err(FlowsetError {
             spec: s.to_string(),
             what: format!("{total} flows in all, above 16777216"),
@@ -291,9 +310,21 @@ impl<S: Scheduler<u64>> Harness<S> {
         if qmax <= qmin {
             return Err(HarnessError::Bounds { qmin, qmax });
         }
-        let limit = u32::try_from(qmax + 1)
+        // Shortest-backlog placement keeps flows near the average of
+        // qmax / flows packets; refuse a qmax whose average alone would not
+        // fit the algorithm's per-flow limit.
+        let max_limit = sched.limits().max_limit;
+        let per_flow = qmax.div_ceil(nflows.max(1)).saturating_add(1);
+        if per_flow > max_limit {
+            return Err(HarnessError::QmaxTooLarge {
+                qmax,
+                per_flow,
+                max_limit,
+            });
+        }
+        let limit = u32::try_from(qmax.saturating_add(1).min(max_limit))
             .unwrap_or(u32::MAX)
-            .max(FlowConfig::DEFAULT_LIMIT);
+            .max(FlowConfig::DEFAULT_LIMIT.min(max_limit as u32));
         let mut h = Harness {
             sched,
             fl: Vec::new(),
@@ -505,6 +536,18 @@ pub enum HarnessError {
         qmin: u64,
         /// Resolved qmax.
         qmax: u64,
+    },
+    /// `qmax` needs per-flow queues longer than the algorithm allows.
+    #[error(
+        "qmax ({qmax} packets) needs up to {per_flow} packets per flow, above the algorithm's queue limit of {max_limit}; use a smaller --qmax or more flows"
+    )]
+    QmaxTooLarge {
+        /// Resolved qmax.
+        qmax: u64,
+        /// Packets per flow it needs.
+        per_flow: u64,
+        /// The algorithm's per-flow limit.
+        max_limit: u64,
     },
     /// The scheduler refused a flow.
     #[error("flowset #{}: {err}", flowset + 1)]

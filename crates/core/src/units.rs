@@ -154,6 +154,9 @@ pub enum RateError {
         /// The offending unit.
         unit: String,
     },
+    /// More than 38 significant digits.
+    #[error("rate `{0}` has more than 38 significant digits")]
+    TooPrecise(String),
     /// The value is not a whole number of bits per second.
     #[error("rate `{0}` is not a whole number of bits per second")]
     Fractional(String),
@@ -176,16 +179,34 @@ impl Rate {
         Rate(bps)
     }
     /// `n` kbit/s (SI).
+    ///
+    /// # Panics
+    /// If zero or above `u64::MAX` bits/s.
     pub const fn kbit(n: u64) -> Rate {
-        Rate::bps(n * 1_000)
+        match n.checked_mul(1_000) {
+            Some(v) => Rate::bps(v),
+            None => panic!("rate overflows u64 bits/s"),
+        }
     }
     /// `n` Mbit/s (SI).
+    ///
+    /// # Panics
+    /// If zero or above `u64::MAX` bits/s.
     pub const fn mbit(n: u64) -> Rate {
-        Rate::bps(n * 1_000_000)
+        match n.checked_mul(1_000_000) {
+            Some(v) => Rate::bps(v),
+            None => panic!("rate overflows u64 bits/s"),
+        }
     }
     /// `n` Gbit/s (SI).
+    ///
+    /// # Panics
+    /// If zero or above `u64::MAX` bits/s.
     pub const fn gbit(n: u64) -> Rate {
-        Rate::bps(n * 1_000_000_000)
+        match n.checked_mul(1_000_000_000) {
+            Some(v) => Rate::bps(v),
+            None => panic!("rate overflows u64 bits/s"),
+        }
     }
     /// Bits per second.
     pub const fn as_bps(self) -> u64 {
@@ -250,6 +271,7 @@ impl Rate {
         let bps = dec.times(mult).map_err(|e| match e {
             DecErr::Overflow => RateError::Overflow(own()),
             DecErr::Fraction => RateError::Fractional(own()),
+            DecErr::TooPrecise => RateError::TooPrecise(own()),
         })?;
         if bps == 0 {
             return Err(RateError::Zero(own()));
@@ -400,81 +422,95 @@ fn unit_multiplier(input: &str, num: &str, unit: &str) -> Result<u64, RateError>
     })
 }
 
-/// An exact decimal `digits × 10^exp`.
+/// An exact decimal `digits × 10^exp` (`digits` without trailing zeros).
 struct Decimal {
     digits: u128,
-    exp: i32,
+    exp: i64,
+    /// More than 38 significant digits: `digits` holds the first 38.
+    too_precise: bool,
 }
 
 enum DecErr {
     Overflow,
     Fraction,
+    TooPrecise,
 }
+
+/// Exponents beyond this are clamped: any non-zero value is then far out of
+/// range either way.
+const EXP_CLAMP: i64 = 100_000;
 
 impl Decimal {
     fn parse(s: &str) -> Option<Decimal> {
         let s = s.strip_prefix('+').unwrap_or(s);
         let (mant, exp) = match s.find(['e', 'E']) {
-            Some(i) => (&s[..i], s[i + 1..].parse::<i32>().ok()?),
+            Some(i) => {
+                let e = &s[i + 1..];
+                let body = e.strip_prefix(['+', '-']).unwrap_or(e);
+                if body.is_empty() || !body.bytes().all(|c| c.is_ascii_digit()) {
+                    return None;
+                }
+                // Too many digits for i64: saturate; the clamp below applies.
+                let v = e.parse::<i64>().unwrap_or(if e.starts_with('-') {
+                    i64::MIN
+                } else {
+                    i64::MAX
+                });
+                (&s[..i], v.clamp(-EXP_CLAMP, EXP_CLAMP))
+            }
             None => (s, 0),
         };
-        let (int, frac) = match mant.split_once('.') {
-            Some((a, b)) => (a, b),
-            None => (mant, ""),
-        };
+        let (int, frac) = mant.split_once('.').unwrap_or((mant, ""));
         if int.is_empty() && frac.is_empty() {
             return None;
         }
         if !int.bytes().all(|c| c.is_ascii_digit()) || !frac.bytes().all(|c| c.is_ascii_digit()) {
             return None;
         }
-        let mut digits: u128 = 0;
-        let mut exp = exp;
-        let mut overflowed = false;
-        for c in int.bytes() {
-            match digits
-                .checked_mul(10)
-                .and_then(|d| d.checked_add((c - b'0') as u128))
-            {
-                Some(d) => digits = d,
-                None => {
-                    // Too many digits: keep the magnitude, it will overflow anyway.
-                    overflowed = true;
-                    exp = exp.checked_add(1)?;
-                }
-            }
+        let all: Vec<u8> = int.bytes().chain(frac.bytes()).collect();
+        let mut exp = exp - frac.len() as i64;
+        let start = all.iter().position(|&c| c != b'0').unwrap_or(all.len());
+        let mut sig = &all[start..];
+        while let [rest @ .., b'0'] = sig {
+            sig = rest;
+            exp += 1;
         }
-        for c in frac.bytes() {
-            if overflowed {
-                break;
-            }
-            match digits
-                .checked_mul(10)
-                .and_then(|d| d.checked_add((c - b'0') as u128))
-            {
-                Some(d) => {
-                    digits = d;
-                    exp = exp.checked_sub(1)?;
-                }
-                None => break,
-            }
+        let too_precise = sig.len() > 38;
+        if too_precise {
+            exp += (sig.len() - 38) as i64;
+            sig = &sig[..38];
         }
-        Some(Decimal { digits, exp })
+        let digits = sig
+            .iter()
+            .fold(0u128, |d, &c| d * 10 + u128::from(c - b'0'));
+        Some(Decimal {
+            digits,
+            exp,
+            too_precise,
+        })
     }
 
     /// `self × mult` as a whole u64.
     fn times(&self, mult: u64) -> Result<u64, DecErr> {
-        let mut v = self
-            .digits
-            .checked_mul(mult as u128)
-            .ok_or(DecErr::Overflow)?;
-        if v == 0 {
+        if self.digits == 0 {
             return Ok(0);
         }
+        if self.too_precise {
+            // 38 digits × 10^exp with exp ≥ 0 is at least 10^37 ≫ u64::MAX.
+            return Err(if self.exp >= 0 {
+                DecErr::Overflow
+            } else {
+                DecErr::TooPrecise
+            });
+        }
+        let mut v = self
+            .digits
+            .checked_mul(u128::from(mult))
+            .ok_or(DecErr::Overflow)?;
         let mut e = self.exp;
         while e > 0 {
             v = v.checked_mul(10).ok_or(DecErr::Overflow)?;
-            if v > u64::MAX as u128 {
+            if v > u128::from(u64::MAX) {
                 return Err(DecErr::Overflow);
             }
             e -= 1;
@@ -508,6 +544,12 @@ mod tests {
         assert_eq!(Rate::parse("40Gb/s").unwrap().as_bps(), 40_000_000_000);
         assert_eq!(Rate::parse(" 1 gbit ").unwrap().as_bps(), 1_000_000_000);
         assert_eq!(Rate::parse("0.000001gbit").unwrap().as_bps(), 1_000);
+        // Trailing zeros and long digit strings that still name whole rates.
+        let long = "0.10000000000000000000000000000000000000000gbit";
+        assert_eq!(Rate::parse(long).unwrap().as_bps(), 100_000_000);
+        let big = "100000000000000000000000000000000000000000e-41gbit";
+        assert_eq!(Rate::parse(big).unwrap().as_bps(), 1_000_000_000);
+        assert_eq!(Rate::parse("0.5kibit").unwrap().as_bps(), 512);
     }
 
     #[test]
@@ -536,6 +578,17 @@ mod tests {
             ("1e-3bit", "whole number"),
             (".", "not a number"),
             ("1e", "unknown unit"),
+            (
+                "1.0000000000000000000000000000000000000000001bit",
+                "significant digits",
+            ),
+            ("1e99999999999bit", "too large"),
+            (
+                "99999999999999999999999999999999999999999e2147483647bit",
+                "too large",
+            ),
+            ("1e-99999999999bit", "whole number"),
+            ("0e99999999999bit", "zero"),
         ];
         for (input, want) in cases {
             let err = Rate::parse(input).expect_err(input).to_string();

@@ -290,13 +290,13 @@ fn wf2q_greedy_bimodal_counterexample() {
     assert!(rep.violations.is_empty(), "{}", rep.table());
 }
 
-/// Counter-example for QFQ found by `qfq_and_drr_stay_within_their_bounds`
-/// with another seed: flow 0 (weight 3, 64-byte CBR at 205 Mbit/s) waits
-/// behind two consecutive 1500-byte packets of flow 1 (weight 1, greedy):
-/// T-WFI 18.313 us against the bound 15.584 us. A brute-force evaluation
-/// of the definition from the departures gives the same 18.313 us.
+/// Regression: found by `qfq_and_drr_stay_within_their_bounds` with another
+/// seed. Flow 0 (weight 3, 64-byte CBR at 205 Mbit/s) waited behind two
+/// consecutive 1500-byte packets of flow 1 (weight 1, greedy): T-WFI
+/// 18.313 us against the bound 15.584 us, because QFQ's virtual time was
+/// rounded down by a fraction of a unit and a group due exactly at V was
+/// judged ineligible. QFQ now carries the exact remainder of V.
 #[test]
-#[ignore = "QFQ exceeds its T-WFI bound here: see the report"]
 fn qfq_twfi_counterexample() {
     let src = r#"
 link = "1gbit"

@@ -471,6 +471,31 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
         ));
     }
 
+    // The clock counts picoseconds in a u64 (about 213 days). Bound the
+    // latest event: the end of arrivals, draining every queue at the link
+    // rate, and a few PSPAT periods; refuse what could overflow.
+    let bps = u128::from(cfg.rate.as_bps());
+    let drain_ps: u128 = cfg
+        .flows
+        .iter()
+        .map(|f| u128::from(f.limit) * u128::from(f.size.max()) * 8 * 1_000_000_000_000 / bps + 1)
+        .sum();
+    let pspat_ps = cfg.pspat.as_ref().map_or(0, |p| {
+        8 * (u128::from(p.arbiter_ps) + u128::from(p.dispatcher_ps))
+    });
+    let latest = u128::from(cfg.duration_ps) + drain_ps + pspat_ps;
+    if latest > u128::from(u64::MAX / 2) {
+        return Err(cx.err(
+            raw.duration.span(),
+            format!(
+                "duration = {:?} with link = {:?} and these queue limits could take the virtual clock past {} s (2^63 ps): shorten the duration, raise the link rate or lower the queue limits",
+                raw.duration.get_ref(),
+                raw.link.get_ref(),
+                u64::MAX / 2 / 1_000_000_000_000
+            ),
+        ));
+    }
+
     // Ask the algorithm itself (its own ranges and weight-sum rules).
     if let Err((i, e)) = crate::engine::check_with_algorithm(&cfg) {
         let span = match &e {

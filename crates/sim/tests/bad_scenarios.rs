@@ -104,3 +104,19 @@ fn pspat_durations_are_checked() {
     ));
     assert!(e.starts_with("s.toml:5:11: pspat.arbiter = 0"), "{e}");
 }
+
+#[test]
+fn scenarios_that_could_overflow_the_clock_are_refused() {
+    // 1 bit/s link: draining 2000 packets of 1500 bytes takes ~277 days.
+    let src = "link = \"1bit\"\nalgorithm = \"qfq\"\nduration = \"8640000s\"\n[[flows]]\nsize = 1500\nlimit = 2000\nsource = { type = \"cbr\", rate = \"1kbit\" }\n";
+    let e = err(src);
+    assert!(
+        e.starts_with("s.toml:3:12:") && e.contains("virtual clock"),
+        "{e}"
+    );
+    // The same flows on a fast link are fine.
+    let ok = src
+        .replace("\"1bit\"", "\"1gbit\"")
+        .replace("8640000s", "1s");
+    assert!(pktsched_sim::scenario::parse(&ok, "s.toml", None).is_ok());
+}

@@ -399,6 +399,22 @@ impl Run {
     #[cold]
     fn relayout(&mut self, len: usize, tag: u32, slots: &mut [Slot]) {
         let m = self.mask();
+        if self.ring.len() == len {
+            // Same ring: squeeze the holes out in place, in order (the write
+            // index never passes the read index), without allocating.
+            let mut w = self.head;
+            for r in self.head..self.tail {
+                let e = self.ring[r & m];
+                if e != DEAD {
+                    self.ring[w & m] = e;
+                    slots[key_id(e) as usize].pos = (w & m) as u32 | tag;
+                    w = w.wrapping_add(1);
+                }
+            }
+            self.tail = w;
+            return;
+        }
+        // A new ring size (only when flows are added): copy into it.
         let live: Vec<u128> = (self.head..self.tail)
             .map(|l| self.ring[l & m])
             .filter(|&e| e != DEAD)

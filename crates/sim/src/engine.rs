@@ -110,6 +110,12 @@ pub struct Outcome {
     pub end_ps: u64,
     /// Packets in the scheduler when the run stopped.
     pub queued_end: u64,
+    /// Of `queued_end`: packets still in PSPAT client mailboxes (not yet
+    /// seen by the scheduler).
+    pub mailbox_end: u64,
+    /// Of `queued_end`: packets the PSPAT arbiter released (the scheduler
+    /// counted them as dequeued) that wait for a dispatcher or the NIC.
+    pub released_end: u64,
     /// Packet on the wire when the run stopped.
     pub on_wire_end: u64,
     /// Packets the fluid system had not finished when the run stopped.
@@ -752,6 +758,10 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
                 (p.mailbox.len() + p.released.len() + p.nic.len()) as u64
                     - u64::from(st.wire.is_some())
             }),
+        mailbox_end: st.ps.as_ref().map_or(0, |p| p.mailbox.len() as u64),
+        released_end: st.ps.as_ref().map_or(0, |p| {
+            (p.released.len() + p.nic.len()) as u64 - u64::from(st.wire.is_some())
+        }),
         on_wire_end: u64::from(st.wire.is_some()),
         fluid_pending,
         counters: s.stats(),

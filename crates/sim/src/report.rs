@@ -308,9 +308,12 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
     let c = &out.counters;
     let conserved = offered == accepted + d[0] + d[1] + d[2]
         && accepted == delivered + out.queued_end + out.on_wire_end
-        && c.enqueued.pkts == accepted
-        && c.dequeued.pkts == delivered + out.on_wire_end
-        && c.backlog.pkts == out.queued_end
+        && c.enqueued.pkts == accepted.saturating_sub(out.mailbox_end)
+        && c.dequeued.pkts == delivered + out.on_wire_end + out.released_end
+        && c.backlog.pkts
+            == out
+                .queued_end
+                .saturating_sub(out.mailbox_end + out.released_end)
         && c.conserved();
     let all_delivered_ps: u64 = out.flows.iter().map(|f| f.delay_max).max().unwrap_or(0);
     let all_min_ps: u64 = out.flows.iter().map(|f| f.delay_min).min().unwrap_or(0);

@@ -315,3 +315,29 @@ size = { mix = [[64, 3], [1500, 1]] }
     let rep = pktsched_sim::run(&c).unwrap();
     assert!(rep.violations.is_empty(), "{}", rep.table());
 }
+
+/// Regression: with `drain = false` in PSPAT mode, packets left in the
+/// client mailbox (never seen by the scheduler) and packets the arbiter had
+/// released (already counted as dequeued) were compared with the wrong
+/// scheduler counters, and a valid run was reported as not conserved.
+#[test]
+fn pspat_without_drain_is_conserved() {
+    let src = r#"
+link = "1gbit"
+algorithm = "qfq"
+duration = "100us"
+drain = false
+[pspat]
+arbiter = "30us"
+dispatcher = "7us"
+[[flows]]
+weight = 1
+source = { type = "cbr", rate = "900mbit" }
+[[flows]]
+weight = 1
+source = { type = "cbr", rate = "900mbit" }
+"#;
+    let c = pktsched_sim::scenario::parse(src, "nodrain.toml", None).unwrap();
+    let rep = pktsched_sim::run(&c).unwrap();
+    assert!(rep.table().contains("; conserved"), "{}", rep.table());
+}

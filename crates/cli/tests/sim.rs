@@ -76,3 +76,26 @@ fn a_measurement_above_its_bound_fails_loudly() {
         "{err}"
     );
 }
+
+#[test]
+fn departures_without_drain_list_every_delivered_packet() {
+    // drain = false: some delivered packets have no fluid finish yet; they
+    // must still get a row (with an empty fluid field).
+    let scen = tmp(
+        "nodrain.toml",
+        "link = \"1gbit\"\nalgorithm = \"wf2q\"\nduration = \"100us\"\ndrain = false\n[[flows]]\nweight = 1\nsource = { type = \"greedy\" }\n[[flows]]\nweight = 1\nsource = { type = \"greedy\" }\n[[flows]]\nweight = 1\nsize = 64\nsource = { type = \"poisson\", rate = \"100mbit\" }\n",
+    );
+    let csv = tmp("nodrain.csv", "");
+    let (code, out, err) = sim(&[&scen, "--json", "--departures", &csv]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    assert_eq!(
+        rows.lines().count() as u64 - 1,
+        v["accounting"]["delivered"].as_u64().unwrap()
+    );
+    assert!(
+        rows.lines().skip(1).any(|l| l.ends_with(',')),
+        "a row with no fluid finish"
+    );
+}

@@ -734,6 +734,19 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
     if st.overflow || st.fluid.overflowed() {
         return Err(SimError::FluidRange);
     }
+    // Packets that left the link but that the fluid system had not finished
+    // when the run stopped (drain = false): report them without a fluid time.
+    if opt.fluid {
+        let mut freed = vec![false; st.recs.len()];
+        for &i in &st.free {
+            freed[i as usize] = true;
+        }
+        for i in 0..st.recs.len() {
+            if !freed[i] && st.recs[i].dep != NONE {
+                st.finish(i as u32);
+            }
+        }
+    }
     // B-WFI of periods still open at the end.
     for f in 0..n {
         if st.st[f].q_pkts > 0 {

@@ -741,10 +741,14 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
         for &i in &st.free {
             freed[i as usize] = true;
         }
-        for i in 0..st.recs.len() {
-            if !freed[i] && st.recs[i].dep != NONE {
-                st.finish(i as u32);
-            }
+        let open: Vec<u32> = freed
+            .iter()
+            .enumerate()
+            .filter(|&(i, &f)| !f && st.recs[i].dep != NONE)
+            .map(|(i, _)| i as u32)
+            .collect();
+        for i in open {
+            st.finish(i);
         }
     }
     // B-WFI of periods still open at the end.

@@ -164,7 +164,20 @@ fn add_flows<S: Scheduler<u32> + ?Sized>(
             // quantum_k = L·w_k/w_min: the smallest quantum is one maximum
             // packet, as the DRR bound assumes.
             let q = (u64::from(f.weight) * l).div_ceil(wmin);
-            c.quantum = Some(u32::try_from(q).unwrap_or(u32::MAX));
+            const QMAX: u64 = 1 << 30;
+            if q > QMAX {
+                return Err((
+                    i,
+                    ConfigError::OutOfRange {
+                        alg: "drr",
+                        field: "quantum (largest packet × weight / smallest weight)",
+                        value: q,
+                        min: 1,
+                        max: QMAX,
+                    },
+                ));
+            }
+            c.quantum = Some(q as u32);
         }
         s.add_flow(c).map_err(|e| (i, e))?;
     }

@@ -120,3 +120,14 @@ fn scenarios_that_could_overflow_the_clock_are_refused() {
         .replace("8640000s", "1s");
     assert!(pktsched_sim::scenario::parse(&ok, "s.toml", None).is_ok());
 }
+
+#[test]
+fn drr_quanta_out_of_range_name_the_real_value() {
+    let src = "link = \"1gbit\"\nalgorithm = \"drr\"\nduration = \"1ms\"\n[[flows]]\nweight = 1\nsize = 65536\n[[flows]]\nweight = 1048576\nsize = 65536\n";
+    let e = err(src);
+    assert!(
+        e.contains("quantum (largest packet × weight / smallest weight) = 68719476736"),
+        "{e}"
+    );
+    assert!(e.contains("allowed 1..=1073741824"), "{e}");
+}

@@ -76,7 +76,7 @@
 //!   restarts the remainder (an error below one unit per reconfiguration).
 //! - Flow ids and links are `u32` with `u32::MAX` as nil: 2^20 flows fit.
 
-use super::{ConfigError, Discipline, Limits};
+use super::{Discipline, Limits};
 use crate::flow::{FlowConfig, FlowId};
 use crate::units::{Bytes, Nanos};
 
@@ -535,24 +535,7 @@ impl Discipline for Qfq {
         }
     }
 
-    fn check(
-        &self,
-        _id: FlowId,
-        cfg: &FlowConfig,
-        old: Option<&FlowConfig>,
-    ) -> Result<(), ConfigError> {
-        let lim = self.limits();
-        lim.check(cfg)?;
-        let sum = self.wsum - old.map_or(0, |o| u64::from(o.weight)) + u64::from(cfg.weight);
-        if sum > lim.max_weight_sum {
-            return Err(ConfigError::WeightSum {
-                alg: lim.alg,
-                sum,
-                max: lim.max_weight_sum,
-            });
-        }
-        Ok(())
-    }
+    // The weight-sum limit is enforced by `FlowSched` from `limits()`.
 
     fn add(&mut self, id: FlowId, cfg: &FlowConfig) {
         let i = id.index();
@@ -745,6 +728,7 @@ impl Discipline for Qfq {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sched::ConfigError;
     use crate::sched::{FlowSched, Scheduler};
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};

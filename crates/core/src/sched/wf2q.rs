@@ -146,7 +146,7 @@
 //! once and applies to the next departure. Changing `max_len` does not touch
 //! the schedule. `deactivate` removes a flow from whichever heap holds it.
 
-use super::{ConfigError, Discipline, Limits};
+use super::{Discipline, Limits};
 use crate::flow::{FlowConfig, FlowId};
 use crate::units::{Bytes, Nanos};
 
@@ -822,25 +822,7 @@ impl Discipline for Wf2q {
         Wf2q::LIMITS
     }
 
-    fn check(
-        &self,
-        _id: FlowId,
-        cfg: &FlowConfig,
-        old: Option<&FlowConfig>,
-    ) -> Result<(), ConfigError> {
-        let lim = self.limits();
-        lim.check(cfg)?;
-        let old_w = old.map_or(0, |o| u64::from(o.weight));
-        let sum = self.wsum.saturating_sub(old_w) + u64::from(cfg.weight);
-        if sum > lim.max_weight_sum {
-            return Err(ConfigError::WeightSum {
-                alg: lim.alg,
-                sum,
-                max: lim.max_weight_sum,
-            });
-        }
-        Ok(())
-    }
+    // The weight-sum limit is enforced by `FlowSched` from `limits()`.
 
     fn add(&mut self, id: FlowId, cfg: &FlowConfig) {
         let i = id.index();
@@ -1009,6 +991,7 @@ impl Discipline for Wf2q {
 mod tests {
     use super::*;
     use crate::flow::{DropReason, Pkt};
+    use crate::sched::ConfigError;
     use crate::sched::{FlowSched, Scheduler};
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};

@@ -3,9 +3,9 @@
 
 use super::compile::Policy;
 use super::spec::{Kind, QueueKind};
-use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::flow::{FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, Rank};
-use crate::sched::{Backlog, ConfigError, Limits, Scheduler};
+use crate::sched::{ConfigError, Limits, Scheduler};
 use crate::units::{Nanos, Rate};
 
 /// Marks a member reference as a node (otherwise it is a flow id).
@@ -835,23 +835,5 @@ impl<T> Scheduler<T> for PolicySched<T> {
         t.map(Nanos)
     }
 
-    fn backlog(&self) -> Backlog {
-        self.flows.backlog()
-    }
-
-    fn stats(&self) -> Counters {
-        self.flows.totals()
-    }
-
-    fn flow_stats(&self, flow: FlowId) -> Option<Counters> {
-        self.flows.stats(flow)
-    }
-
-    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig> {
-        self.flows.config(flow)
-    }
-
-    fn flow_ids(&self) -> Vec<FlowId> {
-        self.flows.ids().collect()
-    }
+    crate::sched::flow_table_views!(flows);
 }

@@ -84,6 +84,30 @@ pub enum ConfigError {
     },
 }
 
+/// The [`Scheduler`] methods that only read a [`FlowTable`] held in
+/// `self.$field` (backlog, stats, flow stats and configs, flow ids), shared by
+/// every scheduler built on the flow table.
+macro_rules! flow_table_views {
+    ($field:ident) => {
+        fn backlog(&self) -> $crate::sched::Backlog {
+            self.$field.backlog()
+        }
+        fn stats(&self) -> $crate::flow::Counters {
+            self.$field.totals()
+        }
+        fn flow_stats(&self, flow: $crate::flow::FlowId) -> Option<$crate::flow::Counters> {
+            self.$field.stats(flow)
+        }
+        fn flow_config(&self, flow: $crate::flow::FlowId) -> Option<&$crate::flow::FlowConfig> {
+            self.$field.config(flow)
+        }
+        fn flow_ids(&self) -> Vec<$crate::flow::FlowId> {
+            self.$field.ids().collect()
+        }
+    };
+}
+pub(crate) use flow_table_views;
+
 /// Supported ranges of an algorithm, enforced on every add/change.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Limits {
@@ -411,25 +435,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         (self.flows.total_queued() > 0).then_some(now)
     }
 
-    fn backlog(&self) -> Backlog {
-        self.flows.backlog()
-    }
-
-    fn stats(&self) -> Counters {
-        self.flows.totals()
-    }
-
-    fn flow_stats(&self, flow: FlowId) -> Option<Counters> {
-        self.flows.stats(flow)
-    }
-
-    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig> {
-        self.flows.config(flow)
-    }
-
-    fn flow_ids(&self) -> Vec<FlowId> {
-        self.flows.ids().collect()
-    }
+    crate::sched::flow_table_views!(flows);
 }
 
 /// The algorithms by name, for command lines and config files.

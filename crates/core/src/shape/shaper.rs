@@ -3,8 +3,8 @@
 use std::collections::VecDeque;
 
 use super::{Entry, Pacer, TimeQueue};
-use crate::flow::{Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
-use crate::sched::{Backlog, ConfigError, Limits, Scheduler};
+use crate::flow::{DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::sched::{ConfigError, Limits, Scheduler};
 use crate::units::{Nanos, Rate};
 
 #[derive(Clone, Copy, Debug)]
@@ -300,23 +300,5 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         self.q.next_due().map(|t| t.max(now))
     }
 
-    fn backlog(&self) -> Backlog {
-        self.flows.backlog()
-    }
-
-    fn stats(&self) -> Counters {
-        self.flows.totals()
-    }
-
-    fn flow_stats(&self, flow: FlowId) -> Option<Counters> {
-        self.flows.stats(flow)
-    }
-
-    fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig> {
-        self.flows.config(flow)
-    }
-
-    fn flow_ids(&self) -> Vec<FlowId> {
-        self.flows.ids().collect()
-    }
+    crate::sched::flow_table_views!(flows);
 }

@@ -180,6 +180,22 @@ struct Timing {
     cpu: Option<f64>,
 }
 
+/// Runs `loops` iterations in chunks, reporting progress between chunks.
+fn run_chunked<S: Scheduler<u64>>(
+    h: &mut Harness<S>,
+    loops: u64,
+    prog: &mut Progress,
+    name: &'static str,
+) {
+    let mut left = loops;
+    while left > 0 {
+        let n = left.min(CHUNK);
+        h.run(n);
+        left -= n;
+        prog.step(n, name);
+    }
+}
+
 fn pass<S: Scheduler<u64>>(
     mk: &dyn Fn() -> Result<Harness<S>>,
     loops: u64,
@@ -190,13 +206,7 @@ fn pass<S: Scheduler<u64>>(
     let mut h = mk()?;
     let c0 = thread_cpu_ns();
     let t0 = Instant::now();
-    let mut left = loops;
-    while left > 0 {
-        let n = left.min(CHUNK);
-        h.run(n);
-        left -= n;
-        prog.step(n, name);
-    }
+    run_chunked(&mut h, loops, prog, name);
     let dt = t0.elapsed();
     let c1 = thread_cpu_ns();
     let st = h.stats();
@@ -212,13 +222,7 @@ fn pass<S: Scheduler<u64>>(
     if wfi {
         let mut h = mk()?;
         h.track_wfi();
-        let mut left = loops;
-        while left > 0 {
-            let n = left.min(CHUNK);
-            h.run(n);
-            left -= n;
-            prog.step(n, name);
-        }
+        run_chunked(&mut h, loops, prog, name);
         let w = h.stats();
         out.worst_wfi_bytes = w.worst_wfi_bytes;
         out.worst_wfi_flow = w.worst_wfi_flow;

@@ -13,4 +13,4 @@ export RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/loom}"
 
-cargo test --release -p pktsched-runtime --test loom_mailbox -- --test-threads=2 "$@"
+cargo test --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell -- --test-threads=2 "$@"

@@ -4,8 +4,13 @@
 //! mailboxes; the arbiter runs a scheduling algorithm from `pktsched-core`,
 //! emulates the link and passes cleared packets to dispatchers.
 //!
-//! So far this crate has the mailbox ([`mailbox`]); the client lists, the
-//! arbiter loop and the dispatchers come next.
+//! * [`mailbox`]: the lock-free SPSC client mailbox (IFFQ style);
+//! * [`doorbell`]: the client lists and the arbiter's sleep/wake-up;
+//! * [`link`]: the emulated link (exact leaky bucket);
+//! * [`pspat`]: clients, the arbiter loop, dispatchers, stop and stats;
+//! * [`locked`]: the `tc` architecture (one lock, every client runs the
+//!   scheduler) as the baseline to compare with;
+//! * [`output`]: where cleared packets go.
 //!
 //! # Verification
 //!
@@ -19,7 +24,14 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod doorbell;
+pub mod link;
+#[cfg(not(loom))]
+pub mod locked;
 pub mod mailbox;
+pub mod output;
+#[cfg(not(loom))]
+pub mod pspat;
 mod sync;
 
 pub use mailbox::{Consumer, Mailbox, Producer};

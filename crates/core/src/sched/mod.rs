@@ -456,6 +456,21 @@ pub enum Algorithm {
     Qfq,
 }
 
+/// The one list of constructors behind [`Algorithm::build`] and
+/// [`Algorithm::build_send`].
+macro_rules! build_algorithm {
+    ($alg:expr) => {
+        match $alg {
+            Algorithm::Fifo => Box::new(FlowSched::new(Fifo::new())),
+            Algorithm::Prio => Box::new(FlowSched::new(Prio::new(8))),
+            Algorithm::Rr => Box::new(FlowSched::new(Rr::new())),
+            Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
+            Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
+            Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
+        }
+    };
+}
+
 impl Algorithm {
     /// All algorithms.
     pub const ALL: [Algorithm; 6] = [
@@ -499,14 +514,13 @@ impl Algorithm {
     /// A boxed scheduler of this kind with default parameters
     /// (PRIO: 8 levels; DRR: base quantum 1514 bytes).
     pub fn build<T: 'static>(self) -> Box<dyn Scheduler<T>> {
-        match self {
-            Algorithm::Fifo => Box::new(FlowSched::new(Fifo::new())),
-            Algorithm::Prio => Box::new(FlowSched::new(Prio::new(8))),
-            Algorithm::Rr => Box::new(FlowSched::new(Rr::new())),
-            Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
-            Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
-            Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
-        }
+        build_algorithm!(self)
+    }
+
+    /// [`Algorithm::build`] for a scheduler that moves to another thread
+    /// (the PSPAT arbiter's).
+    pub fn build_send<T: Send + 'static>(self) -> Box<dyn Scheduler<T> + Send> {
+        build_algorithm!(self)
     }
 }
 

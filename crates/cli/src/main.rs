@@ -3,6 +3,7 @@
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod sim;
@@ -66,6 +67,10 @@ enum BenchCmd {
     /// Closed-loop EDT shaping benchmark: MLTW, timing wheel and cFFS side
     /// by side.
     Shape(bench_shape::ShapeArgs),
+    /// The PSPAT runtime vs the tc architecture (clients lock one scheduler)
+    /// vs no scheduler: decisions/s vs clients, shares under overload, and a
+    /// high-weight victim's latency against the QFQ bound.
+    Pspat(Box<bench_pspat::PspatArgs>),
 }
 
 fn main() -> std::process::ExitCode {
@@ -85,6 +90,7 @@ fn run(cli: Cli) -> Result<()> {
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
         Cmd::Sim(a) => sim::run(&a),
         Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s),
+        Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a),
         Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL

@@ -207,3 +207,90 @@ fn rate_prints_both_units() {
     );
     assert!(out.contains("12.000us"), "{out}");
 }
+
+/// A tiny `bench pspat` run: every architecture and phase shows up in the
+/// JSON, every run accounts for every packet, and the victim's latency is
+/// measured with its bound next to it.
+#[test]
+fn bench_pspat_json_accounts_for_every_packet() {
+    let svg = std::env::temp_dir().join(format!("pktsched-pspat-{}.svg", std::process::id()));
+    let o = pktsched(&[
+        "bench",
+        "pspat",
+        "--clients",
+        "1,3",
+        "--duration",
+        "20ms",
+        "--warmup",
+        "10ms",
+        "--runs",
+        "1",
+        "--weights",
+        "1,2",
+        "--no-pin",
+        "--plot",
+        svg.to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2 * 2 * 3, "phases × clients × archs");
+    for r in runs {
+        let (sent, delivered, dropped, returned) = (
+            r["sent"].as_u64().unwrap(),
+            r["delivered"].as_u64().unwrap(),
+            r["dropped"].as_u64().unwrap(),
+            r["returned"].as_u64().unwrap(),
+        );
+        assert!(sent > 0, "{r}");
+        assert_eq!(sent, delivered + dropped + returned, "{r}");
+        assert!(r["decisions_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        let jain = r["jain"].as_f64().unwrap();
+        assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{r}");
+        if r["phase"] == "overload" {
+            let vic = &r["victim"];
+            assert!(vic["bound_ns"].as_u64().unwrap() > 0, "{r}");
+            assert!(vic["p99_ns"].as_u64().unwrap() <= vic["max_ns"].as_u64().unwrap());
+        } else {
+            assert!(r["victim"].is_null());
+        }
+    }
+    let summary = v["summary"].as_array().unwrap();
+    assert_eq!(summary.len(), 12);
+    let plot = std::fs::read_to_string(&svg).unwrap();
+    assert!(plot.starts_with("<svg") && plot.contains("pspat"), "plot");
+    let _ = std::fs::remove_file(&svg);
+}
+
+#[test]
+fn bench_pspat_bad_input_is_refused_with_a_reason() {
+    let cases: &[(&[&str], &str)] = &[
+        (&["--clients", "0"], "allowed: 1..=128"),
+        (&["--clients", "200"], "allowed: 1..=128"),
+        (&["--clients", "x"], "`x` is not a number"),
+        (&["--archs", "mutex"], "unknown architecture `mutex`"),
+        (&["--phases", "warp"], "unknown phase `warp`"),
+        (&["--alg", "wfq"], "unknown algorithm `wfq`"),
+        (&["--weights", "0"], "allowed: integers from 1"),
+        (&["--batch", "0"], "--batch 0; allowed: 1..=4096"),
+        (&["--limit", "0"], "--limit 0"),
+        (&["--link", "fast"], "--link"),
+        (&["--overload=-1"], "--overload `-1`"),
+        (&["--overload", "fast"], "--overload `fast`"),
+        (&["--duration", "5"], "has no unit"),
+        (&["--duration", "0s"], "--duration must be above zero"),
+        (&["--runs", "0"], "--runs 0"),
+        (&["--dispatchers", "100"], "dispatchers"),
+        (&["--alg", "qfq", "--len", "70000"], "packet length 70000"),
+    ];
+    for (extra, want) in cases {
+        let mut args = vec!["bench", "pspat"];
+        args.extend_from_slice(extra);
+        let o = pktsched(&args);
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", stderr(&o));
+        let e = stderr(&o);
+        assert!(e.contains(want), "{extra:?}: want `{want}` in: {e}");
+        assert!(!e.contains("panicked"), "{extra:?}: {e}");
+    }
+}

@@ -162,7 +162,22 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
     /// `Sent::Backpressure` means the scheduler dropped this packet
     /// (counted per client and reason).
     pub fn send(&mut self, pkt: Pkt<T>) -> Sent {
-        self.sent += 1;
+        if self.enqueue_locked(std::iter::once(pkt)) > 0 {
+            Sent::Backpressure
+        } else {
+            Sent::Queued
+        }
+    }
+
+    /// Takes the lock once for every packet of `pkts` (emptying it),
+    /// enqueues them, and releases what the link allows; returns how many
+    /// the scheduler dropped (counted per client and reason).
+    pub fn send_batch(&mut self, pkts: &mut Vec<Pkt<T>>) -> usize {
+        self.enqueue_locked(pkts.drain(..))
+    }
+
+    fn enqueue_locked(&mut self, pkts: impl ExactSizeIterator<Item = Pkt<T>>) -> usize {
+        self.sent += pkts.len() as u64;
         let mut g = match self.inner.try_lock() {
             Ok(g) => g,
             Err(_) => {
@@ -172,17 +187,19 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
         };
         let now = self.clock.now();
         let g = &mut *g;
-        let mut sent = Sent::Queued;
-        if let Err(rej) = g.sched.enqueue(pkt, now) {
-            let i = match rej.reason {
-                DropReason::QueueFull | DropReason::Removed => 0,
-                DropReason::TooLarge => 1,
-                DropReason::UnknownFlow => 2,
-            };
-            if let Some(d) = g.dropped.get_mut(self.id) {
-                d[i] += 1;
+        let mut dropped = 0;
+        for pkt in pkts {
+            if let Err(rej) = g.sched.enqueue(pkt, now) {
+                let i = match rej.reason {
+                    DropReason::QueueFull | DropReason::Removed => 0,
+                    DropReason::TooLarge => 1,
+                    DropReason::UnknownFlow => 2,
+                };
+                if let Some(d) = g.dropped.get_mut(self.id) {
+                    d[i] += 1;
+                }
+                dropped += 1;
             }
-            sent = Sent::Backpressure;
         }
         let mut n = 0;
         while n < g.round_cap && g.link.ready(now) {
@@ -203,6 +220,6 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
             g.out.transmit(&mut g.batch);
             g.batch.clear();
         }
-        sent
+        dropped
     }
 }

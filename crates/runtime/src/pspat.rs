@@ -53,9 +53,12 @@ pub struct Config {
     /// each client list at most once per microsecond), so a sending client
     /// fills whole lines before the arbiter pulls them.
     pub read_interval: Duration,
-    /// Most packets drained from one mailbox, and most packets released, in
-    /// one round (PSPAT: 512).
+    /// Most packets released in one round (PSPAT: 512), or as many as were
+    /// drained in the round if that is more, so an unlimited link keeps up.
     pub round_cap: usize,
+    /// Most packets taken from one mailbox per read: bounds a round's length
+    /// (and so every client's wait) when many clients are backlogged.
+    pub read_batch: usize,
     /// Capacity of each client mailbox (packets).
     pub mailbox_capacity: usize,
     /// Most clients.
@@ -84,6 +87,7 @@ impl Config {
             scan_interval: Duration::ZERO,
             read_interval: Duration::from_micros(1),
             round_cap: 512,
+            read_batch: 64,
             mailbox_capacity: 512,
             max_clients: 128,
             trim_after: 2,
@@ -107,6 +111,9 @@ impl Config {
         };
         if self.round_cap == 0 || self.round_cap > 1 << 20 {
             return bad("round_cap", self.round_cap.to_string(), "1..=1048576");
+        }
+        if self.read_batch == 0 || self.read_batch > 1 << 20 {
+            return bad("read_batch", self.read_batch.to_string(), "1..=1048576");
         }
         if self.mailbox_capacity == 0 || self.mailbox_capacity > 1 << 24 {
             return bad(
@@ -210,6 +217,10 @@ impl<T> SendError<T> {
     }
 }
 
+/// [`Client::send_batch`] was refused: the runtime is stopping or stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped;
+
 /// Per-client state the client and the arbiter share (one cache line per
 /// writer).
 #[derive(Debug, Default)]
@@ -278,10 +289,10 @@ impl<T: Send> Client<T> {
     #[inline]
     pub fn send(&mut self, pkt: Pkt<T>) -> Result<Sent, SendError<T>> {
         let own = &self.meta.own;
-        // Stop handshake (see `Pspat::stop`): announce, fence, look.
-        own.busy.store(true, Ordering::Relaxed);
-        fence(Ordering::SeqCst);
-        if self.shared.stop.load(Ordering::Relaxed) {
+        // Stop handshake (see `close_and_drain`): announce, then look, both
+        // SeqCst (one locked swap, cheaper than a store and a full fence).
+        own.busy.swap(true, Ordering::SeqCst);
+        if self.shared.stop.load(Ordering::SeqCst) {
             own.busy.store(false, Ordering::Release);
             own.refused_stopped.fetch_add(1, Ordering::Relaxed);
             return Err(SendError::Stopped(pkt));
@@ -303,6 +314,41 @@ impl<T: Send> Client<T> {
         Ok(Sent::Queued)
     }
 
+    /// Hands packets from the front of `pkts` to the arbiter, as many as fit
+    /// in the mailbox, with one stop check and one doorbell ring for the
+    /// whole batch. Returns how many were taken; what did not fit stays in
+    /// `pkts` (and counts one mailbox-full event). `Err` if stopped (`pkts`
+    /// untouched).
+    pub fn send_batch(&mut self, pkts: &mut VecDeque<Pkt<T>>) -> Result<(usize, Sent), Stopped> {
+        let own = &self.meta.own;
+        own.busy.swap(true, Ordering::SeqCst);
+        if self.shared.stop.load(Ordering::SeqCst) {
+            own.busy.store(false, Ordering::Release);
+            own.refused_stopped
+                .fetch_add(pkts.len() as u64, Ordering::Relaxed);
+            return Err(Stopped);
+        }
+        let n = self
+            .tx
+            .try_push_many(&mut std::iter::from_fn(|| pkts.pop_front()));
+        own.busy.store(false, Ordering::Release);
+        if !pkts.is_empty() {
+            own.full.fetch_add(1, Ordering::Relaxed);
+        }
+        if n == 0 {
+            return Ok((0, Sent::Queued));
+        }
+        self.sent += n as u64;
+        own.sent.store(self.sent, Ordering::Relaxed);
+        self.shared.doorbell.ring(self.id);
+        let bp = &self.meta.backpressure;
+        if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            own.backpressure_events.fetch_add(1, Ordering::Relaxed);
+            return Ok((n, Sent::Backpressure));
+        }
+        Ok((n, Sent::Queued))
+    }
+
     /// Approximate number of packets waiting in this client's mailbox.
     pub fn pending(&self) -> usize {
         self.tx.len_estimate()
@@ -314,7 +360,7 @@ impl<T: Send> Client<T> {
 pub struct ClientStats {
     /// Packets accepted into the mailbox.
     pub sent: u64,
-    /// Sends refused because the mailbox was full.
+    /// Sends (or batches, for `send_batch`) that found the mailbox full.
     pub mailbox_full: u64,
     /// Sends refused because the runtime was stopping.
     pub refused_stopped: u64,
@@ -431,6 +477,7 @@ pub struct Arbiter<T, O> {
     rung: Vec<usize>,
     read_interval: Nanos,
     round_cap: usize,
+    read_batch: usize,
     trim_after: u32,
     stats: ArbiterStats,
 }
@@ -490,6 +537,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             rung: Vec::new(),
             read_interval: dur_nanos(cfg.read_interval),
             round_cap: cfg.round_cap,
+            read_batch: cfg.read_batch,
             trim_after: cfg.trim_after,
             stats: ArbiterStats::default(),
         }
@@ -572,7 +620,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             c.last_read = Some(now);
             self.stats.mailbox_reads += 1;
             let mut n = 0;
-            while n < self.round_cap {
+            while n < self.read_batch {
                 let Some(pkt) = c.rx.pop() else { break };
                 n += 1;
                 if let Err(rej) = self.sched.enqueue(pkt, now) {
@@ -596,7 +644,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             i += 1;
         }
         // 3. Release while the emulated link is idle.
-        while round.released < self.round_cap && self.link.ready(now) {
+        let cap = self.round_cap.max(round.drained);
+        while round.released < cap && self.link.ready(now) {
             match self.sched.dequeue(now) {
                 Some(p) => {
                     self.link.send(p.len);
@@ -672,13 +721,20 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
 
     /// Stop sequence, part 1: refuse new sends, wait for senders inside
     /// `send`, then drain every mailbox into the scheduler.
+    ///
+    /// Why no packet is stranded: a client does `busy ← true`, then loads
+    /// `stop`; the arbiter stores `stop ← true`, then loads each `busy`; all
+    /// four are `SeqCst`, so in their single total order either the client
+    /// sees `stop` (and refuses the packet) or the arbiter sees `busy` and
+    /// waits for the client's Release of `busy`, after its push — the drain
+    /// below then sees the packet.
     fn close_and_drain(&mut self, now: Nanos) {
         self.shared.stop.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
         self.pick_up_clients();
         let metas: Vec<Arc<ClientMeta>> = self.clients.iter().map(|c| c.meta.clone()).collect();
         for m in metas {
-            while m.own.busy.load(Ordering::Acquire) {
+            while m.own.busy.load(Ordering::SeqCst) {
                 std::hint::spin_loop();
                 #[cfg(not(loom))]
                 std::thread::yield_now();
@@ -1364,6 +1420,42 @@ mod tests {
         let r = a.stop(StopMode::Drain, Nanos(0));
         assert_eq!(r.clients[0].mailbox_full, 1);
         assert_eq!(r.clients[0].sent, 14);
+    }
+
+    #[test]
+    fn batch_send_takes_what_fits_and_keeps_the_rest() {
+        let cfg = Config {
+            mailbox_capacity: 14,
+            ..Config::new(Rate::gbit(1))
+        };
+        let mut a: Arbiter<u64, VecOutput<u64>> =
+            Arbiter::new(&cfg, Algorithm::Fifo.build_send(), VecOutput::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        add_flows(a.scheduler().as_mut(), &[1], 1, 1000).unwrap_or_else(|e| panic!("{e}"));
+        let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+        let mut q: VecDeque<Pkt<u64>> = (0..20).map(|i| pkt(0, 100, i)).collect();
+        assert_eq!(c.send_batch(&mut q), Ok((14, Sent::Queued)));
+        assert_eq!(q.len(), 6);
+        assert_eq!(
+            q.front().map(|p| p.item),
+            Some(14),
+            "the rest stays in order"
+        );
+        assert_eq!(c.send_batch(&mut q), Ok((0, Sent::Queued)));
+        a.do_scan(Nanos(0));
+        assert_eq!(c.send_batch(&mut q), Ok((6, Sent::Queued)));
+        assert!(q.is_empty());
+        let r = a.stop(StopMode::Drain, Nanos(1_000_000));
+        assert_eq!(r.clients[0].sent, 20);
+        assert_eq!(r.clients[0].mailbox_full, 2);
+        let out = r
+            .outputs
+            .first()
+            .map(|o| o.pkts.iter().map(|p| p.item).collect::<Vec<_>>());
+        assert_eq!(out, Some((0..20).collect()));
+        let mut q: VecDeque<Pkt<u64>> = (0..3).map(|i| pkt(0, 100, i)).collect();
+        assert_eq!(c.send_batch(&mut q), Err(Stopped));
+        assert_eq!(q.len(), 3, "a refused batch is left untouched");
     }
 
     #[test]

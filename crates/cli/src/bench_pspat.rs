@@ -88,6 +88,9 @@ pub(crate) struct PspatArgs {
     /// PSPAT Δ_A: minimum time between arbiter rounds (`0` back to back).
     #[arg(long, default_value = "0ns")]
     scan_interval: String,
+    /// PSPAT: minimum time between two reads of one mailbox.
+    #[arg(long, default_value = "1us")]
+    read_interval: String,
     /// Do not pin threads (default: arbiter on core 0, PSPAT clients and
     /// dispatchers on core 1; locked and none clients are never pinned).
     #[arg(long)]
@@ -138,6 +141,7 @@ struct Plan {
     runs: usize,
     dispatchers: usize,
     scan_interval: Duration,
+    read_interval: Duration,
     pin: bool,
 }
 
@@ -230,6 +234,7 @@ impl Plan {
             runs: a.runs,
             dispatchers: a.dispatchers,
             scan_interval: duration("scan-interval", &a.scan_interval)?,
+            read_interval: duration("read-interval", &a.read_interval)?,
             pin: !a.no_pin && core_affinity::get_core_ids().is_some_and(|c| c.len() >= 2),
         };
         if plan.duration.is_zero() {
@@ -283,6 +288,7 @@ impl Plan {
         let (_, link) = self.flow_shape(ph);
         Config {
             scan_interval: self.scan_interval,
+            read_interval: self.read_interval,
             dispatchers: self.dispatchers,
             arbiter_core: self.pin.then_some(0),
             dispatcher_cores: if self.pin { vec![1] } else { Vec::new() },
@@ -344,20 +350,27 @@ struct Gen {
     flow: FlowId,
     len: u32,
     batch: usize,
-    /// Time between batches; `None` = greedy.
-    interval: Option<u64>,
+    /// Packets per second; `None` = greedy.
+    pps: Option<f64>,
+    /// Most packets sent at once to catch up after a late wake-up (1 for
+    /// the victim: strictly paced).
+    burst: u64,
     /// Stamp packets with the clock (only the victim needs it).
     stamp: bool,
 }
 
-/// What a generator did: packets made, packets handed over.
+/// What a generator did.
 #[derive(Clone, Copy, Debug, Default)]
 struct GenDone {
+    /// Packets handed over (not counting any still in its hands at stop).
     sent: u64,
 }
 
 /// Runs a generator until `stop`; `send` hands over the front of the queue
 /// and returns how many it took, or `None` when the runtime refuses.
+///
+/// A paced generator sends what is due since it started (`pps · t`), in
+/// batches of at most `batch`, catching up by at most `burst` packets.
 fn generate(
     g: Gen,
     stop: &AtomicBool,
@@ -365,15 +378,22 @@ fn generate(
     mut send: impl FnMut(&mut VecDeque<Pkt<u64>>) -> Option<usize>,
 ) -> GenDone {
     let mut q: VecDeque<Pkt<u64>> = VecDeque::with_capacity(g.batch);
-    let mut seq = 0u64;
+    let mut made = 0u64;
     let mut sent = 0u64;
-    let mut next = clock.now().0;
+    let t0 = clock.now().0;
+    // Packets owed but skipped because they were more than `burst` late.
+    let mut skipped = 0u64;
     while !stop.load(Ordering::Relaxed) {
         if q.is_empty() {
-            if let Some(iv) = g.interval {
+            let mut n = g.batch as u64;
+            if let Some(pps) = g.pps {
                 let now = clock.now().0;
-                if now < next {
-                    let wait = next - now;
+                let due = ((now - t0) as f64 * pps / 1e9) as u64;
+                let owed = due.saturating_sub(made + skipped);
+                if owed == 0 {
+                    // Next packet in `wait` ns.
+                    let next = t0 + ((made + skipped + 1) as f64 * 1e9 / pps) as u64;
+                    let wait = next.saturating_sub(now);
                     if wait > 200_000 {
                         std::thread::sleep(Duration::from_nanos(wait - 100_000));
                     } else {
@@ -381,13 +401,15 @@ fn generate(
                     }
                     continue;
                 }
-                // No catch-up bursts after a late wake-up.
-                next = (next + iv).max(now);
+                if owed > g.burst {
+                    skipped += owed - g.burst;
+                }
+                n = n.min(owed.min(g.burst));
             }
             let ts = if g.stamp { clock.now() } else { Nanos::ZERO };
-            for _ in 0..g.batch {
-                q.push_back(Pkt::new(g.flow, g.len, ts, seq));
-                seq += 1;
+            for _ in 0..n {
+                q.push_back(Pkt::new(g.flow, g.len, ts, made));
+                made += 1;
             }
         }
         match send(&mut q) {
@@ -415,7 +437,8 @@ struct Victim {
     p999_ns: u64,
     max_ns: u64,
     /// QFQ guarantee for the victim's packet: its own transmission at its
-    /// guaranteed rate plus the T-WFI, plus Δ_A (see BENCHMARKS.md).
+    /// guaranteed rate plus the T-WFI, plus (PSPAT) Δ_A = the read or scan
+    /// interval plus the mean round (see BENCHMARKS.md).
     bound_ns: u64,
 }
 
@@ -497,11 +520,10 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
     let victim = (ph == Phase::Overload).then_some(n as u32);
     let stop = Arc::new(AtomicBool::new(false));
     // Generators.
-    let per_client_interval = match (ph, p.overload) {
+    let per_client_pps = match (ph, p.overload) {
+        // Offered load f × link, split equally between the clients.
         (Phase::Overload, Some(f)) => {
-            // Offered load f × link split by weight-independent equal rates.
-            let bps = link.as_bps() as f64 * f / n as f64;
-            Some((p.batch as f64 * f64::from(len) * 8e9 / bps).max(1.0) as u64)
+            Some(link.as_bps() as f64 * f / n as f64 / (f64::from(len) * 8.0))
         }
         _ => None,
     };
@@ -510,17 +532,18 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             flow: FlowId(i as u32),
             len,
             batch: p.batch,
-            interval: per_client_interval,
+            pps: per_client_pps,
+            burst: 256,
             stamp: false,
         })
         .collect();
     if ph == Phase::Overload {
-        let bps = p.victim_rate.as_bps().max(1) as f64;
         gens.push(Gen {
             flow: FlowId(n as u32),
             len,
             batch: 1,
-            interval: Some((f64::from(len) * 8e9 / bps).max(1.0) as u64),
+            pps: Some(p.victim_rate.as_bps().max(1) as f64 / (f64::from(len) * 8.0)),
+            burst: 1,
             stamp: true,
         });
     }
@@ -684,7 +707,13 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
         let l_over_r = f64::from(len) * 8e9 / link.as_bps().max(1) as f64;
         // Own packet at the guaranteed rate + QFQ T-WFI (6·L/(φR), all
         // packets the same length) + Δ_A.
-        let delta_a = p.scan_interval.as_nanos() as f64 + res.arbiter_avg_loop_ns;
+        // Δ_A for PSPAT: a packet may arrive just after its mailbox was
+        // read, wait out the read (or scan) interval, then one round.
+        let delta_a = if arch == Arch::Pspat {
+            p.scan_interval.max(p.read_interval).as_nanos() as f64 + res.arbiter_avg_loop_ns
+        } else {
+            0.0
+        };
         let bound = l_over_r / phi + 6.0 * l_over_r / phi + delta_a;
         let q = |x: f64| hist.value_at_quantile(x);
         res.victim = Some(Victim {

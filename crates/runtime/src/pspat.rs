@@ -57,7 +57,8 @@ pub struct Config {
     /// drained in the round if that is more, so an unlimited link keeps up.
     pub round_cap: usize,
     /// Most packets taken from one mailbox per read: bounds a round's length
-    /// (and so every client's wait) when many clients are backlogged.
+    /// (and so every client's wait) when many clients are backlogged. A read
+    /// also ends at the first packet the scheduler drops.
     pub read_batch: usize,
     /// Capacity of each client mailbox (packets).
     pub mailbox_capacity: usize,
@@ -627,6 +628,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                     c.dropped[reason_index(rej.reason)] += 1;
                     self.stats.dropped += 1;
                     c.meta.backpressure.store(true, Ordering::Relaxed);
+                    // Leave the rest in the mailbox until the next read:
+                    // an overloading client then finds its mailbox full
+                    // (and stops, at no cost to the arbiter) instead of
+                    // making every round long with drops.
+                    break;
                 }
             }
             c.drained += n as u64;
@@ -1456,6 +1462,31 @@ mod tests {
         let mut q: VecDeque<Pkt<u64>> = (0..3).map(|i| pkt(0, 100, i)).collect();
         assert_eq!(c.send_batch(&mut q), Err(Stopped));
         assert_eq!(q.len(), 3, "a refused batch is left untouched");
+    }
+
+    #[test]
+    fn a_read_stops_at_the_first_drop_and_leaves_the_rest_queued() {
+        let mut a = arbiter(Algorithm::Fifo, Rate::kbit(1), &[1], 2);
+        let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..10 {
+            c.send(pkt(0, 100, i))
+                .unwrap_or_else(|_| panic!("send {i}"));
+        }
+        let r = a.do_scan(Nanos(0));
+        // Two fit the flow's queue, the third is dropped, seven wait.
+        assert_eq!(r.drained, 3);
+        assert_eq!(r.released, 1, "the idle link takes one at once");
+        assert_eq!(a.stats().dropped, 1);
+        assert_eq!(c.pending(), 7);
+        assert_eq!(
+            c.send(pkt(0, 100, 10)).unwrap_or_else(|_| panic!("send")),
+            Sent::Backpressure
+        );
+        let rep = a.stop(StopMode::Return, Nanos(1));
+        let cs = &rep.clients[0];
+        assert_eq!(cs.sent, 11);
+        assert_eq!(cs.drained, 11);
+        assert_eq!(cs.dropped_queue_full + rep.sched.enqueued.pkts, 11);
     }
 
     #[test]

@@ -357,6 +357,9 @@ struct Gen {
     burst: u64,
     /// Stamp packets with the clock (only the victim needs it).
     stamp: bool,
+    /// The only generator on its core: spin, rather than yield, while the
+    /// mailbox is full.
+    alone: bool,
 }
 
 /// What a generator did.
@@ -383,6 +386,7 @@ fn generate(
     let t0 = clock.now().0;
     // Packets owed but skipped because they were more than `burst` late.
     let mut skipped = 0u64;
+    let mut full_tries = 0u32;
     while !stop.load(Ordering::Relaxed) {
         if q.is_empty() {
             let mut n = g.batch as u64;
@@ -414,8 +418,25 @@ fn generate(
         }
         match send(&mut q) {
             None => break,
-            Some(0) => std::thread::yield_now(),
-            Some(n) => sent += n as u64,
+            Some(0) => {
+                // Full: a client alone on its core waits on the CPU (the
+                // arbiter frees a line within a round; a yield would let
+                // the mailbox run dry and the two threads then share the
+                // line being written); otherwise let the other clients run.
+                full_tries += 1;
+                if g.alone && full_tries < 64 {
+                    for _ in 0..32 {
+                        std::hint::spin_loop();
+                    }
+                } else {
+                    full_tries = 0;
+                    std::thread::yield_now();
+                }
+            }
+            Some(n) => {
+                full_tries = 0;
+                sent += n as u64;
+            }
         }
     }
     GenDone { sent }
@@ -535,6 +556,7 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             pps: per_client_pps,
             burst: 256,
             stamp: false,
+            alone: n == 1 && ph == Phase::Throughput,
         })
         .collect();
     if ph == Phase::Overload {
@@ -545,6 +567,7 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             pps: Some(p.victim_rate.as_bps().max(1) as f64 / (f64::from(len) * 8.0)),
             burst: 1,
             stamp: true,
+            alone: false,
         });
     }
     let mut sched = p.alg.build_send::<u64>();

@@ -314,16 +314,20 @@ const NIL: u32 = u32::MAX;
 /// A slot of the shared packet pool. A queued packet also records the
 /// length of its successor in the flow, so a dequeue learns the new head's
 /// length without touching another slot.
+///
+/// A struct, not an enum with a `Free` and a `Used` variant: putting a packet
+/// into an enum slot made the compiler assemble the whole variant on the
+/// stack and copy it in with misaligned overlapping moves, and every enqueue
+/// stalled on a failed store-to-load forward (measured ~12 ns of a 20 ns
+/// FIFO enqueue). Here the packet is moved straight into its field.
 #[derive(Debug)]
-enum Slot<T> {
-    Free {
-        next: u32,
-    },
-    Used {
-        pkt: Pkt<T>,
-        next: u32,
-        next_len: Bytes,
-    },
+struct Slot<T> {
+    /// `None` when the slot is free.
+    pkt: Option<Pkt<T>>,
+    /// Used: the next slot of the flow's list; free: the next free slot.
+    next: u32,
+    /// Used: length of the packet in `next` (0 if none).
+    next_len: Bytes,
 }
 
 /// The rarely touched part: configuration and drops.
@@ -472,20 +476,19 @@ impl<T> FlowTable<T> {
     #[inline(always)]
     pub(crate) fn push(&mut self, pkt: Pkt<T>) -> bool {
         let (f, len) = (pkt.flow.index(), pkt.len);
-        let slot = Slot::Used {
-            pkt,
-            next: NIL,
-            next_len: 0,
-        };
-        let i = if self.free_slot != NIL {
+        let i = if let Some(s) = self.pool.get_mut(self.free_slot as usize) {
             let i = self.free_slot;
-            if let Slot::Free { next } = self.pool[i as usize] {
-                self.free_slot = next;
-            }
-            self.pool[i as usize] = slot;
+            self.free_slot = s.next;
+            s.pkt = Some(pkt);
+            s.next = NIL;
+            s.next_len = 0;
             i
         } else {
-            self.pool.push(slot);
+            self.pool.push(Slot {
+                pkt: Some(pkt),
+                next: NIL,
+                next_len: 0,
+            });
             self.pool.len() as u32 - 1
         };
         let h = &mut self.hot[f];
@@ -493,9 +496,9 @@ impl<T> FlowTable<T> {
         if was_empty {
             h.head = i;
             h.head_len = len;
-        } else if let Slot::Used { next, next_len, .. } = &mut self.pool[h.tail as usize] {
-            *next = i;
-            *next_len = len;
+        } else if let Some(t) = self.pool.get_mut(h.tail as usize) {
+            t.next = i;
+            t.next_len = len;
         }
         h.tail = i;
         h.len += 1;
@@ -513,22 +516,13 @@ impl<T> FlowTable<T> {
             return None;
         }
         let i = h.head;
-        // A flow's list only links used slots; check before taking it so a
-        // broken invariant can never corrupt the free list.
-        if !matches!(self.pool.get(i as usize), Some(Slot::Used { .. })) {
-            return None;
-        }
-        let freed = Slot::Free {
-            next: self.free_slot,
-        };
-        let Slot::Used {
-            pkt,
-            next,
-            next_len,
-        } = core::mem::replace(&mut self.pool[i as usize], freed)
-        else {
-            return None;
-        };
+        // A flow's list only links used slots; a free slot here (a broken
+        // invariant) is refused before it can corrupt the free list.
+        let s = self.pool.get_mut(i as usize)?;
+        let pkt = s.pkt.take()?;
+        let (next, next_len) = (s.next, s.next_len);
+        s.next = self.free_slot;
+        s.next_len = 0;
         self.free_slot = i;
         h.len -= 1;
         h.backlog_bytes -= u64::from(pkt.len);
@@ -586,12 +580,10 @@ impl<T> FlowTable<T> {
         } else {
             NIL
         };
-        core::iter::from_fn(move || match self.pool.get(i as usize)? {
-            Slot::Used { pkt, next, .. } => {
-                i = *next;
-                Some(pkt)
-            }
-            Slot::Free { .. } => None,
+        core::iter::from_fn(move || {
+            let s = self.pool.get(i as usize)?;
+            i = s.next;
+            s.pkt.as_ref()
         })
     }
     /// Refuses a `max_len` below a packet already queued in `id`.

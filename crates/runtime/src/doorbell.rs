@@ -6,36 +6,49 @@
 //! (the arbiter, or a dispatcher) keeps its own private list of *recently
 //! active* producers and scans only those, not every registered one.
 //!
-//! * **Ring** (producer side, after publishing work in its own queue): one
-//!   `SeqCst` fence, then look at its bit in a shared bitmap and set it only
-//!   if it is clear — PSPAT's "append the client to the CPU's list only if it
-//!   is not already its last entry": a client that keeps sending touches the
-//!   shared word once per arbiter round, not once per packet. Then look at
-//!   the sleeper's flag and wake it if it is set. Only the consumer writes
-//!   that flag; producers only read it (see [`Doorbell::ring`]).
-//! * **Take** (consumer side): swap each non-zero word with 0 and hand out the
-//!   ids found, then one `SeqCst` fence before reading the queues.
-//! * **Sleep** (consumer side): store "sleeping", `SeqCst` fence, re-check
+//! * **Ring** (producer side, after publishing work in its own queue): a
+//!   [`barrier::light`] barrier, then look at its bit in a shared bitmap and
+//!   set it only if it is clear — PSPAT's "append the client to the CPU's
+//!   list only if it is not already its last entry": a client that keeps
+//!   sending touches the shared word once per arbiter round, not once per
+//!   packet. Then look at the sleeper's flag and wake it if it is set. Only
+//!   the consumer writes that flag; producers only read it.
+//! * **Take** (consumer side): swap each non-zero word with 0 and hand out
+//!   the ids found. The consumer then keeps reading those producers' queues
+//!   until it *settles* one as idle.
+//! * **Settle** (consumer side, before dropping a producer from its list):
+//!   [`Doorbell::settle`] (a [`barrier::heavy`] barrier), then read the
+//!   producer's queue once more; drop it only if that read finds nothing.
+//! * **Sleep** (consumer side): store "sleeping", heavy barrier, re-check
 //!   *every* work source (the bitmap and all queues), and only then park.
 //!
-//! # Why no wake-up and no item is lost
+//! # Why no item and no wake-up is lost
 //!
-//! Producer: publish `P`; fence `Fp`; load bit; load sleeping. Consumer:
-//! swap bits `S`; fence `Fc`; read queues.
+//! Producer: publish `P`; light barrier `L`; load bit; load sleeping.
+//! The light/heavy pair orders like two `SeqCst` fences: for a heavy `H` on
+//! the consumer, either `L` comes first (the consumer's loads after `H` see
+//! `P`) or `H` does (the producer's loads after `L` see every store the
+//! consumer made before `H`).
 //!
-//! * If the producer's bit load reads an old `1`, the swap `S` that clears
-//!   it comes later in the word's modification order, so `Fp` precedes `Fc`
-//!   in the single order of `SeqCst` fences (otherwise the load would have
-//!   to see `S`); the consumer's queue reads after `Fc` then see `P`. If it
-//!   reads `0`, the producer sets the bit and a later take finds it.
-//! * Going to sleep: the consumer stores "sleeping", fences (`Fs`), then
-//!   re-checks all queues. If `Fp` precedes `Fs`, the re-check sees `P` and
-//!   the consumer does not sleep; otherwise the producer's load after `Fp`
-//!   sees "sleeping" and unparks it (a park token is never lost, even if the
+//! * The producer's bit load reads `0`: it sets the bit (a `Release` RMW
+//!   after `P`), so a later take, whose swap acquires it, re-activates the
+//!   producer and its reads see `P`.
+//! * It reads `1`: that bit is cleared by some take `S` of the consumer. If
+//!   `S` comes after the settle `H` that would drop the producer, the take
+//!   re-activates it. If `S` comes before `H`: when `L` precedes `H`, the
+//!   re-read after `H` sees `P` and the producer is kept; when `H` precedes
+//!   `L`, the producer's bit load must see `S` or a later store — not the
+//!   `1` that `S` cleared, a contradiction, unless another ring of the same
+//!   producer set it again, and then a later take re-activates it.
+//! * Going to sleep: the consumer stores "sleeping", `H`, re-checks all
+//!   queues and bits. If `L` precedes `H`, the re-check sees `P` and the
+//!   consumer does not sleep; otherwise the producer's load after `L` sees
+//!   "sleeping" and unparks it (a park token is never lost, even if the
 //!   unpark comes before the park).
 //!
-//! `tests/loom_doorbell.rs` model-checks this, with a variant that drops the
-//! producer's fence, which loom must catch as a lost wake-up (deadlock).
+//! `tests/loom_doorbell.rs` model-checks this with both barriers as `SeqCst`
+//! fences (what the pair implements), with a variant that drops the
+//! producer's barrier, which loom must catch as a lost wake-up (deadlock).
 
 use std::sync::OnceLock;
 #[cfg(not(loom))]
@@ -43,7 +56,8 @@ use std::time::Duration;
 
 use crossbeam_utils::CachePadded;
 
-use crate::sync::{AtomicBool, AtomicU64, Ordering, Thread, current, fence, park};
+use crate::barrier;
+use crate::sync::{AtomicBool, AtomicU64, Ordering, Thread, current, park};
 
 /// Bits per bitmap word.
 const WORD: usize = 64;
@@ -69,6 +83,7 @@ impl std::fmt::Debug for Doorbell {
 impl Doorbell {
     /// A doorbell for producer ids `0..ids`.
     pub fn new(ids: usize) -> Doorbell {
+        barrier::init();
         let words = ids.max(1).div_ceil(WORD);
         Doorbell {
             words: (0..words)
@@ -98,7 +113,7 @@ impl Doorbell {
         #[cfg(not(loom))]
         let fenced = true;
         if fenced {
-            fence(Ordering::SeqCst);
+            barrier::light();
         }
         if let Some(word) = self.words.get(id / WORD) {
             let bit = 1u64 << (id % WORD);
@@ -110,7 +125,7 @@ impl Doorbell {
     }
 
     /// Wakes the consumer if it announced sleep. The caller must have
-    /// published its work and issued a `SeqCst` fence ([`Doorbell::ring`]
+    /// published its work and issued a light barrier ([`Doorbell::ring`]
     /// does both).
     ///
     /// Producers only *read* `sleeping`; the consumer alone writes it. While
@@ -128,8 +143,8 @@ impl Doorbell {
     }
 
     /// Consumer side: hands every producer id whose bit was set to `f` and
-    /// clears those bits; then fences, so queue reads that follow see what
-    /// those producers published before ringing.
+    /// clears those bits. The consumer must keep reading those producers'
+    /// queues until it settles them as idle (see [`Doorbell::settle`]).
     #[inline]
     pub fn take(&self, mut f: impl FnMut(usize)) {
         for (w, word) in self.words.iter().enumerate() {
@@ -143,7 +158,13 @@ impl Doorbell {
                 f(w * WORD + b);
             }
         }
-        fence(Ordering::SeqCst);
+    }
+
+    /// Consumer side: call before dropping producers from the list of
+    /// active ones, then read each such producer's queue once more and drop
+    /// only those still empty. Costs a few µs in asymmetric mode: batch it.
+    pub fn settle(&self) {
+        barrier::heavy();
     }
 
     /// `true` if any bit is set (a cheap look, no clearing).
@@ -164,8 +185,8 @@ impl Doorbell {
     /// call [`Doorbell::cancel_sleep`] if it finds work, else
     /// [`Doorbell::sleep`].
     pub fn announce_sleep(&self) {
-        self.sleeping.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.sleeping.store(true, Ordering::Relaxed);
+        barrier::heavy();
     }
 
     /// Consumer side: found work after announcing; stay awake.
@@ -189,8 +210,8 @@ impl Doorbell {
         self.sleeping.store(false, Ordering::Relaxed);
     }
 
-    /// Loom builds only: ring without the producer's fence — a deliberate bug
-    /// the model checker must catch.
+    /// Loom builds only: ring without the producer's barrier — a deliberate
+    /// bug the model checker must catch.
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn loom_skip_fence(&self) {

@@ -5,6 +5,7 @@
 //! emulates the link and passes cleared packets to dispatchers.
 //!
 //! * [`mailbox`]: the lock-free SPSC client mailbox (IFFQ style);
+//! * [`barrier`]: asymmetric barriers (compiler fence / `membarrier`);
 //! * [`doorbell`]: the client lists and the arbiter's sleep/wake-up;
 //! * [`link`]: the emulated link (exact leaky bucket);
 //! * [`pspat`]: clients, the arbiter loop, dispatchers, stop and stats;
@@ -24,6 +25,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]
 
+pub mod barrier;
 pub mod doorbell;
 pub mod link;
 #[cfg(not(loom))]

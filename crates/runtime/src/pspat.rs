@@ -32,6 +32,7 @@ use crossbeam_utils::CachePadded;
 use pktsched_core::{Counters, DropReason, FlowConfig, FlowId, Nanos, Pkt, Rate, Scheduler};
 use serde::Serialize;
 
+use crate::barrier;
 use crate::doorbell::Doorbell;
 use crate::link::Link;
 use crate::mailbox::{Consumer, Mailbox, Producer};
@@ -64,8 +65,13 @@ pub struct Config {
     pub mailbox_capacity: usize,
     /// Most clients.
     pub max_clients: usize,
-    /// Consecutive empty reads after which a client leaves the active list.
+    /// Consecutive empty reads after which a client may leave the active
+    /// list (at the next settle).
     pub trim_after: u32,
+    /// Minimum time between two settles: a heavy barrier (`membarrier`,
+    /// a few µs) after which idle clients whose mailbox is still empty
+    /// leave the active list (see `doorbell`).
+    pub settle_interval: Duration,
     /// T_w: how long an idle arbiter (or dispatcher) spins before sleeping.
     pub spin: Duration,
     /// Never sleep (burn the core for the lowest latency).
@@ -92,6 +98,7 @@ impl Config {
             mailbox_capacity: 512,
             max_clients: 128,
             trim_after: 2,
+            settle_interval: Duration::from_micros(50),
             spin: Duration::from_micros(100),
             busy_poll: false,
             dispatchers: 0,
@@ -139,6 +146,13 @@ impl Config {
             return bad(
                 "scan_interval",
                 format!("{:?}", self.scan_interval),
+                "at most 1s",
+            );
+        }
+        if self.settle_interval > Duration::from_secs(1) {
+            return bad(
+                "settle_interval",
+                format!("{:?}", self.settle_interval),
                 "at most 1s",
             );
         }
@@ -290,10 +304,11 @@ impl<T: Send> Client<T> {
     #[inline]
     pub fn send(&mut self, pkt: Pkt<T>) -> Result<Sent, SendError<T>> {
         let own = &self.meta.own;
-        // Stop handshake (see `close_and_drain`): announce, then look, both
-        // SeqCst (one locked swap, cheaper than a store and a full fence).
-        own.busy.swap(true, Ordering::SeqCst);
-        if self.shared.stop.load(Ordering::SeqCst) {
+        // Stop handshake (see `close_and_drain`): announce, light barrier,
+        // look.
+        own.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if self.shared.stop.load(Ordering::Relaxed) {
             own.busy.store(false, Ordering::Release);
             own.refused_stopped.fetch_add(1, Ordering::Relaxed);
             return Err(SendError::Stopped(pkt));
@@ -322,8 +337,9 @@ impl<T: Send> Client<T> {
     /// untouched).
     pub fn send_batch(&mut self, pkts: &mut VecDeque<Pkt<T>>) -> Result<(usize, Sent), Stopped> {
         let own = &self.meta.own;
-        own.busy.swap(true, Ordering::SeqCst);
-        if self.shared.stop.load(Ordering::SeqCst) {
+        own.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if self.shared.stop.load(Ordering::Relaxed) {
             own.busy.store(false, Ordering::Release);
             own.refused_stopped
                 .fetch_add(pkts.len() as u64, Ordering::Relaxed);
@@ -399,6 +415,8 @@ pub struct ArbiterStats {
     pub busy_loop_ns: u64,
     /// See `busy_loop_ns`.
     pub max_loop_ns: u64,
+    /// Settles (heavy barriers before trimming idle clients).
+    pub settles: u64,
     /// Times the arbiter went to sleep.
     pub sleeps: u64,
     /// Times a TX mailbox was full (the packet waited in the arbiter).
@@ -480,6 +498,8 @@ pub struct Arbiter<T, O> {
     round_cap: usize,
     read_batch: usize,
     trim_after: u32,
+    settle_interval: Nanos,
+    last_settle: Option<Nanos>,
     stats: ArbiterStats,
 }
 
@@ -540,6 +560,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             round_cap: cfg.round_cap,
             read_batch: cfg.read_batch,
             trim_after: cfg.trim_after,
+            settle_interval: dur_nanos(cfg.settle_interval),
+            last_settle: None,
             stats: ArbiterStats::default(),
         }
     }
@@ -605,6 +627,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         rung.clear();
         self.rung = rung;
         // 2. Drain the active clients' mailboxes (rate-limited), trim idle ones.
+        let mut idle = 0;
         let mut i = 0;
         while i < self.active.len() {
             let id = self.active[i];
@@ -638,16 +661,41 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             c.drained += n as u64;
             round.drained += n;
             if n == 0 {
-                c.empty_reads += 1;
+                c.empty_reads = c.empty_reads.saturating_add(1);
                 if c.empty_reads >= self.trim_after {
-                    c.active = false;
-                    self.active.swap_remove(i);
-                    continue;
+                    idle += 1;
                 }
             } else {
                 c.empty_reads = 0;
             }
             i += 1;
+        }
+        // Trim: settle (heavy barrier), then drop the idle clients whose
+        // mailbox is still empty; a packet published before the barrier is
+        // seen here, one published after it rings again (see `doorbell`).
+        if idle > 0
+            && self
+                .last_settle
+                .is_none_or(|t| now.0 >= t.0.saturating_add(self.settle_interval.0))
+        {
+            self.shared.doorbell.settle();
+            self.last_settle = Some(now);
+            self.stats.settles += 1;
+            let mut i = 0;
+            while i < self.active.len() {
+                let id = self.active[i];
+                if let Some(c) = self.clients.get_mut(id)
+                    && c.empty_reads >= self.trim_after
+                {
+                    if c.rx.is_empty() {
+                        c.active = false;
+                        self.active.swap_remove(i);
+                        continue;
+                    }
+                    c.empty_reads = 0;
+                }
+                i += 1;
+            }
         }
         // 3. Release while the emulated link is idle.
         let cap = self.round_cap.max(round.drained);
@@ -728,19 +776,19 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// Stop sequence, part 1: refuse new sends, wait for senders inside
     /// `send`, then drain every mailbox into the scheduler.
     ///
-    /// Why no packet is stranded: a client does `busy ← true`, then loads
-    /// `stop`; the arbiter stores `stop ← true`, then loads each `busy`; all
-    /// four are `SeqCst`, so in their single total order either the client
-    /// sees `stop` (and refuses the packet) or the arbiter sees `busy` and
-    /// waits for the client's Release of `busy`, after its push — the drain
-    /// below then sees the packet.
+    /// Why no packet is stranded: a client stores `busy ← true`, light
+    /// barrier, loads `stop`; the arbiter stores `stop ← true`, heavy
+    /// barrier, loads each `busy`. The pair orders like two `SeqCst` fences,
+    /// so either the client sees `stop` (and refuses the packet) or the
+    /// arbiter sees `busy` and waits for the client's Release of `busy`,
+    /// after its push — the drain below then sees the packet.
     fn close_and_drain(&mut self, now: Nanos) {
-        self.shared.stop.store(true, Ordering::SeqCst);
-        fence(Ordering::SeqCst);
+        self.shared.stop.store(true, Ordering::Relaxed);
+        barrier::heavy();
         self.pick_up_clients();
         let metas: Vec<Arc<ClientMeta>> = self.clients.iter().map(|c| c.meta.clone()).collect();
         for m in metas {
-            while m.own.busy.load(Ordering::SeqCst) {
+            while m.own.busy.load(Ordering::Acquire) {
                 std::hint::spin_loop();
                 #[cfg(not(loom))]
                 std::thread::yield_now();
@@ -1490,7 +1538,7 @@ mod tests {
     }
 
     #[test]
-    fn idle_clients_are_trimmed_and_come_back_when_they_send() {
+    fn idle_clients_are_trimmed_at_settles_and_come_back_when_they_send() {
         let mut a = arbiter(Algorithm::Rr, Rate::gbit(100), &[1, 1], 64);
         let mut c0 = a.client().unwrap_or_else(|e| panic!("{e}"));
         let mut c1 = a.client().unwrap_or_else(|e| panic!("{e}"));
@@ -1504,17 +1552,25 @@ mod tests {
         a.do_scan(Nanos(2000));
         a.do_scan(Nanos(4000));
         assert_eq!(a.active_clients(), vec![1]);
+        assert_eq!(a.stats().settles, 1);
+        // Client 1 is idle from 8 µs, but settles (heavy barriers) are at
+        // least settle_interval = 50 µs apart: it leaves at 54 µs.
         a.do_scan(Nanos(6000));
         a.do_scan(Nanos(8000));
+        assert_eq!(a.active_clients(), vec![1]);
+        a.do_scan(Nanos(53_000));
+        assert_eq!(a.active_clients(), vec![1]);
+        a.do_scan(Nanos(54_000));
         assert!(a.active_clients().is_empty());
+        assert_eq!(a.stats().settles, 2);
         c0.send(pkt(0, 64, 4)).unwrap_or_else(|_| panic!("send"));
-        let r = a.do_scan(Nanos(10_000));
+        let r = a.do_scan(Nanos(60_000));
         assert_eq!(r.drained, 1);
         assert_eq!(a.active_clients(), vec![0]);
         // A mailbox is not read twice within read_interval.
         c0.send(pkt(0, 64, 5)).unwrap_or_else(|_| panic!("send"));
-        assert_eq!(a.do_scan(Nanos(10_500)).drained, 0);
-        assert_eq!(a.do_scan(Nanos(11_000)).drained, 1);
+        assert_eq!(a.do_scan(Nanos(60_500)).drained, 0);
+        assert_eq!(a.do_scan(Nanos(61_000)).drained, 1);
     }
 
     /// Every packet offered is accounted for, in both stop modes.

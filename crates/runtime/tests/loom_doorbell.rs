@@ -42,9 +42,17 @@ fn model(clients: usize, items: usize, skip_fence: bool) {
                             assert_eq!(v, got[id]);
                             got[id] += 1;
                         }
-                        // Trim: the mailbox was empty on this read.
-                        active[id] = false;
                     }
+                    // Trim: this read found the mailboxes empty; settle
+                    // (heavy barrier) and drop those still empty. Take has
+                    // no barrier: this is where a late publication must show.
+                    b2.settle();
+                    for (id, rx) in rxs.iter().enumerate() {
+                        if active[id] && rx.is_empty() {
+                            active[id] = false;
+                        }
+                    }
+                    thread::yield_now();
                     continue;
                 }
                 b2.announce_sleep();
@@ -103,7 +111,7 @@ fn no_lost_wakeup_two_clients() {
     model(2, 1, false);
 }
 
-/// Without the client's fence the arbiter can miss both the item and the
+/// Without the client's barrier the arbiter can miss both the item and the
 /// bit and sleep forever: loom must find it. Loom reports the deadlock by
 /// panicking, and unwinding its parked threads then aborts the process, so
 /// the broken model runs in a child process (the ignored test below) and
@@ -142,4 +150,84 @@ fn missing_fence_loses_a_wakeup() {
 #[ignore = "run in a child process by missing_fence_loses_a_wakeup"]
 fn broken_model_child() {
     model(1, 1, true);
+}
+
+/// An arbiter that never sleeps (other clients keep it busy) must still not
+/// strand a packet when it trims a client: the settle before the trim is
+/// what catches a packet published just before the client found its bit
+/// still set. Without the settle the arbiter can drop the client while its
+/// packet is in flight and spin forever (loom: too many branches).
+fn busy_model(settle: bool) {
+    loom::model(move || {
+        let bell = Arc::new(Doorbell::new(1));
+        let (mut tx, mut rx) = Mailbox::with_line_slots::<usize, 1>(4);
+        let b2 = bell.clone();
+        let arbiter = thread::spawn(move || {
+            let mut got = 0;
+            let mut active = false;
+            while got < 2 {
+                b2.take(|_| active = true);
+                if active {
+                    while let Some(v) = rx.pop() {
+                        assert_eq!(v, got);
+                        got += 1;
+                    }
+                    if settle {
+                        b2.settle();
+                    }
+                    if rx.is_empty() {
+                        active = false;
+                    }
+                }
+                thread::yield_now();
+            }
+        });
+        for i in 0..2 {
+            assert!(tx.try_push(i).is_ok());
+            bell.ring(0);
+        }
+        arbiter.join().unwrap();
+    });
+}
+
+#[test]
+fn busy_arbiter_trims_without_losing_a_packet() {
+    busy_model(true);
+}
+
+/// The same model without the settle; run in a child process (see
+/// `missing_fence_loses_a_wakeup`) because loom's failure aborts.
+#[test]
+fn trimming_without_settle_strands_a_packet() {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args([
+            "--exact",
+            "busy_model_without_settle_child",
+            "--ignored",
+            "--test-threads=1",
+            "--nocapture",
+        ])
+        .env("RUST_BACKTRACE", "0")
+        .output()
+        .expect("run the broken model in a child process");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        !out.status.success(),
+        "loom did not catch the missing settle"
+    );
+    assert!(
+        text.contains("maximum number of branches"),
+        "the child failed, but not by spinning on a stranded packet:\n{text}"
+    );
+}
+
+#[test]
+#[ignore = "run in a child process by trimming_without_settle_strands_a_packet"]
+fn busy_model_without_settle_child() {
+    busy_model(false);
 }

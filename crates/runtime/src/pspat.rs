@@ -70,7 +70,8 @@ pub struct Config {
     pub trim_after: u32,
     /// Minimum time between two settles: a heavy barrier (`membarrier`,
     /// a few µs) after which idle clients whose mailbox is still empty
-    /// leave the active list (see `doorbell`).
+    /// leave the active list (see `doorbell`). Until then an idle client
+    /// costs one empty read per `read_interval`.
     pub settle_interval: Duration,
     /// T_w: how long an idle arbiter (or dispatcher) spins before sleeping.
     pub spin: Duration,
@@ -98,7 +99,7 @@ impl Config {
             mailbox_capacity: 512,
             max_clients: 128,
             trim_after: 2,
-            settle_interval: Duration::from_micros(50),
+            settle_interval: Duration::from_millis(1),
             spin: Duration::from_micros(100),
             busy_poll: false,
             dispatchers: 0,
@@ -415,6 +416,9 @@ pub struct ArbiterStats {
     pub busy_loop_ns: u64,
     /// See `busy_loop_ns`.
     pub max_loop_ns: u64,
+    /// Busy rounds by duration: entry `i` counts rounds of `[2^i, 2^(i+1))`
+    /// ns (threaded runs).
+    pub loop_ns_log2: [u64; 32],
     /// Settles (heavy barriers before trimming idle clients).
     pub settles: u64,
     /// Times the arbiter went to sleep.
@@ -427,6 +431,23 @@ impl ArbiterStats {
     /// Mean packets released per busy round.
     pub fn pkts_per_loop(&self) -> f64 {
         self.decisions as f64 / self.busy_loops.max(1) as f64
+    }
+    /// Upper bound of the `q` quantile (0..=1) of the busy rounds'
+    /// duration, ns (a power of two: the histogram's resolution).
+    pub fn loop_ns_quantile(&self, q: f64) -> u64 {
+        let total: u64 = self.loop_ns_log2.iter().sum();
+        if total == 0 {
+            return 0;
+        }
+        let want = (q.clamp(0.0, 1.0) * total as f64).ceil().max(1.0) as u64;
+        let mut seen = 0;
+        for (i, &n) in self.loop_ns_log2.iter().enumerate() {
+            seen += n;
+            if seen >= want {
+                return 1u64 << (i + 1).min(63);
+            }
+        }
+        u64::MAX
     }
     /// Mean duration of a busy round, ns.
     pub fn avg_loop_ns(&self) -> f64 {
@@ -959,6 +980,72 @@ pub struct Report<T, O> {
     pub outputs: Vec<O>,
 }
 
+impl<T, O> Report<T, O> {
+    /// The report in the style of `tc -s qdisc`: what was sent at the link's
+    /// rate, dropped (by reason), held back and still held, what stop
+    /// flushed or handed back, then the arbiter's own counters and one line
+    /// per client.
+    pub fn tc_style(&self, alg: &str) -> String {
+        use std::fmt::Write as _;
+        let c = &self.sched;
+        let a = &self.arbiter;
+        let mut s = String::new();
+        let d = c.dropped_total();
+        let _ = write!(
+            s,
+            "qdisc {alg} (pspat arbiter)\n Sent {} bytes {} pkt (dropped {}",
+            a.bytes, a.decisions, d.pkts
+        );
+        for r in DropReason::ALL {
+            let n = c.dropped(r).pkts;
+            if n > 0 {
+                let _ = write!(s, ", {} {n}", r.name());
+            }
+        }
+        let _ = writeln!(
+            s,
+            ", overlimits {})\n backlog {}b {}p  flushed at stop {}p  returned at stop {}p",
+            c.overlimits,
+            c.backlog.bytes,
+            c.backlog.pkts,
+            self.flushed,
+            self.returned.len()
+        );
+        let _ = writeln!(
+            s,
+            " arbiter: {} decisions, {} rounds ({} busy, {:.1} pkts/busy round, \
+             avg {:.0} ns, max {} ns), {} mailbox reads, {} settles, {} sleeps, \
+             {} tx-full",
+            a.decisions,
+            a.loops,
+            a.busy_loops,
+            a.pkts_per_loop(),
+            a.avg_loop_ns(),
+            a.max_loop_ns,
+            a.mailbox_reads,
+            a.settles,
+            a.sleeps,
+            a.tx_full
+        );
+        for (i, cl) in self.clients.iter().enumerate() {
+            let _ = writeln!(
+                s,
+                " client {i}: sent {} (mailbox full {}, backpressure {}, refused at stop {}) \
+                 drained {} dropped queue_full {} too_large {} unknown_flow {}",
+                cl.sent,
+                cl.mailbox_full,
+                cl.backpressure_events,
+                cl.refused_stopped,
+                cl.drained,
+                cl.dropped_queue_full,
+                cl.dropped_too_large,
+                cl.dropped_unknown_flow
+            );
+        }
+        s
+    }
+}
+
 /// A monotonic clock in nanoseconds since its creation; copies share the
 /// epoch, so timestamps from clients and outputs compare.
 #[derive(Clone, Copy, Debug)]
@@ -1227,6 +1314,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 let d = end.0.saturating_sub(start.0);
                 self.stats.busy_loop_ns += d;
                 self.stats.max_loop_ns = self.stats.max_loop_ns.max(d);
+                let b = (63 - d.max(1).leading_zeros()) as usize;
+                self.stats.loop_ns_log2[b.min(31)] += 1;
                 idle_since = None;
             } else if r.backlog > 0 || self.tx_waiting() > 0 {
                 // Waiting for the link (or a dispatcher): sleep if it is far.
@@ -1477,6 +1566,30 @@ mod tests {
     }
 
     #[test]
+    fn report_reads_like_tc_s() {
+        let mut a = arbiter(Algorithm::Fifo, Rate::kbit(1), &[1], 2);
+        let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..4 {
+            c.send(pkt(0, 100, i))
+                .unwrap_or_else(|_| panic!("send {i}"));
+        }
+        a.do_scan(Nanos(0));
+        let r = a.stop(StopMode::Return, Nanos(1));
+        let text = r.tc_style("fifo");
+        for want in [
+            "qdisc fifo (pspat arbiter)",
+            "Sent 100 bytes 1 pkt (dropped 1, queue_full 1, overlimits 0)",
+            // p1 was queued, p3 was still in the mailbox: both handed back.
+            "returned at stop 2p",
+            "arbiter: 1 decisions",
+            "client 0: sent 4 (mailbox full 0, backpressure 0, refused at stop 0) drained 4 \
+             dropped queue_full 1 too_large 0 unknown_flow 0",
+        ] {
+            assert!(text.contains(want), "missing `{want}` in:\n{text}");
+        }
+    }
+
+    #[test]
     fn batch_send_takes_what_fits_and_keeps_the_rest() {
         let cfg = Config {
             mailbox_capacity: 14,
@@ -1554,23 +1667,23 @@ mod tests {
         assert_eq!(a.active_clients(), vec![1]);
         assert_eq!(a.stats().settles, 1);
         // Client 1 is idle from 8 µs, but settles (heavy barriers) are at
-        // least settle_interval = 50 µs apart: it leaves at 54 µs.
+        // least settle_interval = 1 ms apart: it leaves at 1.004 ms.
         a.do_scan(Nanos(6000));
         a.do_scan(Nanos(8000));
         assert_eq!(a.active_clients(), vec![1]);
-        a.do_scan(Nanos(53_000));
+        a.do_scan(Nanos(1_003_000));
         assert_eq!(a.active_clients(), vec![1]);
-        a.do_scan(Nanos(54_000));
+        a.do_scan(Nanos(1_004_000));
         assert!(a.active_clients().is_empty());
         assert_eq!(a.stats().settles, 2);
         c0.send(pkt(0, 64, 4)).unwrap_or_else(|_| panic!("send"));
-        let r = a.do_scan(Nanos(60_000));
+        let r = a.do_scan(Nanos(1_010_000));
         assert_eq!(r.drained, 1);
         assert_eq!(a.active_clients(), vec![0]);
         // A mailbox is not read twice within read_interval.
         c0.send(pkt(0, 64, 5)).unwrap_or_else(|_| panic!("send"));
-        assert_eq!(a.do_scan(Nanos(60_500)).drained, 0);
-        assert_eq!(a.do_scan(Nanos(61_000)).drained, 1);
+        assert_eq!(a.do_scan(Nanos(1_010_500)).drained, 0);
+        assert_eq!(a.do_scan(Nanos(1_011_000)).drained, 1);
     }
 
     /// Every packet offered is accounted for, in both stop modes.

@@ -77,8 +77,14 @@ pub struct Config {
     pub spin: Duration,
     /// Never sleep (burn the core for the lowest latency).
     pub busy_poll: bool,
-    /// Dispatcher threads; 0 = the arbiter transmits cleared packets itself.
+    /// Dispatcher threads; 0 = the arbiter transmits cleared packets itself
+    /// (or hands them back to their clients: `client_transmit`).
     pub dispatchers: usize,
+    /// With 0 dispatchers: hand every cleared packet back to the client
+    /// that sent it (through a return mailbox per client, capacity
+    /// `tx_capacity`), which transmits it itself — the userspace PSPAT
+    /// arrangement. Clients collect them with [`Client::take_cleared`].
+    pub client_transmit: bool,
     /// Capacity of each dispatcher's TX mailbox.
     pub tx_capacity: usize,
     /// Pin the arbiter to this core.
@@ -103,6 +109,7 @@ impl Config {
             spin: Duration::from_micros(100),
             busy_poll: false,
             dispatchers: 0,
+            client_transmit: false,
             tx_capacity: 1024,
             arbiter_core: None,
             dispatcher_cores: Vec::new(),
@@ -139,6 +146,13 @@ impl Config {
         }
         if self.dispatchers > 64 {
             return bad("dispatchers", self.dispatchers.to_string(), "0..=64");
+        }
+        if self.client_transmit && self.dispatchers > 0 {
+            return bad(
+                "dispatchers",
+                self.dispatchers.to_string(),
+                "0 when client_transmit is set (clients transmit themselves)",
+            );
         }
         if self.tx_capacity == 0 || self.tx_capacity > 1 << 24 {
             return bad("tx_capacity", self.tx_capacity.to_string(), "1..=16777216");
@@ -194,7 +208,8 @@ pub enum RuntimeError {
         given: usize,
         /// Dispatchers configured.
         dispatchers: usize,
-        /// Outputs needed (dispatchers, or 1 with none).
+        /// Outputs needed (dispatchers, or 1 with none, or 0 when clients
+        /// transmit).
         need: usize,
     },
     /// The runtime was stopped.
@@ -268,6 +283,9 @@ struct ClientEnd<T> {
     active: bool,
     drained: u64,
     dropped: [u64; 4],
+    /// Client-transmit mode: the return mailbox and what did not fit in it.
+    ret: Option<Producer<Pkt<T>>>,
+    ret_waiting: VecDeque<Pkt<T>>,
 }
 
 /// State shared by clients, the arbiter thread and the [`Pspat`] handle.
@@ -284,12 +302,16 @@ struct Shared<T> {
     published: Mutex<ArbiterStats>,
     mailbox_capacity: usize,
     max_clients: usize,
+    /// Return mailbox capacity, or 0 when clients do not transmit.
+    return_capacity: usize,
 }
 
 /// A sending thread's handle. `Send`, not `Clone`: one per thread.
 pub struct Client<T> {
     id: usize,
     tx: Producer<Pkt<T>>,
+    /// Client-transmit mode: packets the arbiter cleared for this client.
+    ret: Option<Consumer<Pkt<T>>>,
     meta: Arc<ClientMeta>,
     shared: Arc<Shared<T>>,
     sent: u64,
@@ -365,6 +387,18 @@ impl<T: Send> Client<T> {
             return Ok((n, Sent::Backpressure));
         }
         Ok((n, Sent::Queued))
+    }
+
+    /// Client-transmit mode ([`Config::client_transmit`]): moves the
+    /// packets the arbiter has cleared for this client (in release order)
+    /// into `out`, for the client to transmit; returns how many. Works after
+    /// stop too, until the return mailbox is empty. Always 0 in the other
+    /// modes.
+    pub fn take_cleared(&mut self, out: &mut Vec<Pkt<T>>) -> usize {
+        match &mut self.ret {
+            Some(r) => r.pop_into(out, usize::MAX),
+            None => 0,
+        }
     }
 
     /// Approximate number of packets waiting in this client's mailbox.
@@ -483,6 +517,13 @@ enum Sink<T, O> {
     Inline(O),
     /// One TX mailbox (and overflow queue) per dispatcher.
     Dispatch(Vec<DispatchTx<T>>),
+    /// Back to the client that sent each packet (`owner[flow]` = the
+    /// client whose packet of that flow was last accepted).
+    Clients {
+        owner: Vec<u32>,
+        /// Clients with packets in `ClientEnd::ret_waiting`.
+        dirty: Vec<usize>,
+    },
 }
 
 struct DispatchTx<T> {
@@ -554,7 +595,39 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// clients with [`Arbiter::client`] and call [`Arbiter::do_scan`].
     pub fn new(cfg: &Config, sched: BoxedScheduler<T>, output: O) -> Result<Self, RuntimeError> {
         cfg.validate()?;
+        if cfg.client_transmit {
+            return Err(RuntimeError::Config {
+                field: "client_transmit",
+                value: "true".into(),
+                allowed: "false for Arbiter::new (use Arbiter::new_client_transmit)",
+            });
+        }
         Ok(Self::build(cfg, sched, Sink::Inline(output)))
+    }
+
+    /// A thread-less arbiter in client-transmit mode
+    /// ([`Config::client_transmit`] must be set): cleared packets go back to
+    /// their clients ([`Client::take_cleared`]); `O` is unused.
+    pub fn new_client_transmit(
+        cfg: &Config,
+        sched: BoxedScheduler<T>,
+    ) -> Result<Self, RuntimeError> {
+        cfg.validate()?;
+        if !cfg.client_transmit {
+            return Err(RuntimeError::Config {
+                field: "client_transmit",
+                value: "false".into(),
+                allowed: "true for Arbiter::new_client_transmit",
+            });
+        }
+        Ok(Self::build(
+            cfg,
+            sched,
+            Sink::Clients {
+                owner: Vec::new(),
+                dirty: Vec::new(),
+            },
+        ))
     }
 
     fn build(cfg: &Config, sched: BoxedScheduler<T>, sink: Sink<T, O>) -> Self {
@@ -567,6 +640,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             published: Mutex::new(ArbiterStats::default()),
             mailbox_capacity: cfg.mailbox_capacity,
             max_clients: cfg.max_clients,
+            return_capacity: if cfg.client_transmit {
+                cfg.tx_capacity
+            } else {
+                0
+            },
         });
         Arbiter {
             sched,
@@ -607,7 +685,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     pub fn output(&self) -> Option<&O> {
         match &self.sink {
             Sink::Inline(o) => Some(o),
-            Sink::Dispatch(_) => None,
+            Sink::Dispatch(_) | Sink::Clients { .. } => None,
         }
     }
 
@@ -668,6 +746,13 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             while n < self.read_batch {
                 let Some(pkt) = c.rx.pop() else { break };
                 n += 1;
+                let flow = pkt.flow.index();
+                if let Sink::Clients { owner, .. } = &mut self.sink {
+                    if owner.len() <= flow {
+                        owner.resize(flow + 1, u32::MAX);
+                    }
+                    owner[flow] = id as u32;
+                }
                 if let Err(rej) = self.sched.enqueue(pkt, now) {
                     c.dropped[reason_index(rej.reason)] += 1;
                     self.stats.dropped += 1;
@@ -777,7 +862,50 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                     }
                 }
             }
+            Sink::Clients { owner, dirty } => {
+                for p in self.batch.drain(..) {
+                    // Every released packet was accepted after its owner was
+                    // recorded, so the owner exists.
+                    let o = owner.get(p.flow.index()).copied().unwrap_or(u32::MAX) as usize;
+                    if let Some(c) = self.clients.get_mut(o) {
+                        if c.ret_waiting.is_empty() {
+                            dirty.push(o);
+                        }
+                        c.ret_waiting.push_back(p);
+                    }
+                }
+                dirty.retain(|&o| {
+                    let Some(c) = self.clients.get_mut(o) else {
+                        return false;
+                    };
+                    let Some(ret) = c.ret.as_mut() else {
+                        return false;
+                    };
+                    while let Some(p) = c.ret_waiting.pop_front() {
+                        if let Err(p) = ret.try_push(p) {
+                            c.ret_waiting.push_front(p);
+                            self.stats.tx_full += 1;
+                            return true;
+                        }
+                    }
+                    false
+                });
+            }
         }
+    }
+
+    /// Client-transmit mode, at stop: packets cleared but still waiting
+    /// for room in their client's return mailbox.
+    fn take_unclaimed(&mut self) -> Vec<Pkt<T>> {
+        let mut v = Vec::new();
+        if let Sink::Clients { dirty, .. } = &mut self.sink {
+            for o in dirty.drain(..) {
+                if let Some(c) = self.clients.get_mut(o) {
+                    v.extend(c.ret_waiting.drain(..));
+                }
+            }
+        }
+        v
     }
 
     /// Packets released but still waiting for a full TX mailbox.
@@ -785,6 +913,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         match &self.sink {
             Sink::Inline(_) => 0,
             Sink::Dispatch(txs) => txs.iter().map(|d| d.waiting.len()).sum(),
+            Sink::Clients { dirty, .. } => dirty
+                .iter()
+                .filter_map(|&o| self.clients.get(o))
+                .map(|c| c.ret_waiting.len())
+                .sum(),
         }
     }
 
@@ -883,12 +1016,15 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// (ignoring the link) or returns what is queued.
     pub fn stop(mut self, mode: StopMode, now: Nanos) -> Report<T, O> {
         self.close_and_drain(now);
-        let (flushed, returned) = self.finish(mode, now);
+        let (flushed, mut returned) = self.finish(mode, now);
+        let unclaimed = self.take_unclaimed();
+        let returned_cleared = unclaimed.len() as u64;
+        returned.extend(unclaimed);
         let clients = self.client_stats();
         let sched = self.sched.stats();
         let outputs = match self.sink {
             Sink::Inline(o) => vec![o],
-            Sink::Dispatch(_) => Vec::new(),
+            Sink::Dispatch(_) | Sink::Clients { .. } => Vec::new(),
         };
         Report {
             arbiter: self.stats,
@@ -896,6 +1032,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             sched,
             flushed,
             returned,
+            returned_cleared,
             outputs,
         }
     }
@@ -926,6 +1063,12 @@ fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, RuntimeErro
         return Err(RuntimeError::Stopped);
     }
     let (tx, rx) = Mailbox::with_capacity::<Pkt<T>>(shared.mailbox_capacity);
+    let (ret_tx, ret_rx) = if shared.return_capacity > 0 {
+        let (t, r) = Mailbox::with_capacity::<Pkt<T>>(shared.return_capacity);
+        (Some(t), Some(r))
+    } else {
+        (None, None)
+    };
     let meta = Arc::new(ClientMeta::default());
     reg.push(ClientEnd {
         rx,
@@ -935,6 +1078,8 @@ fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, RuntimeErro
         active: false,
         drained: 0,
         dropped: [0; 4],
+        ret: ret_tx,
+        ret_waiting: VecDeque::new(),
     });
     shared.next_id.store(id as u64 + 1, Ordering::Relaxed);
     shared
@@ -946,6 +1091,7 @@ fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, RuntimeErro
     Ok(Client {
         id,
         tx,
+        ret: ret_rx,
         meta,
         shared: shared.clone(),
         sent: 0,
@@ -963,7 +1109,9 @@ pub enum StopMode {
 
 /// Where every packet went. For each client:
 /// `sent = drained` and `drained = scheduler enqueued + dropped`; overall
-/// `scheduler enqueued = decisions + flushed + returned`.
+/// `scheduler enqueued = decisions + flushed + returned − returned_cleared`.
+/// In client-transmit mode the cleared packets are in the clients' return
+/// mailboxes, except the `returned_cleared` ones.
 #[derive(Debug)]
 pub struct Report<T, O> {
     /// The arbiter's counters.
@@ -974,8 +1122,13 @@ pub struct Report<T, O> {
     pub sched: Counters,
     /// Packets transmitted during stop, ignoring the link ([`StopMode::Drain`]).
     pub flushed: u64,
-    /// Packets handed back ([`StopMode::Return`]).
+    /// Packets handed back: still queued in the scheduler
+    /// ([`StopMode::Return`]), then, in client-transmit mode, cleared
+    /// packets whose client's return mailbox had no room.
     pub returned: Vec<Pkt<T>>,
+    /// How many of `returned` had already been cleared (counted in
+    /// `arbiter.decisions` or `flushed`).
+    pub returned_cleared: u64,
     /// The outputs (one per dispatcher, or the arbiter's).
     pub outputs: Vec<O>,
 }
@@ -1109,7 +1262,11 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         clock: Clock,
     ) -> Result<Pspat<T, O>, RuntimeError> {
         cfg.validate()?;
-        let need = cfg.dispatchers.max(1);
+        let need = if cfg.client_transmit {
+            0
+        } else {
+            cfg.dispatchers.max(1)
+        };
         if outputs.len() != need {
             return Err(RuntimeError::Outputs {
                 given: outputs.len(),
@@ -1119,7 +1276,12 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         }
         let mut outputs = outputs;
         let mut dispatchers = Vec::new();
-        let sink = if cfg.dispatchers == 0 {
+        let sink = if cfg.client_transmit {
+            Sink::Clients {
+                owner: Vec::new(),
+                dirty: Vec::new(),
+            }
+        } else if cfg.dispatchers == 0 {
             let Some(o) = outputs.pop() else {
                 return Err(RuntimeError::Outputs {
                     given: 0,
@@ -1183,7 +1345,12 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
                 let mode = *mode2.lock().unwrap_or_else(PoisonError::into_inner);
                 let now = clock.now();
                 arb.close_and_drain(now);
-                let (flushed, returned) = arb.finish(mode, now);
+                let (flushed, mut returned) = arb.finish(mode, now);
+                // Clients may never collect: what their return mailboxes
+                // cannot take is handed back.
+                let unclaimed = arb.take_unclaimed();
+                let returned_cleared = unclaimed.len() as u64;
+                returned.extend(unclaimed);
                 // Everything is in the TX mailboxes or waiting: push the rest.
                 while arb.tx_waiting() > 0 {
                     arb.flush();
@@ -1202,9 +1369,10 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
                     sched: arb.sched.stats(),
                     flushed,
                     returned,
+                    returned_cleared,
                     outputs: match arb.sink {
                         Sink::Inline(o) => vec![o],
-                        Sink::Dispatch(_) => Vec::new(),
+                        Sink::Dispatch(_) | Sink::Clients { .. } => Vec::new(),
                     },
                 })
             })
@@ -1563,6 +1731,114 @@ mod tests {
         let r = a.stop(StopMode::Drain, Nanos(0));
         assert_eq!(r.clients[0].mailbox_full, 1);
         assert_eq!(r.clients[0].sent, 14);
+    }
+
+    fn client_transmit_arbiter(tx_capacity: usize) -> Arbiter<u64, NullOutput> {
+        let cfg = Config {
+            client_transmit: true,
+            tx_capacity,
+            ..Config::new(Rate::gbit(100))
+        };
+        let mut a: Arbiter<u64, NullOutput> =
+            Arbiter::new_client_transmit(&cfg, Algorithm::Drr.build_send())
+                .unwrap_or_else(|e| panic!("{e}"));
+        add_flows(a.scheduler().as_mut(), &[1, 1], 2, 1000).unwrap_or_else(|e| panic!("{e}"));
+        a
+    }
+
+    #[test]
+    fn cleared_packets_go_back_to_the_client_that_sent_them() {
+        let mut a = client_transmit_arbiter(1024);
+        let mut c0 = a.client().unwrap_or_else(|e| panic!("{e}"));
+        let mut c1 = a.client().unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..3 {
+            c0.send(pkt(0, 100, i)).unwrap_or_else(|_| panic!("send"));
+            c1.send(pkt(1, 100, 10 + i))
+                .unwrap_or_else(|_| panic!("send"));
+        }
+        // Late enough for the link to have room for all six.
+        a.do_scan(Nanos(1_000_000));
+        assert_eq!(a.stats().decisions, 6);
+        let (mut got0, mut got1) = (Vec::new(), Vec::new());
+        assert_eq!(c0.take_cleared(&mut got0), 3);
+        assert_eq!(c1.take_cleared(&mut got1), 3);
+        let items = |v: &[Pkt<u64>]| v.iter().map(|p| p.item).collect::<Vec<_>>();
+        assert_eq!(items(&got0), vec![0, 1, 2]);
+        assert_eq!(items(&got1), vec![10, 11, 12]);
+        assert_eq!(c0.take_cleared(&mut got0), 0);
+        let r = a.stop(StopMode::Drain, Nanos(1_000_001));
+        assert!(r.outputs.is_empty());
+        assert_eq!(r.returned_cleared, 0);
+    }
+
+    #[test]
+    fn a_full_return_mailbox_holds_packets_back_and_stop_hands_them_over() {
+        let mut a = client_transmit_arbiter(14);
+        let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..40 {
+            c.send(pkt(0, 100, i)).unwrap_or_else(|_| panic!("send"));
+        }
+        a.do_scan(Nanos(1_000_000));
+        assert_eq!(a.stats().decisions, 40);
+        assert!(a.stats().tx_full > 0);
+        let mut got = Vec::new();
+        let first = c.take_cleared(&mut got);
+        assert!(first > 0 && first < 40, "{first}");
+        // The next round pushes more of what waited.
+        a.do_scan(Nanos(1_001_000));
+        let second = c.take_cleared(&mut got);
+        assert!(second > 0);
+        // Never collected again: stop hands the rest back.
+        let r = a.stop(StopMode::Return, Nanos(1_002_000));
+        let after = c.take_cleared(&mut got);
+        let items: Vec<u64> = got
+            .iter()
+            .chain(r.returned.iter())
+            .map(|p| p.item)
+            .collect();
+        assert_eq!(items, (0..40).collect::<Vec<_>>(), "in order, none lost");
+        assert_eq!(r.returned_cleared, 40 - (first + second + after) as u64);
+        assert_eq!(
+            r.sched.enqueued.pkts,
+            r.arbiter.decisions + r.flushed + r.returned.len() as u64 - r.returned_cleared
+        );
+    }
+
+    #[test]
+    fn client_transmit_settings_are_checked() {
+        let cfg = Config {
+            client_transmit: true,
+            dispatchers: 2,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = cfg.validate().map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("dispatchers") && e.contains("client_transmit"),
+            "{e}"
+        );
+        let cfg = Config {
+            client_transmit: true,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = Arbiter::new(
+            &cfg,
+            Algorithm::Fifo.build_send::<u64>(),
+            NullOutput::default(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("new_client_transmit"), "{e}");
+        let e = Pspat::start(
+            &cfg,
+            Algorithm::Fifo.build_send::<u64>(),
+            vec![NullOutput::default()],
+            Clock::new(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("need 0"), "{e}");
     }
 
     #[test]

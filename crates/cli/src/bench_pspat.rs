@@ -64,7 +64,8 @@ pub(crate) struct PspatArgs {
     #[arg(long, default_value_t = 1500)]
     overload_len: u32,
     /// Overload phase: offered load of the clients together, as a multiple
-    /// of the link rate, or `max` for clients that send as fast as they can.
+    /// of the link rate (split in proportion to the weights), or `max` for
+    /// clients that send as fast as they can.
     #[arg(long, default_value = "2")]
     overload: String,
     /// Overload phase: the victim's weight (the others' are `--weights`).
@@ -551,10 +552,12 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
     let victim = (ph == Phase::Overload).then_some(n as u32);
     let stop = Arc::new(AtomicBool::new(false));
     // Generators.
-    let per_client_pps = match (ph, p.overload) {
-        // Offered load f × link, split equally between the clients.
+    // Offered load f × link, split in proportion to the weights, so that
+    // with f > 1 every client is backlogged and its share is its weight's.
+    let wsum: f64 = weights.iter().map(|&w| f64::from(w)).sum();
+    let pps_of = |i: usize| match (ph, p.overload) {
         (Phase::Overload, Some(f)) => {
-            Some(link.as_bps() as f64 * f / n as f64 / (f64::from(len) * 8.0))
+            Some(link.as_bps() as f64 * f * f64::from(weights[i]) / wsum / (f64::from(len) * 8.0))
         }
         _ => None,
     };
@@ -563,7 +566,7 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             flow: FlowId(i as u32),
             len,
             batch: p.batch,
-            pps: per_client_pps,
+            pps: pps_of(i),
             burst: 256,
             stamp: false,
             alone: n == 1 && ph == Phase::Throughput,
@@ -737,7 +740,6 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
     res.gbit_per_s = res.decisions_per_s * f64::from(len) * 8.0 / 1e9;
     (res.jain, res.max_share_err) = jain_and_err(&window[..n], &weights);
     if ph == Phase::Overload {
-        let wsum: f64 = weights.iter().map(|&w| f64::from(w)).sum::<f64>();
         let phi = f64::from(p.victim_weight) / (wsum + f64::from(p.victim_weight));
         let l_over_r = f64::from(len) * 8e9 / link.as_bps().max(1) as f64;
         // Own packet at the guaranteed rate + QFQ T-WFI (6·L/(φR), all

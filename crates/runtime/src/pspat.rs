@@ -9,14 +9,18 @@
 //! * A [`Client`] is one sending thread's handle with a private lock-free
 //!   mailbox; [`Client::send`] never blocks and never takes a lock. After a
 //!   push it rings the [`Doorbell`]: its bit is set only if it is clear, so a
-//!   busy client touches shared memory once per arbiter round.
+//!   busy client touches shared memory once per arbiter round. Its only
+//!   barrier is [`barrier::light`] (a compiler fence where `membarrier` is
+//!   available).
 //! * The [`Arbiter`] is deterministic and does no I/O of its own: its
 //!   [`Arbiter::do_scan`] takes `now` and does one round of the paper's loop
 //!   — collect the clients that rang, drain the mailboxes of recently active
-//!   clients (each read at most once per `read_interval`) into the
-//!   scheduler, trim clients whose mailbox stayed empty, release packets
-//!   while the emulated [`Link`] is idle and hand them to the output or the
-//!   dispatchers' TX mailboxes. Tests drive it with a virtual clock.
+//!   clients (each read at most once per `read_interval`, at most
+//!   `read_batch` packets, stopping at the first drop) into the scheduler,
+//!   settle and trim clients whose mailbox stayed empty, release packets
+//!   while the emulated [`Link`] is idle and hand them to the output, the
+//!   dispatchers' TX mailboxes, or (client-transmit mode) back to their
+//!   clients. Tests drive it with a virtual clock.
 //! * [`Pspat`] runs the arbiter (and dispatchers) on threads with a real
 //!   clock: spin for `spin` when idle, then sleep until a client rings (or
 //!   until the link is free when packets wait for it).

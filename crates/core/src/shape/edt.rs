@@ -17,12 +17,21 @@ const PS: u128 = 1000;
 ///
 /// The rate can change at any time: packets already stamped keep their
 /// stamps, later ones are spaced at the new rate.
+///
+/// A flow's packets are usually all the same length, so the pacer memoises
+/// the last length's spacing as whole picoseconds plus a remainder and
+/// adds them with one carry: no 128-bit division per packet (that division
+/// was a sixth of the MLTW's cost per packet in `bench shape`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pacer {
     rate: Rate,
     /// Exact previous departure: `ps + rem / rate` picoseconds.
     ps: u128,
     rem: u64,
+    /// Memo: `memo_len · 8·10¹² = memo_ps · rate + memo_rem` (0: empty).
+    memo_len: Bytes,
+    memo_ps: u128,
+    memo_rem: u64,
 }
 
 impl Pacer {
@@ -32,6 +41,9 @@ impl Pacer {
             rate,
             ps: 0,
             rem: 0,
+            memo_len: 0,
+            memo_ps: 0,
+            memo_rem: 0,
         }
     }
 
@@ -50,6 +62,7 @@ impl Pacer {
                 self.rem = 0;
             }
             self.rate = rate;
+            self.memo_len = 0;
         }
     }
 
@@ -68,17 +81,33 @@ impl Pacer {
             self.ps = now_ps;
             self.rem = 0;
         }
-        let r = u128::from(self.rate.as_bps());
-        let num = u128::from(len) * 8_000_000_000_000 + u128::from(self.rem);
-        self.ps += num / r;
-        // `num % r < r <= u64::MAX`.
-        self.rem = (num % r) as u64;
+        let r = self.rate.as_bps();
+        if len != self.memo_len || len == 0 {
+            let num = u128::from(len) * 8_000_000_000_000;
+            self.memo_ps = num / u128::from(r);
+            // `num % r < r <= u64::MAX`.
+            self.memo_rem = (num % u128::from(r)) as u64;
+            self.memo_len = len;
+        }
+        // rem < r and memo_rem < r: at most one carry (u128 sum: no overflow).
+        self.ps += self.memo_ps;
+        let rem = u128::from(self.rem) + u128::from(self.memo_rem);
+        if rem >= u128::from(r) {
+            self.ps += 1;
+            self.rem = (rem - u128::from(r)) as u64;
+        } else {
+            self.rem = rem as u64;
+        }
         Nanos(ps_to_ns_ceil(self.ps + u128::from(self.rem != 0)))
     }
 }
 
 #[inline]
 fn ps_to_ns_ceil(ps: u128) -> u64 {
+    // Up to 2^64 ps (213 days) a 64-bit division by a constant does it.
+    if let Ok(p) = u64::try_from(ps) {
+        return p.div_ceil(1000);
+    }
     let ns = ps.div_ceil(PS);
     if ns > u128::from(u64::MAX) {
         u64::MAX
@@ -114,5 +143,37 @@ mod tests {
         p.set_rate(Rate::mbit(100));
         assert_eq!(p.stamp(125, Nanos(10_000)), Nanos(21_000));
         assert_eq!(p.last(), Nanos(21_000));
+    }
+
+    /// Mixed lengths and odd rates: the memoised spacing gives exactly the
+    /// cumulative `Σ L·8·10¹² / R` picoseconds that one big division does.
+    #[test]
+    fn memoised_spacing_is_exact_with_changing_lengths() {
+        for bps in [1u64, 999_983, 7_000_000_000, 99_999_999_967, u64::MAX / 3] {
+            let mut p = Pacer::new(Rate::bps(bps));
+            let mut x = 0x2545_f491_4f6c_dd1du64;
+            let mut bits: u128 = 0;
+            for i in 0..5_000 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                // Runs of equal lengths with changes in between.
+                let len = if i % 7 < 4 {
+                    1500
+                } else {
+                    64 + (x % 9000) as u32
+                };
+                bits += u128::from(len) * 8;
+                let got = p.stamp(len, Nanos::ZERO);
+                let exact_ps = bits * 1_000_000_000_000 / u128::from(bps);
+                let rem = bits * 1_000_000_000_000 % u128::from(bps);
+                let want = (exact_ps + u128::from(rem != 0)).div_ceil(1000);
+                assert_eq!(
+                    u128::from(got.0),
+                    want.min(u128::from(u64::MAX)),
+                    "{bps} bit/s, packet {i}"
+                );
+            }
+        }
     }
 }

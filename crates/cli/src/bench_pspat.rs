@@ -86,6 +86,10 @@ pub(crate) struct PspatArgs {
     /// PSPAT dispatcher threads (0: the arbiter transmits).
     #[arg(long, default_value_t = 0)]
     dispatchers: usize,
+    /// PSPAT: clients transmit their own cleared packets (the userspace
+    /// PSPAT arrangement) instead of the arbiter; needs 0 dispatchers.
+    #[arg(long)]
+    client_transmit: bool,
     /// PSPAT Δ_A: minimum time between arbiter rounds (`0` back to back).
     #[arg(long, default_value = "0ns")]
     scan_interval: String,
@@ -146,6 +150,7 @@ struct Plan {
     warmup: Duration,
     runs: usize,
     dispatchers: usize,
+    client_transmit: bool,
     scan_interval: Duration,
     read_interval: Duration,
     pin: bool,
@@ -239,6 +244,7 @@ impl Plan {
             warmup: duration("warmup", &a.warmup)?,
             runs: a.runs,
             dispatchers: a.dispatchers,
+            client_transmit: a.client_transmit,
             scan_interval: duration("scan-interval", &a.scan_interval)?,
             read_interval: duration("read-interval", &a.read_interval)?,
             pin: !a.no_pin && core_affinity::get_core_ids().is_some_and(|c| c.len() >= 2),
@@ -296,6 +302,7 @@ impl Plan {
             scan_interval: self.scan_interval,
             read_interval: self.read_interval,
             dispatchers: self.dispatchers,
+            client_transmit: self.client_transmit,
             arbiter_core: self.pin.then_some(0),
             dispatcher_cores: if self.pin { vec![1] } else { Vec::new() },
             max_clients: 129,
@@ -366,6 +373,9 @@ struct Gen {
     /// The only generator on its core: spin, rather than yield, while the
     /// mailbox is full.
     alone: bool,
+    /// Call `send` with nothing to send while waiting to be due, so a
+    /// client that transmits its own cleared packets does so while idle.
+    poll_idle: bool,
 }
 
 /// What a generator did.
@@ -401,6 +411,9 @@ fn generate(
                 let due = ((now - t0) as f64 * pps / 1e9) as u64;
                 let owed = due.saturating_sub(made + skipped);
                 if owed == 0 {
+                    if g.poll_idle {
+                        let _ = send(&mut q);
+                    }
                     // Next packet in `wait` ns.
                     let next = t0 + ((made + skipped + 1) as f64 * 1e9 / pps) as u64;
                     let wait = next.saturating_sub(now);
@@ -570,6 +583,7 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             burst: 256,
             stamp: false,
             alone: n == 1 && ph == Phase::Throughput,
+            poll_idle: p.client_transmit,
         })
         .collect();
     if ph == Phase::Overload {
@@ -581,6 +595,7 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             burst: 1,
             stamp: true,
             alone: false,
+            poll_idle: p.client_transmit,
         });
     }
     let mut sched = p.alg.build_send::<u64>();
@@ -607,9 +622,10 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
     match arch {
         Arch::Pspat => {
             let cfg = p.config(ph);
+            let ct = cfg.client_transmit;
             let mut outs = Vec::new();
             let mut counters = Vec::new();
-            for _ in 0..cfg.dispatchers.max(1) {
+            for _ in 0..if ct { 0 } else { cfg.dispatchers.max(1) } {
                 let o = BenchOut::new(flows, clock, victim, from)?;
                 counters.push(o.counts.clone());
                 outs.push(o);
@@ -618,24 +634,54 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             let mut handles = Vec::new();
             for g in gens {
                 let mut c = rt.client().map_err(|e| anyhow!("{e}"))?;
+                // Client-transmit: each client has its own output.
+                let mut out = if ct {
+                    let o = BenchOut::new(flows, clock, victim, from)?;
+                    counters.push(o.counts.clone());
+                    Some(o)
+                } else {
+                    None
+                };
                 let stop = stop.clone();
                 handles.push(std::thread::spawn(move || {
                     pin(client_core);
-                    generate(g, &stop, clock, |q| match c.send_batch(q) {
-                        Ok((k, _)) => Some(k),
-                        Err(Stopped) => None,
-                    })
+                    let mut cleared = Vec::new();
+                    let done = generate(g, &stop, clock, |q| {
+                        let r = match c.send_batch(q) {
+                            Ok((k, _)) => Some(k),
+                            Err(Stopped) => None,
+                        };
+                        if let Some(o) = out.as_mut()
+                            && c.take_cleared(&mut cleared) > 0
+                        {
+                            o.transmit(&mut cleared);
+                        }
+                        r
+                    });
+                    (done, c, out)
                 }));
             }
             (c0, c1, secs) = measure(&counters);
             stop.store(true, Ordering::Relaxed);
-            let done: Vec<GenDone> = handles
-                .into_iter()
-                .map(|h| h.join().map_err(|_| anyhow!("client thread panicked")))
-                .collect::<Result<_>>()?;
+            let mut done = Vec::new();
+            for h in handles {
+                done.push(h.join().map_err(|_| anyhow!("client thread panicked"))?);
+            }
             let r = rt.stop(StopMode::Return).map_err(|e| anyhow!("{e}"))?;
-            res.sent = done.iter().map(|d| d.sent).sum();
-            res.delivered = r.arbiter.decisions + r.flushed;
+            // Client-transmit: what is left in the return mailboxes.
+            let mut client_outs = Vec::new();
+            for (_, c, out) in &mut done {
+                if let Some(o) = out.as_mut() {
+                    let mut cleared = Vec::new();
+                    c.take_cleared(&mut cleared);
+                    o.transmit(&mut cleared);
+                }
+                if let Some(o) = out.take() {
+                    client_outs.push(o);
+                }
+            }
+            res.sent = done.iter().map(|d| d.0.sent).sum();
+            res.delivered = r.arbiter.decisions + r.flushed - r.returned_cleared;
             res.dropped = r.arbiter.dropped;
             res.returned = r.returned.len() as u64;
             res.mailbox_full = r.clients.iter().map(|c| c.mailbox_full).sum();
@@ -647,14 +693,19 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
             res.arbiter_sleeps = r.arbiter.sleeps;
             res.tc = Some(r.tc_style(p.alg.name()));
             let mut h = Histogram::<u64>::new(3).map_err(|e| anyhow!("{e}"))?;
-            for o in &r.outputs {
+            for o in r.outputs.iter().chain(&client_outs) {
                 h.add(&o.hist).map_err(|e| anyhow!("{e}"))?;
             }
             hist = h;
-            let out_total: u64 = r.outputs.iter().flat_map(|o| o.local.iter()).sum();
+            let out_total: u64 = r
+                .outputs
+                .iter()
+                .chain(&client_outs)
+                .flat_map(|o| o.local.iter())
+                .sum();
             if out_total != res.delivered {
                 bail!(
-                    "pspat lost track of packets: arbiter released {} but outputs saw {out_total}",
+                    "pspat lost track of packets: {} cleared and not handed back, but outputs saw {out_total}",
                     res.delivered
                 );
             }

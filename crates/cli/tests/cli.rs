@@ -283,6 +283,10 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         (&["--runs", "0"], "--runs 0"),
         (&["--dispatchers", "100"], "dispatchers"),
         (&["--alg", "qfq", "--len", "70000"], "packet length 70000"),
+        (
+            &["--client-transmit", "--dispatchers", "2"],
+            "0 when client_transmit is set",
+        ),
     ];
     for (extra, want) in cases {
         let mut args = vec!["bench", "pspat"];
@@ -292,5 +296,44 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         let e = stderr(&o);
         assert!(e.contains(want), "{extra:?}: want `{want}` in: {e}");
         assert!(!e.contains("panicked"), "{extra:?}: {e}");
+    }
+}
+
+/// Client-transmit mode: clients transmit what the arbiter cleared for
+/// them; every packet is still accounted for.
+#[test]
+fn bench_pspat_client_transmit_accounts_for_every_packet() {
+    let o = pktsched(&[
+        "bench",
+        "pspat",
+        "--clients",
+        "3",
+        "--archs",
+        "pspat",
+        "--client-transmit",
+        "--duration",
+        "20ms",
+        "--warmup",
+        "10ms",
+        "--runs",
+        "1",
+        "--no-pin",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let runs = v["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        let sent = r["sent"].as_u64().unwrap();
+        assert!(sent > 0, "{r}");
+        assert_eq!(
+            sent,
+            r["delivered"].as_u64().unwrap()
+                + r["dropped"].as_u64().unwrap()
+                + r["returned"].as_u64().unwrap(),
+            "{r}"
+        );
+        assert!(r["decisions_per_s"].as_f64().unwrap() > 0.0, "{r}");
     }
 }

@@ -25,6 +25,11 @@ pub struct Link {
     rem: u64,
     /// Bytes sent since the link last went idle (for statistics).
     sent_bytes: u64,
+    /// Memo of the last length's transmission time:
+    /// `memo_len · 8·10⁹ = memo_ns · bps + memo_rem` (`memo_len` 0: empty).
+    memo_len: Bytes,
+    memo_ns: u64,
+    memo_rem: u64,
 }
 
 impl Link {
@@ -35,6 +40,9 @@ impl Link {
             free_ns: 0,
             rem: 0,
             sent_bytes: 0,
+            memo_len: 0,
+            memo_ns: 0,
+            memo_rem: 0,
         }
     }
 
@@ -58,16 +66,25 @@ impl Link {
     /// Occupies the link with `len` bytes, starting when it is free.
     #[inline]
     pub fn send(&mut self, len: Bytes) {
-        let bps = u128::from(self.rate.as_bps());
-        let num = u128::from(len) * 8_000_000_000 + u128::from(self.rem);
-        let whole = num / bps;
-        // `rem < bps <= u64::MAX` and `whole` fits: `len` is at most 2^32
-        // bytes and `bps >= 1`, so `whole <= 2^32 · 8·10^9 < 2^66` — saturate
-        // the unreachable top instead of wrapping.
-        self.rem = (num % bps) as u64;
+        let bps = self.rate.as_bps();
+        // Packets mostly repeat lengths: divide once per new length, then
+        // add the memoised quotient and remainder with one carry.
+        if len != self.memo_len || len == 0 {
+            let num = u128::from(len) * 8_000_000_000;
+            // `len <= 2^32` and `bps >= 1`: the quotient is below 2^66;
+            // saturate the unreachable top instead of wrapping.
+            self.memo_ns = u64::try_from(num / u128::from(bps)).unwrap_or(u64::MAX);
+            self.memo_rem = (num % u128::from(bps)) as u64;
+            self.memo_len = len;
+        }
+        // rem < bps and memo_rem < bps: at most one carry.
+        let rem = u128::from(self.rem) + u128::from(self.memo_rem);
+        let carry = u64::from(rem >= u128::from(bps));
+        self.rem = (rem - u128::from(carry) * u128::from(bps)) as u64;
         self.free_ns = self
             .free_ns
-            .saturating_add(u64::try_from(whole).unwrap_or(u64::MAX));
+            .saturating_add(self.memo_ns)
+            .saturating_add(carry);
         self.sent_bytes = self.sent_bytes.saturating_add(u64::from(len));
     }
 
@@ -118,6 +135,30 @@ mod tests {
             // Rate error: below one nanosecond over the run, i.e. far below 0.01 %.
             let err = (link.free_at().0 as f64 - exact as f64).abs() / exact as f64;
             assert!(err < 1e-4);
+        }
+    }
+
+    /// Changing lengths (the memo is refilled) stay exact too.
+    #[test]
+    fn mixed_lengths_are_exact() {
+        for bps in [1u64, 999_999_937, 40_000_000_000, u64::MAX / 5] {
+            let mut link = Link::new(Rate::bps(bps));
+            let mut bits: u128 = 0;
+            for i in 0..10_000u32 {
+                let len = if i % 5 < 3 {
+                    1500
+                } else {
+                    60 + (i * 7919) % 9000
+                };
+                link.send(len);
+                bits += u128::from(len) * 8;
+                let exact = (bits * 1_000_000_000).div_ceil(u128::from(bps));
+                assert_eq!(
+                    u128::from(link.free_at().0),
+                    exact.min(u128::from(u64::MAX)),
+                    "{bps} bit/s, packet {i}"
+                );
+            }
         }
     }
 

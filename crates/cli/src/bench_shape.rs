@@ -34,6 +34,11 @@ pub(crate) struct ShapeArgs {
     /// Memory cap for each structure's tables, bytes.
     #[arg(long, default_value_t = 1 << 30)]
     max_memory: usize,
+    /// Start each flow at a pseudo-random phase within its first packet gap
+    /// (seeded, deterministic) instead of all at t = 0, so flows are not
+    /// synchronised: the case where batching across flows is hard.
+    #[arg(long)]
+    stagger: bool,
     /// Structures: mltw, wheel, cffs.
     #[arg(long, default_value = "mltw,wheel,cffs")]
     structs: String,
@@ -60,6 +65,15 @@ struct Res {
     memory_bytes: usize,
 }
 
+/// A fixed, well-mixed hash of `x` (SplitMix64's finaliser): the flows'
+/// start phases, reproducible without a random-number dependency.
+fn splitmix64(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 fn thread_cpu_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()
@@ -82,16 +96,32 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
     let mut bytes = vec![0u64; n];
     let mut cnt = vec![0u64; n];
     let (mut burst_t, mut burst, mut max_burst) = (vec![u64::MAX; n], vec![0u64; n], 0u64);
-    for (i, &f) in flows.iter().enumerate() {
+    // Start times: all 0, or (--stagger) a fixed pseudo-random phase within
+    // each flow's first packet gap, enqueued in time order.
+    let mut starts: Vec<(u64, usize)> = (0..n)
+        .map(|i| {
+            let gap = Rate::bps(rates[i % rates.len()])
+                .tx_time(u64::from(a.len))
+                .0;
+            let phase = if a.stagger {
+                splitmix64(i as u64) % gap.max(1)
+            } else {
+                0
+            };
+            (phase, i)
+        })
+        .collect();
+    starts.sort_unstable();
+    for &(t, i) in &starts {
         for _ in 0..a.outstanding {
-            sh.enqueue(Pkt::new(f, a.len, Nanos::ZERO, i as u64), Nanos::ZERO)
+            sh.enqueue(Pkt::new(flows[i], a.len, Nanos(t), i as u64), Nanos(t))
                 .map_err(|r| anyhow!("enqueue refused: {}", r.reason))?;
             sent[i] += 1;
         }
     }
     let cpu0 = thread_cpu_ns();
     let t0 = Instant::now();
-    let mut now = Nanos::ZERO;
+    let mut now = Nanos(starts.last().map_or(0, |s| s.0));
     let mut released = 0u64;
     while let Some(t) = sh.next_ready(now) {
         now = t;

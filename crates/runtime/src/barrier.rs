@@ -103,7 +103,14 @@ pub fn heavy() {
                 return;
             }
             // Registered but refused now: cannot happen per the man page;
-            // there is no safe way to continue without the guarantee.
+            // there is no safe way to continue without the guarantee (light
+            // barriers elsewhere already relied on it).
+            eprintln!(
+                "pktsched-runtime: membarrier(PRIVATE_EXPEDITED) failed after \
+                 registration: {}; aborting (memory ordering can no longer \
+                 be guaranteed)",
+                std::io::Error::last_os_error()
+            );
             std::process::abort();
         }
     }

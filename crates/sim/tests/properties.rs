@@ -247,9 +247,12 @@ fn brute_force_bwfi(c: &SimConfig, deps: &[pktsched_sim::engine::Departure], k: 
 /// WF2Q+: a flow's B-WFI reaches 1527.6 bytes, above the one-maximum-packet
 /// (1500 bytes) bound the issue and the README state for WF2Q+. The
 /// brute-force computation above agrees with the engine on this value.
-/// Kept ignored until the WF2Q+ discipline (or the stated bound) is fixed.
+/// A textbook WF2Q+ measures exactly the same
+/// (`wf2q_matches_a_textbook_reference_on_the_counterexamples`), so it is the
+/// stated bound that does not hold for WF2Q+, not the implementation: kept
+/// ignored until the bound is replaced by one proven for WF2Q+.
 #[test]
-#[ignore = "WF2Q+ exceeds the stated one-packet B-WFI bound: see the report"]
+#[ignore = "the one-packet B-WFI bound stated for WF2Q+ does not hold for WF2Q+ itself (a textbook reference measures the same)"]
 fn wf2q_one_packet_bwfi_counterexample() {
     let src = r#"
 link = "1gbit"
@@ -273,9 +276,10 @@ size = { mix = [[64, 3], [1500, 1]] }
 }
 
 /// Second counter-example: six greedy flows (weights 1..16, bimodal
-/// 64/1500 sizes) reach a B-WFI of ~2060 bytes under WF2Q+.
+/// 64/1500 sizes) reach a B-WFI of ~2060 bytes under WF2Q+ (and under the
+/// textbook reference).
 #[test]
-#[ignore = "WF2Q+ exceeds the stated one-packet B-WFI bound: see the report"]
+#[ignore = "the one-packet B-WFI bound stated for WF2Q+ does not hold for WF2Q+ itself (a textbook reference measures the same)"]
 fn wf2q_greedy_bimodal_counterexample() {
     let flows = (0..6)
         .map(|i| FlowSpec {
@@ -340,4 +344,141 @@ source = { type = "cbr", rate = "900mbit" }
     let c = pktsched_sim::scenario::parse(src, "nodrain.toml", None).unwrap();
     let rep = pktsched_sim::run(&c).unwrap();
     assert!(rep.table().contains("; conserved"), "{}", rep.table());
+}
+
+/// A textbook WF2Q+ (Bennett & Zhang), written for clarity, not speed:
+/// `f64` virtual times, a linear scan per pick. `V` advances by `L / W`
+/// per departure (`W` = the weight sum of all flows) and jumps to the
+/// smallest start when no flow is eligible; the eligible flow with the
+/// smallest finish goes next, ties to the lowest id.
+#[derive(Debug, Default)]
+struct RefWf2q {
+    w: Vec<f64>,
+    s: Vec<f64>,
+    f: Vec<f64>,
+    busy: Vec<bool>,
+    wsum: f64,
+    v: f64,
+}
+
+impl pktsched_core::Discipline for RefWf2q {
+    fn name(&self) -> &'static str {
+        "ref-wf2q+"
+    }
+    fn limits(&self) -> pktsched_core::Limits {
+        pktsched_core::Limits::generic("ref-wf2q+")
+    }
+    fn add(&mut self, id: pktsched_core::FlowId, cfg: &pktsched_core::FlowConfig) {
+        let i = id.0 as usize;
+        if self.w.len() <= i {
+            self.w.resize(i + 1, 0.0);
+            self.s.resize(i + 1, 0.0);
+            self.f.resize(i + 1, 0.0);
+            self.busy.resize(i + 1, false);
+        }
+        self.w[i] = f64::from(cfg.weight);
+        self.wsum += f64::from(cfg.weight);
+    }
+    fn remove(&mut self, id: pktsched_core::FlowId, cfg: &pktsched_core::FlowConfig) {
+        self.wsum -= f64::from(cfg.weight);
+        self.w[id.0 as usize] = 0.0;
+    }
+    fn activate(&mut self, id: pktsched_core::FlowId, head: u32, _now: pktsched_core::Nanos) {
+        let i = id.0 as usize;
+        self.s[i] = self.f[i].max(self.v);
+        self.f[i] = self.s[i] + f64::from(head) / self.w[i];
+        self.busy[i] = true;
+    }
+    fn deactivate(&mut self, id: pktsched_core::FlowId) {
+        self.busy[id.0 as usize] = false;
+    }
+    fn pick<H: Fn(pktsched_core::FlowId) -> u32>(&mut self, _head: H) -> pktsched_core::FlowId {
+        let min_s = (0..self.w.len())
+            .filter(|&i| self.busy[i])
+            .map(|i| self.s[i])
+            .fold(f64::INFINITY, f64::min);
+        self.v = self.v.max(min_s);
+        let mut best: Option<usize> = None;
+        for i in 0..self.w.len() {
+            if self.busy[i] && self.s[i] <= self.v && best.is_none_or(|b| self.f[i] < self.f[b]) {
+                best = Some(i);
+            }
+        }
+        pktsched_core::FlowId(best.expect("a backlogged flow") as u32)
+    }
+    fn depart(&mut self, id: pktsched_core::FlowId, len: u32, next: Option<u32>) {
+        let i = id.0 as usize;
+        self.v += f64::from(len) / self.wsum;
+        match next {
+            Some(h) => {
+                self.s[i] = self.f[i];
+                self.f[i] = self.s[i] + f64::from(h) / self.w[i];
+            }
+            None => self.busy[i] = false,
+        }
+    }
+}
+
+/// Differential check of the WF2Q+ discipline on the two counter-examples
+/// below: the textbook implementation measures the same worst B-WFI per
+/// group, so the excess over one maximum packet is a property of WF2Q+
+/// with this virtual time, not a bug of the O(1) implementation.
+#[test]
+fn wf2q_matches_a_textbook_reference_on_the_counterexamples() {
+    let bimodal = (0..6)
+        .map(|i| FlowSpec {
+            group: i,
+            weight: 1 + i * 3,
+            size: SizeDist::Mix(vec![(64, 1), (1500, 1)]),
+            source: SourceSpec::Greedy,
+            limit: 1024,
+        })
+        .collect();
+    let poisson = pktsched_sim::scenario::parse(
+        r#"
+link = "1gbit"
+algorithm = "wf2q"
+duration = "1ms"
+seed = 14896835110339716174
+[[flows]]
+weight = 1
+size = 173
+[[flows]]
+weight = 1
+size = { mix = [[64, 3], [1500, 1]] }
+source = { type = "poisson", rate = "41mbit" }
+[[flows]]
+weight = 11
+size = { mix = [[64, 3], [1500, 1]] }
+"#,
+        "wf2q.toml",
+        None,
+    )
+    .unwrap();
+    for c in [cfg(Algorithm::Wf2q, bimodal, 5), poisson] {
+        let ours = pktsched_sim::run(&c).unwrap();
+        let out = pktsched_sim::engine::simulate_with(
+            &c,
+            Options::default(),
+            &mut pktsched_core::FlowSched::<RefWf2q, u32>::new(RefWf2q::default()),
+        )
+        .unwrap();
+        let refr = report::build(&c, &out);
+        let worst =
+            |r: &pktsched_sim::Report| r.groups.iter().map(|g| g.bwfi_bytes).fold(0.0, f64::max);
+        for (a, b) in ours.groups.iter().zip(&refr.groups) {
+            assert!(
+                (a.bwfi_bytes - b.bwfi_bytes).abs() < 1.0,
+                "{}: group {}: B-WFI {} (ours) vs {} (reference)",
+                c.name,
+                a.name,
+                a.bwfi_bytes,
+                b.bwfi_bytes
+            );
+        }
+        assert!(
+            worst(&refr) > 1500.0,
+            "the reference exceeds one packet too"
+        );
+    }
 }

@@ -730,6 +730,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         rung.clear();
         self.rung = rung;
         // 2. Drain the active clients' mailboxes (rate-limited), trim idle ones.
+        // Client-transmit: remember who sent each flow's packets.
+        let mut owners = match &mut self.sink {
+            Sink::Clients { owner, .. } => Some(owner),
+            _ => None,
+        };
         let mut idle = 0;
         let mut i = 0;
         while i < self.active.len() {
@@ -750,8 +755,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             while n < self.read_batch {
                 let Some(pkt) = c.rx.pop() else { break };
                 n += 1;
-                let flow = pkt.flow.index();
-                if let Sink::Clients { owner, .. } = &mut self.sink {
+                if let Some(owner) = owners.as_deref_mut() {
+                    let flow = pkt.flow.index();
                     if owner.len() <= flow {
                         owner.resize(flow + 1, u32::MAX);
                     }

@@ -1371,7 +1371,7 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
                         d.bell.ring(0);
                     }
                 }
-                arb.publish();
+                arb.publish_now();
                 Ok(Report {
                     arbiter: arb.stats,
                     clients: arb.client_stats(),
@@ -1464,10 +1464,22 @@ impl<T: Send + 'static, O: Output<T>> Drop for Pspat<T, O> {
 }
 
 impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
+    /// Publishes the counters if no reader holds them right now (the hot
+    /// loop must never wait).
     fn publish(&mut self) {
         if let Ok(mut p) = self.shared.published.try_lock() {
             *p = self.stats;
         }
+    }
+
+    /// Publishes the counters, waiting for a reader if need be: before a
+    /// sleep, so what readers see is never older than the last activity.
+    fn publish_now(&mut self) {
+        *self
+            .shared
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = self.stats;
     }
 
     /// The thread loop: rounds until stop.
@@ -1531,7 +1543,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             return;
         }
         self.stats.sleeps += 1;
-        self.publish();
+        self.publish_now();
         match timeout {
             Some(t) => bell.sleep_timeout(t),
             None => bell.sleep(),

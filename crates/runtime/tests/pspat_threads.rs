@@ -173,3 +173,42 @@ fn clients_transmit_their_own_cleared_packets() {
             - report.returned_cleared
     );
 }
+
+/// An idle arbiter stops spinning and sleeps (no core burnt on an idle
+/// system), and the next send wakes it: the packet is released without any
+/// other event. Waits for events with a generous cap (a hang guard, not a
+/// timing goal).
+#[test]
+fn idle_arbiter_sleeps_and_a_send_wakes_it() {
+    let cfg = Config {
+        spin: std::time::Duration::from_micros(50),
+        ..Config::new(Rate::gbit(10))
+    };
+    let mut sched = Algorithm::Fifo.build_send::<u64>();
+    add_flows(sched.as_mut(), &[1], 1, 64).unwrap();
+    let rt = Pspat::start(&cfg, sched, vec![Count(0)], Clock::new()).unwrap();
+    let wait_for = |what: &str, f: &dyn Fn() -> bool| {
+        for _ in 0..10_000 {
+            if f() {
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        panic!("gave up waiting for: {what}: {:?}", rt.stats().arbiter);
+    };
+    wait_for("the arbiter to sleep", &|| rt.stats().arbiter.sleeps >= 1);
+    // Asleep now (it publishes its counters before it parks).
+    let slept = rt.stats().arbiter.sleeps;
+    let mut c = rt.client().unwrap();
+    c.send(Pkt::new(FlowId(0), 1500, Nanos(0), 1)).unwrap();
+    wait_for("the packet to be released", &|| {
+        rt.stats().arbiter.decisions == 1
+    });
+    // Idle again: it goes back to sleep.
+    wait_for("the arbiter to sleep again", &|| {
+        rt.stats().arbiter.sleeps > slept
+    });
+    let r = rt.stop(StopMode::Drain).unwrap();
+    assert_eq!(r.outputs[0].0, 1);
+    assert_eq!(r.flushed, 0, "released at the link's pace, not at stop");
+}

@@ -29,13 +29,15 @@
 //!   anchors `ΔV < 2^16·2^32 = 2^48`, and `ΔV·8·10^12·W < 2^48·2^43·2^32`);
 //!   any overflow would be reported, not wrapped.
 
-use std::collections::VecDeque;
-
 /// Fractional bits of `V`.
 pub const VFRAC: u32 = 32;
 /// Fractional bits of fluid real time (units of 2^-32 ps).
 pub const TFRAC: u32 = 32;
 const PS8: u128 = 8 * crate::PS_PER_SEC as u128;
+/// End of a per-flow packet list.
+const NIL: u32 = u32::MAX;
+/// Children per heap node: four 16-byte entries fill one cache line.
+const ARITY: usize = 4;
 
 /// A fluid departure: flow, the caller's packet id, finish time in ps.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -56,22 +58,63 @@ fn vlt(a: (u64, u32), b: (u64, u32)) -> bool {
     d < 0 || (d == 0 && a.1 < b.1)
 }
 
+/// A heap entry: a backlogged flow, its head packet and that packet's
+/// virtual finish (the id is here so a departure reads the packet and the
+/// flow in parallel, not one after the other).
+#[derive(Copy, Clone, Debug)]
+struct Entry {
+    fin: u64,
+    flow: u32,
+    id: u32,
+}
+
+impl Entry {
+    #[inline(always)]
+    fn lt(self, o: Entry) -> bool {
+        vlt((self.fin, self.flow), (o.fin, o.flow))
+    }
+}
+
+/// Per-flow state, kept together so one cache line serves a packet.
+#[derive(Copy, Clone, Debug)]
+struct FlowState {
+    /// Virtual finish of the flow's last packet.
+    last_f: u64,
+    weight: u32,
+    /// First and last packet id of the flow's FIFO (`NIL` if empty).
+    head: u32,
+    tail: u32,
+    /// Packets queued.
+    len: u32,
+}
+
+/// A queued packet, indexed by the caller's id: virtual finish, next id
+/// of the same flow, bytes.
+#[derive(Copy, Clone, Debug)]
+struct Node {
+    fin: u64,
+    next: u32,
+    len: u32,
+}
+
 /// The GPS fluid system.
+///
+/// Packets are kept in per-flow lists threaded through an array indexed
+/// by the caller's packet id (so ids should be small and reused, like slab
+/// indices: the array grows to the largest id seen). The backlogged flows
+/// sit in a 4-ary min-heap on their head packet's virtual finish.
 #[derive(Debug)]
 pub struct Fluid {
     bps: u128,
-    weights: Vec<u64>,
+    flows: Vec<FlowState>,
+    nodes: Vec<Node>,
     /// Sum of the weights of backlogged flows.
     w: u128,
     /// Anchor of the line V(t): `V(t0) = v0` (V wraps modulo 2^64).
     v0: u64,
     t0: u128,
-    /// Virtual finish of each flow's last packet.
-    last_f: Vec<u64>,
-    /// Per-flow FIFO of (F, packet id, len).
-    queues: Vec<VecDeque<(u64, u32, u32)>>,
-    /// Binary min-heap of (head F, flow) of the backlogged flows.
-    heap: Vec<(u64, u32)>,
+    /// 4-ary min-heap of the backlogged flows on (head F, flow).
+    heap: Vec<Entry>,
     /// Cached time of the next departure (2^-32 ps).
     next_t: Option<u128>,
     /// Bytes arrived and departed (for work-conservation checks).
@@ -84,16 +127,23 @@ pub struct Fluid {
 impl Fluid {
     /// A fluid system of rate `bps` with the given flow weights.
     pub fn new(bps: u64, weights: &[u32]) -> Fluid {
-        let n = weights.len();
         Fluid {
             bps: u128::from(bps),
-            weights: weights.iter().map(|&w| u64::from(w.max(1))).collect(),
+            flows: weights
+                .iter()
+                .map(|&w| FlowState {
+                    last_f: 0,
+                    weight: w.max(1),
+                    head: NIL,
+                    tail: NIL,
+                    len: 0,
+                })
+                .collect(),
+            nodes: Vec::new(),
             w: 0,
             v0: 0,
             t0: 0,
-            last_f: vec![0; n],
-            queues: (0..n).map(|_| VecDeque::new()).collect(),
-            heap: Vec::with_capacity(n),
+            heap: Vec::with_capacity(weights.len()),
             next_t: None,
             bytes_in: 0,
             bytes_out: 0,
@@ -110,7 +160,7 @@ impl Fluid {
     /// Packets of `flow` still in the fluid system.
     #[inline]
     pub fn queued(&self, flow: u32) -> usize {
-        self.queues[flow as usize].len()
+        self.flows[flow as usize].len as usize
     }
 
     /// Whether no flow is backlogged.
@@ -121,8 +171,8 @@ impl Fluid {
     fn sift_up(&mut self, mut i: usize) {
         let x = self.heap[i];
         while i > 0 {
-            let p = (i - 1) / 2;
-            if !vlt(x, self.heap[p]) {
+            let p = (i - 1) / ARITY;
+            if !x.lt(self.heap[p]) {
                 break;
             }
             self.heap[i] = self.heap[p];
@@ -131,27 +181,30 @@ impl Fluid {
         self.heap[i] = x;
     }
 
-    fn sift_down(&mut self, mut i: usize) {
+    /// Replaces the root by `x` and restores the heap. The hole goes down
+    /// to a leaf along the smallest children (no comparison with `x`),
+    /// then `x` climbs from there: a flow's next finish time is usually
+    /// among the largest keys, so this saves most comparisons.
+    fn replace_root(&mut self, x: Entry) {
         let n = self.heap.len();
-        let x = self.heap[i];
+        let mut i = 0;
         loop {
-            let l = 2 * i + 1;
-            if l >= n {
+            let c0 = ARITY * i + 1;
+            if c0 >= n {
                 break;
             }
-            let r = l + 1;
-            let c = if r < n && vlt(self.heap[r], self.heap[l]) {
-                r
-            } else {
-                l
-            };
-            if !vlt(self.heap[c], x) {
-                break;
+            let end = (c0 + ARITY).min(n);
+            let mut c = c0;
+            for j in c0 + 1..end {
+                if self.heap[j].lt(self.heap[c]) {
+                    c = j;
+                }
             }
             self.heap[i] = self.heap[c];
             i = c;
         }
         self.heap[i] = x;
+        self.sift_up(i);
     }
 
     /// `V` at fluid time `t` (must not be past the next departure).
@@ -173,13 +226,25 @@ impl Fluid {
     }
 
     /// A packet of `len` bytes of `flow` arrives at `t_ps`. All departures
-    /// up to `t_ps` must have been taken with [`Fluid::pop`] first.
+    /// up to `t_ps` must have been taken with [`Fluid::pop`] first. `id`
+    /// must not be queued already.
     pub fn arrive(&mut self, flow: u32, len: u32, t_ps: u64, id: u32) {
         let f = flow as usize;
-        let w = self.weights[f];
-        let dl = ((u64::from(len)) << VFRAC) / w;
+        let fs = self.flows[f];
+        let dl = ((u64::from(len)) << VFRAC) / u64::from(fs.weight);
         self.bytes_in += u64::from(len);
-        if self.queues[f].is_empty() {
+        let idx = id as usize;
+        if idx >= self.nodes.len() {
+            self.nodes.resize(
+                idx + 1,
+                Node {
+                    fin: 0,
+                    next: NIL,
+                    len: 0,
+                },
+            );
+        }
+        let fin = if fs.head == NIL {
             // An idle flow left when V reached its last finish time and V
             // never decreases, so S = max(V(a), F_last) = V(a).
             let t = u128::from(t_ps) << TFRAC;
@@ -187,16 +252,24 @@ impl Fluid {
             self.v0 = v;
             self.t0 = t;
             let fin = v.wrapping_add(dl);
-            self.w += u128::from(w);
-            self.last_f[f] = fin;
-            self.queues[f].push_back((fin, id, len));
-            self.heap.push((fin, flow));
+            self.w += u128::from(fs.weight);
+            self.heap.push(Entry { fin, flow, id });
             self.sift_up(self.heap.len() - 1);
+            self.flows[f].head = id;
+            fin
         } else {
-            let fin = self.last_f[f].wrapping_add(dl);
-            self.last_f[f] = fin;
-            self.queues[f].push_back((fin, id, len));
-        }
+            self.nodes[fs.tail as usize].next = id;
+            fs.last_f.wrapping_add(dl)
+        };
+        self.nodes[idx] = Node {
+            fin,
+            next: NIL,
+            len,
+        };
+        let fs = &mut self.flows[f];
+        fs.last_f = fin;
+        fs.tail = id;
+        fs.len += 1;
         self.next_t = None;
     }
 
@@ -211,7 +284,7 @@ impl Fluid {
         if let Some(t) = self.next_t {
             return Some(t);
         }
-        let &(fin, _) = self.heap.first()?;
+        let fin = self.heap.first()?.fin;
         let dv = u128::from(fin.wrapping_sub(self.v0));
         if dv >= 1 << 63 {
             self.overflow = true;
@@ -231,27 +304,31 @@ impl Fluid {
     /// Takes the next departure (the caller checked [`Fluid::next_time`]).
     pub fn pop(&mut self) -> Option<FluidDeparture> {
         let t = self.next_fix()?;
-        let &(fin, flow) = self.heap.first()?;
+        let Entry { fin, flow, id } = *self.heap.first()?;
         let f = flow as usize;
-        let (_, id, len) = self.queues[f].pop_front()?;
-        self.bytes_out += u64::from(len);
+        let node = *self.nodes.get(id as usize)?;
+        self.bytes_out += u64::from(node.len);
         // V(t) = fin exactly: re-anchor there.
         self.v0 = fin;
         self.t0 = t;
-        match self.queues[f].front() {
-            Some(&(next, _, _)) => {
-                self.heap[0] = (next, flow);
-                self.sift_down(0);
+        let fs = &mut self.flows[f];
+        fs.head = node.next;
+        fs.len -= 1;
+        if node.next != NIL {
+            let next = Entry {
+                fin: self.nodes[node.next as usize].fin,
+                flow,
+                id: node.next,
+            };
+            self.replace_root(next);
+        } else {
+            fs.tail = NIL;
+            let w = fs.weight;
+            let last = self.heap.pop()?;
+            if !self.heap.is_empty() {
+                self.replace_root(last);
             }
-            None => {
-                let last = self.heap.len() - 1;
-                self.heap.swap(0, last);
-                self.heap.pop();
-                if !self.heap.is_empty() {
-                    self.sift_down(0);
-                }
-                self.w -= u128::from(self.weights[f]);
-            }
+            self.w -= u128::from(w);
         }
         self.next_t = None;
         let half = 1u128 << (TFRAC - 1);
@@ -270,6 +347,116 @@ mod tests {
             v.push(d);
         }
         v
+    }
+
+    /// The same GPS computation with the obvious data structures: a FIFO
+    /// per flow and a linear scan for the smallest head finish time.
+    struct Naive {
+        bps: u128,
+        wts: Vec<u64>,
+        w: u128,
+        v0: u64,
+        t0: u128,
+        last_f: Vec<u64>,
+        q: Vec<std::collections::VecDeque<(u64, u32)>>,
+    }
+
+    impl Naive {
+        fn head(&self) -> Option<(u64, u32)> {
+            (0..self.q.len())
+                .filter_map(|f| self.q[f].front().map(|&(fin, _)| (fin, f as u32)))
+                .reduce(|a, b| if vlt(b, a) { b } else { a })
+        }
+        fn next_fix(&self) -> Option<u128> {
+            let (fin, _) = self.head()?;
+            let x = u128::from(fin.wrapping_sub(self.v0)) * PS8 * self.w;
+            Some(self.t0 + x.div_ceil(self.bps))
+        }
+        fn arrive(&mut self, flow: u32, len: u32, t_ps: u64, id: u32) {
+            let f = flow as usize;
+            let dl = (u64::from(len) << VFRAC) / self.wts[f];
+            let fin = if self.q[f].is_empty() {
+                let t = u128::from(t_ps) << TFRAC;
+                if self.w > 0 {
+                    let dv = (t - self.t0) * self.bps / (PS8 * self.w);
+                    self.v0 = self.v0.wrapping_add(dv as u64);
+                }
+                self.t0 = t;
+                self.w += u128::from(self.wts[f]);
+                self.v0.wrapping_add(dl)
+            } else {
+                self.last_f[f].wrapping_add(dl)
+            };
+            self.last_f[f] = fin;
+            self.q[f].push_back((fin, id));
+        }
+        fn pop(&mut self) -> Option<FluidDeparture> {
+            let t = self.next_fix()?;
+            let (fin, flow) = self.head()?;
+            let (_, id) = self.q[flow as usize].pop_front()?;
+            self.v0 = fin;
+            self.t0 = t;
+            if self.q[flow as usize].is_empty() {
+                self.w -= u128::from(self.wts[flow as usize]);
+            }
+            let t_ps = ((t + (1 << (TFRAC - 1))) >> TFRAC) as u64;
+            Some(FluidDeparture { flow, id, t_ps })
+        }
+    }
+
+    #[test]
+    fn matches_naive_gps_on_random_arrivals_with_reused_ids() {
+        use rand::{Rng, SeedableRng};
+        for seed in 0..20u64 {
+            let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+            let n = rng.random_range(1..40usize);
+            let weights: Vec<u32> = (0..n).map(|_| rng.random_range(1..100)).collect();
+            let bps = rng.random_range(1_000_000..100_000_000_000u64);
+            let mut fl = Fluid::new(bps, &weights);
+            let mut nv = Naive {
+                bps: u128::from(bps),
+                wts: weights.iter().map(|&w| u64::from(w)).collect(),
+                w: 0,
+                v0: 0,
+                t0: 0,
+                last_f: vec![0; n],
+                q: (0..n).map(|_| Default::default()).collect(),
+            };
+            let mut free: Vec<u32> = (0..64).rev().collect();
+            let mut now = 0u64;
+            let mut popped = 0;
+            for _ in 0..3000 {
+                let gap = rng.random_range(0..2_000_000u64);
+                let t = now + gap;
+                // Departures up to t first, identical in both systems.
+                while let Some(tn) = fl.next_time()
+                    && tn <= t
+                {
+                    let (a, b) = (fl.pop(), nv.pop());
+                    assert_eq!(a, b, "seed {seed}");
+                    free.push(a.map_or(0, |d| d.id));
+                    popped += 1;
+                }
+                assert!(
+                    nv.next_fix()
+                        .is_none_or(|x| x.div_ceil(1 << TFRAC) > u128::from(t))
+                );
+                now = t;
+                let Some(id) = free.pop() else { continue };
+                let flow = rng.random_range(0..n as u32);
+                let len = rng.random_range(1..=9000);
+                fl.arrive(flow, len, now, id);
+                nv.arrive(flow, len, now, id);
+            }
+            while let Some(a) = fl.pop() {
+                assert_eq!(Some(a), nv.pop(), "seed {seed}");
+                popped += 1;
+            }
+            assert_eq!(nv.pop(), None);
+            assert!(fl.is_idle() && !fl.overflowed());
+            assert_eq!(fl.bytes_in, fl.bytes_out);
+            assert!(popped > 100, "seed {seed}: only {popped} departures");
+        }
     }
 
     #[test]

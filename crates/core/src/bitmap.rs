@@ -7,27 +7,44 @@
 //! `set`, `clear` and `first_set` cost O(levels): 1 level up to 64 bits,
 //! 2 up to 4096, 3 up to 262 144, 4 up to 16.7 M.
 
+/// Most levels a bitmap can have: 64^11 > 2^64 bits.
+const MAX_LEVELS: usize = 11;
+
 /// A hierarchical bitmap of a fixed number of bits.
+///
+/// All levels live in one array, leaf level first, so the single top word
+/// is the array's last word and a walk from the top needs no indirection.
 #[derive(Clone, Debug)]
 pub struct HierBitmap {
-    /// `levels[0]` is the leaf level; the last level has exactly one word.
-    levels: Vec<Vec<u64>>,
+    /// Every level's words; level `l` starts at `off[l]`.
+    words: Vec<u64>,
+    off: [usize; MAX_LEVELS],
+    depth: usize,
     len: usize,
 }
 
 impl HierBitmap {
     /// A bitmap of `len` bits, all clear. `len` may be zero.
     pub fn new(len: usize) -> HierBitmap {
-        let mut levels = Vec::new();
+        let mut off = [0; MAX_LEVELS];
+        let mut depth = 0;
+        let mut total = 0;
         let mut words = len.div_ceil(64).max(1);
         loop {
-            levels.push(vec![0u64; words]);
+            off[depth] = total;
+            total += words;
+            depth += 1;
             if words == 1 {
                 break;
             }
             words = words.div_ceil(64);
         }
-        HierBitmap { levels, len }
+        HierBitmap {
+            words: vec![0; total],
+            off,
+            depth,
+            len,
+        }
     }
 
     /// Number of bits.
@@ -42,37 +59,50 @@ impl HierBitmap {
 
     /// Number of levels (for tests and memory reports).
     pub fn depth(&self) -> usize {
-        self.levels.len()
+        self.depth
     }
 
     /// Bytes used by the words.
     pub fn memory_bytes(&self) -> usize {
-        self.levels.iter().map(|l| l.len() * 8).sum()
+        self.words.len() * 8
+    }
+
+    #[inline(always)]
+    fn top(&self) -> u64 {
+        self.words.last().copied().unwrap_or(0)
     }
 
     /// True if no bit is set.
     #[inline]
     pub fn none(&self) -> bool {
-        self.levels[self.levels.len() - 1][0] == 0
+        self.top() == 0
     }
 
     /// Is bit `i` set? (`false` for `i >= len()`.)
     #[inline]
     pub fn get(&self, i: usize) -> bool {
-        i < self.len && self.levels[0][i / 64] & (1 << (i % 64)) != 0
+        i < self.len && self.words[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// Sets bit `i`; indices `>= len()` are ignored.
-    #[inline]
+    #[inline(always)]
     pub fn set(&mut self, i: usize) {
         if i >= self.len {
             return;
         }
+        self.set_in_range(i);
+    }
+
+    /// Sets bit `i < len()` (a larger `i` sets a padding bit or panics on
+    /// the index: callers guarantee the range).
+    #[inline(always)]
+    pub(crate) fn set_in_range(&mut self, i: usize) {
+        debug_assert!(i < self.len);
         let mut i = i;
-        for level in &mut self.levels {
-            let w = &mut level[i / 64];
+        for l in 0..self.depth {
+            let w = &mut self.words[self.off[l] + i / 64];
             let was = *w;
-            *w |= 1 << (i % 64);
+            *w = was | 1 << (i % 64);
             if was != 0 {
                 return;
             }
@@ -81,14 +111,21 @@ impl HierBitmap {
     }
 
     /// Clears bit `i`; indices `>= len()` are ignored.
-    #[inline]
+    #[inline(always)]
     pub fn clear(&mut self, i: usize) {
         if i >= self.len {
             return;
         }
+        self.clear_in_range(i);
+    }
+
+    /// Clears bit `i < len()` (callers guarantee the range).
+    #[inline(always)]
+    pub(crate) fn clear_in_range(&mut self, i: usize) {
+        debug_assert!(i < self.len);
         let mut i = i;
-        for level in &mut self.levels {
-            let w = &mut level[i / 64];
+        for l in 0..self.depth {
+            let w = &mut self.words[self.off[l] + i / 64];
             *w &= !(1 << (i % 64));
             if *w != 0 {
                 return;
@@ -98,15 +135,15 @@ impl HierBitmap {
     }
 
     /// Lowest set bit, if any.
-    #[inline]
+    #[inline(always)]
     pub fn first_set(&self) -> Option<usize> {
-        let top = self.levels.len() - 1;
-        if self.levels[top][0] == 0 {
+        let top = self.top();
+        if top == 0 {
             return None;
         }
-        let mut i = 0usize;
-        for l in (0..=top).rev() {
-            let w = self.levels[l][i];
+        let mut i = top.trailing_zeros() as usize;
+        for l in (0..self.depth - 1).rev() {
+            let w = self.words[self.off[l] + i];
             i = i * 64 + w.trailing_zeros() as usize;
         }
         Some(i)
@@ -121,24 +158,34 @@ impl HierBitmap {
         let mut idx = from;
         let mut l = 0;
         loop {
-            let word = self.levels[l][idx / 64] & (!0u64 << (idx % 64));
+            let word = self.words[self.off[l] + idx / 64] & (!0u64 << (idx % 64));
             if word != 0 {
                 let mut i = (idx / 64) * 64 + word.trailing_zeros() as usize;
                 while l > 0 {
                     l -= 1;
-                    i = i * 64 + self.levels[l][i].trailing_zeros() as usize;
+                    i = i * 64 + self.words[self.off[l] + i].trailing_zeros() as usize;
                 }
                 return Some(i);
             }
             l += 1;
-            if l == self.levels.len() {
+            if l == self.depth {
                 return None;
             }
             idx = idx / 64 + 1;
-            if idx >= self.levels[l].len() * 64 {
+            let level_words = self.level_words(l);
+            if idx >= level_words * 64 {
                 return None;
             }
         }
+    }
+
+    fn level_words(&self, l: usize) -> usize {
+        let end = if l + 1 < self.depth {
+            self.off[l + 1]
+        } else {
+            self.words.len()
+        };
+        end - self.off[l]
     }
 }
 

@@ -169,7 +169,7 @@ impl<V> IntPq<V> for Cffs<V> {
         };
         let (h, was_empty) = self.arena.push_back(half * self.n + k, rank, value)?;
         if was_empty {
-            self.halves[half].set(k);
+            self.halves[half].set_in_range(k);
         }
         Ok(h)
     }
@@ -187,7 +187,7 @@ impl<V> IntPq<V> for Cffs<V> {
         let p = self.primary;
         let (rank, value, now_empty) = self.arena.pop_front(p * self.n + k)?;
         if now_empty {
-            self.halves[p].clear(k);
+            self.halves[p].clear_in_range(k);
         }
         Some((rank, value))
     }

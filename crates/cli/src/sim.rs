@@ -39,7 +39,7 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
     }
     let opt = Options {
         departures: a.departures.is_some(),
-        ..Options::default()
+        ..Options::for_cfg(&cfg)
     };
     let t0 = Instant::now();
     let out = engine::simulate(&cfg, opt)?;

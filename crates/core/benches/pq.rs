@@ -7,7 +7,14 @@
 //! queue is built once, so iterations reuse its arena. Throughput is in
 //! elements, i.e. enqueue+dequeue pairs per second.
 //!
-//! `cargo bench -p pktsched-core --bench pq` (≈ 40 s).
+//! A second group, `pq/occupancy`, sweeps the fraction of the 10k buckets
+//! that hold an element (one each) for the gradient queues (exact and
+//! approximate) next to Cffs, HierFfs and the std heap, and prints how
+//! often the approximate queues' raw estimate missed the first bucket
+//! (what Eiffel's approximate queue, which does not search, would have
+//! served out of order) and the children probed per pop.
+//!
+//! `cargo bench -p pktsched-core --bench pq` (≈ 60 s).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -56,10 +63,10 @@ fn run<Q: IntPq<u32>>(
     g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
     name: &str,
     mut q: Q,
-    ppb: usize,
+    param: impl std::fmt::Display,
     r: &[u64],
 ) {
-    g.bench_with_input(BenchmarkId::new(name, ppb), r, |b, r| {
+    g.bench_with_input(BenchmarkId::new(name, param), r, |b, r| {
         b.iter(|| black_box(fill_drain(&mut q, r)))
     });
 }
@@ -102,12 +109,58 @@ fn bench(c: &mut Criterion) {
     }
 }
 
+/// One element in each of `occ × buckets` distinct random buckets, in a
+/// shuffled order.
+fn occupied(buckets: usize, occ: f64) -> Vec<u64> {
+    let mut all: Vec<u64> = (0..buckets as u64).collect();
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(7);
+    all.shuffle(&mut rng);
+    all.truncate(((buckets as f64 * occ).round() as usize).max(1));
+    all
+}
+
+fn occupancy(c: &mut Criterion) {
+    let buckets = 10_000;
+    let mut g = c.benchmark_group("pq/occupancy");
+    for occ in [0.01, 0.05, 0.25, 0.5, 1.0] {
+        let r = occupied(buckets, occ);
+        g.throughput(Throughput::Elements(r.len() as u64));
+        let cfg = BucketConfig::new(buckets).capacity(r.len());
+        let pct = format!("{}%", occ * 100.0);
+        for alpha in [1.5, 1.1] {
+            let mut q = Gradient::approximate(cfg, alpha).expect("cfg");
+            fill_drain(&mut q, &r);
+            let s = q.search_stats();
+            eprintln!(
+                "occupancy {pct:>4}: Gradient α={alpha}: estimate missed {:.2} % of pops \
+                 (mean error {:.2} buckets), {:.2} children probed per pop",
+                100.0 * s.misses as f64 / s.pops as f64,
+                s.bucket_error as f64 / s.pops as f64,
+                s.probes as f64 / s.pops as f64
+            );
+        }
+        let exact = Gradient::exact(cfg).expect("cfg");
+        run(&mut g, "Gradient", exact, &pct, &r);
+        let a15 = Gradient::approximate(cfg, 1.5).expect("cfg");
+        run(&mut g, "GradientA1.5", a15, &pct, &r);
+        let a11 = Gradient::approximate(cfg, 1.1).expect("cfg");
+        run(&mut g, "GradientA1.1", a11, &pct, &r);
+        run(&mut g, "Cffs", Cffs::new(cfg).expect("cfg"), &pct, &r);
+        run(&mut g, "HierFfs", HierFfs::new(cfg).expect("cfg"), &pct, &r);
+        let mut h = BinaryHeap::with_capacity(r.len());
+        g.bench_with_input(BenchmarkId::new("StdBinaryHeap", &pct), &r, |b, r| {
+            b.iter(|| black_box(std_heap(&mut h, r)))
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_millis(100))
         .measurement_time(Duration::from_millis(300));
-    targets = bench
+    targets = bench, occupancy
 }
 criterion_main!(benches);

@@ -18,6 +18,7 @@ use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
 use hdrhistogram::Histogram;
+use pktsched_core::policy::PolicySched;
 use pktsched_core::sched::{Algorithm, ConfigError, Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
 use pktsched_core::{DropReason, FlowConfig, FlowId, Limits, Nanos, Pkt, Scheduler};
 
@@ -68,6 +69,18 @@ pub struct Options {
     pub departures: bool,
     /// Record the ends of busy periods of the link and the fluid system.
     pub busy_ends: bool,
+}
+
+impl Options {
+    /// The defaults for `cfg`: everything, except the fluid reference for a
+    /// policy tree (flat GPS over the flows' weights is not what a tree
+    /// promises, so its lag would mislead).
+    pub fn for_cfg(cfg: &SimConfig) -> Options {
+        Options {
+            fluid: cfg.policy.is_none(),
+            ..Options::default()
+        }
+    }
 }
 
 impl Default for Options {
@@ -144,10 +157,42 @@ pub fn limits_of(a: Algorithm) -> Limits {
     }
 }
 
-/// Adds the flows of `cfg` to a scheduler of its algorithm; the first
-/// refusal is returned with the flow index.
+/// Supported ranges of what schedules `cfg`'s link (its policy, else its
+/// algorithm).
+pub fn limits_of_cfg(cfg: &SimConfig) -> Limits {
+    match &cfg.policy {
+        Some(p) => PolicySched::<u32>::new(&p.policy).limits(),
+        None => limits_of(cfg.algorithm),
+    }
+}
+
+/// Adds the flows of `cfg` to a scheduler of its algorithm (or policy);
+/// the first refusal is returned with the flow index.
 pub fn check_with_algorithm(cfg: &SimConfig) -> Result<(), (usize, ConfigError)> {
-    add_flows(&mut *cfg.algorithm.build::<u32>(), cfg)
+    match &cfg.policy {
+        Some(p) => add_policy_flows(&mut PolicySched::new(&p.policy), cfg, p),
+        None => add_flows(&mut *cfg.algorithm.build::<u32>(), cfg),
+    }
+}
+
+/// Attaches every flow of `cfg` to its node of the policy tree.
+fn add_policy_flows(
+    s: &mut PolicySched<u32>,
+    cfg: &SimConfig,
+    p: &crate::SimPolicy,
+) -> Result<(), (usize, ConfigError)> {
+    for (i, f) in cfg.flows.iter().enumerate() {
+        let mut c = FlowConfig::weight(f.weight)
+            .with_max_len(f.size.max())
+            .with_limit(f.limit);
+        c.prio = p.prio.get(i).copied().unwrap_or(0);
+        let r = match p.node.get(i).copied().flatten() {
+            Some(n) => s.add_flow_at(n, c),
+            None => s.add_flow(c),
+        };
+        r.map_err(|e| (i, e))?;
+    }
+    Ok(())
 }
 
 fn add_flows<S: Scheduler<u32> + ?Sized>(
@@ -190,12 +235,17 @@ fn lmax(cfg: &SimConfig) -> u32 {
 
 /// Runs a scenario with all measurements on.
 pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
-    let out = simulate(cfg, Options::default())?;
+    let out = simulate(cfg, Options::for_cfg(cfg))?;
     Ok(crate::report::build(cfg, &out))
 }
 
 /// Runs a scenario and returns the raw measurements.
 pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
+    if let Some(p) = &cfg.policy {
+        let mut s = PolicySched::new(&p.policy);
+        add_policy_flows(&mut s, cfg, p).map_err(|(flow, err)| SimError::Config { flow, err })?;
+        return simulate_added(cfg, opt, &mut s);
+    }
     match cfg.algorithm {
         Algorithm::Qfq => simulate_with(cfg, opt, &mut FlowSched::new(Qfq::new())),
         // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
@@ -235,6 +285,9 @@ struct St<'c> {
     sched_q: u64,
     /// (id, flow, done) of the packet on the wire.
     wire: Option<(u32, u32, u64)>,
+    /// When a shaped scheduler that held its packets back lets the next
+    /// one go (ps).
+    wake: Option<u64>,
     /// Busy period: start, ps so far (floor) and remainder (in 1/R units).
     link_ps: u64,
     link_rem: u64,
@@ -396,6 +449,8 @@ impl St<'_> {
         fs.q_pkts += 1;
         fs.q_bytes += u64::from(len);
         self.sched_q += 1;
+        // A new packet may be eligible before a pending wake-up.
+        self.wake = None;
         if self.opt.fluid {
             self.fluid.arrive(flow, len, t, id);
         }
@@ -424,7 +479,13 @@ impl St<'_> {
 
     fn start_tx<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, now: u64) {
         let Some(p) = s.dequeue(Nanos(now / 1000)) else {
-            self.sched_q = 0;
+            // A shaped scheduler holds packets it may not send yet: wake the
+            // link when it says (at least 1 ns later, so time advances).
+            // Otherwise nothing is left.
+            match s.next_ready(Nanos(now / 1000)) {
+                Some(t) => self.wake = Some(t.as_u64().saturating_mul(1000).max(now + 1000)),
+                None => self.sched_q = 0,
+            }
             return;
         };
         let id = p.item;
@@ -627,6 +688,16 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
     s: &mut S,
 ) -> Result<Outcome, SimError> {
     add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
+    simulate_added(cfg, opt, s)
+}
+
+/// Runs `cfg` on `s`, whose flows were added already (flow `i` of `cfg`
+/// is `FlowId(i)`).
+fn simulate_added<S: Scheduler<u32> + ?Sized>(
+    cfg: &SimConfig,
+    opt: Options,
+    s: &mut S,
+) -> Result<Outcome, SimError> {
     let n = cfg.flows.len();
     let bps = cfg.rate.as_bps();
     let wsum: u64 = cfg.flows.iter().map(|f| u64::from(f.weight)).sum();
@@ -666,6 +737,7 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
         total_served: 0,
         sched_q: 0,
         wire: None,
+        wake: None,
         link_ps: 0,
         link_rem: 0,
         last_done: NONE,
@@ -716,8 +788,9 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
             }
             None => (NONE, NONE),
         };
-        let t = ts.min(tl).min(tf).min(ta).min(td);
-        if st.ps.is_none() && st.wire.is_none() && st.sched_q > 0 && t > now {
+        let tw = st.wake.unwrap_or(NONE);
+        let t = ts.min(tl).min(tf).min(ta).min(td).min(tw);
+        if st.ps.is_none() && st.wire.is_none() && st.sched_q > 0 && st.wake.is_none() && t > now {
             st.start_tx(s, now);
             continue;
         }
@@ -725,6 +798,12 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
             break;
         }
         now = t;
+        if tw == t {
+            // The idle link tries the scheduler again once this instant's
+            // other events are done.
+            st.wake = None;
+            continue;
+        }
         if tf == t {
             st.fluid_event(s);
         } else if tl == t {

@@ -20,7 +20,10 @@ pub mod report;
 pub mod scenario;
 pub mod source;
 
+use std::sync::Arc;
+
 use pktsched_core::Rate;
+use pktsched_core::policy::Policy;
 use pktsched_core::sched::Algorithm;
 
 pub use engine::{SimError, run};
@@ -150,6 +153,9 @@ pub struct SimConfig {
     pub drain: bool,
     /// Optional PSPAT model.
     pub pspat: Option<Pspat>,
+    /// A policy tree to run instead of `algorithm` (`algorithm =
+    /// "policy"` in a scenario).
+    pub policy: Option<SimPolicy>,
     /// Flows, indexed by flow id.
     pub flows: Vec<FlowSpec>,
     /// The `[[flows]]` entries.
@@ -185,8 +191,42 @@ impl SimConfig {
             seed: 1,
             drain: true,
             pspat: None,
+            policy: None,
             flows,
             groups,
         }
     }
+
+    /// What schedules the link, as reports name it: the algorithm, or
+    /// `policy <file>`.
+    pub fn scheduler_name(&self) -> String {
+        match &self.policy {
+            Some(p) => format!("policy {}", p.file),
+            None => self.algorithm.to_string(),
+        }
+    }
 }
+
+/// A policy tree in a scenario: the validated policy and, per flow, the
+/// node it attaches to and its priority (for `prio` nodes).
+#[derive(Clone, Debug)]
+pub struct SimPolicy {
+    /// The policy file as the scenario names it.
+    pub file: String,
+    /// The validated tree.
+    pub policy: Arc<Policy>,
+    /// Per flow: node index ([`Policy::node`]), or `None` for the policy's
+    /// own attachment rule (round robin over leaves, or `attach`).
+    pub node: Vec<Option<usize>>,
+    /// Per flow: `FlowConfig::prio`.
+    pub prio: Vec<u32>,
+}
+
+impl PartialEq for SimPolicy {
+    fn eq(&self, o: &SimPolicy) -> bool {
+        self.file == o.file && self.policy == o.policy && self.node == o.node && self.prio == o.prio
+    }
+}
+
+// A policy holds no floating-point values, so equality is reflexive.
+impl Eq for SimPolicy {}

@@ -193,16 +193,21 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
     let mut flows = Vec::with_capacity(n);
     let mut violations = Vec::new();
     for (i, (spec, fs)) in cfg.flows.iter().zip(&out.flows).enumerate() {
-        let mut b = metrics::bounds(
-            cfg.algorithm,
-            spec.weight,
-            spec.size.max(),
-            wsum,
-            wmin,
-            l,
-            n,
-            bps,
-        );
+        let mut b = if cfg.policy.is_some() {
+            // A policy tree has no published bound.
+            metrics::Bounds::default()
+        } else {
+            metrics::bounds(
+                cfg.algorithm,
+                spec.weight,
+                spec.size.max(),
+                wsum,
+                wmin,
+                l,
+                n,
+                bps,
+            )
+        };
         if let Some(p) = cfg.pspat {
             // PSPAT composition (k = 1 dispatcher): T-WFI_SA + Δ_A + (2 + k)·Δ_D.
             b.twfi_ps = b
@@ -223,7 +228,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
                 violations.push(format!(
                     "flow {i} ({group}): T-WFI {:.3} us exceeds the {} bound {:.3} us",
                     m / 1e3,
-                    cfg.algorithm,
+                    cfg.scheduler_name(),
                     bound / 1e6
                 ));
             }
@@ -233,7 +238,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
             if !metrics::within(bwfi, bound, tol) {
                 violations.push(format!(
                     "flow {i} ({group}): B-WFI {bwfi:.1} bytes exceeds the {} bound {bound:.1} bytes",
-                    cfg.algorithm
+                    cfg.scheduler_name()
                 ));
             }
         }
@@ -320,7 +325,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
     let all_sum: u128 = out.flows.iter().map(|f| f.delay_sum).sum();
     Report {
         scenario: cfg.name.clone(),
-        algorithm: cfg.algorithm.to_string(),
+        algorithm: cfg.scheduler_name(),
         link: cfg.rate.to_string(),
         link_bps: bps,
         duration_ns: cfg.duration_ps as f64 / 1e3,

@@ -3,7 +3,9 @@
 //! ```toml
 //! name = "example"
 //! link = "10gbit"            # Rate::parse syntax
-//! algorithm = "qfq"          # fifo, prio, rr, drr, wf2q, qfq
+//! algorithm = "qfq"          # fifo, prio, rr, drr, wf2q, qfq, or "policy"
+//! # policy = "hpfq.toml"     # with algorithm = "policy": a policy tree
+//!                            # (TOML, or DOT if the name ends in .dot/.gv)
 //! duration = "20ms"          # arrivals stop here (ns, us, ms, s)
 //! seed = 1
 //! drain = true               # serve what is queued after `duration` (default)
@@ -23,6 +25,8 @@
 //! [[flows]]
 //! count = 100                                # 100 identical flows
 //! source = { type = "greedy" }
+//! # node = "gold.web"                        # policy only: the node the
+//! # prio = 0                                 # flows attach to, their prio
 //! ```
 //!
 //! Every error names the line and column, the field, the value and the
@@ -81,6 +85,7 @@ struct RawScenario {
     #[serde(default = "yes")]
     drain: bool,
     trace: Option<Spanned<String>>,
+    policy: Option<Spanned<String>>,
     pspat: Option<RawPspat>,
     flows: Spanned<Vec<Spanned<RawFlow>>>,
 }
@@ -109,6 +114,8 @@ struct RawFlow {
     limit: Option<Spanned<i64>>,
     #[serde(default)]
     source: Option<Spanned<RawSource>>,
+    node: Option<Spanned<String>>,
+    prio: Option<Spanned<i64>>,
 }
 
 fn one() -> Spanned<i64> {
@@ -256,8 +263,37 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
 
     let rate = Rate::parse(raw.link.get_ref())
         .map_err(|e| cx.err(raw.link.span(), format!("link: {e}")))?;
-    let algorithm = Algorithm::parse(raw.algorithm.get_ref())
-        .map_err(|e| cx.err(raw.algorithm.span(), format!("algorithm: {e}")))?;
+    let is_policy = raw.algorithm.get_ref() == "policy";
+    let algorithm = if is_policy {
+        // Not used: the policy schedules the link.
+        Algorithm::Fifo
+    } else {
+        Algorithm::parse(raw.algorithm.get_ref()).map_err(|e| {
+            cx.err(
+                raw.algorithm.span(),
+                format!("algorithm: {e}, or `policy` with `policy = \"file.toml\"`"),
+            )
+        })?
+    };
+    let policy = match (&raw.policy, is_policy) {
+        (None, false) => None,
+        (Some(p), false) => {
+            return Err(cx.err(p.span(), "policy: only used with algorithm = \"policy\""));
+        }
+        (None, true) => {
+            return Err(cx.err(
+                raw.algorithm.span(),
+                "algorithm = \"policy\" needs a top-level `policy = \"file.toml\"` (or a .dot file)",
+            ));
+        }
+        (Some(p), true) => Some((load_policy(&cx, p, dir)?, p)),
+    };
+    if let (Some(_), Some(ps)) = (&policy, &raw.pspat) {
+        return Err(cx.err(
+            ps.arbiter.span(),
+            "pspat: the PSPAT model needs a work-conserving algorithm; it is not available with algorithm = \"policy\"",
+        ));
+    }
     let duration_ps = parse_duration_ps(raw.duration.get_ref())
         .map_err(|e| cx.err(raw.duration.span(), format!("duration: {e}")))?;
     if duration_ps == 0 {
@@ -298,7 +334,14 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             "flows: at least one [[flows]] entry is needed",
         ));
     }
-    let lim = algorithm_limits(algorithm);
+    let lim = match &policy {
+        Some((pol, _)) => pktsched_core::Scheduler::<u32>::limits(
+            &pktsched_core::policy::PolicySched::<u32>::new(pol),
+        ),
+        None => algorithm_limits(algorithm),
+    };
+    let mut flow_node = Vec::new();
+    let mut flow_prio = Vec::new();
     let mut flows = Vec::new();
     let mut groups = Vec::new();
     let mut spans = Vec::new();
@@ -351,6 +394,42 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             None => (SourceSpec::Greedy, fspan.clone()),
             Some(s) => (source_spec(&cx, s.span(), gi, s.get_ref())?, s.span()),
         };
+        let node = match (&f.node, &policy) {
+            (None, _) => None,
+            (Some(n), None) => {
+                return Err(cx.err(
+                    n.span(),
+                    format!("flows[{gi}].node: only used with algorithm = \"policy\""),
+                ));
+            }
+            (Some(n), Some((pol, _))) => Some(pol.node(n.get_ref()).ok_or_else(|| {
+                let names: Vec<&str> = pol.nodes().iter().map(|s| s.name.as_str()).collect();
+                cx.err(
+                    n.span(),
+                    format!(
+                        "flows[{gi}].node = {:?} is not a node of the policy; nodes: {}",
+                        n.get_ref(),
+                        names.join(", ")
+                    ),
+                )
+            })?),
+        };
+        let prio = match &f.prio {
+            None => 0,
+            Some(p) if policy.is_none() => {
+                return Err(cx.err(
+                    p.span(),
+                    format!("flows[{gi}].prio: only used with algorithm = \"policy\""),
+                ));
+            }
+            Some(p) => cx.range(
+                p.span(),
+                &format!("flows[{gi}].prio"),
+                *p.get_ref(),
+                0,
+                i64::from(u32::MAX),
+            )? as u32,
+        };
         let name = f.name.clone().unwrap_or_else(|| format!("g{gi}"));
         wsum += u64::from(weight) * count as u64;
         if flows.len() as u64 + count as u64 > MAX_FLOWS.min(lim.max_flows) {
@@ -377,6 +456,8 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
                 limit,
             });
             spans.push((f.weight.span(), srcspan.clone()));
+            flow_node.push(node);
+            flow_prio.push(prio);
         }
     }
     let wmax = lim.max_weight_sum.min(MAX_WEIGHT_SUM);
@@ -398,6 +479,12 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
         seed: raw.seed,
         drain: raw.drain,
         pspat,
+        policy: policy.map(|(pol, p)| crate::SimPolicy {
+            file: p.get_ref().clone(),
+            policy: std::sync::Arc::new(pol),
+            node: flow_node,
+            prio: flow_prio,
+        }),
         flows,
         groups,
     };
@@ -505,6 +592,36 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
         return Err(cx.err(span, format!("flow {i}: {e}")));
     }
     Ok(cfg)
+}
+
+/// Reads and validates the policy file `p` names (relative to the
+/// scenario's directory): DOT if it ends in `.dot` or `.gv`, else TOML.
+fn load_policy(
+    cx: &Ctx<'_>,
+    p: &Spanned<String>,
+    dir: Option<&Path>,
+) -> Result<pktsched_core::policy::Policy, ScenarioError> {
+    let path = PathBuf::from(p.get_ref());
+    let path = match dir {
+        Some(d) if path.is_relative() => d.join(path),
+        _ => path,
+    };
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        cx.err(
+            p.span(),
+            format!("policy: cannot read `{}`: {e}", path.display()),
+        )
+    })?;
+    let dot = matches!(
+        path.extension().and_then(|e| e.to_str()),
+        Some("dot" | "gv")
+    );
+    let r = if dot {
+        pktsched_core::policy::Policy::from_dot(&text)
+    } else {
+        pktsched_core::policy::Policy::from_toml(&text)
+    };
+    r.map_err(|e| cx.err(p.span(), format!("policy `{}`: {e}", path.display())))
 }
 
 fn algorithm_limits(a: Algorithm) -> pktsched_core::Limits {

@@ -131,3 +131,100 @@ fn drr_quanta_out_of_range_name_the_real_value() {
     );
     assert!(e.contains("allowed 1..=1073741824"), "{e}");
 }
+
+#[test]
+fn policy_mistakes_are_named() {
+    let head = "link = \"1gbit\"\nduration = \"1ms\"\n";
+    // A policy file without algorithm = "policy", and the reverse.
+    let e = err(&format!(
+        "{head}algorithm = \"qfq\"\npolicy = \"x.toml\"\n[[flows]]\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:4:10:") && e.contains("only used with"),
+        "{e}"
+    );
+    let e = err(&format!("{head}algorithm = \"policy\"\n[[flows]]\n"));
+    assert!(
+        e.starts_with("s.toml:3:13:") && e.contains("needs a top-level `policy"),
+        "{e}"
+    );
+    // Unknown algorithm names say that `policy` exists.
+    let e = err(&format!("{head}algorithm = \"htb\"\n[[flows]]\n"));
+    assert!(e.contains("policy"), "{e}");
+    // A node or prio without a policy.
+    let e = err(&format!(
+        "{head}algorithm = \"qfq\"\n[[flows]]\nnode = \"gold\"\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:5:8:") && e.contains("flows[0].node"),
+        "{e}"
+    );
+    let e = err(&format!("{head}algorithm = \"qfq\"\n[[flows]]\nprio = 1\n"));
+    assert!(
+        e.starts_with("s.toml:5:8:") && e.contains("flows[0].prio"),
+        "{e}"
+    );
+    // A missing policy file.
+    let e = err(&format!(
+        "{head}algorithm = \"policy\"\npolicy = \"/nonexistent/p.toml\"\n[[flows]]\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:4:10:") && e.contains("cannot read"),
+        "{e}"
+    );
+}
+
+#[test]
+fn policy_nodes_and_bad_policy_files_are_named() {
+    let dir = std::env::temp_dir().join(format!("pktsched-bad-policy-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("p.toml"),
+        "[[node]]\nname = \"root\"\nkind = \"wfq\"\n[[node]]\nname = \"a\"\nparent = \"root\"\nkind = \"prio\"\nlevels = 2\n",
+    )
+    .unwrap();
+    std::fs::write(
+        dir.join("bad.dot"),
+        "digraph {\n r [kind=wfq]\n r -> x\n}\n",
+    )
+    .unwrap();
+    let parse = |src: &str| {
+        pktsched_sim::scenario::parse(src, "s.toml", Some(&dir))
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    };
+    let head = "link = \"1gbit\"\nduration = \"1ms\"\nalgorithm = \"policy\"\n";
+    assert_eq!(
+        parse(&format!(
+            "{head}policy = \"p.toml\"\n[[flows]]\nnode = \"a\"\nprio = 1\n"
+        )),
+        Ok(())
+    );
+    let e = parse(&format!(
+        "{head}policy = \"p.toml\"\n[[flows]]\nnode = \"b\"\n"
+    ))
+    .unwrap_err();
+    assert!(
+        e.starts_with("s.toml:6:8:") && e.contains("\"b\" is not a node") && e.contains("root, a"),
+        "{e}"
+    );
+    // prio beyond the node's levels: refused by the policy itself.
+    let e = parse(&format!(
+        "{head}policy = \"p.toml\"\n[[flows]]\nnode = \"a\"\nprio = 2\n"
+    ))
+    .unwrap_err();
+    assert!(e.contains("flow 0") && e.contains("prio"), "{e}");
+    // A bad DOT policy: the scenario position, then the DOT position.
+    let e = parse(&format!("{head}policy = \"bad.dot\"\n[[flows]]\n")).unwrap_err();
+    assert!(
+        e.starts_with("s.toml:4:10:") && e.contains("node `x`") && e.contains("line 3"),
+        "{e}"
+    );
+    // PSPAT needs a work-conserving algorithm.
+    let e = parse(&format!(
+        "{head}policy = \"p.toml\"\n[pspat]\narbiter = \"1us\"\ndispatcher = \"1us\"\n[[flows]]\n"
+    ))
+    .unwrap_err();
+    assert!(e.contains("work-conserving"), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

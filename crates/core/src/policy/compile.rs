@@ -26,6 +26,12 @@ impl Policy {
         Policy::compile(PolicySpec::from_toml(src)?)
     }
 
+    /// Parses and validates a policy written in DOT (see
+    /// [`super::dot`]).
+    pub fn from_dot(src: &str) -> Result<Policy, PolicyError> {
+        Policy::compile(PolicySpec::from_dot(src)?)
+    }
+
     /// Validates a policy: unique names, one root, known parents, no
     /// cycles, ranks and rates in range. Resolves default bucket counts.
     pub fn compile(mut spec: PolicySpec) -> Result<Policy, PolicyError> {

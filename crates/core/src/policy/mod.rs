@@ -36,7 +36,10 @@
 //! a [`Cffs`](crate::pq::Cffs) over release times in units of
 //! `shaper_unit_ns`, as in Eiffel's Figures 6–7: each limited member keeps
 //! a virtual clock `T` (after sending `len` bytes at `now`,
-//! `T = max(T, now) + len/rate`, no burst); a member with work whose `T`
+//! `T = max(T, now − max_len/rate) + len/rate`: strict pacing, except that
+//! a member the busy link served late keeps up to one maximum packet of
+//! credit, so its long-run rate is its limit although releases fall on
+//! packet boundaries — at most one extra packet back to back); a member with work whose `T`
 //! lies in the future is **parked** in the shaper instead of entering its
 //! parent's queue, and a dequeue at or after `ceil(T/unit)·unit` moves it
 //! back into the work-conserving tree (re-activating ancestors that had
@@ -90,8 +93,15 @@
 //! horizon, reservations without an hclock parent — are refused with a
 //! [`PolicyError`] naming the node and, from TOML, the line and column.
 //! Built-ins (also in `examples/policies/`): [`Policy::builtin`].
+//!
+//! # Policies in DOT
+//!
+//! [`Policy::from_dot`] reads the same nodes and keys from a Graphviz
+//! `digraph` whose `parent -> child` edges give the tree (see [`dot`]), so
+//! a policy can be drawn with `dot -Tsvg` and loaded unchanged.
 
 mod compile;
+pub mod dot;
 mod sched;
 mod spec;
 

@@ -248,6 +248,18 @@ pub struct PolicySched<T> {
     path: Vec<(u32, u32)>,
 }
 
+/// The rate limiter's clock after sending `len` bytes at `now`:
+/// `T = max(T, now − L_max/rate) + len/rate`. A member served late (the
+/// link was busy with another packet when it became eligible) keeps up to
+/// one maximum packet of credit, so its long-run rate is its limit even
+/// though releases fall on packet boundaries; it can never send more than
+/// one extra maximum packet back to back.
+#[inline]
+fn next_tx(t: u64, now: u64, rate: Rate, len: u64, max_len: u64) -> u64 {
+    let credit = rate.tx_time(max_len).as_u64();
+    t.max(now.saturating_sub(credit)) + rate.tx_time(len).as_u64()
+}
+
 #[inline]
 fn inc(len: u64, scale: u64, w: u32) -> u64 {
     (len * scale).div_ceil(u64::from(w.max(1)))
@@ -654,6 +666,7 @@ impl<T> PolicySched<T> {
     fn served(&mut self, n: usize, r: u32, len: u64, now: u64) {
         let kind = self.nodes[n].kind;
         let mut vt = self.nodes[n].vt;
+        let max_len = u64::from(self.policy.max_len);
         let m = self.member_mut(r);
         m.bytes -= len;
         m.sent += len;
@@ -674,7 +687,7 @@ impl<T> PolicySched<T> {
             _ => {}
         }
         if let Some(rate) = m.limit {
-            m.next_tx = m.next_tx.max(now) + rate.tx_time(len).as_u64();
+            m.next_tx = next_tx(m.next_tx, now, rate, len, max_len);
         }
         self.nodes[n].vt = vt;
     }
@@ -815,7 +828,8 @@ impl<T> Scheduler<T> for PolicySched<T> {
         rm.bytes -= len;
         rm.sent += len;
         if let Some(rate) = rm.limit {
-            rm.next_tx = rm.next_tx.max(now) + rate.tx_time(len).as_u64();
+            let max_len = u64::from(self.policy.max_len);
+            rm.next_tx = next_tx(rm.next_tx, now, rate, len, max_len);
         }
         self.path = path;
         Some(pkt)

@@ -57,6 +57,16 @@ struct Reference {
     seq: u64,
     unit: u64,
     root: usize,
+    max_len: u64,
+}
+
+/// The limiter clock, written out independently: strict pacing
+/// `max(T, now) + len/rate`, except that a member served late keeps up to
+/// one maximum packet (at its rate) of credit.
+fn clock(t: u64, now: u64, r: Rate, len: u64, max_len: u64) -> u64 {
+    let credit = r.tx_time(max_len).as_u64();
+    let from = if now > t + credit { now - credit } else { t };
+    from + r.tx_time(len).as_u64()
 }
 
 fn argmin(v: &[(u64, u64, Ch)]) -> Option<usize> {
@@ -96,6 +106,7 @@ impl Reference {
             seq: 0,
             unit: p.shaper_unit,
             root: p.root,
+            max_len: u64::from(p.max_len),
         }
     }
     fn add_flow(&mut self, p: &Policy, node: usize, cfg: &FlowConfig) {
@@ -276,7 +287,7 @@ impl Reference {
                 _ => {}
             }
             if let Some(r) = m.limit {
-                m2.next_tx = m.next_tx.max(now) + r.tx_time(len).as_u64();
+                m2.next_tx = clock(m.next_tx, now, r, len, self.max_len);
             }
             *self.m(c) = m2;
             if self.work(c) {
@@ -286,7 +297,7 @@ impl Reference {
         let rm = &mut self.nm[root];
         rm.bytes -= len;
         if let Some(r) = rm.limit {
-            rm.next_tx = rm.next_tx.max(now) + r.tx_time(len).as_u64();
+            rm.next_tx = clock(rm.next_tx, now, r, len, self.max_len);
         }
         Some((f, item))
     }
@@ -490,8 +501,9 @@ fn mixed_tree_with_rates_matches_reference() {
     }
 }
 
-/// Every departure of a rate-limited member respects its virtual clock:
-/// `d_{k+1} ≥ d_k + tx(len_k)` for flows, and the root rate as a whole.
+/// Every departure of a rate-limited member respects its virtual clock
+/// (`clock`: strict pacing plus at most one maximum packet of credit when
+/// served late), for flows, a node, and the root rate as a whole.
 #[test]
 fn rate_limits_are_never_early() {
     let src = r#"
@@ -526,6 +538,8 @@ rate = "30mbit"
             .expect("enqueue");
     }
     let (r10, r30, r100) = (Rate::mbit(10), Rate::mbit(30), Rate::mbit(100));
+    // The policy's max_len (default).
+    const ML: u64 = 1514;
     let mut flow_next = [0u64; 6];
     let mut fast_next = 0u64;
     let mut root_next = 0u64;
@@ -540,14 +554,14 @@ rate = "30mbit"
         let len = u64::from(pkt.len);
         let f = pkt.flow.index();
         assert!(now >= root_next, "root early");
-        root_next = root_next.max(now) + r100.tx_time(len).as_u64();
+        root_next = clock(root_next, now, r100, len, ML);
         if f % 2 == 0 {
             // slow: per-flow 10 Mbit/s
             assert!(now >= flow_next[f], "flow {f} early");
-            flow_next[f] = flow_next[f].max(now) + r10.tx_time(len).as_u64();
+            flow_next[f] = clock(flow_next[f], now, r10, len, ML);
         } else {
             assert!(now >= fast_next, "fast early");
-            fast_next = fast_next.max(now) + r30.tx_time(len).as_u64();
+            fast_next = clock(fast_next, now, r30, len, ML);
         }
     }
     assert_eq!(n, 600);
@@ -747,4 +761,98 @@ fn bad_policies_are_rejected_with_the_node_and_position() {
     assert!(s.add_flow(FlowConfig::default().with_prio(8)).is_err());
     assert!(s.add_flow(FlowConfig::default().with_prio(7)).is_ok());
     assert!(Policy::builtin("nope").is_err());
+}
+
+/// The parts of a policy that matter for scheduling (positions differ
+/// between a DOT and a TOML file).
+fn shape(p: &Policy) -> Vec<String> {
+    p.nodes()
+        .iter()
+        .map(|n| {
+            format!(
+                "{} parent={:?} {:?} {:?} b={} w={} prio={} rate={:?}",
+                n.name, n.parent, n.kind, n.queue, n.buckets, n.weight, n.prio, n.rate
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn dot_example_is_the_toml_hpfq() {
+    let dot = include_str!("../../../../examples/policies/hpfq.dot");
+    let from_dot = Policy::from_dot(dot).expect("dot");
+    let from_toml = Policy::builtin("hpfq").expect("toml");
+    assert_eq!(shape(&from_dot), shape(&from_toml));
+    assert_eq!(from_dot.depth(), 3);
+    // Positions point into the DOT text: `gold.bulk` is declared on line 13.
+    let gb = &from_dot.nodes()[from_dot.node("gold.bulk").expect("node")];
+    assert_eq!(gb.loc.map(|l| l.line), Some(13));
+}
+
+#[test]
+fn dot_forms_chains_comments_and_numbers() {
+    let src = "/* a block\n comment */\n# a line comment\nstrict digraph {\n  graph [max_len = 9000]\n  r [kind=prio levels=4]; a [kind=rr, prio=2] b [kind = \"rr\"][prio = 1]\n  r -> a\n  r -> b // two statements\n  a [label=\"drawn only\"]\n}\n";
+    let p = Policy::from_dot(src).expect("policy");
+    let names: Vec<&str> = p.nodes().iter().map(|n| n.name.as_str()).collect();
+    assert_eq!(names, ["r", "a", "b"]);
+    assert_eq!(p.nodes()[1].prio, 2);
+    assert_eq!(p.nodes()[2].prio, 1);
+    assert_eq!(p.nodes()[0].kind, super::Kind::Prio { levels: 4 });
+    let mut s: PolicySched<u8> = PolicySched::new(&p);
+    assert_eq!(
+        Scheduler::<u8>::limits(&s).max_len,
+        9000,
+        "graph attributes are the [policy] globals"
+    );
+    // A chain: r -> x -> y gives y the parent x.
+    let p = Policy::from_dot("digraph { r [kind=wfq] x [kind=wfq] y [kind=wfq] r -> x -> y }")
+        .expect("chain");
+    assert_eq!(p.depth(), 3);
+    let _ = s.add_flow(FlowConfig::default());
+}
+
+#[test]
+fn bad_dot_is_refused_with_position_and_node() {
+    let e = |src: &str| Policy::from_dot(src).expect_err(src).to_string();
+    let cases: [(&str, &[&str]); 12] = [
+        ("graph { a [kind=rr] }", &["line 1, column 1", "digraph"]),
+        (
+            "digraph {\n a [kind=rr]\n b [kind=rr]\n c [kind=rr]\n a -> c\n b -> c\n}",
+            &["node `c`", "two parents", "line 6"],
+        ),
+        (
+            "digraph {\n r [kind=wfq]\n r -> x\n}",
+            &["node `x`", "line 3, column 7", "kind"],
+        ),
+        (
+            "digraph {\n a [kind=rr] b [kind=rr]\n a -> b [weight=2]\n}",
+            &["line 3, column 10", "edge"],
+        ),
+        ("digraph { subgraph s { } }", &["subgraph"]),
+        ("digraph { node [kind=rr] }", &["default attributes"]),
+        ("digraph { a [kind=\"rr] }", &["never closed"]),
+        (
+            "digraph {\n a [kind=rr,\n   colour=red]\n}",
+            &["line 3, column 4", "colour"],
+        ),
+        (
+            "digraph {\n a [kind=wfq]\n b [kind=wfq]\n a -> b -> a\n}",
+            &["cycle"],
+        ),
+        (
+            "digraph {\n r [kind=wfq]\n b [kind=wfq, weight=heavy]\n r -> b\n}",
+            &["line 3", "weight"],
+        ),
+        ("digraph { a [kind=rr] } extra", &["after the closing"]),
+        ("digraph { a [kind=rr] a -- b }", &["undirected"]),
+    ];
+    for (src, want) in cases {
+        let msg = e(src);
+        for w in want {
+            assert!(msg.contains(w), "{src:?}: {msg:?} lacks {w:?}");
+        }
+    }
+    // Out-of-range values keep the node name and the DOT position.
+    let msg = e("digraph {\n r [kind=prio, levels=0]\n}");
+    assert!(msg.contains("node `r`") && msg.contains("line 2"), "{msg}");
 }

@@ -14,6 +14,25 @@ pub const MAX_EXACT_GROUP: usize = 58;
 /// limit on `b`, which usually binds first).
 const MAX_APPROX_GROUP: usize = 1024;
 
+/// How the approximate queue's estimates fared (see
+/// [`Gradient::search_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SearchStats {
+    /// Pops.
+    pub pops: u64,
+    /// Pops where `ceil(b/a)` pointed at an empty child on some level: an
+    /// approximate queue without the search (Eiffel's) would have served
+    /// a later bucket than the minimum.
+    pub misses: u64,
+    /// Children checked for emptiness by the searches, over all levels
+    /// (0 for the exact queue).
+    pub probes: u64,
+    /// Sum over pops of how far the estimates lay after the true first
+    /// child, in buckets (each level's error times the buckets under one
+    /// of its children).
+    pub bucket_error: u64,
+}
+
 /// The `(a, b)` pair of one node.
 #[derive(Clone, Copy, Debug, Default)]
 struct Sums {
@@ -70,6 +89,7 @@ pub struct Gradient<V> {
     buckets: usize,
     arena: Arena<V>,
     range: FixedRange,
+    search: SearchStats,
 }
 
 /// The window `K` = the largest `floor(X − b/a)` = `X − ceil(b/a)` over all
@@ -178,6 +198,7 @@ impl<V> Gradient<V> {
             buckets: cfg.buckets,
             arena: Arena::new(cfg.buckets, cfg.capacity),
             range,
+            search: SearchStats::default(),
         })
     }
 
@@ -197,6 +218,11 @@ impl<V> Gradient<V> {
         if self.exact { 0 } else { self.window }
     }
 
+    /// Counters of the pops' searches since the queue was built.
+    pub fn search_stats(&self) -> SearchStats {
+        self.search
+    }
+
     /// Is child `c` (a bucket at level 0, a node above) non-empty?
     #[inline]
     fn child_nonempty(&self, level: usize, c: usize) -> bool {
@@ -207,28 +233,56 @@ impl<V> Gradient<V> {
         }
     }
 
-    /// First non-empty child of node `node` at `level` (which is non-empty).
+    /// First non-empty child of node `node` at `level` (which is
+    /// non-empty), the child the raw estimate named and the children
+    /// probed.
     #[inline]
-    fn first_child(&self, level: usize, node: usize) -> usize {
+    fn first_child(&self, level: usize, node: usize) -> (usize, usize, u32) {
         let s = self.levels[level][node];
         let g = self.group;
         let est = (s.b.div_ceil(s.a) as usize).min(g - 1);
         let j_est = g - 1 - est;
         if self.exact {
-            return node * g + j_est;
+            return (node * g + j_est, node * g + j_est, 0);
         }
         let from = j_est.saturating_sub(self.window);
         for j in from..=j_est {
             if self.child_nonempty(level, node * g + j) {
-                return node * g + j;
+                return (node * g + j, node * g + j_est, (j - from + 1) as u32);
             }
         }
         // Unreachable when `window` is right; stay correct regardless.
         debug_assert!(false, "gradient window too small");
-        (0..g)
+        let c = (0..g)
             .map(|j| node * g + j)
             .find(|&c| self.child_nonempty(level, c))
-            .unwrap_or(node * g + j_est)
+            .unwrap_or(node * g + j_est);
+        (c, node * g + j_est, g as u32)
+    }
+
+    /// The first non-empty bucket, whether the raw estimate missed the
+    /// true first child on some level, how far it missed (in buckets:
+    /// `Σ (estimate − child) × buckets per child` over the levels) and the
+    /// children probed.
+    #[inline]
+    fn first_bucket_traced(&self) -> Option<(usize, bool, u64, u64)> {
+        let top = self.levels.len() - 1;
+        if self.levels[top][0].a == 0 {
+            return None;
+        }
+        let (mut node, mut missed, mut err, mut probes) = (0, false, 0u64, 0u64);
+        let mut span = (0..top).fold(1u64, |acc, _| acc.saturating_mul(self.group as u64));
+        for level in (0..=top).rev() {
+            let (c, e, p) = self.first_child(level, node);
+            if e != c {
+                missed = true;
+                err = err.saturating_add(((e - c) as u64).saturating_mul(span));
+            }
+            node = c;
+            probes += u64::from(p);
+            span /= self.group as u64;
+        }
+        Some((node, missed, err, probes))
     }
 
     #[inline]
@@ -239,7 +293,7 @@ impl<V> Gradient<V> {
         }
         let mut node = 0;
         for level in (0..=top).rev() {
-            node = self.first_child(level, node);
+            node = self.first_child(level, node).0;
         }
         Some(node)
     }
@@ -294,7 +348,18 @@ impl<V> IntPq<V> for Gradient<V> {
 
     #[inline]
     fn pop_min(&mut self) -> Option<(Rank, V)> {
-        let b = self.first_bucket()?;
+        let b = if self.exact {
+            let b = self.first_bucket()?;
+            self.search.pops += 1;
+            b
+        } else {
+            let (b, missed, err, probes) = self.first_bucket_traced()?;
+            self.search.pops += 1;
+            self.search.probes += probes;
+            self.search.misses += u64::from(missed);
+            self.search.bucket_error += err;
+            b
+        };
         let (rank, value, now_empty) = self.arena.pop_front(b)?;
         if now_empty {
             self.unmark(b);

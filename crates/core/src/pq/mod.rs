@@ -60,7 +60,7 @@ pub use binary_heap::BinaryHeapPq;
 pub use bucket_heap::BucketHeap;
 pub use cffs::Cffs;
 pub use ffs::Ffs;
-pub use gradient::{Gradient, MAX_EXACT_GROUP};
+pub use gradient::{Gradient, MAX_EXACT_GROUP, SearchStats};
 pub use hier::HierFfs;
 pub use range::{BucketConfig, OutOfRange};
 

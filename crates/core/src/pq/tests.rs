@@ -703,3 +703,58 @@ fn memory_is_bounded_in_steady_state() {
         println!("{name}: {warm} bytes for {len} elements over {n} buckets");
     }
 }
+
+#[test]
+fn gradient_search_stats_count_estimate_misses() {
+    // Exact queue: the estimate is always right, nothing is probed.
+    let mut q = Gradient::exact(BucketConfig::new(5000)).unwrap();
+    for b in (0..5000u64).step_by(7) {
+        q.push(b, b).unwrap();
+    }
+    while q.pop_min().is_some() {}
+    let s = q.search_stats();
+    assert_eq!((s.pops, s.misses, s.probes, s.bucket_error), (715, 0, 0, 0));
+
+    // Approximate, one node: the worst set {X} ∪ {0..k} in positions makes
+    // the first estimate miss X by a computable distance.
+    let alpha = 1.5;
+    let g = Gradient::<u32>::approximate(BucketConfig::new(1), alpha)
+        .unwrap()
+        .group();
+    let mut q = Gradient::new(BucketConfig::new(g), alpha, 1).unwrap();
+    let x = g - 1;
+    // Position p is bucket g−1−p: X = g−1 is bucket 0, positions 0..k are
+    // the last k buckets; with every position occupied the weighted mean
+    // lies about 1/(α−1)² · (α−1) = 2 positions below X for α = 1.5.
+    let k = x;
+    q.push(0, 0).unwrap();
+    for p in 0..k {
+        q.push((g - 1 - p) as u64, 0).unwrap();
+    }
+    let w: Vec<f64> = (0..g).map(|p| alpha.powi(p as i32)).collect();
+    let (a, b): (f64, f64) = (0..k)
+        .chain([x])
+        .fold((0.0, 0.0), |(a, b), p| (a + w[p], b + p as f64 * w[p]));
+    let expect_gap = x - (b / a).ceil() as usize;
+    assert!(expect_gap >= 1, "the test set must fool the estimate");
+    assert_eq!(q.pop_min(), Some((0, 0)));
+    let s = q.search_stats();
+    assert_eq!((s.pops, s.misses), (1, 1));
+    // Integer weights only approximate α^p: allow one position either way.
+    assert!(
+        s.bucket_error.abs_diff(expect_gap as u64) <= 1,
+        "{} vs {expect_gap}",
+        s.bucket_error
+    );
+    assert!(s.probes >= 1 && s.probes <= q.window() as u64 + 1);
+    // Draining in order: every later pop is counted too.
+    let before = s.misses;
+    let mut last = 0;
+    while let Some((r, _)) = q.pop_min() {
+        assert!(r >= last);
+        last = r;
+    }
+    let s = q.search_stats();
+    assert_eq!(s.pops, 1 + k as u64);
+    assert!(s.misses >= before);
+}

@@ -8,6 +8,7 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use pktsched_core::harness::{
     Flowset, Harness, NoSched, QBound, RunStats, parse_count, parse_flowsets,
 };
+use pktsched_core::policy::{Policy, PolicySched};
 use pktsched_core::sched::{Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
 use pktsched_core::{Algorithm, FlowConfig, Scheduler};
 use serde::Serialize;
@@ -15,8 +16,10 @@ use serde::Serialize;
 /// Arguments of `bench sched`.
 #[derive(Debug, Args)]
 pub(crate) struct SchedArgs {
-    /// Algorithms, comma-separated: none, fifo, prio, rr, drr, wf2q, qfq, or
-    /// `all`. Several algorithms run side by side in one invocation.
+    /// Algorithms, comma-separated: none, fifo, prio, rr, drr, wf2q, qfq,
+    /// `all`, or a policy tree: `policy:NAME` (built-in: prio, wfq, hpfq,
+    /// pfabric, edf, lstf, hclock) or `policy:FILE.toml` / `policy:FILE.dot`.
+    /// Several algorithms run side by side in one invocation.
     #[arg(long, default_value = "qfq")]
     alg: String,
     /// Loop iterations (each one enqueue or one dequeue); suffixes K, M, G
@@ -51,11 +54,26 @@ pub(crate) struct SchedArgs {
     json: bool,
 }
 
-#[derive(Copy, Clone, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Copy, Clone, Debug)]
 enum Alg {
     None,
     Sched(Algorithm),
+    /// A policy tree and the name it was given on the command line.
+    Policy(&'static NamedPolicy),
+}
+
+/// A policy loaded for this run (leaked: one per `--alg` entry, alive for
+/// the whole process, so results can name it with a `&'static str`).
+#[derive(Debug)]
+struct NamedPolicy {
+    name: &'static str,
+    policy: Policy,
+}
+
+impl PartialEq for Alg {
+    fn eq(&self, o: &Alg) -> bool {
+        self.name() == o.name()
+    }
 }
 
 impl Alg {
@@ -63,7 +81,33 @@ impl Alg {
         match self {
             Alg::None => "none",
             Alg::Sched(a) => a.name(),
+            Alg::Policy(p) => p.name,
         }
+    }
+
+    /// `policy:NAME` (a built-in) or `policy:FILE` (TOML, or DOT by its
+    /// extension).
+    fn load_policy(spec: &str) -> Result<Alg> {
+        let policy = if std::path::Path::new(spec).extension().is_some() {
+            let text = std::fs::read_to_string(spec)
+                .with_context(|| format!("--alg policy:{spec}: cannot read the policy file"))?;
+            let dot = spec.ends_with(".dot") || spec.ends_with(".gv");
+            if dot {
+                Policy::from_dot(&text)
+            } else {
+                Policy::from_toml(&text)
+            }
+            .map_err(|e| anyhow::anyhow!("--alg policy:{spec}: {e}"))?
+        } else {
+            Policy::builtin(spec).map_err(|e| {
+                anyhow::anyhow!("--alg policy:{spec}: {e} (or give a .toml/.dot file)")
+            })?
+        };
+        let name = Box::leak(format!("policy:{spec}").into_boxed_str());
+        Ok(Alg::Policy(Box::leak(Box::new(NamedPolicy {
+            name,
+            policy,
+        }))))
     }
     fn parse_list(s: &str) -> Result<Vec<Alg>> {
         let mut out = Vec::new();
@@ -74,9 +118,11 @@ impl Alg {
                 out.extend(Algorithm::ALL.into_iter().map(Alg::Sched));
             } else if part.eq_ignore_ascii_case("none") {
                 out.push(Alg::None);
+            } else if let Some(p) = part.strip_prefix("policy:") {
+                out.push(Alg::load_policy(p)?);
             } else {
                 let a = Algorithm::parse(part)
-                    .map_err(|e| anyhow::anyhow!("--alg: {e}, none, or all"))?;
+                    .map_err(|e| anyhow::anyhow!("--alg: {e}, none, all, or policy:NAME|FILE"))?;
                 out.push(Alg::Sched(a));
             }
         }
@@ -274,6 +320,7 @@ fn run_alg(
         }
         Alg::Sched(Algorithm::Wf2q) => go!(FlowSched::new(Wf2q::new())),
         Alg::Sched(Algorithm::Qfq) => go!(FlowSched::new(Qfq::new())),
+        Alg::Policy(p) => go!(PolicySched::<u64>::new(&p.policy)),
     }
 }
 
@@ -505,8 +552,14 @@ fn print_table(a: &SchedArgs, results: &[AlgResult]) {
         "flowsets {}  flows {}  qmin {} ({})  qmax {} ({})  loops {}  runs {}",
         a.flowsets, nflows, a.qmin, qmin, a.qmax, qmax, loops, a.runs
     );
+    let w = results
+        .iter()
+        .map(|r| r.alg.len())
+        .max()
+        .unwrap_or(3)
+        .max(6);
     println!(
-        "{:<6} {:>10} {:>8} {:>10} {:>10} {:>14}  (flow, weight, len)",
+        "{:<w$} {:>10} {:>8} {:>10} {:>10} {:>14}  (flow, weight, len)",
         "alg", "ns/pair", "ratio", "enqueues", "drops", "worst B-WFI"
     );
     for r in results {
@@ -524,7 +577,7 @@ fn print_table(a: &SchedArgs, results: &[AlgResult]) {
             _ => String::new(),
         };
         println!(
-            "{:<6} {:>10.2} {:>8.2} {:>10} {:>10} {:>14}  {}",
+            "{:<w$} {:>10.2} {:>8.2} {:>10} {:>10} {:>14}  {}",
             r.alg, r.ns_per_pair, r.ratio_to_first, r.enqueues, r.drops, wfi, who
         );
     }

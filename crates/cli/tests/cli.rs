@@ -84,6 +84,49 @@ fn bench_sched_table() {
 }
 
 #[test]
+fn bench_sched_runs_policy_trees_next_to_qfq() {
+    let dot = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/hpfq.dot"
+    );
+    let arg = format!("qfq,policy:wfq,policy:{dot}");
+    let o = pktsched(&[
+        "bench",
+        "sched",
+        "--alg",
+        &arg,
+        "-n",
+        "20K",
+        "--flowsets",
+        "1::8",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let rows = v.as_array().expect("array");
+    let algs: Vec<&str> = rows
+        .iter()
+        .map(|r| r["alg"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(algs[..2], ["qfq", "policy:wfq"]);
+    assert!(algs[2].starts_with("policy:") && algs[2].ends_with("hpfq.dot"));
+    // The work-conserving wfq tree is fair like QFQ.
+    let wfq = &rows[1];
+    assert_eq!(wfq["drops"], 0);
+    assert!(wfq["enqueues"].as_u64().unwrap_or(0) > 5_000);
+    assert!(wfq["worst_wfi_bytes"].as_f64().unwrap_or(f64::NAN) < 10_000.0);
+    // Unknown built-ins and unreadable files are refused by name.
+    for (bad, want) in [
+        ("policy:nope", "no built-in policy"),
+        ("policy:/nonexistent/p.toml", "cannot read"),
+    ] {
+        let o = pktsched(&["bench", "sched", "--alg", bad, "-n", "1K"]);
+        assert!(!o.status.success());
+        assert!(stderr(&o).contains(want), "{bad}: {}", stderr(&o));
+    }
+}
+
+#[test]
 fn bad_input_is_refused_with_a_reason() {
     let cases: &[(&[&str], &str)] = &[
         (

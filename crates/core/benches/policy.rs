@@ -83,7 +83,7 @@ fn benches(c: &mut Criterion) {
         flat("pfabric", "hffs"),
         flat("pfabric", "heap"),
     );
-    for flows in [1024u32, 4096, 16384, 65536, 262_144] {
+    for flows in [1024u32, 2048, 4096, 8192, 16384, 32768, 65536, 262_144] {
         one(&mut g, "cffs", flows, PolicySched::<u64>::new(&pc));
         one(&mut g, "hffs", flows, PolicySched::<u64>::new(&ph));
         one(&mut g, "heap", flows, PolicySched::<u64>::new(&pb));

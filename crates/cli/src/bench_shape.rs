@@ -90,12 +90,31 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
         );
     }
     let per_flow = (a.pkts / n as u64).max(a.outstanding + 2);
-    let mut sent = vec![0u64; n];
-    let mut first = vec![0u64; n];
-    let mut last = vec![0u64; n];
-    let mut bytes = vec![0u64; n];
-    let mut cnt = vec![0u64; n];
-    let (mut burst_t, mut burst, mut max_burst) = (vec![u64::MAX; n], vec![0u64; n], 0u64);
+    /// The loop's own per-flow bookkeeping, in one cache line per flow so
+    /// that it adds as little as possible to the shaper's cost.
+    #[derive(Clone, Copy)]
+    struct Track {
+        sent: u64,
+        first: u64,
+        last: u64,
+        bytes: u64,
+        cnt: u64,
+        burst_t: u64,
+        burst: u64,
+    }
+    let mut tr = vec![
+        Track {
+            sent: 0,
+            first: 0,
+            last: 0,
+            bytes: 0,
+            cnt: 0,
+            burst_t: u64::MAX,
+            burst: 0,
+        };
+        n
+    ];
+    let mut max_burst = 0u64;
     // Start times: all 0, or (--stagger) a fixed pseudo-random phase within
     // each flow's first packet gap, enqueued in time order.
     let mut starts: Vec<(u64, usize)> = (0..n)
@@ -116,7 +135,7 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
         for _ in 0..a.outstanding {
             sh.enqueue(Pkt::new(flows[i], a.len, Nanos(t), i as u64), Nanos(t))
                 .map_err(|r| anyhow!("enqueue refused: {}", r.reason))?;
-            sent[i] += 1;
+            tr[i].sent += 1;
         }
     }
     let cpu0 = thread_cpu_ns();
@@ -128,22 +147,23 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
         while let Some(p) = sh.dequeue(now) {
             released += 1;
             let i = p.item as usize;
-            if cnt[i] == 0 {
-                first[i] = now.0;
+            let t = &mut tr[i];
+            if t.cnt == 0 {
+                t.first = now.0;
             } else {
-                bytes[i] += u64::from(p.len);
+                t.bytes += u64::from(p.len);
             }
-            cnt[i] += 1;
-            last[i] = now.0;
-            if burst_t[i] == now.0 {
-                burst[i] += u64::from(p.len);
+            t.cnt += 1;
+            t.last = now.0;
+            if t.burst_t == now.0 {
+                t.burst += u64::from(p.len);
             } else {
-                burst_t[i] = now.0;
-                burst[i] = u64::from(p.len);
+                t.burst_t = now.0;
+                t.burst = u64::from(p.len);
             }
-            max_burst = max_burst.max(burst[i]);
-            if sent[i] < per_flow {
-                sent[i] += 1;
+            max_burst = max_burst.max(t.burst);
+            if t.sent < per_flow {
+                t.sent += 1;
                 let _ = sh.enqueue(Pkt::new(p.flow, a.len, now, i as u64), now);
             }
         }
@@ -151,10 +171,10 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
     let wall = t0.elapsed().as_nanos() as f64;
     let cpu = thread_cpu_ns().zip(cpu0).map(|(b, a)| (b - a) as f64);
     let mut errs: Vec<f64> = (0..n)
-        .filter(|&i| last[i] > first[i])
+        .filter(|&i| tr[i].last > tr[i].first)
         .map(|i| {
             let bps = rates[i % rates.len()] as f64;
-            let got = bytes[i] as f64 * 8e9 / (last[i] - first[i]) as f64;
+            let got = tr[i].bytes as f64 * 8e9 / (tr[i].last - tr[i].first) as f64;
             (got - bps).abs() / bps
         })
         .collect();
@@ -198,12 +218,18 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
     // Horizon: the outstanding packets of the slowest flow, twice over.
     let spacing = Rate::bps(slowest).tx_time(u64::from(a.len)).0;
     let horizon = Nanos(spacing.saturating_mul(2 * (a.outstanding + 1)));
+    // The MLTW needs a wheel whose slot matches the slowest flow's
+    // MTU/rate (FlowBundler's level choice); with only the levels the
+    // horizon asks for, slow flows would all land on the top (too fine)
+    // wheel and nothing would batch. Its own wheel then reaches 1024
+    // packets of that flow ahead.
+    let mltw_horizon = Nanos(horizon.0.max(spacing.saturating_mul(1024)));
     let mut out = Vec::new();
     for &n in &flows {
         for s in a.structs.split(',') {
             let r = match s.trim() {
                 "mltw" => Wheels::new(
-                    WheelConfig::mltw(a.mltw_gran, 1024, horizon).max_memory(a.max_memory),
+                    WheelConfig::mltw(a.mltw_gran, 1024, mltw_horizon).max_memory(a.max_memory),
                 )
                 .map_err(|e| anyhow!("{e}"))
                 .and_then(|q| run_one(q, a, n, &rates)),

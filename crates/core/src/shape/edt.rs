@@ -34,6 +34,13 @@ pub struct Pacer {
     memo_rem: u64,
 }
 
+/// A saved [`Pacer`] clock (see [`Pacer::checkpoint`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PacerClock {
+    ps: u128,
+    rem: u64,
+}
+
 impl Pacer {
     /// A pacer at `rate` that has sent nothing yet.
     pub const fn new(rate: Rate) -> Pacer {
@@ -64,6 +71,24 @@ impl Pacer {
             self.rate = rate;
             self.memo_len = 0;
         }
+    }
+
+    /// The pacer's clock, to undo a [`Pacer::stamp`] whose packet was
+    /// refused after all (the memo is a pure cache and need not be saved).
+    #[inline]
+    pub fn checkpoint(&self) -> PacerClock {
+        PacerClock {
+            ps: self.ps,
+            rem: self.rem,
+        }
+    }
+
+    /// Puts the clock back to a [`Pacer::checkpoint`] taken at the same
+    /// rate.
+    #[inline]
+    pub fn restore(&mut self, c: PacerClock) {
+        self.ps = c.ps;
+        self.rem = c.rem;
     }
 
     /// Departure time of the previous packet, rounded up to a nanosecond

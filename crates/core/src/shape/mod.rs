@@ -85,7 +85,7 @@ mod tests;
 
 pub use cffs::CffsShaper;
 pub use classify::{DestClassifier, RateEstimator};
-pub use edt::Pacer;
+pub use edt::{Pacer, PacerClock};
 pub use shaper::{ShapeStats, Shaper};
 pub use tbf::{Tbf, TokenBucket};
 pub use wheel::{WheelConfig, Wheels};

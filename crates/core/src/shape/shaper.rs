@@ -269,7 +269,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
             return Err(self.flows.refuse(pkt, r));
         }
         let s = &mut self.shape[pkt.flow.index()];
-        let saved = s.pacer;
+        let saved = s.pacer.checkpoint();
         let edt = s.pacer.stamp(pkt.len, now);
         let e = Entry {
             edt: edt.0,
@@ -277,7 +277,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
             generation: s.generation,
         };
         if self.q.push(e, s.level).is_err() {
-            self.shape[pkt.flow.index()].pacer = saved;
+            self.shape[pkt.flow.index()].pacer.restore(saved);
             self.st.beyond_horizon += 1;
             return Err(self.flows.refuse(pkt, DropReason::QueueFull));
         }

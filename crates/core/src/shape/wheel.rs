@@ -63,6 +63,12 @@ impl WheelConfig {
 
     /// An MLTW of `slots` slots per level with enough levels that the
     /// coarsest one covers `horizon` ns.
+    ///
+    /// A flow batches with others only on its own wheel (slot ≈ its
+    /// MTU/rate): choose `horizon ≥ slots × (slowest flow's MTU/rate)` so
+    /// that wheel exists. A flow whose wheel is missing is filed on the
+    /// top level — correct (never early, bursts still ≤ 2 MTU) but with
+    /// finer slots, so it wakes the caller more often.
     pub fn mltw(granularity: u64, slots: usize, horizon: Nanos) -> WheelConfig {
         let span0 = (granularity.max(1) as u128) * slots.max(1) as u128;
         let mut levels = 1u8;
@@ -348,10 +354,18 @@ impl Wheels {
     }
 
     /// Moves the list starting at `h` to `out` (or to `back` if an entry is
-    /// not due yet), freeing its nodes.
+    /// not due yet), freeing its nodes; returns the list's length.
     #[inline]
-    fn drain_list(&mut self, mut h: u32, now: u64, out: &mut VecDeque<Entry>, back: &mut u32) {
+    fn drain_list(
+        &mut self,
+        mut h: u32,
+        now: u64,
+        out: &mut VecDeque<Entry>,
+        back: &mut u32,
+    ) -> usize {
+        let mut len = 0;
         while h != NIL {
+            len += 1;
             let n = self.nodes[h as usize];
             if n.e.edt <= now {
                 out.push_back(n.e);
@@ -362,6 +376,7 @@ impl Wheels {
             }
             h = n.next;
         }
+        len
     }
 
     fn drain_slot(
@@ -376,17 +391,13 @@ impl Wheels {
         let (h, _) = lv.slots[s];
         lv.slots[s] = (NIL, NIL);
         lv.bits.clear(s);
-        let mut n = 0;
-        let mut i = h;
-        while i != NIL {
-            n += 1;
-            i = self.nodes[i as usize].next;
-        }
+        // One walk: drain and count together.
+        let n = self.drain_list(h, now, out, back);
+        let lv = &mut self.levels[q];
         lv.count -= n;
         if lv.count == 0 {
             self.active &= !(1 << q);
         }
-        self.drain_list(h, now, out, back);
     }
 }
 
@@ -442,7 +453,7 @@ impl TimeQueue for Wheels {
         let mut back = NIL;
         let (dh, _) = self.due;
         self.due = (NIL, NIL);
-        self.drain_list(dh, now, out, &mut back);
+        let _ = self.drain_list(dh, now, out, &mut back);
         let mut m = self.active;
         while m != 0 {
             let q = m.trailing_zeros() as usize;

@@ -98,8 +98,15 @@ impl HierBitmap {
     #[inline(always)]
     pub(crate) fn set_in_range(&mut self, i: usize) {
         debug_assert!(i < self.len);
-        let mut i = i;
-        for l in 0..self.depth {
+        // Level 0 starts at word 0; most sets stop there.
+        let w = &mut self.words[i / 64];
+        let was = *w;
+        *w = was | 1 << (i % 64);
+        if was != 0 {
+            return;
+        }
+        let mut i = i / 64;
+        for l in 1..self.depth {
             let w = &mut self.words[self.off[l] + i / 64];
             let was = *w;
             *w = was | 1 << (i % 64);
@@ -123,8 +130,13 @@ impl HierBitmap {
     #[inline(always)]
     pub(crate) fn clear_in_range(&mut self, i: usize) {
         debug_assert!(i < self.len);
-        let mut i = i;
-        for l in 0..self.depth {
+        let w = &mut self.words[i / 64];
+        *w &= !(1 << (i % 64));
+        if *w != 0 {
+            return;
+        }
+        let mut i = i / 64;
+        for l in 1..self.depth {
             let w = &mut self.words[self.off[l] + i / 64];
             *w &= !(1 << (i % 64));
             if *w != 0 {

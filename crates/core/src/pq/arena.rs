@@ -114,9 +114,9 @@ impl<V> Arena<V> {
     fn release(&mut self, idx: u32) -> Option<(Rank, V)> {
         let node = &mut self.nodes[idx as usize];
         let value = node.value.take()?;
+        // `bucket` and `prev` are stale from here on; `push_back` sets them
+        // again before the slot is in a list.
         node.generation = node.generation.wrapping_add(1);
-        node.bucket = NIL;
-        node.prev = NIL;
         node.next = self.free;
         self.free = idx;
         self.len -= 1;
@@ -140,22 +140,50 @@ impl<V> Arena<V> {
         rank: Rank,
         value: V,
     ) -> Result<(Handle, bool), PushError<V>> {
-        let h = self.alloc(rank, value)?;
-        let list = &mut self.lists[bucket];
+        let list = self.lists[bucket];
         let was_empty = list.tail == NIL;
-        let old_tail = list.tail;
-        list.tail = h.idx;
+        // Take a slot and fill every field in one visit.
+        let (idx, generation) = if self.free != NIL {
+            let idx = self.free;
+            let node = &mut self.nodes[idx as usize];
+            self.free = node.next;
+            node.value = Some(value);
+            node.rank = rank;
+            node.bucket = bucket as u32;
+            node.prev = list.tail;
+            node.next = NIL;
+            (idx, node.generation)
+        } else {
+            if self.nodes.len() >= MAX_ELEMENTS {
+                return Err(PushError {
+                    error: PqError::Full {
+                        capacity: MAX_ELEMENTS,
+                    },
+                    value,
+                });
+            }
+            let idx = self.nodes.len() as u32;
+            self.nodes.push(Node {
+                value: Some(value),
+                rank,
+                bucket: bucket as u32,
+                prev: list.tail,
+                next: NIL,
+                generation: 0,
+            });
+            (idx, 0)
+        };
+        self.len += 1;
         if was_empty {
-            list.head = h.idx;
+            self.lists[bucket] = List {
+                head: idx,
+                tail: idx,
+            };
+        } else {
+            self.nodes[list.tail as usize].next = idx;
+            self.lists[bucket].tail = idx;
         }
-        let node = &mut self.nodes[h.idx as usize];
-        node.bucket = bucket as u32;
-        node.prev = old_tail;
-        node.next = NIL;
-        if !was_empty {
-            self.nodes[old_tail as usize].next = h.idx;
-        }
-        Ok((h, was_empty))
+        Ok((Handle { idx, generation }, was_empty))
     }
 
     /// Is `bucket`'s FIFO empty?
@@ -183,16 +211,23 @@ impl<V> Arena<V> {
         if head == NIL {
             return None;
         }
-        let next = self.nodes[head as usize].next;
+        // Unlink and free in one visit of the node. The new head's `prev`
+        // still names the popped slot: `remove` tells a head by the list's
+        // `head`, not by `prev`.
+        let node = &mut self.nodes[head as usize];
+        let next = node.next;
+        let value = node.value.take()?;
+        let rank = node.rank;
+        node.generation = node.generation.wrapping_add(1);
+        node.next = self.free;
+        self.free = head;
+        self.len -= 1;
+        let now_empty = next == NIL;
         let list = &mut self.lists[bucket];
         list.head = next;
-        let now_empty = next == NIL;
         if now_empty {
             list.tail = NIL;
-        } else {
-            self.nodes[next as usize].prev = NIL;
         }
-        let (rank, value) = self.release(head)?;
         Some((rank, value, now_empty))
     }
 
@@ -205,13 +240,14 @@ impl<V> Arena<V> {
         }
         let node = &self.nodes[h.idx as usize];
         let (bucket, prev, next) = (node.bucket as usize, node.prev, node.next);
-        if prev == NIL {
+        let is_head = self.lists[bucket].head == h.idx;
+        if is_head {
             self.lists[bucket].head = next;
         } else {
             self.nodes[prev as usize].next = next;
         }
         if next == NIL {
-            self.lists[bucket].tail = prev;
+            self.lists[bucket].tail = if is_head { NIL } else { prev };
         } else {
             self.nodes[next as usize].prev = prev;
         }

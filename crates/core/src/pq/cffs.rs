@@ -122,6 +122,17 @@ impl<V> Cffs<V> {
     fn locate(&mut self, rank: Rank) -> Result<(usize, usize), PqError> {
         let n = self.n as u64;
         let abs = self.div.div(rank);
+        // Fast path: inside the current two halves (one comparison covers
+        // both sides: a rank below `base` wraps to a huge offset).
+        let off = abs.wrapping_sub(self.base);
+        if off < 2 * n {
+            let off = off as usize;
+            return Ok(if off < self.n {
+                (self.primary, off)
+            } else {
+                (self.primary ^ 1, off - self.n)
+            });
+        }
         if abs < self.base {
             return match self.below {
                 OutOfRange::Clamp => {

@@ -17,8 +17,10 @@ use serde::Serialize;
 #[derive(Debug, Args)]
 pub(crate) struct SchedArgs {
     /// Algorithms, comma-separated: none, fifo, prio, rr, drr, wf2q, qfq,
-    /// `all`, or a policy tree: `policy:NAME` (built-in: prio, wfq, hpfq,
-    /// pfabric, edf, lstf, hclock) or `policy:FILE.toml` / `policy:FILE.dot`.
+    /// `all`, or a work-conserving policy tree: `policy:NAME` (built-in:
+    /// prio, wfq, pfabric, edf, lstf; hpfq and hclock have rate limits,
+    /// which this frozen-clock harness cannot run) or `policy:FILE.toml` /
+    /// `policy:FILE.dot`.
     /// Several algorithms run side by side in one invocation.
     #[arg(long, default_value = "qfq")]
     alg: String,
@@ -103,6 +105,11 @@ impl Alg {
                 anyhow::anyhow!("--alg policy:{spec}: {e} (or give a .toml/.dot file)")
             })?
         };
+        if let Some(node) = policy.shaped_node() {
+            bail!(
+                "--alg policy:{spec}: node `{node}` has a rate limit; bench sched runs on a frozen clock (dummynet's harness), where a shaped policy never releases: measure it with `pktsched sim` (algorithm = \"policy\") or drop the rates"
+            );
+        }
         let name = Box::leak(format!("policy:{spec}").into_boxed_str());
         Ok(Alg::Policy(Box::leak(Box::new(NamedPolicy {
             name,

@@ -85,11 +85,16 @@ fn bench_sched_table() {
 
 #[test]
 fn bench_sched_runs_policy_trees_next_to_qfq() {
-    let dot = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/policies/hpfq.dot"
-    );
-    let arg = format!("qfq,policy:wfq,policy:{dot}");
+    // A DOT file without rates (bench sched's clock never moves).
+    let dir = std::env::temp_dir().join(format!("pktsched-cli-dot-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let flat = dir.join("two.dot");
+    std::fs::write(
+        &flat,
+        "digraph { r [kind=wfq] a [kind=wfq weight=3] b [kind=wfq] r -> a  r -> b }",
+    )
+    .unwrap();
+    let arg = format!("qfq,policy:wfq,policy:{}", flat.display());
     let o = pktsched(&[
         "bench",
         "sched",
@@ -109,21 +114,29 @@ fn bench_sched_runs_policy_trees_next_to_qfq() {
         .map(|r| r["alg"].as_str().unwrap_or(""))
         .collect();
     assert_eq!(algs[..2], ["qfq", "policy:wfq"]);
-    assert!(algs[2].starts_with("policy:") && algs[2].ends_with("hpfq.dot"));
+    assert!(algs[2].starts_with("policy:") && algs[2].ends_with("two.dot"));
     // The work-conserving wfq tree is fair like QFQ.
     let wfq = &rows[1];
     assert_eq!(wfq["drops"], 0);
     assert!(wfq["enqueues"].as_u64().unwrap_or(0) > 5_000);
     assert!(wfq["worst_wfi_bytes"].as_f64().unwrap_or(f64::NAN) < 10_000.0);
-    // Unknown built-ins and unreadable files are refused by name.
+    // Unknown built-ins, unreadable files and shaped policies (whose
+    // releases need a moving clock) are refused by name.
+    let hpfq = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../examples/policies/hpfq.dot"
+    );
+    let shaped = format!("policy:{hpfq}");
     for (bad, want) in [
         ("policy:nope", "no built-in policy"),
         ("policy:/nonexistent/p.toml", "cannot read"),
+        (shaped.as_str(), "node `root` has a rate limit"),
     ] {
         let o = pktsched(&["bench", "sched", "--alg", bad, "-n", "1K"]);
         assert!(!o.status.success());
         assert!(stderr(&o).contains(want), "{bad}: {}", stderr(&o));
     }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

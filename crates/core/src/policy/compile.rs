@@ -221,6 +221,15 @@ impl Policy {
         self.nodes.iter().position(|n| n.name == name)
     }
 
+    /// The first node with a rate limit (`rate` or `flow_rate`), if any:
+    /// such a policy is not work conserving and needs a clock that moves.
+    pub fn shaped_node(&self) -> Option<&str> {
+        self.nodes
+            .iter()
+            .find(|n| n.rate.is_some() || n.flow_rate.is_some())
+            .map(|n| n.name.as_str())
+    }
+
     /// The nodes, in definition order (indices as in [`Policy::node`]).
     pub fn nodes(&self) -> &[NodeSpec] {
         &self.nodes

@@ -186,24 +186,29 @@ impl Fluid {
     /// then `x` climbs from there: a flow's next finish time is usually
     /// among the largest keys, so this saves most comparisons.
     fn replace_root(&mut self, x: Entry) {
-        let n = self.heap.len();
+        let h = &mut self.heap[..];
+        let n = h.len();
         let mut i = 0;
         loop {
             let c0 = ARITY * i + 1;
-            if c0 >= n {
+            let Some(kids) = h.get(c0..(c0 + ARITY).min(n)) else {
                 break;
-            }
-            let end = (c0 + ARITY).min(n);
-            let mut c = c0;
-            for j in c0 + 1..end {
-                if self.heap[j].lt(self.heap[c]) {
-                    c = j;
+            };
+            // The smallest child, read through the slice (no index checks).
+            let Some((&first, rest)) = kids.split_first() else {
+                break;
+            };
+            let (mut best, mut bj) = (first, 0);
+            for (j, &e) in rest.iter().enumerate() {
+                if e.lt(best) {
+                    best = e;
+                    bj = j + 1;
                 }
             }
-            self.heap[i] = self.heap[c];
-            i = c;
+            h[i] = best;
+            i = c0 + bj;
         }
-        self.heap[i] = x;
+        h[i] = x;
         self.sift_up(i);
     }
 

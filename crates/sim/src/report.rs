@@ -529,7 +529,12 @@ impl Report {
                 "NOT CONSERVED"
             }
         );
-        if self.violations.is_empty() {
+        if self.violations.is_empty() && self.algorithm.starts_with("policy ") {
+            let _ = writeln!(
+                s,
+                "no published bound for a policy tree: nothing checked (lag and bounds columns are empty)"
+            );
+        } else if self.violations.is_empty() {
             let _ = writeln!(s, "all measurements within their bounds");
         } else {
             for v in &self.violations {

@@ -157,15 +157,6 @@ pub fn limits_of(a: Algorithm) -> Limits {
     }
 }
 
-/// Supported ranges of what schedules `cfg`'s link (its policy, else its
-/// algorithm).
-pub fn limits_of_cfg(cfg: &SimConfig) -> Limits {
-    match &cfg.policy {
-        Some(p) => PolicySched::<u32>::new(&p.policy).limits(),
-        None => limits_of(cfg.algorithm),
-    }
-}
-
 /// Adds the flows of `cfg` to a scheduler of its algorithm (or policy);
 /// the first refusal is returned with the flow index.
 pub fn check_with_algorithm(cfg: &SimConfig) -> Result<(), (usize, ConfigError)> {
@@ -480,11 +471,13 @@ impl St<'_> {
     fn start_tx<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, now: u64) {
         let Some(p) = s.dequeue(Nanos(now / 1000)) else {
             // A shaped scheduler holds packets it may not send yet: wake the
-            // link when it says (at least 1 ns later, so time advances).
-            // Otherwise nothing is left.
+            // link when it says. A time not in the future (a work-conserving
+            // scheduler with nothing to give) means nothing is left.
             match s.next_ready(Nanos(now / 1000)) {
-                Some(t) => self.wake = Some(t.as_u64().saturating_mul(1000).max(now + 1000)),
-                None => self.sched_q = 0,
+                Some(t) if t.as_u64().saturating_mul(1000) > now => {
+                    self.wake = Some(t.as_u64().saturating_mul(1000));
+                }
+                _ => self.sched_q = 0,
             }
             return;
         };

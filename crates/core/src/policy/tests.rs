@@ -856,3 +856,30 @@ fn bad_dot_is_refused_with_position_and_node() {
     let msg = e("digraph {\n r [kind=prio, levels=0]\n}");
     assert!(msg.contains("node `r`") && msg.contains("line 2"), "{msg}");
 }
+
+/// Random text made of DOT's own characters (and some multi-byte ones)
+/// never panics the DOT reader: it is either a policy or an error.
+#[test]
+fn dot_reader_never_panics_on_random_text() {
+    let alphabet: Vec<char> = "digraph{}[]=;,->-- \n\t\"\\/*#abkindwfqrate1gbit.é→_0"
+        .chars()
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(77);
+    let mut ok = 0;
+    for _ in 0..20_000 {
+        let n = rng.random_range(0..60);
+        let mut s: String = (0..n)
+            .map(|_| alphabet[rng.random_range(0..alphabet.len())])
+            .collect();
+        if rng.random_bool(0.5) {
+            s = format!("digraph {{ {s} }}");
+        }
+        if Policy::from_dot(&s).is_ok() {
+            ok += 1;
+        }
+    }
+    // Almost all random texts are refused; the point is that none panics.
+    assert!(ok < 20_000);
+    // And a well-formed one among random neighbours still parses.
+    assert!(Policy::from_dot("digraph { a [kind=rr] }").is_ok());
+}

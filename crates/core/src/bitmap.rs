@@ -161,6 +161,22 @@ impl HierBitmap {
         Some(i)
     }
 
+    /// Lowest set bit, given `hint <= ` that bit (any lower bound): the
+    /// leaf word holding `hint` is tried first, which is where a queue
+    /// served in rank order usually finds its next bucket.
+    #[inline(always)]
+    pub fn first_set_from(&self, hint: usize) -> Option<usize> {
+        if let Some(&w) = self.words.get(hint / 64)
+            && hint < self.len
+        {
+            let w = w & (!0u64 << (hint % 64));
+            if w != 0 {
+                return Some((hint / 64) * 64 + w.trailing_zeros() as usize);
+            }
+        }
+        self.next_set(hint)
+    }
+
     /// Lowest set bit at index `>= from`, if any.
     pub fn next_set(&self, from: usize) -> Option<usize> {
         if from >= self.len {
@@ -245,6 +261,15 @@ mod tests {
                     "n={n} from={from}"
                 );
                 assert_eq!(b.get(i), s.contains(&i));
+                // Any lower bound of the first set bit finds it.
+                let hint = s
+                    .first()
+                    .map_or(rng.random_range(0..n + 1), |&f| rng.random_range(0..=f));
+                assert_eq!(
+                    b.first_set_from(hint),
+                    s.first().copied(),
+                    "n={n} hint={hint}"
+                );
             }
             // Out-of-range indices change nothing.
             let before = b.first_set();

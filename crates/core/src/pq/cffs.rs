@@ -56,6 +56,10 @@ pub struct Cffs<V> {
     above: OutOfRange,
     stats: PqStats,
     moves: u64,
+    /// Per half, a lower bound of its first non-empty bucket (pushes lower
+    /// it, pops set it to the bucket served; removals only raise the
+    /// minimum): the next pop looks there first.
+    hint: [usize; 2],
 }
 
 impl<V> Cffs<V> {
@@ -79,6 +83,7 @@ impl<V> Cffs<V> {
             above: cfg.above,
             stats: PqStats::default(),
             moves: 0,
+            hint: [0; 2],
         })
     }
 
@@ -182,20 +187,23 @@ impl<V> IntPq<V> for Cffs<V> {
         if was_empty {
             self.halves[half].set_in_range(k);
         }
+        self.hint[half] = self.hint[half].min(k);
         Ok(h)
     }
 
     #[inline]
     fn pop_min(&mut self) -> Option<(Rank, V)> {
-        let k = match self.halves[self.primary].first_set() {
+        let p = self.primary;
+        let k = match self.halves[p].first_set_from(self.hint[p]) {
             Some(k) => k,
             None => {
-                let k = self.halves[self.primary ^ 1].first_set()?;
+                let k = self.halves[p ^ 1].first_set_from(self.hint[p ^ 1])?;
                 self.swap();
                 k
             }
         };
         let p = self.primary;
+        self.hint[p] = k;
         let (rank, value, now_empty) = self.arena.pop_front(p * self.n + k)?;
         if now_empty {
             self.halves[p].clear_in_range(k);

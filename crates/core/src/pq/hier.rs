@@ -18,6 +18,8 @@ pub struct HierFfs<V> {
     bits: HierBitmap,
     arena: Arena<V>,
     range: FixedRange,
+    /// A lower bound of the first non-empty bucket (see `Cffs`).
+    hint: usize,
 }
 
 impl<V> HierFfs<V> {
@@ -31,6 +33,7 @@ impl<V> HierFfs<V> {
             bits: HierBitmap::new(cfg.buckets),
             arena: Arena::new(cfg.buckets, cfg.capacity),
             range,
+            hint: 0,
         })
     }
 
@@ -49,17 +52,19 @@ impl<V> IntPq<V> for HierFfs<V> {
         };
         let (h, was_empty) = self.arena.push_back(b, rank, value)?;
         if was_empty {
-            self.bits.set(b);
+            self.bits.set_in_range(b);
         }
+        self.hint = self.hint.min(b);
         Ok(h)
     }
 
     #[inline]
     fn pop_min(&mut self) -> Option<(Rank, V)> {
-        let b = self.bits.first_set()?;
+        let b = self.bits.first_set_from(self.hint)?;
+        self.hint = b;
         let (rank, value, now_empty) = self.arena.pop_front(b)?;
         if now_empty {
-            self.bits.clear(b);
+            self.bits.clear_in_range(b);
         }
         Some((rank, value))
     }

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind};
+use super::spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind, default_queue};
 
 /// A validated policy tree, ready to instantiate with
 /// [`PolicySched::new`](super::PolicySched::new).
@@ -158,6 +158,27 @@ impl Policy {
                     msg: "`flow_reservation` needs kind = \"hclock\"".to_string(),
                     loc: n.loc,
                 });
+            }
+        }
+        // `queue = "auto"`: a node over a few child nodes scans them
+        // (exact and cheaper than any bucketed queue at that size).
+        let mut node_children = vec![0usize; spec.nodes.len()];
+        for p in parent.iter().flatten() {
+            node_children[*p] += 1;
+        }
+        let attach_name = match &spec.attach {
+            Attach::Node(name) => Some(name.clone()),
+            Attach::RoundRobin => None,
+        };
+        for (i, n) in spec.nodes.iter_mut().enumerate() {
+            if n.queue == QueueKind::Auto {
+                let few = (1..=16).contains(&node_children[i]);
+                let gets_flows = attach_name.as_deref() == Some(n.name.as_str());
+                n.queue = if few && !gets_flows {
+                    QueueKind::Small
+                } else {
+                    default_queue(n.kind)
+                };
             }
         }
         for n in &mut spec.nodes {

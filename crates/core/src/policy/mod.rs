@@ -81,7 +81,12 @@
 //! rate = "300mbit"
 //! ```
 //!
-//! Node keys: `name`, `parent`, `kind`, `queue` (`cffs`, `hffs`, `heap`),
+//! The default queue (`queue = "auto"`) is the table's for a node over
+//! flows or many nodes, and a [`SmallPq`](crate::pq::SmallPq) (exact, a
+//! linear scan) for a node whose children are 1–16 nodes.
+//!
+//! Node keys: `name`, `parent`, `kind`, `queue` (`cffs`, `hffs`, `heap`,
+//! `small`, `auto`),
 //! `buckets`, `weight`, `prio`, `levels` (prio), `scale` (wfq, hclock),
 //! `unit` (pfabric bytes, edf/lstf ns), `link_rate` (lstf), `rate`,
 //! `reservation` (child of hclock), and defaults for the flows attached to

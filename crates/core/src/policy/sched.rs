@@ -4,7 +4,9 @@
 use super::compile::Policy;
 use super::spec::{Kind, QueueKind};
 use crate::flow::{FlowConfig, FlowId, FlowTable, Pkt, Rejected};
-use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, Rank};
+use crate::pq::{
+    BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, Rank, SmallPq,
+};
 use crate::sched::{ConfigError, Limits, Scheduler};
 use crate::units::{Nanos, Rate};
 
@@ -98,6 +100,7 @@ enum NodeQ {
     Cffs(Cffs<u32>),
     Hier(HierFfs<u32>),
     Heap(BinaryHeapPq<u32>),
+    Small(SmallPq<u32>),
 }
 
 macro_rules! each {
@@ -106,6 +109,7 @@ macro_rules! each {
             NodeQ::Cffs($x) => $e,
             NodeQ::Hier($x) => $e,
             NodeQ::Heap($x) => $e,
+            NodeQ::Small($x) => $e,
         }
     };
 }
@@ -123,6 +127,9 @@ impl NodeQ {
                 HierFfs::new(cfg).map_or_else(|_| NodeQ::Heap(BinaryHeapPq::new(0)), NodeQ::Hier)
             }
             QueueKind::Heap => NodeQ::Heap(BinaryHeapPq::new(0)),
+            QueueKind::Small => NodeQ::Small(SmallPq::new()),
+            // Resolved by `Policy::compile`; exact if it ever is not.
+            QueueKind::Auto => NodeQ::Heap(BinaryHeapPq::new(0)),
         }
     }
     #[inline]

@@ -192,6 +192,14 @@ pub enum QueueKind {
     HierFfs,
     /// [`BinaryHeapPq`](crate::pq::BinaryHeapPq): exact, O(log n), any rank.
     Heap,
+    /// [`SmallPq`](crate::pq::SmallPq): exact, a linear scan; for a node
+    /// over a handful of children.
+    Small,
+    /// Chosen when the policy is compiled: `Small` for a node whose
+    /// children are 1 to 16 nodes (and that flows are not attached to by
+    /// default), otherwise the kind's own default (HierFfs for rr, prio,
+    /// pfabric; Cffs for wfq, edf, lstf, hclock).
+    Auto,
 }
 
 /// One node of a policy tree.
@@ -237,7 +245,7 @@ impl NodeSpec {
             name: name.to_string(),
             parent: parent.map(str::to_string),
             kind,
-            queue: default_queue(kind),
+            queue: QueueKind::Auto,
             buckets: 0,
             weight: 1,
             prio: 0,
@@ -253,7 +261,8 @@ impl NodeSpec {
     }
 }
 
-fn default_queue(kind: Kind) -> QueueKind {
+/// The queue a node of `kind` uses over many children.
+pub(crate) fn default_queue(kind: Kind) -> QueueKind {
     match kind {
         Kind::Rr | Kind::Prio { .. } | Kind::Pfabric { .. } => QueueKind::HierFfs,
         Kind::Wfq { .. } | Kind::Edf { .. } | Kind::Lstf { .. } | Kind::Hclock { .. } => {
@@ -495,10 +504,14 @@ impl PolicySpec {
                     "cffs" => QueueKind::Cffs,
                     "hffs" | "hierffs" => QueueKind::HierFfs,
                     "heap" => QueueKind::Heap,
+                    "small" => QueueKind::Small,
+                    "auto" => QueueKind::Auto,
                     other => {
                         return Err(PolicyError::Invalid {
                             node: name.to_string(),
-                            msg: format!("unknown queue `{other}`; allowed: cffs, hffs, heap"),
+                            msg: format!(
+                                "unknown queue `{other}`; allowed: cffs, hffs, heap, small, auto"
+                            ),
                             loc: loc_of(q.span()),
                         });
                     }

@@ -14,6 +14,7 @@
 //! | [`Gradient`] | gradient queue: `a = Σ w_i`, `b = Σ i·w_i`, `ceil(log_G n)` levels | any | O(levels) (+ window for α < 2) |
 //! | [`BucketHeap`] | binary heap of bucket indices | any | O(log buckets) |
 //! | [`BinaryHeapPq`] | `std::collections::BinaryHeap` on (rank, seq) | — | O(log n) |
+//! | [`SmallPq`] | none: a linear scan of a handful of elements | — | O(1) / O(n) |
 //!
 //! # Ordering guarantee (PIFO semantics at bucket granularity)
 //!
@@ -52,6 +53,7 @@ mod ffs;
 mod gradient;
 mod hier;
 mod range;
+mod small;
 
 #[cfg(test)]
 mod tests;
@@ -63,6 +65,7 @@ pub use ffs::Ffs;
 pub use gradient::{Gradient, MAX_EXACT_GROUP, SearchStats};
 pub use hier::HierFfs;
 pub use range::{BucketConfig, OutOfRange};
+pub use small::SmallPq;
 
 /// A packet rank. Lower ranks leave first.
 pub type Rank = u64;

@@ -333,6 +333,22 @@ fn binary_heap_matches_reference() {
 }
 
 #[test]
+fn small_queue_matches_reference() {
+    // Exact like the heap: any rank, (rank, seq) order, handle removal.
+    for seed in 0..20 {
+        let mut q = SmallPq::new();
+        let mut rank = |rng: &mut ChaCha8Rng, _| {
+            if seed % 2 == 0 {
+                rng.random_range(0..8)
+            } else {
+                rng.random::<u64>()
+            }
+        };
+        differential(&mut q, &mut Exact, 500 + seed, 2000, &mut rank);
+    }
+}
+
+#[test]
 fn cffs_matches_reference_with_moving_range() {
     let mut seed = 1000;
     for buckets in [1usize, 2, 5, 64, 65, 500] {
@@ -399,6 +415,7 @@ fn equal_ranks_leave_in_push_order() {
     let mut queues = fixed_queues(cfg);
     queues.push(("Cffs", Box::new(Cffs::new(cfg).unwrap())));
     queues.push(("BinaryHeap", Box::new(BinaryHeapPq::new(0))));
+    queues.push(("SmallPq", Box::new(SmallPq::new())));
     for (name, q) in &mut queues {
         for i in 0..50u64 {
             q.push(7 + (i % 2) * 50, i).unwrap();
@@ -415,6 +432,7 @@ fn stale_handles_do_not_reach_new_elements() {
     let mut queues = fixed_queues(cfg);
     queues.push(("Cffs", Box::new(Cffs::new(cfg).unwrap())));
     queues.push(("BinaryHeap", Box::new(BinaryHeapPq::new(0))));
+    queues.push(("SmallPq", Box::new(SmallPq::new())));
     for (name, q) in &mut queues {
         let h = q.push(5, 1).unwrap();
         assert_eq!(q.pop_min(), Some((5, 1)));

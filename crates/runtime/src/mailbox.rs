@@ -123,8 +123,8 @@
 //! # Miri
 //!
 //! The std-thread tests shrink their item counts under `cfg(miri)` and pass
-//! with `cargo +nightly miri test -p pktsched-runtime` where the `miri`
-//! component is installed (it is not part of the stable toolchain CI uses).
+//! under Miri: `ci/miri.sh` installs a nightly toolchain with the `miri`
+//! component and runs them (not part of CI, which uses stable only).
 
 use std::fmt;
 use std::mem::MaybeUninit;

@@ -19,8 +19,8 @@
 //!   facade, so that `RUSTFLAGS="--cfg loom"` swaps in loom's; `ci/loom.sh`
 //!   runs the model tests in `tests/loom_mailbox.rs`, including deliberately
 //!   broken orderings that loom must reject.
-//! * `cargo +nightly miri test -p pktsched-runtime` runs the ordinary tests
-//!   under Miri where the `miri` component is installed.
+//! * `ci/miri.sh` runs the ordinary tests under Miri (it installs a nightly
+//!   toolchain with the `miri` component if there is none).
 
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 
-use super::spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind, default_queue};
+use super::spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind};
 
 /// A validated policy tree, ready to instantiate with
 /// [`PolicySched::new`](super::PolicySched::new).
@@ -160,27 +160,6 @@ impl Policy {
                 });
             }
         }
-        // `queue = "auto"`: a node over a few child nodes scans them
-        // (exact and cheaper than any bucketed queue at that size).
-        let mut node_children = vec![0usize; spec.nodes.len()];
-        for p in parent.iter().flatten() {
-            node_children[*p] += 1;
-        }
-        let attach_name = match &spec.attach {
-            Attach::Node(name) => Some(name.clone()),
-            Attach::RoundRobin => None,
-        };
-        for (i, n) in spec.nodes.iter_mut().enumerate() {
-            if n.queue == QueueKind::Auto {
-                let few = (1..=16).contains(&node_children[i]);
-                let gets_flows = attach_name.as_deref() == Some(n.name.as_str());
-                n.queue = if few && !gets_flows {
-                    QueueKind::Small
-                } else {
-                    default_queue(n.kind)
-                };
-            }
-        }
         for n in &mut spec.nodes {
             let spread = |scale: u64| (max_len * scale + 2).next_power_of_two().max(64) as usize;
             if n.buckets == 0 {
@@ -192,7 +171,7 @@ impl Policy {
                     Kind::Edf { .. } | Kind::Lstf { .. } => 1 << 14,
                 };
             }
-            if let (Kind::Prio { levels }, QueueKind::HierFfs) = (n.kind, n.queue)
+            if let (Kind::Prio { levels }, QueueKind::HierFfs | QueueKind::Auto) = (n.kind, n.queue)
                 && n.buckets < levels as usize
             {
                 {

@@ -81,9 +81,10 @@
 //! rate = "300mbit"
 //! ```
 //!
-//! The default queue (`queue = "auto"`) is the table's for a node over
-//! flows or many nodes, and a [`SmallPq`](crate::pq::SmallPq) (exact, a
-//! linear scan) for a node whose children are 1–16 nodes.
+//! The default queue (`queue = "auto"`) is a [`SmallPq`](crate::pq::SmallPq)
+//! (exact, a linear scan) while the node has at most 16 queued children;
+//! the first time it has more, they move in order into the table's queue
+//! for good ([`PolicySched::queue_of`] tells which a node uses).
 //!
 //! Node keys: `name`, `parent`, `kind`, `queue` (`cffs`, `hffs`, `heap`,
 //! `small`, `auto`),

@@ -2,13 +2,17 @@
 //! one shared shaper.
 
 use super::compile::Policy;
-use super::spec::{Kind, QueueKind};
+use super::spec::{Kind, QueueKind, default_queue};
 use crate::flow::{FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::pq::{
     BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, Rank, SmallPq,
 };
 use crate::sched::{ConfigError, Limits, Scheduler};
 use crate::units::{Nanos, Rate};
+
+/// Queued children an automatic node keeps in its `SmallPq` before moving
+/// to its kind's bucketed queue.
+const SMALL_MAX: usize = 16;
 
 /// Marks a member reference as a node (otherwise it is a flow id).
 const NODE: u32 = 1 << 31;
@@ -128,7 +132,8 @@ impl NodeQ {
             }
             QueueKind::Heap => NodeQ::Heap(BinaryHeapPq::new(0)),
             QueueKind::Small => NodeQ::Small(SmallPq::new()),
-            // Resolved by `Policy::compile`; exact if it ever is not.
+            // `PolicySched::new` starts automatic nodes as `Small`; exact
+            // if it ever is not.
             QueueKind::Auto => NodeQ::Heap(BinaryHeapPq::new(0)),
         }
     }
@@ -153,6 +158,13 @@ impl NodeQ {
     fn is_empty(&self) -> bool {
         each!(self, q => q.is_empty())
     }
+    #[inline]
+    fn len(&self) -> usize {
+        each!(self, q => q.len())
+    }
+    fn pop_ranked(&mut self) -> Option<(Rank, u32)> {
+        each!(self, q => q.pop_min())
+    }
     fn clamped(&self) -> u64 {
         each!(self, q => q.stats().clamped())
     }
@@ -165,6 +177,10 @@ impl NodeQ {
 struct NodeState {
     kind: Kind,
     q: NodeQ,
+    /// `queue = "auto"`: the queue (and buckets) to move into once more
+    /// than [`SMALL_MAX`] children are queued; `None` once moved or if the
+    /// queue was chosen explicitly.
+    grow: Option<(QueueKind, usize)>,
     /// hclock: reservation tags (exact ns).
     res: Option<BinaryHeapPq<u32>>,
     /// Virtual time (STFQ / hclock shares).
@@ -279,9 +295,14 @@ impl<T> PolicySched<T> {
         let mut nodes = Vec::with_capacity(policy.nodes.len());
         let mut nm = Vec::with_capacity(policy.nodes.len());
         for (i, n) in policy.nodes.iter().enumerate() {
+            let (queue, grow) = match n.queue {
+                QueueKind::Auto => (QueueKind::Small, Some((default_queue(n.kind), n.buckets))),
+                q => (q, None),
+            };
             nodes.push(NodeState {
                 kind: n.kind,
-                q: NodeQ::new(n.queue, n.buckets),
+                q: NodeQ::new(queue, n.buckets),
+                grow,
                 res: matches!(n.kind, Kind::Hclock { .. }).then(|| BinaryHeapPq::new(0)),
                 vt: 0,
             });
@@ -336,6 +357,17 @@ impl<T> PolicySched<T> {
             .zip(&self.policy.nodes)
             .map(|(n, s)| (s.name.as_str(), n.q.clamped()))
             .collect()
+    }
+
+    /// The queue node `node` keeps its children in right now (an automatic
+    /// node reports `Small` until it has grown).
+    pub fn queue_of(&self, node: usize) -> Option<QueueKind> {
+        self.nodes.get(node).map(|n| match n.q {
+            NodeQ::Cffs(_) => QueueKind::Cffs,
+            NodeQ::Hier(_) => QueueKind::HierFfs,
+            NodeQ::Heap(_) => QueueKind::Heap,
+            NodeQ::Small(_) => QueueKind::Small,
+        })
     }
 
     /// Heap memory held by the flow table, node queues and the shaper.
@@ -567,15 +599,31 @@ impl<T> PolicySched<T> {
         }
         let rank = self.rank(n, r);
         let h = self.nodes[n].q.push(rank, r);
+        self.member_mut(r).slot = Slot::Queued(h);
+        if self.nodes[n].grow.is_some() && self.nodes[n].q.len() > SMALL_MAX {
+            self.grow(n);
+        }
         let mut res_h = None;
         let (has_res, rtag) = (self.member(r).reservation.is_some(), self.member(r).rtag);
         if let (Some(res), true) = (self.nodes[n].res.as_mut(), has_res) {
             res_h = res.push(rtag, r).ok();
         }
-        let m = self.member_mut(r);
-        m.slot = Slot::Queued(h);
-        m.res_h = res_h;
+        self.member_mut(r).res_h = res_h;
         true
+    }
+
+    /// Moves an automatic node's children from its `SmallPq` into its
+    /// kind's queue, in order, and re-points every child's handle.
+    #[cold]
+    fn grow(&mut self, n: usize) {
+        let Some((kind, buckets)) = self.nodes[n].grow.take() else {
+            return;
+        };
+        let mut small = core::mem::replace(&mut self.nodes[n].q, NodeQ::new(kind, buckets));
+        while let Some((rank, r)) = small.pop_ranked() {
+            let h = self.nodes[n].q.push(rank, r);
+            self.member_mut(r).slot = Slot::Queued(h);
+        }
     }
 
     /// Child `r` now has work: enter it and, while that makes a parent go

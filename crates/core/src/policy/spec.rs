@@ -195,10 +195,10 @@ pub enum QueueKind {
     /// [`SmallPq`](crate::pq::SmallPq): exact, a linear scan; for a node
     /// over a handful of children.
     Small,
-    /// Chosen when the policy is compiled: `Small` for a node whose
-    /// children are 1 to 16 nodes (and that flows are not attached to by
-    /// default), otherwise the kind's own default (HierFfs for rr, prio,
-    /// pfabric; Cffs for wfq, edf, lstf, hclock).
+    /// The default: a `Small` queue while the node has at most 16 queued
+    /// children; the first time it has more, they move (in order) into the
+    /// kind's own queue for good — HierFfs for rr, prio, pfabric; Cffs for
+    /// wfq, edf, lstf, hclock.
     Auto,
 }
 

@@ -414,19 +414,58 @@ fn small(flows: usize) -> Workload {
 
 #[test]
 fn builtins_match_reference() {
-    for (name, _) in BUILTINS {
-        let p = Policy::builtin(name).expect(name);
-        let mut w = small(12);
-        if name == "prio" {
-            w.prios = 8;
-        }
-        if name == "hclock" || name == "hpfq" {
-            w.gap = 20_000;
-        }
-        for seed in 0..3 {
-            differential(&p, &w, seed);
+    // 12 flows keep every automatic node in its SmallPq; 40 make the
+    // nodes over flows move to their bucketed queue mid-run.
+    for flows in [12, 40] {
+        for (name, _) in BUILTINS {
+            let p = Policy::builtin(name).expect(name);
+            let mut w = small(flows);
+            if name == "prio" {
+                w.prios = 8;
+            }
+            if name == "hclock" || name == "hpfq" {
+                w.gap = 20_000;
+            }
+            for seed in 0..3 {
+                differential(&p, &w, seed + flows as u64);
+            }
         }
     }
+}
+
+/// An automatic node that outgrows its SmallPq serves in exactly the order
+/// of the same node with its bucketed queue chosen up front.
+#[test]
+fn automatic_queue_growth_keeps_the_order() {
+    let auto = Policy::from_toml("[[node]]\nname = \"r\"\nkind = \"wfq\"\n").expect("auto");
+    let fixed = Policy::from_toml("[[node]]\nname = \"r\"\nkind = \"wfq\"\nqueue = \"cffs\"\n")
+        .expect("cffs");
+    let mut a: PolicySched<u64> = PolicySched::new(&auto);
+    let mut b: PolicySched<u64> = PolicySched::new(&fixed);
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    for _ in 0..40 {
+        let w = rng.random_range(1..8);
+        a.add_flow(FlowConfig::weight(w)).expect("flow");
+        b.add_flow(FlowConfig::weight(w)).expect("flow");
+    }
+    assert_eq!(a.queue_of(0), Some(QueueKind::Small));
+    let mut out = (Vec::new(), Vec::new());
+    for i in 0..4000u64 {
+        if rng.random_bool(0.55) {
+            let f = FlowId(rng.random_range(0..40));
+            let len = rng.random_range(64..1500);
+            let _ = a.enqueue(Pkt::new(f, len, Nanos(i), i), Nanos(i));
+            let _ = b.enqueue(Pkt::new(f, len, Nanos(i), i), Nanos(i));
+        } else {
+            out.0.push(a.dequeue(Nanos(i)).map(|p| p.item));
+            out.1.push(b.dequeue(Nanos(i)).map(|p| p.item));
+        }
+    }
+    assert_eq!(out.0, out.1);
+    assert!(out.0.iter().flatten().count() > 1000);
+    assert_eq!(a.queue_of(0), Some(QueueKind::Cffs), "the node grew");
+    assert_eq!(b.queue_of(0), Some(QueueKind::Cffs));
+    assert_eq!(a.policy_stats().clamped, 0);
 }
 
 const DEEP: &str = r#"

@@ -99,3 +99,26 @@ fn departures_without_drain_list_every_delivered_packet() {
         "a row with no fluid finish"
     );
 }
+
+#[test]
+fn policy_scenario_runs_with_plots_and_departures() {
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let scen = format!("{dir}/../../examples/scenarios/hpfq-policy.toml");
+    let csv = tmp("policy-deps.csv", "");
+    let prefix = tmp("policy-plot", "");
+    let (code, out, err) = sim(&[&scen, "--departures", &csv, "--plot", &prefix]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("policy ../policies/hpfq.toml"), "{out}");
+    assert!(
+        out.contains("no published bound for a policy tree"),
+        "{out}"
+    );
+    // No fluid reference for a policy: the column is empty, not wrong.
+    let rows = std::fs::read_to_string(&csv).unwrap();
+    let first = rows.lines().nth(1).unwrap();
+    assert!(first.ends_with(','), "{first}");
+    for s in ["-rate.svg", "-delay-cdf.svg"] {
+        let svg = std::fs::read_to_string(format!("{prefix}{s}")).unwrap();
+        assert!(svg.starts_with("<svg"), "{s}");
+    }
+}

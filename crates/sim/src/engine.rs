@@ -247,6 +247,16 @@ pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
     }
 }
 
+/// Per-flow constants of the packet path.
+#[derive(Copy, Clone, Debug)]
+struct Hot {
+    /// ps of queued bytes per 1/φ: 8e12·Σw/(w·R).
+    ps_per_byte_phi: f64,
+    weight: u32,
+    limit: u32,
+    greedy: bool,
+}
+
 #[derive(Copy, Clone, Debug)]
 struct Rec {
     arr: u64,
@@ -262,10 +272,10 @@ struct St<'c> {
     opt: Options,
     bps: u64,
     wsum: u64,
-    greedy: Vec<bool>,
+    /// What the packet path reads of each flow's configuration, packed (16
+    /// bytes a flow; the scenario's `FlowSpec`s are far larger).
+    hot: Vec<Hot>,
     gens: Vec<Gen>,
-    /// ps of queued bytes per 1/φ: 8e12·Σw/(w·R), per flow.
-    ps_per_byte_phi: Vec<f64>,
     st: Vec<FlowStat>,
     recs: Vec<Rec>,
     free: Vec<u32>,
@@ -331,7 +341,7 @@ impl St<'_> {
 
     #[inline]
     fn g(&self, f: usize) -> i128 {
-        i128::from(self.cfg.flows[f].weight) * i128::from(self.total_served)
+        i128::from(self.hot[f].weight) * i128::from(self.total_served)
             - i128::from(self.wsum) * i128::from(self.st[f].served)
     }
 
@@ -349,7 +359,7 @@ impl St<'_> {
             }
             None => 0,
         };
-        let g = self.g(f) + i128::from(self.cfg.flows[f].weight) * sent;
+        let g = self.g(f) + i128::from(self.hot[f].weight) * sent;
         self.st[f].min_g = g;
     }
 
@@ -380,10 +390,10 @@ impl St<'_> {
         let fs = &mut self.st[f];
         fs.offered.0 += 1;
         fs.offered.1 += u64::from(len);
-        let k = self.ps_per_byte_phi[f];
+        let k = self.hot[f].ps_per_byte_phi;
         let allow = (fs.q_bytes + out + u64::from(len)) as f64 * k
             + wire_rem.map_or(0.0, |r| {
-                r as f64 * self.wsum as f64 / f64::from(self.cfg.flows[f].weight)
+                r as f64 * self.wsum as f64 / f64::from(self.hot[f].weight)
             });
         let idle = fs.q_pkts == 0 && out == 0 && wire_rem.is_none();
         let id = self.alloc(Rec {
@@ -400,7 +410,7 @@ impl St<'_> {
             // PSPAT: into the client mailbox; the arbiter enqueues it at its
             // next round. The flow's limit is applied here, at arrival.
             let fs = &mut self.st[f];
-            if fs.q_pkts >= self.cfg.flows[f].limit {
+            if fs.q_pkts >= self.hot[f].limit {
                 fs.dropped[0] += 1;
                 self.free.push(id);
                 return false;
@@ -449,7 +459,7 @@ impl St<'_> {
     }
 
     fn refill<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, flow: u32, t: u64) {
-        if !self.greedy[flow as usize] || t >= self.cfg.duration_ps {
+        if !self.hot[flow as usize].greedy || t >= self.cfg.duration_ps {
             return;
         }
         for _ in 0..GREEDY_DEPTH {
@@ -701,20 +711,22 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
         opt,
         bps,
         wsum,
-        greedy: cfg
+        hot: cfg
             .flows
             .iter()
-            .map(|f| matches!(f.source, crate::SourceSpec::Greedy))
+            .map(|f| Hot {
+                ps_per_byte_phi: 8.0 * PS_PER_SEC as f64 * wsum as f64
+                    / (f64::from(f.weight) * bps as f64),
+                weight: f.weight,
+                limit: f.limit,
+                greedy: matches!(f.source, crate::SourceSpec::Greedy),
+            })
             .collect(),
         gens: cfg
             .flows
             .iter()
             .enumerate()
             .map(|(i, f)| Gen::new(cfg.seed, i as u32, &f.size, &f.source))
-            .collect(),
-        ps_per_byte_phi: weights
-            .iter()
-            .map(|&w| 8.0 * PS_PER_SEC as f64 * wsum as f64 / (f64::from(w) * bps as f64))
             .collect(),
         st: (0..n)
             .map(|_| FlowStat::new(if opt.metrics { BINS } else { 0 }, hist_per_flow))

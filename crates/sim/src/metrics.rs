@@ -116,8 +116,9 @@ pub struct FlowStat {
     /// Sum of delays.
     pub delay_sum: u128,
     /// Delay histogram in ns, 2 significant digits, auto-resizing (only for
-    /// scenarios with few flows).
-    pub hist: Option<Histogram<u64>>,
+    /// scenarios with few flows; boxed so the per-packet fields stay on
+    /// few cache lines).
+    pub hist: Option<Box<Histogram<u64>>>,
     /// Largest and smallest `d − f`.
     pub lag_max: i64,
     /// Smallest `d − f`.
@@ -152,7 +153,11 @@ impl FlowStat {
             delay_min: u64::MAX,
             delay_max: 0,
             delay_sum: 0,
-            hist: if hist { Histogram::new(2).ok() } else { None },
+            hist: if hist {
+                Histogram::new(2).ok().map(Box::new)
+            } else {
+                None
+            },
             lag_max: i64::MIN,
             lag_min: i64::MAX,
             lag_n: 0,

@@ -127,7 +127,7 @@ fn cdf_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> {
         let r = g.first as usize..(g.first + g.count) as usize;
         let mut acc: Option<Histogram<u64>> = None;
         for f in &out.flows[r] {
-            if let Some(h) = &f.hist {
+            if let Some(h) = f.hist.as_deref() {
                 match &mut acc {
                     Some(a) => {
                         let _ = a.add(h);

@@ -374,7 +374,7 @@ fn group_report(g: &crate::Group, flows: &[FlowReport], stats: &[FlowStat]) -> G
     let mut hist: Option<Histogram<u64>> = None;
     let mut have_all = true;
     for s in st {
-        match (&s.hist, &mut hist) {
+        match (s.hist.as_deref(), &mut hist) {
             (Some(h), Some(acc)) => {
                 let _ = acc.add(h);
             }

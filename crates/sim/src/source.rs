@@ -16,11 +16,66 @@ pub fn tx_ps(len: u32, bps: u64) -> u64 {
 /// Per-flow generator state.
 #[derive(Debug)]
 pub struct Gen {
+    /// First, so that a draw touches it and the RNG's index together.
+    sizes: Sizes,
     rng: ChaCha8Rng,
-    size: SizeDist,
-    /// Cumulative weights of a `Mix`.
-    cum: Vec<u64>,
     kind: Kind,
+}
+
+/// A flow's packet sizes in the form drawing needs: small mixes inline (no
+/// pointer to chase per packet), larger ones in two arrays.
+#[derive(Debug)]
+enum Sizes {
+    Fixed(u32),
+    Uniform(u32, u32),
+    /// Up to four lengths and their cumulative weights.
+    Mix4 {
+        len: [u32; 4],
+        cum: [u64; 4],
+        n: usize,
+    },
+    Mix {
+        len: Vec<u32>,
+        cum: Vec<u64>,
+    },
+}
+
+impl Sizes {
+    fn new(size: &SizeDist) -> Sizes {
+        match size {
+            SizeDist::Fixed(l) => Sizes::Fixed(*l),
+            SizeDist::Uniform(a, b) => Sizes::Uniform(*a, *b),
+            SizeDist::Mix(v) => {
+                let cum: Vec<u64> = v
+                    .iter()
+                    .scan(0u64, |s, x| {
+                        *s += u64::from(x.1);
+                        Some(*s)
+                    })
+                    .collect();
+                let len: Vec<u32> = v.iter().map(|p| p.0).collect();
+                if (1..=4).contains(&v.len()) {
+                    let (mut l4, mut c4) = ([1u32; 4], [u64::MAX; 4]);
+                    l4[..len.len()].copy_from_slice(&len);
+                    c4[..cum.len()].copy_from_slice(&cum);
+                    Sizes::Mix4 {
+                        len: l4,
+                        cum: c4,
+                        n: v.len(),
+                    }
+                } else {
+                    Sizes::Mix { len, cum }
+                }
+            }
+        }
+    }
+}
+
+/// The length whose cumulative weight first exceeds `x` (1 if none).
+#[inline]
+fn pick(len: &[u32], cum: &[u64], x: u64) -> u32 {
+    let i = cum.partition_point(|&c| c <= x);
+    len.get(i).copied().unwrap_or(1)
 }
 
 #[derive(Debug)]
@@ -50,16 +105,6 @@ impl Gen {
     pub fn new(seed: u64, flow: u32, size: &SizeDist, src: &SourceSpec) -> Gen {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         rng.set_stream(u64::from(flow));
-        let cum = match size {
-            SizeDist::Mix(v) => v
-                .iter()
-                .scan(0u64, |s, x| {
-                    *s += u64::from(x.1);
-                    Some(*s)
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
         let kind = match src {
             SourceSpec::Greedy => Kind::Greedy,
             SourceSpec::Cbr { rate } => Kind::Cbr { bps: rate.as_bps() },
@@ -84,9 +129,8 @@ impl Gen {
             },
         };
         Gen {
+            sizes: Sizes::new(size),
             rng,
-            size: size.clone(),
-            cum,
             kind,
         }
     }
@@ -99,14 +143,17 @@ impl Gen {
     /// Draws a packet length.
     #[inline]
     pub fn draw_len(&mut self) -> u32 {
-        match &self.size {
-            SizeDist::Fixed(l) => *l,
-            SizeDist::Uniform(a, b) => self.rng.random_range(*a..=*b),
-            SizeDist::Mix(v) => {
-                let total = self.cum.last().copied().unwrap_or(1);
+        match &self.sizes {
+            Sizes::Fixed(l) => *l,
+            Sizes::Uniform(a, b) => self.rng.random_range(*a..=*b),
+            Sizes::Mix4 { len, cum, n } => {
+                let x = self.rng.random_range(0..cum[*n - 1]);
+                pick(&len[..*n], &cum[..*n], x)
+            }
+            Sizes::Mix { len, cum } => {
+                let total = cum.last().copied().unwrap_or(1);
                 let x = self.rng.random_range(0..total);
-                let i = self.cum.partition_point(|&c| c <= x);
-                v.get(i).map_or(1, |p| p.0)
+                pick(len, cum, x)
             }
         }
     }

@@ -194,7 +194,7 @@ pub trait Scheduler<T> {
     fn change_flow(&mut self, flow: FlowId, cfg: FlowConfig, now: Nanos)
     -> Result<(), ConfigError>;
     /// Removes a flow, returning its queued packets in FIFO order (counted as
-    /// dropped with reason [`DropReason::Removed`]).
+    /// dropped with reason [`DropReason::Removed`](crate::DropReason::Removed)).
     fn remove_flow(&mut self, flow: FlowId) -> Result<Vec<Pkt<T>>, ConfigError>;
     /// Offers a packet.
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>>;

@@ -191,20 +191,28 @@ impl Fluid {
         let mut i = 0;
         loop {
             let c0 = ARITY * i + 1;
-            let Some(kids) = h.get(c0..(c0 + ARITY).min(n)) else {
-                break;
-            };
-            // The smallest child, read through the slice (no index checks).
-            let Some((&first, rest)) = kids.split_first() else {
-                break;
-            };
-            let (mut best, mut bj) = (first, 0);
-            for (j, &e) in rest.iter().enumerate() {
-                if e.lt(best) {
-                    best = e;
-                    bj = j + 1;
+            let (best, bj) = if let Some(&[a, b, c, d]) = h.get(c0..c0 + ARITY) {
+                // A full group (the common case): a tournament of three
+                // comparisons, no loop.
+                let (x, xj) = if b.lt(a) { (b, 1) } else { (a, 0) };
+                let (y, yj) = if d.lt(c) { (d, 3) } else { (c, 2) };
+                if y.lt(x) { (y, yj) } else { (x, xj) }
+            } else {
+                let Some(kids) = h.get(c0..n) else {
+                    break;
+                };
+                let Some((&first, rest)) = kids.split_first() else {
+                    break;
+                };
+                let (mut best, mut bj) = (first, 0);
+                for (j, &e) in rest.iter().enumerate() {
+                    if e.lt(best) {
+                        best = e;
+                        bj = j + 1;
+                    }
                 }
-            }
+                (best, bj)
+            };
             h[i] = best;
             i = c0 + bj;
         }

@@ -989,8 +989,6 @@ fn print_tables(p: &Plan, sums: &[Summary]) {
 }
 
 fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
-    use plotters::prelude::*;
-    let e = |x: &dyn std::fmt::Display| anyhow!("plot {}: {x}", file.display());
     let pts = |arch: &str| -> Vec<(f64, f64)> {
         p.clients
             .iter()
@@ -1001,59 +999,27 @@ fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
             })
             .collect()
     };
-    let ymax = sums
-        .iter()
-        .filter(|s| s.phase == "throughput")
-        .map(|s| s.decisions_per_s / 1e6)
-        .fold(1.0, f64::max);
-    let xmax = p.clients.iter().copied().max().unwrap_or(1) as f64;
-    let root = SVGBackend::new(file, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(|x| e(&x))?;
-    let mut ch = ChartBuilder::on(&root)
-        .caption(
-            format!(
-                "{} decisions/s vs clients ({}-byte packets, batch {})",
-                p.alg.name(),
-                p.len,
-                p.batch
-            ),
-            ("sans-serif", 20),
-        )
-        .margin(15)
-        .x_label_area_size(40)
-        .y_label_area_size(60)
-        .build_cartesian_2d((1.0..xmax.max(2.0)).log_scale(), 0.0..ymax * 1.15)
-        .map_err(|x| e(&x))?;
-    ch.configure_mesh()
-        .x_desc("clients")
-        .y_desc("million packets/s")
-        .draw()
-        .map_err(|x| e(&x))?;
-    let colors = [
-        RGBColor(31, 119, 180),
-        RGBColor(214, 39, 40),
-        RGBColor(127, 127, 127),
-    ];
-    for (i, a) in p.archs.iter().enumerate() {
-        let name = format!("{a:?}").to_lowercase();
-        let c = colors[i % colors.len()];
-        ch.draw_series(LineSeries::new(pts(&name), c.stroke_width(2)))
-            .map_err(|x| e(&x))?
-            .label(name)
-            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
-        ch.draw_series(
-            pts(&format!("{a:?}").to_lowercase())
-                .into_iter()
-                .map(|(x, y)| Circle::new((x, y), 3, c.filled())),
-        )
-        .map_err(|x| e(&x))?;
+    crate::svg::Chart {
+        title: format!(
+            "{} decisions/s vs clients ({}-byte packets, batch {})",
+            p.alg.name(),
+            p.len,
+            p.batch
+        ),
+        x_desc: "clients",
+        y_desc: "million packets/s",
+        log_x: true,
+        series: p
+            .archs
+            .iter()
+            .map(|a| {
+                let name = format!("{a:?}").to_lowercase();
+                let s = pts(&name);
+                (name, s)
+            })
+            .collect(),
     }
-    ch.configure_series_labels()
-        .background_style(WHITE)
-        .border_style(BLACK)
-        .draw()
-        .map_err(|x| e(&x))?;
-    root.present().map_err(|x| e(&x))
+    .draw(file)
 }
 
 pub(crate) fn run(a: &PspatArgs) -> Result<()> {

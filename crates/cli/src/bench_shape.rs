@@ -45,6 +45,11 @@ pub(crate) struct ShapeArgs {
     /// Print JSON.
     #[arg(long)]
     json: bool,
+    /// Draw `PREFIX-ns.svg` (ns per packet vs flows) and
+    /// `PREFIX-wakeups.svg` (wake-ups per second vs flows), one line per
+    /// structure.
+    #[arg(long, value_name = "PREFIX")]
+    plot: Option<String>,
 }
 
 #[derive(Debug, serde::Serialize)]
@@ -253,6 +258,12 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
             }
         }
     }
+    if let Some(prefix) = &a.plot {
+        let files = plot(prefix, a, &out)?;
+        for f in files {
+            eprintln!("wrote {f}");
+        }
+    }
     if a.json {
         println!("{}", serde_json::to_string_pretty(&out)?);
         return Ok(());
@@ -292,4 +303,57 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// The two SVGs of `--plot`: ns per packet and wake-ups per second against
+/// the number of flows, one line per structure.
+fn plot(prefix: &str, a: &ShapeArgs, out: &[Res]) -> Result<Vec<String>> {
+    let mut structs: Vec<&str> = Vec::new();
+    for r in out {
+        if !structs.contains(&r.structure) {
+            structs.push(r.structure);
+        }
+    }
+    let series = |y: &dyn Fn(&Res) -> f64| -> Vec<(String, Vec<(f64, f64)>)> {
+        structs
+            .iter()
+            .map(|s| {
+                let pts = out
+                    .iter()
+                    .filter(|r| r.structure == *s)
+                    .map(|r| (r.flows as f64, y(r)))
+                    .collect();
+                (s.to_string(), pts)
+            })
+            .collect()
+    };
+    let how = format!(
+        "{} B packets at {}{}",
+        a.len,
+        a.rate,
+        if a.stagger {
+            ", staggered"
+        } else {
+            ", in phase"
+        }
+    );
+    let ns = format!("{prefix}-ns.svg");
+    crate::svg::Chart {
+        title: format!("shaping cost per packet ({how})"),
+        x_desc: "flows",
+        y_desc: "ns per packet (enqueue + dequeue)",
+        log_x: true,
+        series: series(&|r| r.ns_per_pkt),
+    }
+    .draw(std::path::Path::new(&ns))?;
+    let wk = format!("{prefix}-wakeups.svg");
+    crate::svg::Chart {
+        title: format!("wake-ups per second of virtual time ({how})"),
+        x_desc: "flows",
+        y_desc: "wake-ups / s",
+        log_x: true,
+        series: series(&|r| r.wakeups_per_sec),
+    }
+    .draw(std::path::Path::new(&wk))?;
+    Ok(vec![ns, wk])
 }

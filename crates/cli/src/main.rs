@@ -7,6 +7,7 @@ mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod sim;
+mod svg;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
 /// shaping with exact accounting.

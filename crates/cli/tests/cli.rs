@@ -394,6 +394,32 @@ fn bench_pspat_client_transmit_accounts_for_every_packet() {
     }
 }
 
+#[test]
+fn bench_shape_plots_cost_and_wakeups() {
+    let prefix = std::env::temp_dir()
+        .join(format!("pktsched-shape-plot-{}", std::process::id()))
+        .display()
+        .to_string();
+    let o = pktsched(&[
+        "bench",
+        "shape",
+        "--flows",
+        "4,64",
+        "-n",
+        "20000",
+        "--stagger",
+        "--plot",
+        &prefix,
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for s in ["-ns.svg", "-wakeups.svg"] {
+        let f = format!("{prefix}{s}");
+        let svg = std::fs::read_to_string(&f).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("mltw"), "{f}");
+        let _ = std::fs::remove_file(&f);
+    }
+}
+
 /// FlowBundler's point, deterministic (virtual clock, seeded phases): with
 /// many slow flows at unsynchronised phases the MLTW releases them in far
 /// fewer wake-ups than a fine single wheel, at the same rate accuracy.

@@ -93,13 +93,8 @@ impl Alg {
         let policy = if std::path::Path::new(spec).extension().is_some() {
             let text = std::fs::read_to_string(spec)
                 .with_context(|| format!("--alg policy:{spec}: cannot read the policy file"))?;
-            let dot = spec.ends_with(".dot") || spec.ends_with(".gv");
-            if dot {
-                Policy::from_dot(&text)
-            } else {
-                Policy::from_toml(&text)
-            }
-            .map_err(|e| anyhow::anyhow!("--alg policy:{spec}: {e}"))?
+            Policy::from_named(spec, &text)
+                .map_err(|e| anyhow::anyhow!("--alg policy:{spec}: {e}"))?
         } else {
             Policy::builtin(spec).map_err(|e| {
                 anyhow::anyhow!("--alg policy:{spec}: {e} (or give a .toml/.dot file)")

@@ -490,17 +490,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
     };
 
     if let Some(t) = &raw.trace {
-        let p = PathBuf::from(t.get_ref());
-        let p = match dir {
-            Some(d) if p.is_relative() => d.join(p),
-            _ => p,
-        };
-        let text = std::fs::read_to_string(&p).map_err(|e| {
-            cx.err(
-                t.span(),
-                format!("trace: cannot read `{}`: {e}", p.display()),
-            )
-        })?;
+        let (p, text) = read_relative(&cx, t, dir, "trace")?;
         let rows = crate::source::parse_trace(&text).map_err(|(line, msg)| ScenarioError {
             file: p.display().to_string(),
             line,
@@ -601,27 +591,31 @@ fn load_policy(
     p: &Spanned<String>,
     dir: Option<&Path>,
 ) -> Result<pktsched_core::policy::Policy, ScenarioError> {
-    let path = PathBuf::from(p.get_ref());
+    let (path, text) = read_relative(cx, p, dir, "policy")?;
+    pktsched_core::policy::Policy::from_named(p.get_ref(), &text)
+        .map_err(|e| cx.err(p.span(), format!("policy `{}`: {e}", path.display())))
+}
+
+/// Reads the file the key `field` names, relative to the scenario's
+/// directory; an error points at the key.
+fn read_relative(
+    cx: &Ctx<'_>,
+    name: &Spanned<String>,
+    dir: Option<&Path>,
+    field: &str,
+) -> Result<(PathBuf, String), ScenarioError> {
+    let path = PathBuf::from(name.get_ref());
     let path = match dir {
         Some(d) if path.is_relative() => d.join(path),
         _ => path,
     };
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        cx.err(
-            p.span(),
-            format!("policy: cannot read `{}`: {e}", path.display()),
-        )
-    })?;
-    let dot = matches!(
-        path.extension().and_then(|e| e.to_str()),
-        Some("dot" | "gv")
-    );
-    let r = if dot {
-        pktsched_core::policy::Policy::from_dot(&text)
-    } else {
-        pktsched_core::policy::Policy::from_toml(&text)
-    };
-    r.map_err(|e| cx.err(p.span(), format!("policy `{}`: {e}", path.display())))
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok((path, text)),
+        Err(e) => Err(cx.err(
+            name.span(),
+            format!("{field}: cannot read `{}`: {e}", path.display()),
+        )),
+    }
 }
 
 fn algorithm_limits(a: Algorithm) -> pktsched_core::Limits {

@@ -26,6 +26,16 @@ impl Policy {
         Policy::compile(PolicySpec::from_toml(src)?)
     }
 
+    /// Parses and validates the policy text of a file called `name`: DOT
+    /// if the name ends in `.dot` or `.gv`, TOML otherwise.
+    pub fn from_named(name: &str, text: &str) -> Result<Policy, PolicyError> {
+        if name.ends_with(".dot") || name.ends_with(".gv") {
+            Policy::from_dot(text)
+        } else {
+            Policy::from_toml(text)
+        }
+    }
+
     /// Parses and validates a policy written in DOT (see
     /// [`super::dot`]).
     pub fn from_dot(src: &str) -> Result<Policy, PolicyError> {

@@ -367,13 +367,14 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
                     ),
                 ));
             }
-            for (name, l) in &chain {
-                touch(&mut nodes, name, *l);
-            }
-            for w in chain.windows(2) {
+            let ids: Vec<usize> = chain
+                .iter()
+                .map(|(name, l)| touch(&mut nodes, name, *l))
+                .collect();
+            for (k, w) in chain.windows(2).enumerate() {
                 let (parent, pl) = &w[0];
                 let (child, cl) = &w[1];
-                let i = index_of(&nodes, child);
+                let i = ids[k + 1];
                 if let Some((old, ol)) = &nodes[i].parent
                     && old != parent
                 {
@@ -393,10 +394,6 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
         return Err(syntax(p.loc(), "text after the closing `}` of the graph"));
     }
     Ok((globals, nodes))
-}
-
-fn index_of(nodes: &[DotNode], name: &str) -> usize {
-    nodes.iter().position(|n| n.name == name).unwrap_or(0)
 }
 
 /// Writes one `key = value` TOML line and remembers where it came from.

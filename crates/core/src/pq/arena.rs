@@ -67,13 +67,30 @@ impl<V> Arena<V> {
     /// Takes a free slot (growing the slab by doubling if none is free).
     #[inline]
     pub(crate) fn alloc(&mut self, rank: Rank, value: V) -> Result<Handle, PushError<V>> {
-        let idx = if self.free != NIL {
+        let (idx, generation) = self.take_slot(rank, value, NIL, NIL)?;
+        Ok(Handle { idx, generation })
+    }
+
+    /// Takes a free slot and fills every field of it in one visit:
+    /// `(slot, generation)`.
+    #[inline(always)]
+    fn take_slot(
+        &mut self,
+        rank: Rank,
+        value: V,
+        bucket: u32,
+        prev: u32,
+    ) -> Result<(u32, u32), PushError<V>> {
+        let slot = if self.free != NIL {
             let idx = self.free;
             let node = &mut self.nodes[idx as usize];
             self.free = node.next;
             node.value = Some(value);
             node.rank = rank;
-            idx
+            node.bucket = bucket;
+            node.prev = prev;
+            node.next = NIL;
+            (idx, node.generation)
         } else {
             if self.nodes.len() >= MAX_ELEMENTS {
                 return Err(PushError {
@@ -87,16 +104,15 @@ impl<V> Arena<V> {
             self.nodes.push(Node {
                 value: Some(value),
                 rank,
-                bucket: NIL,
-                prev: NIL,
+                bucket,
+                prev,
                 next: NIL,
                 generation: 0,
             });
-            idx
+            (idx, 0)
         };
         self.len += 1;
-        let generation = self.nodes[idx as usize].generation;
-        Ok(Handle { idx, generation })
+        Ok(slot)
     }
 
     /// Is `h` a live element?
@@ -142,38 +158,7 @@ impl<V> Arena<V> {
     ) -> Result<(Handle, bool), PushError<V>> {
         let list = self.lists[bucket];
         let was_empty = list.tail == NIL;
-        // Take a slot and fill every field in one visit.
-        let (idx, generation) = if self.free != NIL {
-            let idx = self.free;
-            let node = &mut self.nodes[idx as usize];
-            self.free = node.next;
-            node.value = Some(value);
-            node.rank = rank;
-            node.bucket = bucket as u32;
-            node.prev = list.tail;
-            node.next = NIL;
-            (idx, node.generation)
-        } else {
-            if self.nodes.len() >= MAX_ELEMENTS {
-                return Err(PushError {
-                    error: PqError::Full {
-                        capacity: MAX_ELEMENTS,
-                    },
-                    value,
-                });
-            }
-            let idx = self.nodes.len() as u32;
-            self.nodes.push(Node {
-                value: Some(value),
-                rank,
-                bucket: bucket as u32,
-                prev: list.tail,
-                next: NIL,
-                generation: 0,
-            });
-            (idx, 0)
-        };
-        self.len += 1;
+        let (idx, generation) = self.take_slot(rank, value, bucket as u32, list.tail)?;
         if was_empty {
             self.lists[bucket] = List {
                 head: idx,

@@ -30,6 +30,10 @@ pub(crate) struct SimArgs {
     /// Override the scenario's seed.
     #[arg(long)]
     seed: Option<u64>,
+    /// Compute the fluid reference on the simulation's own thread instead
+    /// of a second one (same results).
+    #[arg(long)]
+    one_thread: bool,
 }
 
 pub(crate) fn run(a: &SimArgs) -> Result<()> {
@@ -39,6 +43,7 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
     }
     let opt = Options {
         departures: a.departures.is_some(),
+        fluid_thread: !a.one_thread,
         ..Options::for_cfg(&cfg)
     };
     let t0 = Instant::now();
@@ -78,41 +83,57 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
     if a.profile {
         // CPU time of this thread (Linux schedstat, ns): these machines are
         // shared, and wall time counts the time other processes ran.
-        let time = |o: Options| -> Result<f64> {
+        let time = |o: Options| -> Result<(f64, f64, Option<u64>)> {
             let (t, c) = (Instant::now(), cpu_ns());
-            engine::simulate(&cfg, o)?;
-            Ok(match (c, cpu_ns()) {
+            let out = engine::simulate(&cfg, o)?;
+            let wall = t.elapsed().as_secs_f64();
+            let cpu = match (c, cpu_ns()) {
                 (Some(a), Some(b)) => (b - a) as f64 / 1e9,
-                _ => t.elapsed().as_secs_f64(),
-            })
+                _ => wall,
+            };
+            Ok((wall, cpu, out.fluid_thread_cpu_ns))
         };
-        let full = time(Options::default())?;
-        let nofluid = time(Options {
-            fluid: false,
+        let one = Options {
+            fluid_thread: false,
             ..Options::default()
+        };
+        let (two_wall, two_cpu, fluid_cpu) = time(Options::default())?;
+        let (_, full, _) = time(one)?;
+        let (_, nofluid, _) = time(Options {
+            fluid: false,
+            ..one
         })?;
-        let bare = time(Options {
+        let (_, bare, _) = time(Options {
             fluid: false,
             metrics: false,
-            ..Options::default()
+            ..one
         })?;
         let pk = out.packets as f64;
+        let per = |s: f64| s / pk * 1e9;
+        match fluid_cpu {
+            Some(f) => eprintln!(
+                "profile, fluid reference on a second thread: {} packets in {two_wall:.3} s wall = {:.2} M packets/s; simulation thread {two_cpu:.3} s CPU ({:.0} ns/pkt), fluid thread {:.3} s CPU ({:.0} ns/pkt)",
+                out.packets,
+                pk / two_wall / 1e6,
+                per(two_cpu),
+                f as f64 / 1e9,
+                per(f as f64 / 1e9),
+            ),
+            None => eprintln!("profile: this scenario runs on one thread ({two_wall:.3} s wall)"),
+        }
         eprintln!(
-            "profile ({}): {} packets; full {:.3} s = {:.2} M packets/s; scheduler+sources+link {:.3} s ({:.0} ns/pkt), metrics {:.3} s ({:.0} ns/pkt), fluid reference {:.3} s ({:.0} ns/pkt)",
+            "profile, one thread ({}): full {full:.3} s = {:.2} M packets/s; scheduler+sources+link {bare:.3} s ({:.0} ns/pkt), metrics {:.3} s ({:.0} ns/pkt), fluid reference {:.3} s ({:.0} ns/pkt)",
             if cpu_ns().is_some() {
                 "thread CPU time"
             } else {
                 "wall time"
             },
-            out.packets,
-            full,
             pk / full / 1e6,
-            bare,
-            bare / pk * 1e9,
+            per(bare),
             nofluid - bare,
-            (nofluid - bare) / pk * 1e9,
+            per(nofluid - bare),
             full - nofluid,
-            (full - nofluid) / pk * 1e9
+            per(full - nofluid)
         );
     } else {
         eprintln!(
@@ -141,6 +162,5 @@ fn ns(ps: u64) -> String {
 
 /// CPU time of the calling thread in ns, from /proc (Linux), if available.
 fn cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
+    pktsched_sim::thread_cpu_ns()
 }

@@ -60,19 +60,20 @@ fn bad_scenario_fails_with_position() {
 
 #[test]
 fn a_measurement_above_its_bound_fails_loudly() {
-    // WF2Q+ above the one-packet B-WFI (see crates/sim/tests/properties.rs).
+    // A delay target that the low-weight Poisson flow cannot meet next to
+    // a greedy flow of weight 11.
     let p = tmp(
         "viol.toml",
         "link = \"1gbit\"\nalgorithm = \"wf2q\"\nduration = \"1ms\"\nseed = 14896835110339716174\n\
          [[flows]]\nweight = 1\nsize = 173\n\
-         [[flows]]\nweight = 1\nsize = { mix = [[64, 3], [1500, 1]] }\nsource = { type = \"poisson\", rate = \"41mbit\" }\n\
+         [[flows]]\nname = \"victim\"\nweight = 1\nsize = { mix = [[64, 3], [1500, 1]] }\nsource = { type = \"poisson\", rate = \"41mbit\" }\nmax_delay = \"50us\"\n\
          [[flows]]\nweight = 11\nsize = { mix = [[64, 3], [1500, 1]] }\n",
     );
     let (code, out, err) = sim(&[&p]);
     assert_ne!(code, 0);
     assert!(out.contains("VIOLATION"), "{out}");
     assert!(
-        err.contains("exceed their bound") && err.contains("B-WFI"),
+        err.contains("exceed their bound") && err.contains("flow 1 (victim): a packet waited"),
         "{err}"
     );
 }

@@ -16,6 +16,7 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::mpsc::{Receiver, Sender};
 
 use hdrhistogram::Histogram;
 use pktsched_core::policy::PolicySched;
@@ -24,6 +25,7 @@ use pktsched_core::{DropReason, FlowConfig, FlowId, Limits, Nanos, Pkt, Schedule
 
 use crate::fluid::Fluid;
 use crate::metrics::FlowStat;
+use crate::par;
 use crate::source::Gen;
 use crate::{PS_PER_SEC, SimConfig};
 
@@ -69,6 +71,9 @@ pub struct Options {
     pub departures: bool,
     /// Record the ends of busy periods of the link and the fluid system.
     pub busy_ends: bool,
+    /// Run the fluid reference on a second thread when the scenario allows
+    /// it (see [`crate::par`]); the results are the same either way.
+    pub fluid_thread: bool,
 }
 
 impl Options {
@@ -90,6 +95,7 @@ impl Default for Options {
             metrics: true,
             departures: false,
             busy_ends: false,
+            fluid_thread: true,
         }
     }
 }
@@ -143,6 +149,11 @@ pub struct Outcome {
     pub fluid_bytes: (u64, u64),
     /// Packets delivered.
     pub packets: u64,
+    /// Whether the fluid reference ran on its own thread.
+    pub fluid_threaded: bool,
+    /// CPU time of the fluid reference's thread, ns (`None` if it ran on
+    /// the simulation's thread, or the OS does not say).
+    pub fluid_thread_cpu_ns: Option<u64>,
 }
 
 /// Supported ranges of `a` as the simulator builds it.
@@ -230,20 +241,47 @@ pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
     Ok(crate::report::build(cfg, &out))
 }
 
-/// Runs a scenario and returns the raw measurements.
+/// Runs a scenario and returns the raw measurements. With
+/// [`Options::fluid_thread`] the fluid reference runs on a second thread
+/// when the scenario allows it; if a packet is refused the premise of that
+/// thread fails and the scenario runs again on one thread (same results).
 pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
+    let threaded = opt.fluid && opt.fluid_thread && !opt.busy_ends && cfg.pspat.is_none();
+    if threaded && let Some(out) = simulate_fresh(cfg, opt, true)? {
+        return Ok(out);
+    }
+    simulate_fresh(cfg, opt, false)?
+        .ok_or_else(|| SimError::Unsupported("a single-threaded run did not finish".into()))
+}
+
+/// Builds the scheduler of `cfg` and runs it (`None`: the fluid thread's
+/// premise failed).
+fn simulate_fresh(
+    cfg: &SimConfig,
+    opt: Options,
+    threaded: bool,
+) -> Result<Option<Outcome>, SimError> {
+    fn with<S: Scheduler<u32> + ?Sized>(
+        cfg: &SimConfig,
+        opt: Options,
+        s: &mut S,
+        threaded: bool,
+    ) -> Result<Option<Outcome>, SimError> {
+        add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
+        simulate_added(cfg, opt, s, threaded)
+    }
     if let Some(p) = &cfg.policy {
         let mut s = PolicySched::new(&p.policy);
         add_policy_flows(&mut s, cfg, p).map_err(|(flow, err)| SimError::Config { flow, err })?;
-        return simulate_added(cfg, opt, &mut s);
+        return simulate_added(cfg, opt, &mut s, threaded);
     }
     match cfg.algorithm {
-        Algorithm::Qfq => simulate_with(cfg, opt, &mut FlowSched::new(Qfq::new())),
+        Algorithm::Qfq => with(cfg, opt, &mut FlowSched::new(Qfq::new()), threaded),
         // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
         // so every selection is O(1) and the T-WFI bound applies.
-        Algorithm::Drr => simulate_with(cfg, opt, &mut FlowSched::new(Drr::new(lmax(cfg)))),
-        Algorithm::Wf2q => simulate_with(cfg, opt, &mut FlowSched::new(Wf2q::new())),
-        a => simulate_with(cfg, opt, &mut *a.build::<u32>()),
+        Algorithm::Drr => with(cfg, opt, &mut FlowSched::new(Drr::new(lmax(cfg))), threaded),
+        Algorithm::Wf2q => with(cfg, opt, &mut FlowSched::new(Wf2q::new()), threaded),
+        a => with(cfg, opt, &mut *a.build::<u32>(), threaded),
     }
 }
 
@@ -300,6 +338,78 @@ struct St<'c> {
     packets: u64,
     overflow: bool,
     ps: Option<Ps>,
+    /// The fluid reference's stream when it runs on its own thread.
+    par: Option<Par>,
+    /// Its per-flow fluid backlog at the end.
+    par_queued: Vec<u32>,
+    /// Its CPU time.
+    fluid_cpu: Option<u64>,
+}
+
+/// The engine's side of a fluid reference on another thread.
+struct Par {
+    rx: Receiver<Vec<par::Item>>,
+    buf: Vec<par::Item>,
+    pos: usize,
+    /// Taken when the greedy flows' counts have been sent.
+    counts: Option<Sender<Vec<u64>>>,
+    /// The end-of-arrivals marker was passed: send the counts before
+    /// waiting for more.
+    counts_due: bool,
+    /// The stream ended.
+    done: bool,
+    handle: Option<std::thread::JoinHandle<par::Summary>>,
+    /// Per flow: packets in the fluid system, packets given to it, and the
+    /// oldest and newest of them (ids, linked through `next`).
+    queued: Vec<u32>,
+    arrived: Vec<u64>,
+    head: Vec<u32>,
+    tail: Vec<u32>,
+    next: Vec<u32>,
+    bytes_in: u64,
+    bytes_out: u64,
+    /// A departure came for a flow with nothing in the fluid system: the
+    /// premise of the fluid thread failed (run again on one thread).
+    broken: bool,
+}
+
+const NIL: u32 = u32::MAX;
+
+impl Par {
+    /// Order time of the next fluid departure if it is at or before
+    /// `bound`, else `NONE`. Blocks until the stream says.
+    fn peek(&mut self, bound: u64) -> u64 {
+        loop {
+            if let Some(it) = self.buf.get(self.pos) {
+                if it.flow != par::MARK {
+                    return if it.order <= bound { it.order } else { NONE };
+                }
+                if it.order > bound {
+                    return NONE;
+                }
+                self.pos += 1;
+                self.counts_due = true;
+                continue;
+            }
+            if self.done {
+                return NONE;
+            }
+            if self.counts_due
+                && let Some(tx) = self.counts.take()
+            {
+                // Every event before the end of the arrivals is done, so
+                // the counts are final; the fluid thread waits for them.
+                let _ = tx.send(self.arrived.clone());
+            }
+            match self.rx.recv() {
+                Ok(b) => {
+                    self.buf = b;
+                    self.pos = 0;
+                }
+                Err(_) => self.done = true,
+            }
+        }
+    }
 }
 
 /// PSPAT model state (see the module docs).
@@ -423,9 +533,7 @@ impl St<'_> {
             fs.accepted += 1;
             fs.q_pkts += 1;
             fs.q_bytes += u64::from(len);
-            if self.opt.fluid {
-                self.fluid.arrive(flow, len, t, id);
-            }
+            self.fluid_arrive(flow, len, t, id);
             return true;
         }
         let now = Nanos(t / 1000);
@@ -452,9 +560,7 @@ impl St<'_> {
         self.sched_q += 1;
         // A new packet may be eligible before a pending wake-up.
         self.wake = None;
-        if self.opt.fluid {
-            self.fluid.arrive(flow, len, t, id);
-        }
+        self.fluid_arrive(flow, len, t, id);
         true
     }
 
@@ -463,7 +569,9 @@ impl St<'_> {
             return;
         }
         for _ in 0..GREEDY_DEPTH {
-            let fq = if self.opt.fluid {
+            let fq = if let Some(p) = &self.par {
+                p.queued[flow as usize]
+            } else if self.opt.fluid {
                 self.fluid.queued(flow) as u32
             } else {
                 GREEDY_DEPTH
@@ -644,6 +752,56 @@ impl St<'_> {
         }
     }
 
+    /// A packet enters the fluid system.
+    fn fluid_arrive(&mut self, flow: u32, len: u32, t: u64, id: u32) {
+        if let Some(p) = &mut self.par {
+            let f = flow as usize;
+            if p.next.len() <= id as usize {
+                p.next.resize(id as usize + 1, NIL);
+            }
+            p.next[id as usize] = NIL;
+            match p.tail[f] {
+                NIL => p.head[f] = id,
+                last => p.next[last as usize] = id,
+            }
+            p.tail[f] = id;
+            p.queued[f] += 1;
+            p.arrived[f] += 1;
+            p.bytes_in += u64::from(len);
+        } else if self.opt.fluid {
+            self.fluid.arrive(flow, len, t, id);
+        }
+    }
+
+    /// The next departure of the fluid thread's stream.
+    fn par_event<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S) {
+        let Some(p) = &mut self.par else {
+            return;
+        };
+        let Some(&it) = p.buf.get(p.pos) else {
+            return;
+        };
+        p.pos += 1;
+        let f = it.flow as usize;
+        let id = p.head.get(f).copied().unwrap_or(NIL);
+        if id == NIL {
+            p.broken = true;
+            return;
+        }
+        p.head[f] = p.next[id as usize];
+        if p.head[f] == NIL {
+            p.tail[f] = NIL;
+        }
+        p.queued[f] -= 1;
+        let r = &mut self.recs[id as usize];
+        p.bytes_out += u64::from(r.len);
+        r.fin = it.t_ps;
+        if r.dep != NONE {
+            self.finish(id);
+        }
+        self.refill(s, it.flow, it.t_ps);
+    }
+
     fn fluid_event<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S) {
         let Some(d) = self.fluid.pop() else {
             return;
@@ -691,21 +849,36 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
     s: &mut S,
 ) -> Result<Outcome, SimError> {
     add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
-    simulate_added(cfg, opt, s)
+    simulate_added(cfg, opt, s, false)?
+        .ok_or_else(|| SimError::Unsupported("a single-threaded run did not finish".into()))
 }
 
 /// Runs `cfg` on `s`, whose flows were added already (flow `i` of `cfg`
-/// is `FlowId(i)`).
+/// is `FlowId(i)`), with the fluid reference on another thread if
+/// `threaded` (`None`: that thread's premise failed, run again without).
 fn simulate_added<S: Scheduler<u32> + ?Sized>(
     cfg: &SimConfig,
     opt: Options,
     s: &mut S,
-) -> Result<Outcome, SimError> {
+    threaded: bool,
+) -> Result<Option<Outcome>, SimError> {
     let n = cfg.flows.len();
     let bps = cfg.rate.as_bps();
     let wsum: u64 = cfg.flows.iter().map(|f| u64::from(f.weight)).sum();
     let weights: Vec<u32> = cfg.flows.iter().map(|f| f.weight).collect();
     let hist_per_flow = opt.metrics && n <= HIST_FLOWS;
+    let gens: Vec<Gen> = cfg
+        .flows
+        .iter()
+        .enumerate()
+        .map(|(i, f)| Gen::new(cfg.seed, i as u32, &f.size, &f.source))
+        .collect();
+    let par = if threaded {
+        start_fluid_thread(cfg, bps, &weights, &gens)
+    } else {
+        None
+    };
+    let in_engine = opt.fluid && par.is_none();
     let mut st = St {
         cfg,
         opt,
@@ -722,20 +895,15 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
                 greedy: matches!(f.source, crate::SourceSpec::Greedy),
             })
             .collect(),
-        gens: cfg
-            .flows
-            .iter()
-            .enumerate()
-            .map(|(i, f)| Gen::new(cfg.seed, i as u32, &f.size, &f.source))
-            .collect(),
+        gens,
         st: (0..n)
             .map(|_| FlowStat::new(if opt.metrics { BINS } else { 0 }, hist_per_flow))
             .collect(),
         recs: Vec::new(),
         free: Vec::new(),
         fluid: Fluid::new(
-            if opt.fluid { bps } else { 1 },
-            if opt.fluid { &weights } else { &[] },
+            if in_engine { bps } else { 1 },
+            if in_engine { &weights } else { &[] },
         ),
         src: BinaryHeap::new(),
         hist: Histogram::new(3).map_err(|e| SimError::Unsupported(e.to_string()))?,
@@ -758,6 +926,9 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             out_bytes: vec![0; n],
             ..Ps::default()
         }),
+        par,
+        par_queued: Vec::new(),
+        fluid_cpu: None,
     };
     for i in 0..n {
         if let Some((t, len)) = st.gens[i].first()
@@ -773,11 +944,6 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
     loop {
         let ts = st.src.peek().map_or(NONE, |r| r.0.0);
         let tl = st.wire.map_or(NONE, |w| w.2);
-        let tf = if opt.fluid {
-            st.fluid.next_time().unwrap_or(NONE)
-        } else {
-            NONE
-        };
         let (ta, td) = match &st.ps {
             Some(p) => {
                 let ta = if st.sched_q > 0 {
@@ -794,8 +960,19 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             None => (NONE, NONE),
         };
         let tw = st.wake.unwrap_or(NONE);
-        let t = ts.min(tl).min(tf).min(ta).min(td).min(tw);
-        if st.ps.is_none() && st.wire.is_none() && st.sched_q > 0 && st.wake.is_none() && t > now {
+        let start = st.ps.is_none() && st.wire.is_none() && st.sched_q > 0 && st.wake.is_none();
+        let other = ts.min(tl).min(ta).min(td).min(tw);
+        let tf = if let Some(p) = &mut st.par {
+            // Only whether a departure comes first matters (at `now` when
+            // the idle link is about to take a packet).
+            p.peek(if start { now } else { other })
+        } else if opt.fluid {
+            st.fluid.next_time().unwrap_or(NONE)
+        } else {
+            NONE
+        };
+        let t = other.min(tf);
+        if start && t > now {
             st.start_tx(s, now);
             continue;
         }
@@ -810,7 +987,11 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             continue;
         }
         if tf == t {
-            st.fluid_event(s);
+            if st.par.is_some() {
+                st.par_event(s);
+            } else {
+                st.fluid_event(s);
+            }
         } else if tl == t {
             st.complete(t);
         } else if ts == t
@@ -826,6 +1007,42 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             st.round(s, t);
         } else if td == t {
             st.dispatch(t);
+        }
+    }
+    let threaded_ok = st.par.is_some();
+    if let Some(mut p) = st.par.take() {
+        // Hang up (a thread waiting for counts or room returns), then check
+        // the premise: nothing refused, no departure without a packet.
+        drop(p.counts.take());
+        let Par {
+            rx,
+            handle,
+            queued,
+            bytes_in,
+            bytes_out,
+            broken,
+            ..
+        } = p;
+        drop(rx);
+        let sum = handle.and_then(|h| h.join().ok());
+        let refused: u64 = st.st.iter().map(|f| f.dropped.iter().sum::<u64>()).sum();
+        match sum {
+            // A drained run must also agree on the bytes in and out.
+            Some(sum)
+                if !broken
+                    && refused == 0
+                    && sum.excess == 0
+                    && (!cfg.drain || (sum.bytes_in, sum.bytes_out) == (bytes_in, bytes_out)) =>
+            {
+                st.overflow |= sum.overflow;
+                st.fluid.bytes_in = bytes_in;
+                st.fluid.bytes_out = bytes_out;
+                st.par_queued = queued;
+                st.fluid_cpu = sum.cpu_ns;
+            }
+            _ => {
+                return Ok(None);
+            }
         }
     }
     if st.overflow || st.fluid.overflowed() {
@@ -856,13 +1073,15 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             fs.bwfi_scaled = fs.bwfi_scaled.max(g - fs.min_g);
         }
     }
-    let fluid_pending = if opt.fluid {
+    let fluid_pending = if !st.par_queued.is_empty() {
+        st.par_queued.iter().map(|&q| u64::from(q)).sum()
+    } else if opt.fluid {
         (0..n).map(|f| st.fluid.queued(f as u32) as u64).sum()
     } else {
         0
     };
     st.deps.sort_by_key(|d| (d.departure, d.flow));
-    Ok(Outcome {
+    Ok(Some(Outcome {
         flows: st.st,
         hist: st.hist,
         departures: st.deps,
@@ -883,5 +1102,43 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
         fluid_busy_ends: st.fluid_ends,
         fluid_bytes: (st.fluid.bytes_in, st.fluid.bytes_out),
         packets: st.packets,
+        fluid_threaded: threaded_ok,
+        fluid_thread_cpu_ns: st.fluid_cpu,
+    }))
+}
+
+/// Starts the fluid reference of `cfg` on its own thread (`None` if the
+/// thread cannot be started: the engine then runs it itself).
+fn start_fluid_thread(cfg: &SimConfig, bps: u64, weights: &[u32], gens: &[Gen]) -> Option<Par> {
+    let n = cfg.flows.len();
+    let (tx, rx) = std::sync::mpsc::sync_channel(par::DEPTH);
+    let (ctx, crx) = std::sync::mpsc::channel();
+    let job = par::Job {
+        bps,
+        weights: weights.to_vec(),
+        gens: gens.to_vec(),
+        greedy: gens.iter().map(Gen::is_greedy).collect(),
+        duration_ps: cfg.duration_ps,
+    };
+    let handle = std::thread::Builder::new()
+        .name("pktsched-fluid".into())
+        .spawn(move || par::run(job, &tx, &crx))
+        .ok()?;
+    Some(Par {
+        rx,
+        buf: Vec::new(),
+        pos: 0,
+        counts: Some(ctx),
+        counts_due: false,
+        done: false,
+        handle: Some(handle),
+        queued: vec![0; n],
+        arrived: vec![0; n],
+        head: vec![NIL; n],
+        tail: vec![NIL; n],
+        next: Vec::new(),
+        bytes_in: 0,
+        bytes_out: 0,
+        broken: false,
     })
 }

@@ -15,6 +15,7 @@
 pub mod engine;
 pub mod fluid;
 pub mod metrics;
+mod par;
 pub mod plot;
 pub mod report;
 pub mod scenario;
@@ -124,6 +125,9 @@ pub struct Group {
     pub first: u32,
     /// Number of flows.
     pub count: u32,
+    /// A delay target (`max_delay` in the scenario, ps): a packet of these
+    /// flows waiting longer is reported as a violation, like a bound.
+    pub max_delay_ps: Option<u64>,
 }
 
 /// PSPAT arbiter/dispatcher model parameters.
@@ -180,6 +184,7 @@ impl SimConfig {
                     name: format!("g{}", f.group),
                     first: i as u32,
                     count: 1,
+                    max_delay_ps: None,
                 }),
             }
         }
@@ -230,3 +235,11 @@ impl PartialEq for SimPolicy {
 
 // A policy holds no floating-point values, so equality is reflexive.
 impl Eq for SimPolicy {}
+
+/// CPU time of the calling thread, ns (Linux `/proc/thread-self/schedstat`;
+/// `None` elsewhere). The machines these figures come from are shared, so
+/// wall time also counts other processes.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    s.split_whitespace().next()?.parse().ok()
+}

@@ -242,6 +242,19 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
                 ));
             }
         }
+        if let Some(target) = cfg
+            .groups
+            .get(spec.group as usize)
+            .and_then(|g| g.max_delay_ps)
+            && fs.delivered.0 > 0
+            && fs.delay_max > target
+        {
+            violations.push(format!(
+                "flow {i} ({group}): a packet waited {:.3} us, above the scenario's max_delay {:.3} us",
+                fs.delay_max as f64 / 1e6,
+                target as f64 / 1e6
+            ));
+        }
         let mean = if fs.delivered.0 > 0 {
             fs.delay_sum as f64 / fs.delivered.0 as f64 / 1e3
         } else {

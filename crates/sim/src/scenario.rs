@@ -116,6 +116,7 @@ struct RawFlow {
     source: Option<Spanned<RawSource>>,
     node: Option<Spanned<String>>,
     prio: Option<Spanned<i64>>,
+    max_delay: Option<Spanned<String>>,
 }
 
 fn one() -> Spanned<i64> {
@@ -430,6 +431,13 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
                 i64::from(u32::MAX),
             )? as u32,
         };
+        let max_delay_ps = match &f.max_delay {
+            None => None,
+            Some(d) => Some(
+                parse_duration_ps(d.get_ref())
+                    .map_err(|e| cx.err(d.span(), format!("flows[{gi}].max_delay: {e}")))?,
+            ),
+        };
         let name = f.name.clone().unwrap_or_else(|| format!("g{gi}"));
         wsum += u64::from(weight) * count as u64;
         if flows.len() as u64 + count as u64 > MAX_FLOWS.min(lim.max_flows) {
@@ -446,6 +454,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             name: name.clone(),
             first: flows.len() as u32,
             count: count as u32,
+            max_delay_ps,
         });
         for _ in 0..count {
             flows.push(FlowSpec {

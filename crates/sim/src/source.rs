@@ -14,7 +14,7 @@ pub fn tx_ps(len: u32, bps: u64) -> u64 {
 }
 
 /// Per-flow generator state.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Gen {
     /// First, so that a draw touches it and the RNG's index together.
     sizes: Sizes,
@@ -24,7 +24,7 @@ pub struct Gen {
 
 /// A flow's packet sizes in the form drawing needs: small mixes inline (no
 /// pointer to chase per packet), larger ones in two arrays.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Sizes {
     Fixed(u32),
     Uniform(u32, u32),
@@ -78,7 +78,7 @@ fn pick(len: &[u32], cum: &[u64], x: u64) -> u32 {
     len.get(i).copied().unwrap_or(1)
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 enum Kind {
     Greedy,
     Cbr {

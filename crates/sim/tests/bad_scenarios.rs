@@ -228,3 +228,18 @@ fn policy_nodes_and_bad_policy_files_are_named() {
     assert!(e.contains("work-conserving"), "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn max_delay_is_a_duration() {
+    let c = pktsched_sim::scenario::parse(
+        &format!("{HEAD}[[flows]]\nmax_delay = \"250us\"\n"),
+        "s.toml",
+        None,
+    )
+    .unwrap();
+    assert_eq!(c.groups[0].max_delay_ps, Some(250_000_000));
+    let e = err(&format!("{HEAD}[[flows]]\nmax_delay = \"soon\"\n"));
+    assert!(e.starts_with("s.toml:5:13: flows[0].max_delay: "), "{e}");
+    let e = err(&format!("{HEAD}[[flows]]\nmax_delay = 5\n"));
+    assert!(e.starts_with("s.toml:5:13: "), "{e}");
+}

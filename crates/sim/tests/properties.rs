@@ -124,6 +124,36 @@ proptest! {
         }
     }
 
+    /// The fluid reference on its own thread gives the same results as on
+    /// the simulation's thread, packet for packet, with and without
+    /// draining; with tiny queue limits packets are refused, the thread's
+    /// premise fails and the run falls back to one thread.
+    #[test]
+    fn the_fluid_thread_changes_nothing(
+        (flows, seed) in workload(),
+        tiny_limits in any::<bool>(),
+        drain in any::<bool>(),
+    ) {
+        let mut c = cfg(Algorithm::Qfq, flows, seed);
+        if tiny_limits {
+            for f in &mut c.flows {
+                f.limit = 1;
+            }
+        }
+        c.drain = drain;
+        let opt = Options { departures: true, ..Options::default() };
+        let a = simulate(&c, Options { fluid_thread: true, ..opt }).unwrap();
+        let b = simulate(&c, Options { fluid_thread: false, ..opt }).unwrap();
+        prop_assert!(!b.fluid_threaded);
+        let refused: u64 = b.flows.iter().map(|f| f.dropped.iter().sum::<u64>()).sum();
+        prop_assert_eq!(a.fluid_threaded, refused == 0, "refused {}", refused);
+        prop_assert_eq!(&a.departures, &b.departures);
+        prop_assert_eq!(a.fluid_pending, b.fluid_pending);
+        prop_assert_eq!(a.fluid_bytes, b.fluid_bytes);
+        let json = |o| serde_json::to_string(&report::build(&c, o)).unwrap();
+        prop_assert_eq!(json(&a), json(&b));
+    }
+
     #[test]
     fn fluid_reference_conserves_work((flows, seed) in workload()) {
         let c = cfg(Algorithm::Qfq, flows, seed);

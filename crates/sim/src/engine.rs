@@ -26,7 +26,7 @@ use pktsched_core::{DropReason, FlowConfig, FlowId, Limits, Nanos, Pkt, Schedule
 use crate::fluid::Fluid;
 use crate::metrics::FlowStat;
 use crate::par;
-use crate::source::Gen;
+use crate::source::{Ahead, Gen};
 use crate::{PS_PER_SEC, SimConfig};
 
 /// Packets a greedy flow keeps queued in each system.
@@ -303,6 +303,8 @@ struct Rec {
     allow: f64,
     len: u32,
     flow: u32,
+    /// Next packet of the flow in the fluid system (fluid thread only).
+    fnext: u32,
 }
 
 struct St<'c> {
@@ -314,6 +316,8 @@ struct St<'c> {
     /// bytes a flow; the scenario's `FlowSpec`s are far larger).
     hot: Vec<Hot>,
     gens: Vec<Gen>,
+    /// Greedy flows' next lengths (32 bytes a flow).
+    ahead: Vec<Ahead>,
     st: Vec<FlowStat>,
     recs: Vec<Rec>,
     free: Vec<u32>,
@@ -359,13 +363,8 @@ struct Par {
     /// The stream ended.
     done: bool,
     handle: Option<std::thread::JoinHandle<par::Summary>>,
-    /// Per flow: packets in the fluid system, packets given to it, and the
-    /// oldest and newest of them (ids, linked through `next`).
-    queued: Vec<u32>,
-    arrived: Vec<u64>,
-    head: Vec<u32>,
-    tail: Vec<u32>,
-    next: Vec<u32>,
+    /// Per flow, on one cache line with its neighbours.
+    flows: Vec<ParFlow>,
     bytes_in: u64,
     bytes_out: u64,
     /// A departure came for a flow with nothing in the fluid system: the
@@ -374,6 +373,17 @@ struct Par {
 }
 
 const NIL: u32 = u32::MAX;
+
+/// A flow as the engine sees it in the fluid system: packets given to it,
+/// packets still there, and the oldest and newest of those (ids, linked
+/// through `Rec::fnext`).
+#[derive(Copy, Clone, Debug)]
+struct ParFlow {
+    arrived: u64,
+    queued: u32,
+    head: u32,
+    tail: u32,
+}
 
 impl Par {
     /// Order time of the next fluid departure if it is at or before
@@ -399,7 +409,7 @@ impl Par {
             {
                 // Every event before the end of the arrivals is done, so
                 // the counts are final; the fluid thread waits for them.
-                let _ = tx.send(self.arrived.clone());
+                let _ = tx.send(self.flows.iter().map(|f| f.arrived).collect());
             }
             match self.rx.recv() {
                 Ok(b) => {
@@ -513,6 +523,7 @@ impl St<'_> {
             allow,
             len,
             flow,
+            fnext: NIL,
         });
         if let Some(p) = &mut self.ps
             && !direct
@@ -570,7 +581,7 @@ impl St<'_> {
         }
         for _ in 0..GREEDY_DEPTH {
             let fq = if let Some(p) = &self.par {
-                p.queued[flow as usize]
+                p.flows[flow as usize].queued
             } else if self.opt.fluid {
                 self.fluid.queued(flow) as u32
             } else {
@@ -579,7 +590,8 @@ impl St<'_> {
             if self.st[flow as usize].q_pkts >= GREEDY_DEPTH && fq >= GREEDY_DEPTH {
                 break;
             }
-            let len = self.gens[flow as usize].draw_len();
+            let f = flow as usize;
+            let len = self.ahead[f].next(&mut self.gens[f]);
             if !self.arrive(s, flow, len, t, true) {
                 break;
             }
@@ -755,18 +767,15 @@ impl St<'_> {
     /// A packet enters the fluid system.
     fn fluid_arrive(&mut self, flow: u32, len: u32, t: u64, id: u32) {
         if let Some(p) = &mut self.par {
-            let f = flow as usize;
-            if p.next.len() <= id as usize {
-                p.next.resize(id as usize + 1, NIL);
+            self.recs[id as usize].fnext = NIL;
+            let pf = &mut p.flows[flow as usize];
+            match pf.tail {
+                NIL => pf.head = id,
+                last => self.recs[last as usize].fnext = id,
             }
-            p.next[id as usize] = NIL;
-            match p.tail[f] {
-                NIL => p.head[f] = id,
-                last => p.next[last as usize] = id,
-            }
-            p.tail[f] = id;
-            p.queued[f] += 1;
-            p.arrived[f] += 1;
+            pf.tail = id;
+            pf.queued += 1;
+            pf.arrived += 1;
             p.bytes_in += u64::from(len);
         } else if self.opt.fluid {
             self.fluid.arrive(flow, len, t, id);
@@ -782,18 +791,21 @@ impl St<'_> {
             return;
         };
         p.pos += 1;
-        let f = it.flow as usize;
-        let id = p.head.get(f).copied().unwrap_or(NIL);
-        if id == NIL {
+        let Some(pf) = p
+            .flows
+            .get_mut(it.flow as usize)
+            .filter(|pf| pf.head != NIL)
+        else {
             p.broken = true;
             return;
-        }
-        p.head[f] = p.next[id as usize];
-        if p.head[f] == NIL {
-            p.tail[f] = NIL;
-        }
-        p.queued[f] -= 1;
+        };
+        let id = pf.head;
         let r = &mut self.recs[id as usize];
+        pf.head = r.fnext;
+        if pf.head == NIL {
+            pf.tail = NIL;
+        }
+        pf.queued -= 1;
         p.bytes_out += u64::from(r.len);
         r.fin = it.t_ps;
         if r.dep != NONE {
@@ -896,6 +908,7 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             })
             .collect(),
         gens,
+        ahead: vec![Ahead::new(); n],
         st: (0..n)
             .map(|_| FlowStat::new(if opt.metrics { BINS } else { 0 }, hist_per_flow))
             .collect(),
@@ -1017,7 +1030,7 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
         let Par {
             rx,
             handle,
-            queued,
+            flows,
             bytes_in,
             bytes_out,
             broken,
@@ -1037,7 +1050,7 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
                 st.overflow |= sum.overflow;
                 st.fluid.bytes_in = bytes_in;
                 st.fluid.bytes_out = bytes_out;
-                st.par_queued = queued;
+                st.par_queued = flows.iter().map(|f| f.queued).collect();
                 st.fluid_cpu = sum.cpu_ns;
             }
             _ => {
@@ -1132,11 +1145,15 @@ fn start_fluid_thread(cfg: &SimConfig, bps: u64, weights: &[u32], gens: &[Gen]) 
         counts_due: false,
         done: false,
         handle: Some(handle),
-        queued: vec![0; n],
-        arrived: vec![0; n],
-        head: vec![NIL; n],
-        tail: vec![NIL; n],
-        next: Vec::new(),
+        flows: vec![
+            ParFlow {
+                arrived: 0,
+                queued: 0,
+                head: NIL,
+                tail: NIL,
+            };
+            n
+        ],
         bytes_in: 0,
         bytes_out: 0,
         broken: false,

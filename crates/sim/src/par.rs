@@ -26,7 +26,7 @@ use std::sync::mpsc::{Receiver, SyncSender};
 
 use crate::engine::GREEDY_DEPTH;
 use crate::fluid::Fluid;
-use crate::source::Gen;
+use crate::source::{Ahead, Gen};
 
 /// Departures per message.
 pub(crate) const BATCH: usize = 1024;
@@ -88,13 +88,20 @@ pub(crate) fn run(
     };
     let mut src: BinaryHeap<Reverse<(u64, u32, u32)>> = BinaryHeap::new();
     let mut arrived = vec![0u64; n];
+    let mut ahead = vec![Ahead::new(); n];
     let mut out: Vec<Item> = Vec::with_capacity(BATCH);
     let dur = job.duration_ps;
-    for (i, (g, a)) in job.gens.iter_mut().zip(&mut arrived).enumerate() {
+    for (i, ((g, a), ah)) in job
+        .gens
+        .iter_mut()
+        .zip(&mut arrived)
+        .zip(&mut ahead)
+        .enumerate()
+    {
         if job.greedy[i] {
             if dur > 0 {
                 for _ in 0..GREEDY_DEPTH {
-                    let len = g.draw_len();
+                    let len = ah.next(g);
                     let k = id(&mut free);
                     fl.arrive(i as u32, len, 0, k);
                     *a += 1;
@@ -140,7 +147,7 @@ pub(crate) fn run(
                 // packet until the end of the arrivals), so when these came
                 // does not change their fluid finish times.
                 while arrived[i] < want {
-                    let len = job.gens[i].draw_len();
+                    let len = ahead[i].next(&mut job.gens[i]);
                     let k = id(&mut free);
                     fl.arrive(i as u32, len, dur, k);
                     arrived[i] += 1;
@@ -163,7 +170,7 @@ pub(crate) fn run(
             });
             let f = d.flow as usize;
             if greedy_open && job.greedy[f] {
-                let len = job.gens[f].draw_len();
+                let len = ahead[f].next(&mut job.gens[f]);
                 let k = id(&mut free);
                 fl.arrive(d.flow, len, d.t_ps, k);
                 arrived[f] += 1;

@@ -36,8 +36,6 @@ pub const TFRAC: u32 = 32;
 const PS8: u128 = 8 * crate::PS_PER_SEC as u128;
 /// End of a per-flow packet list.
 const NIL: u32 = u32::MAX;
-/// Children per heap node: four 16-byte entries fill one cache line.
-const ARITY: usize = 4;
 
 /// A fluid departure: flow, the caller's packet id, finish time in ps.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -52,28 +50,36 @@ pub struct FluidDeparture {
 
 /// `a` before `b` for virtual times compared through their wrapping
 /// difference (all live values lie within 2^49 of `V`).
-#[inline(always)]
+#[cfg(test)]
 fn vlt(a: (u64, u32), b: (u64, u32)) -> bool {
     let d = a.0.wrapping_sub(b.0) as i64;
     d < 0 || (d == 0 && a.1 < b.1)
 }
 
-/// A heap entry: a backlogged flow, its head packet and that packet's
-/// virtual finish (the id is here so a departure reads the packet and the
-/// flow in parallel, not one after the other).
-#[derive(Copy, Clone, Debug)]
-struct Entry {
-    fin: u64,
-    flow: u32,
-    id: u32,
+/// A tree entry packed into one integer so that a match is a single
+/// comparison: bits 64.. hold the head packet's virtual finish minus
+/// [`Fluid`]'s `epoch`, bits 32..64 the flow (ties go to the lower id) and
+/// bits 0..32 the head packet's id (so a departure reads the packet and
+/// the flow in parallel). A leaf with no backlogged flow is `EMPTY`.
+type Key = u128;
+const EMPTY: Key = u128::MAX;
+
+#[inline(always)]
+fn pack(rel: u64, flow: u32, id: u32) -> Key {
+    (u128::from(rel) << 64) | (u128::from(flow) << 32) | u128::from(id)
 }
 
-impl Entry {
-    #[inline(always)]
-    fn lt(self, o: Entry) -> bool {
-        vlt((self.fin, self.flow), (o.fin, o.flow))
-    }
+/// (finish − epoch, flow, id) of a key.
+#[inline(always)]
+fn unpack(k: Key) -> (u64, u32, u32) {
+    ((k >> 64) as u64, (k >> 32) as u32, k as u32)
 }
+
+/// Finish times are kept between `2^60` and `2^62` above the epoch: every
+/// live finish time lies within 2^49 of `V`, so the offsets compare like
+/// the wrapping virtual times they stand for.
+const EPOCH_LAG: u64 = 1 << 60;
+const REBASE_AT: u64 = 1 << 62;
 
 /// Per-flow state, kept together so one cache line serves a packet.
 #[derive(Copy, Clone, Debug)]
@@ -101,8 +107,9 @@ struct Node {
 ///
 /// Packets are kept in per-flow lists threaded through an array indexed
 /// by the caller's packet id (so ids should be small and reused, like slab
-/// indices: the array grows to the largest id seen). The backlogged flows
-/// sit in a 4-ary min-heap on their head packet's virtual finish.
+/// indices: the array grows to the largest id seen). The flows are the
+/// leaves of a tournament tree on their head packet's virtual finish (one
+/// integer comparison per level, ⌈log2 flows⌉ levels per packet).
 #[derive(Debug)]
 pub struct Fluid {
     bps: u128,
@@ -113,8 +120,15 @@ pub struct Fluid {
     /// Anchor of the line V(t): `V(t0) = v0` (V wraps modulo 2^64).
     v0: u64,
     t0: u128,
-    /// 4-ary min-heap of the backlogged flows on (head F, flow).
-    heap: Vec<Entry>,
+    /// Tournament (winner) tree over the flows on their packed head
+    /// [`Key`]: leaf `f` at `m + f` (`m` a power of two ≥ the number of
+    /// flows), each inner node `i` the smaller of `2i` and `2i + 1`, the
+    /// minimum at 1.
+    tree: Vec<Key>,
+    /// Number of leaves.
+    m: usize,
+    /// Origin of the finish offsets in the keys.
+    epoch: u64,
     /// Cached time of the next departure (2^-32 ps).
     next_t: Option<u128>,
     /// Bytes arrived and departed (for work-conservation checks).
@@ -143,7 +157,9 @@ impl Fluid {
             w: 0,
             v0: 0,
             t0: 0,
-            heap: Vec::with_capacity(weights.len()),
+            tree: vec![EMPTY; 2 * weights.len().next_power_of_two().max(1)],
+            m: weights.len().next_power_of_two().max(1),
+            epoch: 0u64.wrapping_sub(EPOCH_LAG),
             next_t: None,
             bytes_in: 0,
             bytes_out: 0,
@@ -168,56 +184,61 @@ impl Fluid {
         self.w == 0
     }
 
-    fn sift_up(&mut self, mut i: usize) {
-        let x = self.heap[i];
-        while i > 0 {
-            let p = (i - 1) / ARITY;
-            if !x.lt(self.heap[p]) {
-                break;
-            }
-            self.heap[i] = self.heap[p];
-            i = p;
+    /// Sets flow `f`'s leaf and replays its matches up to the root: one
+    /// comparison per level, the two players of a match side by side.
+    #[inline]
+    fn set_leaf(&mut self, f: usize, k: Key) {
+        let t = &mut self.tree[..];
+        let mut i = self.m + f;
+        let mut cur = k;
+        t[i] = cur;
+        while i > 1 {
+            cur = cur.min(t[i ^ 1]);
+            i >>= 1;
+            t[i] = cur;
         }
-        self.heap[i] = x;
     }
 
-    /// Replaces the root by `x` and restores the heap. The hole goes down
-    /// to a leaf along the smallest children (no comparison with `x`),
-    /// then `x` climbs from there: a flow's next finish time is usually
-    /// among the largest keys, so this saves most comparisons.
-    fn replace_root(&mut self, x: Entry) {
-        let h = &mut self.heap[..];
-        let n = h.len();
-        let mut i = 0;
-        loop {
-            let c0 = ARITY * i + 1;
-            let (best, bj) = if let Some(&[a, b, c, d]) = h.get(c0..c0 + ARITY) {
-                // A full group (the common case): a tournament of three
-                // comparisons, no loop.
-                let (x, xj) = if b.lt(a) { (b, 1) } else { (a, 0) };
-                let (y, yj) = if d.lt(c) { (d, 3) } else { (c, 2) };
-                if y.lt(x) { (y, yj) } else { (x, xj) }
-            } else {
-                let Some(kids) = h.get(c0..n) else {
-                    break;
-                };
-                let Some((&first, rest)) = kids.split_first() else {
-                    break;
-                };
-                let (mut best, mut bj) = (first, 0);
-                for (j, &e) in rest.iter().enumerate() {
-                    if e.lt(best) {
-                        best = e;
-                        bj = j + 1;
-                    }
-                }
-                (best, bj)
-            };
-            h[i] = best;
-            i = c0 + bj;
+    /// The key of flow `flow`'s head packet `id` finishing at `fin`.
+    #[inline]
+    fn key(&mut self, fin: u64, flow: u32, id: u32) -> Key {
+        let mut rel = fin.wrapping_sub(self.epoch);
+        if rel >= REBASE_AT {
+            self.rebase();
+            rel = fin.wrapping_sub(self.epoch);
         }
-        h[i] = x;
-        self.sift_up(i);
+        pack(rel, flow, id)
+    }
+
+    /// Moves the epoch up to `V − 2^60` (after `V` advanced by 2^61 or
+    /// more) and rebuilds the tree: O(flows), once in a very long while.
+    #[cold]
+    fn rebase(&mut self) {
+        let epoch = self.v0.wrapping_sub(EPOCH_LAG);
+        let delta = epoch.wrapping_sub(self.epoch);
+        self.epoch = epoch;
+        let m = self.m;
+        for k in &mut self.tree[m..] {
+            if *k != EMPTY {
+                let (rel, flow, id) = unpack(*k);
+                *k = pack(rel.wrapping_sub(delta), flow, id);
+            }
+        }
+        for i in (1..m).rev() {
+            self.tree[i] = self.tree[2 * i].min(self.tree[2 * i + 1]);
+        }
+    }
+
+    /// The backlogged flow with the smallest head finish time: (finish,
+    /// flow, head id).
+    #[inline]
+    fn top(&self) -> Option<(u64, u32, u32)> {
+        let k = *self.tree.get(1)?;
+        if k == EMPTY {
+            return None;
+        }
+        let (rel, flow, id) = unpack(k);
+        Some((self.epoch.wrapping_add(rel), flow, id))
     }
 
     /// `V` at fluid time `t` (must not be past the next departure).
@@ -266,8 +287,8 @@ impl Fluid {
             self.t0 = t;
             let fin = v.wrapping_add(dl);
             self.w += u128::from(fs.weight);
-            self.heap.push(Entry { fin, flow, id });
-            self.sift_up(self.heap.len() - 1);
+            let k = self.key(fin, flow, id);
+            self.set_leaf(f, k);
             self.flows[f].head = id;
             fin
         } else {
@@ -297,7 +318,7 @@ impl Fluid {
         if let Some(t) = self.next_t {
             return Some(t);
         }
-        let fin = self.heap.first()?.fin;
+        let fin = self.top()?.0;
         let dv = u128::from(fin.wrapping_sub(self.v0));
         if dv >= 1 << 63 {
             self.overflow = true;
@@ -317,7 +338,7 @@ impl Fluid {
     /// Takes the next departure (the caller checked [`Fluid::next_time`]).
     pub fn pop(&mut self) -> Option<FluidDeparture> {
         let t = self.next_fix()?;
-        let Entry { fin, flow, id } = *self.heap.first()?;
+        let (fin, flow, id) = self.top()?;
         let f = flow as usize;
         let node = *self.nodes.get(id as usize)?;
         self.bytes_out += u64::from(node.len);
@@ -328,19 +349,12 @@ impl Fluid {
         fs.head = node.next;
         fs.len -= 1;
         if node.next != NIL {
-            let next = Entry {
-                fin: self.nodes[node.next as usize].fin,
-                flow,
-                id: node.next,
-            };
-            self.replace_root(next);
+            let next = self.key(self.nodes[node.next as usize].fin, flow, node.next);
+            self.set_leaf(f, next);
         } else {
             fs.tail = NIL;
             let w = fs.weight;
-            let last = self.heap.pop()?;
-            if !self.heap.is_empty() {
-                self.replace_root(last);
-            }
+            self.set_leaf(f, EMPTY);
             self.w -= u128::from(w);
         }
         self.next_t = None;
@@ -426,6 +440,10 @@ mod tests {
             let weights: Vec<u32> = (0..n).map(|_| rng.random_range(1..100)).collect();
             let bps = rng.random_range(1_000_000..100_000_000_000u64);
             let mut fl = Fluid::new(bps, &weights);
+            if seed % 2 == 1 {
+                // Start just below the point where the keys are rebased.
+                fl.epoch = 0u64.wrapping_sub(REBASE_AT) + 1;
+            }
             let mut nv = Naive {
                 bps: u128::from(bps),
                 wts: weights.iter().map(|&w| u64::from(w)).collect(),
@@ -455,6 +473,9 @@ mod tests {
                         .is_none_or(|x| x.div_ceil(1 << TFRAC) > u128::from(t))
                 );
                 now = t;
+                if rng.random_ratio(1, 97) {
+                    fl.rebase();
+                }
                 let Some(id) = free.pop() else { continue };
                 let flow = rng.random_range(0..n as u32);
                 let len = rng.random_range(1..=9000);

@@ -373,6 +373,8 @@ struct Par {
 }
 
 const NIL: u32 = u32::MAX;
+/// How many fluid departures ahead the engine touches a packet record.
+const LOOKAHEAD: usize = 8;
 
 /// A flow as the engine sees it in the fluid system: packets given to it,
 /// packets still there, and the oldest and newest of those (ids, linked
@@ -791,6 +793,21 @@ impl St<'_> {
             return;
         };
         p.pos += 1;
+        // The stream says which flows leave next: prefetch their state
+        // (2·LOOKAHEAD departures ahead) and then their oldest packet
+        // record (LOOKAHEAD ahead), so those misses overlap with the work
+        // of the departures in between.
+        if let Some(far) = p.buf.get(p.pos + 2 * LOOKAHEAD)
+            && let Some(pf) = p.flows.get(far.flow as usize)
+        {
+            par::prefetch(pf);
+        }
+        if let Some(ahead) = p.buf.get(p.pos + LOOKAHEAD)
+            && let Some(pf) = p.flows.get(ahead.flow as usize)
+            && let Some(r) = self.recs.get(pf.head as usize)
+        {
+            par::prefetch(r);
+        }
         let Some(pf) = p
             .flows
             .get_mut(it.flow as usize)

@@ -21,6 +21,8 @@
 //! size = 1500                                # or { min = 64, max = 1500 }
 //!                                            # or { mix = [[64, 7], [1500, 3]] }
 //! source = { type = "cbr", rate = "10mbit" } # greedy, cbr, poisson, onoff, trace
+//! max_delay = "200us"                        # optional delay target: a packet
+//!                                            # waiting longer is a violation
 //!
 //! [[flows]]
 //! count = 100                                # 100 identical flows

@@ -367,8 +367,9 @@ struct Par {
     flows: Vec<ParFlow>,
     bytes_in: u64,
     bytes_out: u64,
-    /// A departure came for a flow with nothing in the fluid system: the
-    /// premise of the fluid thread failed (run again on one thread).
+    /// A packet was refused, or a departure came for a flow with nothing
+    /// in the fluid system: the premise of the fluid thread failed (run
+    /// again on one thread).
     broken: bool,
 }
 
@@ -559,6 +560,11 @@ impl St<'_> {
                     _ => 2,
                 };
                 self.st[f].dropped[i] += 1;
+                if let Some(p) = &mut self.par {
+                    // The fluid thread counted on this packet: its premise
+                    // failed, stop here and run again on one thread.
+                    p.broken = true;
+                }
                 self.free.push(id);
                 return false;
             }
@@ -972,6 +978,10 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
     }
     let mut now = 0u64;
     loop {
+        if st.par.as_ref().is_some_and(|p| p.broken) {
+            // Dropping the stream and the counts' sender ends the thread.
+            return Ok(None);
+        }
         let ts = st.src.peek().map_or(NONE, |r| r.0.0);
         let tl = st.wire.map_or(NONE, |w| w.2);
         let (ta, td) = match &st.ps {

@@ -47,7 +47,7 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         ..Options::for_cfg(&cfg)
     };
     let t0 = Instant::now();
-    let out = engine::simulate(&cfg, opt)?;
+    let out = run_with_bar(&cfg, opt)?;
     let wall = t0.elapsed();
     let rep = report::build(&cfg, &out);
     if let Some(p) = &a.departures {
@@ -163,4 +163,54 @@ fn ns(ps: u64) -> String {
 /// CPU time of the calling thread in ns, from /proc (Linux), if available.
 fn cpu_ns() -> Option<u64> {
     pktsched_sim::thread_cpu_ns()
+}
+
+/// Runs the scenario; if it takes more than half a second and stderr is a
+/// terminal, shows how far the virtual clock has got (arrivals end at
+/// 100 %; a drain after that shows as "draining").
+fn run_with_bar(cfg: &pktsched_sim::SimConfig, opt: Options) -> Result<engine::Outcome> {
+    use std::io::IsTerminal as _;
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+    let progress = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let show = std::io::stderr().is_terminal();
+    let out = std::thread::scope(|sc| {
+        if show {
+            sc.spawn(|| {
+                let t0 = Instant::now();
+                let mut bar: Option<indicatif::ProgressBar> = None;
+                while !done.load(Relaxed) {
+                    std::thread::sleep(std::time::Duration::from_millis(100));
+                    if t0.elapsed().as_millis() < 500 {
+                        continue;
+                    }
+                    let b = bar.get_or_insert_with(|| {
+                        let b = indicatif::ProgressBar::new(1000);
+                        b.set_style(
+                            indicatif::ProgressStyle::with_template(
+                                "{bar:40} {percent:>3}% of the virtual time {msg} (eta {eta})",
+                            )
+                            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+                        );
+                        b
+                    });
+                    let t = progress.load(Relaxed);
+                    b.set_position(
+                        (u128::from(t) * 1000 / u128::from(cfg.duration_ps.max(1))).min(1000)
+                            as u64,
+                    );
+                    if t > cfg.duration_ps {
+                        b.set_message("(draining)");
+                    }
+                }
+                if let Some(b) = bar {
+                    b.finish_and_clear();
+                }
+            });
+        }
+        let r = engine::simulate_observed(cfg, opt, &progress);
+        done.store(true, Relaxed);
+        r
+    });
+    Ok(out?)
 }

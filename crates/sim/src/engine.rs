@@ -16,6 +16,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
+use std::sync::atomic::AtomicU64;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::mpsc::{Receiver, Sender};
 
 use hdrhistogram::Histogram;
@@ -246,11 +248,22 @@ pub fn run(cfg: &SimConfig) -> Result<crate::Report, SimError> {
 /// when the scenario allows it; if a packet is refused the premise of that
 /// thread fails and the scenario runs again on one thread (same results).
 pub fn simulate(cfg: &SimConfig, opt: Options) -> Result<Outcome, SimError> {
+    simulate_observed(cfg, opt, &AtomicU64::new(0))
+}
+
+/// [`simulate`], storing the virtual time reached (ps) in `progress` every
+/// few thousand events and at the end, for a progress bar on another
+/// thread. A run that falls back to one thread starts again from 0.
+pub fn simulate_observed(
+    cfg: &SimConfig,
+    opt: Options,
+    progress: &AtomicU64,
+) -> Result<Outcome, SimError> {
     let threaded = opt.fluid && opt.fluid_thread && !opt.busy_ends && cfg.pspat.is_none();
-    if threaded && let Some(out) = simulate_fresh(cfg, opt, true)? {
+    if threaded && let Some(out) = simulate_fresh(cfg, opt, true, progress)? {
         return Ok(out);
     }
-    simulate_fresh(cfg, opt, false)?
+    simulate_fresh(cfg, opt, false, progress)?
         .ok_or_else(|| SimError::Unsupported("a single-threaded run did not finish".into()))
 }
 
@@ -260,29 +273,51 @@ fn simulate_fresh(
     cfg: &SimConfig,
     opt: Options,
     threaded: bool,
+    progress: &AtomicU64,
 ) -> Result<Option<Outcome>, SimError> {
-    fn with<S: Scheduler<u32> + ?Sized>(
-        cfg: &SimConfig,
-        opt: Options,
-        s: &mut S,
-        threaded: bool,
-    ) -> Result<Option<Outcome>, SimError> {
-        add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
-        simulate_added(cfg, opt, s, threaded)
-    }
     if let Some(p) = &cfg.policy {
         let mut s = PolicySched::new(&p.policy);
         add_policy_flows(&mut s, cfg, p).map_err(|(flow, err)| SimError::Config { flow, err })?;
-        return simulate_added(cfg, opt, &mut s, threaded);
+        return simulate_added(cfg, opt, &mut s, threaded, Some(progress));
     }
     match cfg.algorithm {
-        Algorithm::Qfq => with(cfg, opt, &mut FlowSched::new(Qfq::new()), threaded),
+        Algorithm::Qfq => with_sched(
+            cfg,
+            opt,
+            &mut FlowSched::new(Qfq::new()),
+            threaded,
+            progress,
+        ),
         // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
         // so every selection is O(1) and the T-WFI bound applies.
-        Algorithm::Drr => with(cfg, opt, &mut FlowSched::new(Drr::new(lmax(cfg))), threaded),
-        Algorithm::Wf2q => with(cfg, opt, &mut FlowSched::new(Wf2q::new()), threaded),
-        a => with(cfg, opt, &mut *a.build::<u32>(), threaded),
+        Algorithm::Drr => with_sched(
+            cfg,
+            opt,
+            &mut FlowSched::new(Drr::new(lmax(cfg))),
+            threaded,
+            progress,
+        ),
+        Algorithm::Wf2q => with_sched(
+            cfg,
+            opt,
+            &mut FlowSched::new(Wf2q::new()),
+            threaded,
+            progress,
+        ),
+        a => with_sched(cfg, opt, &mut *a.build::<u32>(), threaded, progress),
     }
+}
+
+/// Adds the flows of `cfg` to `s` and runs it (monomorphised per scheduler).
+fn with_sched<S: Scheduler<u32> + ?Sized>(
+    cfg: &SimConfig,
+    opt: Options,
+    s: &mut S,
+    threaded: bool,
+    progress: &AtomicU64,
+) -> Result<Option<Outcome>, SimError> {
+    add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
+    simulate_added(cfg, opt, s, threaded, Some(progress))
 }
 
 /// Per-flow constants of the packet path.
@@ -884,7 +919,7 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
     s: &mut S,
 ) -> Result<Outcome, SimError> {
     add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
-    simulate_added(cfg, opt, s, false)?
+    simulate_added(cfg, opt, s, false, None)?
         .ok_or_else(|| SimError::Unsupported("a single-threaded run did not finish".into()))
 }
 
@@ -896,6 +931,7 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
     opt: Options,
     s: &mut S,
     threaded: bool,
+    progress: Option<&AtomicU64>,
 ) -> Result<Option<Outcome>, SimError> {
     let n = cfg.flows.len();
     let bps = cfg.rate.as_bps();
@@ -977,7 +1013,14 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
         st.refill(s, i as u32, 0);
     }
     let mut now = 0u64;
+    let mut events = 0u32;
     loop {
+        events = events.wrapping_add(1);
+        if events.is_multiple_of(4096)
+            && let Some(p) = progress
+        {
+            p.store(now, Relaxed);
+        }
         if st.par.as_ref().is_some_and(|p| p.broken) {
             // Dropping the stream and the counts' sender ends the thread.
             return Ok(None);
@@ -1048,6 +1091,9 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
         } else if td == t {
             st.dispatch(t);
         }
+    }
+    if let Some(p) = progress {
+        p.store(now, Relaxed);
     }
     let threaded_ok = st.par.is_some();
     if let Some(mut p) = st.par.take() {

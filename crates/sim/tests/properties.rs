@@ -547,3 +547,24 @@ size = { mix = [[64, 3], [1500, 1]] }
         );
     }
 }
+
+/// `simulate_observed` reports how far the virtual clock got: at the end,
+/// exactly where the run ended (past `duration` when it drained).
+#[test]
+fn progress_ends_where_the_run_ended() {
+    use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let flows = (0..3)
+        .map(|i| FlowSpec {
+            group: i,
+            weight: 1 + i,
+            size: SizeDist::Fixed(1500),
+            source: SourceSpec::Greedy,
+            limit: 1024,
+        })
+        .collect();
+    let c = cfg(Algorithm::Qfq, flows, 1);
+    let p = AtomicU64::new(0);
+    let out = pktsched_sim::engine::simulate_observed(&c, Options::default(), &p).unwrap();
+    assert!(out.end_ps > c.duration_ps, "{}", out.end_ps);
+    assert_eq!(p.load(Relaxed), out.end_ps);
+}

@@ -83,7 +83,7 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
     if a.profile {
         // CPU time of this thread (Linux schedstat, ns): these machines are
         // shared, and wall time counts the time other processes ran.
-        let time = |o: Options| -> Result<(f64, f64, Option<u64>)> {
+        let time = |o: Options| -> Result<(f64, f64, Option<Option<u64>>)> {
             let (t, c) = (Instant::now(), cpu_ns());
             let out = engine::simulate(&cfg, o)?;
             let wall = t.elapsed().as_secs_f64();
@@ -91,7 +91,11 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
                 (Some(a), Some(b)) => (b - a) as f64 / 1e9,
                 _ => wall,
             };
-            Ok((wall, cpu, out.fluid_thread_cpu_ns))
+            Ok((
+                wall,
+                cpu,
+                out.fluid_threaded.then_some(out.fluid_thread_cpu_ns),
+            ))
         };
         let one = Options {
             fluid_thread: false,
@@ -111,13 +115,16 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         let pk = out.packets as f64;
         let per = |s: f64| s / pk * 1e9;
         match fluid_cpu {
-            Some(f) => eprintln!(
+            Some(Some(f)) => eprintln!(
                 "profile, fluid reference on a second thread: {} packets in {two_wall:.3} s wall = {:.2} M packets/s; simulation thread {two_cpu:.3} s CPU ({:.0} ns/pkt), fluid thread {:.3} s CPU ({:.0} ns/pkt)",
                 out.packets,
                 pk / two_wall / 1e6,
                 per(two_cpu),
                 f as f64 / 1e9,
                 per(f as f64 / 1e9),
+            ),
+            Some(None) => eprintln!(
+                "profile, fluid reference on a second thread: {two_wall:.3} s wall (no per-thread CPU time on this system)"
             ),
             None => eprintln!("profile: this scenario runs on one thread ({two_wall:.3} s wall)"),
         }

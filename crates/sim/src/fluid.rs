@@ -14,7 +14,9 @@
 //! - `V` is a `u64` in units of 2^-32 byte per unit weight that wraps
 //!   around: only differences are used, and every live value (heads'
 //!   finish times, the anchor) lies within 2^49 of the current `V`, far
-//!   inside the ±2^63 window wrapping comparisons need. `l/w` is
+//!   inside the ±2^63 window wrapping comparisons need; the tree of flows
+//!   stores finish times as offsets from an epoch kept 2^60..2^62 below
+//!   them, so it compares plain integers. `l/w` is
 //!   `⌊l·2^32/w⌋`, so each `F` is at most `n·2^-32` below the exact value
 //!   after `n` packets of its flow (2^-12 byte after a billion packets).
 //! - Real time is a `u128` in units of 2^-32 ps.

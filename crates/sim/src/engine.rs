@@ -657,6 +657,11 @@ impl St<'_> {
         let id = p.item;
         let flow = p.flow.0;
         let len = p.len;
+        // The packet's record is read when its transmission ends, several
+        // events from now: start loading it.
+        if let Some(r) = self.recs.get(id as usize) {
+            par::prefetch(r);
+        }
         let fs = &mut self.st[flow as usize];
         fs.q_pkts -= 1;
         fs.q_bytes -= u64::from(len);

@@ -847,6 +847,11 @@ impl St<'_> {
             && let Some(pf) = p.flows.get(far.flow as usize)
         {
             par::prefetch(pf);
+            if let Some(fs) = self.st.get(far.flow as usize) {
+                // Its statistics, which a greedy refill (an arrival)
+                // updates.
+                par::prefetch(&fs.offered);
+            }
         }
         if let Some(ahead) = p.buf.get(p.pos + LOOKAHEAD)
             && let Some(pf) = p.flows.get(ahead.flow as usize)

@@ -212,15 +212,6 @@ fn new_sched<S: Scheduler<u64>>(
     Harness::new(s, fs, qmin, qmax).map_err(|e| anyhow::anyhow!("{e}"))
 }
 
-/// Runs one timed pass (and optionally one WFI pass) of a harness.
-/// CPU time this thread has run, from `/proc/thread-self/schedstat` (first
-/// field, nanoseconds). Unlike wall time it does not count time the thread
-/// spent waiting for a core while other processes ran.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
 /// Wall and CPU nanoseconds per enqueue+dequeue pair of one timed pass.
 #[derive(Copy, Clone, Debug)]
 struct Timing {
@@ -244,6 +235,7 @@ fn run_chunked<S: Scheduler<u64>>(
     }
 }
 
+/// Runs one timed pass (and optionally one WFI pass) of a harness.
 fn pass<S: Scheduler<u64>>(
     mk: &dyn Fn() -> Result<Harness<S>>,
     loops: u64,
@@ -252,11 +244,11 @@ fn pass<S: Scheduler<u64>>(
     name: &'static str,
 ) -> Result<(Timing, RunStats)> {
     let mut h = mk()?;
-    let c0 = thread_cpu_ns();
+    let c0 = pktsched_sim::thread_cpu_ns();
     let t0 = Instant::now();
     run_chunked(&mut h, loops, prog, name);
     let dt = t0.elapsed();
-    let c1 = thread_cpu_ns();
+    let c1 = pktsched_sim::thread_cpu_ns();
     let st = h.stats();
     if st.enqueues == 0 {
         bail!("no packet was enqueued; use more operations (-n)");

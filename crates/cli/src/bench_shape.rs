@@ -79,11 +79,6 @@ fn splitmix64(x: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
-}
-
 fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result<Res> {
     let mut sh: Shaper<Q, u64> = Shaper::new(q, Rate::gbit(1));
     let mut flows = Vec::with_capacity(n);
@@ -143,7 +138,7 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
             tr[i].sent += 1;
         }
     }
-    let cpu0 = thread_cpu_ns();
+    let cpu0 = pktsched_sim::thread_cpu_ns();
     let t0 = Instant::now();
     let mut now = Nanos(starts.last().map_or(0, |s| s.0));
     let mut released = 0u64;
@@ -174,7 +169,9 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
         }
     }
     let wall = t0.elapsed().as_nanos() as f64;
-    let cpu = thread_cpu_ns().zip(cpu0).map(|(b, a)| (b - a) as f64);
+    let cpu = pktsched_sim::thread_cpu_ns()
+        .zip(cpu0)
+        .map(|(b, a)| (b - a) as f64);
     let mut errs: Vec<f64> = (0..n)
         .filter(|&i| tr[i].last > tr[i].first)
         .map(|i| {

@@ -84,10 +84,10 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         // CPU time of this thread (Linux schedstat, ns): these machines are
         // shared, and wall time counts the time other processes ran.
         let time = |o: Options| -> Result<(f64, f64, Option<Option<u64>>)> {
-            let (t, c) = (Instant::now(), cpu_ns());
+            let (t, c) = (Instant::now(), pktsched_sim::thread_cpu_ns());
             let out = engine::simulate(&cfg, o)?;
             let wall = t.elapsed().as_secs_f64();
-            let cpu = match (c, cpu_ns()) {
+            let cpu = match (c, pktsched_sim::thread_cpu_ns()) {
                 (Some(a), Some(b)) => (b - a) as f64 / 1e9,
                 _ => wall,
             };
@@ -130,7 +130,7 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         }
         eprintln!(
             "profile, one thread ({}): full {full:.3} s = {:.2} M packets/s; scheduler+sources+link {bare:.3} s ({:.0} ns/pkt), metrics {:.3} s ({:.0} ns/pkt), fluid reference {:.3} s ({:.0} ns/pkt)",
-            if cpu_ns().is_some() {
+            if pktsched_sim::thread_cpu_ns().is_some() {
                 "thread CPU time"
             } else {
                 "wall time"
@@ -165,11 +165,6 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
 
 fn ns(ps: u64) -> String {
     format!("{}.{:03}", ps / 1000, ps % 1000)
-}
-
-/// CPU time of the calling thread in ns, from /proc (Linux), if available.
-fn cpu_ns() -> Option<u64> {
-    pktsched_sim::thread_cpu_ns()
 }
 
 /// Runs the scenario; if it takes more than half a second and stderr is a

@@ -278,7 +278,7 @@ fn simulate_fresh(
     if let Some(p) = &cfg.policy {
         let mut s = PolicySched::new(&p.policy);
         add_policy_flows(&mut s, cfg, p).map_err(|(flow, err)| SimError::Config { flow, err })?;
-        return simulate_added(cfg, opt, &mut s, threaded, Some(progress));
+        return simulate_added(cfg, opt, &mut s, threaded, progress);
     }
     match cfg.algorithm {
         Algorithm::Qfq => with_sched(
@@ -317,7 +317,7 @@ fn with_sched<S: Scheduler<u32> + ?Sized>(
     progress: &AtomicU64,
 ) -> Result<Option<Outcome>, SimError> {
     add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
-    simulate_added(cfg, opt, s, threaded, Some(progress))
+    simulate_added(cfg, opt, s, threaded, progress)
 }
 
 /// Per-flow constants of the packet path.
@@ -379,10 +379,6 @@ struct St<'c> {
     ps: Option<Ps>,
     /// The fluid reference's stream when it runs on its own thread.
     par: Option<Par>,
-    /// Its per-flow fluid backlog at the end.
-    par_queued: Vec<u32>,
-    /// Its CPU time.
-    fluid_cpu: Option<u64>,
 }
 
 /// The engine's side of a fluid reference on another thread.
@@ -928,8 +924,7 @@ pub fn simulate_with<S: Scheduler<u32> + ?Sized>(
     opt: Options,
     s: &mut S,
 ) -> Result<Outcome, SimError> {
-    add_flows(s, cfg).map_err(|(flow, err)| SimError::Config { flow, err })?;
-    simulate_added(cfg, opt, s, false, None)?
+    with_sched(cfg, opt, s, false, &AtomicU64::new(0))?
         .ok_or_else(|| SimError::Unsupported("a single-threaded run did not finish".into()))
 }
 
@@ -941,7 +936,7 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
     opt: Options,
     s: &mut S,
     threaded: bool,
-    progress: Option<&AtomicU64>,
+    progress: &AtomicU64,
 ) -> Result<Option<Outcome>, SimError> {
     let n = cfg.flows.len();
     let bps = cfg.rate.as_bps();
@@ -1009,8 +1004,6 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             ..Ps::default()
         }),
         par,
-        par_queued: Vec::new(),
-        fluid_cpu: None,
     };
     for i in 0..n {
         if let Some((t, len)) = st.gens[i].first()
@@ -1026,10 +1019,8 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
     let mut events = 0u32;
     loop {
         events = events.wrapping_add(1);
-        if events.is_multiple_of(4096)
-            && let Some(p) = progress
-        {
-            p.store(now, Relaxed);
+        if events.is_multiple_of(4096) {
+            progress.store(now, Relaxed);
         }
         if st.par.as_ref().is_some_and(|p| p.broken) {
             // Dropping the stream and the counts' sender ends the thread.
@@ -1102,10 +1093,11 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             st.dispatch(t);
         }
     }
-    if let Some(p) = progress {
-        p.store(now, Relaxed);
-    }
+    progress.store(now, Relaxed);
     let threaded_ok = st.par.is_some();
+    // The fluid thread's per-flow backlog at the end and its CPU time.
+    let mut par_queued = Vec::new();
+    let mut fluid_cpu = None;
     if let Some(mut p) = st.par.take() {
         // Hang up (a thread waiting for counts or room returns), then check
         // the premise: nothing refused, no departure without a packet.
@@ -1133,12 +1125,10 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
                 st.overflow |= sum.overflow;
                 st.fluid.bytes_in = bytes_in;
                 st.fluid.bytes_out = bytes_out;
-                st.par_queued = flows.iter().map(|f| f.queued).collect();
-                st.fluid_cpu = sum.cpu_ns;
+                par_queued = flows.iter().map(|f| f.queued).collect();
+                fluid_cpu = sum.cpu_ns;
             }
-            _ => {
-                return Ok(None);
-            }
+            _ => return Ok(None),
         }
     }
     if st.overflow || st.fluid.overflowed() {
@@ -1169,8 +1159,8 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
             fs.bwfi_scaled = fs.bwfi_scaled.max(g - fs.min_g);
         }
     }
-    let fluid_pending = if !st.par_queued.is_empty() {
-        st.par_queued.iter().map(|&q| u64::from(q)).sum()
+    let fluid_pending = if threaded_ok {
+        par_queued.iter().map(|&q| u64::from(q)).sum()
     } else if opt.fluid {
         (0..n).map(|f| st.fluid.queued(f as u32) as u64).sum()
     } else {
@@ -1199,7 +1189,7 @@ fn simulate_added<S: Scheduler<u32> + ?Sized>(
         fluid_bytes: (st.fluid.bytes_in, st.fluid.bytes_out),
         packets: st.packets,
         fluid_threaded: threaded_ok,
-        fluid_thread_cpu_ns: st.fluid_cpu,
+        fluid_thread_cpu_ns: fluid_cpu,
     }))
 }
 

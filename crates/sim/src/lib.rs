@@ -236,9 +236,11 @@ impl PartialEq for SimPolicy {
 // A policy holds no floating-point values, so equality is reflexive.
 impl Eq for SimPolicy {}
 
-/// CPU time of the calling thread, ns (Linux `/proc/thread-self/schedstat`;
-/// `None` elsewhere). The machines these figures come from are shared, so
-/// wall time also counts other processes.
+/// CPU time of the calling thread, ns (first field of Linux
+/// `/proc/thread-self/schedstat`; `None` elsewhere). Unlike wall time it
+/// does not count time the thread waited for a core while other processes
+/// ran (the machines these figures come from are shared). Used by every
+/// `pktsched` benchmark and by the fluid thread's report.
 pub fn thread_cpu_ns() -> Option<u64> {
     let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
     s.split_whitespace().next()?.parse().ok()

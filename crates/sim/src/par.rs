@@ -169,7 +169,7 @@ pub(crate) fn run(
                     fl.arrive(i as u32, len, dur, k);
                     arrived[i] += 1;
                 }
-                excess += arrived[i] - want.min(arrived[i]);
+                excess += arrived[i].saturating_sub(want);
             }
             greedy_open = false;
             continue;

@@ -168,8 +168,8 @@ fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result
 }
 
 fn duration(name: &str, s: &str) -> Result<Duration> {
-    let ps = pktsched_sim::scenario::parse_duration_ps(s).map_err(|e| anyhow!("--{name}: {e}"))?;
-    Ok(Duration::from_nanos(ps / 1000))
+    let d = pktsched_core::units::parse_duration(s).map_err(|e| anyhow!("--{name}: {e}"))?;
+    Ok(Duration::from_nanos(d.as_u64()))
 }
 
 fn rate(name: &str, s: &str) -> Result<Rate> {

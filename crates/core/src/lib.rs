@@ -32,5 +32,8 @@ pub mod shape;
 pub mod units;
 
 pub use flow::{Counter, Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
-pub use sched::{Algorithm, Backlog, ConfigError, Discipline, FlowSched, Limits, Scheduler};
+pub use sched::{
+    Algorithm, Backlog, ConfigError, Discipline, FlowSched, Limits, SchedParams, SchedVisitor,
+    Scheduler,
+};
 pub use units::{Bytes, Nanos, Rate, RateError};

@@ -22,7 +22,7 @@ use std::sync::mpsc::{Receiver, Sender};
 
 use hdrhistogram::Histogram;
 use pktsched_core::policy::PolicySched;
-use pktsched_core::sched::{Algorithm, ConfigError, Drr, Fifo, FlowSched, Prio, Qfq, Rr, Wf2q};
+use pktsched_core::sched::{Algorithm, ConfigError, SchedParams, SchedVisitor};
 use pktsched_core::{DropReason, FlowConfig, FlowId, Limits, Nanos, Pkt, Scheduler};
 
 use crate::fluid::Fluid;
@@ -160,14 +160,7 @@ pub struct Outcome {
 
 /// Supported ranges of `a` as the simulator builds it.
 pub fn limits_of(a: Algorithm) -> Limits {
-    match a {
-        Algorithm::Qfq => FlowSched::<_, u32>::new(Qfq::new()).limits(),
-        Algorithm::Drr => FlowSched::<_, u32>::new(Drr::new(1)).limits(),
-        Algorithm::Fifo => FlowSched::<_, u32>::new(Fifo::new()).limits(),
-        Algorithm::Prio => FlowSched::<_, u32>::new(Prio::new(8)).limits(),
-        Algorithm::Rr => FlowSched::<_, u32>::new(Rr::new()).limits(),
-        Algorithm::Wf2q => FlowSched::<_, u32>::new(Wf2q::new()).limits(),
-    }
+    a.build::<u32>().limits()
 }
 
 /// Adds the flows of `cfg` to a scheduler of its algorithm (or policy);
@@ -280,31 +273,33 @@ fn simulate_fresh(
         add_policy_flows(&mut s, cfg, p).map_err(|(flow, err)| SimError::Config { flow, err })?;
         return simulate_added(cfg, opt, &mut s, threaded, progress);
     }
-    match cfg.algorithm {
-        Algorithm::Qfq => with_sched(
-            cfg,
-            opt,
-            &mut FlowSched::new(Qfq::new()),
-            threaded,
-            progress,
-        ),
-        // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
-        // so every selection is O(1) and the T-WFI bound applies.
-        Algorithm::Drr => with_sched(
-            cfg,
-            opt,
-            &mut FlowSched::new(Drr::new(lmax(cfg))),
-            threaded,
-            progress,
-        ),
-        Algorithm::Wf2q => with_sched(
-            cfg,
-            opt,
-            &mut FlowSched::new(Wf2q::new()),
-            threaded,
-            progress,
-        ),
-        a => with_sched(cfg, opt, &mut *a.build::<u32>(), threaded, progress),
+    // DRR with quantum_k = L·w_k/w_min (set per flow in `add_flows`),
+    // so every selection is O(1) and the T-WFI bound applies.
+    let params = SchedParams {
+        drr_quantum: lmax(cfg),
+        ..SchedParams::default()
+    };
+    let run = RunOn {
+        cfg,
+        opt,
+        threaded,
+        progress,
+    };
+    cfg.algorithm.with_sched(params, run)
+}
+
+/// Runs the simulation on the concrete scheduler the algorithm names.
+struct RunOn<'a> {
+    cfg: &'a SimConfig,
+    opt: Options,
+    threaded: bool,
+    progress: &'a AtomicU64,
+}
+
+impl SchedVisitor<u32> for RunOn<'_> {
+    type Output = Result<Option<Outcome>, SimError>;
+    fn visit<S: Scheduler<u32> + Send + 'static>(self, mut sched: S) -> Self::Output {
+        with_sched(self.cfg, self.opt, &mut sched, self.threaded, self.progress)
     }
 }
 

@@ -38,6 +38,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use pktsched_core::sched::{Algorithm, ConfigError};
+use pktsched_core::units::parse_duration_ps;
 use pktsched_core::{FlowConfig, Rate};
 use serde::Deserialize;
 use toml::Spanned;
@@ -187,57 +188,6 @@ impl Ctx<'_> {
         }
         Ok(v)
     }
-}
-
-/// Parses a duration such as `20ms`, `1.5us`, `100ns`, `2s` into
-/// picoseconds (exact; at most 1 ps resolution).
-pub fn parse_duration_ps(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let mult: u128 = match unit.trim() {
-        "ps" => 1,
-        "ns" => 1_000,
-        "us" | "µs" => 1_000_000,
-        "ms" => 1_000_000_000,
-        "s" => 1_000_000_000_000,
-        "" => {
-            return Err(format!(
-                "duration `{s}` has no unit; allowed: ps, ns, us, ms, s"
-            ));
-        }
-        u => {
-            return Err(format!(
-                "unknown unit `{u}` in duration `{s}`; allowed: ps, ns, us, ms, s"
-            ));
-        }
-    };
-    let (int, frac) = num.split_once('.').unwrap_or((num, ""));
-    if int.is_empty() && frac.is_empty() {
-        return Err(format!(
-            "duration `{s}` is not a number followed by a unit, e.g. `20ms`"
-        ));
-    }
-    let digits = |d: &str| -> Result<u128, String> {
-        if d.is_empty() {
-            return Ok(0);
-        }
-        d.parse::<u128>()
-            .map_err(|_| format!("duration `{s}` is not a number followed by a unit, e.g. `20ms`"))
-    };
-    let mut v = digits(int)?.checked_mul(mult);
-    let mut scale = mult;
-    for c in frac.bytes() {
-        if !scale.is_multiple_of(10) {
-            return Err(format!("duration `{s}` is finer than 1 ps"));
-        }
-        scale /= 10;
-        v = v.and_then(|v| v.checked_add(u128::from(c - b'0') * scale));
-    }
-    v.and_then(|v| u64::try_from(v).ok())
-        .ok_or_else(|| format!("duration `{s}` is too long (max ~213 days)"))
 }
 
 /// Loads a scenario file.
@@ -730,17 +680,6 @@ fn source_spec(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration_ps("20ms"), Ok(20_000_000_000));
-        assert_eq!(parse_duration_ps("1.5us"), Ok(1_500_000));
-        assert_eq!(parse_duration_ps("7ps"), Ok(7));
-        assert!(parse_duration_ps("1.0001ns").is_err());
-        assert!(parse_duration_ps("10").is_err());
-        assert!(parse_duration_ps("10 min").is_err());
-        assert!(parse_duration_ps("ms").is_err());
-    }
 
     #[test]
     fn line_col_counts_from_one() {

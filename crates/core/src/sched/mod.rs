@@ -456,19 +456,45 @@ pub enum Algorithm {
     Qfq,
 }
 
-/// The one list of constructors behind [`Algorithm::build`] and
-/// [`Algorithm::build_send`].
-macro_rules! build_algorithm {
-    ($alg:expr) => {
-        match $alg {
-            Algorithm::Fifo => Box::new(FlowSched::new(Fifo::new())),
-            Algorithm::Prio => Box::new(FlowSched::new(Prio::new(8))),
-            Algorithm::Rr => Box::new(FlowSched::new(Rr::new())),
-            Algorithm::Drr => Box::new(FlowSched::new(Drr::new(FlowConfig::DEFAULT_MAX_LEN))),
-            Algorithm::Wf2q => Box::new(FlowSched::new(Wf2q::new())),
-            Algorithm::Qfq => Box::new(FlowSched::new(Qfq::new())),
+/// Parameters of the algorithms that take one at construction; the rest
+/// take none. [`SchedParams::default`] is what [`Algorithm::build`] uses.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct SchedParams {
+    /// PRIO: number of priority levels (default 8).
+    pub prio_levels: u32,
+    /// DRR: the base quantum in bytes, the quantum of a weight-1 flow
+    /// (default [`FlowConfig::DEFAULT_MAX_LEN`], so every selection is O(1)
+    /// while packets are at most that long).
+    pub drr_quantum: u32,
+}
+
+impl Default for SchedParams {
+    fn default() -> SchedParams {
+        SchedParams {
+            prio_levels: 8,
+            drr_quantum: FlowConfig::DEFAULT_MAX_LEN,
         }
-    };
+    }
+}
+
+/// Generic code to run on the concrete scheduler an [`Algorithm`] names,
+/// so the packet path is monomorphised (no dynamic dispatch per packet).
+/// See [`Algorithm::with_sched`].
+pub trait SchedVisitor<T> {
+    /// What the visit returns.
+    type Output;
+    /// Called once with a new, empty scheduler.
+    fn visit<S: Scheduler<T> + Send + 'static>(self, sched: S) -> Self::Output;
+}
+
+/// Boxes the scheduler: the visitor behind [`Algorithm::build_send`].
+struct BoxSend;
+
+impl<T: Send + 'static> SchedVisitor<T> for BoxSend {
+    type Output = Box<dyn Scheduler<T> + Send>;
+    fn visit<S: Scheduler<T> + Send + 'static>(self, sched: S) -> Self::Output {
+        Box::new(sched)
+    }
 }
 
 impl Algorithm {
@@ -511,16 +537,48 @@ impl Algorithm {
         })
     }
 
+    /// The one dispatch from an algorithm's name to its concrete type:
+    /// builds the scheduler with `params` and hands it to `visitor`, whose
+    /// generic `visit` is compiled for each type.
+    ///
+    /// ```
+    /// use pktsched_core::sched::{SchedParams, SchedVisitor};
+    /// use pktsched_core::{Algorithm, Scheduler};
+    ///
+    /// struct NameOf;
+    /// impl SchedVisitor<u64> for NameOf {
+    ///     type Output = &'static str;
+    ///     fn visit<S: Scheduler<u64> + Send + 'static>(self, s: S) -> &'static str {
+    ///         s.name()
+    ///     }
+    /// }
+    /// assert_eq!(Algorithm::Qfq.with_sched(SchedParams::default(), NameOf), "qfq");
+    /// ```
+    pub fn with_sched<T: Send + 'static, V: SchedVisitor<T>>(
+        self,
+        params: SchedParams,
+        visitor: V,
+    ) -> V::Output {
+        match self {
+            Algorithm::Fifo => visitor.visit(FlowSched::new(Fifo::new())),
+            Algorithm::Prio => visitor.visit(FlowSched::new(Prio::new(params.prio_levels))),
+            Algorithm::Rr => visitor.visit(FlowSched::new(Rr::new())),
+            Algorithm::Drr => visitor.visit(FlowSched::new(Drr::new(params.drr_quantum))),
+            Algorithm::Wf2q => visitor.visit(FlowSched::new(Wf2q::new())),
+            Algorithm::Qfq => visitor.visit(FlowSched::new(Qfq::new())),
+        }
+    }
+
     /// A boxed scheduler of this kind with default parameters
     /// (PRIO: 8 levels; DRR: base quantum 1514 bytes).
-    pub fn build<T: 'static>(self) -> Box<dyn Scheduler<T>> {
-        build_algorithm!(self)
+    pub fn build<T: Send + 'static>(self) -> Box<dyn Scheduler<T>> {
+        self.build_send()
     }
 
     /// [`Algorithm::build`] for a scheduler that moves to another thread
     /// (the PSPAT arbiter's).
     pub fn build_send<T: Send + 'static>(self) -> Box<dyn Scheduler<T> + Send> {
-        build_algorithm!(self)
+        self.with_sched(SchedParams::default(), BoxSend)
     }
 }
 

@@ -22,6 +22,13 @@
 //! `bps`, `kbps`, `mbps`, ... are rejected: `tc` reads `bps` as *bytes* per
 //! second while most people read it as bits per second. A bare number is
 //! rejected too: say which unit you mean.
+//!
+//! Durations (`20ms`, `1.5us`) are parsed by [`parse_duration`] (whole
+//! nanoseconds) and [`parse_duration_ps`] (picoseconds, for the simulator).
+
+mod duration;
+
+pub use duration::{DURATION_UNITS, DurationError, parse_duration, parse_duration_ps};
 
 use core::fmt;
 use core::ops::{Add, AddAssign, Sub};

@@ -14,6 +14,7 @@
 
 pub mod engine;
 pub mod fluid;
+pub mod input_file;
 pub mod metrics;
 mod par;
 pub mod plot;

@@ -43,6 +43,7 @@ use pktsched_core::{FlowConfig, Rate};
 use serde::Deserialize;
 use toml::Spanned;
 
+use crate::input_file::{MAX_CONFIG_BYTES, MAX_TRACE_BYTES, read_capped};
 use crate::{FlowSpec, Pspat, SimConfig, SizeDist, SourceSpec};
 
 /// Largest packet the simulator accepts (the fluid reference's fixed point
@@ -50,6 +51,10 @@ use crate::{FlowSpec, Pspat, SimConfig, SizeDist, SourceSpec};
 pub const MAX_PKT_LEN: u32 = 1 << 16;
 /// Largest sum of weights (fixed-point range of the fluid reference).
 pub const MAX_WEIGHT_SUM: u64 = 1 << 32;
+/// Fastest link or source rate: the simulator's clock counts picoseconds,
+/// and above this a packet's transmission lasts only a few of them, so
+/// rounding to whole picoseconds would decide the results.
+pub const MAX_RATE: Rate = Rate::bps(1_000_000_000_000);
 /// Largest number of flows in one scenario.
 pub const MAX_FLOWS: u64 = 1 << 20;
 
@@ -107,7 +112,7 @@ struct RawPspat {
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawFlow {
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     #[serde(default = "one")]
     count: Spanned<i64>,
     #[serde(default = "one")]
@@ -193,11 +198,11 @@ impl Ctx<'_> {
 /// Loads a scenario file.
 pub fn load(path: &Path) -> Result<SimConfig, ScenarioError> {
     let file = path.display().to_string();
-    let src = std::fs::read_to_string(path).map_err(|e| ScenarioError {
+    let src = read_capped(path, "scenario", MAX_CONFIG_BYTES).map_err(|e| ScenarioError {
         file: file.clone(),
         line: 0,
         col: 0,
-        msg: format!("cannot read: {e}"),
+        msg: e.to_string(),
     })?;
     parse(&src, &file, path.parent())
 }
@@ -216,6 +221,15 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
 
     let rate = Rate::parse(raw.link.get_ref())
         .map_err(|e| cx.err(raw.link.span(), format!("link: {e}")))?;
+    if rate > MAX_RATE {
+        return Err(cx.err(
+            raw.link.span(),
+            format!(
+                "link = {:?} is out of range: allowed 1bit..={MAX_RATE} (the simulator counts picoseconds; a 64-byte packet takes 512 ps at 1 Tbit/s)",
+                raw.link.get_ref()
+            ),
+        ));
+    }
     let is_policy = raw.algorithm.get_ref() == "policy";
     let algorithm = if is_policy {
         // Not used: the policy schedules the link.
@@ -297,6 +311,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
     let mut flow_prio = Vec::new();
     let mut flows = Vec::new();
     let mut groups = Vec::new();
+    let mut group_index = std::collections::HashMap::new();
     let mut spans = Vec::new();
     let mut wsum: u64 = 0;
     for (gi, f) in raw.flows.get_ref().iter().enumerate() {
@@ -390,7 +405,19 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
                     .map_err(|e| cx.err(d.span(), format!("flows[{gi}].max_delay: {e}")))?,
             ),
         };
-        let name = f.name.clone().unwrap_or_else(|| format!("g{gi}"));
+        let name = match &f.name {
+            Some(n) => n.get_ref().clone(),
+            None => format!("g{gi}"),
+        };
+        if let Some(&other) = group_index.get(&name) {
+            let span = f.name.as_ref().map_or(fspan.clone(), |n| n.span());
+            return Err(cx.err(
+                span,
+                format!(
+                    "flows[{gi}].name = {name:?} is already the name of flows[{other}]; group names must be unique (unnamed groups are called g<index>)"
+                ),
+            ));
+        }
         wsum += u64::from(weight) * count as u64;
         if flows.len() as u64 + count as u64 > MAX_FLOWS.min(lim.max_flows) {
             return Err(cx.err(
@@ -402,6 +429,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
                 ),
             ));
         }
+        group_index.insert(name.clone(), gi);
         groups.push(crate::Group {
             name: name.clone(),
             first: flows.len() as u32,
@@ -563,19 +591,21 @@ fn read_relative(
     cx: &Ctx<'_>,
     name: &Spanned<String>,
     dir: Option<&Path>,
-    field: &str,
+    field: &'static str,
 ) -> Result<(PathBuf, String), ScenarioError> {
     let path = PathBuf::from(name.get_ref());
     let path = match dir {
         Some(d) if path.is_relative() => d.join(path),
         _ => path,
     };
-    match std::fs::read_to_string(&path) {
+    let cap = if field == "trace" {
+        MAX_TRACE_BYTES
+    } else {
+        MAX_CONFIG_BYTES
+    };
+    match read_capped(&path, field, cap) {
         Ok(text) => Ok((path, text)),
-        Err(e) => Err(cx.err(
-            name.span(),
-            format!("{field}: cannot read `{}`: {e}", path.display()),
-        )),
+        Err(e) => Err(cx.err(name.span(), format!("{field}: {e}"))),
     }
 }
 
@@ -642,7 +672,17 @@ fn source_spec(
     s: &RawSource,
 ) -> Result<SourceSpec, ScenarioError> {
     let rate = |r: &str| {
-        Rate::parse(r).map_err(|e| cx.err(span.clone(), format!("flows[{gi}].source.rate: {e}")))
+        let v = Rate::parse(r)
+            .map_err(|e| cx.err(span.clone(), format!("flows[{gi}].source.rate: {e}")))?;
+        if v > MAX_RATE {
+            return Err(cx.err(
+                span.clone(),
+                format!(
+                    "flows[{gi}].source.rate = {r:?} is out of range: allowed 1bit..={MAX_RATE}"
+                ),
+            ));
+        }
+        Ok(v)
     };
     let dur = |f: &str, d: &str| {
         parse_duration_ps(d)

@@ -243,3 +243,46 @@ fn max_delay_is_a_duration() {
     let e = err(&format!("{HEAD}[[flows]]\nmax_delay = 5\n"));
     assert!(e.starts_with("s.toml:5:13: "), "{e}");
 }
+
+#[test]
+fn duplicate_group_names_are_refused() {
+    let e = err(&format!(
+        "{HEAD}[[flows]]\nname = \"a\"\n[[flows]]\nname = \"a\"\n"
+    ));
+    assert!(
+        e.starts_with("s.toml:7:8:")
+            && e.contains("flows[1].name = \"a\"")
+            && e.contains("flows[0]"),
+        "{e}"
+    );
+    // An unnamed group is g<index>: naming another group so clashes too.
+    let e = err(&format!("{HEAD}[[flows]]\n[[flows]]\nname = \"g0\"\n"));
+    assert!(e.contains("must be unique"), "{e}");
+}
+
+#[test]
+fn rates_beyond_picosecond_resolution_are_refused() {
+    let e = err("link = \"2tbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\n");
+    assert!(
+        e.starts_with("s.toml:1:8:") && e.contains("allowed 1bit..=1tbit"),
+        "{e}"
+    );
+    let e = err(&format!(
+        "{HEAD}[[flows]]\nsource = {{ type = \"cbr\", rate = \"18446744073709551615bit\" }}\n"
+    ));
+    assert!(
+        e.contains("flows[0].source.rate") && e.contains("allowed 1bit..=1tbit"),
+        "{e}"
+    );
+}
+
+#[test]
+fn endless_trace_files_hit_the_cap() {
+    let e = err(&format!(
+        "{HEAD}trace = \"/dev/zero\"\n[[flows]]\nsource = {{ type = \"trace\" }}\n"
+    ));
+    assert!(
+        e.contains("trace `/dev/zero` is larger than") && e.contains("limit for a trace file"),
+        "{e}"
+    );
+}

@@ -11,7 +11,8 @@
 //! * [`pspat`]: clients, the arbiter loop, dispatchers, stop and stats;
 //! * [`locked`]: the `tc` architecture (one lock, every client runs the
 //!   scheduler) as the baseline to compare with;
-//! * [`output`]: where cleared packets go.
+//! * [`output`]: where cleared packets go;
+//! * `signal`: SIGINT/SIGTERM as a flag long runs poll (Linux).
 //!
 //! # Verification
 //!
@@ -34,6 +35,9 @@ pub mod mailbox;
 pub mod output;
 #[cfg(not(loom))]
 pub mod pspat;
+#[cfg(all(not(loom), target_os = "linux"))]
+#[allow(unsafe_code)]
+pub mod signal;
 mod sync;
 
 pub use mailbox::{Consumer, Mailbox, Producer};

@@ -460,8 +460,8 @@ impl<T> FlowTable<T> {
         self.totals.with_backlog()
     }
     /// Packets and bytes queued in all flows.
-    pub fn backlog(&self) -> crate::sched::Backlog {
-        crate::sched::Backlog {
+    pub fn backlog(&self) -> Backlog {
+        Backlog {
             pkts: self.queued,
             bytes: self.totals().backlog.bytes,
         }
@@ -587,13 +587,9 @@ impl<T> FlowTable<T> {
         })
     }
     /// Refuses a `max_len` below a packet already queued in `id`.
-    pub(crate) fn check_max_len(
-        &self,
-        id: FlowId,
-        max_len: Bytes,
-    ) -> Result<(), crate::sched::ConfigError> {
+    pub(crate) fn check_max_len(&self, id: FlowId, max_len: Bytes) -> Result<(), ConfigError> {
         match self.packets(id).map(|p| p.len).max() {
-            Some(queued) if queued > max_len => Err(crate::sched::ConfigError::MaxLenBelowQueued {
+            Some(queued) if queued > max_len => Err(ConfigError::MaxLenBelowQueued {
                 flow: id,
                 max_len,
                 queued,
@@ -650,4 +646,65 @@ impl<T> FlowTable<T> {
             + self.pool.capacity() * core::mem::size_of::<Slot<T>>()
             + self.free.capacity() * 4
     }
+}
+
+/// A configuration change that was refused. Nothing was changed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// A field is outside the algorithm's supported range.
+    #[error("{field} = {value} is out of range for {alg}: allowed {min}..={max}")]
+    OutOfRange {
+        /// Algorithm name.
+        alg: &'static str,
+        /// Field name (`weight`, `max_len`, ...).
+        field: &'static str,
+        /// The value given.
+        value: u64,
+        /// Smallest allowed.
+        min: u64,
+        /// Largest allowed.
+        max: u64,
+    },
+    /// The sum of weights would exceed the algorithm's maximum.
+    #[error("sum of weights would be {sum}, above {alg}'s maximum of {max}")]
+    WeightSum {
+        /// Algorithm name.
+        alg: &'static str,
+        /// The sum after the change.
+        sum: u64,
+        /// The maximum.
+        max: u64,
+    },
+    /// Too many flows.
+    #[error("{alg} supports at most {max} flows")]
+    TooManyFlows {
+        /// Algorithm name.
+        alg: &'static str,
+        /// The maximum.
+        max: u64,
+    },
+    /// The flow does not exist.
+    #[error("flow {0} does not exist")]
+    UnknownFlow(FlowId),
+    /// `max_len` would be smaller than a packet already queued in the flow.
+    #[error(
+        "max_len = {max_len} is smaller than a {queued}-byte packet queued in flow {flow}; wait for it to leave or choose max_len >= {queued}"
+    )]
+    MaxLenBelowQueued {
+        /// The flow.
+        flow: FlowId,
+        /// The requested max_len.
+        max_len: Bytes,
+        /// The largest queued packet.
+        queued: Bytes,
+    },
+}
+
+/// Backlog of a scheduler.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Backlog {
+    /// Packets queued.
+    pub pkts: u64,
+    /// Bytes queued.
+    pub bytes: u64,
 }

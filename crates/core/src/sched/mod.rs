@@ -32,57 +32,9 @@ pub use qfq::Qfq;
 pub use rr::Rr;
 pub use wf2q::Wf2q;
 
-/// A configuration change that was refused. Nothing was changed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigError {
-    /// A field is outside the algorithm's supported range.
-    #[error("{field} = {value} is out of range for {alg}: allowed {min}..={max}")]
-    OutOfRange {
-        /// Algorithm name.
-        alg: &'static str,
-        /// Field name (`weight`, `max_len`, ...).
-        field: &'static str,
-        /// The value given.
-        value: u64,
-        /// Smallest allowed.
-        min: u64,
-        /// Largest allowed.
-        max: u64,
-    },
-    /// The sum of weights would exceed the algorithm's maximum.
-    #[error("sum of weights would be {sum}, above {alg}'s maximum of {max}")]
-    WeightSum {
-        /// Algorithm name.
-        alg: &'static str,
-        /// The sum after the change.
-        sum: u64,
-        /// The maximum.
-        max: u64,
-    },
-    /// Too many flows.
-    #[error("{alg} supports at most {max} flows")]
-    TooManyFlows {
-        /// Algorithm name.
-        alg: &'static str,
-        /// The maximum.
-        max: u64,
-    },
-    /// The flow does not exist.
-    #[error("flow {0} does not exist")]
-    UnknownFlow(FlowId),
-    /// `max_len` would be smaller than a packet already queued in the flow.
-    #[error(
-        "max_len = {max_len} is smaller than a {queued}-byte packet queued in flow {flow}; wait for it to leave or choose max_len >= {queued}"
-    )]
-    MaxLenBelowQueued {
-        /// The flow.
-        flow: FlowId,
-        /// The requested max_len.
-        max_len: Bytes,
-        /// The largest queued packet.
-        queued: Bytes,
-    },
-}
+// Defined next to the flow table (which reports both); re-exported here,
+// where the `Scheduler` trait uses them.
+pub use crate::flow::{Backlog, ConfigError};
 
 /// The [`Scheduler`] methods that only read a [`FlowTable`] held in
 /// `self.$field` (backlog, stats, flow stats and configs, flow ids), shared by
@@ -166,15 +118,6 @@ impl Limits {
         }
         Ok(())
     }
-}
-
-/// Backlog of a scheduler.
-#[derive(Copy, Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Backlog {
-    /// Packets queued.
-    pub pkts: u64,
-    /// Bytes queued.
-    pub bytes: u64,
 }
 
 /// Anything that orders packets. Object safe.

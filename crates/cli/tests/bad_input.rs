@@ -1,0 +1,239 @@
+//! The bad-input table, in the spirit of the kernel's tdc: one row per
+//! case — a command line (and the files it reads), where its output goes,
+//! the exit status it must end with and the words its message must hold.
+//!
+//! Every row runs under `timeout` and `prlimit` (wall-clock and address
+//! space limits), so a hang or an unbounded allocation fails the row
+//! instead of the machine, and any panic fails it too. Add a row for every
+//! bug fixed.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// Seconds a row may run.
+const TIME_LIMIT_S: u32 = 60;
+/// Address space a row may use (bytes).
+const MEMORY_LIMIT: u64 = 4 << 30;
+
+/// Where the command's standard output goes.
+#[derive(Copy, Clone, Debug)]
+enum Stdout {
+    /// A pipe that is read to the end.
+    Read,
+    /// `/dev/full`: every write fails with ENOSPC.
+    Full,
+    /// A pipe whose reading end is closed before the command writes.
+    Closed,
+}
+
+/// One case.
+struct Row {
+    /// The arguments; `{dir}` stands for the row's scratch directory.
+    args: &'static [&'static str],
+    /// Files to create in the scratch directory first: (name, content).
+    files: &'static [(&'static str, &'static str)],
+    stdout: Stdout,
+    /// The exit status the command must end with.
+    status: i32,
+    /// Words the standard error must contain (all of them).
+    words: &'static [&'static str],
+}
+
+const fn row(args: &'static [&'static str], status: i32, words: &'static [&'static str]) -> Row {
+    Row {
+        args,
+        files: &[],
+        stdout: Stdout::Read,
+        status,
+        words,
+    }
+}
+
+/// A scratch directory removed when dropped, even when the row fails.
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(i: usize) -> Scratch {
+        let dir =
+            std::env::temp_dir().join(format!("pktsched-bad-input-{}-{i}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("scratch dir");
+        Scratch(dir)
+    }
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Runs one row; returns a description of what went wrong, if anything.
+fn check(i: usize, r: &Row) -> Option<String> {
+    let scratch = Scratch::new(i);
+    let dir = scratch.path().display().to_string();
+    for (name, content) in r.files {
+        std::fs::write(scratch.path().join(name), content.replace("{dir}", &dir))
+            .expect("row file");
+    }
+    let args: Vec<String> = r.args.iter().map(|a| a.replace("{dir}", &dir)).collect();
+    let mut cmd = Command::new("prlimit");
+    cmd.arg(format!("--as={MEMORY_LIMIT}"))
+        .arg("--")
+        .arg("timeout")
+        .arg("-s")
+        .arg("KILL")
+        .arg(TIME_LIMIT_S.to_string())
+        .arg(env!("CARGO_BIN_EXE_pktsched"))
+        .args(&args)
+        .stdin(Stdio::null())
+        .stderr(Stdio::piped());
+    match r.stdout {
+        Stdout::Read | Stdout::Closed => cmd.stdout(Stdio::piped()),
+        Stdout::Full => cmd.stdout(std::fs::File::create("/dev/full").expect("/dev/full")),
+    };
+    let mut child = cmd.spawn().expect("spawn prlimit/timeout/pktsched");
+    if let Stdout::Closed = r.stdout {
+        drop(child.stdout.take());
+    }
+    let out = child.wait_with_output().expect("wait");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let code = out.status.code();
+    let mut problems = Vec::new();
+    if code == Some(137) || code.is_none() {
+        problems.push(format!("killed (time limit {TIME_LIMIT_S} s or memory)"));
+    }
+    if code != Some(r.status) {
+        problems.push(format!("exit status {code:?}, want {}", r.status));
+    }
+    if err.contains("panicked") {
+        problems.push("panicked".to_string());
+    }
+    for w in r.words {
+        if !err.contains(w) {
+            problems.push(format!("stderr lacks {w:?}"));
+        }
+    }
+    (!problems.is_empty()).then(|| format!("{args:?}: {}\n  stderr: {err}", problems.join("; ")))
+}
+
+fn run_table(rows: &[Row]) {
+    let failures: Vec<String> = rows
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| check(i, r))
+        .collect();
+    assert!(
+        failures.is_empty(),
+        "{} rows failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+}
+
+/// Output that cannot be written: a full disk is an error, a closed pipe
+/// ends the program quietly with 141 (128 + SIGPIPE, as a shell reports a
+/// C tool in the same place).
+#[test]
+fn output_errors() {
+    run_table(&[
+        Row {
+            stdout: Stdout::Full,
+            ..row(
+                &["rate", "10gbit"],
+                2,
+                &["stdout", "No space left on device"],
+            )
+        },
+        Row {
+            stdout: Stdout::Full,
+            ..row(&["algorithms"], 2, &["No space left on device"])
+        },
+        Row {
+            stdout: Stdout::Full,
+            ..row(&["algorithms", "--json"], 2, &["No space left on device"])
+        },
+        Row {
+            stdout: Stdout::Closed,
+            ..row(&["algorithms"], 141, &[])
+        },
+    ]);
+}
+
+/// Rates and durations: the value, what is wrong and what is allowed.
+#[test]
+fn units() {
+    run_table(&[
+        row(&["rate", "100mbps"], 2, &["ambiguous", "100mbit"]),
+        row(&["rate", "--", "-1gbit"], 2, &["negative"]),
+        row(&["rate", "-1gbit"], 2, &["unexpected argument", "--"]),
+        row(&["rate", "12"], 2, &["no unit", "kbit"]),
+        row(&["rate", ""], 2, &["empty rate"]),
+        row(&["rate", "1e99999999999bit"], 2, &["too large"]),
+        row(&["rate", "10gbit", "--len", "x"], 2, &["--len", "x"]),
+    ]);
+}
+
+/// Scenario files: position, field, value, allowed range; caps on what a
+/// file can make the simulator allocate or compute.
+#[test]
+fn sim_scenarios() {
+    run_table(&[
+        row(
+            &["sim", "/nonexistent/s.toml"],
+            2,
+            &["cannot read scenario"],
+        ),
+        row(
+            &["sim", "/dev/zero"],
+            2,
+            &["larger than", "limit for a scenario file"],
+        ),
+        Row {
+            files: &[(
+                "s.toml",
+                "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\nname = \"a\"\n[[flows]]\nname = \"a\"\n",
+            )],
+            ..row(
+                &["sim", "{dir}/s.toml"],
+                2,
+                &["s.toml:7:8", "must be unique"],
+            )
+        },
+        Row {
+            files: &[(
+                "s.toml",
+                "link = \"18446744073709551615bit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\n",
+            )],
+            ..row(
+                &["sim", "{dir}/s.toml"],
+                2,
+                &["s.toml:1:8", "allowed 1bit..=1tbit"],
+            )
+        },
+        Row {
+            files: &[(
+                "s.toml",
+                "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"-1ms\"\n[[flows]]\n",
+            )],
+            ..row(&["sim", "{dir}/s.toml"], 2, &["s.toml:3:12", "negative"])
+        },
+        Row {
+            files: &[(
+                "s.toml",
+                "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\ntrace = \"/dev/zero\"\n[[flows]]\nsource = { type = \"trace\" }\n",
+            )],
+            ..row(&["sim", "{dir}/s.toml"], 2, &["limit for a trace file"])
+        },
+        Row {
+            files: &[(
+                "s.toml",
+                "link = \"1gbit\"\nalgorithm = \"policy\"\npolicy = \"/dev/zero\"\nduration = \"1ms\"\n[[flows]]\n",
+            )],
+            ..row(&["sim", "{dir}/s.toml"], 2, &["limit for a policy file"])
+        },
+    ]);
+}

@@ -8,7 +8,8 @@
 //! bug fixed.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+mod common;
+use common::Scratch;
 use std::process::{Command, Stdio};
 
 /// Seconds a row may run.
@@ -50,30 +51,9 @@ const fn row(args: &'static [&'static str], status: i32, words: &'static [&'stat
     }
 }
 
-/// A scratch directory removed when dropped, even when the row fails.
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(i: usize) -> Scratch {
-        let dir =
-            std::env::temp_dir().join(format!("pktsched-bad-input-{}-{i}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("scratch dir");
-        Scratch(dir)
-    }
-    fn path(&self) -> &Path {
-        &self.0
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Runs one row; returns a description of what went wrong, if anything.
 fn check(i: usize, r: &Row) -> Option<String> {
-    let scratch = Scratch::new(i);
+    let scratch = Scratch::new(&format!("bad-input-{i}"));
     let dir = scratch.path().display().to_string();
     for (name, content) in r.files {
         std::fs::write(scratch.path().join(name), content.replace("{dir}", &dir))

@@ -16,18 +16,16 @@ fn sim(args: &[&str]) -> (i32, String, String) {
     )
 }
 
-fn tmp(name: &str, body: &str) -> String {
-    let p = std::env::temp_dir().join(format!("pktsched-sim-test-{}-{name}", std::process::id()));
-    std::fs::write(&p, body).unwrap();
-    p.display().to_string()
-}
+mod common;
+use common::Scratch;
 
 #[test]
 fn example_scenario_runs_with_json_departures_and_plots() {
+    let scratch = Scratch::new("example_scenario_runs_with_json_departures_and_plots");
     let dir = env!("CARGO_MANIFEST_DIR");
     let scen = format!("{dir}/../../examples/scenarios/bursty-onoff.toml");
-    let csv = tmp("deps.csv", "");
-    let prefix = tmp("plot", "");
+    let csv = scratch.file("deps.csv", "");
+    let prefix = scratch.file("plot", "");
     let (code, out, err) = sim(&[&scen, "--json", "--departures", &csv, "--plot", &prefix]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -46,7 +44,8 @@ fn example_scenario_runs_with_json_departures_and_plots() {
 
 #[test]
 fn bad_scenario_fails_with_position() {
-    let p = tmp(
+    let dir = Scratch::new("bad_scenario_fails_with_position");
+    let p = dir.file(
         "bad.toml",
         "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\nweight = -3\n",
     );
@@ -60,9 +59,10 @@ fn bad_scenario_fails_with_position() {
 
 #[test]
 fn a_measurement_above_its_bound_fails_loudly() {
+    let dir = Scratch::new("a_measurement_above_its_bound_fails_loudly");
     // A delay target that the low-weight Poisson flow cannot meet next to
     // a greedy flow of weight 11.
-    let p = tmp(
+    let p = dir.file(
         "viol.toml",
         "link = \"1gbit\"\nalgorithm = \"wf2q\"\nduration = \"1ms\"\nseed = 14896835110339716174\n\
          [[flows]]\nweight = 1\nsize = 173\n\
@@ -80,13 +80,14 @@ fn a_measurement_above_its_bound_fails_loudly() {
 
 #[test]
 fn departures_without_drain_list_every_delivered_packet() {
+    let dir = Scratch::new("departures_without_drain_list_every_delivered_packet");
     // drain = false: some delivered packets have no fluid finish yet; they
     // must still get a row (with an empty fluid field).
-    let scen = tmp(
+    let scen = dir.file(
         "nodrain.toml",
         "link = \"1gbit\"\nalgorithm = \"wf2q\"\nduration = \"100us\"\ndrain = false\n[[flows]]\nweight = 1\nsource = { type = \"greedy\" }\n[[flows]]\nweight = 1\nsource = { type = \"greedy\" }\n[[flows]]\nweight = 1\nsize = 64\nsource = { type = \"poisson\", rate = \"100mbit\" }\n",
     );
-    let csv = tmp("nodrain.csv", "");
+    let csv = dir.file("nodrain.csv", "");
     let (code, out, err) = sim(&[&scen, "--json", "--departures", &csv]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -103,10 +104,11 @@ fn departures_without_drain_list_every_delivered_packet() {
 
 #[test]
 fn policy_scenario_runs_with_plots_and_departures() {
+    let scratch = Scratch::new("policy_scenario_runs_with_plots_and_departures");
     let dir = env!("CARGO_MANIFEST_DIR");
     let scen = format!("{dir}/../../examples/scenarios/hpfq-policy.toml");
-    let csv = tmp("policy-deps.csv", "");
-    let prefix = tmp("policy-plot", "");
+    let csv = scratch.file("policy-deps.csv", "");
+    let prefix = scratch.file("policy-plot", "");
     let (code, out, err) = sim(&[&scen, "--departures", &csv, "--plot", &prefix]);
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("policy ../policies/hpfq.toml"), "{out}");

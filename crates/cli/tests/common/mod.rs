@@ -1,0 +1,33 @@
+//! Shared by the CLI's integration tests.
+
+use std::path::{Path, PathBuf};
+
+/// A scratch directory, unique per process and name, removed when dropped
+/// (also when the test fails), so tests leave nothing in the temp directory.
+pub struct Scratch(PathBuf);
+
+impl Scratch {
+    pub fn new(name: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("pktsched-test-{}-{name}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("create scratch dir");
+        Scratch(dir)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.0
+    }
+
+    /// Writes `body` to `name` inside the directory; returns its path.
+    #[allow(dead_code)]
+    pub fn file(&self, name: &str, body: &str) -> String {
+        let p = self.0.join(name);
+        std::fs::write(&p, body).expect("write scratch file");
+        p.display().to_string()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}

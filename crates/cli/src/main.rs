@@ -1,11 +1,14 @@
 //! `pktsched`: benchmarks, simulation and scheduling from the command line.
 
+use std::io::Write;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
+mod output;
 mod sim;
 mod svg;
 
@@ -76,8 +79,12 @@ enum BenchCmd {
 
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
-    match run(cli) {
+    let mut out = output::Stdout::new();
+    match run(cli, &mut out).and_then(|()| Ok(out.flush()?)) {
         Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) if output::is_broken_stdout(&e) => {
+            std::process::ExitCode::from(output::BROKEN_PIPE_STATUS)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::from(2)
@@ -85,7 +92,7 @@ fn main() -> std::process::ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<()> {
+fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
     match cli.cmd {
         Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
@@ -99,10 +106,11 @@ fn run(cli: Cli) -> Result<()> {
                 .map(|a| a.build::<u64>().limits())
                 .collect();
             if json {
-                println!("{}", serde_json::to_string_pretty(&lims)?);
+                writeln!(out, "{}", serde_json::to_string_pretty(&lims)?)?;
                 return Ok(());
             }
-            println!(
+            writeln!(
+                out,
                 "{:<6} {:>10} {:>12} {:>14} {:>10} {:>10} {:>8}",
                 "alg",
                 "max flows",
@@ -111,14 +119,15 @@ fn run(cli: Cli) -> Result<()> {
                 "max_len",
                 "max limit",
                 "levels"
-            );
+            )?;
             for l in lims {
                 let levels = if l.levels >= 1 << 32 {
                     "-".to_string()
                 } else {
                     l.levels.to_string()
                 };
-                println!(
+                writeln!(
+                    out,
                     "{:<6} {:>10} {:>12} {:>14} {:>10} {:>10} {:>8}",
                     l.alg,
                     l.max_flows,
@@ -127,21 +136,23 @@ fn run(cli: Cli) -> Result<()> {
                     l.max_len,
                     l.max_limit,
                     levels
-                );
+                )?;
             }
             Ok(())
         }
         Cmd::Rate { rate, len } => {
             let r = pktsched_core::Rate::parse(&rate).map_err(|e| anyhow::anyhow!("{e}"))?;
-            println!(
+            writeln!(
+                out,
                 "{r} = {} bit/s = {} B/s",
                 r.as_bps(),
                 r.as_bps() as f64 / 8.0
-            );
-            println!(
+            )?;
+            writeln!(
+                out,
                 "a {len}-byte packet takes {} (rounded up to whole ns)",
                 r.tx_time(len)
-            );
+            )?;
             Ok(())
         }
     }

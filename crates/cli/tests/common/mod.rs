@@ -4,22 +4,23 @@ use std::path::{Path, PathBuf};
 
 /// A scratch directory, unique per process and name, removed when dropped
 /// (also when the test fails), so tests leave nothing in the temp directory.
-pub struct Scratch(PathBuf);
+pub(crate) struct Scratch(PathBuf);
 
 impl Scratch {
-    pub fn new(name: &str) -> Scratch {
+    pub(crate) fn new(name: &str) -> Scratch {
         let dir = std::env::temp_dir().join(format!("pktsched-test-{}-{name}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("create scratch dir");
         Scratch(dir)
     }
 
-    pub fn path(&self) -> &Path {
+    #[allow(dead_code)] // not every test file uses each helper
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 
     /// Writes `body` to `name` inside the directory; returns its path.
-    #[allow(dead_code)]
-    pub fn file(&self, name: &str, body: &str) -> String {
+    #[allow(dead_code)] // not every test file uses each helper
+    pub(crate) fn file(&self, name: &str, body: &str) -> String {
         let p = self.0.join(name);
         std::fs::write(&p, body).expect("write scratch file");
         p.display().to_string()

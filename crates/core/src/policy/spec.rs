@@ -55,7 +55,7 @@ impl<'a> LineIndex<'a> {
         let mut chars = Vec::with_capacity(src.len() / Self::BLOCK + 1);
         let mut n = 0;
         for (i, &b) in src.iter().enumerate() {
-            if i % Self::BLOCK == 0 {
+            if i.is_multiple_of(Self::BLOCK) {
                 chars.push(n);
             }
             if b & 0xC0 != 0x80 {
@@ -66,7 +66,7 @@ impl<'a> LineIndex<'a> {
             }
         }
         // A boundary at the very end (`i == len`) has its entry too.
-        if src.len() % Self::BLOCK == 0 {
+        if src.len().is_multiple_of(Self::BLOCK) {
             chars.push(n);
         }
         LineIndex { src, starts, chars }

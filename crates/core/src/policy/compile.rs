@@ -2,7 +2,11 @@
 
 use std::collections::HashMap;
 
-use super::spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind};
+use super::limits::{
+    MAX_BUCKETS, MAX_DEPTH, MAX_FLOW_TIME_NS, MAX_LEVELS, MAX_NODES, MAX_PACKET_LEN, MAX_SCALE,
+    MAX_SHAPER_BUCKETS, MAX_SHAPER_UNIT_NS, MAX_TREE_BUCKETS, MAX_UNIT, MAX_WEIGHT,
+};
+use super::spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind, check_name};
 
 /// A validated policy tree, ready to instantiate with
 /// [`PolicySched::new`](super::PolicySched::new).
@@ -12,6 +16,8 @@ pub struct Policy {
     /// Parent index per node (`None` for the root).
     pub(crate) parent: Vec<Option<usize>>,
     pub(crate) root: usize,
+    /// Levels from the root to the deepest node (1 for a lone root).
+    pub(crate) depth: usize,
     /// Nodes without node children, in definition order.
     pub(crate) leaves: Vec<usize>,
     pub(crate) attach: Option<usize>,
@@ -42,10 +48,28 @@ impl Policy {
         Policy::compile(PolicySpec::from_dot(src)?)
     }
 
-    /// Validates a policy: unique names, one root, known parents, no
-    /// cycles, ranks and rates in range. Resolves default bucket counts.
+    /// Validates a policy: sizes within [`super::limits`], unique names,
+    /// one root, known parents, no cycles, ranks and rates in range.
+    /// Resolves default bucket counts. Linear in the number of nodes (one
+    /// hash map from names, one walk up the parent links that visits every
+    /// node once), and never recursive.
     pub fn compile(mut spec: PolicySpec) -> Result<Policy, PolicyError> {
-        let mut index: HashMap<String, usize> = HashMap::new();
+        if let Some(n) = spec.nodes.get(MAX_NODES) {
+            return Err(PolicyError::Limit {
+                node: "policy".to_string(),
+                field: "nodes",
+                value: spec.nodes.len() as u64,
+                max: MAX_NODES as u64,
+                limit: "MAX_NODES",
+                loc: n.loc,
+            });
+        }
+        check_globals(&spec)?;
+        for n in &spec.nodes {
+            check_name(&n.name, n.loc)?;
+            check_fields(n)?;
+        }
+        let mut index: HashMap<&str, usize> = HashMap::with_capacity(spec.nodes.len());
         for (i, n) in spec.nodes.iter().enumerate() {
             if let Some(&j) = index.get(n.name.as_str()) {
                 return Err(PolicyError::DuplicateNode {
@@ -54,7 +78,7 @@ impl Policy {
                     first: spec.nodes[j].loc,
                 });
             }
-            index.insert(n.name.clone(), i);
+            index.insert(n.name.as_str(), i);
         }
         let mut parent = Vec::with_capacity(spec.nodes.len());
         for n in &spec.nodes {
@@ -73,28 +97,21 @@ impl Policy {
                 }
             });
         }
-        // Cycles: a walk up from any node must end at a parentless node
-        // within `len` steps.
-        for start in 0..spec.nodes.len() {
-            let mut seen = vec![start];
-            let mut at = start;
-            while let Some(p) = parent[at] {
-                if let Some(pos) = seen.iter().position(|&s| s == p) {
-                    let mut path: Vec<String> = seen[pos..]
-                        .iter()
-                        .map(|&i| spec.nodes[i].name.clone())
-                        .collect();
-                    path.push(spec.nodes[p].name.clone());
-                    return Err(PolicyError::Cycle {
-                        node: spec.nodes[p].name.clone(),
-                        path,
-                        loc: spec.nodes[p].loc,
-                    });
-                }
-                seen.push(p);
-                at = p;
-            }
-        }
+        // Resolved now, while the names are indexed; refused (as before)
+        // only after the tree itself checks out.
+        let attach = match &spec.attach {
+            Attach::RoundRobin => Ok(None),
+            Attach::Node(name) => match index.get(name.as_str()) {
+                Some(&i) => Ok(Some(i)),
+                None => Err(PolicyError::Invalid {
+                    node: name.clone(),
+                    msg: "policy.attach names a node that does not exist".to_string(),
+                    loc: None::<Loc>,
+                }),
+            },
+        };
+        drop(index);
+        let depth = depths(&spec.nodes, &parent)?;
         let roots: Vec<usize> = (0..spec.nodes.len())
             .filter(|&i| parent[i].is_none())
             .collect();
@@ -104,9 +121,24 @@ impl Policy {
             });
         }
         let root = roots[0];
+        // The deepest node (the first one, in definition order).
+        let (deepest, max_depth) = depth
+            .iter()
+            .enumerate()
+            .fold((root, 0), |b, (i, &d)| if d > b.1 { (i, d) } else { b });
+        if max_depth > MAX_DEPTH {
+            return Err(PolicyError::Limit {
+                node: spec.nodes[deepest].name.clone(),
+                field: "depth",
+                value: max_depth as u64,
+                max: MAX_DEPTH as u64,
+                limit: "MAX_DEPTH",
+                loc: spec.nodes[deepest].loc,
+            });
+        }
         let horizon = spec
             .shaper_unit
-            .saturating_mul(spec.shaper_buckets as u64 - 2);
+            .saturating_mul(spec.shaper_buckets.saturating_sub(2) as u64);
         let max_len = u64::from(spec.max_len);
         let check_rate = |n: &NodeSpec, field: &'static str, r: Option<crate::Rate>| {
             if let Some(r) = r {
@@ -170,13 +202,30 @@ impl Policy {
                 });
             }
         }
+        let mut eager: u64 = 0;
         for n in &mut spec.nodes {
+            // `max_len` and `scale` are validated, so this cannot overflow.
             let spread = |scale: u64| (max_len * scale + 2).next_power_of_two().max(64) as usize;
             if n.buckets == 0 {
                 n.buckets = match n.kind {
                     Kind::Rr => 1,
                     Kind::Prio { levels } => levels as usize,
-                    Kind::Wfq { scale } | Kind::Hclock { scale } => spread(scale),
+                    Kind::Wfq { scale } | Kind::Hclock { scale } => {
+                        let b = spread(scale);
+                        if b > MAX_BUCKETS {
+                            return Err(PolicyError::OutOfRange {
+                                node: n.name.clone(),
+                                field: "scale",
+                                value: scale.to_string(),
+                                allowed: format!(
+                                    "1..={} with max_len = {max_len}: the default queue of {b} buckets (max_len × scale + 2, rounded up to a power of two) is over the limit MAX_BUCKETS = {MAX_BUCKETS}; lower scale or give `buckets`",
+                                    (MAX_BUCKETS as u64 - 2) / max_len
+                                ),
+                                loc: n.loc,
+                            });
+                        }
+                        b
+                    }
                     Kind::Pfabric { .. } => 1 << 12,
                     Kind::Edf { .. } | Kind::Lstf { .. } => 1 << 14,
                 };
@@ -194,29 +243,34 @@ impl Policy {
                     });
                 }
             }
+            // Queues chosen explicitly are allocated when the scheduler is
+            // built; automatic ones only once they hold many children.
+            eager += match n.queue {
+                QueueKind::Cffs => 2 * n.buckets as u64,
+                QueueKind::HierFfs => n.buckets as u64,
+                QueueKind::Heap | QueueKind::Small | QueueKind::Auto => 0,
+            };
+            if eager > MAX_TREE_BUCKETS {
+                return Err(PolicyError::Limit {
+                    node: n.name.clone(),
+                    field: "buckets of explicit cffs/hffs queues (cffs counts twice), summed up to this node",
+                    value: eager,
+                    max: MAX_TREE_BUCKETS,
+                    limit: "MAX_TREE_BUCKETS",
+                    loc: n.loc,
+                });
+            }
         }
         let mut has_child = vec![false; spec.nodes.len()];
         for p in parent.iter().flatten() {
             has_child[*p] = true;
         }
         let leaves: Vec<usize> = (0..spec.nodes.len()).filter(|&i| !has_child[i]).collect();
-        let attach = match &spec.attach {
-            Attach::RoundRobin => None,
-            Attach::Node(name) => {
-                Some(
-                    *index
-                        .get(name.as_str())
-                        .ok_or_else(|| PolicyError::Invalid {
-                            node: name.clone(),
-                            msg: "policy.attach names a node that does not exist".to_string(),
-                            loc: None::<Loc>,
-                        })?,
-                )
-            }
-        };
+        let attach = attach?;
         Ok(Policy {
             parent,
             root,
+            depth: max_depth,
             leaves,
             attach,
             shaper_unit: spec.shaper_unit,
@@ -245,18 +299,149 @@ impl Policy {
         &self.nodes
     }
 
-    /// Depth of the tree: 1 for a lone root.
+    /// Depth of the tree: 1 for a lone root (at most
+    /// [`MAX_DEPTH`](super::limits::MAX_DEPTH)).
     pub fn depth(&self) -> usize {
-        (0..self.nodes.len())
-            .map(|mut i| {
-                let mut d = 1;
-                while let Some(p) = self.parent[i] {
-                    d += 1;
-                    i = p;
-                }
-                d
-            })
-            .max()
-            .unwrap_or(0)
+        self.depth
+    }
+}
+
+/// `field = value` outside `lo..=hi` as an error of node `node`.
+fn range(
+    node: &str,
+    field: &'static str,
+    value: u64,
+    lo: u64,
+    hi: u64,
+    loc: Option<Loc>,
+) -> Result<(), PolicyError> {
+    if (lo..=hi).contains(&value) {
+        Ok(())
+    } else {
+        Err(PolicyError::OutOfRange {
+            node: node.to_string(),
+            field,
+            value: value.to_string(),
+            allowed: format!("{lo}..={hi}"),
+            loc,
+        })
+    }
+}
+
+/// The global settings within their ranges (the TOML reader checks them
+/// too, with their own positions; this covers specs built in code).
+fn check_globals(spec: &PolicySpec) -> Result<(), PolicyError> {
+    range(
+        "policy",
+        "shaper_unit_ns",
+        spec.shaper_unit,
+        1,
+        MAX_SHAPER_UNIT_NS,
+        None,
+    )?;
+    range(
+        "policy",
+        "shaper_buckets",
+        spec.shaper_buckets as u64,
+        2,
+        MAX_SHAPER_BUCKETS as u64,
+        None,
+    )?;
+    range(
+        "policy",
+        "max_len",
+        u64::from(spec.max_len),
+        1,
+        u64::from(MAX_PACKET_LEN),
+        None,
+    )
+}
+
+/// A node's numeric fields within their ranges (as for the globals: the
+/// TOML reader has checked them already).
+fn check_fields(n: &NodeSpec) -> Result<(), PolicyError> {
+    let r = |field, value, lo, hi| range(&n.name, field, value, lo, hi, n.loc);
+    match n.kind {
+        Kind::Rr => {}
+        Kind::Prio { levels } => r("levels", u64::from(levels), 1, u64::from(MAX_LEVELS))?,
+        Kind::Wfq { scale } | Kind::Hclock { scale } => r("scale", scale, 1, MAX_SCALE)?,
+        Kind::Pfabric { unit } | Kind::Edf { unit } | Kind::Lstf { unit, .. } => {
+            r("unit", unit, 1, MAX_UNIT)?
+        }
+    }
+    // 0: chosen by the kind when compiled.
+    r("buckets", n.buckets as u64, 0, MAX_BUCKETS as u64)?;
+    r("weight", u64::from(n.weight), 1, u64::from(MAX_WEIGHT))?;
+    r("flow_deadline_ns", n.flow_deadline, 0, MAX_FLOW_TIME_NS)?;
+    r("flow_slack_ns", n.flow_slack, 0, MAX_FLOW_TIME_NS)
+}
+
+/// Depth of every node (1 for a root), refusing cycles: each node is
+/// climbed from once — a walk up the parent links stops at a root, at a
+/// node whose depth is known (then the walk's nodes get theirs on the way
+/// back) or at a node of the same walk (a cycle). Linear and iterative.
+fn depths(nodes: &[NodeSpec], parent: &[Option<usize>]) -> Result<Vec<usize>, PolicyError> {
+    const OFF: usize = usize::MAX;
+    // 0: not known yet.
+    let mut depth = vec![0usize; nodes.len()];
+    // Position of a node on the current walk, OFF when not on it.
+    let mut on_walk = vec![OFF; nodes.len()];
+    let mut walk: Vec<usize> = Vec::new();
+    for start in 0..nodes.len() {
+        if depth[start] != 0 {
+            continue;
+        }
+        walk.clear();
+        let mut at = start;
+        let base = loop {
+            #[cfg(test)]
+            steps::add(1);
+            if depth[at] != 0 {
+                break depth[at];
+            }
+            if on_walk[at] != OFF {
+                let mut path: Vec<String> = walk[on_walk[at]..]
+                    .iter()
+                    .map(|&i| nodes[i].name.clone())
+                    .collect();
+                path.push(nodes[at].name.clone());
+                return Err(PolicyError::Cycle {
+                    node: nodes[at].name.clone(),
+                    path,
+                    loc: nodes[at].loc,
+                });
+            }
+            on_walk[at] = walk.len();
+            walk.push(at);
+            match parent[at] {
+                Some(p) => at = p,
+                None => break 0,
+            }
+        };
+        for (k, &i) in walk.iter().rev().enumerate() {
+            depth[i] = base + k + 1;
+            on_walk[i] = OFF;
+        }
+    }
+    Ok(depth)
+}
+
+/// Steps taken by the cycle and depth walk on this thread (tests show it
+/// is linear by counting, not timing).
+#[cfg(test)]
+pub(crate) mod steps {
+    use std::cell::Cell;
+
+    thread_local! {
+        static STEPS: Cell<u64> = const { Cell::new(0) };
+    }
+
+    pub(crate) fn add(n: u64) {
+        STEPS.with(|s| s.set(s.get() + n));
+    }
+
+    /// Steps so far, and resets the count.
+    pub(crate) fn take() -> u64 {
+        STEPS.with(|s| s.replace(0))
     }
 }

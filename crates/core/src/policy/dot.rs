@@ -28,7 +28,8 @@
 
 use std::collections::HashMap;
 
-use super::spec::{Loc, PolicyError, PolicySpec};
+use super::limits::MAX_NODES;
+use super::spec::{LineIndex, Loc, PolicyError, PolicySpec};
 
 /// Graphviz attributes that only affect drawing.
 const DISPLAY: [&str; 10] = [
@@ -73,22 +74,12 @@ fn syntax(loc: Loc, msg: impl Into<String>) -> PolicyError {
 fn tokenize(src: &str) -> Result<Vec<(Tok, Loc)>, PolicyError> {
     let mut out = Vec::new();
     let b = src.as_bytes();
-    // Byte offsets where lines start, for positions without rescanning.
-    let starts: Vec<usize> = std::iter::once(0)
-        .chain(src.match_indices('\n').map(|(i, _)| i + 1))
-        .collect();
-    let loc_of = |i: usize| {
-        let l = starts.partition_point(|&s| s <= i) - 1;
-        Loc {
-            line: l as u32 + 1,
-            col: src[starts[l]..i].chars().count() as u32 + 1,
-        }
-    };
+    // Positions without rescanning the line for every token.
+    let lines = LineIndex::new(src);
     let mut i = 0;
     let mut line_start = true;
     while i < b.len() {
         let c = b[i];
-        let loc = loc_of(i);
         if c == b'\n' {
             line_start = true;
             i += 1;
@@ -105,6 +96,7 @@ fn tokenize(src: &str) -> Result<Vec<(Tok, Loc)>, PolicyError> {
             continue;
         }
         line_start = false;
+        let loc = lines.loc(i);
         if src[i..].starts_with("//") {
             while i < b.len() && b[i] != b'\n' {
                 i += 1;
@@ -271,7 +263,7 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
     let mut p = Parser {
         toks: tokenize(src)?,
         pos: 0,
-        end: Loc::of(src, src.len()),
+        end: LineIndex::new(src).loc(src.len()),
     };
     if matches!(p.peek(), Some(Tok::Id(s)) if s.eq_ignore_ascii_case("strict")) {
         p.pos += 1;
@@ -374,6 +366,15 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
             for (k, w) in chain.windows(2).enumerate() {
                 let (parent, pl) = &w[0];
                 let (child, cl) = &w[1];
+                if parent == child {
+                    return Err(PolicyError::Invalid {
+                        node: child.clone(),
+                        msg: format!(
+                            "edge `{child} -> {child}` ({pl}) makes the node its own parent; a policy is a tree"
+                        ),
+                        loc: Some(*cl),
+                    });
+                }
                 let i = ids[k + 1];
                 if let Some((old, ol)) = &nodes[i].parent
                     && old != parent
@@ -392,6 +393,16 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
     }
     if p.pos < p.toks.len() {
         return Err(syntax(p.loc(), "text after the closing `}` of the graph"));
+    }
+    if let Some(n) = nodes.get(MAX_NODES) {
+        return Err(PolicyError::Limit {
+            node: "policy".to_string(),
+            field: "nodes",
+            value: nodes.len() as u64,
+            max: MAX_NODES as u64,
+            limit: "MAX_NODES",
+            loc: Some(n.loc),
+        });
     }
     Ok((globals, nodes))
 }
@@ -472,6 +483,21 @@ fn remap(e: PolicyError, map: &[(Loc, String)]) -> PolicyError {
         PolicyError::Invalid { node, msg, loc } => PolicyError::Invalid {
             node,
             msg,
+            loc: m(loc),
+        },
+        PolicyError::Limit {
+            node,
+            field,
+            value,
+            max,
+            limit,
+            loc,
+        } => PolicyError::Limit {
+            node,
+            field,
+            value,
+            max,
+            limit,
             loc: m(loc),
         },
     }

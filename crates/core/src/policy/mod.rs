@@ -108,6 +108,7 @@
 
 mod compile;
 pub mod dot;
+pub mod limits;
 mod sched;
 mod spec;
 

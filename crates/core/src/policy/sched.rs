@@ -121,7 +121,8 @@ macro_rules! each {
 impl NodeQ {
     fn new(kind: QueueKind, buckets: usize) -> NodeQ {
         let cfg = BucketConfig::new(buckets.max(1)).policy(OutOfRange::Clamp, OutOfRange::Clamp);
-        // Bucket counts were validated (1..=2^24), so construction succeeds;
+        // Bucket counts were validated (1..=MAX_BUCKETS), so construction
+        // succeeds (except a 1-bucket Cffs);
         // fall back to an exact heap rather than panic.
         match kind {
             QueueKind::Cffs => {
@@ -316,7 +317,7 @@ impl<T> PolicySched<T> {
         let scfg =
             BucketConfig::new(policy.shaper_buckets).policy(OutOfRange::Clamp, OutOfRange::Reject);
         let shaper = Shaper {
-            // Validated: 2..=2^24 buckets.
+            // Validated: 2..=MAX_SHAPER_BUCKETS buckets.
             q: Cffs::new(scfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
             spill: BinaryHeapPq::new(0),
             unit: policy.shaper_unit,
@@ -476,7 +477,10 @@ impl<T> PolicySched<T> {
             return Err(ConfigError::UnknownFlow(flow));
         }
         if let Some(r) = p.rate {
-            let horizon = self.policy.shaper_unit * (self.policy.shaper_buckets as u64 - 2);
+            let horizon = self
+                .policy
+                .shaper_unit
+                .saturating_mul(self.policy.shaper_buckets.saturating_sub(2) as u64);
             if r.tx_time(u64::from(self.policy.max_len)).as_u64() > horizon {
                 return Err(ConfigError::OutOfRange {
                     alg: "policy",

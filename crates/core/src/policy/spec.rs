@@ -12,12 +12,81 @@ pub struct Loc {
 }
 
 impl Loc {
-    /// The location of byte `offset` in `src`.
+    /// The location of byte `offset` in `src` (an offset past the end is
+    /// the end; one inside a character counts that character as before
+    /// it). Linear in `offset`: for many positions in one text use a
+    /// line index (as the parsers do).
     pub fn of(src: &str, offset: usize) -> Loc {
-        let before = &src[..offset.min(src.len())];
-        let line = before.matches('\n').count() as u32 + 1;
-        let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u32 + 1;
+        let before = &src.as_bytes()[..offset.min(src.len())];
+        let line_start = before
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .map_or(0, |i| i + 1);
+        let line = before.iter().filter(|&&b| b == b'\n').count() as u32 + 1;
+        let col = chars_in(&before[line_start..]) as u32 + 1;
         Loc { line, col }
+    }
+}
+
+/// Characters in UTF-8 bytes (bytes that do not continue a character).
+fn chars_in(bytes: &[u8]) -> usize {
+    bytes.iter().filter(|&&b| b & 0xC0 != 0x80).count()
+}
+
+/// Line and column of many byte offsets in one text, without rescanning
+/// it: the line starts (binary search) and the character count at every
+/// [`LineIndex::BLOCK`]-th byte. Built in one pass; a lookup costs
+/// `O(log lines + BLOCK)`.
+#[derive(Debug)]
+pub(crate) struct LineIndex<'a> {
+    src: &'a [u8],
+    /// Byte offset of each line's first byte.
+    starts: Vec<usize>,
+    /// Characters before byte `k · BLOCK`.
+    chars: Vec<usize>,
+}
+
+impl<'a> LineIndex<'a> {
+    const BLOCK: usize = 64;
+
+    pub(crate) fn new(src: &'a str) -> LineIndex<'a> {
+        let src = src.as_bytes();
+        let mut starts = vec![0];
+        let mut chars = Vec::with_capacity(src.len() / Self::BLOCK + 1);
+        let mut n = 0;
+        for (i, &b) in src.iter().enumerate() {
+            if i.is_multiple_of(Self::BLOCK) {
+                chars.push(n);
+            }
+            if b & 0xC0 != 0x80 {
+                n += 1;
+            }
+            if b == b'\n' {
+                starts.push(i + 1);
+            }
+        }
+        // A boundary at the very end (`i == len`) has its entry too.
+        if src.len().is_multiple_of(Self::BLOCK) {
+            chars.push(n);
+        }
+        LineIndex { src, starts, chars }
+    }
+
+    /// Characters before byte `i` (`i <= len`).
+    fn chars_before(&self, i: usize) -> usize {
+        let k = i / Self::BLOCK;
+        self.chars[k] + chars_in(&self.src[k * Self::BLOCK..i])
+    }
+
+    /// The location of byte `offset` (clamped to the end of the text).
+    pub(crate) fn loc(&self, offset: usize) -> Loc {
+        let i = offset.min(self.src.len());
+        let l = self.starts.partition_point(|&s| s <= i) - 1;
+        let col = self.chars_before(i) - self.chars_before(self.starts[l]);
+        Loc {
+            line: l as u32 + 1,
+            col: col as u32 + 1,
+        }
     }
 }
 
@@ -104,6 +173,23 @@ pub enum PolicyError {
         value: String,
         /// What is allowed.
         allowed: String,
+        /// Where the node is defined.
+        loc: Option<Loc>,
+    },
+    /// The policy is larger than a stated limit (see [`super::limits`]):
+    /// too many nodes, too deep, a name too long, too many buckets.
+    #[error("node `{node}`{}: {field} = {value} is over the limit {limit} = {max}: allowed at most {max}", at(.loc))]
+    Limit {
+        /// The node at fault (or `policy` for the whole tree).
+        node: String,
+        /// What is counted (`nodes`, `depth`, `name length`, ...).
+        field: &'static str,
+        /// The count found.
+        value: u64,
+        /// The largest count allowed.
+        max: u64,
+        /// The name of the limit's constant in [`super::limits`].
+        limit: &'static str,
         /// Where the node is defined.
         loc: Option<Loc>,
     },
@@ -363,12 +449,28 @@ impl PolicySpec {
     /// Parses a policy written in TOML (see the module docs for the
     /// format). Errors carry the line and column of the offending key.
     pub fn from_toml(src: &str) -> Result<PolicySpec, PolicyError> {
+        use super::limits::{
+            MAX_BUCKETS, MAX_FLOW_TIME_NS, MAX_LEVELS, MAX_NODES, MAX_PACKET_LEN, MAX_SCALE,
+            MAX_SHAPER_BUCKETS, MAX_SHAPER_UNIT_NS, MAX_UNIT, MAX_WEIGHT,
+        };
         use toml::Spanned;
+        // Positions from one pass over the text, not a rescan per node.
+        let lines = LineIndex::new(src);
         let f: file::File = toml::from_str(src).map_err(|e| PolicyError::Syntax {
-            loc: e.span().map(|s| Loc::of(src, s.start)),
+            loc: e.span().map(|s| lines.loc(s.start)),
             msg: e.message().to_string(),
         })?;
-        let loc_of = |s: core::ops::Range<usize>| Some(Loc::of(src, s.start));
+        let loc_of = |s: core::ops::Range<usize>| Some(lines.loc(s.start));
+        if let Some(n) = f.node.get(MAX_NODES) {
+            return Err(PolicyError::Limit {
+                node: "policy".to_string(),
+                field: "nodes",
+                value: f.node.len() as u64,
+                max: MAX_NODES as u64,
+                limit: "MAX_NODES",
+                loc: loc_of(n.name.span()),
+            });
+        }
         let bad = |node: &str, field: &'static str, v: &dyn ToString, allowed: &str, span| {
             PolicyError::OutOfRange {
                 node: node.to_string(),
@@ -380,36 +482,36 @@ impl PolicySpec {
         };
         let mut spec = PolicySpec::new(Vec::new());
         if let Some(u) = &f.policy.shaper_unit_ns {
-            if *u.get_ref() == 0 || *u.get_ref() > 1_000_000_000 {
+            if *u.get_ref() == 0 || *u.get_ref() > MAX_SHAPER_UNIT_NS {
                 return Err(bad(
                     "policy",
                     "shaper_unit_ns",
                     u.get_ref(),
-                    "1..=1000000000",
+                    &format!("1..={MAX_SHAPER_UNIT_NS}"),
                     u.span(),
                 ));
             }
             spec.shaper_unit = *u.get_ref();
         }
         if let Some(b) = &f.policy.shaper_buckets {
-            if *b.get_ref() < 2 || *b.get_ref() > 1 << 24 {
+            if *b.get_ref() < 2 || *b.get_ref() > MAX_SHAPER_BUCKETS as u64 {
                 return Err(bad(
                     "policy",
                     "shaper_buckets",
                     b.get_ref(),
-                    "2..=16777216",
+                    &format!("2..={MAX_SHAPER_BUCKETS}"),
                     b.span(),
                 ));
             }
             spec.shaper_buckets = *b.get_ref() as usize;
         }
         if let Some(m) = &f.policy.max_len {
-            if *m.get_ref() == 0 || *m.get_ref() > 1 << 20 {
+            if *m.get_ref() == 0 || *m.get_ref() > u64::from(MAX_PACKET_LEN) {
                 return Err(bad(
                     "policy",
                     "max_len",
                     m.get_ref(),
-                    "1..=1048576",
+                    &format!("1..={MAX_PACKET_LEN}"),
                     m.span(),
                 ));
             }
@@ -424,6 +526,7 @@ impl PolicySpec {
         for n in &f.node {
             let name = n.name.get_ref().as_str();
             let loc = loc_of(n.name.span());
+            check_name(name, loc)?;
             let int = |v: &Option<Spanned<u64>>,
                        field: &'static str,
                        lo: u64,
@@ -461,19 +564,19 @@ impl PolicySpec {
             let kind = match n.kind.get_ref().as_str() {
                 "rr" | "fifo" => Kind::Rr,
                 "prio" | "strict" => Kind::Prio {
-                    levels: int(&n.levels, "levels", 1, 4096, 8)? as u32,
+                    levels: int(&n.levels, "levels", 1, u64::from(MAX_LEVELS), 8)? as u32,
                 },
                 "wfq" | "stfq" => Kind::Wfq {
-                    scale: int(&n.scale, "scale", 1, 1 << 16, 4)?,
+                    scale: int(&n.scale, "scale", 1, MAX_SCALE, 4)?,
                 },
                 "pfabric" => Kind::Pfabric {
-                    unit: int(&n.unit, "unit", 1, 1 << 30, 1)?,
+                    unit: int(&n.unit, "unit", 1, MAX_UNIT, 1)?,
                 },
                 "edf" => Kind::Edf {
-                    unit: int(&n.unit, "unit", 1, 1 << 30, 1000)?,
+                    unit: int(&n.unit, "unit", 1, MAX_UNIT, 1000)?,
                 },
                 "lstf" => Kind::Lstf {
-                    unit: int(&n.unit, "unit", 1, 1 << 30, 1000)?,
+                    unit: int(&n.unit, "unit", 1, MAX_UNIT, 1000)?,
                     link: rate(&n.link_rate, "link_rate")?.ok_or_else(|| {
                         PolicyError::MissingRate {
                             node: name.to_string(),
@@ -484,7 +587,7 @@ impl PolicySpec {
                     })?,
                 },
                 "hclock" => Kind::Hclock {
-                    scale: int(&n.scale, "scale", 1, 1 << 16, 4)?,
+                    scale: int(&n.scale, "scale", 1, MAX_SCALE, 4)?,
                 },
                 other => {
                     return Err(PolicyError::Invalid {
@@ -517,17 +620,53 @@ impl PolicySpec {
                     }
                 };
             }
-            s.buckets = int(&n.buckets, "buckets", 1, 1 << 24, 0)? as usize;
-            s.weight = int(&n.weight, "weight", 1, 1 << 20, 1)? as u32;
+            s.buckets = int(&n.buckets, "buckets", 1, MAX_BUCKETS as u64, 0)? as usize;
+            s.weight = int(&n.weight, "weight", 1, u64::from(MAX_WEIGHT), 1)? as u32;
             s.prio = int(&n.prio, "prio", 0, u64::from(u32::MAX), 0)? as u32;
             s.rate = rate(&n.rate, "rate")?;
             s.reservation = rate(&n.reservation, "reservation")?;
             s.flow_rate = rate(&n.flow_rate, "flow_rate")?;
             s.flow_reservation = rate(&n.flow_reservation, "flow_reservation")?;
-            s.flow_deadline = int(&n.flow_deadline_ns, "flow_deadline_ns", 0, 1 << 50, 0)?;
-            s.flow_slack = int(&n.flow_slack_ns, "flow_slack_ns", 0, 1 << 50, 0)?;
+            s.flow_deadline = int(
+                &n.flow_deadline_ns,
+                "flow_deadline_ns",
+                0,
+                MAX_FLOW_TIME_NS,
+                0,
+            )?;
+            s.flow_slack = int(&n.flow_slack_ns, "flow_slack_ns", 0, MAX_FLOW_TIME_NS, 0)?;
             spec.nodes.push(s);
         }
         Ok(spec)
     }
+}
+
+/// Refuses an empty name or one longer than [`MAX_NAME_LEN`](super::limits::MAX_NAME_LEN) bytes.
+pub(crate) fn check_name(name: &str, loc: Option<Loc>) -> Result<(), PolicyError> {
+    use super::limits::MAX_NAME_LEN;
+    if name.is_empty() {
+        return Err(PolicyError::OutOfRange {
+            node: String::new(),
+            field: "name",
+            value: "\"\"".to_string(),
+            allowed: format!("a name of 1..={MAX_NAME_LEN} bytes"),
+            loc,
+        });
+    }
+    if name.len() > MAX_NAME_LEN {
+        // Only the start of a long name, on a character boundary.
+        let cut = (0..=64)
+            .rev()
+            .find(|&i| name.is_char_boundary(i))
+            .unwrap_or(0);
+        return Err(PolicyError::Limit {
+            node: format!("{}...", &name[..cut]),
+            field: "name length (bytes)",
+            value: name.len() as u64,
+            max: MAX_NAME_LEN as u64,
+            limit: "MAX_NAME_LEN",
+            loc,
+        });
+    }
+    Ok(())
 }

@@ -31,6 +31,16 @@ fn qfq_weight_mix() {
 }
 
 #[test]
+fn qfq_jumbo() {
+    insta::assert_snapshot!(run("qfq-jumbo.toml"));
+}
+
+#[test]
+fn qfq_jumbo_64k() {
+    insta::assert_snapshot!(run("qfq-jumbo-64k.toml"));
+}
+
+#[test]
 fn drr_worst_case() {
     insta::assert_snapshot!(run("drr-worst-case.toml"));
 }

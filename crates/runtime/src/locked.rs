@@ -3,16 +3,18 @@
 //! and then runs the scheduler itself, releasing packets while the emulated
 //! link is idle (Linux's `qdisc_run` under the qdisc lock).
 //!
-//! Same scheduler, same [`Link`] emulation and same [`Output`] as
-//! [`crate::pspat`], so a benchmark compares architectures, not algorithms.
+//! Same scheduler, same [`Link`] emulation, same [`Output`] and same
+//! [`Config`] as the PSPAT runtime ([`crate::pspat`]), so a benchmark
+//! compares architectures, not algorithms. It depends only on
+//! [`crate::config`], not on the PSPAT client, arbiter or driver.
 
 use std::sync::{Arc, Mutex, PoisonError};
 
 use pktsched_core::{Counters, DropReason, Pkt};
 
+use crate::config::{BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode};
 use crate::link::Link;
 use crate::output::Output;
-use crate::pspat::{BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode};
 
 struct Inner<T, O> {
     sched: BoxedScheduler<T>,

@@ -55,7 +55,8 @@ pub struct Config {
     /// With 0 dispatchers: hand every cleared packet back to the client
     /// that sent it (through a return mailbox per client, capacity
     /// `tx_capacity`), which transmits it itself — the userspace PSPAT
-    /// arrangement. Clients collect them with [`Client::take_cleared`](crate::client::Client::take_cleared).
+    /// arrangement. Clients collect them with
+    /// [`Client::take_cleared`](crate::client::Client::take_cleared).
     pub client_transmit: bool,
     /// Capacity of each dispatcher's TX mailbox.
     pub tx_capacity: usize,
@@ -272,4 +273,23 @@ pub fn thread_cpu_ns() -> Option<u64> {
 /// `d` in whole nanoseconds (saturating).
 pub(crate) fn dur_nanos(d: Duration) -> Nanos {
     Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_cpu_ns;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "reads /proc")]
+    fn thread_cpu_time_is_read_and_does_not_go_back() {
+        let a = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..100_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let b = thread_cpu_ns();
+        assert!(a.is_some() && b.is_some(), "{a:?} {b:?}");
+        assert!(b >= a, "{a:?} then {b:?}");
+    }
 }

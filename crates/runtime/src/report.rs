@@ -178,3 +178,24 @@ impl<T, O> Report<T, O> {
         s
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::ArbiterStats;
+
+    #[test]
+    fn busy_rounds_fill_the_log2_histogram() {
+        let mut a = ArbiterStats::default();
+        for ns in [0, 1, 3, 900, 1000, 1500] {
+            a.record_busy_round(ns);
+        }
+        a.busy_loops = 6;
+        assert_eq!(a.busy_loop_ns, 3404);
+        assert_eq!(a.max_loop_ns, 1500);
+        // 0 and 1 → [1, 2); 3 → [2, 4); 900, 1000 → [512, 1024); 1500 → [1024, 2048).
+        assert_eq!(a.loop_ns_log2[..11], [2, 1, 0, 0, 0, 0, 0, 0, 0, 2, 1]);
+        assert_eq!(a.loop_ns_quantile(0.5), 4);
+        assert_eq!(a.loop_ns_quantile(1.0), 2048);
+        assert_eq!(ArbiterStats::default().loop_ns_quantile(0.5), 0);
+    }
+}

@@ -12,7 +12,7 @@
 /// process and checks that it failed, with `expected` in its output.
 /// `missing` names what the broken model leaves out ("fence") and `how`
 /// the expected failure ("with loom's deadlock report"), for the messages.
-pub fn expect_broken_model_fails(child: &str, expected: &str, missing: &str, how: &str) {
+pub(crate) fn expect_broken_model_fails(child: &str, expected: &str, missing: &str, how: &str) {
     let exe = std::env::current_exe().expect("test binary path");
     let out = std::process::Command::new(exe)
         .args([

@@ -16,6 +16,7 @@
 //! cargo bench -p pktsched-runtime --bench mailbox -- --only mailbox --capacity 1024
 //! ```
 #![allow(clippy::unwrap_used)]
+#![forbid(unsafe_code)]
 
 use std::hint::spin_loop;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
@@ -25,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
 use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
+use pktsched_runtime::thread_cpu_ns;
 
 /// One queue under test: how to build it and move one item each way.
 trait Queue {
@@ -165,17 +167,10 @@ impl Queue for StdSyncChannel {
     }
 }
 
-/// Nanoseconds this thread has spent on a CPU (`/proc/thread-self/schedstat`),
-/// if the kernel reports it.
-fn thread_run_ns() -> Option<u64> {
-    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    stat.split_whitespace().next()?.parse().ok()
-}
-
 /// Fraction of `wall` this thread was on a CPU since `start_ns` (1.0 if the
 /// kernel does not say).
 fn on_cpu_fraction(start_ns: Option<u64>, wall: Duration) -> f64 {
-    match (start_ns, thread_run_ns()) {
+    match (start_ns, thread_cpu_ns()) {
         (Some(a), Some(b)) => (b.saturating_sub(a)) as f64 / wall.as_nanos().max(1) as f64,
         _ => 1.0,
     }
@@ -197,7 +192,7 @@ fn run_once<Q: Queue>(capacity: usize, items: u64, cores: &[core_affinity::CoreI
         }
         b.wait();
         let start = Instant::now();
-        let cpu = thread_run_ns();
+        let cpu = thread_cpu_ns();
         let mut next = 0;
         while next < items {
             let n = Q::push(&mut tx, next, items - next);
@@ -218,7 +213,7 @@ fn run_once<Q: Queue>(capacity: usize, items: u64, cores: &[core_affinity::CoreI
         }
         barrier.wait();
         let start = Instant::now();
-        let cpu = thread_run_ns();
+        let cpu = thread_cpu_ns();
         let mut expect = 0u64;
         let mut check = |v: u64| {
             assert_eq!(v, expect);

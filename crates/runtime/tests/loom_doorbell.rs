@@ -1,6 +1,9 @@
 //! Loom model of the doorbell protocol between clients and a sleeping
 //! arbiter (see `src/doorbell.rs`). Run with `ci/loom.sh`.
 #![cfg(loom)]
+#![forbid(unsafe_code)]
+
+mod loom_support;
 
 use loom::sync::Arc;
 use loom::thread;
@@ -114,34 +117,16 @@ fn no_lost_wakeup_two_clients() {
 /// Without the client's barrier the arbiter can miss both the item and the
 /// bit and sleep forever: loom must find it. Loom reports the deadlock by
 /// panicking, and unwinding its parked threads then aborts the process, so
-/// the broken model runs in a child process (the ignored test below) and
-/// this test checks that the child died reporting the deadlock.
+/// the broken model runs in a child process (the ignored test below, see
+/// `loom_support`) and this test checks that the child died reporting the
+/// deadlock.
 #[test]
 fn missing_fence_loses_a_wakeup() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "broken_model_child",
-            "--ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the broken model in a child process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success(),
-        "loom did not catch the missing fence"
-    );
-    assert!(
-        text.contains("deadlock"),
-        "the child failed, but not with loom's deadlock report:\n{text}"
+    loom_support::expect_broken_model_fails(
+        "broken_model_child",
+        "deadlock",
+        "fence",
+        "with loom's deadlock report",
     );
 }
 
@@ -199,30 +184,11 @@ fn busy_arbiter_trims_without_losing_a_packet() {
 /// `missing_fence_loses_a_wakeup`) because loom's failure aborts.
 #[test]
 fn trimming_without_settle_strands_a_packet() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "busy_model_without_settle_child",
-            "--ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the broken model in a child process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success(),
-        "loom did not catch the missing settle"
-    );
-    assert!(
-        text.contains("maximum number of branches"),
-        "the child failed, but not by spinning on a stranded packet:\n{text}"
+    loom_support::expect_broken_model_fails(
+        "busy_model_without_settle_child",
+        "maximum number of branches",
+        "settle",
+        "by spinning on a stranded packet",
     );
 }
 

@@ -7,6 +7,7 @@
 //! a handful of items already wraps around several times and every line
 //! release is on the path between the two threads.
 #![cfg(loom)]
+#![forbid(unsafe_code)]
 
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};

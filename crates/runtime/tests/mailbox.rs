@@ -1,6 +1,7 @@
 //! Ordinary (std-thread) tests of the PSPAT mailbox: capacity, FIFO order,
 //! batches, drop accounting, and millions of items across two threads.
 #![cfg(not(loom))]
+#![forbid(unsafe_code)]
 
 use std::collections::VecDeque;
 use std::sync::Arc;

@@ -2,6 +2,7 @@
 //! assertions — only that every packet is accounted for and per-flow order
 //! is kept.
 #![cfg(not(loom))]
+#![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
 use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};

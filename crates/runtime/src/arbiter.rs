@@ -1,0 +1,670 @@
+//! The PSPAT arbiter, sans I/O: scheduler, emulated link and the arbiter's
+//! end of every client mailbox. It owns no thread and reads no clock: `now`
+//! is always an argument, so tests drive it with a virtual clock and the
+//! threaded [`driver`](crate::driver) (or a daemon with its own event loop)
+//! calls the same [`Arbiter::do_scan`].
+//!
+//! One round ([`Arbiter::do_scan`]) is the paper's loop: collect the clients
+//! that rang, drain the mailboxes of recently active clients (each read at
+//! most once per `read_interval`, at most `read_batch` packets, stopping at
+//! the first drop) into the scheduler, settle and trim clients whose mailbox
+//! stayed empty, release packets while the emulated [`Link`] is idle and
+//! hand them to the output, the dispatchers' TX mailboxes, or
+//! (client-transmit mode) back to their clients.
+//!
+//! [`Arbiter::stop`] refuses new sends, drains every mailbox, then sends or
+//! returns what is queued and reports where every packet went.
+
+use std::collections::VecDeque;
+
+use pktsched_core::{Nanos, Pkt};
+
+use crate::barrier;
+use crate::client::{
+    Client, ClientEnd, ClientMeta, ClientStats, Shared, drop_reason_index, new_client,
+};
+use crate::config::{BoxedScheduler, Config, RuntimeError, StopMode, dur_nanos};
+use crate::doorbell::Doorbell;
+use crate::link::Link;
+use crate::mailbox::Producer;
+use crate::output::Output;
+use crate::report::{ArbiterStats, Report};
+use crate::sync::{Arc, AtomicBool, Ordering};
+
+#[cfg(test)]
+mod tests;
+
+/// One round's outcome.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Round {
+    /// Packets drained from mailboxes.
+    pub drained: usize,
+    /// Packets released to the link.
+    pub released: usize,
+    /// Packets left in the scheduler.
+    pub backlog: u64,
+    /// When the link is next free (meaningful if `backlog > 0`).
+    pub link_free: Nanos,
+}
+
+/// Where released packets go.
+pub(crate) enum Sink<T, O> {
+    /// The arbiter transmits.
+    Inline(O),
+    /// One TX mailbox (and overflow queue) per dispatcher.
+    Dispatch(Vec<DispatchTx<T>>),
+    /// Back to the client that sent each packet (`owner[flow]` = the
+    /// client whose packet of that flow was last accepted).
+    Clients {
+        owner: Vec<u32>,
+        /// Clients with packets in `ClientEnd::ret_waiting`.
+        dirty: Vec<usize>,
+    },
+}
+
+impl<T, O> Sink<T, O> {
+    /// Client-transmit mode's sink, with no owners recorded yet.
+    pub(crate) fn clients() -> Self {
+        Sink::Clients {
+            owner: Vec::new(),
+            dirty: Vec::new(),
+        }
+    }
+}
+
+/// The arbiter's end of one dispatcher's TX mailbox.
+pub(crate) struct DispatchTx<T> {
+    tx: Producer<Pkt<T>>,
+    /// Packets released but not yet in the TX mailbox (it was full).
+    waiting: VecDeque<Pkt<T>>,
+    /// The dispatcher's doorbell (rung after pushes).
+    bell: Arc<Doorbell>,
+    pushed: bool,
+    /// Set (Release) when the arbiter has pushed its last packet.
+    done: Arc<AtomicBool>,
+}
+
+impl<T> DispatchTx<T> {
+    /// The arbiter's end of a dispatcher's TX mailbox `tx`, its doorbell
+    /// `bell` and its end-of-stream flag `done`.
+    pub(crate) fn new(tx: Producer<Pkt<T>>, bell: Arc<Doorbell>, done: Arc<AtomicBool>) -> Self {
+        DispatchTx {
+            tx,
+            waiting: VecDeque::new(),
+            bell,
+            pushed: false,
+            done,
+        }
+    }
+}
+
+/// What the stop sequence did with the packets still inside the arbiter.
+pub(crate) struct Leftovers<T> {
+    /// Sent at stop, ignoring the link ([`StopMode::Drain`]).
+    flushed: u64,
+    /// Handed back (see [`Report::returned`]).
+    returned: Vec<Pkt<T>>,
+    /// How many of `returned` had already been cleared.
+    returned_cleared: u64,
+}
+
+/// The arbiter: scheduler, emulated link, client ends. Deterministic;
+/// `now` is always an argument.
+pub struct Arbiter<T, O> {
+    sched: BoxedScheduler<T>,
+    link: Link,
+    shared: Arc<Shared<T>>,
+    /// Every client picked up so far, indexed by id.
+    clients: Vec<ClientEnd<T>>,
+    /// Ids of the clients whose mailboxes are read each round.
+    active: Vec<usize>,
+    sink: Sink<T, O>,
+    /// Packets released this round, on their way to the sink.
+    batch: Vec<Pkt<T>>,
+    /// Scratch for the ids taken from the doorbell.
+    rung: Vec<usize>,
+    read_interval: Nanos,
+    round_cap: usize,
+    read_batch: usize,
+    trim_after: u32,
+    settle_interval: Nanos,
+    last_settle: Option<Nanos>,
+    stats: ArbiterStats,
+}
+
+impl<T, O> std::fmt::Debug for Arbiter<T, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Arbiter")
+            .field("scheduler", &self.sched.name())
+            .field("link", &self.link)
+            .field("clients", &self.clients.len())
+            .field("active", &self.active)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Construction and inspection.
+impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
+    /// An arbiter without threads, transmitting into `output` itself; make
+    /// clients with [`Arbiter::client`] and call [`Arbiter::do_scan`].
+    pub fn new(cfg: &Config, sched: BoxedScheduler<T>, output: O) -> Result<Self, RuntimeError> {
+        cfg.validate()?;
+        if cfg.client_transmit {
+            return Err(RuntimeError::Config {
+                field: "client_transmit",
+                value: "true".into(),
+                allowed: "false for Arbiter::new (use Arbiter::new_client_transmit)",
+            });
+        }
+        Ok(Self::build(cfg, sched, Sink::Inline(output)))
+    }
+
+    /// A thread-less arbiter in client-transmit mode
+    /// ([`Config::client_transmit`] must be set): cleared packets go back to
+    /// their clients ([`Client::take_cleared`]); `O` is unused.
+    pub fn new_client_transmit(
+        cfg: &Config,
+        sched: BoxedScheduler<T>,
+    ) -> Result<Self, RuntimeError> {
+        cfg.validate()?;
+        if !cfg.client_transmit {
+            return Err(RuntimeError::Config {
+                field: "client_transmit",
+                value: "false".into(),
+                allowed: "true for Arbiter::new_client_transmit",
+            });
+        }
+        Ok(Self::build(cfg, sched, Sink::clients()))
+    }
+
+    /// An arbiter for `cfg` (already validated) releasing into `sink`.
+    pub(crate) fn build(cfg: &Config, sched: BoxedScheduler<T>, sink: Sink<T, O>) -> Self {
+        Arbiter {
+            sched,
+            link: Link::new(cfg.link),
+            shared: Arc::new(Shared::new(cfg)),
+            clients: Vec::new(),
+            active: Vec::new(),
+            sink,
+            batch: Vec::with_capacity(cfg.round_cap),
+            rung: Vec::new(),
+            read_interval: dur_nanos(cfg.read_interval),
+            round_cap: cfg.round_cap,
+            read_batch: cfg.read_batch,
+            trim_after: cfg.trim_after,
+            settle_interval: dur_nanos(cfg.settle_interval),
+            last_settle: None,
+            stats: ArbiterStats::default(),
+        }
+    }
+
+    /// A new client handle (callable from any thread through
+    /// [`Pspat::client`](crate::driver::Pspat::client)).
+    pub fn client(&self) -> Result<Client<T>, RuntimeError> {
+        new_client(&self.shared)
+    }
+
+    /// The scheduler (to add flows before traffic starts, read stats).
+    pub fn scheduler(&mut self) -> &mut BoxedScheduler<T> {
+        &mut self.sched
+    }
+
+    /// The arbiter's counters.
+    pub fn stats(&self) -> ArbiterStats {
+        self.stats
+    }
+
+    /// The output, when the arbiter transmits itself.
+    pub fn output(&self) -> Option<&O> {
+        match &self.sink {
+            Sink::Inline(o) => Some(o),
+            Sink::Dispatch(_) | Sink::Clients { .. } => None,
+        }
+    }
+
+    /// Ids of the clients in the active list (tests and stats).
+    pub fn active_clients(&self) -> Vec<usize> {
+        let mut v = self.active.clone();
+        v.sort_unstable();
+        v
+    }
+
+    /// The state shared with clients (for the driver's stop and sleep).
+    pub(crate) fn shared(&self) -> &Arc<Shared<T>> {
+        &self.shared
+    }
+
+    /// Counts a busy round that took `ns` (measured by the driver).
+    pub(crate) fn record_busy_round(&mut self, ns: u64) {
+        self.stats.record_busy_round(ns);
+    }
+
+    /// Counts a sleep of the driver's arbiter thread.
+    pub(crate) fn record_sleep(&mut self) {
+        self.stats.sleeps += 1;
+    }
+
+    /// Packets released but still waiting for a full TX (or return) mailbox.
+    pub(crate) fn tx_waiting(&self) -> usize {
+        match &self.sink {
+            Sink::Inline(_) => 0,
+            Sink::Dispatch(txs) => txs.iter().map(|d| d.waiting.len()).sum(),
+            Sink::Clients { dirty, .. } => dirty
+                .iter()
+                .filter_map(|&o| self.clients.get(o))
+                .map(|c| c.ret_waiting.len())
+                .sum(),
+        }
+    }
+
+    /// `true` if any client has something in its mailbox (looks at all of
+    /// them, not only the active ones; used before sleeping).
+    pub(crate) fn any_mail(&self) -> bool {
+        self.clients.iter().any(|c| !c.rx.is_empty())
+    }
+
+    fn pick_up_clients(&mut self) {
+        self.shared.pick_up_clients(&mut self.clients);
+    }
+}
+
+/// One round.
+impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
+    /// One round of the arbiter loop at time `now`.
+    pub fn do_scan(&mut self, now: Nanos) -> Round {
+        let mut round = Round::default();
+        // 1. Clients that rang join the active list.
+        self.admit_rung_clients();
+        // 2. Drain the active clients' mailboxes (rate-limited), trim idle ones.
+        let idle = self.read_mailboxes(now, &mut round);
+        if idle > 0 {
+            self.settle_and_trim(now);
+        }
+        // 3. Release while the emulated link is idle.
+        self.release(now, &mut round);
+        self.stats.decisions += round.released as u64;
+        self.stats.drained += round.drained as u64;
+        self.stats.loops += 1;
+        if round.drained + round.released > 0 {
+            self.stats.busy_loops += 1;
+        }
+        self.flush();
+        round.backlog = self.sched.backlog().pkts;
+        round.link_free = self.link.free_at();
+        round
+    }
+
+    /// Moves the clients that rang the doorbell into the active list.
+    fn admit_rung_clients(&mut self) {
+        let mut rung = std::mem::take(&mut self.rung);
+        self.shared.doorbell.take(|id| rung.push(id));
+        for &id in &rung {
+            if id >= self.clients.len() {
+                self.pick_up_clients();
+            }
+            if let Some(c) = self.clients.get_mut(id)
+                && !c.active
+            {
+                c.active = true;
+                c.empty_reads = 0;
+                self.active.push(id);
+            }
+        }
+        rung.clear();
+        self.rung = rung;
+    }
+
+    /// Reads the mailboxes of the active clients not read within
+    /// `read_interval` into the scheduler; returns how many of them have
+    /// been empty for `trim_after` reads.
+    fn read_mailboxes(&mut self, now: Nanos, round: &mut Round) -> usize {
+        // Client-transmit: remember who sent each flow's packets.
+        let mut owners = match &mut self.sink {
+            Sink::Clients { owner, .. } => Some(owner),
+            _ => None,
+        };
+        let mut idle = 0;
+        let mut i = 0;
+        while i < self.active.len() {
+            let id = self.active[i];
+            let Some(c) = self.clients.get_mut(id) else {
+                self.active.swap_remove(i);
+                continue;
+            };
+            if c.last_read
+                .is_some_and(|t| now.0 < t.0.saturating_add(self.read_interval.0))
+            {
+                i += 1;
+                continue;
+            }
+            c.last_read = Some(now);
+            self.stats.mailbox_reads += 1;
+            let mut n = 0;
+            while n < self.read_batch {
+                let Some(pkt) = c.rx.pop() else { break };
+                n += 1;
+                if let Some(owner) = owners.as_deref_mut() {
+                    let flow = pkt.flow.index();
+                    if owner.len() <= flow {
+                        owner.resize(flow + 1, u32::MAX);
+                    }
+                    owner[flow] = id as u32;
+                }
+                if let Err(rej) = self.sched.enqueue(pkt, now) {
+                    c.dropped[drop_reason_index(rej.reason)] += 1;
+                    self.stats.dropped += 1;
+                    c.meta.backpressure.store(true, Ordering::Relaxed);
+                    // Leave the rest in the mailbox until the next read:
+                    // an overloading client then finds its mailbox full
+                    // (and stops, at no cost to the arbiter) instead of
+                    // making every round long with drops.
+                    break;
+                }
+            }
+            c.drained += n as u64;
+            round.drained += n;
+            if n == 0 {
+                c.empty_reads = c.empty_reads.saturating_add(1);
+                if c.empty_reads >= self.trim_after {
+                    idle += 1;
+                }
+            } else {
+                c.empty_reads = 0;
+            }
+            i += 1;
+        }
+        idle
+    }
+
+    /// Trim: if the last settle is `settle_interval` old, settle (heavy
+    /// barrier), then drop the idle clients whose mailbox is still empty; a
+    /// packet published before the barrier is seen here, one published
+    /// after it rings again (see `doorbell`).
+    fn settle_and_trim(&mut self, now: Nanos) {
+        if self
+            .last_settle
+            .is_some_and(|t| now.0 < t.0.saturating_add(self.settle_interval.0))
+        {
+            return;
+        }
+        self.shared.doorbell.settle();
+        self.last_settle = Some(now);
+        self.stats.settles += 1;
+        let mut i = 0;
+        while i < self.active.len() {
+            let id = self.active[i];
+            if let Some(c) = self.clients.get_mut(id)
+                && c.empty_reads >= self.trim_after
+            {
+                if c.rx.is_empty() {
+                    c.active = false;
+                    self.active.swap_remove(i);
+                    continue;
+                }
+                c.empty_reads = 0;
+            }
+            i += 1;
+        }
+    }
+
+    /// Dequeues into the batch while the emulated link is idle, at most
+    /// `round_cap` packets (or as many as were drained, if more).
+    fn release(&mut self, now: Nanos, round: &mut Round) {
+        let cap = self.round_cap.max(round.drained);
+        while round.released < cap && self.link.ready(now) {
+            match self.sched.dequeue(now) {
+                Some(p) => {
+                    self.link.send(p.len);
+                    self.stats.bytes += u64::from(p.len);
+                    self.batch.push(p);
+                    round.released += 1;
+                }
+                None => {
+                    self.link.idle(now);
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/// Handing released packets on.
+impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
+    /// Hands the batch to the output, the TX mailboxes or the clients'
+    /// return mailboxes.
+    pub(crate) fn flush(&mut self) {
+        match &mut self.sink {
+            Sink::Inline(o) => {
+                if !self.batch.is_empty() {
+                    o.transmit(&mut self.batch);
+                    self.batch.clear();
+                }
+            }
+            Sink::Dispatch(txs) => flush_to_dispatchers(&mut self.batch, txs, &mut self.stats),
+            Sink::Clients { owner, dirty } => flush_to_clients(
+                &mut self.batch,
+                owner,
+                dirty,
+                &mut self.clients,
+                &mut self.stats,
+            ),
+        }
+    }
+
+    /// Tells every dispatcher that the last packet is in its TX mailbox.
+    pub(crate) fn mark_dispatchers_done(&self) {
+        if let Sink::Dispatch(txs) = &self.sink {
+            for d in txs {
+                d.done.store(true, Ordering::Release);
+                d.bell.ring(0);
+            }
+        }
+    }
+
+    /// Client-transmit mode, at stop: packets cleared but still waiting
+    /// for room in their client's return mailbox.
+    fn take_unclaimed(&mut self) -> Vec<Pkt<T>> {
+        let mut v = Vec::new();
+        if let Sink::Clients { dirty, .. } = &mut self.sink {
+            for o in dirty.drain(..) {
+                if let Some(c) = self.clients.get_mut(o) {
+                    v.extend(c.ret_waiting.drain(..));
+                }
+            }
+        }
+        v
+    }
+}
+
+/// Spreads `batch` over the dispatchers' TX mailboxes (a flow always goes
+/// to one dispatcher, so per-flow order is kept) and rings those that got
+/// packets; what does not fit waits in order.
+fn flush_to_dispatchers<T>(
+    batch: &mut Vec<Pkt<T>>,
+    txs: &mut [DispatchTx<T>],
+    stats: &mut ArbiterStats,
+) {
+    let k = txs.len();
+    for p in batch.drain(..) {
+        let d = &mut txs[p.flow.0 as usize % k];
+        d.waiting.push_back(p);
+    }
+    for d in txs.iter_mut() {
+        while let Some(p) = d.waiting.pop_front() {
+            if let Err(p) = d.tx.try_push(p) {
+                d.waiting.push_front(p);
+                stats.tx_full += 1;
+                break;
+            }
+            d.pushed = true;
+        }
+        if d.pushed {
+            d.pushed = false;
+            d.bell.ring(0);
+        }
+    }
+}
+
+/// Client-transmit mode: hands each packet of `batch` back to the client
+/// that sent its flow's packets (`owner`), through its return mailbox;
+/// what does not fit waits in order, and `dirty` lists those clients.
+fn flush_to_clients<T>(
+    batch: &mut Vec<Pkt<T>>,
+    owner: &[u32],
+    dirty: &mut Vec<usize>,
+    clients: &mut [ClientEnd<T>],
+    stats: &mut ArbiterStats,
+) {
+    for p in batch.drain(..) {
+        // Every released packet was accepted after its owner was
+        // recorded, so the owner exists.
+        let o = owner.get(p.flow.index()).copied().unwrap_or(u32::MAX) as usize;
+        if let Some(c) = clients.get_mut(o) {
+            if c.ret_waiting.is_empty() {
+                dirty.push(o);
+            }
+            c.ret_waiting.push_back(p);
+        }
+    }
+    dirty.retain(|&o| {
+        let Some(c) = clients.get_mut(o) else {
+            return false;
+        };
+        let Some(ret) = c.ret.as_mut() else {
+            return false;
+        };
+        while let Some(p) = c.ret_waiting.pop_front() {
+            if let Err(p) = ret.try_push(p) {
+                c.ret_waiting.push_front(p);
+                stats.tx_full += 1;
+                return true;
+            }
+        }
+        false
+    });
+}
+
+/// Stopping and the final report.
+impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
+    /// Stops a thread-less arbiter: drains every mailbox, then sends
+    /// (ignoring the link) or returns what is queued.
+    ///
+    /// No packet is stranded by a client sending concurrently: a client
+    /// stores `busy ← true`, light barrier, loads `stop`; the arbiter
+    /// stores `stop ← true`, heavy barrier, loads each `busy`. The pair
+    /// orders like two `SeqCst` fences, so either the client sees `stop`
+    /// (and refuses the packet) or the arbiter sees `busy` and waits for the
+    /// client's Release of `busy`, after its push — the drain then sees the
+    /// packet.
+    pub fn stop(mut self, mode: StopMode, now: Nanos) -> Report<T, O> {
+        let left = self.close_and_empty(mode, now);
+        self.into_report(left)
+    }
+
+    /// The stop sequence up to the report: refuse new sends, drain every
+    /// mailbox, then send or return what is queued, and take back what
+    /// clients' return mailboxes could not take.
+    pub(crate) fn close_and_empty(&mut self, mode: StopMode, now: Nanos) -> Leftovers<T> {
+        self.close_and_drain(now);
+        let (flushed, mut returned) = self.empty_scheduler(mode, now);
+        // Clients may never collect: what their return mailboxes cannot
+        // take is handed back.
+        let unclaimed = self.take_unclaimed();
+        let returned_cleared = unclaimed.len() as u64;
+        returned.extend(unclaimed);
+        Leftovers {
+            flushed,
+            returned,
+            returned_cleared,
+        }
+    }
+
+    /// The final report, after [`Arbiter::close_and_empty`].
+    pub(crate) fn into_report(self, left: Leftovers<T>) -> Report<T, O> {
+        let clients = self.client_stats();
+        let sched = self.sched.stats();
+        let outputs = match self.sink {
+            Sink::Inline(o) => vec![o],
+            Sink::Dispatch(_) | Sink::Clients { .. } => Vec::new(),
+        };
+        Report {
+            arbiter: self.stats,
+            clients,
+            sched,
+            flushed: left.flushed,
+            returned: left.returned,
+            returned_cleared: left.returned_cleared,
+            outputs,
+        }
+    }
+
+    /// Stop sequence, part 1: refuse new sends, wait for senders inside
+    /// `send`, then drain every mailbox into the scheduler (see
+    /// [`Arbiter::stop`] for why no packet is stranded).
+    fn close_and_drain(&mut self, now: Nanos) {
+        self.shared.stop.store(true, Ordering::Relaxed);
+        barrier::heavy();
+        self.pick_up_clients();
+        let metas: Vec<Arc<ClientMeta>> = self.clients.iter().map(|c| c.meta.clone()).collect();
+        for m in metas {
+            while m.own.busy.load(Ordering::Acquire) {
+                std::hint::spin_loop();
+                #[cfg(not(loom))]
+                std::thread::yield_now();
+            }
+        }
+        let read_interval = self.read_interval;
+        self.read_interval = Nanos(0);
+        self.active = (0..self.clients.len()).collect();
+        for c in &mut self.clients {
+            c.active = true;
+            c.last_read = None;
+            c.empty_reads = 0;
+        }
+        // Drain without releasing: enqueue everything, ignoring the link.
+        loop {
+            let mut moved = 0u64;
+            for c in &mut self.clients {
+                while let Some(pkt) = c.rx.pop() {
+                    moved += 1;
+                    c.drained += 1;
+                    self.stats.drained += 1;
+                    if let Err(rej) = self.sched.enqueue(pkt, now) {
+                        c.dropped[drop_reason_index(rej.reason)] += 1;
+                        self.stats.dropped += 1;
+                    }
+                }
+            }
+            if moved == 0 {
+                break;
+            }
+        }
+        self.read_interval = read_interval;
+    }
+
+    /// Stop sequence, part 2: send (ignoring the link) or return everything
+    /// still queued; returns how many were sent and those returned.
+    fn empty_scheduler(&mut self, mode: StopMode, now: Nanos) -> (u64, Vec<Pkt<T>>) {
+        let mut flushed = 0;
+        let mut returned = Vec::new();
+        while let Some(p) = self.sched.dequeue(now) {
+            match mode {
+                StopMode::Drain => {
+                    flushed += 1;
+                    self.batch.push(p);
+                    if self.batch.len() >= self.round_cap {
+                        self.flush();
+                    }
+                }
+                StopMode::Return => returned.push(p),
+            }
+        }
+        self.flush();
+        (flushed, returned)
+    }
+
+    fn client_stats(&self) -> Vec<ClientStats> {
+        self.clients.iter().map(ClientEnd::stats).collect()
+    }
+}

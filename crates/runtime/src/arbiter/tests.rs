@@ -1,0 +1,383 @@
+//! The arbiter on a virtual clock: every round is driven with an explicit
+//! `now`.
+
+use std::collections::VecDeque;
+use std::sync::PoisonError;
+
+use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
+
+use super::Arbiter;
+use crate::client::{SendError, Stopped, meta_stats};
+use crate::config::{Config, Sent, StopMode, add_flows};
+use crate::output::{NullOutput, VecOutput};
+
+fn arbiter(
+    alg: Algorithm,
+    link: Rate,
+    weights: &[u32],
+    limit: u32,
+) -> Arbiter<u64, VecOutput<u64>> {
+    let cfg = Config::new(link);
+    let mut a = Arbiter::new(&cfg, alg.build_send::<u64>(), VecOutput::default())
+        .unwrap_or_else(|e| panic!("{e}"));
+    add_flows(a.scheduler().as_mut(), weights, weights.len(), limit)
+        .unwrap_or_else(|e| panic!("{e}"));
+    a
+}
+
+fn pkt(flow: u32, len: u32, seq: u64) -> Pkt<u64> {
+    Pkt::new(FlowId(flow), len, Nanos(0), seq)
+}
+
+#[test]
+fn packets_flow_from_clients_through_the_link_in_order() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..10 {
+        assert_eq!(c.send(pkt(0, 125, i)), Ok(Sent::Queued));
+    }
+    // 125 bytes at 1 Gbit/s = 1 µs each: at t = 0 only the first leaves.
+    let r = a.do_scan(Nanos(0));
+    assert_eq!((r.drained, r.released, r.backlog), (10, 1, 9));
+    assert_eq!(r.link_free, Nanos(1000));
+    let r = a.do_scan(Nanos(999));
+    assert_eq!(r.released, 0);
+    // Packets may start at 1, 2, 3 and 4 µs.
+    let r = a.do_scan(Nanos(4000));
+    assert_eq!(r.released, 4);
+    let r = a.do_scan(Nanos(100_000));
+    assert_eq!(r.released, 5);
+    let out = a
+        .output()
+        .map(|o| o.pkts.iter().map(|p| p.item).collect::<Vec<_>>());
+    assert_eq!(out, Some((0..10).collect()));
+    assert_eq!(a.stats().decisions, 10);
+}
+
+/// Shares under overload follow the weights (QFQ, virtual clock).
+#[test]
+fn shares_follow_weights_under_overload() {
+    let weights = [1u32, 2, 4, 8];
+    let mut a = arbiter(Algorithm::Qfq, Rate::gbit(10), &weights, 64);
+    let mut clients: Vec<_> = (0..4)
+        .map(|_| a.client().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let mut now = Nanos(0);
+    let mut seq = 0;
+    for _ in 0..20_000 {
+        for (i, c) in clients.iter_mut().enumerate() {
+            // Keep every client's mailbox topped up: overload.
+            while c.pending() < 32 {
+                seq += 1;
+                match c.send(pkt(i as u32, 1500, seq)) {
+                    Ok(_) => {}
+                    Err(e) => panic!("mailbox full: {:?}", e.into_pkt().item),
+                }
+            }
+        }
+        now = Nanos(now.0 + 1200); // one 1500-byte packet time at 10 Gbit/s
+        a.do_scan(now);
+    }
+    let out = a.output().map(|o| o.pkts.clone()).unwrap_or_default();
+    let mut per = [0u64; 4];
+    // Skip the start-up transient.
+    for p in &out[1000..] {
+        per[p.flow.0 as usize] += 1;
+    }
+    let total: u64 = per.iter().sum();
+    for (i, w) in weights.iter().enumerate() {
+        let share = per[i] as f64 / total as f64;
+        let want = f64::from(*w) / 15.0;
+        assert!(
+            (share - want).abs() / want < 0.01,
+            "flow {i}: {share} vs {want}"
+        );
+    }
+    // The scheduler's queues overflowed: drops were reported as backpressure.
+    let report = a.stop(StopMode::Return, now);
+    let bp: u64 = report.clients.iter().map(|c| c.dropped_queue_full).sum();
+    assert!(bp > 0);
+}
+
+#[test]
+fn backpressure_is_reported_on_the_next_send() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::mbit(1), &[1], 2);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..4 {
+        assert_eq!(c.send(pkt(0, 100, i)), Ok(Sent::Queued));
+    }
+    a.do_scan(Nanos(0)); // 1 released, 2 queued, 1 dropped (limit 2)
+    assert_eq!(c.send(pkt(0, 100, 9)), Ok(Sent::Backpressure));
+    assert_eq!(c.send(pkt(0, 100, 10)), Ok(Sent::Queued));
+    let r = a.stop(StopMode::Return, Nanos(1));
+    assert_eq!(r.clients[0].backpressure_events, 1);
+    assert_eq!(r.clients[0].dropped_queue_full, 1 + 2);
+}
+
+#[test]
+fn full_mailbox_hands_the_packet_back() {
+    let cfg = Config {
+        mailbox_capacity: 14,
+        ..Config::new(Rate::gbit(1))
+    };
+    let a: Arbiter<u64, NullOutput> =
+        Arbiter::new(&cfg, Algorithm::Fifo.build_send(), NullOutput::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    let mut n = 0;
+    let err = loop {
+        match c.send(pkt(0, 100, n)) {
+            Ok(_) => n += 1,
+            Err(e) => break e,
+        }
+    };
+    assert_eq!(n, 14);
+    assert_eq!(err, SendError::Full(pkt(0, 100, 14)));
+    let r = a.stop(StopMode::Drain, Nanos(0));
+    assert_eq!(r.clients[0].mailbox_full, 1);
+    assert_eq!(r.clients[0].sent, 14);
+}
+
+fn client_transmit_arbiter(tx_capacity: usize) -> Arbiter<u64, NullOutput> {
+    let cfg = Config {
+        client_transmit: true,
+        tx_capacity,
+        ..Config::new(Rate::gbit(100))
+    };
+    let mut a: Arbiter<u64, NullOutput> =
+        Arbiter::new_client_transmit(&cfg, Algorithm::Drr.build_send())
+            .unwrap_or_else(|e| panic!("{e}"));
+    add_flows(a.scheduler().as_mut(), &[1, 1], 2, 1000).unwrap_or_else(|e| panic!("{e}"));
+    a
+}
+
+#[test]
+fn cleared_packets_go_back_to_the_client_that_sent_them() {
+    let mut a = client_transmit_arbiter(1024);
+    let mut c0 = a.client().unwrap_or_else(|e| panic!("{e}"));
+    let mut c1 = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..3 {
+        c0.send(pkt(0, 100, i)).unwrap_or_else(|_| panic!("send"));
+        c1.send(pkt(1, 100, 10 + i))
+            .unwrap_or_else(|_| panic!("send"));
+    }
+    // Late enough for the link to have room for all six.
+    a.do_scan(Nanos(1_000_000));
+    assert_eq!(a.stats().decisions, 6);
+    let (mut got0, mut got1) = (Vec::new(), Vec::new());
+    assert_eq!(c0.take_cleared(&mut got0), 3);
+    assert_eq!(c1.take_cleared(&mut got1), 3);
+    let items = |v: &[Pkt<u64>]| v.iter().map(|p| p.item).collect::<Vec<_>>();
+    assert_eq!(items(&got0), vec![0, 1, 2]);
+    assert_eq!(items(&got1), vec![10, 11, 12]);
+    assert_eq!(c0.take_cleared(&mut got0), 0);
+    let r = a.stop(StopMode::Drain, Nanos(1_000_001));
+    assert!(r.outputs.is_empty());
+    assert_eq!(r.returned_cleared, 0);
+}
+
+#[test]
+fn a_full_return_mailbox_holds_packets_back_and_stop_hands_them_over() {
+    let mut a = client_transmit_arbiter(14);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..40 {
+        c.send(pkt(0, 100, i)).unwrap_or_else(|_| panic!("send"));
+    }
+    a.do_scan(Nanos(1_000_000));
+    assert_eq!(a.stats().decisions, 40);
+    assert!(a.stats().tx_full > 0);
+    let mut got = Vec::new();
+    let first = c.take_cleared(&mut got);
+    assert!(first > 0 && first < 40, "{first}");
+    // The next round pushes more of what waited.
+    a.do_scan(Nanos(1_001_000));
+    let second = c.take_cleared(&mut got);
+    assert!(second > 0);
+    // Never collected again: stop hands the rest back.
+    let r = a.stop(StopMode::Return, Nanos(1_002_000));
+    let after = c.take_cleared(&mut got);
+    let items: Vec<u64> = got
+        .iter()
+        .chain(r.returned.iter())
+        .map(|p| p.item)
+        .collect();
+    assert_eq!(items, (0..40).collect::<Vec<_>>(), "in order, none lost");
+    assert_eq!(r.returned_cleared, 40 - (first + second + after) as u64);
+    assert_eq!(
+        r.sched.enqueued.pkts,
+        r.arbiter.decisions + r.flushed + r.returned.len() as u64 - r.returned_cleared
+    );
+}
+
+#[test]
+fn report_reads_like_tc_s() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::kbit(1), &[1], 2);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..4 {
+        c.send(pkt(0, 100, i))
+            .unwrap_or_else(|_| panic!("send {i}"));
+    }
+    a.do_scan(Nanos(0));
+    let r = a.stop(StopMode::Return, Nanos(1));
+    let text = r.tc_style("fifo");
+    for want in [
+        "qdisc fifo (pspat arbiter)",
+        "Sent 100 bytes 1 pkt (dropped 1, queue_full 1, overlimits 0)",
+        // p1 was queued, p3 was still in the mailbox: both handed back.
+        "returned at stop 2p",
+        "arbiter: 1 decisions",
+        "client 0: sent 4 (mailbox full 0, backpressure 0, refused at stop 0) drained 4 \
+         dropped queue_full 1 too_large 0 unknown_flow 0",
+    ] {
+        assert!(text.contains(want), "missing `{want}` in:\n{text}");
+    }
+}
+
+#[test]
+fn batch_send_takes_what_fits_and_keeps_the_rest() {
+    let cfg = Config {
+        mailbox_capacity: 14,
+        ..Config::new(Rate::gbit(1))
+    };
+    let mut a: Arbiter<u64, VecOutput<u64>> =
+        Arbiter::new(&cfg, Algorithm::Fifo.build_send(), VecOutput::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+    add_flows(a.scheduler().as_mut(), &[1], 1, 1000).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    let mut q: VecDeque<Pkt<u64>> = (0..20).map(|i| pkt(0, 100, i)).collect();
+    assert_eq!(c.send_batch(&mut q), Ok((14, Sent::Queued)));
+    assert_eq!(q.len(), 6);
+    assert_eq!(
+        q.front().map(|p| p.item),
+        Some(14),
+        "the rest stays in order"
+    );
+    assert_eq!(c.send_batch(&mut q), Ok((0, Sent::Queued)));
+    a.do_scan(Nanos(0));
+    assert_eq!(c.send_batch(&mut q), Ok((6, Sent::Queued)));
+    assert!(q.is_empty());
+    let r = a.stop(StopMode::Drain, Nanos(1_000_000));
+    assert_eq!(r.clients[0].sent, 20);
+    assert_eq!(r.clients[0].mailbox_full, 2);
+    let out = r
+        .outputs
+        .first()
+        .map(|o| o.pkts.iter().map(|p| p.item).collect::<Vec<_>>());
+    assert_eq!(out, Some((0..20).collect()));
+    let mut q: VecDeque<Pkt<u64>> = (0..3).map(|i| pkt(0, 100, i)).collect();
+    assert_eq!(c.send_batch(&mut q), Err(Stopped));
+    assert_eq!(q.len(), 3, "a refused batch is left untouched");
+}
+
+#[test]
+fn a_read_stops_at_the_first_drop_and_leaves_the_rest_queued() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::kbit(1), &[1], 2);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..10 {
+        c.send(pkt(0, 100, i))
+            .unwrap_or_else(|_| panic!("send {i}"));
+    }
+    let r = a.do_scan(Nanos(0));
+    // Two fit the flow's queue, the third is dropped, seven wait.
+    assert_eq!(r.drained, 3);
+    assert_eq!(r.released, 1, "the idle link takes one at once");
+    assert_eq!(a.stats().dropped, 1);
+    assert_eq!(c.pending(), 7);
+    assert_eq!(
+        c.send(pkt(0, 100, 10)).unwrap_or_else(|_| panic!("send")),
+        Sent::Backpressure
+    );
+    let rep = a.stop(StopMode::Return, Nanos(1));
+    let cs = &rep.clients[0];
+    assert_eq!(cs.sent, 11);
+    assert_eq!(cs.drained, 11);
+    assert_eq!(cs.dropped_queue_full + rep.sched.enqueued.pkts, 11);
+}
+
+#[test]
+fn idle_clients_are_trimmed_at_settles_and_come_back_when_they_send() {
+    let mut a = arbiter(Algorithm::Rr, Rate::gbit(100), &[1, 1], 64);
+    let mut c0 = a.client().unwrap_or_else(|e| panic!("{e}"));
+    let mut c1 = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert!(a.active_clients().is_empty());
+    c0.send(pkt(0, 64, 1)).unwrap_or_else(|_| panic!("send"));
+    c1.send(pkt(1, 64, 2)).unwrap_or_else(|_| panic!("send"));
+    a.do_scan(Nanos(0));
+    assert_eq!(a.active_clients(), vec![0, 1]);
+    // read_interval is 1 µs: reads at 2, 4 µs find nothing → trimmed.
+    c1.send(pkt(1, 64, 3)).unwrap_or_else(|_| panic!("send"));
+    a.do_scan(Nanos(2000));
+    a.do_scan(Nanos(4000));
+    assert_eq!(a.active_clients(), vec![1]);
+    assert_eq!(a.stats().settles, 1);
+    // Client 1 is idle from 8 µs, but settles (heavy barriers) are at
+    // least settle_interval = 1 ms apart: it leaves at 1.004 ms.
+    a.do_scan(Nanos(6000));
+    a.do_scan(Nanos(8000));
+    assert_eq!(a.active_clients(), vec![1]);
+    a.do_scan(Nanos(1_003_000));
+    assert_eq!(a.active_clients(), vec![1]);
+    a.do_scan(Nanos(1_004_000));
+    assert!(a.active_clients().is_empty());
+    assert_eq!(a.stats().settles, 2);
+    c0.send(pkt(0, 64, 4)).unwrap_or_else(|_| panic!("send"));
+    let r = a.do_scan(Nanos(1_010_000));
+    assert_eq!(r.drained, 1);
+    assert_eq!(a.active_clients(), vec![0]);
+    // A mailbox is not read twice within read_interval.
+    c0.send(pkt(0, 64, 5)).unwrap_or_else(|_| panic!("send"));
+    assert_eq!(a.do_scan(Nanos(1_010_500)).drained, 0);
+    assert_eq!(a.do_scan(Nanos(1_011_000)).drained, 1);
+}
+
+/// Every packet offered is accounted for, in both stop modes.
+#[test]
+fn stop_accounts_for_every_packet() {
+    for mode in [StopMode::Drain, StopMode::Return] {
+        let mut a = arbiter(Algorithm::Drr, Rate::mbit(10), &[1, 3], 50);
+        let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+        let mut offered = 0u64;
+        let mut full = 0u64;
+        for i in 0..2000u64 {
+            offered += 1;
+            let len = if i % 3 == 0 { 2000 } else { 700 }; // 2000 > max_len: too_large
+            let flow = if i % 7 == 0 { 9 } else { (i % 2) as u32 }; // 9: unknown
+            if c.send(pkt(flow, len, i)).is_err() {
+                full += 1;
+            }
+            if i % 50 == 0 {
+                a.do_scan(Nanos(i * 1000));
+            }
+        }
+        let r = a.stop(mode, Nanos(2_000_000));
+        let cs = r.clients[0];
+        assert_eq!(cs.sent + cs.mailbox_full, offered);
+        assert_eq!(cs.mailbox_full, full);
+        assert_eq!(cs.drained, cs.sent);
+        let dropped = cs.dropped_queue_full + cs.dropped_too_large + cs.dropped_unknown_flow;
+        assert!(cs.dropped_too_large > 0 && cs.dropped_unknown_flow > 0);
+        assert_eq!(r.sched.enqueued.pkts + dropped, cs.drained);
+        let out = r.outputs[0].pkts.len() as u64;
+        assert_eq!(r.sched.enqueued.pkts, out + r.returned.len() as u64);
+        assert_eq!(out, r.arbiter.decisions + r.flushed);
+        match mode {
+            StopMode::Drain => assert!(r.flushed > 0 && r.returned.is_empty()),
+            StopMode::Return => assert!(r.flushed == 0 && !r.returned.is_empty()),
+        }
+        assert_eq!(r.sched.with_backlog().backlog.pkts, 0);
+    }
+}
+
+#[test]
+fn sends_after_stop_are_refused_and_counted() {
+    let a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 16);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    let shared = a.shared.clone();
+    let r = a.stop(StopMode::Drain, Nanos(0));
+    assert_eq!(r.clients[0].sent, 0);
+    assert!(matches!(c.send(pkt(0, 64, 1)), Err(SendError::Stopped(_))));
+    assert_eq!(
+        meta_stats(&shared.metas.lock().unwrap_or_else(PoisonError::into_inner)[0]).refused_stopped,
+        1
+    );
+}

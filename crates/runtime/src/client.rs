@@ -1,0 +1,364 @@
+//! The sending side of the PSPAT runtime: a [`Client`] is one sending
+//! thread's handle with a private lock-free mailbox; [`ClientStats`] are its
+//! counters. Crate-internal: the state clients share with the arbiter
+//! (`Shared`, `ClientMeta`) and what the arbiter keeps of each client
+//! (`ClientEnd`).
+//!
+//! [`Client::send`] never blocks and never takes a lock. After a push it
+//! rings the [`Doorbell`]: its bit is set only if it is clear, so a busy
+//! client touches shared memory once per arbiter round. Its only barrier is
+//! [`barrier::light`] (a compiler fence where `membarrier` is available).
+
+use std::collections::VecDeque;
+use std::sync::{Mutex, PoisonError};
+
+use crossbeam_utils::CachePadded;
+use pktsched_core::{DropReason, Nanos, Pkt};
+use serde::Serialize;
+
+use crate::barrier;
+use crate::config::{Config, RuntimeError, Sent};
+use crate::doorbell::Doorbell;
+use crate::mailbox::{Consumer, Mailbox, Producer};
+use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
+
+/// A packet [`Client::send`] could not take, handed back untouched.
+#[derive(Debug, PartialEq, Eq)]
+pub enum SendError<T> {
+    /// The mailbox is full: the arbiter is behind. Retry or drop.
+    Full(Pkt<T>),
+    /// The runtime is stopping or stopped.
+    Stopped(Pkt<T>),
+}
+
+impl<T> SendError<T> {
+    /// The packet.
+    pub fn into_pkt(self) -> Pkt<T> {
+        match self {
+            SendError::Full(p) | SendError::Stopped(p) => p,
+        }
+    }
+}
+
+/// [`Client::send_batch`] was refused: the runtime is stopping or stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stopped;
+
+/// Per-client state the client and the arbiter share (one cache line per
+/// writer).
+#[derive(Debug, Default)]
+pub(crate) struct ClientMeta {
+    /// Written by the client.
+    pub(crate) own: CachePadded<ClientOwn>,
+    /// Written by the arbiter: set when the scheduler dropped one of this
+    /// client's packets; the client clears it when it reports it.
+    pub(crate) backpressure: CachePadded<AtomicBool>,
+}
+
+/// The part of [`ClientMeta`] only the client writes.
+#[derive(Debug, Default)]
+pub(crate) struct ClientOwn {
+    /// Inside `send` (between the stop check and the push); see the stop
+    /// handshake in [`Arbiter::stop`](crate::arbiter::Arbiter::stop).
+    pub(crate) busy: AtomicBool,
+    sent: AtomicU64,
+    full: AtomicU64,
+    refused_stopped: AtomicU64,
+    backpressure_events: AtomicU64,
+}
+
+/// What the arbiter keeps of a client: the consumer end of its mailbox and
+/// the arbiter's per-client bookkeeping (written by the arbiter only).
+pub(crate) struct ClientEnd<T> {
+    pub(crate) rx: Consumer<Pkt<T>>,
+    pub(crate) meta: Arc<ClientMeta>,
+    /// When the mailbox was last read (reads are `read_interval` apart).
+    pub(crate) last_read: Option<Nanos>,
+    /// Consecutive reads that found the mailbox empty.
+    pub(crate) empty_reads: u32,
+    /// In the arbiter's active list.
+    pub(crate) active: bool,
+    /// Packets taken out of the mailbox.
+    pub(crate) drained: u64,
+    /// Of those, dropped by the scheduler, by [`drop_reason_index`].
+    pub(crate) dropped: [u64; 4],
+    /// Client-transmit mode: the return mailbox and what did not fit in it.
+    pub(crate) ret: Option<Producer<Pkt<T>>>,
+    pub(crate) ret_waiting: VecDeque<Pkt<T>>,
+}
+
+impl<T> ClientEnd<T> {
+    /// The client's counters with the arbiter's drain and drop counts.
+    pub(crate) fn stats(&self) -> ClientStats {
+        ClientStats {
+            drained: self.drained,
+            dropped_queue_full: self.dropped[0],
+            dropped_too_large: self.dropped[1],
+            dropped_unknown_flow: self.dropped[2],
+            ..meta_stats(&self.meta)
+        }
+    }
+}
+
+/// Index of a drop reason in [`ClientEnd::dropped`].
+pub(crate) fn drop_reason_index(r: DropReason) -> usize {
+    match r {
+        DropReason::QueueFull => 0,
+        DropReason::TooLarge => 1,
+        DropReason::UnknownFlow => 2,
+        DropReason::Removed => 3,
+    }
+}
+
+/// State shared by clients, the arbiter and the threaded runtime's handle.
+pub(crate) struct Shared<T> {
+    /// Where clients ring to wake the arbiter.
+    pub(crate) doorbell: Doorbell,
+    /// Set when the runtime stops: sends are refused from then on.
+    pub(crate) stop: AtomicBool,
+    /// Clients created and not yet picked up by the arbiter.
+    registry: Mutex<Vec<ClientEnd<T>>>,
+    /// Ids handed out so far.
+    next_id: AtomicU64,
+    /// Everything of each client that clients write (for stats).
+    pub(crate) metas: Mutex<Vec<Arc<ClientMeta>>>,
+    mailbox_capacity: usize,
+    max_clients: usize,
+    /// Return mailbox capacity, or 0 when clients do not transmit.
+    return_capacity: usize,
+}
+
+impl<T: Send> Shared<T> {
+    /// The shared state of a runtime configured by `cfg` (already
+    /// validated).
+    pub(crate) fn new(cfg: &Config) -> Self {
+        Shared {
+            doorbell: Doorbell::new(cfg.max_clients),
+            stop: AtomicBool::new(false),
+            registry: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(0),
+            metas: Mutex::new(Vec::new()),
+            mailbox_capacity: cfg.mailbox_capacity,
+            max_clients: cfg.max_clients,
+            return_capacity: if cfg.client_transmit {
+                cfg.tx_capacity
+            } else {
+                0
+            },
+        }
+    }
+
+    /// Moves the clients created since the last call to the end of
+    /// `clients` (their ids are their indices there).
+    pub(crate) fn pick_up_clients(&self, clients: &mut Vec<ClientEnd<T>>) {
+        let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
+        clients.append(&mut reg);
+    }
+
+    /// Every client's own counters (without the arbiter's drain and drop
+    /// counts, which only the final report has).
+    pub(crate) fn client_stats(&self) -> Vec<ClientStats> {
+        let metas = self
+            .metas
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        metas.iter().map(|m| meta_stats(m)).collect()
+    }
+}
+
+/// A sending thread's handle. `Send`, not `Clone`: one per thread.
+pub struct Client<T> {
+    id: usize,
+    tx: Producer<Pkt<T>>,
+    /// Client-transmit mode: packets the arbiter cleared for this client.
+    ret: Option<Consumer<Pkt<T>>>,
+    meta: Arc<ClientMeta>,
+    shared: Arc<Shared<T>>,
+    sent: u64,
+}
+
+impl<T: Send> Client<T> {
+    /// This client's id (0, 1, …, in creation order).
+    pub fn id(&self) -> usize {
+        self.id
+    }
+
+    /// Hands `pkt` to the arbiter. Never blocks; `Err` returns the packet.
+    #[inline]
+    pub fn send(&mut self, pkt: Pkt<T>) -> Result<Sent, SendError<T>> {
+        let own = &self.meta.own;
+        // Stop handshake (see `Arbiter::close_and_drain`): announce, light barrier,
+        // look.
+        own.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if self.shared.stop.load(Ordering::Relaxed) {
+            own.busy.store(false, Ordering::Release);
+            own.refused_stopped.fetch_add(1, Ordering::Relaxed);
+            return Err(SendError::Stopped(pkt));
+        }
+        let pushed = self.tx.try_push(pkt);
+        own.busy.store(false, Ordering::Release);
+        if let Err(pkt) = pushed {
+            own.full.fetch_add(1, Ordering::Relaxed);
+            return Err(SendError::Full(pkt));
+        }
+        self.sent += 1;
+        own.sent.store(self.sent, Ordering::Relaxed);
+        self.shared.doorbell.ring(self.id);
+        let bp = &self.meta.backpressure;
+        if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            own.backpressure_events.fetch_add(1, Ordering::Relaxed);
+            return Ok(Sent::Backpressure);
+        }
+        Ok(Sent::Queued)
+    }
+
+    /// Hands packets from the front of `pkts` to the arbiter, as many as fit
+    /// in the mailbox, with one stop check and one doorbell ring for the
+    /// whole batch. Returns how many were taken; what did not fit stays in
+    /// `pkts` (and counts one mailbox-full event). `Err` if stopped (`pkts`
+    /// untouched).
+    pub fn send_batch(&mut self, pkts: &mut VecDeque<Pkt<T>>) -> Result<(usize, Sent), Stopped> {
+        let own = &self.meta.own;
+        own.busy.store(true, Ordering::Relaxed);
+        barrier::light();
+        if self.shared.stop.load(Ordering::Relaxed) {
+            own.busy.store(false, Ordering::Release);
+            own.refused_stopped
+                .fetch_add(pkts.len() as u64, Ordering::Relaxed);
+            return Err(Stopped);
+        }
+        let n = self
+            .tx
+            .try_push_many(&mut std::iter::from_fn(|| pkts.pop_front()));
+        own.busy.store(false, Ordering::Release);
+        if !pkts.is_empty() {
+            own.full.fetch_add(1, Ordering::Relaxed);
+        }
+        if n == 0 {
+            return Ok((0, Sent::Queued));
+        }
+        self.sent += n as u64;
+        own.sent.store(self.sent, Ordering::Relaxed);
+        self.shared.doorbell.ring(self.id);
+        let bp = &self.meta.backpressure;
+        if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            own.backpressure_events.fetch_add(1, Ordering::Relaxed);
+            return Ok((n, Sent::Backpressure));
+        }
+        Ok((n, Sent::Queued))
+    }
+
+    /// Client-transmit mode ([`Config::client_transmit`]): moves the
+    /// packets the arbiter has cleared for this client (in release order)
+    /// into `out`, for the client to transmit; returns how many. Works after
+    /// stop too, until the return mailbox is empty. Always 0 in the other
+    /// modes.
+    pub fn take_cleared(&mut self, out: &mut Vec<Pkt<T>>) -> usize {
+        match &mut self.ret {
+            Some(r) => r.pop_into(out, usize::MAX),
+            None => 0,
+        }
+    }
+
+    /// Approximate number of packets waiting in this client's mailbox.
+    pub fn pending(&self) -> usize {
+        self.tx.len_estimate()
+    }
+}
+
+/// Per-client counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ClientStats {
+    /// Packets accepted into the mailbox.
+    pub sent: u64,
+    /// Sends (or batches, for `send_batch`) that found the mailbox full.
+    pub mailbox_full: u64,
+    /// Sends refused because the runtime was stopping.
+    pub refused_stopped: u64,
+    /// Sends that reported [`Sent::Backpressure`].
+    pub backpressure_events: u64,
+    /// Packets the arbiter took out of the mailbox (final report only).
+    pub drained: u64,
+    /// Of those, dropped by the scheduler: queue_full, too_large,
+    /// unknown_flow (final report only).
+    pub dropped_queue_full: u64,
+    /// See `dropped_queue_full`.
+    pub dropped_too_large: u64,
+    /// See `dropped_queue_full`.
+    pub dropped_unknown_flow: u64,
+}
+
+impl<T> std::fmt::Debug for Client<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("id", &self.id)
+            .field("sent", &self.sent)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A client's own counters.
+pub(crate) fn meta_stats(m: &ClientMeta) -> ClientStats {
+    ClientStats {
+        sent: m.own.sent.load(Ordering::Relaxed),
+        mailbox_full: m.own.full.load(Ordering::Relaxed),
+        refused_stopped: m.own.refused_stopped.load(Ordering::Relaxed),
+        backpressure_events: m.own.backpressure_events.load(Ordering::Relaxed),
+        ..ClientStats::default()
+    }
+}
+
+/// Registers a new client with the runtime behind `shared`: its mailbox
+/// (and return mailbox in client-transmit mode), its [`ClientEnd`] for the
+/// arbiter to pick up, and its handle.
+pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, RuntimeError> {
+    let mut reg = shared
+        .registry
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    let id = shared.next_id.load(Ordering::Relaxed) as usize;
+    if id >= shared.max_clients {
+        return Err(RuntimeError::TooManyClients {
+            max: shared.max_clients,
+        });
+    }
+    if shared.stop.load(Ordering::SeqCst) {
+        return Err(RuntimeError::Stopped);
+    }
+    let (tx, rx) = Mailbox::with_capacity::<Pkt<T>>(shared.mailbox_capacity);
+    let (ret_tx, ret_rx) = if shared.return_capacity > 0 {
+        let (t, r) = Mailbox::with_capacity::<Pkt<T>>(shared.return_capacity);
+        (Some(t), Some(r))
+    } else {
+        (None, None)
+    };
+    let meta = Arc::new(ClientMeta::default());
+    reg.push(ClientEnd {
+        rx,
+        meta: meta.clone(),
+        last_read: None,
+        empty_reads: 0,
+        active: false,
+        drained: 0,
+        dropped: [0; 4],
+        ret: ret_tx,
+        ret_waiting: VecDeque::new(),
+    });
+    shared.next_id.store(id as u64 + 1, Ordering::Relaxed);
+    shared
+        .metas
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(meta.clone());
+    drop(reg);
+    Ok(Client {
+        id,
+        tx,
+        ret: ret_rx,
+        meta,
+        shared: shared.clone(),
+        sent: 0,
+    })
+}

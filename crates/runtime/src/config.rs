@@ -1,0 +1,295 @@
+//! What both architectures share, below the PSPAT modules: the runtime's
+//! [`Config`], its [`RuntimeError`], the [`Clock`], what stop does with
+//! queued packets ([`StopMode`]), what a send reports ([`Sent`]), the
+//! scheduler type the runtime owns ([`BoxedScheduler`]) and two helpers for
+//! benches and tests ([`add_flows`], [`thread_cpu_ns`]).
+//!
+//! [`crate::locked`] (the `tc` baseline) uses only this module, so it never
+//! depends on the PSPAT client, arbiter or driver.
+
+use std::time::{Duration, Instant};
+
+use pktsched_core::{FlowConfig, FlowId, Nanos, Rate, Scheduler};
+
+/// A scheduler the arbiter thread (or the locked baseline) can own.
+pub type BoxedScheduler<T> = Box<dyn Scheduler<T> + Send>;
+
+/// Runtime parameters. `Config::new(rate)` gives the defaults.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Rate of the emulated link.
+    pub link: Rate,
+    /// Δ_A: minimum time between the starts of two arbiter rounds
+    /// (zero: back to back).
+    pub scan_interval: Duration,
+    /// Minimum time between two reads of one client's mailbox (PSPAT reads
+    /// each client list at most once per microsecond), so a sending client
+    /// fills whole lines before the arbiter pulls them.
+    pub read_interval: Duration,
+    /// Most packets released in one round (PSPAT: 512), or as many as were
+    /// drained in the round if that is more, so an unlimited link keeps up.
+    pub round_cap: usize,
+    /// Most packets taken from one mailbox per read: bounds a round's length
+    /// (and so every client's wait) when many clients are backlogged. A read
+    /// also ends at the first packet the scheduler drops.
+    pub read_batch: usize,
+    /// Capacity of each client mailbox (packets).
+    pub mailbox_capacity: usize,
+    /// Most clients.
+    pub max_clients: usize,
+    /// Consecutive empty reads after which a client may leave the active
+    /// list (at the next settle).
+    pub trim_after: u32,
+    /// Minimum time between two settles: a heavy barrier (`membarrier`,
+    /// a few µs) after which idle clients whose mailbox is still empty
+    /// leave the active list (see `doorbell`). Until then an idle client
+    /// costs one empty read per `read_interval`.
+    pub settle_interval: Duration,
+    /// T_w: how long an idle arbiter (or dispatcher) spins before sleeping.
+    pub spin: Duration,
+    /// Never sleep (burn the core for the lowest latency).
+    pub busy_poll: bool,
+    /// Dispatcher threads; 0 = the arbiter transmits cleared packets itself
+    /// (or hands them back to their clients: `client_transmit`).
+    pub dispatchers: usize,
+    /// With 0 dispatchers: hand every cleared packet back to the client
+    /// that sent it (through a return mailbox per client, capacity
+    /// `tx_capacity`), which transmits it itself — the userspace PSPAT
+    /// arrangement. Clients collect them with
+    /// [`Client::take_cleared`](crate::client::Client::take_cleared).
+    pub client_transmit: bool,
+    /// Capacity of each dispatcher's TX mailbox.
+    pub tx_capacity: usize,
+    /// Pin the arbiter to this core.
+    pub arbiter_core: Option<usize>,
+    /// Pin dispatcher `i` to `dispatcher_cores[i % len]`.
+    pub dispatcher_cores: Vec<usize>,
+}
+
+impl Config {
+    /// Defaults for a link of rate `link`.
+    pub fn new(link: Rate) -> Config {
+        Config {
+            link,
+            scan_interval: Duration::ZERO,
+            read_interval: Duration::from_micros(1),
+            round_cap: 512,
+            read_batch: 64,
+            mailbox_capacity: 512,
+            max_clients: 128,
+            trim_after: 2,
+            settle_interval: Duration::from_millis(1),
+            spin: Duration::from_micros(100),
+            busy_poll: false,
+            dispatchers: 0,
+            client_transmit: false,
+            tx_capacity: 1024,
+            arbiter_core: None,
+            dispatcher_cores: Vec::new(),
+        }
+    }
+
+    /// Checks the parameters; the error names the field and what is allowed.
+    pub fn validate(&self) -> Result<(), RuntimeError> {
+        let bad = |field: &'static str, value: String, allowed: &'static str| {
+            Err(RuntimeError::Config {
+                field,
+                value,
+                allowed,
+            })
+        };
+        if self.round_cap == 0 || self.round_cap > 1 << 20 {
+            return bad("round_cap", self.round_cap.to_string(), "1..=1048576");
+        }
+        if self.read_batch == 0 || self.read_batch > 1 << 20 {
+            return bad("read_batch", self.read_batch.to_string(), "1..=1048576");
+        }
+        if self.mailbox_capacity == 0 || self.mailbox_capacity > 1 << 24 {
+            return bad(
+                "mailbox_capacity",
+                self.mailbox_capacity.to_string(),
+                "1..=16777216",
+            );
+        }
+        if self.max_clients == 0 || self.max_clients > 4096 {
+            return bad("max_clients", self.max_clients.to_string(), "1..=4096");
+        }
+        if self.trim_after == 0 {
+            return bad("trim_after", "0".into(), "at least 1");
+        }
+        if self.dispatchers > 64 {
+            return bad("dispatchers", self.dispatchers.to_string(), "0..=64");
+        }
+        if self.client_transmit && self.dispatchers > 0 {
+            return bad(
+                "dispatchers",
+                self.dispatchers.to_string(),
+                "0 when client_transmit is set (clients transmit themselves)",
+            );
+        }
+        if self.tx_capacity == 0 || self.tx_capacity > 1 << 24 {
+            return bad("tx_capacity", self.tx_capacity.to_string(), "1..=16777216");
+        }
+        if self.scan_interval > Duration::from_secs(1) {
+            return bad(
+                "scan_interval",
+                format!("{:?}", self.scan_interval),
+                "at most 1s",
+            );
+        }
+        if self.settle_interval > Duration::from_secs(1) {
+            return bad(
+                "settle_interval",
+                format!("{:?}", self.settle_interval),
+                "at most 1s",
+            );
+        }
+        if self.read_interval > Duration::from_secs(1) {
+            return bad(
+                "read_interval",
+                format!("{:?}", self.read_interval),
+                "at most 1s",
+            );
+        }
+        Ok(())
+    }
+}
+
+/// Errors of the runtime's API.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RuntimeError {
+    /// A configuration value is out of range.
+    #[error("invalid runtime setting `{field}` = {value}; allowed: {allowed}")]
+    Config {
+        /// Field name.
+        field: &'static str,
+        /// The value given.
+        value: String,
+        /// What is allowed.
+        allowed: &'static str,
+    },
+    /// All client slots are taken.
+    #[error("too many clients: at most {max} (raise `max_clients`)")]
+    TooManyClients {
+        /// The limit.
+        max: usize,
+    },
+    /// The number of outputs does not match the dispatchers.
+    #[error("{given} outputs given for {dispatchers} dispatchers; need {need}")]
+    Outputs {
+        /// Outputs given.
+        given: usize,
+        /// Dispatchers configured.
+        dispatchers: usize,
+        /// Outputs needed (dispatchers, or 1 with none, or 0 when clients
+        /// transmit).
+        need: usize,
+    },
+    /// The runtime was stopped.
+    #[error("the runtime is stopped")]
+    Stopped,
+    /// A runtime thread could not be started or panicked.
+    #[error("runtime thread failed: {0}")]
+    Thread(String),
+}
+
+/// What stop ([`Pspat::stop`](crate::driver::Pspat::stop),
+/// [`Arbiter::stop`](crate::arbiter::Arbiter::stop),
+/// [`Locked::stop`](crate::locked::Locked::stop)) does with packets still
+/// queued in the scheduler.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopMode {
+    /// Transmit them at once, ignoring the link rate.
+    Drain,
+    /// Hand them back in [`Report::returned`](crate::report::Report::returned).
+    Return,
+}
+
+/// What a send did with an accepted packet: the answer of
+/// [`Client::send`](crate::client::Client::send) and of the locked
+/// baseline's [`LockedClient::send`](crate::locked::LockedClient::send).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sent {
+    /// Queued in the mailbox.
+    Queued,
+    /// Queued, and since the previous send the scheduler dropped at least
+    /// one of this client's packets: slow down (like `NET_XMIT_CN`).
+    Backpressure,
+}
+
+/// A monotonic clock in nanoseconds since its creation; copies share the
+/// epoch, so timestamps from clients and outputs compare.
+#[derive(Clone, Copy, Debug)]
+pub struct Clock {
+    epoch: Instant,
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Clock::new()
+    }
+}
+
+impl Clock {
+    /// A clock starting now.
+    pub fn new() -> Clock {
+        Clock {
+            epoch: Instant::now(),
+        }
+    }
+    /// Nanoseconds since the epoch.
+    #[inline]
+    pub fn now(&self) -> Nanos {
+        Nanos(u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX))
+    }
+}
+
+/// Adds `n` flows of weight `weights[i % len]` (default config otherwise),
+/// returning their ids — a helper for benches and tests.
+pub fn add_flows<T>(
+    sched: &mut dyn Scheduler<T>,
+    weights: &[u32],
+    n: usize,
+    limit: u32,
+) -> Result<Vec<FlowId>, pktsched_core::ConfigError> {
+    (0..n)
+        .map(|i| {
+            let w = weights.get(i % weights.len().max(1)).copied().unwrap_or(1);
+            sched.add_flow(FlowConfig::weight(w).with_limit(limit))
+        })
+        .collect()
+}
+
+/// CPU time of the calling thread, ns (first field of Linux
+/// `/proc/thread-self/schedstat`; `None` elsewhere). Unlike wall time it
+/// does not count time the thread waited for a core while other processes
+/// ran (the machines these figures come from are shared). Used by every
+/// `pktsched` benchmark.
+pub fn thread_cpu_ns() -> Option<u64> {
+    let stat = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    stat.split_whitespace().next()?.parse().ok()
+}
+
+/// `d` in whole nanoseconds (saturating).
+pub(crate) fn dur_nanos(d: Duration) -> Nanos {
+    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::thread_cpu_ns;
+
+    #[test]
+    #[cfg(target_os = "linux")]
+    #[cfg_attr(miri, ignore = "reads /proc")]
+    fn thread_cpu_time_is_read_and_does_not_go_back() {
+        let a = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..100_000u64 {
+            x = std::hint::black_box(x.wrapping_mul(31).wrapping_add(i));
+        }
+        let b = thread_cpu_ns();
+        assert!(a.is_some() && b.is_some(), "{a:?} {b:?}");
+        assert!(b >= a, "{a:?} then {b:?}");
+    }
+}

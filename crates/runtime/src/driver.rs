@@ -1,0 +1,500 @@
+//! The threaded PSPAT runtime: [`Pspat`] runs the [`Arbiter`] (and
+//! `Config::dispatchers` dispatcher threads) on threads with a real
+//! [`Clock`].
+//!
+//! * The arbiter thread calls [`Arbiter::do_scan`] back to back (or every
+//!   `scan_interval`); when idle it spins for `spin`, then sleeps until a
+//!   client rings (or until the link is free when packets wait for it).
+//!   It publishes its counters about every millisecond for
+//!   [`Pspat::stats`].
+//! * A dispatcher thread drains its TX mailbox into its [`Output`].
+//! * Threads are pinned to the configured cores (best effort).
+//! * [`Pspat::stop`] drains every mailbox, then sends or returns what is
+//!   queued, lets the dispatchers empty their TX mailboxes, joins the
+//!   threads and reports where every packet went.
+
+use std::sync::{Mutex, PoisonError};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use pktsched_core::{Nanos, Pkt};
+
+use crate::arbiter::{Arbiter, DispatchTx, Sink};
+use crate::client::{Client, Shared, new_client};
+use crate::config::{BoxedScheduler, Clock, Config, RuntimeError, StopMode, dur_nanos};
+use crate::doorbell::Doorbell;
+use crate::mailbox::{Consumer, Mailbox};
+use crate::output::Output;
+use crate::report::{ArbiterStats, Report, Stats};
+use crate::sync::{Arc, AtomicBool, Ordering, fence};
+
+/// The dispatcher threads, each returning its output when joined.
+type DispatcherThreads<O> = Vec<JoinHandle<O>>;
+
+/// The threaded runtime.
+pub struct Pspat<T: Send + 'static, O: Output<T>> {
+    shared: Arc<Shared<T>>,
+    /// The arbiter's counters, as last published by its thread.
+    published: Arc<Mutex<ArbiterStats>>,
+    clock: Clock,
+    arbiter: Option<JoinHandle<Result<Report<T, O>, RuntimeError>>>,
+    dispatchers: DispatcherThreads<O>,
+    /// What the arbiter thread does at stop with packets still queued.
+    mode: Arc<Mutex<StopMode>>,
+}
+
+impl<T: Send + 'static, O: Output<T>> std::fmt::Debug for Pspat<T, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pspat")
+            .field("dispatchers", &self.dispatchers.len())
+            .field("running", &self.arbiter.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
+    /// Starts the arbiter (and `cfg.dispatchers` dispatcher threads) with
+    /// `sched`, which should already have its flows. `outputs` has one
+    /// output per dispatcher, or exactly one when there are none.
+    pub fn start(
+        cfg: &Config,
+        sched: BoxedScheduler<T>,
+        outputs: Vec<O>,
+        clock: Clock,
+    ) -> Result<Pspat<T, O>, RuntimeError> {
+        cfg.validate()?;
+        let need = if cfg.client_transmit {
+            0
+        } else {
+            cfg.dispatchers.max(1)
+        };
+        if outputs.len() != need {
+            return Err(RuntimeError::Outputs {
+                given: outputs.len(),
+                dispatchers: cfg.dispatchers,
+                need,
+            });
+        }
+        let (sink, dispatchers) = start_sink(cfg, outputs)?;
+        let arbiter = Arbiter::build(cfg, sched, sink);
+        let shared = arbiter.shared().clone();
+        let published = Arc::new(Mutex::new(ArbiterStats::default()));
+        let mode = Arc::new(Mutex::new(StopMode::Drain));
+        let thread = ArbiterThread {
+            arbiter,
+            shared: shared.clone(),
+            clock,
+            scan_interval: dur_nanos(cfg.scan_interval),
+            spin: dur_nanos(cfg.spin),
+            busy_poll: cfg.busy_poll,
+            published: published.clone(),
+            mode: mode.clone(),
+        };
+        let core = cfg.arbiter_core;
+        let handle = std::thread::Builder::new()
+            .name("pspat-arbiter".into())
+            .spawn(move || {
+                pin(core);
+                thread.run()
+            })
+            .map_err(|e| RuntimeError::Thread(e.to_string()))?;
+        Ok(Pspat {
+            shared,
+            published,
+            clock,
+            arbiter: Some(handle),
+            dispatchers,
+            mode,
+        })
+    }
+
+    /// A new client handle; move it to the sending thread.
+    pub fn client(&self) -> Result<Client<T>, RuntimeError> {
+        new_client(&self.shared)
+    }
+
+    /// The runtime's clock.
+    pub fn clock(&self) -> Clock {
+        self.clock
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> Stats {
+        let clients = self.shared.client_stats();
+        Stats {
+            arbiter: *self
+                .published
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner),
+            clients,
+        }
+    }
+
+    /// Stops: new sends are refused, every mailbox is drained, what is
+    /// queued is sent at once or returned (`mode`), dispatchers empty their
+    /// TX mailboxes, all threads are joined.
+    pub fn stop(mut self, mode: StopMode) -> Result<Report<T, O>, RuntimeError> {
+        *self.mode.lock().unwrap_or_else(PoisonError::into_inner) = mode;
+        wake_to_stop(&self.shared);
+        let Some(h) = self.arbiter.take() else {
+            return Err(RuntimeError::Stopped);
+        };
+        let mut report = h
+            .join()
+            .map_err(|_| RuntimeError::Thread("arbiter panicked".into()))??;
+        for h in self.dispatchers.drain(..) {
+            report.outputs.push(
+                h.join()
+                    .map_err(|_| RuntimeError::Thread("dispatcher panicked".into()))?,
+            );
+        }
+        Ok(report)
+    }
+}
+
+impl<T: Send + 'static, O: Output<T>> Drop for Pspat<T, O> {
+    fn drop(&mut self) {
+        // Dropped without `stop`: stop the threads (packets are dropped with
+        // them; `stop` is the way to account for them).
+        if let Some(h) = self.arbiter.take() {
+            wake_to_stop(&self.shared);
+            let _ = h.join();
+            for h in self.dispatchers.drain(..) {
+                let _ = h.join();
+            }
+        }
+    }
+}
+
+/// Sets the stop flag and wakes the arbiter thread to see it.
+fn wake_to_stop<T>(shared: &Shared<T>) {
+    shared.stop.store(true, Ordering::SeqCst);
+    fence(Ordering::SeqCst);
+    shared.doorbell.ring(usize::MAX);
+}
+
+/// Pins the calling thread to `core`, if any.
+fn pin(core: Option<usize>) {
+    if let Some(c) = core {
+        // Best effort: an unknown core leaves the thread unpinned.
+        let _ = core_affinity::set_for_current(core_affinity::CoreId { id: c });
+    }
+}
+
+/// Where the arbiter's released packets go for `cfg` (`outputs` already
+/// checked against it), starting one dispatcher thread per output if
+/// `cfg.dispatchers > 0`.
+fn start_sink<T: Send + 'static, O: Output<T>>(
+    cfg: &Config,
+    mut outputs: Vec<O>,
+) -> Result<(Sink<T, O>, DispatcherThreads<O>), RuntimeError> {
+    if cfg.client_transmit {
+        return Ok((Sink::clients(), Vec::new()));
+    }
+    if cfg.dispatchers == 0 {
+        let Some(o) = outputs.pop() else {
+            return Err(RuntimeError::Outputs {
+                given: 0,
+                dispatchers: 0,
+                need: 1,
+            });
+        };
+        return Ok((Sink::Inline(o), Vec::new()));
+    }
+    let mut txs = Vec::new();
+    let mut handles = Vec::new();
+    for (i, out) in outputs.into_iter().enumerate() {
+        let (tx, handle) = start_dispatcher(cfg, i, out)?;
+        txs.push(tx);
+        handles.push(handle);
+    }
+    Ok((Sink::Dispatch(txs), handles))
+}
+
+/// Starts dispatcher `i` transmitting into `out`; returns the arbiter's end
+/// of its TX mailbox and its thread.
+fn start_dispatcher<T: Send + 'static, O: Output<T>>(
+    cfg: &Config,
+    i: usize,
+    out: O,
+) -> Result<(DispatchTx<T>, JoinHandle<O>), RuntimeError> {
+    let (tx, rx) = Mailbox::with_capacity::<Pkt<T>>(cfg.tx_capacity);
+    let bell = Arc::new(Doorbell::new(1));
+    let done = Arc::new(AtomicBool::new(false));
+    let core = if cfg.dispatcher_cores.is_empty() {
+        None
+    } else {
+        Some(cfg.dispatcher_cores[i % cfg.dispatcher_cores.len()])
+    };
+    let d = Dispatcher {
+        rx,
+        out,
+        bell: bell.clone(),
+        done: done.clone(),
+        spin: cfg.spin,
+        busy_poll: cfg.busy_poll,
+    };
+    let handle = std::thread::Builder::new()
+        .name(format!("pspat-dispatch-{i}"))
+        .spawn(move || {
+            pin(core);
+            d.run()
+        })
+        .map_err(|e| RuntimeError::Thread(e.to_string()))?;
+    Ok((DispatchTx::new(tx, bell, done), handle))
+}
+
+/// The arbiter thread: the arbiter with the real clock and the loop's
+/// timing parameters.
+struct ArbiterThread<T, O> {
+    arbiter: Arbiter<T, O>,
+    shared: Arc<Shared<T>>,
+    clock: Clock,
+    /// Δ_A: minimum time between the starts of two rounds.
+    scan_interval: Nanos,
+    /// T_w: how long to spin when idle before sleeping.
+    spin: Nanos,
+    busy_poll: bool,
+    /// Where the counters are published for [`Pspat::stats`].
+    published: Arc<Mutex<ArbiterStats>>,
+    mode: Arc<Mutex<StopMode>>,
+}
+
+impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
+    /// The thread's body: rounds until stop, then the stop sequence.
+    fn run(mut self) -> Result<Report<T, O>, RuntimeError> {
+        self.run_rounds();
+        let mode = *self.mode.lock().unwrap_or_else(PoisonError::into_inner);
+        let left = self.arbiter.close_and_empty(mode, self.clock.now());
+        // Everything is in the TX mailboxes or waiting: push the rest.
+        while self.arbiter.tx_waiting() > 0 {
+            self.arbiter.flush();
+            std::thread::yield_now();
+        }
+        self.arbiter.mark_dispatchers_done();
+        self.publish_now();
+        Ok(self.arbiter.into_report(left))
+    }
+
+    /// The arbiter loop: rounds until stop.
+    fn run_rounds(&mut self) {
+        self.shared.doorbell.register_consumer();
+        let mut idle_since: Option<Nanos> = None;
+        let mut next_publish = Nanos(0);
+        loop {
+            let start = self.clock.now();
+            let r = self.arbiter.do_scan(start);
+            let end = self.clock.now();
+            if end >= next_publish {
+                self.publish();
+                next_publish = Nanos(end.0 + 1_000_000);
+            }
+            if self.shared.stop.load(Ordering::Relaxed) {
+                return;
+            }
+            if r.drained + r.released > 0 {
+                self.arbiter
+                    .record_busy_round(end.0.saturating_sub(start.0));
+                idle_since = None;
+            } else if r.backlog > 0 || self.arbiter.tx_waiting() > 0 {
+                // Waiting for the link (or a dispatcher): sleep if it is far.
+                let wait = r.link_free.0.saturating_sub(end.0);
+                if !self.busy_poll && wait > self.spin.0 {
+                    self.sleep(Some(Duration::from_nanos(wait)));
+                } else {
+                    std::hint::spin_loop();
+                }
+            } else if self.busy_poll {
+                std::hint::spin_loop();
+            } else {
+                let since = *idle_since.get_or_insert(end);
+                if end.0.saturating_sub(since.0) < self.spin.0 {
+                    std::hint::spin_loop();
+                } else {
+                    self.sleep(None);
+                    idle_since = None;
+                }
+            }
+            if self.scan_interval.0 > 0 {
+                let next = start.0.saturating_add(self.scan_interval.0);
+                while self.clock.now().0 < next {
+                    std::hint::spin_loop();
+                }
+            }
+        }
+    }
+
+    /// Sleeps until a client rings (or `timeout`), unless something arrived
+    /// since the last round.
+    fn sleep(&mut self, timeout: Option<Duration>) {
+        let bell = &self.shared.doorbell;
+        bell.announce_sleep();
+        if bell.any() || self.arbiter.any_mail() || self.shared.stop.load(Ordering::Relaxed) {
+            bell.cancel_sleep();
+            return;
+        }
+        self.arbiter.record_sleep();
+        self.publish_now();
+        let bell = &self.shared.doorbell;
+        match timeout {
+            Some(t) => bell.sleep_timeout(t),
+            None => bell.sleep(),
+        }
+    }
+
+    /// Publishes the counters if no reader holds them right now (the hot
+    /// loop must never wait).
+    fn publish(&self) {
+        if let Ok(mut p) = self.published.try_lock() {
+            *p = self.arbiter.stats();
+        }
+    }
+
+    /// Publishes the counters, waiting for a reader if need be: before a
+    /// sleep, so what readers see is never older than the last activity.
+    fn publish_now(&self) {
+        *self
+            .published
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner) = self.arbiter.stats();
+    }
+}
+
+/// A dispatcher thread: drains its TX mailbox into its output.
+struct Dispatcher<T, O> {
+    rx: Consumer<Pkt<T>>,
+    out: O,
+    bell: Arc<Doorbell>,
+    done: Arc<AtomicBool>,
+    spin: Duration,
+    busy_poll: bool,
+}
+
+impl<T: Send + 'static, O: Output<T>> Dispatcher<T, O> {
+    fn run(mut self) -> O {
+        self.bell.register_consumer();
+        let mut batch = Vec::with_capacity(64);
+        let mut idle_since: Option<Instant> = None;
+        loop {
+            // The arbiter rings after every push; clear the bit before
+            // reading so a later ring is not missed.
+            self.bell.take(|_| {});
+            let n = self.rx.pop_into(&mut batch, 64);
+            if n > 0 {
+                self.out.transmit(&mut batch);
+                batch.clear();
+                idle_since = None;
+                continue;
+            }
+            // The arbiter set `done` (Release) after its last push, so once
+            // we see it (Acquire) an empty mailbox stays empty.
+            if self.done.load(Ordering::Acquire) {
+                if self.rx.is_empty() {
+                    return self.out;
+                }
+                continue;
+            }
+            if self.busy_poll {
+                std::hint::spin_loop();
+                continue;
+            }
+            let since = *idle_since.get_or_insert_with(Instant::now);
+            if since.elapsed() < self.spin {
+                std::hint::spin_loop();
+                continue;
+            }
+            self.bell.announce_sleep();
+            if self.bell.any() || !self.rx.is_empty() || self.done.load(Ordering::Acquire) {
+                self.bell.cancel_sleep();
+                continue;
+            }
+            self.bell.sleep();
+            idle_since = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pktsched_core::{Algorithm, Rate};
+
+    use super::Pspat;
+    use crate::arbiter::Arbiter;
+    use crate::config::{Clock, Config, RuntimeError};
+    use crate::output::NullOutput;
+
+    #[test]
+    fn client_transmit_settings_are_checked() {
+        let cfg = Config {
+            client_transmit: true,
+            dispatchers: 2,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = cfg.validate().map(|_| ()).unwrap_err().to_string();
+        assert!(
+            e.contains("dispatchers") && e.contains("client_transmit"),
+            "{e}"
+        );
+        let cfg = Config {
+            client_transmit: true,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = Arbiter::new(
+            &cfg,
+            Algorithm::Fifo.build_send::<u64>(),
+            NullOutput::default(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("new_client_transmit"), "{e}");
+        let e = Pspat::start(
+            &cfg,
+            Algorithm::Fifo.build_send::<u64>(),
+            vec![NullOutput::default()],
+            Clock::new(),
+        )
+        .map(|_| ())
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("need 0"), "{e}");
+    }
+
+    #[test]
+    fn bad_settings_are_refused_by_name() {
+        let mut cfg = Config::new(Rate::gbit(1));
+        cfg.round_cap = 0;
+        let e = cfg
+            .validate()
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("round_cap") && e.contains("1..="), "{e}");
+        let cfg = Config {
+            max_clients: 1,
+            ..Config::new(Rate::gbit(1))
+        };
+        let a: Arbiter<u64, NullOutput> =
+            Arbiter::new(&cfg, Algorithm::Fifo.build_send(), NullOutput::default())
+                .unwrap_or_else(|e| panic!("{e}"));
+        assert!(a.client().is_ok());
+        assert_eq!(
+            a.client().err(),
+            Some(RuntimeError::TooManyClients { max: 1 })
+        );
+        let cfg = Config {
+            dispatchers: 2,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = Pspat::<u64, NullOutput>::start(
+            &cfg,
+            Algorithm::Fifo.build_send(),
+            vec![NullOutput::default()],
+            Clock::new(),
+        );
+        assert_eq!(
+            e.err().map(|e| e.to_string()),
+            Some("1 outputs given for 2 dispatchers; need 2".into())
+        );
+    }
+}

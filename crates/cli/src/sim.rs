@@ -1,9 +1,7 @@
-//! `pktsched sim SCENARIO.toml`: runs a scenario in virtual time and prints
-//! per-flow service guarantees next to their bounds. The run itself, the
-//! departures CSV, `--profile` and the verdict are `pktsched_sim::session`;
-//! this file parses arguments, draws the progress bar and prints.
+//! `pktsched sim SCENARIO.toml`: arguments, progress bar and printing; the
+//! run, CSV, `--profile` and verdict are `pktsched_sim::session`.
 
-use std::io::IsTerminal as _;
+use std::io::{IsTerminal as _, stderr};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -48,10 +46,8 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         fluid_thread: !a.one_thread,
         ..Options::for_cfg(&cfg)
     };
-    // The bar only on a terminal.
     let mut bar = Bar(None);
-    let observer = std::io::stderr().is_terminal().then_some(&mut bar as _);
-    let sim = session::simulate(&cfg, opt, observer)?;
+    let sim = session::simulate(&cfg, opt, stderr().is_terminal().then_some(&mut bar as _))?;
     if let Some(p) = &a.departures {
         let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
         session::write_departures_csv(std::io::BufWriter::new(f), &sim.outcome.departures)?;
@@ -87,14 +83,11 @@ struct Bar(Option<indicatif::ProgressBar>);
 impl ProgressObserver for Bar {
     fn progress(&mut self, p: Progress) {
         let b = self.0.get_or_insert_with(|| {
-            let b = indicatif::ProgressBar::new(1000);
-            b.set_style(
-                indicatif::ProgressStyle::with_template(
-                    "{bar:40} {percent:>3}% of the virtual time {msg} (eta {eta})",
-                )
-                .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-            );
-            b
+            let style = "{bar:40} {percent:>3}% of the virtual time {msg} (eta {eta})";
+            indicatif::ProgressBar::new(1000).with_style(
+                indicatif::ProgressStyle::with_template(style)
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+            )
         });
         b.set_position(p.permille());
         if p.draining() {

@@ -22,8 +22,8 @@
 //! - [`metrics`]: per-flow measurements and the published bounds.
 //! - [`engine`]: the discrete-event engine (a directory: event loop,
 //!   event handlers, state, PSPAT model, fluid stream on a second thread).
-//! - [`outcome`]: what a run measured ([`Outcome`](outcome::Outcome),
-//!   [`Departure`](outcome::Departure)), shared by engine, report and plot.
+//! - [`outcome`]: what a run measured ([`Outcome`],
+//!   [`Departure`]), shared by engine, report and plot.
 //! - [`report`]: the [`Report`] built from an outcome (table, JSON).
 //! - [`plot`]: SVG plots of an outcome.
 //! - [`session`]: a run the way `pktsched sim` does it: progress observer,
@@ -37,18 +37,19 @@
 //! nothing from the crate ([`PS_PER_SEC`], [`thread_cpu_ns`]), which
 //! modules reach as `crate::…` and which are left out below.
 //!
-//! - `model` → (nothing)
-//! - `prefetch` → (nothing)
-//! - `fluid` → (nothing)
+//! - `model`, `fluid`, `metrics`, `prefetch` → (nothing)
 //! - `source` → `model`
-//! - `metrics` → (nothing)
 //! - `outcome` → `metrics`
 //! - `engine` → `model`, `outcome`, `metrics`, `fluid`, `source`,
-//!   `prefetch`; inside it: `mod` → `event_loop` → `packet_path`,
-//!   `state`, `pspat`, `fluid_stream`, `arrivals`; `packet_path` →
-//!   `event_loop` (the `Engine` type only), `state`, `pspat`,
-//!   `fluid_stream`; `pspat` → `state`; `state` → `fluid_stream`;
-//!   `fluid_stream` → `arrivals` (never the rest of the engine)
+//!   `prefetch`; inside it (`mod` is `engine/mod.rs`):
+//!   - `mod` → `options`, `event_loop`
+//!   - `event_loop` → `options`, `state`, `pspat`, `fluid_stream`,
+//!     `arrivals`
+//!   - `packet_path` → `event_loop` (the `Engine` type), `state`, `pspat`,
+//!     `fluid_stream`
+//!   - `state` → `fluid_stream`; `pspat` → `state`
+//!   - `fluid_stream` → `arrivals` (not the rest of the engine)
+//!   - `options`, `arrivals` → (nothing)
 //! - `scenario` → `model`, `source`, `engine`
 //! - `report` → `model`, `outcome`, `metrics`
 //! - `plot` → `model`, `outcome`, `report`

@@ -10,9 +10,9 @@ use pktsched_core::Scheduler;
 
 use super::arrivals::ArrivalQueue;
 use super::fluid_stream::FluidStream;
+use super::options::{HIST_FLOWS, Options, SimError};
 use super::pspat::PspatModel;
 use super::state::{FlowState, FluidBookkeeping, LinkState, NO_TIME, PacketRecords, RunTotals};
-use super::{HIST_FLOWS, Options, SimError};
 use crate::fluid::Fluid;
 use crate::model::SimConfig;
 use crate::outcome::{BINS, Outcome};
@@ -50,7 +50,7 @@ struct EventTimes {
 }
 
 impl EventTimes {
-    #[inline]
+    #[inline(always)]
     fn earliest(&self) -> u64 {
         self.source_arrival
             .min(self.transmission_end)
@@ -162,7 +162,7 @@ impl<'c> Engine<'c> {
     }
 
     /// When each kind of event is next due at `now`.
-    #[inline]
+    #[inline(always)]
     fn next_events(&mut self, now: u64) -> EventTimes {
         let link = &self.link;
         let (arbiter_round, dispatch) = match &self.pspat {
@@ -196,7 +196,7 @@ impl<'c> Engine<'c> {
 
     /// Handles the event due at `t` (one per call, in [`EventTimes`]
     /// order).
-    #[inline]
+    #[inline(always)]
     fn handle<S: Scheduler<u32> + ?Sized>(&mut self, s: &mut S, ev: &EventTimes, t: u64) {
         if ev.wake == t {
             // The idle link tries the scheduler again once this instant's

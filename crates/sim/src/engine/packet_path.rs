@@ -4,12 +4,12 @@
 
 use pktsched_core::{DropReason, FlowId, Nanos, Pkt, Scheduler};
 
-use super::GREEDY_DEPTH;
 use super::event_loop::Engine;
 use super::fluid_stream::NO_PACKET;
 use super::pspat::MailboxEntry;
 use super::state::{NO_TIME, OnWire, PacketRecord};
 use crate::PS_PER_SEC;
+use crate::model::GREEDY_DEPTH;
 use crate::outcome::{BINS, Departure};
 use crate::prefetch::prefetch;
 
@@ -20,7 +20,7 @@ impl Engine<'_> {
     /// Σw times how far flow `f`'s service lags its share φ_f of all the
     /// link has sent: `w_f·W − Σw·W_f` (what B-WFI measures, scaled by Σw
     /// to stay integral).
-    #[inline]
+    #[inline(always)]
     pub(super) fn share_gap_scaled(&self, f: usize) -> i128 {
         i128::from(self.flows.hot[f].weight) * i128::from(self.totals.served)
             - i128::from(self.wsum) * i128::from(self.flows.stats[f].served)
@@ -133,7 +133,7 @@ impl Engine<'_> {
     }
 
     /// Counts an accepted packet of flow `f` (which was `idle` before).
-    #[inline]
+    #[inline(always)]
     fn accepted(&mut self, f: usize, len: u32, t: u64, idle: bool) {
         if idle {
             self.start_backlog_period(f, t);
@@ -246,7 +246,7 @@ impl Engine<'_> {
 
     /// Delay, T-WFI and rate-bin measurements of packet `r` of flow `f`,
     /// sent at `t`.
-    #[inline]
+    #[inline(always)]
     fn record_delay(&mut self, f: usize, r: &PacketRecord, t: u64, in_window: bool) {
         let len = u64::from(r.len);
         let bin = ((t / self.totals.bin_ps) as usize).min(BINS - 1);

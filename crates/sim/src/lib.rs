@@ -11,231 +11,77 @@
 //! Time is virtual, in picoseconds (`u64`); randomness comes from seeded
 //! ChaCha streams, one per flow; nothing reads a clock. The same scenario
 //! and seed always give the same result.
+//!
+//! # Modules
+//!
+//! - [`model`]: the data model (`SimConfig`, `FlowSpec`, `SizeDist`,
+//!   `SourceSpec`, `Group`, `PspatParams`, `SimPolicy`), re-exported here.
+//! - [`scenario`]: TOML scenarios → [`SimConfig`], with positioned errors.
+//! - [`source`]: the seeded traffic sources.
+//! - [`fluid`]: the exact GPS fluid reference.
+//! - [`metrics`]: per-flow measurements and the published bounds.
+//! - [`engine`]: the discrete-event engine (a directory: event loop,
+//!   event handlers, state, PSPAT model, fluid stream on a second thread).
+//! - [`outcome`]: what a run measured ([`Outcome`],
+//!   [`Departure`]), shared by engine, report and plot.
+//! - [`report`]: the [`Report`] built from an outcome (table, JSON).
+//! - [`plot`]: SVG plots of an outcome.
+//! - [`session`]: a run the way `pktsched sim` does it: progress observer,
+//!   departures CSV, `--profile` re-runs, the exit verdict.
+//! - `prefetch` (private): the crate's only `unsafe` code, a cache hint.
+//!
+//! # Module dependencies
+//!
+//! Who imports whom (`a → b, c`); the graph is acyclic. The crate root
+//! only declares modules and re-exports, plus two items that import
+//! nothing from the crate ([`PS_PER_SEC`], [`thread_cpu_ns`]), which
+//! modules reach as `crate::…` and which are left out below.
+//!
+//! - `model`, `fluid`, `metrics`, `prefetch` → (nothing)
+//! - `source` → `model`
+//! - `outcome` → `metrics`
+//! - `engine` → `model`, `outcome`, `metrics`, `fluid`, `source`,
+//!   `prefetch`; inside it (`mod` is `engine/mod.rs`):
+//!   - `mod` → `options`, `event_loop`
+//!   - `event_loop` → `options`, `state`, `pspat`, `fluid_stream`,
+//!     `arrivals`
+//!   - `packet_path` → `event_loop` (the `Engine` type), `state`, `pspat`,
+//!     `fluid_stream`
+//!   - `state` → `fluid_stream`; `pspat` → `state`
+//!   - `fluid_stream` → `arrivals` (not the rest of the engine)
+//!   - `options`, `arrivals` → (nothing)
+//! - `scenario` → `model`, `source`, `engine`
+//! - `report` → `model`, `outcome`, `metrics`
+//! - `plot` → `model`, `outcome`, `report`
+//! - `session` → `model`, `engine`, `outcome`, `report`
+
+#![deny(unsafe_code)]
 
 pub mod engine;
 pub mod fluid;
 pub mod input_file;
 pub mod metrics;
-mod par;
+pub mod model;
+pub mod outcome;
 pub mod plot;
+#[allow(unsafe_code)]
+mod prefetch;
 pub mod report;
 pub mod scenario;
+pub mod session;
 pub mod source;
 
-use std::sync::Arc;
-
-use pktsched_core::Rate;
-use pktsched_core::policy::Policy;
-use pktsched_core::sched::Algorithm;
-
-pub use engine::{SimError, run};
+pub use engine::SimError;
+pub use model::{
+    FlowSpec, GREEDY_DEPTH, Group, PspatParams, PspatParams as Pspat, SimConfig, SimPolicy,
+    SizeDist, SourceSpec,
+};
+pub use outcome::{Departure, Outcome};
 pub use report::Report;
+pub use session::run;
 
 /// Picoseconds per second.
 pub const PS_PER_SEC: u64 = 1_000_000_000_000;
-
-/// Packet size distribution of a flow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SizeDist {
-    /// Every packet has this length.
-    Fixed(u32),
-    /// Uniform over `min..=max` bytes.
-    Uniform(u32, u32),
-    /// `(length, weight)` pairs, e.g. the bimodal 64/1500 mix.
-    Mix(Vec<(u32, u32)>),
-}
-
-impl SizeDist {
-    /// Largest length this distribution can produce (the flow's `max_len`).
-    pub fn max(&self) -> u32 {
-        match self {
-            SizeDist::Fixed(l) => *l,
-            SizeDist::Uniform(_, b) => *b,
-            SizeDist::Mix(v) => v.iter().map(|x| x.0).max().unwrap_or(1),
-        }
-    }
-    /// Mean length in bytes.
-    pub fn mean(&self) -> f64 {
-        match self {
-            SizeDist::Fixed(l) => f64::from(*l),
-            SizeDist::Uniform(a, b) => (f64::from(*a) + f64::from(*b)) / 2.0,
-            SizeDist::Mix(v) => {
-                let w: f64 = v.iter().map(|x| f64::from(x.1)).sum();
-                v.iter()
-                    .map(|x| f64::from(x.0) * f64::from(x.1))
-                    .sum::<f64>()
-                    / w
-            }
-        }
-    }
-}
-
-/// Traffic source of one flow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum SourceSpec {
-    /// Always backlogged: the flow keeps [`engine::GREEDY_DEPTH`] packets
-    /// queued both in the packet system and in the fluid reference.
-    Greedy,
-    /// Constant bit rate: the next packet comes one packet time (at `rate`)
-    /// after the previous one.
-    Cbr {
-        /// Sending rate.
-        rate: Rate,
-    },
-    /// Poisson arrivals with mean rate `rate` (exponential gaps).
-    Poisson {
-        /// Mean rate.
-        rate: Rate,
-    },
-    /// Bursts: CBR at `rate` during ON periods, silent during OFF periods.
-    OnOff {
-        /// Peak rate during ON.
-        rate: Rate,
-        /// Mean (or fixed) ON length, ps.
-        on_ps: u64,
-        /// Mean (or fixed) OFF length, ps.
-        off_ps: u64,
-        /// Exponentially distributed periods (else fixed).
-        exponential: bool,
-    },
-    /// Replay of `(time_ps, len)` rows, in time order.
-    Trace(Vec<(u64, u32)>),
-}
-
-/// One simulated flow.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FlowSpec {
-    /// Index of its `[[flows]]` entry.
-    pub group: u32,
-    /// Weight (φ = weight / Σ weights).
-    pub weight: u32,
-    /// Packet sizes.
-    pub size: SizeDist,
-    /// Traffic source.
-    pub source: SourceSpec,
-    /// Per-flow queue limit in packets.
-    pub limit: u32,
-}
-
-/// A `[[flows]]` entry: `count` consecutive flows with one name.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Group {
-    /// Name.
-    pub name: String,
-    /// First flow index.
-    pub first: u32,
-    /// Number of flows.
-    pub count: u32,
-    /// A delay target (`max_delay` in the scenario, ps): a packet of these
-    /// flows waiting longer is reported as a violation, like a bound.
-    pub max_delay_ps: Option<u64>,
-}
-
-/// PSPAT arbiter/dispatcher model parameters.
-#[derive(Copy, Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Pspat {
-    /// Δ_A: the arbiter sees arrivals only every `arbiter_ps`.
-    pub arbiter_ps: u64,
-    /// Δ_D: dispatchers are served every `dispatcher_ps`.
-    pub dispatcher_ps: u64,
-}
-
-/// A whole simulation.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct SimConfig {
-    /// Scenario name.
-    pub name: String,
-    /// Link rate.
-    pub rate: Rate,
-    /// Scheduling algorithm.
-    pub algorithm: Algorithm,
-    /// Arrivals stop at this time (ps).
-    pub duration_ps: u64,
-    /// Seed of the ChaCha streams.
-    pub seed: u64,
-    /// After `duration`, serve everything still queued (both systems), so
-    /// every packet gets a departure and a fluid finish time.
-    pub drain: bool,
-    /// Optional PSPAT model.
-    pub pspat: Option<Pspat>,
-    /// A policy tree to run instead of `algorithm` (`algorithm =
-    /// "policy"` in a scenario).
-    pub policy: Option<SimPolicy>,
-    /// Flows, indexed by flow id.
-    pub flows: Vec<FlowSpec>,
-    /// The `[[flows]]` entries.
-    pub groups: Vec<Group>,
-}
-
-impl SimConfig {
-    /// `n` flows of one group, all with the same spec (for tests and
-    /// benchmarks).
-    pub fn uniform(
-        name: &str,
-        rate: Rate,
-        algorithm: Algorithm,
-        duration_ps: u64,
-        flows: Vec<FlowSpec>,
-    ) -> SimConfig {
-        let mut groups: Vec<Group> = Vec::new();
-        for (i, f) in flows.iter().enumerate() {
-            match groups.last_mut() {
-                Some(g) if g.name == format!("g{}", f.group) => g.count += 1,
-                _ => groups.push(Group {
-                    name: format!("g{}", f.group),
-                    first: i as u32,
-                    count: 1,
-                    max_delay_ps: None,
-                }),
-            }
-        }
-        SimConfig {
-            name: name.to_string(),
-            rate,
-            algorithm,
-            duration_ps,
-            seed: 1,
-            drain: true,
-            pspat: None,
-            policy: None,
-            flows,
-            groups,
-        }
-    }
-
-    /// What schedules the link, as reports name it: the algorithm, or
-    /// `policy <file>`.
-    pub fn scheduler_name(&self) -> String {
-        match &self.policy {
-            Some(p) => format!("policy {}", p.file),
-            None => self.algorithm.to_string(),
-        }
-    }
-}
-
-/// A policy tree in a scenario: the validated policy and, per flow, the
-/// node it attaches to and its priority (for `prio` nodes).
-#[derive(Clone, Debug)]
-pub struct SimPolicy {
-    /// The policy file as the scenario names it.
-    pub file: String,
-    /// The validated tree.
-    pub policy: Arc<Policy>,
-    /// Per flow: node index ([`Policy::node`]), or `None` for the policy's
-    /// own attachment rule (round robin over leaves, or `attach`).
-    pub node: Vec<Option<usize>>,
-    /// Per flow: `FlowConfig::prio`.
-    pub prio: Vec<u32>,
-}
-
-impl PartialEq for SimPolicy {
-    fn eq(&self, o: &SimPolicy) -> bool {
-        self.file == o.file && self.policy == o.policy && self.node == o.node && self.prio == o.prio
-    }
-}
-
-// A policy holds no floating-point values, so equality is reflexive.
-impl Eq for SimPolicy {}
 
 /// CPU time of the calling thread, ns (first field of Linux
 /// `/proc/thread-self/schedstat`; `None` elsewhere). Unlike wall time it

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use hdrhistogram::Histogram;
 use plotters::prelude::*;
 
-use crate::SimConfig;
-use crate::engine::{BINS, Outcome};
+use crate::model::SimConfig;
+use crate::outcome::{BINS, Outcome};
 use crate::report::Report;
 
 const COLORS: [RGBColor; 8] = [

@@ -6,9 +6,10 @@ use std::fmt::Write as _;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
-use crate::engine::Outcome;
+use crate::PS_PER_SEC;
 use crate::metrics::{self, ABS_TOL_PS, FlowStat};
-use crate::{PS_PER_SEC, SimConfig, SourceSpec};
+use crate::model::{SimConfig, SourceSpec};
+use crate::outcome::Outcome;
 
 /// Delay summary, ns.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Serialize)]
@@ -380,7 +381,7 @@ fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
     }
 }
 
-fn group_report(g: &crate::Group, flows: &[FlowReport], stats: &[FlowStat]) -> GroupReport {
+fn group_report(g: &crate::model::Group, flows: &[FlowReport], stats: &[FlowStat]) -> GroupReport {
     let r = g.first as usize..(g.first + g.count) as usize;
     let fl = &flows[r.clone()];
     let st = &stats[r];

@@ -40,7 +40,8 @@
 //!
 //! `unsafe` is denied crate-wide and allowed only where the tree below says
 //! so: [`mailbox`] (moving values in and out of its ring's cells) and
-//! [`barrier`] (the `membarrier` system call). Every block has its
+//! [`barrier`] (the `membarrier` system call) and `signal` (installing the
+handlers with `sigaction`). Every block has its
 //! `// SAFETY:` argument.
 //!
 //! # Verification

@@ -41,7 +41,7 @@
 //! `unsafe` is denied crate-wide and allowed only where the tree below says
 //! so: [`mailbox`] (moving values in and out of its ring's cells) and
 //! [`barrier`] (the `membarrier` system call) and `signal` (installing the
-handlers with `sigaction`). Every block has its
+//! handlers with `sigaction`). Every block has its
 //! `// SAFETY:` argument.
 //!
 //! # Verification

@@ -793,8 +793,8 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
     if ph == Phase::Overload {
         let phi = f64::from(p.victim_weight) / (wsum + f64::from(p.victim_weight));
         let l_over_r = f64::from(len) * 8e9 / link.as_bps().max(1) as f64;
-        // Own packet at the guaranteed rate + QFQ T-WFI (6·L/(φR), all
-        // packets the same length) + Δ_A.
+        // Own packet at the guaranteed rate + QFQ's T-WFI (3·σ_k + 2·L)/R
+        // (all packets the same length) + Δ_A.
         // Δ_A for PSPAT: a packet may arrive just after its mailbox was
         // read, wait out the read (or scan) interval and the round in
         // progress, then the round that releases it: the interval plus two
@@ -805,7 +805,16 @@ fn run_one(p: &Plan, ph: Phase, arch: Arch, n: usize, run: usize) -> Result<RunR
         } else {
             0.0
         };
-        let bound = l_over_r / phi + 6.0 * l_over_r / phi + delta_a;
+        let wsum_total =
+            weights.iter().map(|&w| u64::from(w)).sum::<u64>() + u64::from(p.victim_weight);
+        let twfi_ns = pktsched_sim::metrics::qfq_twfi_ps(
+            p.victim_weight,
+            len,
+            wsum_total,
+            len,
+            link.as_bps().max(1),
+        ) / 1000.0;
+        let bound = l_over_r / phi + twfi_ns + delta_a;
         let q = |x: f64| hist.value_at_quantile(x);
         res.victim = Some(Victim {
             samples: hist.len(),

@@ -13,7 +13,7 @@
 //! | RR | [`Rr`] | O(1) | packet round-robin |
 //! | DRR | [`Drr`] | O(1) if quantum ≥ max_len | T-WFI (1/φ_min + 1/φ_k + N − 1)·L/R |
 //! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
-//! | QFQ | [`Qfq`] | O(1) | T-WFI 6·L_k/(φ_k·R) + (L − L_k)/R |
+//! | QFQ | [`Qfq`] | O(1) | T-WFI (3·σ_k + 2·L)/R, σ_k < 2·L_k/φ_k |
 
 use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::units::{Bytes, Nanos};

@@ -686,6 +686,13 @@ pub enum ConfigError {
     /// The flow does not exist.
     #[error("flow {0} does not exist")]
     UnknownFlow(FlowId),
+    /// A flow was to be placed below a node, but the scheduler is not a
+    /// policy tree.
+    #[error("{alg} has no nodes: a flow can be placed below a node only in a policy tree")]
+    NoNodes {
+        /// Algorithm name.
+        alg: &'static str,
+    },
     /// `max_len` would be smaller than a packet already queued in the flow.
     #[error(
         "max_len = {max_len} is smaller than a {queued}-byte packet queued in flow {flow}; wait for it to leave or choose max_len >= {queued}"

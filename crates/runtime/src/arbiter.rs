@@ -215,6 +215,17 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         self.stats
     }
 
+    /// The emulated link's rate.
+    pub fn link_rate(&self) -> pktsched_core::Rate {
+        self.link.rate()
+    }
+
+    /// Changes the emulated link's rate (live reconfiguration): packets
+    /// released from now on are paced at `rate`.
+    pub fn set_link_rate(&mut self, rate: pktsched_core::Rate) {
+        self.link.set_rate(rate);
+    }
+
     /// The output, when the arbiter transmits itself.
     pub fn output(&self) -> Option<&O> {
         match &self.sink {

@@ -51,6 +51,19 @@ impl Link {
         self.rate
     }
 
+    /// Changes the rate for packets sent from now on; the packet in
+    /// transmission keeps its end time (the fraction of a nanosecond is
+    /// rounded up, so it never ends early).
+    pub fn set_rate(&mut self, rate: Rate) {
+        if rate == self.rate {
+            return;
+        }
+        self.free_ns = self.free_at().0;
+        self.rem = 0;
+        self.rate = rate;
+        self.memo_len = 0;
+    }
+
     /// The first whole nanosecond at which the link is free (rounded up, so
     /// a packet released then never overlaps the previous one).
     pub fn free_at(&self) -> Nanos {
@@ -136,6 +149,20 @@ mod tests {
             let err = (link.free_at().0 as f64 - exact as f64).abs() / exact as f64;
             assert!(err < 1e-4);
         }
+    }
+
+    /// A rate change paces later packets at the new rate and never ends the
+    /// packet in transmission early.
+    #[test]
+    fn set_rate_applies_to_later_packets() {
+        let mut link = Link::new(Rate::mbit(3));
+        link.send(1); // 8 bits at 3 Mbit/s: 2666.67 ns
+        assert_eq!(link.free_at(), Nanos(2667));
+        link.set_rate(Rate::mbit(8));
+        assert_eq!(link.rate(), Rate::mbit(8));
+        assert_eq!(link.free_at(), Nanos(2667));
+        link.send(1000); // 8000 bits at 8 Mbit/s: 1 ms
+        assert_eq!(link.free_at(), Nanos(2667 + 1_000_000));
     }
 
     /// Changing lengths (the memo is refilled) stay exact too.

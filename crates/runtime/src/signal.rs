@@ -8,6 +8,9 @@
 //! process killed by the signal). The handler is one-shot: a second Ctrl-C
 //! finds the default action back and ends the process at once, so a run
 //! that never reaches a safe point can still be stopped.
+//!
+//! A daemon also calls [`install_reload`]: SIGHUP then sets a flag that
+//! [`take_reload`] reads and clears (re-read the config, like nginx).
 
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
@@ -61,6 +64,37 @@ pub fn received() -> Option<Signal> {
     })
 }
 
+/// Set when SIGHUP arrives; cleared by [`take_reload`].
+static RELOAD: AtomicBool = AtomicBool::new(false);
+
+/// `true` once per SIGHUP received since the last call.
+pub fn take_reload() -> bool {
+    RELOAD.swap(false, Ordering::AcqRel)
+}
+
+extern "C" fn record_reload(_signo: libc::c_int) {
+    // One lock-free atomic store: async-signal-safe.
+    RELOAD.store(true, Ordering::Release);
+}
+
+/// Installs a SIGHUP handler that requests a reload (kept for every SIGHUP,
+/// not one-shot).
+pub fn install_reload() -> std::io::Result<()> {
+    // SAFETY: `sigaction` is plain data; all-zero is a valid value (empty
+    // mask, no flags) that is filled in below.
+    let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
+    action.sa_sigaction = record_reload as extern "C" fn(libc::c_int) as libc::sighandler_t;
+    action.sa_flags = libc::SA_RESTART;
+    // SAFETY: the handler only stores to an atomic (async-signal-safe);
+    // `action` is initialised and outlives the call; a null old-action
+    // pointer is allowed.
+    let rc = unsafe { libc::sigaction(libc::SIGHUP, &action, std::ptr::null_mut()) };
+    if rc != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 extern "C" fn record(signo: libc::c_int) {
     // Only lock-free atomic stores: async-signal-safe.
     let _ = SIGNAL.compare_exchange(0, signo, Ordering::Relaxed, Ordering::Relaxed);
@@ -104,5 +138,18 @@ mod tests {
         assert_eq!(rc, 0);
         assert!(stop_flag().load(Ordering::Acquire));
         assert_eq!(received(), Some(Signal::Terminate));
+    }
+
+    #[test]
+    fn sighup_requests_one_reload_each_time() {
+        install_reload().expect("install");
+        assert!(!take_reload());
+        for _ in 0..2 {
+            // SAFETY: the SIGHUP handler was just installed; it only stores
+            // to an atomic.
+            assert_eq!(unsafe { libc::raise(libc::SIGHUP) }, 0);
+            assert!(take_reload());
+            assert!(!take_reload());
+        }
     }
 }

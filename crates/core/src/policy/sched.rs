@@ -757,6 +757,10 @@ impl<T> Scheduler<T> for PolicySched<T> {
         "policy"
     }
 
+    fn add_flow_at(&mut self, node: usize, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
+        PolicySched::add_flow_at(self, node, cfg)
+    }
+
     fn limits(&self) -> Limits {
         Limits {
             max_len: u64::from(self.policy.max_len),

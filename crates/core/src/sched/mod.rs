@@ -156,6 +156,13 @@ pub trait Scheduler<T> {
     fn flow_config(&self, flow: FlowId) -> Option<&FlowConfig>;
     /// Ids of all live flows.
     fn flow_ids(&self) -> Vec<FlowId>;
+    /// Adds a flow below node `node` of a policy tree (an index from
+    /// [`Policy::node`](crate::policy::Policy::node)). Schedulers without
+    /// nodes refuse with [`ConfigError::NoNodes`].
+    fn add_flow_at(&mut self, node: usize, cfg: FlowConfig) -> Result<FlowId, ConfigError> {
+        let _ = (node, cfg);
+        Err(ConfigError::NoNodes { alg: self.name() })
+    }
 }
 
 /// The algorithm part of a flow-based scheduler: decides which backlogged
@@ -522,6 +529,14 @@ impl Algorithm {
     /// (the PSPAT arbiter's).
     pub fn build_send<T: Send + 'static>(self) -> Box<dyn Scheduler<T> + Send> {
         self.with_sched(SchedParams::default(), BoxSend)
+    }
+
+    /// [`Algorithm::build_send`] with explicit parameters.
+    pub fn build_send_with<T: Send + 'static>(
+        self,
+        params: SchedParams,
+    ) -> Box<dyn Scheduler<T> + Send> {
+        self.with_sched(params, BoxSend)
     }
 }
 

@@ -1,0 +1,102 @@
+//! Packet I/O for pktsched, with no scheduling in it: frame buffers from a
+//! fixed pool ([`buf`]), one small device trait ([`PacketIo`]: receive a
+//! batch, send a batch, buffers go back to the pool), its implementations
+//! — AF_PACKET rings ([`packet`]) and in-memory devices for tests
+//! ([`mem`]) — the frame classifier ([`classify`]), frame building for
+//! tests and generators ([`frame`]), and test topologies in network
+//! namespaces ([`netns`]).
+//!
+//! Not here yet: AF_XDP (UMEM, fill/completion/RX/TX rings, a `bpf(2)`
+//! loader for the XSKMAP redirect and the classifier compiled from the
+//! match rules). [`PacketIo`] is shaped so it fits: batches in, batches
+//! out, buffers owned by a pool.
+//!
+//! `unsafe` is denied except in [`packet`] (the socket options, the mmap'ed
+//! rings) and [`netns`] (`setns`); every block has its `// SAFETY:` note.
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod buf;
+pub mod classify;
+pub mod frame;
+pub mod mem;
+#[allow(unsafe_code)]
+pub mod netns;
+#[allow(unsafe_code)]
+pub mod packet;
+
+use std::time::Duration;
+
+pub use buf::{BufPool, PacketBuf, PoolStats};
+
+/// Errors of a device.
+#[derive(Debug, thiserror::Error)]
+pub enum IoError {
+    /// A system call failed.
+    #[error("{device}: {call}: {source}")]
+    Sys {
+        /// The interface.
+        device: String,
+        /// What was being done (`socket`, `bind`, `PACKET_RX_RING`, ...).
+        call: &'static str,
+        /// The operating system's reason.
+        source: std::io::Error,
+    },
+    /// A setting is outside what the device supports.
+    #[error("{device}: {what}")]
+    Config {
+        /// The interface.
+        device: String,
+        /// What is wrong and what is allowed.
+        what: String,
+    },
+}
+
+/// A device's counters.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct IoStats {
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Bytes received.
+    pub rx_bytes: u64,
+    /// Frames the kernel dropped because the receive ring was full.
+    pub rx_kernel_drops: u64,
+    /// Frames dropped because the pool had no buffer.
+    pub rx_no_buffer: u64,
+    /// Frames longer than a pool buffer, dropped.
+    pub rx_oversize: u64,
+    /// Frames sent.
+    pub tx_packets: u64,
+    /// Bytes sent.
+    pub tx_bytes: u64,
+    /// Times the transmit ring or the peer was full (waited and retried).
+    pub tx_busy: u64,
+    /// Frames that could not be sent after the retries.
+    pub tx_failed: u64,
+}
+
+/// A packet device: one direction or both of one interface.
+pub trait PacketIo: Send {
+    /// Receives up to `max` frames into buffers from `pool`, appended to
+    /// `out`; returns how many. Never blocks (see [`PacketIo::wait`]).
+    fn recv_batch(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError>;
+
+    /// Sends frames from the front of `frames`, in order, returning the
+    /// buffers of those sent to `pool`; what could not be sent (after the
+    /// device's bounded retries) stays in `frames`. Returns how many were
+    /// sent.
+    fn send_batch(&mut self, frames: &mut Vec<PacketBuf>, pool: &BufPool)
+    -> Result<usize, IoError>;
+
+    /// Waits up to `timeout` until a receive may find frames.
+    fn wait(&mut self, timeout: Duration) -> Result<(), IoError>;
+
+    /// Counters.
+    fn stats(&self) -> IoStats;
+}

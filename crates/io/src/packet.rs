@@ -1,0 +1,794 @@
+//! AF_PACKET devices: a TPACKET_V3 receive ring and a TPACKET_V2 transmit
+//! ring (with `PACKET_QDISC_BYPASS`), each on its own socket.
+//!
+//! * Receive: the kernel fills blocks of frames and hands a whole block
+//!   over by setting `TP_STATUS_USER` in its header (or when the block
+//!   timeout retires it half full); frames are copied into pool buffers
+//!   and the block is given back at once. A VLAN tag the kernel moved into
+//!   the frame's metadata is put back into the frame. Our own
+//!   transmissions are not received (`PACKET_IGNORE_OUTGOING`).
+//! * Transmit: frames are written into free slots (`TP_STATUS_AVAILABLE`),
+//!   marked `TP_STATUS_SEND_REQUEST`, and one `sendto` kicks the batch. A
+//!   veth whose peer is in NAPI mode pushes back with `EAGAIN`: the kick is
+//!   retried, a bounded number of times, and counted (`tx_busy`).
+//!
+//! The walking of blocks and frames is in pure functions over byte slices
+//! ([`block_header`], [`frame_at`]), bounds-checked against the block, so
+//! a malformed header can never reach outside it; they are unit-tested on
+//! synthetic blocks (and run under Miri).
+
+use std::ffi::CString;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
+
+/// Receive ring geometry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct RxRing {
+    /// Bytes per block (a multiple of the page size).
+    pub block_size: u32,
+    /// Blocks.
+    pub block_count: u32,
+    /// Most time a partly filled block waits before the kernel hands it
+    /// over, ms.
+    pub timeout_ms: u32,
+}
+
+impl Default for RxRing {
+    fn default() -> Self {
+        RxRing {
+            block_size: 1 << 18,
+            block_count: 16,
+            timeout_ms: 1,
+        }
+    }
+}
+
+/// Transmit ring geometry.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct TxRing {
+    /// Bytes per slot (header + frame; a power of two ≥ 2048 for 1514-byte
+    /// frames).
+    pub frame_size: u32,
+    /// Slots.
+    pub frame_count: u32,
+}
+
+impl Default for TxRing {
+    fn default() -> Self {
+        TxRing {
+            frame_size: 2048,
+            frame_count: 1024,
+        }
+    }
+}
+
+/// What kind of socket to open.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// Receive only.
+    Rx(RxRing),
+    /// Transmit only.
+    Tx(TxRing),
+}
+
+/// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then
+/// `tpacket_hdr_v1`: block_status, num_pkts, offset_to_first_pkt, ...).
+const BLOCK_STATUS: usize = 8;
+const BLOCK_NUM_PKTS: usize = 12;
+const BLOCK_FIRST: usize = 16;
+const BLOCK_HEADER_LEN: usize = 48;
+/// Offsets in `struct tpacket3_hdr`.
+const PKT_NEXT: usize = 0;
+const PKT_SNAPLEN: usize = 12;
+const PKT_STATUS: usize = 20;
+const PKT_MAC: usize = 24;
+const PKT_VLAN_TCI: usize = 32;
+const PKT_VLAN_TPID: usize = 36;
+const PKT_HEADER_LEN: usize = 48;
+/// `struct tpacket2_hdr`: status, len, snaplen at 0, 4, 8; the frame
+/// follows the aligned header.
+const TX_STATUS: usize = 0;
+const TX_LEN: usize = 4;
+const TX_SNAPLEN: usize = 8;
+const TX_DATA: usize = libc::TPACKET2_HDRLEN - std::mem::size_of::<libc::sockaddr_ll>();
+/// Kicks retried on EAGAIN before a batch gives up.
+const TX_RETRIES: u32 = 2000;
+
+fn rd32(b: &[u8], at: usize) -> Option<u32> {
+    Some(u32::from_ne_bytes(b.get(at..at + 4)?.try_into().ok()?))
+}
+
+fn rd16(b: &[u8], at: usize) -> Option<u16> {
+    Some(u16::from_ne_bytes(b.get(at..at + 2)?.try_into().ok()?))
+}
+
+/// A handed-over block's frame count and the offset of its first frame.
+pub fn block_header(block: &[u8]) -> Option<(u32, usize)> {
+    if block.len() < BLOCK_HEADER_LEN {
+        return None;
+    }
+    Some((
+        rd32(block, BLOCK_NUM_PKTS)?,
+        rd32(block, BLOCK_FIRST)? as usize,
+    ))
+}
+
+/// One frame of a block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RxFrame {
+    /// Where the frame's bytes are in the block.
+    pub data: std::ops::Range<usize>,
+    /// The VLAN tag the kernel took out of the frame (TPID, TCI), if any.
+    pub vlan: Option<(u16, u16)>,
+    /// Offset of the next frame (0: none).
+    pub next: usize,
+}
+
+/// The frame whose header is at `at` in `block`, or `None` if the header
+/// or the frame would reach outside the block.
+pub fn frame_at(block: &[u8], at: usize) -> Option<RxFrame> {
+    let h = block.get(at..at.checked_add(PKT_HEADER_LEN)?)?;
+    let snaplen = rd32(h, PKT_SNAPLEN)? as usize;
+    let mac = usize::from(rd16(h, PKT_MAC)?);
+    let status = rd32(h, PKT_STATUS)?;
+    let start = at.checked_add(mac)?;
+    let end = start.checked_add(snaplen)?;
+    if end > block.len() {
+        return None;
+    }
+    let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+        let tci = rd32(h, PKT_VLAN_TCI).unwrap_or(0) as u16;
+        let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+            rd16(h, PKT_VLAN_TPID).unwrap_or(0x8100)
+        } else {
+            0x8100
+        };
+        (tpid, tci)
+    });
+    let next = rd32(h, PKT_NEXT)? as usize;
+    Some(RxFrame {
+        data: start..end,
+        vlan,
+        next: if next == 0 { 0 } else { at.checked_add(next)? },
+    })
+}
+
+/// Copies `frame` into `buf`, putting a stripped VLAN tag back after the
+/// MAC addresses. `false` if it does not fit.
+pub fn copy_frame(bytes: &[u8], vlan: Option<(u16, u16)>, buf: &mut PacketBuf) -> bool {
+    let Some((tpid, tci)) = vlan.filter(|_| bytes.len() >= 12) else {
+        return buf.fill(bytes);
+    };
+    let total = bytes.len() + 4;
+    let out = buf.spare();
+    if out.len() < total {
+        return false;
+    }
+    out[..12].copy_from_slice(&bytes[..12]);
+    out[12..14].copy_from_slice(&tpid.to_be_bytes());
+    out[14..16].copy_from_slice(&tci.to_be_bytes());
+    out[16..total].copy_from_slice(&bytes[12..]);
+    buf.set_len(total);
+    true
+}
+
+/// An mmap'ed ring, unmapped on drop.
+#[derive(Debug)]
+struct Mapping {
+    base: *mut u8,
+    len: usize,
+}
+
+// SAFETY: the mapping is plain shared memory owned by this value; the
+// socket that uses it moves with it, and only `&mut self` methods touch it.
+unsafe impl Send for Mapping {}
+
+impl Drop for Mapping {
+    fn drop(&mut self) {
+        // SAFETY: `base`/`len` are exactly what mmap returned; nothing
+        // borrows the mapping once its owner is dropped.
+        unsafe {
+            libc::munmap(self.base.cast(), self.len);
+        }
+    }
+}
+
+/// An AF_PACKET socket with one ring.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    map: Mapping,
+    role: Role,
+    device: String,
+    /// Receive: the block being read and the next frame in it.
+    block: usize,
+    cursor: Option<(u32, usize)>,
+    /// Transmit: the next slot to fill.
+    slot: usize,
+    stats: IoStats,
+}
+
+fn sys(device: &str, call: &'static str) -> IoError {
+    IoError::Sys {
+        device: device.to_string(),
+        call,
+        source: io::Error::last_os_error(),
+    }
+}
+
+fn setopt<T>(
+    fd: i32,
+    level: i32,
+    name: i32,
+    value: &T,
+    device: &str,
+    call: &'static str,
+) -> Result<(), IoError> {
+    // SAFETY: `value` points to a live `T` of the given size for the call.
+    let rc = unsafe {
+        libc::setsockopt(
+            fd,
+            level,
+            name,
+            (value as *const T).cast(),
+            std::mem::size_of::<T>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        Err(sys(device, call))
+    } else {
+        Ok(())
+    }
+}
+
+/// The interface index of `device`.
+pub fn if_index(device: &str) -> Result<i32, IoError> {
+    let name = CString::new(device).map_err(|_| IoError::Config {
+        device: device.to_string(),
+        what: "an interface name cannot contain a NUL byte".into(),
+    })?;
+    // SAFETY: `name` is a valid NUL-terminated string for the call.
+    let idx = unsafe { libc::if_nametoindex(name.as_ptr()) };
+    if idx == 0 {
+        return Err(IoError::Config {
+            device: device.to_string(),
+            what: "no such interface in this network namespace".into(),
+        });
+    }
+    Ok(idx as i32)
+}
+
+fn check_geometry(device: &str, role: Role) -> Result<usize, IoError> {
+    let bad = |what: String| IoError::Config {
+        device: device.to_string(),
+        what,
+    };
+    match role {
+        Role::Rx(r) => {
+            if r.block_size < 4096 || !r.block_size.is_power_of_two() || r.block_size > 1 << 24 {
+                return Err(bad(format!(
+                    "rx block_size {}: allowed a power of two 4096..=16777216",
+                    r.block_size
+                )));
+            }
+            if r.block_count == 0 || r.block_count > 1024 || r.timeout_ms > 1000 {
+                return Err(bad("rx block_count 1..=1024, timeout_ms 0..=1000".into()));
+            }
+            Ok(r.block_size as usize * r.block_count as usize)
+        }
+        Role::Tx(t) => {
+            if t.frame_size < 256 || !t.frame_size.is_power_of_two() || t.frame_size > 1 << 16 {
+                return Err(bad(format!(
+                    "tx frame_size {}: allowed a power of two 256..=65536",
+                    t.frame_size
+                )));
+            }
+            if t.frame_count == 0 || t.frame_count > 1 << 16 {
+                return Err(bad(format!(
+                    "tx frame_count {}: allowed 1..=65536",
+                    t.frame_count
+                )));
+            }
+            let block = t.frame_size.max(4096) as usize;
+            Ok((t.frame_size as usize * t.frame_count as usize).next_multiple_of(block))
+        }
+    }
+}
+
+impl PacketSocket {
+    /// Opens a socket on `device` (in the calling thread's network
+    /// namespace) with `role`'s ring. `promiscuous` receives frames for any
+    /// MAC address (a bump in the wire needs it).
+    pub fn open(device: &str, role: Role, promiscuous: bool) -> Result<PacketSocket, IoError> {
+        let len = check_geometry(device, role)?;
+        let ifindex = if_index(device)?;
+        let proto = match role {
+            Role::Rx(_) => (libc::ETH_P_ALL as u16).to_be(),
+            Role::Tx(_) => 0,
+        };
+        // SAFETY: plain socket(2) call; the result is checked.
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_CLOEXEC,
+                i32::from(proto),
+            )
+        };
+        if raw < 0 {
+            return Err(sys(device, "socket(AF_PACKET)"));
+        }
+        // SAFETY: `raw` is a fresh descriptor owned by nothing else.
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let fdn = fd.as_raw_fd();
+        let one: libc::c_int = 1;
+        match role {
+            Role::Rx(r) => {
+                let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+                setopt(
+                    fdn,
+                    libc::SOL_PACKET,
+                    libc::PACKET_VERSION,
+                    &v3,
+                    device,
+                    "PACKET_VERSION",
+                )?;
+                setopt(
+                    fdn,
+                    libc::SOL_PACKET,
+                    libc::PACKET_IGNORE_OUTGOING,
+                    &one,
+                    device,
+                    "PACKET_IGNORE_OUTGOING",
+                )?;
+                let req = libc::tpacket_req3 {
+                    tp_block_size: r.block_size,
+                    tp_block_nr: r.block_count,
+                    tp_frame_size: 2048,
+                    tp_frame_nr: r.block_size / 2048 * r.block_count,
+                    tp_retire_blk_tov: r.timeout_ms,
+                    tp_sizeof_priv: 0,
+                    tp_feature_req_word: 0,
+                };
+                setopt(
+                    fdn,
+                    libc::SOL_PACKET,
+                    libc::PACKET_RX_RING,
+                    &req,
+                    device,
+                    "PACKET_RX_RING",
+                )?;
+            }
+            Role::Tx(t) => {
+                let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+                setopt(
+                    fdn,
+                    libc::SOL_PACKET,
+                    libc::PACKET_VERSION,
+                    &v2,
+                    device,
+                    "PACKET_VERSION",
+                )?;
+                setopt(
+                    fdn,
+                    libc::SOL_PACKET,
+                    libc::PACKET_QDISC_BYPASS,
+                    &one,
+                    device,
+                    "PACKET_QDISC_BYPASS",
+                )?;
+                // Blocks must be whole pages; slots stay contiguous at
+                // `i × frame_size` because a block holds whole slots.
+                let block = t.frame_size.max(4096);
+                let per_block = block / t.frame_size;
+                let req = libc::tpacket_req {
+                    tp_block_size: block,
+                    tp_block_nr: t.frame_count.div_ceil(per_block),
+                    tp_frame_size: t.frame_size,
+                    tp_frame_nr: t.frame_count.div_ceil(per_block) * per_block,
+                };
+                setopt(
+                    fdn,
+                    libc::SOL_PACKET,
+                    libc::PACKET_TX_RING,
+                    &req,
+                    device,
+                    "PACKET_TX_RING",
+                )?;
+            }
+        }
+        // SAFETY: mapping the ring the kernel just set up on this socket,
+        // `len` bytes as configured; the result is checked.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                fdn,
+                0,
+            )
+        };
+        if base == libc::MAP_FAILED {
+            return Err(sys(device, "mmap(ring)"));
+        }
+        let map = Mapping {
+            base: base.cast(),
+            len,
+        };
+        // SAFETY: sockaddr_ll is plain data; zero is valid before filling.
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = proto;
+        sll.sll_ifindex = ifindex;
+        // SAFETY: `sll` is a valid sockaddr_ll for the call.
+        let rc = unsafe {
+            libc::bind(
+                fdn,
+                (&sll as *const libc::sockaddr_ll).cast(),
+                std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(sys(device, "bind"));
+        }
+        if promiscuous && matches!(role, Role::Rx(_)) {
+            // SAFETY: packet_mreq is plain data; zero is valid before filling.
+            let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
+            mr.mr_ifindex = ifindex;
+            mr.mr_type = libc::PACKET_MR_PROMISC as u16;
+            setopt(
+                fdn,
+                libc::SOL_PACKET,
+                libc::PACKET_ADD_MEMBERSHIP,
+                &mr,
+                device,
+                "PACKET_MR_PROMISC",
+            )?;
+        }
+        Ok(PacketSocket {
+            fd,
+            map,
+            role,
+            device: device.to_string(),
+            block: 0,
+            cursor: None,
+            slot: 0,
+            stats: IoStats::default(),
+        })
+    }
+
+    /// The status word at `offset` in the ring, as an atomic.
+    fn status(&self, offset: usize) -> &AtomicU32 {
+        debug_assert!(offset + 4 <= self.map.len && offset.is_multiple_of(4));
+        // SAFETY: `offset` is a 4-aligned offset inside the mapping (block
+        // and slot starts are page/power-of-two aligned) that the kernel
+        // and we access only atomically; the mapping lives as long as self.
+        unsafe { &*self.map.base.add(offset).cast::<AtomicU32>() }
+    }
+
+    fn rx_geometry(&self) -> (usize, usize) {
+        match self.role {
+            Role::Rx(r) => (r.block_size as usize, r.block_count as usize),
+            Role::Tx(_) => (0, 0),
+        }
+    }
+
+    /// Adds the kernel's drop counter (read and reset by the call).
+    fn read_kernel_stats(&mut self) {
+        // SAFETY: tpacket_stats_v3 is plain data; zero is valid.
+        let mut st: libc::tpacket_stats_v3 = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::tpacket_stats_v3>() as libc::socklen_t;
+        // SAFETY: `st` and `len` are valid for the call and sized together.
+        let rc = unsafe {
+            libc::getsockopt(
+                self.fd.as_raw_fd(),
+                libc::SOL_PACKET,
+                libc::PACKET_STATISTICS,
+                (&mut st as *mut libc::tpacket_stats_v3).cast(),
+                &mut len,
+            )
+        };
+        if rc == 0 {
+            self.stats.rx_kernel_drops += u64::from(st.tp_drops);
+        }
+    }
+
+    fn recv_frames(&mut self, pool: &BufPool, out: &mut Vec<PacketBuf>, max: usize) -> usize {
+        let (bsize, bcount) = self.rx_geometry();
+        let mut n = 0;
+        while n < max && bcount > 0 {
+            let off = self.block * bsize;
+            if self.status(off + BLOCK_STATUS).load(Ordering::Acquire) & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            // SAFETY: the block is ours (TP_STATUS_USER) until we write
+            // TP_STATUS_KERNEL below; the kernel does not write it meanwhile.
+            let block = unsafe { std::slice::from_raw_parts(self.map.base.add(off), bsize) };
+            let (mut left, mut at) = match self.cursor {
+                Some(c) => c,
+                None => block_header(block).unwrap_or((0, 0)),
+            };
+            while left > 0 && n < max {
+                let Some(f) = frame_at(block, at) else {
+                    left = 0;
+                    break;
+                };
+                left -= 1;
+                at = f.next;
+                match pool.get() {
+                    Some(mut buf) => {
+                        if copy_frame(&block[f.data.clone()], f.vlan, &mut buf) {
+                            self.stats.rx_packets += 1;
+                            self.stats.rx_bytes += buf.len() as u64;
+                            out.push(buf);
+                            n += 1;
+                        } else {
+                            self.stats.rx_oversize += 1;
+                            pool.put(buf);
+                        }
+                    }
+                    None => self.stats.rx_no_buffer += 1,
+                }
+                if at == 0 {
+                    left = 0;
+                }
+            }
+            if left > 0 {
+                self.cursor = Some((left, at));
+                break;
+            }
+            self.cursor = None;
+            self.status(off + BLOCK_STATUS)
+                .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.block = (self.block + 1) % bcount;
+            self.read_kernel_stats();
+        }
+        n
+    }
+
+    fn kick(&mut self) -> bool {
+        for attempt in 0..TX_RETRIES {
+            // SAFETY: sendto with no buffer and no address kicks the TX ring
+            // of this bound socket.
+            let rc = unsafe {
+                libc::sendto(
+                    self.fd.as_raw_fd(),
+                    std::ptr::null(),
+                    0,
+                    libc::MSG_DONTWAIT,
+                    std::ptr::null(),
+                    0,
+                )
+            };
+            if rc >= 0 {
+                return true;
+            }
+            let err = io::Error::last_os_error();
+            match err.raw_os_error() {
+                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
+                    self.stats.tx_busy += 1;
+                    if attempt > 8 {
+                        std::thread::sleep(Duration::from_micros(20));
+                    } else {
+                        std::hint::spin_loop();
+                    }
+                }
+                Some(libc::EINTR) => {}
+                _ => return false,
+            }
+        }
+        false
+    }
+
+    fn send_frames(&mut self, frames: &mut Vec<PacketBuf>, pool: &BufPool) -> usize {
+        let Role::Tx(t) = self.role else { return 0 };
+        let (fsize, fcount) = (t.frame_size as usize, t.frame_count as usize);
+        let room = fsize - TX_DATA;
+        let mut queued = 0;
+        let mut waited = 0u32;
+        while queued < frames.len() {
+            let off = self.slot * fsize;
+            let status = self.status(off + TX_STATUS).load(Ordering::Acquire);
+            if status == libc::TP_STATUS_WRONG_FORMAT {
+                self.stats.tx_failed += 1;
+                self.status(off + TX_STATUS)
+                    .store(libc::TP_STATUS_AVAILABLE, Ordering::Release);
+            } else if status != libc::TP_STATUS_AVAILABLE {
+                // The ring is full: send what is queued, then wait a little.
+                if !self.kick() || waited > TX_RETRIES {
+                    break;
+                }
+                waited += 1;
+                std::thread::sleep(Duration::from_micros(10));
+                continue;
+            }
+            let frame = frames[queued].as_slice();
+            if frame.len() > room {
+                // Longer than a slot: it and the rest stay unsent (the
+                // caller counts them); size the ring for the link's frames.
+                self.stats.tx_failed += 1;
+                break;
+            }
+            let len = frame.len();
+            // SAFETY: the slot is ours (TP_STATUS_AVAILABLE) until we set
+            // TP_STATUS_SEND_REQUEST; we write only inside it.
+            unsafe {
+                let slot = std::slice::from_raw_parts_mut(self.map.base.add(off), fsize);
+                slot[TX_LEN..TX_LEN + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+                slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&(len as u32).to_ne_bytes());
+                slot[TX_DATA..TX_DATA + len].copy_from_slice(&frame[..len]);
+            }
+            self.status(off + TX_STATUS)
+                .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.slot = (self.slot + 1) % fcount;
+            queued += 1;
+        }
+        if queued > 0 && !self.kick() {
+            // The kernel keeps the requests and sends them at the next kick.
+            self.stats.tx_busy += 1;
+        }
+        for buf in frames.drain(..queued) {
+            self.stats.tx_packets += 1;
+            self.stats.tx_bytes += buf.len() as u64;
+            pool.put(buf);
+        }
+        queued
+    }
+}
+
+impl PacketIo for PacketSocket {
+    fn recv_batch(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError> {
+        Ok(self.recv_frames(pool, out, max))
+    }
+
+    fn send_batch(
+        &mut self,
+        frames: &mut Vec<PacketBuf>,
+        pool: &BufPool,
+    ) -> Result<usize, IoError> {
+        Ok(self.send_frames(frames, pool))
+    }
+
+    fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
+        let (bsize, bcount) = self.rx_geometry();
+        if bcount == 0 {
+            std::thread::sleep(timeout);
+            return Ok(());
+        }
+        if self
+            .status(self.block * bsize + BLOCK_STATUS)
+            .load(Ordering::Acquire)
+            & libc::TP_STATUS_USER
+            != 0
+        {
+            return Ok(());
+        }
+        let mut pfd = libc::pollfd {
+            fd: self.fd.as_raw_fd(),
+            events: libc::POLLIN | libc::POLLERR,
+            revents: 0,
+        };
+        let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
+        // SAFETY: one valid pollfd for the call.
+        let rc = unsafe { libc::poll(&mut pfd, 1, ms) };
+        if rc < 0 && io::Error::last_os_error().raw_os_error() != Some(libc::EINTR) {
+            return Err(sys(&self.device, "poll"));
+        }
+        Ok(())
+    }
+
+    fn stats(&self) -> IoStats {
+        self.stats
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A block as the kernel lays it out: header, then frames each with a
+    /// `tpacket3_hdr` at a 16-aligned offset.
+    fn block(frames: &[(&[u8], Option<u16>)]) -> Vec<u8> {
+        let mut b = vec![0u8; 4096];
+        b[BLOCK_NUM_PKTS..BLOCK_NUM_PKTS + 4].copy_from_slice(&(frames.len() as u32).to_ne_bytes());
+        b[BLOCK_FIRST..BLOCK_FIRST + 4].copy_from_slice(&(BLOCK_HEADER_LEN as u32).to_ne_bytes());
+        let mut at = BLOCK_HEADER_LEN;
+        for (i, (data, vlan)) in frames.iter().enumerate() {
+            let mac = 66usize; // TPACKET3_HDRLEN-ish plus padding, as the kernel does
+            let next = if i + 1 == frames.len() {
+                0
+            } else {
+                (mac + data.len()).next_multiple_of(16)
+            };
+            let h = &mut b[at..at + PKT_HEADER_LEN];
+            h[PKT_NEXT..PKT_NEXT + 4].copy_from_slice(&(next as u32).to_ne_bytes());
+            h[PKT_SNAPLEN..PKT_SNAPLEN + 4].copy_from_slice(&(data.len() as u32).to_ne_bytes());
+            h[PKT_MAC..PKT_MAC + 2].copy_from_slice(&(mac as u16).to_ne_bytes());
+            if let Some(tci) = vlan {
+                h[PKT_STATUS..PKT_STATUS + 4]
+                    .copy_from_slice(&libc::TP_STATUS_VLAN_VALID.to_ne_bytes());
+                h[PKT_VLAN_TCI..PKT_VLAN_TCI + 4].copy_from_slice(&u32::from(*tci).to_ne_bytes());
+            }
+            b[at + mac..at + mac + data.len()].copy_from_slice(data);
+            at += next;
+        }
+        b
+    }
+
+    type Walked = Vec<(Vec<u8>, Option<(u16, u16)>)>;
+
+    fn walk(b: &[u8]) -> Walked {
+        let (n, mut at) = block_header(b).expect("header");
+        let mut out = Vec::new();
+        for _ in 0..n {
+            let Some(f) = frame_at(b, at) else { break };
+            out.push((b[f.data.clone()].to_vec(), f.vlan));
+            if f.next == 0 {
+                break;
+            }
+            at = f.next;
+        }
+        out
+    }
+
+    #[test]
+    fn frames_are_walked_in_order_with_their_vlan_tags() {
+        let a = [1u8; 60];
+        let c = [2u8; 1514];
+        let b = block(&[(&a, None), (&c, Some(100)), (&a, None)]);
+        let got = walk(&b);
+        assert_eq!(got.len(), 3);
+        assert_eq!(got[0], (a.to_vec(), None));
+        assert_eq!(got[1], (c.to_vec(), Some((0x8100, 100))));
+        let pool = BufPool::new(1, 2048).expect("pool");
+        let mut buf = pool.get().expect("buf");
+        assert!(copy_frame(&got[1].0, got[1].1, &mut buf));
+        assert_eq!(buf.len(), 1518);
+        assert_eq!(&buf.as_slice()[12..16], &[0x81, 0x00, 0, 100]);
+        assert_eq!(&buf.as_slice()[16..], &c[12..]);
+    }
+
+    #[test]
+    fn malformed_headers_never_reach_outside_the_block() {
+        let mut b = block(&[(&[7u8; 100], None)]);
+        // A snaplen past the end.
+        let at = BLOCK_HEADER_LEN;
+        b[at + PKT_SNAPLEN..at + PKT_SNAPLEN + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        assert_eq!(frame_at(&b, at), None);
+        // A header past the end; a first-frame offset past the end.
+        assert_eq!(frame_at(&b, b.len() - 10), None);
+        assert_eq!(frame_at(&b, usize::MAX - 3), None);
+        assert_eq!(block_header(&b[..20]), None);
+        // A next offset that wraps.
+        let mut c = block(&[(&[7u8; 100], None), (&[8u8; 100], None)]);
+        c[at + PKT_NEXT..at + PKT_NEXT + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
+        let f = frame_at(&c, at).expect("first frame is fine");
+        assert_eq!(frame_at(&c, f.next), None);
+    }
+
+    #[test]
+    fn opening_a_missing_interface_names_it() {
+        let e = PacketSocket::open("nosuch0", Role::Rx(RxRing::default()), false)
+            .expect_err("no such interface");
+        assert!(e.to_string().contains("nosuch0"), "{e}");
+        let e = PacketSocket::open(
+            "lo",
+            Role::Rx(RxRing {
+                block_size: 1000,
+                ..RxRing::default()
+            }),
+            false,
+        )
+        .expect_err("bad geometry");
+        assert!(e.to_string().contains("power of two"), "{e}");
+    }
+}

@@ -1,0 +1,202 @@
+//! The `pktsched run` config: what is read from TOML, checked, and printed
+//! back normalised by `pktsched check`.
+//!
+//! ```toml
+//! [link]
+//! ingress = "d0"        # frames received here are classified and scheduled
+//! egress = "d1"         # ... and sent here; d1 → d0 is forwarded untouched
+//! rate = "100mbit"      # the rate the egress is shaped to
+//! overhead = 24         # bytes added to every frame on the wire (Ethernet:
+//!                       # preamble 8 + gap 12 + FCS 4 = 24)
+//! mpu = 84              # smallest size a frame counts for, after overhead
+//!
+//! [scheduler]
+//! algorithm = "drr"     # fifo | prio | rr | drr | wf2q | qfq
+//! # policy = "tree.toml"  (or a built-in name: hpfq, hclock, ...) instead
+//!
+//! [[class]]
+//! name = "voip"
+//! weight = 10
+//! match = [{ proto = "udp", dport = "5000-5010" }, { dscp = "ef" }]
+//!
+//! [[class]]
+//! name = "bulk"
+//! default = true        # frames no rule matches
+//! ```
+//!
+//! Every error names the file, line and column, the field, the value and
+//! what is allowed ([`ConfigError`]).
+
+mod file;
+mod matching;
+mod normalise;
+mod parse;
+mod raw;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use pktsched_core::policy::Policy;
+use pktsched_core::{Algorithm, Rate};
+use pktsched_io::classify::Match;
+
+pub use file::{MAX_CONFIG_BYTES, read_capped};
+pub use matching::dscp_by_name;
+pub use parse::{load, parse};
+
+/// Most classes in one config.
+pub const MAX_CLASSES: usize = 4096;
+/// Most match rules over all classes.
+pub const MAX_RULES: usize = 4096;
+/// Most packets one class may queue.
+pub const MAX_CLASS_LIMIT: u32 = 1 << 20;
+/// Most frame buffers (each `max_frame` rounded up to 2 KiB or more).
+pub const MAX_BUFFERS: u32 = 1 << 20;
+/// Largest frame (bytes, without FCS).
+pub const MAX_FRAME: u32 = 9216;
+/// Smallest `max_frame`: a minimal Ethernet frame without FCS.
+pub const MIN_FRAME: u32 = 60;
+/// Largest per-frame overhead and `mpu` (bytes).
+pub const MAX_OVERHEAD: u32 = 256;
+/// Fastest link rate accepted.
+pub const MAX_LINK_RATE: Rate = Rate::gbit(400);
+
+/// A config error with its position.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{file}:{line}:{col}: {msg}")]
+pub struct ConfigError {
+    /// The file as named.
+    pub file: String,
+    /// 1-based line (0 when the error has no position, e.g. unreadable).
+    pub line: usize,
+    /// 1-based column.
+    pub col: usize,
+    /// Field, value and what is allowed.
+    pub msg: String,
+}
+
+/// Which packet I/O to use.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Backend {
+    /// AF_XDP where it works, else AF_PACKET (the reason is logged).
+    Auto,
+    /// AF_XDP only.
+    Xdp,
+    /// AF_PACKET only.
+    Packet,
+}
+
+impl Backend {
+    /// The config word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Auto => "auto",
+            Backend::Xdp => "xdp",
+            Backend::Packet => "packet",
+        }
+    }
+}
+
+/// `[link]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkConfig {
+    /// Interface frames to schedule arrive on.
+    pub ingress: String,
+    /// Interface they leave on.
+    pub egress: String,
+    /// The shaped rate of the egress.
+    pub rate: Rate,
+    /// Bytes added to every frame's length on the wire.
+    pub overhead: u32,
+    /// Smallest wire length a frame counts for (after `overhead`).
+    pub mpu: u32,
+    /// Largest frame accepted (bytes without FCS); longer ones are dropped
+    /// and counted.
+    pub max_frame: u32,
+    /// Packet I/O.
+    pub backend: Backend,
+    /// Put both interfaces in promiscuous mode (a bump in the wire).
+    pub promiscuous: bool,
+    /// Frame buffers shared by everything queued (bounds memory).
+    pub buffers: u32,
+}
+
+impl LinkConfig {
+    /// The length a frame of `frame_len` bytes counts for on the wire:
+    /// `max(frame_len + overhead, mpu)`.
+    pub fn wire_len(&self, frame_len: u32) -> u32 {
+        (frame_len + self.overhead).max(self.mpu)
+    }
+}
+
+/// `[scheduler]`: a flat algorithm or a policy tree.
+#[derive(Clone, Debug)]
+pub enum SchedulerChoice {
+    /// One of the flat algorithms; every class is a flow.
+    Algorithm(Algorithm),
+    /// A policy tree; classes hang below its nodes.
+    Policy {
+        /// As written in the file (a path or a built-in name).
+        source: String,
+        /// The compiled policy.
+        policy: Box<Policy>,
+    },
+}
+
+/// `[control]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControlConfig {
+    /// The Unix socket `pktsched stats` and `reload` talk to (mode 0600).
+    pub socket: PathBuf,
+    /// Where to serve Prometheus metrics, if anywhere.
+    pub prometheus: Option<SocketAddr>,
+}
+
+/// One `[[class]]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClassConfig {
+    /// Unique name (reload matches classes by it).
+    pub name: String,
+    /// Weight among classes (share = weight / sum).
+    pub weight: u32,
+    /// Priority for `prio` (0 first).
+    pub prio: u32,
+    /// Queue limit in packets.
+    pub limit: u32,
+    /// With a policy tree: the node the class hangs below.
+    pub node: Option<String>,
+    /// Frames no rule matches go here.
+    pub default: bool,
+    /// Match rules (any of them).
+    pub rules: Vec<Match>,
+}
+
+/// A checked config.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    /// The file it came from, as named.
+    pub file: String,
+    /// `[link]`.
+    pub link: LinkConfig,
+    /// `[scheduler]`.
+    pub scheduler: SchedulerChoice,
+    /// `[control]`.
+    pub control: ControlConfig,
+    /// The classes in file order.
+    pub classes: Vec<ClassConfig>,
+}
+
+impl RunConfig {
+    /// Index of the default class (exactly one exists in a checked config).
+    pub fn default_class(&self) -> usize {
+        self.classes.iter().position(|c| c.default).unwrap_or(0)
+    }
+
+    /// The class called `name`.
+    pub fn class(&self, name: &str) -> Option<&ClassConfig> {
+        self.classes.iter().find(|c| c.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,84 @@
+//! A checked config printed back as TOML with every default filled in
+//! (what `pktsched check` shows, like `nginx -t`). Parsing the output gives
+//! the same config.
+
+use std::fmt;
+
+use pktsched_io::classify::Match;
+
+use super::{RunConfig, SchedulerChoice};
+
+impl fmt::Display for RunConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let l = &self.link;
+        writeln!(f, "[link]")?;
+        writeln!(f, "ingress = {:?}", l.ingress)?;
+        writeln!(f, "egress = {:?}", l.egress)?;
+        writeln!(f, "rate = \"{}\"", l.rate)?;
+        writeln!(f, "overhead = {}", l.overhead)?;
+        writeln!(f, "mpu = {}", l.mpu)?;
+        writeln!(f, "max_frame = {}", l.max_frame)?;
+        writeln!(f, "backend = \"{}\"", l.backend.name())?;
+        writeln!(f, "promiscuous = {}", l.promiscuous)?;
+        writeln!(f, "buffers = {}", l.buffers)?;
+        writeln!(f, "\n[scheduler]")?;
+        match &self.scheduler {
+            SchedulerChoice::Algorithm(a) => writeln!(f, "algorithm = \"{}\"", a.name())?,
+            SchedulerChoice::Policy { source, .. } => writeln!(f, "policy = {source:?}")?,
+        }
+        writeln!(f, "\n[control]")?;
+        writeln!(
+            f,
+            "socket = {:?}",
+            self.control.socket.display().to_string()
+        )?;
+        if let Some(p) = self.control.prometheus {
+            writeln!(f, "prometheus = \"{p}\"")?;
+        }
+        for c in &self.classes {
+            writeln!(f, "\n[[class]]")?;
+            writeln!(f, "name = {:?}", c.name)?;
+            writeln!(f, "weight = {}", c.weight)?;
+            writeln!(f, "prio = {}", c.prio)?;
+            writeln!(f, "limit = {}", c.limit)?;
+            if let Some(n) = &c.node {
+                writeln!(f, "node = {n:?}")?;
+            }
+            if c.default {
+                writeln!(f, "default = true")?;
+            }
+            if !c.rules.is_empty() {
+                let rules: Vec<String> = c.rules.iter().map(rule_toml).collect();
+                writeln!(f, "match = [{}]", rules.join(", "))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One rule as an inline TOML table, fields in a fixed order.
+fn rule_toml(m: &Match) -> String {
+    let mut fields = Vec::new();
+    if let Some(s) = &m.src {
+        fields.push(format!("src = \"{s}\""));
+    }
+    if let Some(d) = &m.dst {
+        fields.push(format!("dst = \"{d}\""));
+    }
+    if let Some(p) = m.proto {
+        fields.push(format!("proto = {p}"));
+    }
+    if let Some(p) = &m.sport {
+        fields.push(format!("sport = \"{p}\""));
+    }
+    if let Some(p) = &m.dport {
+        fields.push(format!("dport = \"{p}\""));
+    }
+    if let Some(d) = m.dscp {
+        fields.push(format!("dscp = {d}"));
+    }
+    if let Some(v) = m.vlan {
+        fields.push(format!("vlan = {v}"));
+    }
+    format!("{{ {} }}", fields.join(", "))
+}

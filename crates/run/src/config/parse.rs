@@ -1,0 +1,396 @@
+//! From TOML text to a checked [`RunConfig`].
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use pktsched_core::policy::Policy;
+use pktsched_core::{Algorithm, Rate};
+use toml::Spanned;
+
+use super::matching::match_rule;
+use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
+use super::{
+    Backend, ClassConfig, ConfigError, ControlConfig, LinkConfig, MAX_BUFFERS, MAX_CLASS_LIMIT,
+    MAX_CLASSES, MAX_CONFIG_BYTES, MAX_FRAME, MAX_LINK_RATE, MAX_OVERHEAD, MAX_RULES, MIN_FRAME,
+    RunConfig, SchedulerChoice, read_capped,
+};
+
+/// Where errors point: the file's name and text.
+pub(crate) struct Ctx<'a> {
+    pub(crate) file: &'a str,
+    pub(crate) src: &'a str,
+}
+
+impl Ctx<'_> {
+    pub(crate) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
+        let pos = span.start.min(self.src.len());
+        let before = &self.src[..pos];
+        let line = before.matches('\n').count() + 1;
+        let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
+        ConfigError {
+            file: self.file.to_string(),
+            line,
+            col,
+            msg: msg.into(),
+        }
+    }
+
+    /// `v` as u32 if `min ≤ v ≤ max`, else an error naming the field.
+    pub(crate) fn range(
+        &self,
+        v: &Spanned<i64>,
+        field: &str,
+        min: u32,
+        max: u32,
+    ) -> Result<u32, ConfigError> {
+        let x = *v.get_ref();
+        if x < i64::from(min) || x > i64::from(max) {
+            return Err(self.err(
+                v.span(),
+                format!("{field} = {x} is out of range: allowed {min}..={max}"),
+            ));
+        }
+        Ok(x as u32)
+    }
+}
+
+/// Reads and checks the config file at `path` (policy paths are relative to
+/// its directory).
+pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
+    let file = path.display().to_string();
+    let text = read_capped(path, "config", MAX_CONFIG_BYTES).map_err(|msg| ConfigError {
+        file: file.clone(),
+        line: 0,
+        col: 0,
+        msg,
+    })?;
+    parse(&text, &file, path.parent())
+}
+
+/// Checks config text; `dir` is where relative policy paths start.
+pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, ConfigError> {
+    let cx = Ctx { file, src };
+    let raw: RawConfig = toml::from_str(src).map_err(|e| {
+        let span = e.span().unwrap_or(0..0);
+        cx.err(span, e.message().to_string())
+    })?;
+    let link = parse_link(&cx, &raw.link)?;
+    let scheduler = parse_scheduler(&cx, raw.scheduler.as_ref(), dir)?;
+    let control = parse_control(&cx, raw.control.as_ref(), &link)?;
+    let Some(class_list) = raw.class.as_ref() else {
+        return Err(cx.err(
+            0..0,
+            "no [[class]]: at least one class is needed (one with `default = true` takes \
+             frames no rule matches)",
+        ));
+    };
+    let classes = parse_classes(&cx, class_list, &scheduler)?;
+    Ok(RunConfig {
+        file: file.to_string(),
+        link,
+        scheduler,
+        control,
+        classes,
+    })
+}
+
+/// Interface names: what the kernel accepts (1..=15 bytes, no `/`, no
+/// whitespace, not `.` or `..`).
+fn interface(cx: &Ctx<'_>, v: &Spanned<String>, field: &str) -> Result<String, ConfigError> {
+    let s = v.get_ref();
+    let ok = !s.is_empty()
+        && s.len() <= 15
+        && s != "."
+        && s != ".."
+        && !s.contains(|c: char| c == '/' || c == ':' || c.is_whitespace() || c.is_control());
+    if !ok {
+        return Err(cx.err(
+            v.span(),
+            format!(
+                "{field} = {s:?} is not an interface name: allowed 1 to 15 bytes without `/`, \
+                 `:` or whitespace"
+            ),
+        ));
+    }
+    Ok(s.clone())
+}
+
+fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, ConfigError> {
+    let l = raw.get_ref();
+    let ingress = interface(cx, &l.ingress, "link.ingress")?;
+    let egress = interface(cx, &l.egress, "link.egress")?;
+    if ingress == egress {
+        return Err(cx.err(
+            l.egress.span(),
+            format!("link.egress = {egress:?} is also link.ingress: they must differ"),
+        ));
+    }
+    let rate = Rate::parse(l.rate.get_ref())
+        .map_err(|e| cx.err(l.rate.span(), format!("link.rate: {e}")))?;
+    if rate > MAX_LINK_RATE {
+        return Err(cx.err(
+            l.rate.span(),
+            format!("link.rate = {rate} is too fast: allowed up to {MAX_LINK_RATE}"),
+        ));
+    }
+    let opt = |v: &Option<Spanned<i64>>, field, min, max, dflt| match v {
+        Some(v) => cx.range(v, field, min, max),
+        None => Ok(dflt),
+    };
+    let overhead = opt(&l.overhead, "link.overhead", 0, MAX_OVERHEAD, 0)?;
+    let mpu = opt(&l.mpu, "link.mpu", 0, MAX_OVERHEAD, 0)?;
+    let max_frame = opt(&l.max_frame, "link.max_frame", MIN_FRAME, MAX_FRAME, 1514)?;
+    let buffers = opt(&l.buffers, "link.buffers", 64, MAX_BUFFERS, 16384)?;
+    let backend = match &l.backend {
+        None => Backend::Auto,
+        Some(b) => match b.get_ref().as_str() {
+            "auto" => Backend::Auto,
+            "xdp" => Backend::Xdp,
+            "packet" => Backend::Packet,
+            other => {
+                return Err(cx.err(
+                    b.span(),
+                    format!("link.backend = {other:?} is unknown: allowed auto, xdp, packet"),
+                ));
+            }
+        },
+    };
+    Ok(LinkConfig {
+        ingress,
+        egress,
+        rate,
+        overhead,
+        mpu,
+        max_frame,
+        backend,
+        promiscuous: l.promiscuous.unwrap_or(true),
+        buffers,
+    })
+}
+
+fn parse_scheduler(
+    cx: &Ctx<'_>,
+    raw: Option<&Spanned<RawScheduler>>,
+    dir: Option<&Path>,
+) -> Result<SchedulerChoice, ConfigError> {
+    let Some(raw) = raw else {
+        return Ok(SchedulerChoice::Algorithm(Algorithm::Drr));
+    };
+    let s = raw.get_ref();
+    match (&s.algorithm, &s.policy) {
+        (Some(_), Some(p)) => Err(cx.err(
+            p.span(),
+            "scheduler.policy and scheduler.algorithm are both given: allowed one of them",
+        )),
+        (Some(a), None) => Algorithm::parse(a.get_ref())
+            .map(SchedulerChoice::Algorithm)
+            .map_err(|e| cx.err(a.span(), format!("scheduler.algorithm: {e}"))),
+        (None, Some(p)) => load_policy(cx, p, dir),
+        (None, None) => Ok(SchedulerChoice::Algorithm(Algorithm::Drr)),
+    }
+}
+
+/// A built-in policy name, or a TOML/DOT file relative to the config.
+fn load_policy(
+    cx: &Ctx<'_>,
+    p: &Spanned<String>,
+    dir: Option<&Path>,
+) -> Result<SchedulerChoice, ConfigError> {
+    let name = p.get_ref();
+    let looks_like_file = name.contains('/') || name.contains('.');
+    let policy = if looks_like_file {
+        let mut path = PathBuf::from(name);
+        if let (Some(d), true) = (dir, path.is_relative()) {
+            path = d.join(path);
+        }
+        let text = read_capped(&path, "policy", MAX_CONFIG_BYTES)
+            .map_err(|e| cx.err(p.span(), format!("scheduler.policy: {e}")))?;
+        Policy::from_named(name, &text)
+    } else {
+        Policy::builtin(name)
+    }
+    .map_err(|e| cx.err(p.span(), format!("scheduler.policy {name:?}: {e}")))?;
+    Ok(SchedulerChoice::Policy {
+        source: name.clone(),
+        policy: Box::new(policy),
+    })
+}
+
+fn parse_control(
+    cx: &Ctx<'_>,
+    raw: Option<&super::raw::RawControl>,
+    link: &LinkConfig,
+) -> Result<ControlConfig, ConfigError> {
+    let default_socket = || PathBuf::from(format!("/run/pktsched-{}.sock", link.egress));
+    let Some(c) = raw else {
+        return Ok(ControlConfig {
+            socket: default_socket(),
+            prometheus: None,
+        });
+    };
+    let socket = match &c.socket {
+        Some(s) if s.get_ref().is_empty() || s.get_ref().len() > 100 => {
+            return Err(cx.err(
+                s.span(),
+                format!(
+                    "control.socket = {:?}: allowed a path of 1 to 100 bytes (sun_path)",
+                    s.get_ref()
+                ),
+            ));
+        }
+        Some(s) => PathBuf::from(s.get_ref()),
+        None => default_socket(),
+    };
+    let prometheus = match &c.prometheus {
+        None => None,
+        Some(p) => {
+            let text = p.get_ref();
+            let addr = text.parse::<SocketAddr>().or_else(|_| {
+                text.parse::<u16>()
+                    .map(|port| ([127, 0, 0, 1], port).into())
+            });
+            Some(addr.map_err(|_| {
+                cx.err(
+                    p.span(),
+                    format!(
+                        "control.prometheus = {text:?}: allowed ADDRESS:PORT (e.g. \
+                         \"127.0.0.1:9465\") or a port (bound to 127.0.0.1)"
+                    ),
+                )
+            })?)
+        }
+    };
+    Ok(ControlConfig { socket, prometheus })
+}
+
+fn parse_classes(
+    cx: &Ctx<'_>,
+    list: &Spanned<Vec<Spanned<RawClass>>>,
+    scheduler: &SchedulerChoice,
+) -> Result<Vec<ClassConfig>, ConfigError> {
+    if list.get_ref().len() > MAX_CLASSES {
+        return Err(cx.err(
+            list.span(),
+            format!(
+                "{} classes: allowed at most {MAX_CLASSES}",
+                list.get_ref().len()
+            ),
+        ));
+    }
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    let mut classes = Vec::with_capacity(list.get_ref().len());
+    let mut rules = 0usize;
+    let mut default: Option<&Spanned<RawClass>> = None;
+    for c in list.get_ref() {
+        let raw = c.get_ref();
+        let name = raw.name.get_ref();
+        if name.is_empty() || name.len() > 64 || name.contains(char::is_whitespace) {
+            return Err(cx.err(
+                raw.name.span(),
+                format!("class name {name:?}: allowed 1 to 64 bytes without whitespace"),
+            ));
+        }
+        if let Some(first) = seen.insert(name, classes.len()) {
+            return Err(cx.err(
+                raw.name.span(),
+                format!(
+                    "class {name:?} is defined twice (first as class {first}): names must be unique"
+                ),
+            ));
+        }
+        let class = parse_class(cx, raw, scheduler)?;
+        rules += class.rules.len();
+        if rules > MAX_RULES {
+            return Err(cx.err(
+                c.span(),
+                format!("more than {MAX_RULES} match rules over all classes"),
+            ));
+        }
+        if class.default {
+            if let Some(d) = default {
+                return Err(cx.err(
+                    c.span(),
+                    format!(
+                        "class {name:?} and class {:?} both have default = true: allowed one",
+                        d.get_ref().name.get_ref()
+                    ),
+                ));
+            }
+            default = Some(c);
+        }
+        classes.push(class);
+    }
+    if default.is_none() {
+        return Err(cx.err(
+            list.span(),
+            "no class has default = true: one class must take the frames no rule matches",
+        ));
+    }
+    Ok(classes)
+}
+
+fn parse_class(
+    cx: &Ctx<'_>,
+    raw: &RawClass,
+    scheduler: &SchedulerChoice,
+) -> Result<ClassConfig, ConfigError> {
+    let name = raw.name.get_ref().clone();
+    let field = |f: &str| format!("class {name:?}: {f}");
+    let weight = match &raw.weight {
+        Some(w) => cx.range(w, &field("weight"), 1, 65536)?,
+        None => 1,
+    };
+    let prio = match &raw.prio {
+        Some(p) => cx.range(p, &field("prio"), 0, 1023)?,
+        None => 0,
+    };
+    let limit = match &raw.limit {
+        Some(l) => cx.range(l, &field("limit"), 1, MAX_CLASS_LIMIT)?,
+        None => 1024,
+    };
+    let node = match (&raw.node, scheduler) {
+        (None, _) => None,
+        (Some(n), SchedulerChoice::Algorithm(a)) => {
+            return Err(cx.err(
+                n.span(),
+                format!(
+                    "{}: node = {:?} needs scheduler.policy; scheduler.algorithm = {:?} has no \
+                     nodes",
+                    field("node"),
+                    n.get_ref(),
+                    a.name()
+                ),
+            ));
+        }
+        (Some(n), SchedulerChoice::Policy { policy, source }) => {
+            if policy.node(n.get_ref()).is_none() {
+                return Err(cx.err(
+                    n.span(),
+                    format!(
+                        "{}: node {:?} is not in policy {source:?}",
+                        field("node"),
+                        n.get_ref()
+                    ),
+                ));
+            }
+            Some(n.get_ref().clone())
+        }
+    };
+    let mut rules = Vec::new();
+    if let Some(list) = &raw.matches {
+        for m in list.get_ref() {
+            rules.push(match_rule(cx, m, &name)?);
+        }
+    }
+    Ok(ClassConfig {
+        name,
+        weight,
+        prio,
+        limit,
+        node,
+        default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
+        rules,
+    })
+}

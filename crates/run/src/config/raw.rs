@@ -1,0 +1,90 @@
+//! The config file as TOML gives it: every field keeps its position so an
+//! error can point at it.
+
+use serde::Deserialize;
+use toml::Spanned;
+
+/// A whole config file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawConfig {
+    pub(crate) link: Spanned<RawLink>,
+    pub(crate) scheduler: Option<Spanned<RawScheduler>>,
+    pub(crate) control: Option<RawControl>,
+    pub(crate) class: Option<Spanned<Vec<Spanned<RawClass>>>>,
+}
+
+/// `[link]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawLink {
+    pub(crate) ingress: Spanned<String>,
+    pub(crate) egress: Spanned<String>,
+    pub(crate) rate: Spanned<String>,
+    pub(crate) overhead: Option<Spanned<i64>>,
+    pub(crate) mpu: Option<Spanned<i64>>,
+    pub(crate) max_frame: Option<Spanned<i64>>,
+    pub(crate) backend: Option<Spanned<String>>,
+    pub(crate) promiscuous: Option<bool>,
+    pub(crate) buffers: Option<Spanned<i64>>,
+}
+
+/// `[scheduler]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawScheduler {
+    pub(crate) algorithm: Option<Spanned<String>>,
+    pub(crate) policy: Option<Spanned<String>>,
+}
+
+/// `[control]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawControl {
+    pub(crate) socket: Option<Spanned<String>>,
+    pub(crate) prometheus: Option<Spanned<String>>,
+}
+
+/// One `[[class]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawClass {
+    pub(crate) name: Spanned<String>,
+    pub(crate) weight: Option<Spanned<i64>>,
+    pub(crate) prio: Option<Spanned<i64>>,
+    pub(crate) limit: Option<Spanned<i64>>,
+    pub(crate) node: Option<Spanned<String>>,
+    pub(crate) default: Option<Spanned<bool>>,
+    #[serde(rename = "match")]
+    pub(crate) matches: Option<Spanned<Vec<Spanned<RawMatch>>>>,
+}
+
+/// A number or a string (ports: `80` or `"1000-2000"`; DSCP: `46` or `"ef"`).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum NumOrText {
+    Num(i64),
+    Text(String),
+}
+
+impl std::fmt::Display for NumOrText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NumOrText::Num(n) => write!(f, "{n}"),
+            NumOrText::Text(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// One match rule of a class: every field given must match.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawMatch {
+    pub(crate) src: Option<Spanned<String>>,
+    pub(crate) dst: Option<Spanned<String>>,
+    pub(crate) proto: Option<Spanned<NumOrText>>,
+    pub(crate) sport: Option<Spanned<NumOrText>>,
+    pub(crate) dport: Option<Spanned<NumOrText>>,
+    pub(crate) dscp: Option<Spanned<NumOrText>>,
+    pub(crate) vlan: Option<Spanned<i64>>,
+}

@@ -1,0 +1,253 @@
+use super::*;
+
+const GOOD: &str = r#"
+[link]
+ingress = "d0"
+egress = "d1"
+rate = "100mbit"
+overhead = 24
+mpu = 84
+
+[scheduler]
+algorithm = "drr"
+
+[[class]]
+name = "voip"
+weight = 10
+limit = 200
+match = [{ proto = "udp", dport = "5000-5010" }, { dscp = "ef" }]
+
+[[class]]
+name = "web"
+weight = 3
+match = [{ proto = "tcp", sport = 443, src = "10.0.0.0/8" }]
+
+[[class]]
+name = "bulk"
+default = true
+"#;
+
+fn parse_ok(src: &str) -> RunConfig {
+    match parse(src, "t.toml", None) {
+        Ok(c) => c,
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn a_good_config_parses_with_defaults_filled_in() {
+    let c = parse_ok(GOOD);
+    assert_eq!(c.link.rate, Rate::mbit(100));
+    assert_eq!(c.link.wire_len(60), 84);
+    assert_eq!(c.link.wire_len(1500), 1524);
+    assert_eq!(c.link.max_frame, 1514);
+    assert_eq!(c.classes.len(), 3);
+    assert_eq!(c.default_class(), 2);
+    let voip = c.class("voip").expect("voip");
+    assert_eq!((voip.weight, voip.limit, voip.rules.len()), (10, 200, 2));
+    assert_eq!(voip.rules[0].proto, Some(17));
+    assert_eq!(voip.rules[1].dscp, Some(46));
+    assert_eq!(c.class("bulk").map(|b| b.limit), Some(1024));
+    assert_eq!(
+        c.control.socket,
+        std::path::PathBuf::from("/run/pktsched-d1.sock")
+    );
+}
+
+#[test]
+fn the_normalised_form_parses_back_to_itself() {
+    let once = parse_ok(GOOD).to_string();
+    let twice = parse_ok(&once).to_string();
+    assert_eq!(once, twice);
+    assert!(once.contains("match = [{ proto = 17, dport = \"5000-5010\" }, { dscp = 46 }]"));
+}
+
+/// tdc-style: each row is a config change and words its error must hold.
+#[test]
+fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
+    let link = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n";
+    let class = "[[class]]\nname = \"a\"\ndefault = true\n";
+    let rows: &[(String, &[&str])] = &[
+        (class.to_string(), &["missing field `link`"]),
+        (link.to_string(), &["no [[class]]"]),
+        (
+            link.replace("1gbit", "0bit") + class,
+            &["link.rate", "zero"],
+        ),
+        (link.replace("\"1gbit\"", "\"10\"") + class, &["link.rate"]),
+        (link.replace("1gbit", "1gbps") + class, &["link.rate"]),
+        (
+            link.replace("1gbit", "999tbit") + class,
+            &["too fast", "400gbit"],
+        ),
+        (link.replace("\"d1\"", "\"d0\"") + class, &["must differ"]),
+        (
+            link.replace("\"d1\"", "\"a-very-long-interface\"") + class,
+            &["link.egress", "1 to 15 bytes"],
+        ),
+        (link.replace("\"d0\"", "\"\"") + class, &["link.ingress"]),
+        (
+            format!("{link}overhead = -1\n{class}"),
+            &["link.overhead = -1", "0..=256"],
+        ),
+        (
+            format!("{link}mpu = 9999\n{class}"),
+            &["link.mpu = 9999", "0..=256"],
+        ),
+        (
+            format!("{link}max_frame = 20\n{class}"),
+            &["link.max_frame = 20", "60..=9216"],
+        ),
+        (
+            format!("{link}buffers = 0\n{class}"),
+            &["link.buffers = 0", "64..=1048576"],
+        ),
+        (
+            format!("{link}backend = \"dpdk\"\n{class}"),
+            &["link.backend", "auto, xdp, packet"],
+        ),
+        (
+            format!("{link}bogus = 1\n{class}"),
+            &["unknown field `bogus`"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"sfq\"\n{class}"),
+            &["scheduler.algorithm", "unknown algorithm", "allowed"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\npolicy = \"hpfq\"\n{class}"),
+            &["both given"],
+        ),
+        (
+            format!("{link}[scheduler]\npolicy = \"nosuch\"\n{class}"),
+            &["scheduler.policy", "no built-in policy"],
+        ),
+        (
+            format!("{link}[scheduler]\npolicy = \"/nonexistent/p.toml\"\n{class}"),
+            &["cannot read policy"],
+        ),
+        (
+            format!("{link}[scheduler]\npolicy = \"/dev/zero.toml\"\n{class}"),
+            &["policy"],
+        ),
+        (
+            format!("{link}[control]\nprometheus = \"localhost\"\n{class}"),
+            &["control.prometheus", "ADDRESS:PORT"],
+        ),
+        (
+            format!("{link}[control]\nsocket = \"\"\n{class}"),
+            &["control.socket", "1 to 100 bytes"],
+        ),
+        (
+            format!("{link}[[class]]\nname = \"b\"\n"),
+            &["no class has default = true"],
+        ),
+        (
+            format!("{link}{class}{class}"),
+            &["defined twice", "unique"],
+        ),
+        (
+            format!("{link}{class}[[class]]\nname = \"b\"\ndefault = true\n"),
+            &["both have default = true"],
+        ),
+        (
+            format!("{link}{class}weight = 0\n"),
+            &["weight = 0", "1..=65536"],
+        ),
+        (
+            format!("{link}{class}weight = 70000\n"),
+            &["weight = 70000", "1..=65536"],
+        ),
+        (
+            format!("{link}{class}limit = 0\n"),
+            &["limit = 0", "1..=1048576"],
+        ),
+        (format!("{link}{class}prio = -2\n"), &["prio = -2"]),
+        (
+            format!("{link}{class}node = \"x\"\n"),
+            &["needs scheduler.policy"],
+        ),
+        (
+            format!("{link}[scheduler]\npolicy = \"hpfq\"\n{class}node = \"x\"\n"),
+            &["node \"x\" is not in policy"],
+        ),
+        (
+            format!("{link}{class}name2 = 1\n"),
+            &["unknown field `name2`"],
+        ),
+        (
+            format!("{link}[[class]]\nname = \"has space\"\ndefault = true\n"),
+            &["class name", "without whitespace"],
+        ),
+        (
+            format!("{link}{class}match = [{{ dport = \"70000\" }}]\n"),
+            &["match.dport", "0..=65535"],
+        ),
+        (
+            format!("{link}{class}match = [{{ dport = \"20-10\" }}]\n"),
+            &["match.dport", "LO <= HI"],
+        ),
+        (
+            format!("{link}{class}match = [{{ sport = -1 }}]\n"),
+            &["match.sport"],
+        ),
+        (
+            format!("{link}{class}match = [{{ src = \"10.0.0.1/8\" }}]\n"),
+            &["match.src", "10.0.0.1/8"],
+        ),
+        (
+            format!("{link}{class}match = [{{ dst = \"10.0.0.0/33\" }}]\n"),
+            &["match.dst"],
+        ),
+        (
+            format!("{link}{class}match = [{{ src = \"10.0.0.0/8\", dst = \"2001:db8::/32\" }}]\n"),
+            &["different IP versions"],
+        ),
+        (
+            format!("{link}{class}match = [{{ proto = \"gre\" }}]\n"),
+            &["match.proto", "0..=255", "udp"],
+        ),
+        (
+            format!("{link}{class}match = [{{ proto = 300 }}]\n"),
+            &["match.proto = 300"],
+        ),
+        (
+            format!("{link}{class}match = [{{ proto = \"icmp\", dport = 80 }}]\n"),
+            &["can never match"],
+        ),
+        (
+            format!("{link}{class}match = [{{ dscp = 64 }}]\n"),
+            &["match.dscp = 64", "0..=63"],
+        ),
+        (
+            format!("{link}{class}match = [{{ dscp = \"af51\" }}]\n"),
+            &["match.dscp", "af11..af43"],
+        ),
+        (
+            format!("{link}{class}match = [{{ vlan = 4096 }}]\n"),
+            &["match.vlan = 4096", "0..=4095"],
+        ),
+        (
+            format!("{link}{class}match = [{{ port = 80 }}]\n"),
+            &["unknown field `port`"],
+        ),
+        ("not toml [".to_string(), &["t.toml:1:"]),
+    ];
+    for (src, words) in rows {
+        let err = match parse(src, "t.toml", None) {
+            Ok(_) => panic!("accepted:\n{src}"),
+            Err(e) => e.to_string(),
+        };
+        assert!(err.starts_with("t.toml:"), "no position in {err:?}");
+        for w in *words {
+            assert!(err.contains(w), "{err:?} lacks {w:?} for\n{src}");
+        }
+    }
+}
+
+#[test]
+fn errors_point_at_the_line_of_the_bad_value() {
+    let src = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\n[[class]]\nname = \"a\"\ndefault = true\nweight = 0\n";
+    let e = parse(src, "t.toml", None).expect_err("weight 0");
+    assert_eq!((e.line, e.col), (9, 10), "{e}");
+}

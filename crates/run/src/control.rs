@@ -1,0 +1,259 @@
+//! The control socket: a Unix stream socket (mode 0600, owner only) on
+//! which `pktsched stats` and `pktsched reload` ask the running shaper for
+//! something. One request line per connection, one answer, then close.
+//!
+//! Requests: `stats`, `stats json`, `prometheus`, `dump`, `reload`.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::PermissionsExt;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+/// A request on the control socket.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Request {
+    /// Counters as `tc -s`-style text.
+    Stats,
+    /// Counters as JSON.
+    StatsJson,
+    /// Counters in the Prometheus text format.
+    Prometheus,
+    /// The pipeline with its counters.
+    Dump,
+    /// Re-read the config file and apply it.
+    Reload,
+}
+
+impl Request {
+    /// The request's line.
+    pub fn line(self) -> &'static str {
+        match self {
+            Request::Stats => "stats",
+            Request::StatsJson => "stats json",
+            Request::Prometheus => "prometheus",
+            Request::Dump => "dump",
+            Request::Reload => "reload",
+        }
+    }
+
+    /// Parses a request line.
+    pub fn parse(line: &str) -> Option<Request> {
+        [
+            Request::Stats,
+            Request::StatsJson,
+            Request::Prometheus,
+            Request::Dump,
+            Request::Reload,
+        ]
+        .into_iter()
+        .find(|r| r.line() == line.trim())
+    }
+}
+
+/// Longest request line read.
+const MAX_REQUEST: u64 = 256;
+/// How long a client may take to send its request or read the answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Errors of the control socket.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// Creating the socket failed.
+    #[error("control socket {path}: {source}")]
+    Bind {
+        /// The socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Another shaper answers on that path.
+    #[error(
+        "control socket {0} is in use by a running pktsched (stop it or choose control.socket)"
+    )]
+    InUse(PathBuf),
+    /// Connecting or talking to the shaper failed.
+    #[error(
+        "cannot reach pktsched on {path}: {source} (is `pktsched run` running with this control.socket?)"
+    )]
+    Connect {
+        /// The socket path.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// The listening end; removes its socket file when dropped.
+#[derive(Debug)]
+pub struct ControlServer {
+    listener: UnixListener,
+    path: PathBuf,
+}
+
+impl ControlServer {
+    /// Binds `path` with mode 0600. A stale socket file (nobody answering)
+    /// is replaced; a live one is an error.
+    pub fn bind(path: &Path) -> Result<ControlServer, ControlError> {
+        if path.exists() {
+            if UnixStream::connect(path).is_ok() {
+                return Err(ControlError::InUse(path.to_path_buf()));
+            }
+            let _ = std::fs::remove_file(path);
+        }
+        let bind_err = |source| ControlError::Bind {
+            path: path.to_path_buf(),
+            source,
+        };
+        let listener = UnixListener::bind(path).map_err(bind_err)?;
+        // Between bind and this chmod the file has the umask's mode; no
+        // answer is given before `serve`, and requests carry no secrets.
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+        listener.set_nonblocking(true).map_err(bind_err)?;
+        Ok(ControlServer {
+            listener,
+            path: path.to_path_buf(),
+        })
+    }
+
+    /// Serves requests with `answer` until `stop` is set (checked every
+    /// 50 ms).
+    pub fn serve(&self, stop: &AtomicBool, answer: &dyn Fn(Request) -> String) {
+        while !stop.load(Ordering::Acquire) {
+            match self.listener.accept() {
+                Ok((stream, _)) => handle(stream, answer),
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(_) => std::thread::sleep(Duration::from_millis(50)),
+            }
+        }
+    }
+}
+
+impl Drop for ControlServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.path);
+    }
+}
+
+fn handle(stream: UnixStream, answer: &dyn Fn(Request) -> String) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
+    let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
+    let mut line = String::new();
+    let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
+    let reply = match (read, Request::parse(&line)) {
+        (Ok(_), Some(r)) => answer(r),
+        _ => format!(
+            "error: unknown request {:?}; allowed: stats, stats json, prometheus, dump, reload\n",
+            line.trim()
+        ),
+    };
+    let _ = (&stream).write_all(reply.as_bytes());
+}
+
+/// Sends `req` to the shaper listening on `path` and returns its answer.
+pub fn request(path: &Path, req: Request) -> Result<String, ControlError> {
+    let err = |source| ControlError::Connect {
+        path: path.to_path_buf(),
+        source,
+    };
+    let mut s = UnixStream::connect(path).map_err(err)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))
+        .map_err(err)?;
+    s.write_all(format!("{}\n", req.line()).as_bytes())
+        .map_err(err)?;
+    let mut out = String::new();
+    s.take(64 << 20).read_to_string(&mut out).map_err(err)?;
+    Ok(out)
+}
+
+/// A flag and a thread serving the control socket; [`ControlThread::stop`]
+/// ends it.
+#[derive(Debug)]
+pub struct ControlThread {
+    stop: Arc<AtomicBool>,
+    handle: Option<std::thread::JoinHandle<()>>,
+}
+
+impl ControlThread {
+    /// Serves `server` on a new thread.
+    pub fn spawn(
+        server: ControlServer,
+        answer: impl Fn(Request) -> String + Send + 'static,
+    ) -> std::io::Result<ControlThread> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name("pktsched-control".into())
+            .spawn(move || server.serve(&flag, &answer))?;
+        Ok(ControlThread {
+            stop,
+            handle: Some(handle),
+        })
+    }
+
+    /// Stops serving and removes the socket.
+    pub fn stop(mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(h) = self.handle.take() {
+            let _ = h.join();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch_socket(name: &str) -> PathBuf {
+        std::env::temp_dir().join(format!("pktsched-ctl-{}-{name}.sock", std::process::id()))
+    }
+
+    #[test]
+    fn answers_requests_owner_only_and_cleans_up() {
+        let path = scratch_socket("a");
+        let server = ControlServer::bind(&path).expect("bind");
+        let mode = std::fs::metadata(&path)
+            .expect("socket")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+        assert!(matches!(
+            ControlServer::bind(&path),
+            Err(ControlError::InUse(_))
+        ));
+        let t = ControlThread::spawn(server, |r| format!("got {}\n", r.line())).expect("thread");
+        assert_eq!(
+            request(&path, Request::StatsJson).expect("ask"),
+            "got stats json\n"
+        );
+        let mut s = UnixStream::connect(&path).expect("connect");
+        s.write_all(b"rm -rf /\n").expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        assert!(
+            out.starts_with("error: unknown request \"rm -rf /\""),
+            "{out}"
+        );
+        t.stop();
+        assert!(!path.exists());
+        assert!(matches!(
+            request(&path, Request::Stats),
+            Err(ControlError::Connect { .. })
+        ));
+    }
+
+    #[test]
+    fn a_stale_socket_file_is_replaced() {
+        let path = scratch_socket("b");
+        drop(UnixListener::bind(&path).expect("stale"));
+        assert!(path.exists());
+        let server = ControlServer::bind(&path).expect("replaces stale");
+        drop(server);
+        assert!(!path.exists());
+    }
+}

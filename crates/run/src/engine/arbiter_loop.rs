@@ -1,0 +1,351 @@
+//! The arbiter thread: runs the runtime's sans-I/O [`Arbiter`] round after
+//! round on the real clock, transmits through the egress, and between
+//! rounds answers the control commands (stats, reload). Reconfiguration
+//! happens here, on the thread that owns the scheduler, so it needs no
+//! lock and loses no queued frame.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{Receiver, Sender};
+use std::time::Duration;
+
+use pktsched_core::{DropReason, FlowId, Nanos, Pkt};
+use pktsched_io::PacketIo;
+use pktsched_io::classify::Anomaly;
+use pktsched_runtime::{Arbiter, Clock, Report, StopMode};
+
+use super::shared::{ClassMap, Shared};
+use super::tx::TxOutput;
+use crate::config::RunConfig;
+use crate::frame::Frame;
+use crate::plan::{self, flow_config};
+use crate::reload::{Change, diff};
+use crate::stats::{ClassStats, Snapshot};
+
+/// What the arbiter thread ends with.
+pub(crate) struct Stopped<P: PacketIo + Send + 'static> {
+    /// Counters when the stop began.
+    pub(crate) before: Snapshot,
+    /// Counters after everything queued was sent.
+    pub(crate) after: Snapshot,
+    /// Frames sent during the stop sequence.
+    pub(crate) flushed: u64,
+    /// The runtime's final report.
+    pub(crate) report: Report<Frame, TxOutput<P>>,
+}
+
+/// A request to the arbiter thread.
+#[derive(Debug)]
+pub(crate) enum Command {
+    /// Reply with a snapshot of the counters.
+    Snapshot(Sender<Snapshot>),
+    /// Apply a new config; reply with the changes or why not.
+    Reload(Box<RunConfig>, Sender<Result<Vec<Change>, String>>),
+}
+
+/// How long a flow removed by a reload lives on (so frames classified just
+/// before the switch still find it), before its queue moves to the default
+/// class.
+const RETIRE_AFTER: Nanos = Nanos(200_000_000);
+/// Longest sleep of an idle arbiter.
+const IDLE_SLEEP: Duration = Duration::from_micros(50);
+
+/// A class as the arbiter tracks it.
+#[derive(Debug, Clone)]
+struct ClassSlot {
+    name: String,
+    flow: FlowId,
+    /// Sent bytes and frames at the last rate sample.
+    last: (u64, u64),
+    /// Rate over the last sample period (bits/s, frames/s).
+    rate: (u64, u64),
+}
+
+/// The arbiter thread's state.
+pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
+    pub(crate) arbiter: Arbiter<Frame, TxOutput<P>>,
+    pub(crate) cfg: RunConfig,
+    classes: Vec<ClassSlot>,
+    retiring: Vec<(FlowId, Nanos)>,
+    shared: Arc<Shared>,
+    clock: Clock,
+    commands: Receiver<Command>,
+    last_sample: Nanos,
+    reloads: u64,
+}
+
+impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
+    pub(crate) fn new(
+        arbiter: Arbiter<Frame, TxOutput<P>>,
+        cfg: RunConfig,
+        flows: &[FlowId],
+        shared: Arc<Shared>,
+        clock: Clock,
+        commands: Receiver<Command>,
+    ) -> Self {
+        let classes = cfg
+            .classes
+            .iter()
+            .zip(flows)
+            .map(|(c, &flow)| ClassSlot {
+                name: c.name.clone(),
+                flow,
+                last: (0, 0),
+                rate: (0, 0),
+            })
+            .collect();
+        ArbiterLoop {
+            arbiter,
+            cfg,
+            classes,
+            retiring: Vec::new(),
+            shared,
+            clock,
+            commands,
+            last_sample: Nanos(0),
+            reloads: 0,
+        }
+    }
+
+    /// Rounds until the pipeline stops, then the stop sequence: with the
+    /// receive threads ended, every mailbox is drained and what is queued
+    /// is sent at once (ignoring the rate), through the same rounds so the
+    /// per-class counters include it. Returns the counters before and
+    /// after, the frames sent at stop, and the runtime's report.
+    pub(crate) fn run(mut self) -> Stopped<P> {
+        crate::sys::set_timer_slack(1000);
+        loop {
+            let now = self.clock.now();
+            while let Ok(cmd) = self.commands.try_recv() {
+                self.command(cmd, now);
+            }
+            self.retire_due(now);
+            self.sample_rates(now);
+            let round = self.arbiter.do_scan(now);
+            if self.shared.arbiter_stop.load(Ordering::Acquire) {
+                break;
+            }
+            if round.drained == 0 && round.released == 0 {
+                let wait = if round.backlog > 0 {
+                    Duration::from_nanos(round.link_free.0.saturating_sub(now.0))
+                } else {
+                    IDLE_SLEEP
+                };
+                std::thread::sleep(wait.min(IDLE_SLEEP));
+            }
+        }
+        let before = self.snapshot(self.clock.now());
+        let flushed = self.flush();
+        let after = self.snapshot(self.clock.now());
+        let report = self.arbiter.stop(StopMode::Drain, self.clock.now());
+        Stopped {
+            before,
+            after,
+            flushed: flushed + report.flushed,
+            report,
+        }
+    }
+
+    /// Rounds on a clock that jumps to whenever the emulated link is free,
+    /// until mailboxes and scheduler are empty: everything queued is sent
+    /// now. Returns the frames sent.
+    fn flush(&mut self) -> u64 {
+        let mut virtual_now = self.clock.now();
+        let mut sent = 0u64;
+        loop {
+            let round = self.arbiter.do_scan(virtual_now);
+            sent += round.released as u64;
+            if round.drained == 0 && round.released == 0 && round.backlog == 0 {
+                return sent;
+            }
+            // Past the read interval and the link's next free time.
+            virtual_now = Nanos(virtual_now.0.max(round.link_free.0) + 1_000_000);
+        }
+    }
+
+    fn command(&mut self, cmd: Command, now: Nanos) {
+        match cmd {
+            Command::Snapshot(reply) => {
+                let _ = reply.send(self.snapshot(now));
+            }
+            Command::Reload(new, reply) => {
+                let _ = reply.send(self.reload(*new, now));
+            }
+        }
+    }
+
+    /// Applies `new` in place: link rate and accounting, changed classes
+    /// (`change_flow` keeps their queues), new classes, removed classes
+    /// retired; then the receive threads switch to the new class map.
+    fn reload(&mut self, new: RunConfig, now: Nanos) -> Result<Vec<Change>, String> {
+        let changes = diff(&self.cfg, &new).map_err(|e| e.to_string())?;
+        let classifier = plan::classifier(&new).map_err(|e| e.to_string())?;
+        // Check every class against the scheduler's limits before touching
+        // it, so a refused config leaves the running one as it was.
+        let sched = self.arbiter.scheduler();
+        let limits = sched.limits();
+        for c in &new.classes {
+            limits
+                .check(&flow_config(&new.link, c))
+                .map_err(|e| format!("class {:?}: {e}", c.name))?;
+        }
+        for c in &new.classes {
+            let fc = flow_config(&new.link, c);
+            if let Some(slot) = self.classes.iter().find(|s| s.name == c.name) {
+                sched
+                    .change_flow(slot.flow, fc, now)
+                    .map_err(|e| format!("class {:?}: {e}", c.name))?;
+            }
+        }
+        let mut slots = Vec::with_capacity(new.classes.len());
+        for c in &new.classes {
+            match self.classes.iter().find(|s| s.name == c.name) {
+                Some(s) => slots.push(s.clone()),
+                None => {
+                    let flow = plan::add_class(self.arbiter.scheduler(), &new, c)
+                        .map_err(|e| e.to_string())?;
+                    slots.push(ClassSlot {
+                        name: c.name.clone(),
+                        flow,
+                        last: (0, 0),
+                        rate: (0, 0),
+                    });
+                }
+            }
+        }
+        for old in &self.classes {
+            if !slots.iter().any(|s| s.name == old.name) {
+                self.retiring
+                    .push((old.flow, Nanos(now.0 + RETIRE_AFTER.0)));
+            }
+        }
+        self.arbiter.set_link_rate(new.link.rate);
+        self.shared.set_map(ClassMap {
+            classifier,
+            flows: slots.iter().map(|s| s.flow).collect(),
+            overhead: new.link.overhead,
+            mpu: new.link.mpu,
+        });
+        self.classes = slots;
+        self.cfg = new;
+        self.reloads += 1;
+        Ok(changes)
+    }
+
+    /// Removes retired flows whose grace period is over; their queued
+    /// frames go to the default class (or are counted if it refuses them).
+    fn retire_due(&mut self, now: Nanos) {
+        if self.retiring.is_empty() {
+            return;
+        }
+        let default_flow = self.classes[self.cfg.default_class()].flow;
+        let (due, keep): (Vec<_>, Vec<_>) = self.retiring.iter().partition(|(_, t)| *t <= now);
+        self.retiring = keep;
+        let sched = self.arbiter.scheduler();
+        for (flow, _) in due {
+            let Ok(queued) = sched.remove_flow(flow) else {
+                continue;
+            };
+            for p in queued {
+                let moved = Pkt::new(default_flow, p.len, p.ts, p.item);
+                // A refusal drops the frame (its buffer returns to the pool)
+                // and is counted by the default class.
+                let _ = sched.enqueue(moved, now);
+            }
+        }
+    }
+
+    /// Once a second: each class's sent rate over the last second.
+    fn sample_rates(&mut self, now: Nanos) {
+        let period = now.0.saturating_sub(self.last_sample.0);
+        if period < 1_000_000_000 {
+            return;
+        }
+        let sched = self.arbiter.scheduler();
+        for s in &mut self.classes {
+            let sent = sched
+                .flow_stats(s.flow)
+                .map_or((0, 0), |c| (c.dequeued.bytes, c.dequeued.pkts));
+            let per_s = |d: u64| (u128::from(d) * 1_000_000_000 / u128::from(period)) as u64;
+            s.rate = (
+                per_s(sent.0.saturating_sub(s.last.0)) * 8,
+                per_s(sent.1.saturating_sub(s.last.1)),
+            );
+            s.last = sent;
+        }
+        self.last_sample = now;
+    }
+
+    /// The counters now.
+    pub(crate) fn snapshot(&mut self, now: Nanos) -> Snapshot {
+        let tx = self.arbiter.output();
+        let tx_device = tx.map(super::tx_device_stats);
+        let flows_tx: Vec<_> = self
+            .classes
+            .iter()
+            .map(|s| {
+                tx.and_then(|o| o.flow(s.flow.index()))
+                    .map(|f| (f.summary(), f.tx_failed))
+            })
+            .collect();
+        let sched = self.arbiter.scheduler();
+        let mut classes = Vec::with_capacity(self.classes.len());
+        for (s, ftx) in self.classes.iter().zip(flows_tx) {
+            let c = sched.flow_stats(s.flow).unwrap_or_default();
+            let ((p50, p99, buckets, count, sum), tx_failed) =
+                ftx.unwrap_or(((0.0, 0.0, vec![0; 8], 0, 0.0), 0));
+            let by_reason = [
+                c.dropped(DropReason::QueueFull).pkts,
+                c.dropped(DropReason::TooLarge).pkts,
+                c.dropped(DropReason::UnknownFlow).pkts,
+                tx_failed,
+            ];
+            classes.push(ClassStats {
+                class: s.name.clone(),
+                received: self.shared.received(s.flow),
+                bytes: c.dequeued.bytes,
+                packets: c.dequeued.pkts.saturating_sub(tx_failed),
+                drops: by_reason.iter().sum(),
+                drops_by_reason: by_reason,
+                overlimits: c.overlimits,
+                backlog: c.backlog.bytes,
+                qlen: c.backlog.pkts,
+                rate_bps: s.rate.0,
+                pps: s.rate.1,
+                sojourn_p50_us: p50,
+                sojourn_p99_us: p99,
+                sojourn_buckets: buckets,
+                sojourn_count: count,
+                sojourn_sum_s: sum,
+            });
+        }
+        let mut devices = self
+            .shared
+            .devices
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        devices.extend(tx_device);
+        let stats = self.arbiter.stats();
+        Snapshot {
+            ingress: self.cfg.link.ingress.clone(),
+            egress: self.cfg.link.egress.clone(),
+            rate: self.cfg.link.rate.to_string(),
+            scheduler: self.arbiter.scheduler().name().to_string(),
+            uptime_s: now.0 as f64 / 1e9,
+            classes,
+            devices,
+            reverse_forwarded: self.shared.reverse[0].load(Ordering::Relaxed),
+            reverse_dropped: self.shared.reverse[1].load(Ordering::Relaxed),
+            classify_anomalies: Anomaly::ALL
+                .iter()
+                .zip(&self.shared.anomalies)
+                .map(|(a, n)| (a.name().to_string(), n.load(Ordering::Relaxed)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            arbiter_loops: stats.loops,
+            arbiter_decisions: stats.decisions,
+            reloads: self.reloads,
+        }
+    }
+}

@@ -1,0 +1,235 @@
+//! The pipeline between two devices, on the PSPAT runtime:
+//!
+//! ```text
+//!  ingress ──rx thread (client: classify, stamp)──► mailbox ──► arbiter thread
+//!                                                     scheduler + emulated link
+//!                                                     ──► egress (TxOutput)
+//!  ingress ◄──────────── reverse thread (untouched) ◄──── egress
+//! ```
+//!
+//! [`Pipeline::start`] opens nothing itself: it takes the four sockets
+//! ([`Devices`]), so tests drive it with in-memory devices and `pktsched
+//! run` with AF_PACKET ones. [`Pipeline::stop`] stops the receive side,
+//! drains every mailbox, sends what is queued and returns the final
+//! counters with the accounting per class.
+
+mod arbiter_loop;
+mod ports;
+mod reverse;
+mod rx;
+mod shared;
+mod tx;
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::sync::mpsc::{self, Sender};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use pktsched_io::classify::Anomaly;
+use pktsched_io::{BufPool, PacketIo};
+use pktsched_runtime::{Arbiter, Clock, Config};
+
+use self::arbiter_loop::{ArbiterLoop, Command};
+use self::ports::Port;
+use self::shared::{ClassMap, Shared};
+use self::tx::TxOutput;
+use crate::config::RunConfig;
+use crate::plan;
+use crate::reload::Change;
+use crate::stats::{DeviceStats, Snapshot};
+
+/// The four sockets of a pipeline.
+#[derive(Debug)]
+pub struct Devices<P> {
+    /// Receives the frames to schedule (on `link.ingress`).
+    pub ingress_rx: P,
+    /// Sends them (on `link.egress`).
+    pub egress_tx: P,
+    /// Receives the reverse direction (on `link.egress`).
+    pub egress_rx: P,
+    /// Sends the reverse direction (on `link.ingress`).
+    pub ingress_tx: P,
+}
+
+/// Why the pipeline could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    /// The config could not become a scheduler.
+    #[error(transparent)]
+    Plan(#[from] plan::PlanError),
+    /// The runtime refused its parameters.
+    #[error("runtime: {0}")]
+    Runtime(#[from] pktsched_runtime::RuntimeError),
+    /// A thread could not be started.
+    #[error("cannot start thread: {0}")]
+    Thread(#[from] std::io::Error),
+    /// The arbiter thread is gone (it panicked).
+    #[error("the arbiter thread is gone")]
+    ArbiterGone,
+}
+
+/// Where every frame went, per class, when the pipeline stopped.
+#[derive(Debug, Clone)]
+pub struct Final {
+    /// The counters just before the stop sequence.
+    pub before_stop: Snapshot,
+    /// The counters after it (queues sent).
+    pub after_stop: Snapshot,
+    /// Frames queued in the scheduler at stop and sent then, ignoring the
+    /// rate.
+    pub flushed_at_stop: u64,
+    /// Frames a receive thread held at stop, never scheduled (dropped).
+    pub rx_dropped_at_stop: u64,
+}
+
+/// A running pipeline.
+#[derive(Debug)]
+pub struct Pipeline {
+    shared: Arc<Shared>,
+    commands: Sender<Command>,
+    rx: Vec<JoinHandle<()>>,
+    reverse: Option<JoinHandle<()>>,
+    arbiter: Option<JoinHandle<Final>>,
+}
+
+fn spawn<T: Send + 'static>(
+    name: &str,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> std::io::Result<JoinHandle<T>> {
+    std::thread::Builder::new().name(name.into()).spawn(f)
+}
+
+impl Pipeline {
+    /// Starts the receive, arbiter and reverse threads.
+    pub fn start<P: PacketIo + Send + 'static>(
+        cfg: RunConfig,
+        devices: Devices<P>,
+        pool: &'static BufPool,
+    ) -> Result<Pipeline, EngineError> {
+        let plan = plan::build::<crate::frame::Frame>(&cfg)?;
+        let clock = Clock::new();
+        let link = &cfg.link;
+        let map = ClassMap {
+            classifier: plan.classifier,
+            flows: plan.flows.clone(),
+            overhead: link.overhead,
+            mpu: link.mpu,
+        };
+        let shared = Shared::new(map, Anomaly::ALL.len());
+        let mut rt = Config::new(link.rate);
+        rt.mailbox_capacity = 1024;
+        let out = TxOutput::new(
+            Port::new(devices.egress_tx, &link.egress, "tx"),
+            pool,
+            clock,
+        );
+        let arbiter = Arbiter::new(&rt, plan.sched, out)?;
+        let client = arbiter.client()?;
+        let (commands, receiver) = mpsc::channel();
+        let looper = ArbiterLoop::new(
+            arbiter,
+            cfg.clone(),
+            &plan.flows,
+            shared.clone(),
+            clock,
+            receiver,
+        );
+        let sh = shared.clone();
+        let arbiter = spawn("pktsched-arbiter", move || finish(looper, &sh))?;
+        let port = Port::new(devices.ingress_rx, &link.ingress, "rx");
+        let sh = shared.clone();
+        let rx = spawn("pktsched-rx", move || {
+            rx::rx_loop(port, client, sh, pool, clock);
+        })?;
+        let from = Port::new(devices.egress_rx, &link.egress, "reverse rx");
+        let to = Port::new(devices.ingress_tx, &link.ingress, "reverse tx");
+        let sh = shared.clone();
+        let reverse = spawn("pktsched-reverse", move || {
+            reverse::reverse_loop(from, to, sh, pool)
+        })?;
+        Ok(Pipeline {
+            shared,
+            commands,
+            rx: vec![rx],
+            reverse: Some(reverse),
+            arbiter: Some(arbiter),
+        })
+    }
+
+    /// The counters now.
+    pub fn snapshot(&self) -> Result<Snapshot, EngineError> {
+        let (tx, rx) = mpsc::channel();
+        self.commands
+            .send(Command::Snapshot(tx))
+            .map_err(|_| EngineError::ArbiterGone)?;
+        rx.recv_timeout(Duration::from_secs(5))
+            .map_err(|_| EngineError::ArbiterGone)
+    }
+
+    /// Applies a new config live (see [`crate::reload`]); on error the
+    /// running config is kept.
+    pub fn reload(&self, new: RunConfig) -> Result<Vec<Change>, String> {
+        let (tx, rx) = mpsc::channel();
+        self.commands
+            .send(Command::Reload(Box::new(new), tx))
+            .map_err(|_| EngineError::ArbiterGone.to_string())?;
+        rx.recv_timeout(Duration::from_secs(5))
+            .map_err(|_| EngineError::ArbiterGone.to_string())?
+    }
+
+    /// Stops: receive threads first (what they hold is counted), then the
+    /// arbiter drains every mailbox and sends what is queued.
+    pub fn stop(mut self) -> Result<Final, EngineError> {
+        self.shared.stop.store(true, Ordering::Release);
+        for h in self.rx.drain(..) {
+            let _ = h.join();
+        }
+        if let Some(h) = self.reverse.take() {
+            let _ = h.join();
+        }
+        self.shared.arbiter_stop.store(true, Ordering::Release);
+        let arbiter = self.arbiter.take().ok_or(EngineError::ArbiterGone)?;
+        arbiter.join().map_err(|_| EngineError::ArbiterGone)
+    }
+}
+
+impl Drop for Pipeline {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::Release);
+        self.shared.arbiter_stop.store(true, Ordering::Release);
+    }
+}
+
+/// The arbiter thread's body: rounds until stop, then the final counters.
+fn finish<P: PacketIo + Send + 'static>(looper: ArbiterLoop<P>, shared: &Shared) -> Final {
+    let stopped = looper.run();
+    drop(stopped.report);
+    Final {
+        flushed_at_stop: stopped.flushed,
+        rx_dropped_at_stop: shared.rx_dropped_at_stop.load(Ordering::Relaxed),
+        before_stop: stopped.before,
+        after_stop: stopped.after,
+    }
+}
+
+/// A port's counters as the stats show them.
+pub(crate) fn device_stats<P: PacketIo>(port: &Port<P>) -> DeviceStats {
+    let s = port.io.stats();
+    DeviceStats {
+        device: port.device.clone(),
+        role: port.role.to_string(),
+        rx_packets: s.rx_packets,
+        tx_packets: s.tx_packets,
+        rx_kernel_drops: s.rx_kernel_drops,
+        rx_no_buffer: s.rx_no_buffer,
+        rx_oversize: s.rx_oversize,
+        tx_busy: s.tx_busy,
+        tx_failed: s.tx_failed,
+    }
+}
+
+/// The egress's counters.
+pub(crate) fn tx_device_stats<P: PacketIo>(out: &TxOutput<P>) -> DeviceStats {
+    device_stats(&out.port)
+}

@@ -1,0 +1,66 @@
+//! A device socket with its name and role; I/O errors are counted (and the
+//! last one kept for the stats) instead of ending the thread that owns it.
+
+use std::time::Duration;
+
+use pktsched_io::{BufPool, PacketBuf, PacketIo};
+
+/// One socket of the pipeline.
+#[derive(Debug)]
+pub(crate) struct Port<P> {
+    pub(crate) io: P,
+    pub(crate) device: String,
+    pub(crate) role: &'static str,
+    /// Calls that failed.
+    pub(crate) errors: u64,
+    /// The last failure, as text.
+    pub(crate) last_error: Option<String>,
+}
+
+impl<P: PacketIo> Port<P> {
+    pub(crate) fn new(io: P, device: &str, role: &'static str) -> Port<P> {
+        Port {
+            io,
+            device: device.to_string(),
+            role,
+            errors: 0,
+            last_error: None,
+        }
+    }
+
+    fn failed(&mut self, e: impl std::fmt::Display) {
+        self.errors += 1;
+        self.last_error = Some(e.to_string());
+    }
+
+    /// Receives up to `max` frames into `out`.
+    pub(crate) fn recv(&mut self, pool: &BufPool, out: &mut Vec<PacketBuf>, max: usize) -> usize {
+        match self.io.recv_batch(pool, out, max) {
+            Ok(n) => n,
+            Err(e) => {
+                self.failed(e);
+                0
+            }
+        }
+    }
+
+    /// Sends what it can of `frames` (sent buffers go back to `pool`; the
+    /// rest stay in `frames`).
+    pub(crate) fn send(&mut self, frames: &mut Vec<PacketBuf>, pool: &BufPool) -> usize {
+        match self.io.send_batch(frames, pool) {
+            Ok(n) => n,
+            Err(e) => {
+                self.failed(e);
+                0
+            }
+        }
+    }
+
+    /// Waits up to `timeout` for frames to arrive.
+    pub(crate) fn wait(&mut self, timeout: Duration) {
+        if let Err(e) = self.io.wait(timeout) {
+            self.failed(e);
+            std::thread::sleep(timeout);
+        }
+    }
+}

@@ -1,0 +1,80 @@
+//! The receive thread: a PSPAT client. It takes a batch of frames from the
+//! ingress device, classifies each into its class's flow, stamps it and
+//! hands the batch to the arbiter through its mailbox. When the mailbox is
+//! full it stops receiving, so the backlog builds in the kernel's ring
+//! (whose drops the device counts) rather than in unbounded memory here.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use pktsched_core::Pkt;
+use pktsched_io::{BufPool, PacketBuf, PacketIo};
+use pktsched_runtime::{Client, Clock};
+
+use super::shared::Shared;
+use super::{device_stats, ports::Port};
+use crate::frame::Frame;
+
+/// Frames taken from the device per call.
+pub(crate) const RX_BATCH: usize = 64;
+/// How long a receive waits for the device before checking for stop.
+pub(crate) const RX_WAIT: Duration = Duration::from_millis(5);
+/// How often a thread publishes its device's counters.
+pub(crate) const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Runs until the pipeline stops; returns the device.
+pub(crate) fn rx_loop<P: PacketIo>(
+    mut port: Port<P>,
+    mut client: Client<Frame>,
+    shared: Arc<Shared>,
+    pool: &'static BufPool,
+    clock: Clock,
+) -> Port<P> {
+    let mut bufs: Vec<PacketBuf> = Vec::with_capacity(RX_BATCH);
+    let mut pending: VecDeque<Pkt<Frame>> = VecDeque::with_capacity(4 * RX_BATCH);
+    let (mut map, mut generation) = shared.map();
+    let mut published = Instant::now();
+    while !shared.stopping() {
+        if shared.changed_since(generation) {
+            (map, generation) = shared.map();
+        }
+        if pending.is_empty() {
+            port.wait(RX_WAIT);
+            port.recv(pool, &mut bufs, RX_BATCH);
+            let now = clock.now();
+            for buf in bufs.drain(..) {
+                let verdict = map.classifier.classify(buf.as_slice());
+                if let Some(c) = verdict.note.and_then(|a| shared.anomalies.get(a.index())) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                let Some(&flow) = map.flows.get(usize::from(verdict.class)) else {
+                    continue; // unreachable: the classifier only returns classes of this map
+                };
+                if let Some(c) = shared.received.get(flow.index()) {
+                    c.fetch_add(1, Ordering::Relaxed);
+                }
+                let len = map.wire_len(buf.len());
+                pending.push_back(Pkt::new(flow, len, now, Frame::new(buf, pool)));
+            }
+        }
+        if !pending.is_empty() {
+            match client.send_batch(&mut pending) {
+                Ok((0, _)) => std::thread::yield_now(),
+                Ok(_) => {}
+                Err(_) => break,
+            }
+        }
+        if published.elapsed() >= PUBLISH_EVERY {
+            shared.publish_device(device_stats(&port));
+            published = Instant::now();
+        }
+    }
+    shared
+        .rx_dropped_at_stop
+        .fetch_add(pending.len() as u64, Ordering::Relaxed);
+    pending.clear();
+    shared.publish_device(device_stats(&port));
+    port
+}

@@ -1,0 +1,37 @@
+//! `pktsched run`: the scheduler on real interfaces. Frames received on the
+//! ingress device are classified into the config's classes, scheduled by
+//! any algorithm or policy tree at the configured rate (with link-layer
+//! overhead accounting) and sent on the egress device; the reverse
+//! direction is forwarded untouched, so ARP and replies work.
+//!
+//! * [`config`]: the TOML config, checked with positions, printed back
+//!   normalised (`pktsched check`);
+//! * [`plan`]: config → scheduler (one flow per class) and classifier, no
+//!   I/O;
+//! * [`engine`]: the threads on the PSPAT runtime — a receive thread (a
+//!   client), the arbiter thread (scheduler, emulated link, egress) and the
+//!   reverse thread — over any [`pktsched_io::PacketIo`] devices;
+//! * [`reload`]: what a changed config changes, applied live by class name
+//!   without losing queued frames;
+//! * [`stats`]: `tc -s`-style, JSON and Prometheus counters;
+//! * [`control`]: the owner-only Unix socket `pktsched stats` and `reload`
+//!   talk to.
+//!
+//! `unsafe` is denied except in `sys` (one `prctl`).
+
+#![deny(unsafe_code)]
+#![warn(missing_docs)]
+
+pub mod config;
+pub mod control;
+pub mod engine;
+pub mod frame;
+pub mod plan;
+pub mod reload;
+pub mod stats;
+#[allow(unsafe_code)]
+pub mod sys;
+pub mod traffic;
+
+pub use config::{ConfigError, RunConfig};
+pub use engine::{Devices, Final, Pipeline};

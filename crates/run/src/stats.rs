@@ -1,0 +1,400 @@
+//! What `pktsched stats` shows: a snapshot of the pipeline's counters per
+//! class (with `tc -s -j`'s field names where they exist), the devices'
+//! and the arbiter's, in three forms: `tc -s`-style text, JSON, and the
+//! Prometheus text format (node_exporter-style names).
+
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+/// Upper bounds (seconds) of the sojourn-time histogram's buckets.
+pub const SOJOURN_BUCKETS_S: [f64; 8] = [10e-6, 50e-6, 100e-6, 500e-6, 1e-3, 5e-3, 10e-3, 100e-3];
+
+/// Drop reasons of a class, in display order.
+pub const DROP_REASONS: [&str; 4] = ["queue_full", "too_large", "unknown_flow", "tx_failed"];
+
+/// One class.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct ClassStats {
+    /// The class name.
+    pub class: String,
+    /// Frames the classifier put in this class.
+    pub received: u64,
+    /// Bytes sent (wire lengths: frame + `overhead`, at least `mpu`).
+    pub bytes: u64,
+    /// Frames sent.
+    pub packets: u64,
+    /// Frames dropped, all reasons.
+    pub drops: u64,
+    /// Drops by reason ([`DROP_REASONS`] order).
+    pub drops_by_reason: [u64; 4],
+    /// Times a rate limit held back a queued frame.
+    pub overlimits: u64,
+    /// Bytes queued.
+    pub backlog: u64,
+    /// Frames queued.
+    pub qlen: u64,
+    /// Sent rate over the last second, bits/s.
+    pub rate_bps: u64,
+    /// Sent rate over the last second, frames/s.
+    pub pps: u64,
+    /// Sojourn time (received → handed to the egress) percentiles, µs.
+    pub sojourn_p50_us: f64,
+    /// 99th percentile, µs.
+    pub sojourn_p99_us: f64,
+    /// Cumulative sojourn counts at [`SOJOURN_BUCKETS_S`].
+    pub sojourn_buckets: Vec<u64>,
+    /// Number of sojourn samples.
+    pub sojourn_count: u64,
+    /// Sum of sojourn times, seconds.
+    pub sojourn_sum_s: f64,
+}
+
+/// One device direction's packet I/O counters.
+#[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
+pub struct DeviceStats {
+    /// Interface name.
+    pub device: String,
+    /// Which socket: `rx` or `tx` (the scheduled direction), `reverse rx` or
+    /// `reverse tx` (egress → ingress, forwarded untouched).
+    pub role: String,
+    /// Frames received.
+    pub rx_packets: u64,
+    /// Frames transmitted.
+    pub tx_packets: u64,
+    /// Frames the kernel dropped because the receive ring was full.
+    pub rx_kernel_drops: u64,
+    /// Frames dropped because no buffer was free.
+    pub rx_no_buffer: u64,
+    /// Frames longer than `max_frame`, dropped.
+    pub rx_oversize: u64,
+    /// Transmit attempts that found the ring or the peer full (retried).
+    pub tx_busy: u64,
+    /// Frames that could not be transmitted, dropped.
+    pub tx_failed: u64,
+}
+
+/// The whole pipeline.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct Snapshot {
+    /// Ingress interface.
+    pub ingress: String,
+    /// Egress interface.
+    pub egress: String,
+    /// The shaped rate.
+    pub rate: String,
+    /// Algorithm or policy.
+    pub scheduler: String,
+    /// Seconds since start.
+    pub uptime_s: f64,
+    /// Per class, in config order.
+    pub classes: Vec<ClassStats>,
+    /// Ingress and egress devices.
+    pub devices: Vec<DeviceStats>,
+    /// Frames forwarded egress → ingress untouched.
+    pub reverse_forwarded: u64,
+    /// Reverse-direction frames that could not be sent.
+    pub reverse_dropped: u64,
+    /// Frames the classifier saw with an anomaly (runt, truncated header,
+    /// fragment, ...), by kind.
+    pub classify_anomalies: Vec<(String, u64)>,
+    /// Arbiter rounds.
+    pub arbiter_loops: u64,
+    /// Frames the arbiter released.
+    pub arbiter_decisions: u64,
+    /// Reloads applied.
+    pub reloads: u64,
+}
+
+fn rate_text(bps: u64) -> String {
+    match bps {
+        b if b >= 1_000_000_000 => format!("{:.2}Gbit", b as f64 / 1e9),
+        b if b >= 1_000_000 => format!("{:.2}Mbit", b as f64 / 1e6),
+        b if b >= 1_000 => format!("{:.1}Kbit", b as f64 / 1e3),
+        b => format!("{b}bit"),
+    }
+}
+
+impl Snapshot {
+    /// `tc -s class show`-style text.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "pktsched {} -> {} rate {} scheduler {} up {:.1}s reloads {}",
+            self.ingress, self.egress, self.rate, self.scheduler, self.uptime_s, self.reloads
+        );
+        for c in &self.classes {
+            let _ = writeln!(s, "class {}", c.class);
+            let _ = writeln!(
+                s,
+                " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)",
+                c.bytes, c.packets, c.drops, c.overlimits
+            );
+            let _ = writeln!(
+                s,
+                " rate {} {}pps backlog {}b {}p sojourn p50 {:.0}us p99 {:.0}us",
+                rate_text(c.rate_bps),
+                c.pps,
+                c.backlog,
+                c.qlen,
+                c.sojourn_p50_us,
+                c.sojourn_p99_us
+            );
+            let reasons: Vec<String> = DROP_REASONS
+                .iter()
+                .zip(c.drops_by_reason)
+                .map(|(r, n)| format!("{r} {n}"))
+                .collect();
+            let _ = writeln!(s, " received {} drops: {}", c.received, reasons.join(", "));
+        }
+        for d in &self.devices {
+            let _ = writeln!(
+                s,
+                "device {} {}: rx {} tx {} rx_kernel_drops {} rx_no_buffer {} rx_oversize {} \
+                 tx_busy {} tx_failed {}",
+                d.device,
+                d.role,
+                d.rx_packets,
+                d.tx_packets,
+                d.rx_kernel_drops,
+                d.rx_no_buffer,
+                d.rx_oversize,
+                d.tx_busy,
+                d.tx_failed
+            );
+        }
+        let anomalies: Vec<String> = self
+            .classify_anomalies
+            .iter()
+            .map(|(k, n)| format!("{k} {n}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "reverse: forwarded {} dropped {}; classifier anomalies: {}; arbiter: loops {} \
+             decisions {}",
+            self.reverse_forwarded,
+            self.reverse_dropped,
+            if anomalies.is_empty() {
+                "none".to_string()
+            } else {
+                anomalies.join(", ")
+            },
+            self.arbiter_loops,
+            self.arbiter_decisions
+        );
+        s
+    }
+
+    /// The pipeline as a graph with counters at each stage (`pktsched run
+    /// --dump`, like `bessctl show pipeline`).
+    pub fn pipeline_text(&self) -> String {
+        let mut s = String::new();
+        let dev = |role: &str| self.devices.iter().find(|d| d.role == role);
+        let rx = dev("rx").map_or(0, |d| d.rx_packets);
+        let kdrop = dev("rx").map_or(0, |d| d.rx_kernel_drops + d.rx_no_buffer);
+        let tx = dev("tx").map_or(0, |d| d.tx_packets);
+        let received: u64 = self.classes.iter().map(|c| c.received).sum();
+        let anomalies: u64 = self.classify_anomalies.iter().map(|(_, n)| n).sum();
+        let _ = writeln!(
+            s,
+            "[{} rx] {rx} frames (kernel/no-buffer drops {kdrop})\n  -> [classifier] {received}              classified ({anomalies} with anomalies)",
+            self.ingress
+        );
+        for c in &self.classes {
+            let _ = writeln!(
+                s,
+                "       -> [class {}] {} in, {} queued, {} dropped -> [{}]",
+                c.class, c.received, c.qlen, c.drops, self.scheduler
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  -> [{} @ {}] {} decisions -> [{} tx] {tx} frames\n[{} -> {} reverse] {} forwarded,              {} dropped",
+            self.scheduler,
+            self.rate,
+            self.arbiter_decisions,
+            self.egress,
+            self.egress,
+            self.ingress,
+            self.reverse_forwarded,
+            self.reverse_dropped
+        );
+        s
+    }
+
+    /// JSON (one object).
+    pub fn json(&self) -> String {
+        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+    }
+
+    /// The Prometheus text exposition format.
+    pub fn prometheus(&self) -> String {
+        let mut s = String::new();
+        let dev = &self.egress;
+        let counter = |s: &mut String, name: &str, help: &str, f: &dyn Fn(&ClassStats) -> u64| {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+            for c in &self.classes {
+                let _ = writeln!(
+                    s,
+                    "{name}{{device=\"{dev}\",class=\"{}\"}} {}",
+                    c.class,
+                    f(c)
+                );
+            }
+        };
+        counter(
+            &mut s,
+            "pktsched_class_bytes_total",
+            "Bytes sent (wire lengths).",
+            &|c| c.bytes,
+        );
+        counter(
+            &mut s,
+            "pktsched_class_packets_total",
+            "Frames sent.",
+            &|c| c.packets,
+        );
+        counter(
+            &mut s,
+            "pktsched_class_overlimits_total",
+            "Frames held back by a rate limit.",
+            &|c| c.overlimits,
+        );
+        let _ = writeln!(
+            s,
+            "# HELP pktsched_class_drops_total Frames dropped, by reason.\n# TYPE pktsched_class_drops_total counter"
+        );
+        for c in &self.classes {
+            for (r, n) in DROP_REASONS.iter().zip(c.drops_by_reason) {
+                let _ = writeln!(
+                    s,
+                    "pktsched_class_drops_total{{device=\"{dev}\",class=\"{}\",reason=\"{r}\"}} {n}",
+                    c.class
+                );
+            }
+        }
+        for (name, help, f) in [
+            (
+                "pktsched_class_backlog_bytes",
+                "Bytes queued.",
+                (|c: &ClassStats| c.backlog) as fn(&ClassStats) -> u64,
+            ),
+            (
+                "pktsched_class_backlog_packets",
+                "Frames queued.",
+                |c: &ClassStats| c.qlen,
+            ),
+        ] {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
+            for c in &self.classes {
+                let _ = writeln!(
+                    s,
+                    "{name}{{device=\"{dev}\",class=\"{}\"}} {}",
+                    c.class,
+                    f(c)
+                );
+            }
+        }
+        let name = "pktsched_class_sojourn_seconds";
+        let _ = writeln!(
+            s,
+            "# HELP {name} Time from reception to the egress.\n# TYPE {name} histogram"
+        );
+        for c in &self.classes {
+            let labels = format!("device=\"{dev}\",class=\"{}\"", c.class);
+            for (le, n) in SOJOURN_BUCKETS_S.iter().zip(&c.sojourn_buckets) {
+                let _ = writeln!(s, "{name}_bucket{{{labels},le=\"{le}\"}} {n}");
+            }
+            let _ = writeln!(
+                s,
+                "{name}_bucket{{{labels},le=\"+Inf\"}} {}",
+                c.sojourn_count
+            );
+            let _ = writeln!(s, "{name}_sum{{{labels}}} {}", c.sojourn_sum_s);
+            let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
+        }
+        for d in &self.devices {
+            for (metric, v) in [
+                ("rx_packets", d.rx_packets),
+                ("tx_packets", d.tx_packets),
+                ("rx_kernel_drops", d.rx_kernel_drops),
+                ("rx_no_buffer", d.rx_no_buffer),
+                ("rx_oversize", d.rx_oversize),
+                ("tx_busy", d.tx_busy),
+                ("tx_failed", d.tx_failed),
+            ] {
+                let _ = writeln!(
+                    s,
+                    "pktsched_device_{metric}_total{{device=\"{}\",role=\"{}\"}} {v}",
+                    d.device, d.role
+                );
+            }
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Snapshot {
+        Snapshot {
+            ingress: "d0".into(),
+            egress: "d1".into(),
+            rate: "100mbit".into(),
+            scheduler: "drr".into(),
+            classes: vec![ClassStats {
+                class: "voip".into(),
+                bytes: 1500,
+                packets: 1,
+                drops: 2,
+                drops_by_reason: [2, 0, 0, 0],
+                sojourn_buckets: vec![0, 1, 1, 1, 1, 1, 1, 1],
+                sojourn_count: 1,
+                rate_bps: 12_500_000,
+                ..ClassStats::default()
+            }],
+            ..Snapshot::default()
+        }
+    }
+
+    #[test]
+    fn text_has_tc_s_fields() {
+        let t = sample().text();
+        assert!(
+            t.contains("class voip\n Sent 1500 bytes 1 pkt (dropped 2, overlimits 0"),
+            "{t}"
+        );
+        assert!(t.contains("rate 12.50Mbit"), "{t}");
+        assert!(t.contains("queue_full 2"), "{t}");
+    }
+
+    #[test]
+    fn json_uses_tc_field_names() {
+        let v: serde_json::Value = serde_json::from_str(&sample().json()).expect("json");
+        let c = &v["classes"][0];
+        for k in ["bytes", "packets", "drops", "overlimits", "backlog", "qlen"] {
+            assert!(c.get(k).is_some(), "no {k} in {c}");
+        }
+        assert_eq!(c["drops"], 2);
+    }
+
+    #[test]
+    fn prometheus_names_and_histogram() {
+        let p = sample().prometheus();
+        assert!(p.contains("pktsched_class_bytes_total{device=\"d1\",class=\"voip\"} 1500"));
+        assert!(p.contains(
+            "pktsched_class_drops_total{device=\"d1\",class=\"voip\",reason=\"queue_full\"} 2"
+        ));
+        assert!(p.contains(
+            "pktsched_class_sojourn_seconds_bucket{device=\"d1\",class=\"voip\",le=\"+Inf\"} 1"
+        ));
+        // Every sample line is NAME{LABELS} VALUE.
+        for line in p.lines().filter(|l| !l.starts_with('#')) {
+            let (_, value) = line.rsplit_once(' ').expect("value");
+            assert!(value.parse::<f64>().is_ok(), "{line}");
+        }
+    }
+}

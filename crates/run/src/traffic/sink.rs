@@ -1,0 +1,309 @@
+//! `pktsched sink`: receives stamped datagrams on one or more UDP ports and
+//! reports, per flow (sender address and stamp flow number), throughput,
+//! loss, reordering and one-way latency percentiles.
+
+use std::collections::HashMap;
+use std::net::{SocketAddr, UdpSocket};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use super::Stamp;
+use crate::sys::monotonic_ns;
+
+/// Most flows tracked (further ones are counted as `untracked`).
+pub const MAX_SINK_FLOWS: usize = 65536;
+
+/// One flow as received.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SinkFlowReport {
+    /// `sender-address/flow`.
+    pub flow: String,
+    /// The UDP port it arrived on.
+    pub port: u16,
+    /// Datagrams received.
+    pub received: u64,
+    /// UDP payload bytes received.
+    pub payload_bytes: u64,
+    /// Datagrams missing: highest sequence + 1 − received (never negative).
+    pub lost: u64,
+    /// Datagrams that arrived after a higher sequence number.
+    pub reordered: u64,
+    /// Payload throughput from the first to the last datagram, bits/s.
+    pub throughput_bps: u64,
+    /// One-way latency percentiles, µs.
+    pub latency_p50_us: f64,
+    /// 99th percentile.
+    pub latency_p99_us: f64,
+    /// 99.9th percentile.
+    pub latency_p999_us: f64,
+    /// Largest.
+    pub latency_max_us: f64,
+}
+
+/// What the sink saw.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SinkReport {
+    /// Per flow, sorted by name.
+    pub flows: Vec<SinkFlowReport>,
+    /// Datagrams without a stamp (not from `pktsched gen`).
+    pub unstamped: u64,
+    /// Stamped datagrams beyond [`MAX_SINK_FLOWS`] flows.
+    pub untracked: u64,
+    /// Stopped by a signal.
+    pub partial: bool,
+}
+
+struct FlowAcc {
+    port: u16,
+    received: u64,
+    bytes: u64,
+    max_seq: Option<u64>,
+    reordered: u64,
+    first_ns: u64,
+    last_ns: u64,
+    latency: Histogram<u64>,
+}
+
+impl FlowAcc {
+    fn new(port: u16, now: u64) -> Option<FlowAcc> {
+        Some(FlowAcc {
+            port,
+            received: 0,
+            bytes: 0,
+            max_seq: None,
+            reordered: 0,
+            first_ns: now,
+            last_ns: now,
+            latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
+        })
+    }
+
+    fn add(&mut self, s: &Stamp, len: usize, now: u64) {
+        self.received += 1;
+        self.bytes += len as u64;
+        self.last_ns = now;
+        match self.max_seq {
+            Some(m) if s.seq < m => self.reordered += 1,
+            _ => self.max_seq = Some(s.seq),
+        }
+        let _ = self.latency.record(now.saturating_sub(s.tx_ns).max(1));
+    }
+
+    fn report(&self, flow: String) -> SinkFlowReport {
+        let expected = self.max_seq.map_or(0, |m| m + 1);
+        let span = (self.last_ns - self.first_ns) as f64 / 1e9;
+        let q = |x: f64| self.latency.value_at_quantile(x) as f64 / 1e3;
+        SinkFlowReport {
+            flow,
+            port: self.port,
+            received: self.received,
+            payload_bytes: self.bytes,
+            lost: expected.saturating_sub(self.received),
+            reordered: self.reordered,
+            throughput_bps: if span > 0.0 {
+                (self.bytes as f64 * 8.0 / span) as u64
+            } else {
+                0
+            },
+            latency_p50_us: q(0.5),
+            latency_p99_us: q(0.99),
+            latency_p999_us: q(0.999),
+            latency_max_us: self.latency.max() as f64 / 1e3,
+        }
+    }
+}
+
+/// The sink's sockets, bound before the traffic starts.
+#[derive(Debug)]
+pub struct Sink {
+    sockets: Vec<(u16, UdpSocket)>,
+}
+
+/// Most ports one sink listens on.
+pub const MAX_SINK_PORTS: usize = 1024;
+
+impl Sink {
+    /// Binds `ports` on `addr`.
+    pub fn bind(addr: std::net::IpAddr, ports: &[u16]) -> std::io::Result<Sink> {
+        if ports.is_empty() || ports.len() > MAX_SINK_PORTS {
+            return Err(std::io::Error::other(format!(
+                "{} ports: allowed 1..={MAX_SINK_PORTS}",
+                ports.len()
+            )));
+        }
+        let mut sockets = Vec::with_capacity(ports.len());
+        for &p in ports {
+            let s = UdpSocket::bind(SocketAddr::new(addr, p))
+                .map_err(|e| std::io::Error::new(e.kind(), format!("bind {addr} port {p}: {e}")))?;
+            s.set_nonblocking(true)?;
+            sockets.push((p, s));
+        }
+        Ok(Sink { sockets })
+    }
+
+    /// Receives until `duration` has passed, or `idle` passes without a
+    /// datagram after the first one, or `stop` is set.
+    pub fn run(self, duration: Option<Duration>, idle: Duration, stop: &AtomicBool) -> SinkReport {
+        receive(&self.sockets, duration, idle, stop)
+    }
+}
+
+fn receive(
+    sockets: &[(u16, UdpSocket)],
+    duration: Option<Duration>,
+    idle: Duration,
+    stop: &AtomicBool,
+) -> SinkReport {
+    let start = monotonic_ns();
+    let end = duration.map(|d| start.saturating_add(d.as_nanos() as u64));
+    let mut flows: HashMap<(SocketAddr, u16), FlowAcc> = HashMap::new();
+    let (mut unstamped, mut untracked, mut partial) = (0u64, 0u64, false);
+    let mut last_rx: Option<u64> = None;
+    let mut buf = vec![0u8; 65536];
+    loop {
+        let mut got = false;
+        for (port, s) in sockets {
+            // Up to 64 datagrams per socket per pass.
+            for _ in 0..64 {
+                let Ok((len, from)) = s.recv_from(&mut buf) else {
+                    break;
+                };
+                got = true;
+                let now = monotonic_ns();
+                last_rx = Some(now);
+                let Some(stamp) = Stamp::read(&buf[..len]) else {
+                    unstamped += 1;
+                    continue;
+                };
+                let key = (from, stamp.flow);
+                if !flows.contains_key(&key) {
+                    if flows.len() >= MAX_SINK_FLOWS {
+                        untracked += 1;
+                        continue;
+                    }
+                    if let Some(acc) = FlowAcc::new(*port, now) {
+                        flows.insert(key, acc);
+                    }
+                }
+                if let Some(acc) = flows.get_mut(&key) {
+                    acc.add(&stamp, len, now);
+                }
+            }
+        }
+        let now = monotonic_ns();
+        if stop.load(Ordering::Relaxed) {
+            partial = true;
+            break;
+        }
+        if end.is_some_and(|e| now >= e) {
+            break;
+        }
+        if last_rx.is_some_and(|t| now.saturating_sub(t) >= idle.as_nanos() as u64) {
+            break;
+        }
+        if !got {
+            std::thread::sleep(Duration::from_micros(50));
+        }
+    }
+    let mut out: Vec<SinkFlowReport> = flows
+        .iter()
+        .map(|((from, flow), acc)| acc.report(format!("{from}/{flow}")))
+        .collect();
+    out.sort_by(|a, b| a.flow.cmp(&b.flow));
+    SinkReport {
+        flows: out,
+        unstamped,
+        untracked,
+        partial,
+    }
+}
+
+impl SinkReport {
+    /// A table.
+    pub fn text(&self) -> String {
+        let mut s = format!(
+            "{:<28} {:>5} {:>10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>9}\n",
+            "flow",
+            "port",
+            "received",
+            "lost",
+            "reorder",
+            "throughput",
+            "p50 us",
+            "p99 us",
+            "p999 us",
+            "max us"
+        );
+        for f in &self.flows {
+            s += &format!(
+                "{:<28} {:>5} {:>10} {:>8} {:>8} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
+                f.flow,
+                f.port,
+                f.received,
+                f.lost,
+                f.reordered,
+                format!("{:.3}Mbit", f.throughput_bps as f64 / 1e6),
+                f.latency_p50_us,
+                f.latency_p99_us,
+                f.latency_p999_us,
+                f.latency_max_us
+            );
+        }
+        s += &format!(
+            "unstamped {} untracked {}{}\n",
+            self.unstamped,
+            self.untracked,
+            if self.partial {
+                " (partial: stopped by a signal)"
+            } else {
+                ""
+            }
+        );
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::gen_flows::FlowSpec;
+    use super::super::generator::generate;
+    use super::*;
+
+    /// Loopback: the generator's flow arrives whole at the sink, in order,
+    /// and the number of datagrams is the schedule's (send times are
+    /// virtual: a late generator catches up, so the count does not depend
+    /// on the machine's load).
+    #[test]
+    fn generator_and_sink_agree_on_loopback() {
+        let port = 40000 + (std::process::id() % 20000) as u16;
+        let stop = AtomicBool::new(false);
+        let bound = Sink::bind("127.0.0.1".parse().expect("addr"), &[port]).expect("bind");
+        let sink_thread = std::thread::spawn(move || {
+            let never = AtomicBool::new(false);
+            bound.run(
+                Some(Duration::from_secs(10)),
+                Duration::from_millis(500),
+                &never,
+            )
+        });
+        let mut spec = FlowSpec::parse_cli(
+            &format!("dst=127.0.0.1,dport={port},rate=2mbit,size=250"),
+            &FlowSpec::new("127.0.0.1".parse().expect("addr")),
+        )
+        .expect("spec");
+        spec.count = 1;
+        let g =
+            generate(&[spec], Duration::from_millis(400), 1, &stop, &mut |_| {}).expect("generate");
+        let r = sink_thread.join().expect("join");
+        assert_eq!(r.flows.len(), 1, "{r:?}");
+        let f = &r.flows[0];
+        assert_eq!(f.received, g.flows[0].sent);
+        assert_eq!((f.lost, f.reordered, r.unstamped), (0, 0, 0));
+        // 2 Mbit/s of 250-byte frames: one every 1 ms, 400 in 0.4 s.
+        assert_eq!(g.flows[0].sent, 400, "{g:?}");
+        assert_eq!(f.payload_bytes, f.received * (250 - 42));
+    }
+}

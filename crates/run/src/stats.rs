@@ -34,6 +34,11 @@ pub struct ClassStats {
     pub backlog: u64,
     /// Frames queued.
     pub qlen: u64,
+    /// Frames that were queued when a reload removed the class, moved to
+    /// the default class.
+    pub moved: u64,
+    /// Removed by a reload (counters final once `qlen` is 0).
+    pub removed: bool,
     /// Sent rate over the last second, bits/s.
     pub rate_bps: u64,
     /// Sent rate over the last second, frames/s.
@@ -125,7 +130,12 @@ impl Snapshot {
             self.ingress, self.egress, self.rate, self.scheduler, self.uptime_s, self.reloads
         );
         for c in &self.classes {
-            let _ = writeln!(s, "class {}", c.class);
+            let _ = writeln!(
+                s,
+                "class {}{}",
+                c.class,
+                if c.removed { " (removed)" } else { "" }
+            );
             let _ = writeln!(
                 s,
                 " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)",
@@ -146,7 +156,13 @@ impl Snapshot {
                 .zip(c.drops_by_reason)
                 .map(|(r, n)| format!("{r} {n}"))
                 .collect();
-            let _ = writeln!(s, " received {} drops: {}", c.received, reasons.join(", "));
+            let _ = writeln!(
+                s,
+                " received {} moved {} drops: {}",
+                c.received,
+                c.moved,
+                reasons.join(", ")
+            );
         }
         for d in &self.devices {
             let _ = writeln!(

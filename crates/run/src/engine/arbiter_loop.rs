@@ -20,7 +20,7 @@ use crate::config::RunConfig;
 use crate::frame::Frame;
 use crate::plan::{self, flow_config};
 use crate::reload::{Change, diff};
-use crate::stats::{ClassStats, Snapshot};
+use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
 /// What the arbiter thread ends with.
 pub(crate) struct Stopped<P: PacketIo + Send + 'static> {
@@ -49,6 +49,8 @@ pub(crate) enum Command {
 const RETIRE_AFTER: Nanos = Nanos(200_000_000);
 /// Longest sleep of an idle arbiter.
 const IDLE_SLEEP: Duration = Duration::from_micros(50);
+/// Removed classes whose final counters are kept in the stats.
+const MAX_REMOVED: usize = 256;
 
 /// A class as the arbiter tracks it.
 #[derive(Debug, Clone)]
@@ -66,7 +68,10 @@ pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
     pub(crate) arbiter: Arbiter<Frame, TxOutput<P>>,
     pub(crate) cfg: RunConfig,
     classes: Vec<ClassSlot>,
-    retiring: Vec<(FlowId, Nanos)>,
+    /// Classes removed by a reload, still served until their time is up.
+    retiring: Vec<(ClassSlot, Nanos)>,
+    /// Final counters of removed classes (the last [`MAX_REMOVED`]).
+    removed: Vec<ClassStats>,
     shared: Arc<Shared>,
     clock: Clock,
     commands: Receiver<Command>,
@@ -99,6 +104,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             cfg,
             classes,
             retiring: Vec::new(),
+            removed: Vec::new(),
             shared,
             clock,
             commands,
@@ -216,7 +222,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         for old in &self.classes {
             if !slots.iter().any(|s| s.name == old.name) {
                 self.retiring
-                    .push((old.flow, Nanos(now.0 + RETIRE_AFTER.0)));
+                    .push((old.clone(), Nanos(now.0 + RETIRE_AFTER.0)));
             }
         }
         self.arbiter.set_link_rate(new.link.rate);
@@ -232,26 +238,79 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         Ok(changes)
     }
 
-    /// Removes retired flows whose grace period is over; their queued
-    /// frames go to the default class (or are counted if it refuses them).
+    /// Removes retired classes whose grace period is over; their queued
+    /// frames move to the default class (counted as `moved` on the removed
+    /// class and as received by the default one, which may still drop them
+    /// with a counted reason).
     fn retire_due(&mut self, now: Nanos) {
-        if self.retiring.is_empty() {
+        if self.retiring.iter().all(|(_, t)| *t > now) {
             return;
         }
         let default_flow = self.classes[self.cfg.default_class()].flow;
-        let (due, keep): (Vec<_>, Vec<_>) = self.retiring.iter().partition(|(_, t)| *t <= now);
+        let (due, keep): (Vec<_>, Vec<_>) = std::mem::take(&mut self.retiring)
+            .into_iter()
+            .partition(|(_, t)| *t <= now);
         self.retiring = keep;
-        let sched = self.arbiter.scheduler();
-        for (flow, _) in due {
-            let Ok(queued) = sched.remove_flow(flow) else {
+        for (slot, _) in due {
+            let mut last = self.class_stats(&slot);
+            let Ok(queued) = self.arbiter.scheduler().remove_flow(slot.flow) else {
                 continue;
             };
-            for p in queued {
-                let moved = Pkt::new(default_flow, p.len, p.ts, p.item);
-                // A refusal drops the frame (its buffer returns to the pool)
-                // and is counted by the default class.
-                let _ = sched.enqueue(moved, now);
+            last.moved = queued.len() as u64;
+            (last.qlen, last.backlog, last.removed) = (0, 0, true);
+            if let Some(c) = self.shared.received.get(default_flow.index()) {
+                c.fetch_add(last.moved, Ordering::Relaxed);
             }
+            let sched = self.arbiter.scheduler();
+            for p in queued {
+                let _ = sched.enqueue(Pkt::new(default_flow, p.len, p.ts, p.item), now);
+            }
+            if self.removed.len() == MAX_REMOVED {
+                self.removed.remove(0);
+            }
+            self.removed.push(last);
+        }
+    }
+
+    /// One class's counters now.
+    fn class_stats(&mut self, s: &ClassSlot) -> ClassStats {
+        let tx = self
+            .arbiter
+            .output()
+            .and_then(|o| o.flow(s.flow.index()))
+            .map(|f| (f.summary(), f.tx_failed));
+        let ((p50, p99, buckets, count, sum), tx_failed) =
+            tx.unwrap_or(((0.0, 0.0, vec![0; SOJOURN_BUCKETS_S.len()], 0, 0.0), 0));
+        let c = self
+            .arbiter
+            .scheduler()
+            .flow_stats(s.flow)
+            .unwrap_or_default();
+        let by_reason = [
+            c.dropped(DropReason::QueueFull).pkts,
+            c.dropped(DropReason::TooLarge).pkts,
+            c.dropped(DropReason::UnknownFlow).pkts,
+            tx_failed,
+        ];
+        ClassStats {
+            class: s.name.clone(),
+            received: self.shared.received(s.flow),
+            bytes: c.dequeued.bytes,
+            packets: c.dequeued.pkts.saturating_sub(tx_failed),
+            drops: by_reason.iter().sum(),
+            drops_by_reason: by_reason,
+            overlimits: c.overlimits,
+            backlog: c.backlog.bytes,
+            qlen: c.backlog.pkts,
+            moved: 0,
+            removed: false,
+            rate_bps: s.rate.0,
+            pps: s.rate.1,
+            sojourn_p50_us: p50,
+            sojourn_p99_us: p99,
+            sojourn_buckets: buckets,
+            sojourn_count: count,
+            sojourn_sum_s: sum,
         }
     }
 
@@ -278,47 +337,16 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
 
     /// The counters now.
     pub(crate) fn snapshot(&mut self, now: Nanos) -> Snapshot {
-        let tx = self.arbiter.output();
-        let tx_device = tx.map(super::tx_device_stats);
-        let flows_tx: Vec<_> = self
-            .classes
-            .iter()
-            .map(|s| {
-                tx.and_then(|o| o.flow(s.flow.index()))
-                    .map(|f| (f.summary(), f.tx_failed))
-            })
-            .collect();
-        let sched = self.arbiter.scheduler();
-        let mut classes = Vec::with_capacity(self.classes.len());
-        for (s, ftx) in self.classes.iter().zip(flows_tx) {
-            let c = sched.flow_stats(s.flow).unwrap_or_default();
-            let ((p50, p99, buckets, count, sum), tx_failed) =
-                ftx.unwrap_or(((0.0, 0.0, vec![0; 8], 0, 0.0), 0));
-            let by_reason = [
-                c.dropped(DropReason::QueueFull).pkts,
-                c.dropped(DropReason::TooLarge).pkts,
-                c.dropped(DropReason::UnknownFlow).pkts,
-                tx_failed,
-            ];
-            classes.push(ClassStats {
-                class: s.name.clone(),
-                received: self.shared.received(s.flow),
-                bytes: c.dequeued.bytes,
-                packets: c.dequeued.pkts.saturating_sub(tx_failed),
-                drops: by_reason.iter().sum(),
-                drops_by_reason: by_reason,
-                overlimits: c.overlimits,
-                backlog: c.backlog.bytes,
-                qlen: c.backlog.pkts,
-                rate_bps: s.rate.0,
-                pps: s.rate.1,
-                sojourn_p50_us: p50,
-                sojourn_p99_us: p99,
-                sojourn_buckets: buckets,
-                sojourn_count: count,
-                sojourn_sum_s: sum,
-            });
+        let tx_device = self.arbiter.output().map(super::tx_device_stats);
+        let slots: Vec<ClassSlot> = self.classes.clone();
+        let mut classes: Vec<ClassStats> = slots.iter().map(|s| self.class_stats(s)).collect();
+        let retiring: Vec<ClassSlot> = self.retiring.iter().map(|(s, _)| s.clone()).collect();
+        for s in &retiring {
+            let mut c = self.class_stats(s);
+            c.removed = true;
+            classes.push(c);
         }
+        classes.extend(self.removed.iter().cloned());
         let mut devices = self
             .shared
             .devices

@@ -9,8 +9,11 @@ mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod output;
+mod progress;
+mod shaper;
 mod sim;
 mod svg;
+mod traffic;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
 /// shaping with exact accounting.
@@ -48,6 +51,26 @@ enum Cmd {
     /// Runs a scenario in virtual time against the exact GPS fluid
     /// reference and checks each flow's WFI against the algorithm's bound.
     Sim(sim::SimArgs),
+    /// Shapes real traffic: frames received on the config's ingress
+    /// interface are classified, scheduled at the configured rate and sent
+    /// on its egress interface (the reverse direction passes untouched).
+    /// Stop with SIGINT/SIGTERM; SIGHUP (or `pktsched reload`) applies a
+    /// changed config.
+    Run(shaper::RunArgs),
+    /// Validates a `run` config and prints it normalised, every default
+    /// filled in (like `nginx -t`).
+    Check(shaper::CheckArgs),
+    /// The running shaper's counters (`tc -s` style, --json, --prometheus).
+    Stats(shaper::ControlArgs),
+    /// Makes the running shaper re-read its config and apply the changes
+    /// by class name without losing queued frames.
+    Reload(shaper::ControlArgs),
+    /// Sends paced UDP flows with stamps (sequence numbers and send times)
+    /// for `pktsched sink`.
+    Gen(traffic::GenArgs),
+    /// Receives stamped UDP flows; reports throughput, loss, reordering
+    /// and one-way latency per flow.
+    Sink(traffic::SinkArgs),
     /// Parses a rate and prints it in bits/s and bytes/s, with the time one
     /// packet takes at that rate.
     Rate {
@@ -100,6 +123,12 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s),
         Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a),
         Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
+        Cmd::Run(a) => shaper::run(&a, out),
+        Cmd::Check(a) => shaper::check(&a, out),
+        Cmd::Stats(a) => shaper::stats(&a, out),
+        Cmd::Reload(a) => shaper::reload(&a, out),
+        Cmd::Gen(a) => traffic::generate(&a, out),
+        Cmd::Sink(a) => traffic::sink(&a, out),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL
                 .iter()

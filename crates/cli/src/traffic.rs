@@ -1,0 +1,183 @@
+//! `pktsched gen` and `pktsched sink`: thin shells over
+//! `pktsched_run::traffic`.
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use clap::Args;
+use pktsched_run::traffic::gen_flows::{FlowSpec, KEYS, MAX_FLOWS};
+use pktsched_run::traffic::{generator, sink};
+
+use crate::output::Stdout;
+
+/// Longest run of `gen` or `sink`.
+const MAX_RUN: Duration = Duration::from_secs(24 * 3600);
+
+/// `pktsched gen`.
+#[derive(Debug, Args)]
+pub(crate) struct GenArgs {
+    /// Default destination address of every flow.
+    #[arg(long, default_value = "198.18.0.2")]
+    dst: IpAddr,
+    /// A flow: `KEY=VALUE,...` with keys dst, dport, sport, rate, size
+    /// (frame bytes without FCS, or a mix `64:7+576:4+1500:1`), pattern
+    /// (cbr|poisson), dscp (0..=63 or ef, af41, cs1...), count. Repeat for
+    /// more flows. Default: one 1 Mbit/s flow of 1000-byte frames to port
+    /// 5000.
+    #[arg(long = "flow", value_name = "SPEC")]
+    flows: Vec<String>,
+    /// Flows from a TOML file (`[[flow]]` tables with the same keys).
+    #[arg(long, value_name = "FILE")]
+    flows_file: Option<PathBuf>,
+    /// How long to send (e.g. `10s`).
+    #[arg(long, default_value = "5s")]
+    duration: String,
+    /// Seed of the Poisson gaps and size mixes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+/// `pktsched sink`.
+#[derive(Debug, Args)]
+pub(crate) struct SinkArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0")]
+    addr: IpAddr,
+    /// UDP ports: `5000` or `5000-5003`.
+    #[arg(long, default_value = "5000")]
+    ports: String,
+    /// Stop after this long (default: when traffic stops, see --idle).
+    #[arg(long)]
+    duration: Option<String>,
+    /// Stop when nothing arrived for this long after the first datagram.
+    #[arg(long, default_value = "2s")]
+    idle: String,
+    /// JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+fn duration(flag: &str, text: &str) -> Result<Duration> {
+    let ns = pktsched_core::units::parse_duration(text)
+        .map_err(|e| anyhow::anyhow!("{flag} {text:?}: {e}"))?
+        .0;
+    let d = Duration::from_nanos(ns);
+    if d.is_zero() || d > MAX_RUN {
+        bail!("{flag} {text:?}: allowed above 0 and at most 24h");
+    }
+    Ok(d)
+}
+
+fn flows_from_file(path: &std::path::Path, base: &FlowSpec) -> Result<Vec<FlowSpec>> {
+    let text = pktsched_run::config::read_capped(path, "flows", 1 << 20)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let doc: toml::Table = text
+        .parse()
+        .with_context(|| format!("{}", path.display()))?;
+    let Some(list) = doc.get("flow").and_then(|f| f.as_array()) else {
+        bail!("{}: no [[flow]] tables", path.display());
+    };
+    let mut out = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        let Some(table) = item.as_table() else {
+            bail!("{}: flow {i} is not a table", path.display());
+        };
+        let mut f = base.clone();
+        for (k, v) in table {
+            let text = match v {
+                toml::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            f.set(k, &text)
+                .map_err(|e| anyhow::anyhow!("{}: flow {i}: {e}", path.display()))?;
+        }
+        f.validate()
+            .map_err(|e| anyhow::anyhow!("{}: flow {i}: {e}", path.display()))?;
+        out.push(f);
+    }
+    Ok(out)
+}
+
+pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
+    let base = FlowSpec::new(a.dst);
+    let mut flows = Vec::new();
+    for spec in &a.flows {
+        flows.push(
+            FlowSpec::parse_cli(spec, &base)
+                .map_err(|e| anyhow::anyhow!("--flow {spec:?}: {e}"))?,
+        );
+    }
+    if let Some(file) = &a.flows_file {
+        flows.extend(flows_from_file(file, &base)?);
+    }
+    if flows.is_empty() {
+        flows.push(base);
+    }
+    let total: u64 = flows.iter().map(|f| u64::from(f.count)).sum();
+    if total > MAX_FLOWS as u64 {
+        bail!("{total} flows in all (counting `count`): allowed at most {MAX_FLOWS}; keys: {KEYS}");
+    }
+    let d = duration("--duration", &a.duration)?;
+    pktsched_runtime::signal::install()?;
+    let bar = crate::progress::bar(d);
+    let r = generator::generate(
+        &flows,
+        d,
+        a.seed,
+        pktsched_runtime::signal::stop_flag(),
+        &mut |f| bar.set_position((f * 1000.0) as u64),
+    )?;
+    bar.finish_and_clear();
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        write!(out, "{}", r.text())?;
+    }
+    exit_if_signalled(out)
+}
+
+fn exit_if_signalled(out: &mut Stdout) -> Result<()> {
+    if let Some(sig) = pktsched_runtime::signal::received() {
+        out.flush()?;
+        std::process::exit(i32::from(sig.exit_code()));
+    }
+    Ok(())
+}
+
+pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
+    let range: pktsched_io::classify::PortRange = a
+        .ports
+        .parse()
+        .map_err(|e| anyhow::anyhow!("--ports {:?}: {e}", a.ports))?;
+    let ports: Vec<u16> = (range.lo..=range.hi).collect();
+    if ports.len() > sink::MAX_SINK_PORTS {
+        bail!(
+            "--ports {:?}: {} ports, allowed at most {}",
+            a.ports,
+            ports.len(),
+            sink::MAX_SINK_PORTS
+        );
+    }
+    let d = a
+        .duration
+        .as_deref()
+        .map(|t| duration("--duration", t))
+        .transpose()?;
+    let idle = duration("--idle", &a.idle)?;
+    pktsched_runtime::signal::install()?;
+    let bound = sink::Sink::bind(a.addr, &ports)?;
+    eprintln!("pktsched sink: listening on {} ports {}", a.addr, a.ports);
+    let r = bound.run(d, idle, pktsched_runtime::signal::stop_flag());
+    if a.json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
+    } else {
+        write!(out, "{}", r.text())?;
+    }
+    exit_if_signalled(out)
+}

@@ -206,8 +206,8 @@ impl Plan {
         let weights = list("weights", &a.weights, |s| {
             s.parse::<u32>()
                 .ok()
-                .filter(|&w| w >= 1)
-                .ok_or_else(|| format!("weight `{s}`; allowed: integers from 1"))
+                .filter(|&w| (1..=65536).contains(&w))
+                .ok_or_else(|| format!("weight `{s}`; allowed: 1..=65536"))
         })?;
         if !(1..=4096).contains(&a.batch) {
             bail!("--batch {}; allowed: 1..=4096", a.batch);
@@ -249,9 +249,7 @@ impl Plan {
             read_interval: duration("read-interval", &a.read_interval)?,
             pin: !a.no_pin && core_affinity::get_core_ids().is_some_and(|c| c.len() >= 2),
         };
-        if plan.duration.is_zero() {
-            bail!("--duration must be above zero");
-        }
+        plan.check_sizes(a)?;
         // Let the scheduler and the runtime check their own ranges now,
         // with the flags' names, rather than in the middle of a run.
         for ph in &plan.phases {
@@ -272,6 +270,50 @@ impl Plan {
                 .map_err(|e| anyhow!("runtime settings: {e}"))?;
         }
         Ok(plan)
+    }
+
+    /// Stated limits of every size, and rates at which a run can measure
+    /// something in its duration.
+    fn check_sizes(&self, a: &PspatArgs) -> Result<()> {
+        use crate::args::within;
+        within("len", u64::from(a.len), 64, 65535)?;
+        within("overload-len", u64::from(a.overload_len), 64, 65535)?;
+        within("runs", a.runs as u64, 1, 1000)?;
+        within("limit", u64::from(a.limit), 1, 1 << 20)?;
+        within("victim-weight", u64::from(a.victim_weight), 1, 65536)?;
+        within("dispatchers", a.dispatchers as u64, 0, 64)?;
+        for (flag, d) in [("duration", self.duration), ("warmup", self.warmup)] {
+            if d > Duration::from_secs(3600) {
+                bail!("--{flag} {d:?}: allowed at most 1h");
+            }
+        }
+        if self.duration < Duration::from_millis(10) {
+            bail!(
+                "--duration {:?}: too short to measure: allowed 10ms..=1h",
+                self.duration
+            );
+        }
+        for ph in &self.phases {
+            let (len, link) = self.flow_shape(*ph);
+            let flag = match ph {
+                Phase::Throughput => "link",
+                Phase::Overload => "overload-link",
+            };
+            // Packets the link can carry in the measured time.
+            let fit = link.as_bps() as f64 * self.duration.as_secs_f64() / (f64::from(len) * 8.0);
+            if fit < 100.0 {
+                let need = Rate::from_bps(
+                    (100.0 * f64::from(len) * 8.0 / self.duration.as_secs_f64()).ceil() as u64,
+                )
+                .unwrap_or(Rate::MAX);
+                bail!(
+                    "--{flag} {link}: only {fit:.1} packets of {len} bytes fit in --duration \
+                     {:?}; allowed rates of at least {need} (100 packets), or a longer duration",
+                    self.duration
+                );
+            }
+        }
+        Ok(())
     }
 
     /// Packet length and link of a phase.

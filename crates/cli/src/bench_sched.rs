@@ -429,11 +429,14 @@ pub(crate) fn run(a: &SchedArgs) -> Result<()> {
     Ok(())
 }
 
+/// Most loop iterations of one run.
+const MAX_OPS: u64 = 10_000_000_000;
+
 fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
     let algs = Alg::parse_list(&a.alg)?;
     let loops = parse_count(&a.ops).map_err(|e| anyhow::anyhow!("-n: {e}"))?;
-    if loops == 0 {
-        bail!("-n: must be at least 1");
+    if !(1..=MAX_OPS).contains(&loops) {
+        bail!("-n {loops}: out of range: allowed 1..={MAX_OPS} (10G: minutes per algorithm)");
     }
     let qmin = QBound::parse(&a.qmin).map_err(|e| anyhow::anyhow!("--qmin: {e}"))?;
     let qmax = QBound::parse(&a.qmax).map_err(|e| anyhow::anyhow!("--qmax: {e}"))?;
@@ -590,6 +593,9 @@ pub(crate) const STANDARD_FLOWSETS: [&str; 6] = [
 /// `pktsched demo`: every algorithm on every standard flowset.
 pub(crate) fn demo(ops: &str, json: bool) -> Result<()> {
     let min_ops = parse_count(ops).map_err(|e| anyhow::anyhow!("-n: {e}"))?;
+    if !(1..=MAX_OPS).contains(&min_ops) {
+        bail!("-n {min_ops}: out of range: allowed 1..={MAX_OPS}");
+    }
     for fs in STANDARD_FLOWSETS {
         // Enough loops for a few fill/drain cycles between 4n and 30n.
         let flows: u64 = parse_flowsets(fs)?.iter().map(|f| u64::from(f.flows)).sum();

@@ -3,7 +3,9 @@
 
 use std::time::Instant;
 
-use anyhow::{Result, anyhow};
+use std::io::Write;
+
+use anyhow::{Result, anyhow, bail};
 use pktsched_core::shape::{CffsShaper, Shaper, TimeQueue, WheelConfig, Wheels};
 use pktsched_core::{FlowConfig, Nanos, Pkt, Rate, Scheduler};
 
@@ -201,7 +203,7 @@ fn run_one<Q: TimeQueue>(q: Q, a: &ShapeArgs, n: usize, rates: &[u64]) -> Result
     })
 }
 
-pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
+pub(crate) fn run(a: &ShapeArgs, o: &mut crate::output::Stdout) -> Result<()> {
     let rates: Vec<u64> = a
         .rate
         .split(',')
@@ -211,11 +213,28 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
                 .map_err(|e| anyhow!("--rate: {e}"))
         })
         .collect::<Result<_>>()?;
-    let flows: Vec<usize> = a
-        .flows
-        .split(',')
-        .map(|s| s.trim().parse().map_err(|e| anyhow!("--flows `{s}`: {e}")))
-        .collect::<Result<_>>()?;
+    let flows: Vec<usize> = crate::args::counts("flows", &a.flows, 1, MAX_FLOWS)?
+        .into_iter()
+        .map(|n| n as usize)
+        .collect();
+    crate::args::within("len", u64::from(a.len), 64, 65535)?;
+    crate::args::within("pkts", a.pkts, 1, MAX_PKTS)?;
+    crate::args::within("outstanding", a.outstanding, 1, MAX_OUTSTANDING)?;
+    crate::args::within("max-memory", a.max_memory as u64, 1 << 20, 1 << 34)?;
+    for (flag, g) in [("gran", a.gran), ("mltw-gran", a.mltw_gran)] {
+        if !g.is_power_of_two() || g > 1 << 30 {
+            bail!("--{flag} {g}: allowed a power of two 1..=1073741824 (ns)");
+        }
+    }
+    let most = flows.iter().copied().max().unwrap_or(1) as u64;
+    if most * a.outstanding > MAX_QUEUED {
+        bail!(
+            "--flows {most} × --outstanding {} = {} packets queued at once: allowed at most \
+             {MAX_QUEUED} (memory)",
+            a.outstanding,
+            most * a.outstanding
+        );
+    }
     let slowest = rates.iter().copied().min().unwrap_or(1);
     // Horizon: the outstanding packets of the slowest flow, twice over.
     let spacing = Rate::bps(slowest).tx_time(u64::from(a.len)).0;
@@ -227,6 +246,7 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
     // packets of that flow ahead.
     let mltw_horizon = Nanos(horizon.0.max(spacing.saturating_mul(1024)));
     let mut out = Vec::new();
+    let mut skipped: Vec<Skipped> = Vec::new();
     for &n in &flows {
         for s in a.structs.split(',') {
             let r = match s.trim() {
@@ -251,7 +271,14 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
             };
             match r {
                 Ok(r) => out.push(r),
-                Err(e) => eprintln!("{s} at {n} flows: skipped: {e}"),
+                Err(e) => {
+                    eprintln!("{s} at {n} flows: skipped: {e}");
+                    skipped.push(Skipped {
+                        structure: s.trim().to_string(),
+                        flows: n,
+                        skipped: e.to_string(),
+                    });
+                }
             }
         }
     }
@@ -262,10 +289,18 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
-        return Ok(());
+        let mut rows: Vec<serde_json::Value> = out
+            .iter()
+            .map(serde_json::to_value)
+            .collect::<Result<_, _>>()?;
+        for s in &skipped {
+            rows.push(serde_json::to_value(s)?);
+        }
+        writeln!(o, "{}", serde_json::to_string_pretty(&rows)?)?;
+        return incomplete(&skipped);
     }
-    println!(
+    writeln!(
+        o,
         "{:<6} {:>7} {:>9} {:>8} {:>8} {:>9} {:>9} {:>7} {:>10} {:>9} {:>6} {:>8} {:>11}",
         "struct",
         "flows",
@@ -280,9 +315,10 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
         "batch",
         "late ns",
         "memory"
-    );
+    )?;
     for r in &out {
-        println!(
+        writeln!(
+            o,
             "{:<6} {:>7} {:>9} {:>8.1} {:>8.1} {:>8.4}% {:>8.4}% {:>7} {:>10} {:>9.0} {:>6} {:>8} {:>11}",
             r.structure,
             r.flows,
@@ -297,9 +333,43 @@ pub(crate) fn run(a: &ShapeArgs) -> Result<()> {
             r.max_batch,
             r.max_lateness_ns,
             r.memory_bytes
-        );
+        )?;
     }
-    Ok(())
+    incomplete(&skipped)
+}
+
+/// A row that could not be measured, with the reason.
+#[derive(Debug, serde::Serialize)]
+struct Skipped {
+    structure: String,
+    flows: usize,
+    skipped: String,
+}
+
+/// Most flows of one run (each flow keeps its shaper state and the loop's
+/// bookkeeping: ~200 bytes).
+const MAX_FLOWS: u64 = 1_000_000;
+/// Most packets per run (a few seconds per structure).
+const MAX_PKTS: u64 = 100_000_000;
+/// Most packets one flow keeps queued.
+const MAX_OUTSTANDING: u64 = 1024;
+/// Most packets queued at once over all flows.
+const MAX_QUEUED: u64 = 4_000_000;
+
+/// Fails (after the table was printed) when some rows are missing.
+fn incomplete(skipped: &[Skipped]) -> Result<()> {
+    if skipped.is_empty() {
+        return Ok(());
+    }
+    let rows: Vec<String> = skipped
+        .iter()
+        .map(|s| format!("{} at {} flows: {}", s.structure, s.flows, s.skipped))
+        .collect();
+    bail!(
+        "{} of the requested rows could not be measured: {}",
+        skipped.len(),
+        rows.join("; ")
+    )
 }
 
 /// The two SVGs of `--plot`: ns per packet and wake-ups per second against

@@ -5,6 +5,7 @@ use std::io::Write;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
+mod args;
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
@@ -120,7 +121,7 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
         Cmd::Sim(a) => sim::run(&a),
-        Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s),
+        Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s, out),
         Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a),
         Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
         Cmd::Run(a) => shaper::run(&a, out),

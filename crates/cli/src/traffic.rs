@@ -19,8 +19,9 @@ const MAX_RUN: Duration = Duration::from_secs(24 * 3600);
 /// `pktsched gen`.
 #[derive(Debug, Args)]
 pub(crate) struct GenArgs {
-    /// Default destination address of every flow.
-    #[arg(long, default_value = "198.18.0.2")]
+    /// Destination address of every flow (a flow's `dst=` overrides it).
+    /// Required: a generator should never pick where traffic goes.
+    #[arg(long)]
     dst: IpAddr,
     /// A flow: `KEY=VALUE,...` with keys dst, dport, sport, rate, size
     /// (frame bytes without FCS, or a mix `64:7+576:4+1500:1`), pattern

@@ -219,3 +219,238 @@ fn sim_scenarios() {
         },
     ]);
 }
+
+/// Benchmarks: every size has a stated range; results that would mean
+/// nothing are refused; a table with missing rows fails.
+#[test]
+fn bench_commands() {
+    run_table(&[
+        row(
+            &["bench", "shape", "--flows", "0"],
+            2,
+            &["--flows 0", "1..=1000000"],
+        ),
+        row(
+            &["bench", "shape", "--flows", "99999999999"],
+            2,
+            &["--flows", "1..=1000000"],
+        ),
+        row(
+            &["bench", "shape", "--flows", "x"],
+            2,
+            &["not a whole number"],
+        ),
+        row(
+            &["bench", "shape", "--outstanding", "0"],
+            2,
+            &["--outstanding 0", "1..=1024"],
+        ),
+        row(&["bench", "shape", "-n", "0"], 2, &["--pkts 0", "1..="]),
+        row(
+            &["bench", "shape", "--len", "0"],
+            2,
+            &["--len 0", "64..=65535"],
+        ),
+        row(
+            &["bench", "shape", "--gran", "3"],
+            2,
+            &["--gran 3", "power of two"],
+        ),
+        row(
+            &[
+                "bench",
+                "shape",
+                "--flows",
+                "1000000",
+                "--outstanding",
+                "1000",
+            ],
+            2,
+            &["packets queued at once", "at most"],
+        ),
+        row(
+            &[
+                "bench",
+                "shape",
+                "--flows",
+                "4",
+                "--rate",
+                "1kbit",
+                "-n",
+                "1000",
+                "--structs",
+                "wheel",
+                "--max-memory",
+                "1048576",
+                "--json",
+            ],
+            2,
+            &["could not be measured", "max_memory"],
+        ),
+        row(
+            &["bench", "pspat", "--len", "0"],
+            2,
+            &["--len 0", "64..=65535"],
+        ),
+        row(
+            &["bench", "pspat", "--link", "1bit", "--phases", "throughput"],
+            2,
+            &["--link 1bit", "packets of 64 bytes fit", "at least"],
+        ),
+        row(
+            &[
+                "bench",
+                "pspat",
+                "--overload-link",
+                "1bit",
+                "--phases",
+                "overload",
+            ],
+            2,
+            &["--overload-link 1bit", "at least"],
+        ),
+        row(
+            &["bench", "pspat", "--duration", "1ps"],
+            2,
+            &["finer than 1 ns"],
+        ),
+        row(
+            &["bench", "pspat", "--duration", "1ns"],
+            2,
+            &["too short", "10ms"],
+        ),
+        row(&["bench", "pspat", "--duration=-1s"], 2, &["negative"]),
+        row(&["bench", "pspat", "--weights", "0"], 2, &["1..=65536"]),
+        row(
+            &["bench", "pspat", "--clients", "x"],
+            2,
+            &["not a number", "1..=128"],
+        ),
+        row(&["bench", "sched", "-n", "0"], 2, &["-n 0", "1..="]),
+        row(
+            &["bench", "sched", "-n", "99999999999999999999"],
+            2,
+            &["too large"],
+        ),
+        row(&["bench", "sched", "-n", "20G"], 2, &["out of range"]),
+        row(
+            &["bench", "sched", "--flowsets", "1::100000000"],
+            2,
+            &["above 16777216"],
+        ),
+        row(&["demo", "-n", "0"], 2, &["-n 0"]),
+    ]);
+}
+
+const RUN_LINK: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n";
+
+/// `run`, `check`, `stats`, `reload`, `gen`, `sink`: config files with
+/// positions, devices that do not exist, traffic specs.
+#[test]
+fn shaper_and_traffic() {
+    run_table(&[
+        row(
+            &["check", "/nonexistent/c.toml"],
+            2,
+            &["cannot read config"],
+        ),
+        row(
+            &["check", "/dev/zero"],
+            2,
+            &["larger than", "limit for a config file"],
+        ),
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbps\"\n",
+            )],
+            ..row(&["check", "{dir}/c.toml"], 2, &["c.toml:4:8", "ambiguous"])
+        },
+        Row {
+            files: &[("c.toml", RUN_LINK)],
+            ..row(&["check", "{dir}/c.toml"], 2, &["no [[class]]"])
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nweight = 0\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:8:10", "weight = 0", "1..=65536"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nmatch = [{ dport = \"9-1\" }]\n",
+            )],
+            ..row(&["check", "{dir}/c.toml"], 2, &["match.dport", "LO <= HI"])
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"nosuch0\"\negress = \"nosuch1\"\nrate = \"1gbit\"\n[control]\nsocket = \"{dir}/s.sock\"\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["run", "--config", "{dir}/c.toml"],
+                2,
+                &["nosuch0", "no such interface"],
+            )
+        },
+        row(&["stats"], 2, &["--socket PATH or --config FILE"]),
+        row(
+            &["stats", "--socket", "/nonexistent/s.sock"],
+            2,
+            &["cannot reach pktsched"],
+        ),
+        row(
+            &["reload", "--socket", "/nonexistent/s.sock"],
+            2,
+            &["cannot reach pktsched"],
+        ),
+        row(
+            &["gen", "--dst", "127.0.0.1", "--flow", "rate=0bit"],
+            2,
+            &["--flow", "zero"],
+        ),
+        row(
+            &["gen", "--dst", "127.0.0.1", "--flow", "size=10"],
+            2,
+            &["size", "60..=9216"],
+        ),
+        row(
+            &["gen", "--dst", "127.0.0.1", "--flow", "color=red"],
+            2,
+            &["unknown key", "dport"],
+        ),
+        row(
+            &[
+                "gen",
+                "--dst",
+                "127.0.0.1",
+                "--flow",
+                "count=1000",
+                "--flow",
+                "count=1000",
+            ],
+            2,
+            &["at most 1024"],
+        ),
+        row(
+            &["gen", "--dst", "127.0.0.1", "--duration", "0s"],
+            2,
+            &["--duration", "above 0"],
+        ),
+        row(
+            &["gen", "--dst", "127.0.0.1", "--duration", "100000s"],
+            2,
+            &["at most 24h"],
+        ),
+        row(&["gen"], 2, &["--dst"]),
+        row(&["sink", "--ports", "10-1"], 2, &["--ports", "LO <= HI"]),
+        row(&["sink", "--ports", "1-2000"], 2, &["at most 1024"]),
+        row(&["sink", "--idle", "x"], 2, &["--idle"]),
+    ]);
+}

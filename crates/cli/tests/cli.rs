@@ -338,7 +338,10 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         (&["--duration", "0s"], "too short to measure"),
         (&["--runs", "0"], "--runs 0"),
         (&["--dispatchers", "100"], "dispatchers"),
-        (&["--alg", "qfq", "--len", "70000"], "--len 70000: out of range"),
+        (
+            &["--alg", "qfq", "--len", "70000"],
+            "--len 70000: out of range",
+        ),
         (
             &["--client-transmit", "--dispatchers", "2"],
             "0 when client_transmit is set",

@@ -125,3 +125,35 @@ fn policy_scenario_runs_with_plots_and_departures() {
         assert!(svg.starts_with("<svg"), "{s}");
     }
 }
+
+/// An algorithm without a published bound: the run says nothing was
+/// checked (text and JSON) instead of "all within bounds", and exits 0.
+#[test]
+fn fifo_says_nothing_was_checked() {
+    let dir = Scratch::new("fifo_says_nothing_was_checked");
+    let p = dir.file(
+        "fifo.toml",
+        "link = \"1gbit\"\nalgorithm = \"fifo\"\nduration = \"1ms\"\n[[flows]]\ncount = 2\n",
+    );
+    let (code, out, err) = sim(&[&p]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("no bound for fifo: nothing checked"), "{out}");
+    assert!(!out.contains("within their bounds"), "{out}");
+    assert!(
+        out.lines().any(|l| l.trim_end().ends_with(" -")),
+        "ok column: {out}"
+    );
+    let (code, out, err) = sim(&[&p, "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["checks"], 0);
+    assert_eq!(v["verdict"], "no bound for fifo: nothing checked");
+    // With a bound, the count of checks is stated.
+    let q = dir.file(
+        "qfq.toml",
+        "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\ncount = 2\n",
+    );
+    let (code, out, _) = sim(&[&q]);
+    assert_eq!(code, 0);
+    assert!(out.contains("measurements within their bounds"), "{out}");
+}

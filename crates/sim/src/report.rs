@@ -176,6 +176,32 @@ pub struct Report {
     pub accounting: Accounting,
     /// Measurements above their bound (empty if all passed).
     pub violations: Vec<String>,
+    /// How many measurements were checked against a bound (T-WFI, B-WFI,
+    /// `max_delay`, per flow). Zero means nothing was checked: the
+    /// algorithm (FIFO, a policy tree) has no published bound and no
+    /// `max_delay` was set, so "no violation" says nothing.
+    pub checks: u64,
+    /// [`Report::verdict_line`], for JSON readers.
+    pub verdict: String,
+}
+
+impl Report {
+    /// The closing line: what was checked and how it went.
+    pub fn verdict_line(&self) -> String {
+        if !self.violations.is_empty() {
+            return format!("{} measurements above their bounds", self.violations.len());
+        }
+        if self.checks > 0 {
+            return format!("all {} measurements within their bounds", self.checks);
+        }
+        if self.algorithm.starts_with("policy ") {
+            "no published bound for a policy tree: nothing checked (lag and bounds columns are \
+             empty)"
+                .into()
+        } else {
+            format!("no bound for {}: nothing checked", self.algorithm)
+        }
+    }
 }
 
 fn opt_ns(ps: i64, valid: bool) -> Option<f64> {
@@ -193,6 +219,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
     let window_total: u64 = out.flows.iter().map(|f| f.window_bytes).sum();
     let mut flows = Vec::with_capacity(n);
     let mut violations = Vec::new();
+    let mut checks = 0u64;
     for (i, (spec, fs)) in cfg.flows.iter().zip(&out.flows).enumerate() {
         let mut b = if cfg.policy.is_some() {
             // A policy tree has no published bound.
@@ -222,6 +249,13 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
             .map_or_else(|| format!("g{}", spec.group), |g| g.name.clone());
         let twfi = opt_ns(fs.twfi_max, fs.delivered.0 > 0);
         let bwfi = fs.bwfi_scaled as f64 / wsum as f64;
+        let target = cfg
+            .groups
+            .get(spec.group as usize)
+            .and_then(|g| g.max_delay_ps);
+        checks += u64::from(twfi.is_some() && b.twfi_ps.is_some())
+            + u64::from(b.bwfi_bytes.is_some())
+            + u64::from(target.is_some() && fs.delivered.0 > 0);
         if let (Some(m), Some(bound)) = (twfi, b.twfi_ps)
             && !metrics::within(m * 1e3, bound, ABS_TOL_PS)
         {
@@ -337,7 +371,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
     let all_delivered_ps: u64 = out.flows.iter().map(|f| f.delay_max).max().unwrap_or(0);
     let all_min_ps: u64 = out.flows.iter().map(|f| f.delay_min).min().unwrap_or(0);
     let all_sum: u128 = out.flows.iter().map(|f| f.delay_sum).sum();
-    Report {
+    let mut report = Report {
         scenario: cfg.name.clone(),
         algorithm: cfg.scheduler_name(),
         link: cfg.rate.to_string(),
@@ -370,7 +404,11 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
             conserved,
         },
         violations,
-    }
+        checks,
+        verdict: String::new(),
+    };
+    report.verdict = report.verdict_line();
+    report
 }
 
 fn max_opt(a: Option<f64>, b: Option<f64>) -> Option<f64> {
@@ -479,6 +517,7 @@ impl Report {
             "ok"
         );
         for g in &self.groups {
+            let has_bound = g.twfi_bound_ns.is_some() || g.bwfi_bound_bytes.is_some();
             let ok_t = match (g.twfi_ns, g.twfi_bound_ns) {
                 (Some(m), Some(b)) => metrics::within(m * 1e3, b * 1e3, ABS_TOL_PS),
                 _ => true,
@@ -504,7 +543,11 @@ impl Report {
                 g.bwfi_bound_bytes
                     .map_or_else(|| "-".into(), |b| format!("{b:.0}")),
                 g.dropped,
-                if ok_t && ok_b { "yes" } else { "NO" }
+                match (has_bound, ok_t && ok_b) {
+                    (false, _) => "-",
+                    (true, true) => "yes",
+                    (true, false) => "NO",
+                }
             );
         }
         if let Some(d) = self.delay_ns {
@@ -543,18 +586,10 @@ impl Report {
                 "NOT CONSERVED"
             }
         );
-        if self.violations.is_empty() && self.algorithm.starts_with("policy ") {
-            let _ = writeln!(
-                s,
-                "no published bound for a policy tree: nothing checked (lag and bounds columns are empty)"
-            );
-        } else if self.violations.is_empty() {
-            let _ = writeln!(s, "all measurements within their bounds");
-        } else {
-            for v in &self.violations {
-                let _ = writeln!(s, "VIOLATION: {v}");
-            }
+        for v in &self.violations {
+            let _ = writeln!(s, "VIOLATION: {v}");
         }
+        let _ = writeln!(s, "{}", self.verdict_line());
         s
     }
 }

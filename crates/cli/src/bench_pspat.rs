@@ -18,6 +18,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use std::io::Write;
+
 use anyhow::{Result, anyhow, bail};
 use hdrhistogram::Histogram;
 use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate, Scheduler};
@@ -953,7 +955,7 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
     out
 }
 
-fn print_tables(p: &Plan, sums: &[Summary]) {
+fn print_tables(p: &Plan, sums: &[Summary], out: &mut crate::output::Stdout) -> Result<()> {
     let get = |ph: &str, arch: &str, n: usize| {
         sums.iter()
             .find(|s| s.phase == ph && s.arch == arch && s.clients == n)
@@ -966,13 +968,14 @@ fn print_tables(p: &Plan, sums: &[Summary]) {
     for ph in &p.phases {
         let phn = format!("{ph:?}").to_lowercase();
         let (len, link) = p.flow_shape(*ph);
-        println!(
+        writeln!(
+            out,
             "\n{phn}: {} on {link}, {len}-byte packets, batch {}, medians of {} runs of {:?}",
             p.alg.name(),
             p.batch,
             p.runs,
             p.duration
-        );
+        )?;
         let mut head = format!("{:>7}", "clients");
         for a in &archs {
             head += &format!(" {:>11}", format!("{a} Mpps"));
@@ -995,7 +998,7 @@ fn print_tables(p: &Plan, sums: &[Summary]) {
         } else if archs.iter().any(|a| a == "pspat") {
             head += &format!(" {:>10}", "pspat drop");
         }
-        println!("{head}");
+        writeln!(out, "{head}")?;
         for &n in &p.clients {
             let mut line = format!("{n:>7}");
             for a in &archs {
@@ -1034,9 +1037,10 @@ fn print_tables(p: &Plan, sums: &[Summary]) {
                     .unwrap_or(f64::NAN);
                 line += &format!(" {:>9.1}%", d * 100.0);
             }
-            println!("{line}");
+            writeln!(out, "{line}")?;
         }
     }
+    Ok(())
 }
 
 fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
@@ -1073,7 +1077,7 @@ fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
     .draw(file)
 }
 
-pub(crate) fn run(a: &PspatArgs) -> Result<()> {
+pub(crate) fn run(a: &PspatArgs, out: &mut crate::output::Stdout) -> Result<()> {
     let p = Plan::new(a)?;
     let total = (p.phases.len() * p.clients.len() * p.archs.len() * p.runs) as u64;
     let bar = if a.json {
@@ -1086,11 +1090,17 @@ pub(crate) fn run(a: &PspatArgs) -> Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut runs = Vec::new();
+    pktsched_runtime::signal::install()?;
+    let stop = pktsched_runtime::signal::stop_flag();
     // Runs interleave architectures so drift on a noisy machine hits all.
-    for run in 0..p.runs {
+    // A signal stops at the next run boundary: what was measured is kept.
+    'all: for run in 0..p.runs {
         for &ph in &p.phases {
             for &n in &p.clients {
                 for &arch in &p.archs {
+                    if stop.load(std::sync::atomic::Ordering::Acquire) {
+                        break 'all;
+                    }
                     bar.set_message(format!("{ph:?} {arch:?} {n} clients"));
                     runs.push(run_one(&p, ph, arch, n, run)?);
                     bar.inc(1);
@@ -1099,6 +1109,7 @@ pub(crate) fn run(a: &PspatArgs) -> Result<()> {
         }
     }
     bar.finish_and_clear();
+    let partial = crate::partial::note(runs.len(), total as usize, "runs");
     let sums = summarize(&runs);
     if let Some(f) = &a.plot {
         if p.phases.contains(&Phase::Throughput) {
@@ -1112,29 +1123,37 @@ pub(crate) fn run(a: &PspatArgs) -> Result<()> {
         struct All<'a> {
             runs: &'a [RunRes],
             summary: &'a [Summary],
+            #[serde(skip_serializing_if = "Option::is_none")]
+            partial: Option<&'a str>,
         }
-        println!(
+        writeln!(
+            out,
             "{}",
             serde_json::to_string_pretty(&All {
                 runs: &runs,
-                summary: &sums
+                summary: &sums,
+                partial: partial.as_deref(),
             })?
-        );
-        return Ok(());
+        )?;
+        return crate::partial::finish(out);
     }
-    print_tables(&p, &sums);
+    print_tables(&p, &sums, out)?;
     if a.stats {
         for r in &runs {
             if let Some(t) = &r.tc {
-                println!(
+                writeln!(
+                    out,
                     "\n{} phase, {} clients, run {}:\n{t}",
                     r.phase, r.clients, r.run
-                );
+                )?;
             }
         }
     }
     if let Some(f) = &a.plot {
-        println!("\nplot: {}", f.display());
+        writeln!(out, "\nplot: {}", f.display())?;
     }
-    Ok(())
+    if let Some(note) = &partial {
+        writeln!(out, "\n{note}")?;
+    }
+    crate::partial::finish(out)
 }

@@ -1,5 +1,6 @@
 //! `pktsched bench sched`: the closed-loop scheduler benchmark.
 
+use std::io::Write;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -419,14 +420,14 @@ fn median(v: &[f64]) -> f64 {
     }
 }
 
-pub(crate) fn run(a: &SchedArgs) -> Result<()> {
+pub(crate) fn run(a: &SchedArgs, out: &mut crate::output::Stdout) -> Result<()> {
     let results = measure(a)?;
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&results)?);
-        return Ok(());
+        writeln!(out, "{}", serde_json::to_string_pretty(&results)?)?;
+        return crate::partial::finish(out);
     }
-    print_table(a, &results);
-    Ok(())
+    print_table(a, &results, out)?;
+    crate::partial::finish(out)
 }
 
 /// Most loop iterations of one run.
@@ -453,8 +454,16 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
     );
     let mut times: Vec<Vec<Timing>> = vec![Vec::new(); algs.len()];
     let mut stats: Vec<Option<RunStats>> = vec![None; algs.len()];
-    for r in 0..a.runs {
+    pktsched_runtime::signal::install()?;
+    let stop = pktsched_runtime::signal::stop_flag();
+    let mut done = 0;
+    'all: for r in 0..a.runs {
         for (i, &alg) in algs.iter().enumerate() {
+            // A signal stops at the next run boundary.
+            if stop.load(std::sync::atomic::Ordering::Acquire) {
+                break 'all;
+            }
+            done += 1;
             // The WFI pass runs once, with the last timed run.
             let wfi = !a.no_wfi && r + 1 == a.runs;
             let (ns, st) = run_alg(alg, &fs, qmin, qmax, loops, wfi, &mut prog)
@@ -466,6 +475,7 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
         }
     }
     prog.finish();
+    crate::partial::note(done, a.runs as usize * algs.len(), "runs");
     let mut results = Vec::new();
     // Per-flow weight/len for the worst-WFI flow.
     let flow_info = |f: u32| {
@@ -479,6 +489,9 @@ fn measure(a: &SchedArgs) -> Result<Vec<AlgResult>> {
         (0, 0)
     };
     for (i, &alg) in algs.iter().enumerate() {
+        if times[i].is_empty() {
+            continue; // stopped before its first run
+        }
         let st = stats[i].clone().unwrap_or_default();
         let wall: Vec<f64> = times[i].iter().map(|t| t.wall).collect();
         let cpu: Option<Vec<f64>> = times[i].iter().map(|t| t.cpu).collect();
@@ -540,25 +553,31 @@ fn warn_short(results: &[AlgResult]) {
     }
 }
 
-fn print_table(a: &SchedArgs, results: &[AlgResult]) {
+fn print_table(
+    a: &SchedArgs,
+    results: &[AlgResult],
+    out: &mut crate::output::Stdout,
+) -> Result<()> {
     warn_short(results);
     let (qmin, qmax) = (results[0].qmin, results[0].qmax);
     let nflows = results[0].flows;
     let loops = results[0].loops;
-    println!(
+    writeln!(
+        out,
         "flowsets {}  flows {}  qmin {} ({})  qmax {} ({})  loops {}  runs {}",
         a.flowsets, nflows, a.qmin, qmin, a.qmax, qmax, loops, a.runs
-    );
+    )?;
     let w = results
         .iter()
         .map(|r| r.alg.len())
         .max()
         .unwrap_or(3)
         .max(6);
-    println!(
+    writeln!(
+        out,
         "{:<w$} {:>10} {:>8} {:>10} {:>10} {:>14}  (flow, weight, len)",
         "alg", "ns/pair", "ratio", "enqueues", "drops", "worst B-WFI"
-    );
+    )?;
     for r in results {
         let wfi = r
             .worst_wfi_bytes
@@ -573,11 +592,13 @@ fn print_table(a: &SchedArgs, results: &[AlgResult]) {
             }
             _ => String::new(),
         };
-        println!(
+        writeln!(
+            out,
             "{:<w$} {:>10.2} {:>8.2} {:>10} {:>10} {:>14}  {}",
             r.alg, r.ns_per_pair, r.ratio_to_first, r.enqueues, r.drops, wfi, who
-        );
+        )?;
     }
+    Ok(())
 }
 
 /// The flowsets of the benchmark table.
@@ -591,7 +612,7 @@ pub(crate) const STANDARD_FLOWSETS: [&str; 6] = [
 ];
 
 /// `pktsched demo`: every algorithm on every standard flowset.
-pub(crate) fn demo(ops: &str, json: bool) -> Result<()> {
+pub(crate) fn demo(ops: &str, json: bool, out: &mut crate::output::Stdout) -> Result<()> {
     let min_ops = parse_count(ops).map_err(|e| anyhow::anyhow!("-n: {e}"))?;
     if !(1..=MAX_OPS).contains(&min_ops) {
         bail!("-n {min_ops}: out of range: allowed 1..={MAX_OPS}");
@@ -610,9 +631,9 @@ pub(crate) fn demo(ops: &str, json: bool) -> Result<()> {
             cpu: false,
             json,
         };
-        run(&a)?;
+        run(&a, out)?;
         if !json {
-            println!();
+            writeln!(out)?;
         }
     }
     Ok(())
@@ -641,7 +662,7 @@ pub(crate) struct TableArgs {
 /// `pktsched bench table`: the BENCHMARKS.md table — every algorithm on
 /// every standard flowset with `--qmin 4n --qmax 30n`, medians of `runs`,
 /// QFQ/DRR ratio per flowset, in Markdown.
-pub(crate) fn table(t: &TableArgs) -> Result<()> {
+pub(crate) fn table(t: &TableArgs, out: &mut crate::output::Stdout) -> Result<()> {
     let mut all = Vec::new();
     for fs in STANDARD_FLOWSETS {
         let a = SchedArgs {
@@ -661,59 +682,59 @@ pub(crate) fn table(t: &TableArgs) -> Result<()> {
     }
     if t.json {
         let v: Vec<_> = all.iter().flat_map(|(_, r)| r.iter()).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+        writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+        return crate::partial::finish(out);
     }
     let algs: Vec<&str> = all[0].1.iter().map(|r| r.alg).collect();
     let has = |a: &str| algs.contains(&a);
-    print!("| flowset | flows |");
+    write!(out, "| flowset | flows |")?;
     for a in &algs {
-        print!(" {a} |");
+        write!(out, " {a} |")?;
     }
     if has("qfq") && has("drr") {
-        print!(" qfq/drr |");
+        write!(out, " qfq/drr |")?;
     }
-    println!();
-    print!("| --- | ---: |");
+    writeln!(out)?;
+    write!(out, "| --- | ---: |")?;
     for _ in &algs {
-        print!(" ---: |");
+        write!(out, " ---: |")?;
     }
     if has("qfq") && has("drr") {
-        print!(" ---: |");
+        write!(out, " ---: |")?;
     }
-    println!();
+    writeln!(out)?;
     for (fs, rs) in &all {
         let name = if fs.len() > 20 { "mix" } else { fs };
-        print!("| `{name}` | {} |", rs[0].flows);
+        write!(out, "| `{name}` | {} |", rs[0].flows)?;
         for r in rs {
-            print!(" {:.1} |", r.ns_per_pair);
+            write!(out, " {:.1} |", r.ns_per_pair)?;
         }
         let get = |a: &str| rs.iter().find(|r| r.alg == a).map(|r| r.ns_per_pair);
         if let (Some(q), Some(d)) = (get("qfq"), get("drr")) {
-            print!(" {:.2} |", q / d);
+            write!(out, " {:.2} |", q / d)?;
         }
-        println!();
+        writeln!(out)?;
     }
-    println!();
-    println!("Worst per-flow byte-WFI (bytes):");
-    println!();
-    print!("| flowset |");
+    writeln!(out)?;
+    writeln!(out, "Worst per-flow byte-WFI (bytes):")?;
+    writeln!(out)?;
+    write!(out, "| flowset |")?;
     for a in &algs {
-        print!(" {a} |");
+        write!(out, " {a} |")?;
     }
-    println!();
-    print!("| --- |");
+    writeln!(out)?;
+    write!(out, "| --- |")?;
     for _ in &algs {
-        print!(" ---: |");
+        write!(out, " ---: |")?;
     }
-    println!();
+    writeln!(out)?;
     for (fs, rs) in &all {
         let name = if fs.len() > 20 { "mix" } else { fs };
-        print!("| `{name}` |");
+        write!(out, "| `{name}` |")?;
         for r in rs {
-            print!(" {:.0} |", r.worst_wfi_bytes.unwrap_or(f64::NAN));
+            write!(out, " {:.0} |", r.worst_wfi_bytes.unwrap_or(f64::NAN))?;
         }
-        println!();
+        writeln!(out)?;
     }
-    Ok(())
+    crate::partial::finish(out)
 }

@@ -247,8 +247,15 @@ pub(crate) fn run(a: &ShapeArgs, o: &mut crate::output::Stdout) -> Result<()> {
     let mltw_horizon = Nanos(horizon.0.max(spacing.saturating_mul(1024)));
     let mut out = Vec::new();
     let mut skipped: Vec<Skipped> = Vec::new();
-    for &n in &flows {
+    pktsched_runtime::signal::install()?;
+    let stop = pktsched_runtime::signal::stop_flag();
+    let rows = flows.len() * a.structs.split(',').count();
+    'all: for &n in &flows {
         for s in a.structs.split(',') {
+            // A signal stops at the next row: what was measured is printed.
+            if stop.load(std::sync::atomic::Ordering::Acquire) {
+                break 'all;
+            }
             let r = match s.trim() {
                 "mltw" => Wheels::new(
                     WheelConfig::mltw(a.mltw_gran, 1024, mltw_horizon).max_memory(a.max_memory),
@@ -282,6 +289,7 @@ pub(crate) fn run(a: &ShapeArgs, o: &mut crate::output::Stdout) -> Result<()> {
             }
         }
     }
+    crate::partial::note(out.len() + skipped.len(), rows, "rows");
     if let Some(prefix) = &a.plot {
         let files = plot(prefix, a, &out)?;
         for f in files {
@@ -297,6 +305,7 @@ pub(crate) fn run(a: &ShapeArgs, o: &mut crate::output::Stdout) -> Result<()> {
             rows.push(serde_json::to_value(s)?);
         }
         writeln!(o, "{}", serde_json::to_string_pretty(&rows)?)?;
+        crate::partial::finish(o)?;
         return incomplete(&skipped);
     }
     writeln!(
@@ -335,6 +344,7 @@ pub(crate) fn run(a: &ShapeArgs, o: &mut crate::output::Stdout) -> Result<()> {
             r.memory_bytes
         )?;
     }
+    crate::partial::finish(o)?;
     incomplete(&skipped)
 }
 

@@ -10,6 +10,7 @@ mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod output;
+mod partial;
 mod progress;
 mod shaper;
 mod sim;
@@ -118,12 +119,12 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
     match cli.cmd {
-        Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
-        Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
+        Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a, out),
+        Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t, out),
         Cmd::Sim(a) => sim::run(&a),
         Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s, out),
-        Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a),
-        Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
+        Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a, out),
+        Cmd::Demo { ops, json } => bench_sched::demo(&ops, json, out),
         Cmd::Run(a) => shaper::run(&a, out),
         Cmd::Check(a) => shaper::check(&a, out),
         Cmd::Stats(a) => shaper::stats(&a, out),

@@ -463,3 +463,69 @@ fn bench_shape_stagger_mltw_batches_slow_flows() {
     // 12 ms packet gap).
     assert!(m["max_lateness_ns"].as_u64().unwrap() < 12_000_000, "{m}");
 }
+
+/// SIGINT during a long benchmark: it stops at the next run, prints what
+/// it measured marked partial, and exits 130 (the shell's status for a
+/// process ended by SIGINT).
+#[test]
+fn sigint_prints_the_partial_results_and_exits_130() {
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pktsched"))
+        .args([
+            "bench",
+            "pspat",
+            "--phases",
+            "throughput",
+            "--archs",
+            "none",
+            "--clients",
+            "1",
+            "--runs",
+            "1000",
+            "--duration",
+            "20ms",
+            "--warmup",
+            "0ns",
+            "--json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Long enough for the signal handlers and a few runs (not a timing
+    // goal: the assertions hold whenever the signal arrives).
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    // Signal the child with the `kill` tool (no unsafe code in tests).
+    let pid = child.id().to_string();
+    assert!(
+        std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = child.wait().unwrap();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(status.code(), Some(130), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let partial = v["partial"].as_str().unwrap();
+    assert!(
+        partial.starts_with("partial: stopped by SIGINT after "),
+        "{partial}"
+    );
+    assert!(partial.ends_with(" of 1000 runs"), "{partial}");
+    assert!(err.contains("partial: stopped by SIGINT"), "{err}");
+}

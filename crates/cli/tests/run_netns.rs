@@ -1,0 +1,176 @@
+//! `pktsched run` as a program on a real wire: started in a namespace of
+//! its own, fed by `pktsched gen`, read by `pktsched sink`, asked for its
+//! counters and reloaded over the control socket, stopped by SIGTERM with
+//! every frame accounted for. Needs root (CI runs as root); skipped with a
+//! message otherwise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::Read;
+use std::os::unix::fs::PermissionsExt;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::Scratch;
+use pktsched_io::netns::{Topology, is_root};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pktsched");
+
+fn config(socket: &str, weight: u32) -> String {
+    format!(
+        "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"50mbit\"\noverhead = 24\n\n\
+         [control]\nsocket = \"{socket}\"\n\n\
+         [[class]]\nname = \"voice\"\nweight = {weight}\nmatch = [{{ dport = 5000 }}]\n\n\
+         [[class]]\nname = \"rest\"\ndefault = true\n"
+    )
+}
+
+fn in_ns(ns: &str, args: &[&str]) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns, BIN]).args(args);
+    c
+}
+
+fn output(mut c: Command) -> (i32, String, String) {
+    let o = c.output().unwrap();
+    (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// Kills the shaper if the test fails before stopping it.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let topo = Topology::line("pst-cli-").expect("topology");
+    let scratch = Scratch::new("run-netns");
+    let socket = scratch.path().join("ctl.sock").display().to_string();
+    let cfg = scratch.file("run.toml", &config(&socket, 3));
+    let shaper = in_ns(&topo.dut_ns, &["run", "--config", &cfg])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut guard = Guard(Some(shaper));
+    let until = Instant::now() + Duration::from_secs(20);
+    while !std::path::Path::new(&socket).exists() {
+        assert!(Instant::now() < until, "the control socket never appeared");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "control socket is owner-only");
+
+    // Traffic: ARP crosses the reverse path, then 2 s of UDP to the sink.
+    let sink = in_ns(
+        &topo.sink_ns,
+        &["sink", "--ports", "5000", "--idle", "1s", "--json"],
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    let (code, _, err) = output(in_ns(
+        &topo.gen_ns,
+        &[
+            "gen",
+            "--dst",
+            "198.18.0.2",
+            "--flow",
+            "dport=5000,rate=10mbit,size=1000",
+            "--duration",
+            "2s",
+        ],
+    ));
+    assert_eq!(code, 0, "gen: {err}");
+    let o = sink.wait_with_output().unwrap();
+    let s: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let received = s["flows"][0]["received"].as_u64().unwrap();
+    assert!(received > 2000, "sink: {s}");
+    assert_eq!(s["flows"][0]["lost"], 0, "sink: {s}");
+
+    // Counters over the control socket.
+    let (code, out, err) = output({
+        let mut c = Command::new(BIN);
+        c.args(["stats", "--socket", &socket, "--json"]);
+        c
+    });
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let voice = &v["classes"][0];
+    assert_eq!(voice["class"], "voice");
+    assert_eq!(voice["packets"].as_u64().unwrap(), received);
+    // Wire lengths: 1000-byte frames count 1024 bytes with overhead 24.
+    assert_eq!(voice["bytes"].as_u64().unwrap(), received * 1024);
+    let (code, prom, _) = output({
+        let mut c = Command::new(BIN);
+        c.args(["stats", "--socket", &socket, "--prometheus"]);
+        c
+    });
+    assert_eq!(code, 0);
+    assert!(prom.contains("pktsched_class_packets_total{device=\"d1\",class=\"voice\"}"));
+
+    // Reload: a changed weight is applied, a broken config is refused.
+    std::fs::write(&cfg, config(&socket, 5)).unwrap();
+    let (code, out, err) = output({
+        let mut c = Command::new(BIN);
+        c.args(["reload", "--socket", &socket]);
+        c
+    });
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("changed class voice: weight"), "{out}");
+    std::fs::write(&cfg, "[link]\nrate = 1\n").unwrap();
+    let (code, _, err) = output({
+        let mut c = Command::new(BIN);
+        c.args(["reload", "--socket", &socket]);
+        c
+    });
+    assert_eq!(code, 2);
+    assert!(
+        err.contains("reload refused") && err.contains("running config is kept"),
+        "{err}"
+    );
+
+    // SIGTERM: final counters, every frame accounted for, status 143.
+    let mut shaper = guard.0.take().unwrap();
+    let pid = shaper.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = shaper.wait().unwrap();
+    let mut out = String::new();
+    shaper
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    assert_eq!(status.code(), Some(143), "{out}");
+    assert!(out.contains("class voice\n Sent"), "{out}");
+    assert!(out.contains("stop: "), "{out}");
+    assert!(
+        !std::path::Path::new(&socket).exists(),
+        "socket removed at exit"
+    );
+}

@@ -47,9 +47,10 @@ impl Default for RxRing {
     }
 }
 
-/// Transmit ring geometry.
+/// Geometry of a ring of fixed frame slots (TPACKET_V2): the transmit
+/// ring, and the low-latency receive ring.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
-pub struct TxRing {
+pub struct FrameRing {
     /// Bytes per slot (header + frame; a power of two ≥ 2048 for 1514-byte
     /// frames).
     pub frame_size: u32,
@@ -57,9 +58,9 @@ pub struct TxRing {
     pub frame_count: u32,
 }
 
-impl Default for TxRing {
+impl Default for FrameRing {
     fn default() -> Self {
-        TxRing {
+        FrameRing {
             frame_size: 2048,
             frame_count: 1024,
         }
@@ -69,10 +70,14 @@ impl Default for TxRing {
 /// What kind of socket to open.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub enum Role {
-    /// Receive only.
+    /// Receive only, TPACKET_V3 blocks: fewest wake-ups, but a frame may
+    /// wait in a partly filled block until its timeout (≥ 1 ms).
     Rx(RxRing),
+    /// Receive only, TPACKET_V2 frame slots: each frame is readable as soon
+    /// as the kernel wrote it (the shaper's choice: latency).
+    RxFrames(FrameRing),
     /// Transmit only.
-    Tx(TxRing),
+    Tx(FrameRing),
 }
 
 /// Offsets in `struct tpacket_block_desc` (version, offset_to_priv, then
@@ -157,6 +162,40 @@ pub fn frame_at(block: &[u8], at: usize) -> Option<RxFrame> {
     })
 }
 
+/// Offsets in `struct tpacket2_hdr` (receive side).
+const V2_MAC: usize = 12;
+const V2_STATUS: usize = 0;
+const V2_VLAN_TCI: usize = 24;
+const V2_VLAN_TPID: usize = 26;
+const V2_HEADER_LEN: usize = 32;
+
+/// The frame in a TPACKET_V2 receive slot, or `None` if its header points
+/// outside the slot.
+pub fn slot_frame(slot: &[u8]) -> Option<RxFrame> {
+    let h = slot.get(..V2_HEADER_LEN)?;
+    let snaplen = rd32(h, TX_SNAPLEN)? as usize;
+    let start = usize::from(rd16(h, V2_MAC)?);
+    let end = start.checked_add(snaplen)?;
+    if end > slot.len() || start < V2_HEADER_LEN {
+        return None;
+    }
+    let status = rd32(h, V2_STATUS)?;
+    let vlan = (status & libc::TP_STATUS_VLAN_VALID != 0).then(|| {
+        let tci = rd16(h, V2_VLAN_TCI).unwrap_or(0);
+        let tpid = if status & libc::TP_STATUS_VLAN_TPID_VALID != 0 {
+            rd16(h, V2_VLAN_TPID).unwrap_or(0x8100)
+        } else {
+            0x8100
+        };
+        (tpid, tci)
+    });
+    Some(RxFrame {
+        data: start..end,
+        vlan,
+        next: 0,
+    })
+}
+
 /// Copies `frame` into `buf`, putting a stripped VLAN tag back after the
 /// MAC addresses. `false` if it does not fit.
 pub fn copy_frame(bytes: &[u8], vlan: Option<(u16, u16)>, buf: &mut PacketBuf) -> bool {
@@ -207,8 +246,10 @@ pub struct PacketSocket {
     /// Receive: the block being read and the next frame in it.
     block: usize,
     cursor: Option<(u32, usize)>,
-    /// Transmit: the next slot to fill.
+    /// Transmit (and frame-slot receive): the next slot.
     slot: usize,
+    /// Frames received since the kernel's drop counter was last read.
+    since_stats: u32,
     stats: IoStats,
 }
 
@@ -280,7 +321,7 @@ fn check_geometry(device: &str, role: Role) -> Result<usize, IoError> {
             }
             Ok(r.block_size as usize * r.block_count as usize)
         }
-        Role::Tx(t) => {
+        Role::Tx(t) | Role::RxFrames(t) => {
             if t.frame_size < 256 || !t.frame_size.is_power_of_two() || t.frame_size > 1 << 16 {
                 return Err(bad(format!(
                     "tx frame_size {}: allowed a power of two 256..=65536",
@@ -307,7 +348,7 @@ impl PacketSocket {
         let len = check_geometry(device, role)?;
         let ifindex = if_index(device)?;
         let proto = match role {
-            Role::Rx(_) => (libc::ETH_P_ALL as u16).to_be(),
+            Role::Rx(_) | Role::RxFrames(_) => (libc::ETH_P_ALL as u16).to_be(),
             Role::Tx(_) => 0,
         };
         // SAFETY: plain socket(2) call; the result is checked.
@@ -362,7 +403,7 @@ impl PacketSocket {
                     "PACKET_RX_RING",
                 )?;
             }
-            Role::Tx(t) => {
+            Role::Tx(t) | Role::RxFrames(t) => {
                 let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
                 setopt(
                     fdn,
@@ -372,14 +413,24 @@ impl PacketSocket {
                     device,
                     "PACKET_VERSION",
                 )?;
-                setopt(
-                    fdn,
-                    libc::SOL_PACKET,
-                    libc::PACKET_QDISC_BYPASS,
-                    &one,
-                    device,
-                    "PACKET_QDISC_BYPASS",
-                )?;
+                let (opt, name, ring, ring_name) = if matches!(role, Role::Tx(_)) {
+                    let bypass = libc::PACKET_QDISC_BYPASS;
+                    (
+                        bypass,
+                        "PACKET_QDISC_BYPASS",
+                        libc::PACKET_TX_RING,
+                        "PACKET_TX_RING",
+                    )
+                } else {
+                    let ignore = libc::PACKET_IGNORE_OUTGOING;
+                    (
+                        ignore,
+                        "PACKET_IGNORE_OUTGOING",
+                        libc::PACKET_RX_RING,
+                        "PACKET_RX_RING",
+                    )
+                };
+                setopt(fdn, libc::SOL_PACKET, opt, &one, device, name)?;
                 // Blocks must be whole pages; slots stay contiguous at
                 // `i × frame_size` because a block holds whole slots.
                 let block = t.frame_size.max(4096);
@@ -390,14 +441,7 @@ impl PacketSocket {
                     tp_frame_size: t.frame_size,
                     tp_frame_nr: t.frame_count.div_ceil(per_block) * per_block,
                 };
-                setopt(
-                    fdn,
-                    libc::SOL_PACKET,
-                    libc::PACKET_TX_RING,
-                    &req,
-                    device,
-                    "PACKET_TX_RING",
-                )?;
+                setopt(fdn, libc::SOL_PACKET, ring, &req, device, ring_name)?;
             }
         }
         // SAFETY: mapping the ring the kernel just set up on this socket,
@@ -435,7 +479,7 @@ impl PacketSocket {
         if rc != 0 {
             return Err(sys(device, "bind"));
         }
-        if promiscuous && matches!(role, Role::Rx(_)) {
+        if promiscuous && !matches!(role, Role::Tx(_)) {
             // SAFETY: packet_mreq is plain data; zero is valid before filling.
             let mut mr: libc::packet_mreq = unsafe { std::mem::zeroed() };
             mr.mr_ifindex = ifindex;
@@ -457,6 +501,7 @@ impl PacketSocket {
             block: 0,
             cursor: None,
             slot: 0,
+            since_stats: 0,
             stats: IoStats::default(),
         })
     }
@@ -473,8 +518,59 @@ impl PacketSocket {
     fn rx_geometry(&self) -> (usize, usize) {
         match self.role {
             Role::Rx(r) => (r.block_size as usize, r.block_count as usize),
-            Role::Tx(_) => (0, 0),
+            Role::Tx(_) | Role::RxFrames(_) => (0, 0),
         }
+    }
+
+    /// Receive from a TPACKET_V2 ring: slot by slot.
+    fn recv_slots(
+        &mut self,
+        ring: FrameRing,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> usize {
+        let (fsize, fcount) = (ring.frame_size as usize, ring.frame_count as usize);
+        let mut n = 0;
+        while n < max {
+            let off = self.slot * fsize;
+            let status = self.status(off + TX_STATUS).load(Ordering::Acquire);
+            if status & libc::TP_STATUS_USER == 0 {
+                break;
+            }
+            // SAFETY: the slot is ours (TP_STATUS_USER) until we write
+            // TP_STATUS_KERNEL below; the kernel does not write it meanwhile.
+            let slot = unsafe { std::slice::from_raw_parts(self.map.base.add(off), fsize) };
+            match (slot_frame(slot), pool.get()) {
+                (Some(f), Some(mut buf)) => {
+                    if copy_frame(&slot[f.data.clone()], f.vlan, &mut buf) {
+                        self.stats.rx_packets += 1;
+                        self.stats.rx_bytes += buf.len() as u64;
+                        out.push(buf);
+                        n += 1;
+                    } else {
+                        self.stats.rx_oversize += 1;
+                        pool.put(buf);
+                    }
+                }
+                (None, buf) => {
+                    self.stats.rx_oversize += 1;
+                    if let Some(b) = buf {
+                        pool.put(b);
+                    }
+                }
+                (Some(_), None) => self.stats.rx_no_buffer += 1,
+            }
+            self.status(off + TX_STATUS)
+                .store(libc::TP_STATUS_KERNEL, Ordering::Release);
+            self.slot = (self.slot + 1) % fcount;
+            self.since_stats += 1;
+        }
+        if self.since_stats >= 1024 {
+            self.since_stats = 0;
+            self.read_kernel_stats();
+        }
+        n
     }
 
     /// Adds the kernel's drop counter (read and reset by the call).
@@ -647,7 +743,10 @@ impl PacketIo for PacketSocket {
         out: &mut Vec<PacketBuf>,
         max: usize,
     ) -> Result<usize, IoError> {
-        Ok(self.recv_frames(pool, out, max))
+        Ok(match self.role {
+            Role::RxFrames(ring) => self.recv_slots(ring, pool, out, max),
+            Role::Rx(_) | Role::Tx(_) => self.recv_frames(pool, out, max),
+        })
     }
 
     fn send_batch(
@@ -659,17 +758,15 @@ impl PacketIo for PacketSocket {
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
-        let (bsize, bcount) = self.rx_geometry();
-        if bcount == 0 {
-            std::thread::sleep(timeout);
-            return Ok(());
-        }
-        if self
-            .status(self.block * bsize + BLOCK_STATUS)
-            .load(Ordering::Acquire)
-            & libc::TP_STATUS_USER
-            != 0
-        {
+        let ready_at = match self.role {
+            Role::Rx(r) => self.block * r.block_size as usize + BLOCK_STATUS,
+            Role::RxFrames(f) => self.slot * f.frame_size as usize + TX_STATUS,
+            Role::Tx(_) => {
+                std::thread::sleep(timeout);
+                return Ok(());
+            }
+        };
+        if self.status(ready_at).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0 {
             return Ok(());
         }
         let mut pfd = libc::pollfd {
@@ -773,6 +870,26 @@ mod tests {
         c[at + PKT_NEXT..at + PKT_NEXT + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
         let f = frame_at(&c, at).expect("first frame is fine");
         assert_eq!(frame_at(&c, f.next), None);
+    }
+
+    #[test]
+    fn frame_slots_are_read_within_their_bounds() {
+        let mut slot = vec![0u8; 2048];
+        let data = [9u8; 100];
+        slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&100u32.to_ne_bytes());
+        slot[V2_MAC..V2_MAC + 2].copy_from_slice(&66u16.to_ne_bytes());
+        slot[66..166].copy_from_slice(&data);
+        let f = slot_frame(&slot).expect("frame");
+        assert_eq!((&slot[f.data.clone()], f.vlan), (&data[..], None));
+        slot[V2_STATUS..V2_STATUS + 4].copy_from_slice(&libc::TP_STATUS_VLAN_VALID.to_ne_bytes());
+        slot[V2_VLAN_TCI..V2_VLAN_TCI + 2].copy_from_slice(&7u16.to_ne_bytes());
+        assert_eq!(slot_frame(&slot).expect("frame").vlan, Some((0x8100, 7)));
+        slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&5000u32.to_ne_bytes());
+        assert_eq!(slot_frame(&slot), None);
+        slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&10u32.to_ne_bytes());
+        slot[V2_MAC..V2_MAC + 2].copy_from_slice(&4u16.to_ne_bytes());
+        assert_eq!(slot_frame(&slot), None, "data inside the header");
+        assert_eq!(slot_frame(&slot[..10]), None);
     }
 
     #[test]

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use pktsched_io::classify::{Classifier, Match, Rule};
 use pktsched_io::netns::{Topology, in_namespace, is_root, namespaces};
-use pktsched_io::packet::{PacketSocket, Role, RxRing, TxRing};
+use pktsched_io::packet::{FrameRing, PacketSocket, Role, RxRing};
 use pktsched_io::{BufPool, PacketIo};
 
 const N: usize = 3000;
@@ -31,7 +31,7 @@ fn frames_cross_a_forwarder_between_two_veths() {
         let (mut rx, mut tx) = in_namespace(&topo.dut_ns, || {
             (
                 PacketSocket::open("d0", Role::Rx(RxRing::default()), true),
-                PacketSocket::open("d1", Role::Tx(TxRing::default()), false),
+                PacketSocket::open("d1", Role::Tx(FrameRing::default()), false),
             )
         })
         .expect("namespace");

@@ -1,6 +1,6 @@
 //! Opening the pipeline's four sockets on the config's interfaces.
 
-use pktsched_io::packet::{PacketSocket, Role, RxRing, TxRing};
+use pktsched_io::packet::{FrameRing, PacketSocket, Role};
 use pktsched_io::{BufPool, IoError};
 
 use crate::config::{Backend, LinkConfig};
@@ -54,15 +54,20 @@ pub fn open_packet_devices(
         ),
     })?;
     let pool: &'static BufPool = Box::leak(Box::new(pool));
-    let tx = TxRing {
+    let tx = FrameRing {
         frame_size: tx_slot(link.max_frame),
         frame_count: 1024,
     };
-    let rx = RxRing::default();
+    // Frame slots, not blocks: a frame is readable as soon as it arrived
+    // (a V3 block would hold it until the block fills or times out, 1 ms).
+    let rx = FrameRing {
+        frame_size: tx.frame_size,
+        frame_count: 4096,
+    };
     let devices = Devices {
-        ingress_rx: PacketSocket::open(&link.ingress, Role::Rx(rx), link.promiscuous)?,
+        ingress_rx: PacketSocket::open(&link.ingress, Role::RxFrames(rx), link.promiscuous)?,
         egress_tx: PacketSocket::open(&link.egress, Role::Tx(tx), false)?,
-        egress_rx: PacketSocket::open(&link.egress, Role::Rx(rx), link.promiscuous)?,
+        egress_rx: PacketSocket::open(&link.egress, Role::RxFrames(rx), link.promiscuous)?,
         ingress_tx: PacketSocket::open(&link.ingress, Role::Tx(tx), false)?,
     };
     Ok((devices, pool, choice))

@@ -1,0 +1,169 @@
+#!/usr/bin/env bash
+# pktsched run vs the kernel's HTB on the same wire (root; namespaces of its
+# own, removed at exit):
+#
+#   gen ns: g0 ── d0 [dut ns: pktsched run d0→d1 | bridge br0 + HTB on d1] d1 ── s0: sink ns
+#
+# The same `pktsched gen` traffic goes once through each; `pktsched sink`
+# measures what arrives. Printed as a Markdown table (and written to
+# target/compare-htb.md):
+#   1. rate accuracy: one greedy 1500-byte flow into a 100 Mbit/s limit;
+#   2. the victim: a 1 Mbit/s flow of 200-byte frames next to 8 greedy
+#      flows (160 Mbit/s offered into 100 Mbit/s), p50/p99/p999 latency;
+#   3. forwarding cost: 64-byte frames at a fixed offered rate, not
+#      limiting: packets/s received and whole-machine CPU ns per packet
+#      (generator and sink included, the same for both);
+#   4. a config change under load (pktsched reload / tc class change):
+#      datagrams lost.
+#
+#   scripts/compare-htb.sh [SECONDS]      (default 5 per measurement)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-5}"
+[ "$(id -u)" = 0 ] || { echo "compare-htb.sh needs root (network namespaces)" >&2; exit 2; }
+ci/deps.sh >/dev/null 2>&1 || true
+cargo build --release -q -p pktsched
+bin="$PWD/target/release/pktsched"
+p="pscmp$$-"
+gen="${p}gen" dut="${p}dut" sink="${p}sink"
+work="$(mktemp -d)"
+cleanup() {
+    pkill -f "$work/" 2>/dev/null || true
+    for ns in "$gen" "$dut" "$sink"; do ip netns del "$ns" 2>/dev/null || true; done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+scripts/netns-topology.sh up "$p" >/dev/null
+
+nsx() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
+
+busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+
+shaper_config() { # $1 algorithm-or-policy line, $2 rate
+    cat >"$work/run.toml" <<EOF
+[link]
+ingress = "d0"
+egress = "d1"
+rate = "$2"
+[scheduler]
+$1
+[control]
+socket = "$work/ctl.sock"
+[[class]]
+name = "victim"
+weight = 50
+limit = 1000
+match = [{ dport = 6008 }]
+[[class]]
+name = "bulk"
+weight = 1
+limit = 1000
+default = true
+EOF
+}
+
+start_pktsched() { # $1 rate
+    shaper_config 'algorithm = "drr"' "$1"
+    # Not through nsx: $! must be the shaper itself (ip netns exec execs it).
+    ip netns exec "$dut" "$bin" run --config "$work/run.toml" >"$work/run.out" 2>"$work/run.err" &
+    shaper_pid=$!
+    for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
+    cat "$work/run.err" >&2; exit 1
+}
+stop_pktsched() { kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; }
+
+start_htb() { # $1 rate
+    nsx "$dut" ip link add br0 type bridge
+    nsx "$dut" ip link set d0 master br0
+    nsx "$dut" ip link set d1 master br0
+    nsx "$dut" ip link set br0 up
+    nsx "$dut" tc qdisc add dev d1 root handle 1: htb default 20 r2q 100
+    nsx "$dut" tc class add dev d1 parent 1: classid 1:1 htb rate "$1" ceil "$1"
+    nsx "$dut" tc class add dev d1 parent 1:1 classid 1:10 htb rate "$(( ${1%mbit} / 2 ))mbit" ceil "$1" prio 0
+    nsx "$dut" tc class add dev d1 parent 1:1 classid 1:20 htb rate "$(( ${1%mbit} / 2 ))mbit" ceil "$1" prio 1
+    nsx "$dut" tc filter add dev d1 parent 1: protocol ip u32 match ip dport 6008 0xffff flowid 1:10
+}
+stop_htb() {
+    nsx "$dut" tc qdisc del dev d1 root 2>/dev/null || true
+    nsx "$dut" ip link del br0 2>/dev/null || true
+}
+
+measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
+    local name="$1"; shift
+    nsx "$sink" "$bin" sink --ports 6000-6008 --idle 1s --json >"$work/$name.json" 2>/dev/null &
+    local sink_pid=$!
+    sleep 0.3
+    local flows=()
+    for f in "$@"; do flows+=(--flow "$f"); done
+    local b0; b0=$(busy_jiffies)
+    nsx "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
+    local b1; b1=$(busy_jiffies)
+    wait "$sink_pid" || true
+    echo $(( (b1 - b0) * 10000000 )) >"$work/$name.cpu_ns" # jiffies at HZ=100 in /proc/stat (USER_HZ)
+}
+
+jq_py() { python3 -c "import json,sys; d=json.load(open('$1')); $2"; }
+
+run_all() { # $1 arch
+    local a="$1"
+    # 1. rate accuracy
+    if [ "$a" = pktsched ]; then start_pktsched 100mbit; else start_htb 100mbit; fi
+    measure "$a-rate" "dport=6000,rate=150mbit,size=1500"
+    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
+    # 2. victim latency under overload
+    if [ "$a" = pktsched ]; then start_pktsched 100mbit; else start_htb 100mbit; fi
+    measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
+    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
+    # 3. forwarding cost, 64-byte frames, limit far above the offered load
+    if [ "$a" = pktsched ]; then start_pktsched 10000mbit; else start_htb 10000mbit; fi
+    measure "$a-fwd" "dport=6000,rate=60mbit,size=64"
+    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
+    # 4. a change under load (half load, nothing should be lost)
+    if [ "$a" = pktsched ]; then start_pktsched 100mbit; else start_htb 100mbit; fi
+    (
+        sleep "$(( secs / 2 ))"
+        if [ "$a" = pktsched ]; then
+            sed -i 's/weight = 1$/weight = 2/' "$work/run.toml"
+            "$bin" reload --socket "$work/ctl.sock" >/dev/null
+        else
+            nsx "$dut" tc class change dev d1 parent 1:1 classid 1:20 htb rate 60mbit ceil 100mbit prio 1
+        fi
+    ) &
+    local change_pid=$!
+    measure "$a-reload" "dport=6000,count=4,rate=12mbit,size=1500"
+    wait "$change_pid"
+    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
+}
+
+run_all pktsched
+run_all htb
+
+row() { # label, python expression over d (sink JSON) for pktsched and htb
+    local label="$1" expr="$2"
+    local a b
+    a=$(jq_py "$work/pktsched-$3.json" "$expr")
+    b=$(jq_py "$work/htb-$3.json" "$expr")
+    echo "| $label | $a | $b |"
+}
+{
+    echo "| measurement ($secs s each) | pktsched run | bridge + HTB |"
+    echo "| --- | ---: | ---: |"
+    row "rate, 1 greedy 1500 B flow into 100 Mbit/s (Mbit/s of frames)" \
+        "print('%.2f' % (d['flows'][0]['throughput_bps']*1500/1458/1e6))" rate
+    for q in p50 p99 p999; do
+        row "victim $q latency, 1 Mbit/s next to 8 greedy flows (µs)" \
+            "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')" victim
+    done
+    row "victim datagrams lost" \
+        "v=[f for f in d['flows'] if f['port']==6008]; print(v[0]['lost'] if v else 'all')" victim
+    row "64 B frames received per second (not limiting)" \
+        "print('%.0f' % (sum(f['received'] for f in d['flows'])/$secs))" fwd
+    for a in pktsched htb; do
+        n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
+        c=$(cat "$work/$a-fwd.cpu_ns")
+        eval "cpu_$a=$(( c / (n > 0 ? n : 1) ))"
+    done
+    echo "| whole-machine CPU ns per 64 B frame (gen + forwarder + sink) | $cpu_pktsched | $cpu_htb |"
+    row "datagrams lost across a config change at half load" \
+        "print(sum(f['lost'] for f in d['flows']))" reload
+} | tee target/compare-htb.md

@@ -9,6 +9,7 @@ mod args;
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
+mod live_demo;
 mod output;
 mod partial;
 mod progress;
@@ -31,16 +32,25 @@ enum Cmd {
     /// Benchmarks.
     #[command(subcommand)]
     Bench(BenchCmd),
-    /// Compares every algorithm on a few standard flowsets (a short
-    /// `bench sched --alg all` on each).
+    /// The main job on a built-in default. As root: builds three network
+    /// namespaces, shapes real frames between them (4 classes, 100 Mbit/s)
+    /// and shows each class converging to its share, then removes
+    /// everything. Otherwise (or with --synthetic): every algorithm on a
+    /// few standard flowsets in memory (a short `bench sched --alg all`).
     Demo {
-        /// Loop iterations per algorithm and flowset (at least 200 per flow,
-        /// so every run goes through several fill/drain cycles).
+        /// Synthetic (in-memory) demo: loop iterations per algorithm and
+        /// flowset (at least 200 per flow).
         #[arg(short = 'n', long = "ops", default_value = "2M")]
         ops: String,
         /// Print JSON instead of tables.
         #[arg(long)]
         json: bool,
+        /// Run the in-memory demo even as root.
+        #[arg(long)]
+        synthetic: bool,
+        /// Live demo: seconds of traffic (1..=3600).
+        #[arg(long, default_value_t = 6)]
+        seconds: u64,
     },
     /// Lists the algorithms with their supported ranges (weight, weight sum,
     /// packet length, flows, queue limit, priority levels).
@@ -124,7 +134,24 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         Cmd::Sim(a) => sim::run(&a),
         Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s, out),
         Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a, out),
-        Cmd::Demo { ops, json } => bench_sched::demo(&ops, json, out),
+        Cmd::Demo {
+            ops,
+            json,
+            synthetic,
+            seconds,
+        } => {
+            if synthetic || !pktsched_io::netns::is_root() {
+                if !synthetic {
+                    eprintln!(
+                        "demo: in memory (run as root for the live demo: real frames between \
+                         network namespaces it creates and removes)"
+                    );
+                }
+                bench_sched::demo(&ops, json, out)
+            } else {
+                live_demo::run(seconds, json, out)
+            }
+        }
         Cmd::Run(a) => shaper::run(&a, out),
         Cmd::Check(a) => shaper::check(&a, out),
         Cmd::Stats(a) => shaper::stats(&a, out),

@@ -24,6 +24,7 @@
 
 pub mod config;
 pub mod control;
+pub mod demo;
 pub mod devices;
 pub mod engine;
 pub mod frame;

@@ -52,7 +52,7 @@
 //! small flow measures 9.965 us against eq. (2)'s 8.378 us (1.19) and the
 //! bound here, 15.600 us (σ_k = 500.125 bytes); with 65536-byte frames
 //! 88.986 us against 53.607 us (1.66) and 106.058 us. The derivation, the
-//! terms and the assumptions are written out in `docs/qfq-bound.md`.
+//! terms and the assumptions are written out in ARCHITECTURE.md, "The QFQ bound".
 //!
 //! Two places where this implementation is not the paper's algorithm:
 //! - Weights are `⌊2^31/w⌋` in fixed point, so the effective weight

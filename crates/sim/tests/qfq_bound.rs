@@ -1,4 +1,4 @@
-//! The QFQ bound (`metrics`, "The QFQ bound"; `docs/qfq-bound.md`): the
+//! The QFQ bound (`metrics`, "The QFQ bound"; ARCHITECTURE.md, "The QFQ bound"): the
 //! jumbo-frame scenarios exceed PSPAT's eq. (2), which the simulator used to
 //! check, and stay within the QFQ paper's `(3·σ_k + 2·L)/R`.
 #![allow(clippy::unwrap_used)]

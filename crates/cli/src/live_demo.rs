@@ -1,0 +1,63 @@
+//! `pktsched demo` as root: the shaper on real frames between namespaces
+//! (`pktsched_run::demo`), shown live.
+
+use std::io::Write;
+
+use anyhow::{Result, anyhow};
+use pktsched_run::demo::{DEMO_FLOWS, live};
+use pktsched_run::stats::Snapshot;
+
+/// Configured shares of the three greedy classes once voice (2 Mbit/s) is
+/// served: weights 6 : 3 : 1 of the remaining 98 Mbit/s.
+const SHARES: [(&str, f64); 4] = [("voice", 2.0), ("video", 58.8), ("web", 29.4), ("bulk", 9.8)];
+
+fn line(s: &Snapshot) -> String {
+    let parts: Vec<String> = s
+        .classes
+        .iter()
+        .map(|c| format!("{} {:6.2}", c.class, c.rate_bps as f64 / 1e6))
+        .collect();
+    format!("t={:4.1}s  Mbit/s: {}", s.uptime_s, parts.join("  "))
+}
+
+pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> Result<()> {
+    crate::args::within("seconds", seconds, 1, 3600)?;
+    pktsched_runtime::signal::install()?;
+    eprintln!(
+        "demo: 3 namespaces, gen → pktsched run (DRR, 100 Mbit/s, weights voice 10, video 6, \
+         web 3, bulk 1) → sink; traffic: {}",
+        DEMO_FLOWS.join(" | ")
+    );
+    let report = live(seconds, pktsched_runtime::signal::stop_flag(), &|s| {
+        eprintln!("{}", line(s));
+    })
+    .map_err(|e| anyhow!("live demo: {e}"))?;
+    let last = report.samples.last();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "last_second": last,
+                "sink": report.sink,
+            }))?
+        )?;
+        return crate::partial::finish(out);
+    }
+    writeln!(out, "\n{:<8} {:>16} {:>16}", "class", "last second", "configured")?;
+    for (name, want) in SHARES {
+        let got = last
+            .and_then(|s| s.classes.iter().find(|c| c.class == name))
+            .map_or(0.0, |c| c.rate_bps as f64 / 1e6);
+        writeln!(out, "{name:<8} {got:>11.2} Mbit {want:>11.2} Mbit")?;
+    }
+    if let Some(v) = report.sink.flows.iter().find(|f| f.port == 5000) {
+        writeln!(
+            out,
+            "voice latency through the shaper: p50 {:.0} us, p99 {:.0} us, max {:.0} us, lost {}",
+            v.latency_p50_us, v.latency_p99_us, v.latency_max_us, v.lost
+        )?;
+    }
+    writeln!(out, "(namespaces removed)")?;
+    crate::partial::finish(out)
+}

@@ -9,7 +9,12 @@ use pktsched_run::stats::Snapshot;
 
 /// Configured shares of the three greedy classes once voice (2 Mbit/s) is
 /// served: weights 6 : 3 : 1 of the remaining 98 Mbit/s.
-const SHARES: [(&str, f64); 4] = [("voice", 2.0), ("video", 58.8), ("web", 29.4), ("bulk", 9.8)];
+const SHARES: [(&str, f64); 4] = [
+    ("voice", 2.0),
+    ("video", 58.8),
+    ("web", 29.4),
+    ("bulk", 9.8),
+];
 
 fn line(s: &Snapshot) -> String {
     let parts: Vec<String> = s
@@ -44,7 +49,11 @@ pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> 
         )?;
         return crate::partial::finish(out);
     }
-    writeln!(out, "\n{:<8} {:>16} {:>16}", "class", "last second", "configured")?;
+    writeln!(
+        out,
+        "\n{:<8} {:>16} {:>16}",
+        "class", "last second", "configured"
+    )?;
     for (name, want) in SHARES {
         let got = last
             .and_then(|s| s.classes.iter().find(|c| c.class == name))

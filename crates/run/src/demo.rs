@@ -85,7 +85,10 @@ pub fn live(
         .map_err(|e| e.to_string())?;
     let pipeline = Pipeline::start(cfg, devices, pool).map_err(|e| e.to_string())?;
     let sink = in_namespace(&topo.sink_ns, || {
-        Sink::bind("198.18.0.2".parse().expect("literal address"), &[5000, 5001, 5002, 5003])
+        Sink::bind(
+            "198.18.0.2".parse().expect("literal address"),
+            &[5000, 5001, 5002, 5003],
+        )
     })
     .map_err(|e| e.to_string())?
     .map_err(|e| e.to_string())?;
@@ -118,7 +121,8 @@ pub fn live(
             sent,
         )
     });
-    sent.map_err(|e| e.to_string())?.map_err(|e| e.to_string())?;
+    sent.map_err(|e| e.to_string())?
+        .map_err(|e| e.to_string())?;
     pipeline.stop().map_err(|e| e.to_string())?;
     drop(topo);
     Ok(DemoReport {

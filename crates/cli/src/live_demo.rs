@@ -7,13 +7,14 @@ use anyhow::{Result, anyhow};
 use pktsched_run::demo::{DEMO_FLOWS, live};
 use pktsched_run::stats::Snapshot;
 
-/// Configured shares of the three greedy classes once voice (2 Mbit/s) is
-/// served: weights 6 : 3 : 1 of the remaining 98 Mbit/s.
+/// What each class should get, in wire bits (frames + 24 bytes of
+/// overhead): voice its offered 2 Mbit/s of 200-byte frames (2.24 on the
+/// wire), the three greedy classes 6 : 3 : 1 of the remaining 97.76.
 const SHARES: [(&str, f64); 4] = [
-    ("voice", 2.0),
-    ("video", 58.8),
-    ("web", 29.4),
-    ("bulk", 9.8),
+    ("voice", 2.24),
+    ("video", 58.656),
+    ("web", 29.328),
+    ("bulk", 9.776),
 ];
 
 fn line(s: &Snapshot) -> String {
@@ -52,7 +53,7 @@ pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> 
     writeln!(
         out,
         "\n{:<8} {:>16} {:>16}",
-        "class", "last second", "configured"
+        "class", "last second", "expected (wire)"
     )?;
     for (name, want) in SHARES {
         let got = last

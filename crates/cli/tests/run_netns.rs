@@ -174,3 +174,29 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
         "socket removed at exit"
     );
 }
+
+/// `pktsched demo` as root: the live demo shapes real frames between
+/// namespaces it creates, prints every class, and leaves no namespace.
+#[test]
+fn live_demo_runs_and_cleans_up() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let (code, out, err) = output({
+        let mut c = Command::new(BIN);
+        c.args(["demo", "--seconds", "3"]);
+        c
+    });
+    assert_eq!(code, 0, "{err}");
+    for class in ["voice", "video", "web", "bulk"] {
+        assert!(out.contains(class), "{out}");
+    }
+    assert!(out.contains("voice latency through the shaper"), "{out}");
+    assert!(err.contains("t= "), "live lines on stderr: {err}");
+    let left = pktsched_io::netns::namespaces().unwrap();
+    assert!(
+        !left.iter().any(|n| n.starts_with("pktsched-demo-")),
+        "namespaces left: {left:?}"
+    );
+}

@@ -4,13 +4,13 @@ use std::io::Write;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
+use pktsched_runtime::signal;
 
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod output;
 mod sim;
-mod svg;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
 /// shaping with exact accounting.
@@ -77,6 +77,63 @@ enum BenchCmd {
     Pspat(Box<bench_pspat::PspatArgs>),
 }
 
+/// A bench was stopped by SIGINT or SIGTERM after printing what it had.
+#[derive(Debug, thiserror::Error)]
+#[error("interrupted by {}: the results above are partial", .0.name())]
+struct Interrupted(signal::Signal);
+
+/// The flag the bench loops poll, with the SIGINT/SIGTERM handlers
+/// installed (once) so that a signal sets it instead of ending the
+/// process.
+fn stop_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let mut res = Ok(());
+    INSTALLED.call_once(|| res = signal::install());
+    res.map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))?;
+    Ok(signal::stop_flag())
+}
+
+/// `Err(Interrupted)` when `partial` (the run was stopped by a signal).
+fn interrupted(partial: bool) -> Result<()> {
+    match signal::received() {
+        Some(sig) if partial => Err(Interrupted(sig).into()),
+        _ => Ok(()),
+    }
+}
+
+/// A line saying the table above is partial, when it is.
+fn mark_partial(out: &mut output::Stdout, partial: bool) -> Result<()> {
+    if partial {
+        let sig = signal::received().map_or("a signal", |s| s.name());
+        writeln!(
+            out,
+            "partial: interrupted by {sig} before every run finished"
+        )?;
+    }
+    Ok(())
+}
+
+/// Pretty JSON of `v`; when `partial`, an array gets a last element
+/// `{"partial": true, "signal": …}` and an object a `"partial": true`.
+fn write_json<T: serde::Serialize>(out: &mut output::Stdout, v: &T, partial: bool) -> Result<()> {
+    let mut v = serde_json::to_value(v)?;
+    if partial {
+        let sig = signal::received().map_or("", |s| s.name());
+        match &mut v {
+            serde_json::Value::Array(a) => {
+                a.push(serde_json::json!({"partial": true, "signal": sig}));
+            }
+            serde_json::Value::Object(o) => {
+                o.insert("partial".into(), true.into());
+                o.insert("signal".into(), sig.into());
+            }
+            _ => {}
+        }
+    }
+    writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+    Ok(())
+}
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let mut out = output::Stdout::new();
@@ -84,6 +141,18 @@ fn main() -> std::process::ExitCode {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) if output::is_broken_stdout(&e) => {
             std::process::ExitCode::from(output::BROKEN_PIPE_STATUS)
+        }
+        Err(e) if e.is::<Interrupted>() => {
+            let code = e
+                .downcast_ref::<Interrupted>()
+                .map_or(130, |i| i.0.exit_code());
+            if let Err(f) = out.flush()
+                && output::is_broken_stdout(&f.into())
+            {
+                return std::process::ExitCode::from(output::BROKEN_PIPE_STATUS);
+            }
+            eprintln!("{e}");
+            std::process::ExitCode::from(code)
         }
         Err(e) => {
             eprintln!("error: {e:#}");
@@ -94,12 +163,12 @@ fn main() -> std::process::ExitCode {
 
 fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
     match cli.cmd {
-        Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a),
-        Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t),
+        Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a, out),
+        Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t, out),
         Cmd::Sim(a) => sim::run(&a),
-        Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s),
-        Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a),
-        Cmd::Demo { ops, json } => bench_sched::demo(&ops, json),
+        Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s, out),
+        Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a, out),
+        Cmd::Demo { ops, json } => bench_sched::demo(&ops, json, out),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL
                 .iter()

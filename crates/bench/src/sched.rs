@@ -638,7 +638,7 @@ pub fn write_markdown(out: &mut dyn Write, all: &[(&str, Vec<AlgResult>)]) -> io
             fs.to_string()
         }
     };
-    let head = |out: &mut dyn Write, first: &str, extra: bool| -> io::Result<()> {
+    let head = |out: &mut dyn Write, first: &str, flows: bool, extra: bool| -> io::Result<()> {
         write!(out, "| {first} |")?;
         for a in &algs {
             write!(out, " {a} |")?;
@@ -647,15 +647,7 @@ pub fn write_markdown(out: &mut dyn Write, all: &[(&str, Vec<AlgResult>)]) -> io
             write!(out, " qfq/drr |")?;
         }
         writeln!(out)?;
-        write!(
-            out,
-            "| --- |{}",
-            if first.contains("flows") {
-                " ---: |"
-            } else {
-                ""
-            }
-        )?;
+        write!(out, "| --- |{}", if flows { " ---: |" } else { "" })?;
         for _ in &algs {
             write!(out, " ---: |")?;
         }
@@ -664,7 +656,7 @@ pub fn write_markdown(out: &mut dyn Write, all: &[(&str, Vec<AlgResult>)]) -> io
         }
         writeln!(out)
     };
-    head(out, "flowset | flows", ratio)?;
+    head(out, "flowset | flows", true, ratio)?;
     for (fs, rs) in all {
         write!(
             out,
@@ -684,7 +676,7 @@ pub fn write_markdown(out: &mut dyn Write, all: &[(&str, Vec<AlgResult>)]) -> io
     writeln!(out)?;
     writeln!(out, "Worst per-flow byte-WFI (bytes):")?;
     writeln!(out)?;
-    head(out, "flowset", false)?;
+    head(out, "flowset", false, false)?;
     for (fs, rs) in all {
         write!(out, "| `{}` |", name(fs))?;
         for r in rs {

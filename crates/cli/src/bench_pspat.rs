@@ -154,7 +154,7 @@ pub(crate) fn run(a: &PspatArgs, out: &mut Stdout) -> Result<()> {
         }
     }
     if a.json {
-        crate::write_json(out, &rep, false)?;
+        crate::write_json_object(out, &rep, rep.partial)?;
         return crate::interrupted(rep.partial);
     }
     pspat::write_tables(out, &p, &rep.summary)?;

@@ -113,24 +113,56 @@ fn mark_partial(out: &mut output::Stdout, partial: bool) -> Result<()> {
     Ok(())
 }
 
-/// Pretty JSON of `v`; when `partial`, an array gets a last element
-/// `{"partial": true, "signal": …}` and an object a `"partial": true`.
-fn write_json<T: serde::Serialize>(out: &mut output::Stdout, v: &T, partial: bool) -> Result<()> {
-    let mut v = serde_json::to_value(v)?;
-    if partial {
-        let sig = signal::received().map_or("", |s| s.name());
-        match &mut v {
-            serde_json::Value::Array(a) => {
-                a.push(serde_json::json!({"partial": true, "signal": sig}));
-            }
-            serde_json::Value::Object(o) => {
-                o.insert("partial".into(), true.into());
-                o.insert("signal".into(), sig.into());
-            }
-            _ => {}
-        }
+/// What a partial JSON output adds: `"partial": true` and the signal.
+#[derive(serde::Serialize)]
+struct PartialMark {
+    partial: bool,
+    signal: &'static str,
+}
+
+fn partial_mark() -> PartialMark {
+    PartialMark {
+        partial: true,
+        signal: signal::received().map_or("", |s| s.name()),
     }
-    writeln!(out, "{}", serde_json::to_string_pretty(&v)?)?;
+}
+
+/// Pretty JSON of the rows `v`; when `partial`, a last element
+/// `{"partial": true, "signal": …}`.
+fn write_json<T: serde::Serialize>(out: &mut output::Stdout, v: &[T], partial: bool) -> Result<()> {
+    #[derive(serde::Serialize)]
+    #[serde(untagged)]
+    enum Item<'a, T> {
+        Row(&'a T),
+        Mark(PartialMark),
+    }
+    let mut items: Vec<Item<'_, T>> = v.iter().map(Item::Row).collect();
+    if partial {
+        items.push(Item::Mark(partial_mark()));
+    }
+    writeln!(out, "{}", serde_json::to_string_pretty(&items)?)?;
+    Ok(())
+}
+
+/// Pretty JSON of the object `v`; when `partial`, with `"partial": true`
+/// and the signal after its fields.
+fn write_json_object<T: serde::Serialize>(
+    out: &mut output::Stdout,
+    v: &T,
+    partial: bool,
+) -> Result<()> {
+    #[derive(serde::Serialize)]
+    struct With<'a, T> {
+        #[serde(flatten)]
+        v: &'a T,
+        #[serde(flatten)]
+        mark: Option<PartialMark>,
+    }
+    let w = With {
+        v,
+        mark: partial.then(partial_mark),
+    };
+    writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?;
     Ok(())
 }
 

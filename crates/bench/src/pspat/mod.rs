@@ -463,7 +463,7 @@ pub struct PspatReport {
     /// Medians per (phase, arch, clients).
     pub summary: Vec<Summary>,
     /// Stopped early by the stop flag: fewer runs than planned.
-    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    #[serde(skip)]
     pub partial: bool,
 }
 

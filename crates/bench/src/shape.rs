@@ -373,6 +373,9 @@ pub fn write_table(out: &mut dyn Write, rows: &[Row]) -> io::Result<()> {
     Ok(())
 }
 
+/// One figure of a row, for a plot.
+type Metric = fn(&Res) -> f64;
+
 /// The two SVGs of `--plot`: ns per packet and wake-ups per second against
 /// the number of flows, one line per structure; returns the files written.
 pub fn plot(prefix: &str, o: &ShapeOptions, rep: &ShapeReport) -> Result<Vec<String>> {
@@ -405,23 +408,32 @@ pub fn plot(prefix: &str, o: &ShapeOptions, rep: &ShapeReport) -> Result<Vec<Str
             ", in phase"
         }
     );
-    let ns = format!("{prefix}-ns.svg");
-    crate::svg::Chart {
-        title: format!("shaping cost per packet ({how})"),
-        x_desc: "flows",
-        y_desc: "ns per packet (enqueue + dequeue)",
-        log_x: true,
-        series: series(&|r| r.ns_per_pkt),
+    let charts: [(&str, String, &str, Metric); 2] = [
+        (
+            "ns",
+            format!("shaping cost per packet ({how})"),
+            "ns per packet (enqueue + dequeue)",
+            |r| r.ns_per_pkt,
+        ),
+        (
+            "wakeups",
+            format!("wake-ups per second of virtual time ({how})"),
+            "wake-ups / s",
+            |r| r.wakeups_per_sec,
+        ),
+    ];
+    let mut files = Vec::new();
+    for (suffix, title, y_desc, y) in charts {
+        let file = format!("{prefix}-{suffix}.svg");
+        crate::svg::Chart {
+            title,
+            x_desc: "flows",
+            y_desc,
+            log_x: true,
+            series: series(&y),
+        }
+        .draw(std::path::Path::new(&file))?;
+        files.push(file);
     }
-    .draw(std::path::Path::new(&ns))?;
-    let wk = format!("{prefix}-wakeups.svg");
-    crate::svg::Chart {
-        title: format!("wake-ups per second of virtual time ({how})"),
-        x_desc: "flows",
-        y_desc: "wake-ups / s",
-        log_x: true,
-        series: series(&|r| r.wakeups_per_sec),
-    }
-    .draw(std::path::Path::new(&wk))?;
-    Ok(vec![ns, wk])
+    Ok(files)
 }

@@ -46,27 +46,29 @@ fn stop_with(
     )
 }
 
+/// A `bench pspat` of 100 runs of 100 ms: long enough to be stopped.
+const LONG_PSPAT: &[&str] = &[
+    "bench",
+    "pspat",
+    "--clients",
+    "1",
+    "--archs",
+    "none",
+    "--phases",
+    "throughput",
+    "--runs",
+    "100",
+    "--duration",
+    "100ms",
+    "--warmup",
+    "0s",
+];
+
 #[test]
 fn sigint_stops_bench_pspat_with_partial_results() {
     let t0 = Instant::now();
     let (code, out, err) = stop_with(
-        &[
-            "bench",
-            "pspat",
-            "--clients",
-            "1",
-            "--archs",
-            "none",
-            "--phases",
-            "throughput",
-            "--runs",
-            "100",
-            "--duration",
-            "100ms",
-            "--warmup",
-            "0s",
-            "--json",
-        ],
+        &[LONG_PSPAT, &["--json"]].concat(),
         2,
         "-INT",
         Duration::from_millis(300),
@@ -86,27 +88,7 @@ fn sigint_stops_bench_pspat_with_partial_results() {
 
 #[test]
 fn sigint_table_is_marked_partial() {
-    let (code, out, err) = stop_with(
-        &[
-            "bench",
-            "pspat",
-            "--clients",
-            "1",
-            "--archs",
-            "none",
-            "--phases",
-            "throughput",
-            "--runs",
-            "100",
-            "--duration",
-            "100ms",
-            "--warmup",
-            "0s",
-        ],
-        2,
-        "-INT",
-        Duration::from_millis(300),
-    );
+    let (code, out, err) = stop_with(LONG_PSPAT, 2, "-INT", Duration::from_millis(300));
     assert_eq!(code, Some(130), "{err}");
     assert!(
         out.contains("none Mpps") && out.contains("partial: interrupted by SIGINT"),

@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
 use hdrhistogram::Histogram;
-use pktsched_core::{FlowId, Nanos, Scheduler};
+use pktsched_core::{FlowId, Nanos, Pkt, Scheduler};
 use pktsched_runtime::locked::Locked;
 use pktsched_runtime::output::Output;
 use pktsched_runtime::pspat::{Clock, Pspat, StopMode, Stopped};
@@ -131,6 +131,28 @@ fn joined<T>(h: std::thread::JoinHandle<T>) -> Result<T> {
     h.join().map_err(|_| anyhow!("client thread panicked"))
 }
 
+/// Starts a generator thread that hands each batch straight to
+/// `send(&mut sink, batch)` (which empties it); the thread returns what
+/// the generator did and the sink.
+fn spawn_direct<S: Send + 'static>(
+    c: &Ctx<'_>,
+    g: Gen,
+    mut sink: S,
+    send: fn(&mut S, &mut Vec<Pkt<u64>>),
+) -> std::thread::JoinHandle<(GenDone, S)> {
+    let (stop, clock) = (c.stop.clone(), c.clock);
+    std::thread::spawn(move || {
+        let mut scratch = Vec::with_capacity(g.batch);
+        let done = generate(g, &stop, clock, |q| {
+            let k = q.len();
+            scratch.extend(q.drain(..));
+            send(&mut sink, &mut scratch);
+            Some(k)
+        });
+        (done, sink)
+    })
+}
+
 /// PSPAT: clients post into mailboxes, the arbiter schedules.
 fn run_pspat(
     c: &Ctx<'_>,
@@ -239,23 +261,20 @@ fn run_locked(
     let out = c.out()?;
     let counters = vec![out.counts.clone()];
     let lk = Locked::new(&cfg, sched, out, c.clock).map_err(|e| anyhow!("{e}"))?;
-    let mut handles = Vec::new();
-    for g in gens {
-        let mut cl = lk.client();
-        let (stop, clock) = (c.stop.clone(), c.clock);
-        handles.push(std::thread::spawn(move || {
-            let mut scratch = Vec::with_capacity(g.batch);
-            let done = generate(g, &stop, clock, |q| {
-                let k = q.len();
-                scratch.extend(q.drain(..));
-                cl.send_batch(&mut scratch);
-                Some(k)
-            });
-            (done, cl.contended)
-        }));
-    }
+    let handles: Vec<_> = gens
+        .into_iter()
+        .map(|g| {
+            spawn_direct(c, g, lk.client(), |cl, b| {
+                cl.send_batch(b);
+            })
+        })
+        .collect();
     let w = c.measure(&counters);
-    let done: Vec<(GenDone, u64)> = handles.into_iter().map(joined).collect::<Result<_>>()?;
+    // The clients end here: the scheduler stops only once they are gone.
+    let done: Vec<(GenDone, u64)> = handles
+        .into_iter()
+        .map(|h| joined(h).map(|(d, cl)| (d, cl.contended)))
+        .collect::<Result<_>>()?;
     let r = lk.stop(StopMode::Return).map_err(|e| anyhow!("{e}"))?;
     res.sent = done.iter().map(|d| d.0.sent).sum();
     res.lock_contended = done.iter().map(|d| d.1).sum();
@@ -274,26 +293,16 @@ fn run_none(
     let mut counters = Vec::new();
     let mut handles = Vec::new();
     for g in gens {
-        let mut out = c.out()?;
+        let out = c.out()?;
         counters.push(out.counts.clone());
-        let (stop, clock) = (c.stop.clone(), c.clock);
-        handles.push(std::thread::spawn(move || {
-            let mut scratch = Vec::with_capacity(g.batch);
-            let done = generate(g, &stop, clock, |q| {
-                let k = q.len();
-                scratch.extend(q.drain(..));
-                out.transmit(&mut scratch);
-                Some(k)
-            });
-            (done, out.hist)
-        }));
+        handles.push(spawn_direct(c, g, out, |o, b| o.transmit(b)));
     }
     let w = c.measure(&counters);
     let mut h = Histogram::<u64>::new(3).map_err(|e| anyhow!("{e}"))?;
     for t in handles {
-        let (d, hh) = joined(t)?;
+        let (d, out) = joined(t)?;
         res.sent += d.sent;
-        h.add(&hh).map_err(|e| anyhow!("{e}"))?;
+        h.add(&out.hist).map_err(|e| anyhow!("{e}"))?;
     }
     res.delivered = res.sent;
     Ok((w, h))

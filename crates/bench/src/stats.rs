@@ -29,18 +29,11 @@ pub fn median(v: &[f64]) -> Option<f64> {
 
 /// Jain's fairness index `(Σx)² / (n·Σx²)` of `x`: 1 when all are equal,
 /// `1/n` when one gets everything. `None` when `x` is empty; 1 when every
-/// `x` is zero (all got the same: nothing).
+/// `x` is zero (all got the same: nothing). The index itself is the
+/// simulator's ([`pktsched_sim::metrics::jain`]), so benches and `sim`
+/// reports agree.
 pub fn jain(x: &[f64]) -> Option<f64> {
-    if x.is_empty() {
-        return None;
-    }
-    let s: f64 = x.iter().sum();
-    let s2: f64 = x.iter().map(|v| v * v).sum();
-    Some(if s2 > 0.0 {
-        s * s / (x.len() as f64 * s2)
-    } else {
-        1.0
-    })
+    (!x.is_empty()).then(|| pktsched_sim::metrics::jain(x))
 }
 
 #[cfg(test)]

@@ -138,7 +138,7 @@ pub(crate) fn run(a: &PspatArgs, out: &mut Stdout) -> Result<()> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     let mut started = false;
-    let rep = pspat::run(&p, crate::stop_flag()?, |msg| {
+    let rep = pspat::run(&p, crate::stop::stop_flag()?, |msg| {
         if started {
             bar.inc(1);
         }
@@ -154,8 +154,8 @@ pub(crate) fn run(a: &PspatArgs, out: &mut Stdout) -> Result<()> {
         }
     }
     if a.json {
-        crate::write_json_object(out, &rep, rep.partial)?;
-        return crate::interrupted(rep.partial);
+        crate::stop::write_json_object(out, &rep, rep.partial)?;
+        return crate::stop::interrupted(rep.partial);
     }
     pspat::write_tables(out, &p, &rep.summary)?;
     if a.stats {
@@ -164,6 +164,6 @@ pub(crate) fn run(a: &PspatArgs, out: &mut Stdout) -> Result<()> {
     if let Some(f) = &a.plot {
         writeln!(out, "\nplot: {}", f.display())?;
     }
-    crate::mark_partial(out, rep.partial)?;
-    crate::interrupted(rep.partial)
+    crate::stop::mark_partial(out, rep.partial)?;
+    crate::stop::interrupted(rep.partial)
 }

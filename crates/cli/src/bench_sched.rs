@@ -83,13 +83,13 @@ fn warn(results: &[sched::AlgResult]) {
 
 /// Measures and prints one `bench sched`; whether it was cut short.
 fn measure_and_print(o: &SchedOptions, json: bool, out: &mut Stdout) -> Result<bool> {
-    let rep = sched::measure(o, crate::stop_flag()?)?;
+    let rep = sched::measure(o, crate::stop::stop_flag()?)?;
     if json {
-        crate::write_json(out, &rep.results, rep.partial)?;
+        crate::stop::write_json(out, &rep.results, rep.partial)?;
     } else {
         warn(&rep.results);
         sched::write_table(out, o, &rep.results)?;
-        crate::mark_partial(out, rep.partial)?;
+        crate::stop::mark_partial(out, rep.partial)?;
     }
     out.flush()?;
     Ok(rep.partial)
@@ -97,14 +97,14 @@ fn measure_and_print(o: &SchedOptions, json: bool, out: &mut Stdout) -> Result<b
 
 pub(crate) fn run(a: &SchedArgs, out: &mut Stdout) -> Result<()> {
     let partial = measure_and_print(&a.options(), a.json, out)?;
-    crate::interrupted(partial)
+    crate::stop::interrupted(partial)
 }
 
 /// `pktsched demo`: every algorithm on every standard flowset.
 pub(crate) fn demo(ops: &str, json: bool, out: &mut Stdout) -> Result<()> {
     for fs in sched::STANDARD_FLOWSETS {
         let partial = measure_and_print(&sched::demo_options(fs, ops)?, json, out)?;
-        crate::interrupted(partial)?;
+        crate::stop::interrupted(partial)?;
         if !json {
             writeln!(out)?;
         }
@@ -140,7 +140,7 @@ pub(crate) fn table(t: &TableArgs, out: &mut Stdout) -> Result<()> {
     let mut partial = false;
     for fs in sched::STANDARD_FLOWSETS {
         let o = sched::table_options(fs, &t.alg, &t.ops, t.runs, t.cpu);
-        let r = sched::measure(&o, crate::stop_flag()?)?;
+        let r = sched::measure(&o, crate::stop::stop_flag()?)?;
         warn(&r.results);
         partial = r.partial;
         if !r.results.is_empty() {
@@ -152,10 +152,10 @@ pub(crate) fn table(t: &TableArgs, out: &mut Stdout) -> Result<()> {
     }
     if t.json {
         let v: Vec<_> = all.iter().flat_map(|(_, r)| r.iter()).collect();
-        crate::write_json(out, &v, partial)?;
+        crate::stop::write_json(out, &v, partial)?;
     } else {
         sched::write_markdown(out, &all)?;
-        crate::mark_partial(out, partial)?;
+        crate::stop::mark_partial(out, partial)?;
     }
-    crate::interrupted(partial)
+    crate::stop::interrupted(partial)
 }

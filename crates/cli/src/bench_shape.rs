@@ -71,7 +71,7 @@ impl ShapeArgs {
 
 pub(crate) fn run(a: &ShapeArgs, out: &mut Stdout) -> Result<()> {
     let o = a.options()?;
-    let rep = shape::run(&o, crate::stop_flag()?)?;
+    let rep = shape::run(&o, crate::stop::stop_flag()?)?;
     let failed: Vec<String> = rep
         .failed()
         .map(|f| format!("{} at {} flows: {}", f.structure, f.flows, f.error))
@@ -85,12 +85,12 @@ pub(crate) fn run(a: &ShapeArgs, out: &mut Stdout) -> Result<()> {
         }
     }
     if a.json {
-        crate::write_json(out, &rep.rows, rep.partial)?;
+        crate::stop::write_json(out, &rep.rows, rep.partial)?;
     } else {
         shape::write_table(out, &rep.rows)?;
-        crate::mark_partial(out, rep.partial)?;
+        crate::stop::mark_partial(out, rep.partial)?;
     }
-    crate::interrupted(rep.partial)?;
+    crate::stop::interrupted(rep.partial)?;
     if !failed.is_empty() {
         bail!(
             "{} of {} rows could not be measured (reasons above)",

@@ -4,13 +4,13 @@ use std::io::Write;
 
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use pktsched_runtime::signal;
 
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod output;
 mod sim;
+mod stop;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
 /// shaping with exact accounting.
@@ -77,95 +77,6 @@ enum BenchCmd {
     Pspat(Box<bench_pspat::PspatArgs>),
 }
 
-/// A bench was stopped by SIGINT or SIGTERM after printing what it had.
-#[derive(Debug, thiserror::Error)]
-#[error("interrupted by {}: the results above are partial", .0.name())]
-struct Interrupted(signal::Signal);
-
-/// The flag the bench loops poll, with the SIGINT/SIGTERM handlers
-/// installed (once) so that a signal sets it instead of ending the
-/// process.
-fn stop_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
-    static INSTALLED: std::sync::Once = std::sync::Once::new();
-    let mut res = Ok(());
-    INSTALLED.call_once(|| res = signal::install());
-    res.map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))?;
-    Ok(signal::stop_flag())
-}
-
-/// `Err(Interrupted)` when `partial` (the run was stopped by a signal).
-fn interrupted(partial: bool) -> Result<()> {
-    match signal::received() {
-        Some(sig) if partial => Err(Interrupted(sig).into()),
-        _ => Ok(()),
-    }
-}
-
-/// A line saying the table above is partial, when it is.
-fn mark_partial(out: &mut output::Stdout, partial: bool) -> Result<()> {
-    if partial {
-        let sig = signal::received().map_or("a signal", |s| s.name());
-        writeln!(
-            out,
-            "partial: interrupted by {sig} before every run finished"
-        )?;
-    }
-    Ok(())
-}
-
-/// What a partial JSON output adds: `"partial": true` and the signal.
-#[derive(serde::Serialize)]
-struct PartialMark {
-    partial: bool,
-    signal: &'static str,
-}
-
-fn partial_mark() -> PartialMark {
-    PartialMark {
-        partial: true,
-        signal: signal::received().map_or("", |s| s.name()),
-    }
-}
-
-/// Pretty JSON of the rows `v`; when `partial`, a last element
-/// `{"partial": true, "signal": …}`.
-fn write_json<T: serde::Serialize>(out: &mut output::Stdout, v: &[T], partial: bool) -> Result<()> {
-    #[derive(serde::Serialize)]
-    #[serde(untagged)]
-    enum Item<'a, T> {
-        Row(&'a T),
-        Mark(PartialMark),
-    }
-    let mut items: Vec<Item<'_, T>> = v.iter().map(Item::Row).collect();
-    if partial {
-        items.push(Item::Mark(partial_mark()));
-    }
-    writeln!(out, "{}", serde_json::to_string_pretty(&items)?)?;
-    Ok(())
-}
-
-/// Pretty JSON of the object `v`; when `partial`, with `"partial": true`
-/// and the signal after its fields.
-fn write_json_object<T: serde::Serialize>(
-    out: &mut output::Stdout,
-    v: &T,
-    partial: bool,
-) -> Result<()> {
-    #[derive(serde::Serialize)]
-    struct With<'a, T> {
-        #[serde(flatten)]
-        v: &'a T,
-        #[serde(flatten)]
-        mark: Option<PartialMark>,
-    }
-    let w = With {
-        v,
-        mark: partial.then(partial_mark),
-    };
-    writeln!(out, "{}", serde_json::to_string_pretty(&w)?)?;
-    Ok(())
-}
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let mut out = output::Stdout::new();
@@ -174,9 +85,9 @@ fn main() -> std::process::ExitCode {
         Err(e) if output::is_broken_stdout(&e) => {
             std::process::ExitCode::from(output::BROKEN_PIPE_STATUS)
         }
-        Err(e) if e.is::<Interrupted>() => {
+        Err(e) if e.is::<stop::Interrupted>() => {
             let code = e
-                .downcast_ref::<Interrupted>()
+                .downcast_ref::<stop::Interrupted>()
                 .map_or(130, |i| i.0.exit_code());
             if let Err(f) = out.flush()
                 && output::is_broken_stdout(&f.into())

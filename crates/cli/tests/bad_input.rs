@@ -339,6 +339,11 @@ fn bench_commands() {
             &["--victim-rate 1bit"],
         ),
         row(
+            &["bench", "pspat", "--victim-rate", "10kbit"],
+            2,
+            &["--victim-rate 10kbit", "at least 10"],
+        ),
+        row(
             &["bench", "pspat", "--duration", "1ps"],
             2,
             &["--duration 1ps", "1 ns", "1ms"],

@@ -48,9 +48,12 @@ pub const WARMUP: Range<u64> = Range::new("--warmup", 0, 600_000_000_000);
 pub const INTERVAL: Range<u64> = Range::new("--scan-interval", 0, 1_000_000_000);
 /// Link and victim rates, bits/s.
 pub const RATE: Range<u64> = Range::new("--link", 1_000, 100_000_000_000_000);
-/// Packets a link (or the victim) must be able to send in `--duration`
-/// for the run to measure a rate.
+/// Packets a link must be able to send in `--duration` for the run to
+/// measure a rate.
 pub const MIN_PKTS: u64 = 100;
+/// Packets the victim must send in `--duration` for its latency
+/// percentiles to have samples.
+pub const MIN_VICTIM_PKTS: u64 = 10;
 /// Most values in a list (`--clients`, `--weights`).
 pub const MAX_LIST: usize = 64;
 
@@ -260,26 +263,33 @@ impl Plan {
         Ok(plan)
     }
 
-    /// A link (or the victim) too slow to send [`MIN_PKTS`] packets in
-    /// `--duration` measures nothing (0 packets/s, NaN shares): refused.
+    /// A link too slow to send [`MIN_PKTS`] packets in `--duration`
+    /// measures nothing (0 packets/s, NaN shares), a victim slower than
+    /// [`MIN_VICTIM_PKTS`] has no latency: refused.
     fn check_rates(&self, a: &PspatOptions) -> Result<()> {
         let mut rates = Vec::new();
         for ph in &self.phases {
             let (len, link) = self.flow_shape(*ph);
             match ph {
-                Phase::Throughput => rates.push(("--link", &a.link, link, len)),
+                Phase::Throughput => rates.push(("--link", &a.link, link, len, MIN_PKTS)),
                 Phase::Overload => {
-                    rates.push(("--overload-link", &a.overload_link, link, len));
-                    rates.push(("--victim-rate", &a.victim_rate, self.victim_rate, len));
+                    rates.push(("--overload-link", &a.overload_link, link, len, MIN_PKTS));
+                    rates.push((
+                        "--victim-rate",
+                        &a.victim_rate,
+                        self.victim_rate,
+                        len,
+                        MIN_VICTIM_PKTS,
+                    ));
                 }
             }
         }
-        for (name, text, rate, len) in rates {
+        for (name, text, rate, len, min) in rates {
             let bits = rate.as_bps() as f64 * self.duration.as_secs_f64();
             let pkts = bits / (f64::from(len) * 8.0);
-            if pkts < MIN_PKTS as f64 {
+            if pkts < min as f64 {
                 bail!(
-                    "{name} {text}: sends {pkts:.1} packets of {len} bytes in --duration {:?}; a run needs at least {MIN_PKTS}: raise the rate or --duration",
+                    "{name} {text}: sends {pkts:.1} packets of {len} bytes in --duration {:?}; a run needs at least {min}: raise the rate or --duration",
                     self.duration
                 );
             }

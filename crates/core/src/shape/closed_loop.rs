@@ -79,18 +79,29 @@ pub struct ClosedLoop {
     now: Nanos,
 }
 
-/// A shaper refused a packet of the closed loop.
+/// Why a closed loop could not run to the end.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("flow {flow}: enqueue refused: {reason}")]
-pub struct LoopRefused {
-    /// Index of the flow in the loop's list.
-    pub flow: usize,
-    /// The shaper's reason.
-    pub reason: String,
+pub enum LoopError {
+    /// The shaper refused a packet.
+    #[error("flow {flow}: enqueue refused: {reason}")]
+    Refused {
+        /// Index of the flow in the loop's list.
+        flow: usize,
+        /// The shaper's reason.
+        reason: String,
+    },
+    /// The shaper's next release time was before the current time.
+    #[error("next_ready went back in time: {next:?} < now {now:?}")]
+    Backwards {
+        /// The current time.
+        now: Nanos,
+        /// What `next_ready` returned.
+        next: Nanos,
+    },
 }
 
-fn refused<T>(flow: usize, r: &Rejected<T>) -> LoopRefused {
-    LoopRefused {
+fn refused<T>(flow: usize, r: &Rejected<T>) -> LoopError {
+    LoopError::Refused {
         flow,
         reason: r.reason.to_string(),
     }
@@ -107,7 +118,7 @@ impl ClosedLoop {
         outstanding: u64,
         len: u32,
         per_flow: u64,
-    ) -> Result<ClosedLoop, LoopRefused> {
+    ) -> Result<ClosedLoop, LoopError> {
         let mut order: Vec<(Nanos, usize)> = (0..flows.len())
             .map(|i| (starts.get(i).copied().unwrap_or(Nanos::ZERO), i))
             .collect();
@@ -131,14 +142,21 @@ impl ClosedLoop {
 
     /// Releases every packet, calling `on_release(shaper, packet, edt,
     /// now)` for each before it is replaced; stops early (between two
-    /// instants) once `stop()` says so.
+    /// instants) once `stop()` says so. Fails if the shaper refuses a
+    /// packet or its next release time goes back in time.
     pub fn run<Q: TimeQueue>(
         &mut self,
         sh: &mut Shaper<Q, u64>,
         mut on_release: impl FnMut(&Shaper<Q, u64>, &Pkt<u64>, Nanos, Nanos),
         stop: impl Fn() -> bool,
-    ) -> Result<(), LoopRefused> {
+    ) -> Result<(), LoopError> {
         while let Some(t) = sh.next_ready(self.now) {
+            if t < self.now {
+                return Err(LoopError::Backwards {
+                    now: self.now,
+                    next: t,
+                });
+            }
             if stop() {
                 break;
             }

@@ -7,8 +7,6 @@ fn mltw(g: u64, horizon: Nanos) -> Wheels {
     Wheels::new(WheelConfig::mltw(g, 1024, horizon)).expect("mltw")
 }
 
-type Rec = FlowRecord;
-
 /// Closed loop: `k` packets per flow outstanding, `per_flow` packets each;
 /// checks no early release and the lateness bound on every packet.
 fn closed_loop<Q: TimeQueue>(
@@ -17,14 +15,12 @@ fn closed_loop<Q: TimeQueue>(
     k: u64,
     len: u32,
     per_flow: u64,
-) -> Vec<Rec> {
+) -> Vec<FlowRecord> {
     let mut cl = ClosedLoop::fill(sh, flows, &[], k, len, per_flow).expect("enqueue");
-    let mut prev = Nanos::ZERO;
+    // `run` checks that time never goes back (`next_ready` ≥ now).
     cl.run(
         sh,
         |sh, p, edt, now| {
-            assert!(now >= prev);
-            prev = now;
             assert!(edt <= now, "early release: edt {edt:?} now {now:?}");
             let bound = sh.lateness_bound(p.flow).expect("flow").0;
             assert!(
@@ -35,14 +31,14 @@ fn closed_loop<Q: TimeQueue>(
         },
         || false,
     )
-    .expect("enqueue");
+    .expect("closed loop");
     let c = sh.stats();
     assert!(c.conserved());
     assert_eq!(c.dequeued.pkts, per_flow * flows.len() as u64);
     cl.records().to_vec()
 }
 
-fn rate_err(r: &Rec, bps: u64) -> f64 {
+fn rate_err(r: &FlowRecord, bps: u64) -> f64 {
     r.rate_err(bps).unwrap_or(f64::NAN)
 }
 
@@ -77,7 +73,7 @@ fn mltw_rates_10kbit_to_100gbit_within_1pct_with_2mtu_bursts() {
 #[test]
 fn wheel_and_cffs_rates_within_1pct() {
     let rates = [1_000_000u64, 100_000_000, 10_000_000_000];
-    let run = |sh: &mut dyn FnMut(&[u64]) -> Vec<Rec>| {
+    let run = |sh: &mut dyn FnMut(&[u64]) -> Vec<FlowRecord>| {
         for (r, &bps) in sh(&rates).iter().zip(&rates) {
             assert!(rate_err(r, bps) < 0.01, "{bps}: err {}", rate_err(r, bps));
         }

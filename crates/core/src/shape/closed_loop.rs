@@ -47,6 +47,7 @@ impl FlowRecord {
         Some((achieved - bps as f64).abs() / bps as f64)
     }
 
+    #[inline]
     fn record(&mut self, now: u64, len: u32) {
         if self.released == 0 {
             self.first = now;
@@ -72,7 +73,6 @@ impl FlowRecord {
 /// refilling as it goes. A caller timing the shaper times `run` alone.
 #[derive(Debug)]
 pub struct ClosedLoop {
-    flows: Vec<FlowId>,
     records: Vec<FlowRecord>,
     per_flow: u64,
     len: u32,
@@ -132,7 +132,6 @@ impl ClosedLoop {
             }
         }
         Ok(ClosedLoop {
-            flows: flows.to_vec(),
             records,
             per_flow,
             len,
@@ -168,7 +167,7 @@ impl ClosedLoop {
                 let r = &mut self.records[i];
                 r.record(now.0, p.len);
                 if r.sent < self.per_flow {
-                    sh.enqueue(Pkt::new(self.flows[i], self.len, now, i as u64), now)
+                    sh.enqueue(Pkt::new(p.flow, self.len, now, i as u64), now)
                         .map_err(|e| refused(i, &e))?;
                     r.sent += 1;
                 }

@@ -7,14 +7,30 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// Whether process `pid` has handlers for SIGINT and SIGTERM (the
+/// `SigCgt` mask of /proc/PID/status), i.e. a signal will now stop the
+/// bench instead of killing it.
+fn handlers_installed(pid: u32) -> bool {
+    let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+        return false;
+    };
+    let mask = status
+        .lines()
+        .find_map(|l| l.strip_prefix("SigCgt:"))
+        .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+        .unwrap_or(0);
+    let want = (1 << (2 - 1)) | (1 << (15 - 1)); // SIGINT, SIGTERM
+    mask & want == want
+}
+
 /// Threads of process `pid` (from /proc).
 fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
-/// Starts `args`, waits until it runs `min_threads` threads (a PSPAT
-/// bench's load has started) plus `settle`, sends `sig`; returns (status,
-/// stdout, stderr).
+/// Starts `args`, waits until it has its signal handlers and runs
+/// `min_threads` threads (a PSPAT bench's load has started), then `settle`
+/// more, sends `sig`; returns (status, stdout, stderr).
 fn stop_with(
     args: &[&str],
     min_threads: usize,
@@ -29,7 +45,9 @@ fn stop_with(
         .expect("spawn pktsched");
     let pid = child.id();
     let t0 = Instant::now();
-    while threads(pid) < min_threads && t0.elapsed() < Duration::from_secs(30) {
+    while !(handlers_installed(pid) && threads(pid) >= min_threads)
+        && t0.elapsed() < Duration::from_secs(30)
+    {
         std::thread::sleep(Duration::from_millis(5));
     }
     std::thread::sleep(settle);

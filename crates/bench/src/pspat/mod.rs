@@ -57,9 +57,9 @@ pub const MIN_VICTIM_PKTS: u64 = 10;
 /// Most values in a list (`--clients`, `--weights`).
 pub const MAX_LIST: usize = 64;
 
-/// The flags of `bench pspat`, as given.
+/// The flags of `bench pspat`, as given (one field per flag, same name;
+/// [`Plan::new`] parses and checks them).
 #[derive(Clone, Debug)]
-#[allow(missing_docs)]
 pub struct PspatOptions {
     pub clients: String,
     pub archs: String,

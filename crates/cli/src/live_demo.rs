@@ -27,14 +27,16 @@ fn line(s: &Snapshot) -> String {
 }
 
 pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> Result<()> {
-    crate::args::within("seconds", seconds, 1, 3600)?;
-    pktsched_runtime::signal::install()?;
+    if !(1..=3600).contains(&seconds) {
+        anyhow::bail!("--seconds {seconds}; allowed: 1..=3600");
+    }
+    let stop = crate::stop::stop_flag()?;
     eprintln!(
         "demo: 3 namespaces, gen → pktsched run (DRR, 100 Mbit/s, weights voice 10, video 6, \
          web 3, bulk 1) → sink; traffic: {}",
         DEMO_FLOWS.join(" | ")
     );
-    let report = live(seconds, pktsched_runtime::signal::stop_flag(), &|s| {
+    let report = live(seconds, stop, &|s| {
         eprintln!("{}", line(s));
     })
     .map_err(|e| anyhow!("live demo: {e}"))?;
@@ -48,7 +50,7 @@ pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> 
                 "sink": report.sink,
             }))?
         )?;
-        return crate::partial::finish(out);
+        return crate::stop::interrupted(true);
     }
     writeln!(
         out,
@@ -69,5 +71,6 @@ pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> 
         )?;
     }
     writeln!(out, "(namespaces removed)")?;
-    crate::partial::finish(out)
+    crate::stop::mark_partial(out, pktsched_runtime::signal::received().is_some())?;
+    crate::stop::interrupted(true)
 }

@@ -5,17 +5,15 @@ use std::io::Write;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
-mod args;
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
 mod live_demo;
 mod output;
-mod partial;
 mod progress;
 mod shaper;
 mod sim;
-mod svg;
+mod stop;
 mod traffic;
 
 /// pktsched — a userspace packet scheduler: fair queueing, priorities and
@@ -38,10 +36,11 @@ enum Cmd {
     /// everything. Otherwise (or with --synthetic): every algorithm on a
     /// few standard flowsets in memory (a short `bench sched --alg all`).
     Demo {
-        /// Synthetic (in-memory) demo: loop iterations per algorithm and
-        /// flowset (at least 200 per flow).
-        #[arg(short = 'n', long = "ops", default_value = "2M")]
-        ops: String,
+        /// Loop iterations per algorithm and flowset of the in-memory demo
+        /// (at least 200 per flow; default 2M). Giving it selects the
+        /// in-memory demo.
+        #[arg(short = 'n', long = "ops")]
+        ops: Option<String>,
         /// Print JSON instead of tables.
         #[arg(long)]
         json: bool,
@@ -120,6 +119,18 @@ fn main() -> std::process::ExitCode {
         Err(e) if output::is_broken_stdout(&e) => {
             std::process::ExitCode::from(output::BROKEN_PIPE_STATUS)
         }
+        Err(e) if e.is::<stop::Interrupted>() => {
+            let code = e
+                .downcast_ref::<stop::Interrupted>()
+                .map_or(130, |i| i.0.exit_code());
+            if let Err(f) = out.flush()
+                && output::is_broken_stdout(&f.into())
+            {
+                return std::process::ExitCode::from(output::BROKEN_PIPE_STATUS);
+            }
+            eprintln!("{e}");
+            std::process::ExitCode::from(code)
+        }
         Err(e) => {
             eprintln!("error: {e:#}");
             std::process::ExitCode::from(2)
@@ -140,6 +151,8 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
             synthetic,
             seconds,
         } => {
+            let synthetic = synthetic || ops.is_some();
+            let ops = ops.unwrap_or_else(|| "2M".into());
             if synthetic || !pktsched_io::netns::is_root() {
                 if !synthetic {
                     eprintln!(

@@ -147,7 +147,7 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         )),
         None => None,
     };
-    pktsched_runtime::signal::install()?;
+    crate::stop::stop_flag()?;
     pktsched_runtime::signal::install_reload()?;
     let (devices, pool, backend) = pktsched_run::devices::open_packet_devices(&cfg.link)?;
     if let Some(why) = &backend.reason {
@@ -197,9 +197,6 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
             fin.flushed_at_stop, fin.rx_dropped_at_stop
         )?;
     }
-    if let Some(sig) = pktsched_runtime::signal::received() {
-        out.flush()?;
-        std::process::exit(i32::from(sig.exit_code()));
-    }
-    Ok(())
+    out.flush()?;
+    crate::stop::interrupted(true)
 }

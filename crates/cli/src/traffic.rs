@@ -125,7 +125,7 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
         bail!("{total} flows in all (counting `count`): allowed at most {MAX_FLOWS}; keys: {KEYS}");
     }
     let d = duration("--duration", &a.duration)?;
-    pktsched_runtime::signal::install()?;
+    crate::stop::stop_flag()?;
     let bar = crate::progress::bar(d);
     let r = generator::generate(
         &flows,
@@ -143,12 +143,10 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
     exit_if_signalled(out)
 }
 
+/// After a signal: the report above is partial; the exit status says so.
 fn exit_if_signalled(out: &mut Stdout) -> Result<()> {
-    if let Some(sig) = pktsched_runtime::signal::received() {
-        out.flush()?;
-        std::process::exit(i32::from(sig.exit_code()));
-    }
-    Ok(())
+    out.flush()?;
+    crate::stop::interrupted(true)
 }
 
 pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
@@ -171,7 +169,7 @@ pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
         .map(|t| duration("--duration", t))
         .transpose()?;
     let idle = duration("--idle", &a.idle)?;
-    pktsched_runtime::signal::install()?;
+    crate::stop::stop_flag()?;
     let bound = sink::Sink::bind(a.addr, &ports)?;
     eprintln!("pktsched sink: listening on {} ports {}", a.addr, a.ports);
     let r = bound.run(d, idle, pktsched_runtime::signal::stop_flag());

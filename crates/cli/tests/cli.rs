@@ -159,7 +159,7 @@ fn bad_input_is_refused_with_a_reason() {
             &["bench", "sched", "-n", "lots"],
             "-n: `lots` is not a count",
         ),
-        (&["bench", "sched", "-n", "0"], "-n 0: out of range"),
+        (&["bench", "sched", "-n", "0"], "-n: must be at least 1"),
         (
             &["bench", "sched", "--qmin", "30n", "--qmax", "4n"],
             "must be greater than qmin",
@@ -328,20 +328,17 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         (&["--archs", "mutex"], "unknown architecture `mutex`"),
         (&["--phases", "warp"], "unknown phase `warp`"),
         (&["--alg", "wfq"], "unknown algorithm `wfq`"),
-        (&["--weights", "0"], "allowed: 1..=65536"),
+        (&["--weights", "0"], "allowed: integers from 1"),
         (&["--batch", "0"], "--batch 0; allowed: 1..=4096"),
         (&["--limit", "0"], "--limit 0"),
         (&["--link", "fast"], "--link"),
         (&["--overload=-1"], "--overload `-1`"),
         (&["--overload", "fast"], "--overload `fast`"),
         (&["--duration", "5"], "has no unit"),
-        (&["--duration", "0s"], "too short to measure"),
+        (&["--duration", "0s"], "--duration must be above zero"),
         (&["--runs", "0"], "--runs 0"),
         (&["--dispatchers", "100"], "dispatchers"),
-        (
-            &["--alg", "qfq", "--len", "70000"],
-            "--len 70000: out of range",
-        ),
+        (&["--alg", "qfq", "--len", "70000"], "packet length 70000"),
         (
             &["--client-transmit", "--dispatchers", "2"],
             "0 when client_transmit is set",
@@ -462,70 +459,4 @@ fn bench_shape_stagger_mltw_batches_slow_flows() {
     // Lateness stays within one slot of the flow's own wheel (≤ its
     // 12 ms packet gap).
     assert!(m["max_lateness_ns"].as_u64().unwrap() < 12_000_000, "{m}");
-}
-
-/// SIGINT during a long benchmark: it stops at the next run, prints what
-/// it measured marked partial, and exits 130 (the shell's status for a
-/// process ended by SIGINT).
-#[test]
-fn sigint_prints_the_partial_results_and_exits_130() {
-    use std::io::Read;
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_pktsched"))
-        .args([
-            "bench",
-            "pspat",
-            "--phases",
-            "throughput",
-            "--archs",
-            "none",
-            "--clients",
-            "1",
-            "--runs",
-            "1000",
-            "--duration",
-            "20ms",
-            "--warmup",
-            "0ns",
-            "--json",
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    // Long enough for the signal handlers and a few runs (not a timing
-    // goal: the assertions hold whenever the signal arrives).
-    std::thread::sleep(std::time::Duration::from_millis(700));
-    // Signal the child with the `kill` tool (no unsafe code in tests).
-    let pid = child.id().to_string();
-    assert!(
-        std::process::Command::new("kill")
-            .args(["-INT", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let status = child.wait().unwrap();
-    let mut out = String::new();
-    child
-        .stdout
-        .take()
-        .unwrap()
-        .read_to_string(&mut out)
-        .unwrap();
-    let mut err = String::new();
-    child
-        .stderr
-        .take()
-        .unwrap()
-        .read_to_string(&mut err)
-        .unwrap();
-    assert_eq!(status.code(), Some(130), "{err}");
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let partial = v["partial"].as_str().unwrap();
-    assert!(
-        partial.starts_with("partial: stopped by SIGINT after "),
-        "{partial}"
-    );
-    assert!(partial.ends_with(" of 1000 runs"), "{partial}");
-    assert!(err.contains("partial: stopped by SIGINT"), "{err}");
 }

@@ -75,6 +75,7 @@ use crate::units::Nanos;
 
 mod cffs;
 mod classify;
+mod closed_loop;
 mod edt;
 mod shaper;
 mod tbf;
@@ -85,6 +86,7 @@ mod tests;
 
 pub use cffs::CffsShaper;
 pub use classify::{DestClassifier, RateEstimator};
+pub use closed_loop::{ClosedLoop, FlowRecord, LoopError};
 pub use edt::{Pacer, PacerClock};
 pub use shaper::{ShapeStats, Shaper};
 pub use tbf::{Tbf, TokenBucket};

@@ -7,17 +7,6 @@ fn mltw(g: u64, horizon: Nanos) -> Wheels {
     Wheels::new(WheelConfig::mltw(g, 1024, horizon)).expect("mltw")
 }
 
-#[derive(Clone, Debug, Default)]
-struct Rec {
-    n: u64,
-    first: u64,
-    last: u64,
-    bytes_after_first: u64,
-    burst_t: u64,
-    burst: u64,
-    max_burst: u64,
-}
-
 /// Closed loop: `k` packets per flow outstanding, `per_flow` packets each;
 /// checks no early release and the lateness bound on every packet.
 fn closed_loop<Q: TimeQueue>(
@@ -26,22 +15,12 @@ fn closed_loop<Q: TimeQueue>(
     k: u64,
     len: u32,
     per_flow: u64,
-) -> Vec<Rec> {
-    let mut sent = vec![0u64; flows.len()];
-    let mut rec = vec![Rec::default(); flows.len()];
-    for (i, &f) in flows.iter().enumerate() {
-        for _ in 0..k.min(per_flow) {
-            sh.enqueue(Pkt::new(f, len, Nanos::ZERO, i as u64), Nanos::ZERO)
-                .expect("enqueue");
-            sent[i] += 1;
-        }
-    }
-    let mut now = Nanos::ZERO;
-    while let Some(t) = sh.next_ready(now) {
-        assert!(t >= now);
-        now = t;
-        while let Some((p, edt)) = sh.dequeue_edt(now) {
-            let i = p.item as usize;
+) -> Vec<FlowRecord> {
+    let mut cl = ClosedLoop::fill(sh, flows, &[], k, len, per_flow).expect("enqueue");
+    // `run` checks that time never goes back (`next_ready` ≥ now).
+    cl.run(
+        sh,
+        |sh, p, edt, now| {
             assert!(edt <= now, "early release: edt {edt:?} now {now:?}");
             let bound = sh.lateness_bound(p.flow).expect("flow").0;
             assert!(
@@ -49,37 +28,18 @@ fn closed_loop<Q: TimeQueue>(
                 "late by {} > {bound}",
                 now.0 - edt.0
             );
-            let r = &mut rec[i];
-            if r.n == 0 {
-                r.first = now.0;
-            } else {
-                r.bytes_after_first += u64::from(p.len);
-            }
-            r.n += 1;
-            r.last = now.0;
-            if r.burst_t == now.0 && r.n > 1 {
-                r.burst += u64::from(p.len);
-            } else {
-                r.burst_t = now.0;
-                r.burst = u64::from(p.len);
-            }
-            r.max_burst = r.max_burst.max(r.burst);
-            if sent[i] < per_flow {
-                sh.enqueue(Pkt::new(p.flow, len, now, i as u64), now)
-                    .expect("enqueue");
-                sent[i] += 1;
-            }
-        }
-    }
+        },
+        || false,
+    )
+    .expect("closed loop");
     let c = sh.stats();
     assert!(c.conserved());
     assert_eq!(c.dequeued.pkts, per_flow * flows.len() as u64);
-    rec
+    cl.records().to_vec()
 }
 
-fn rate_err(r: &Rec, bps: u64) -> f64 {
-    let achieved = r.bytes_after_first as f64 * 8e9 / (r.last - r.first) as f64;
-    (achieved - bps as f64).abs() / bps as f64
+fn rate_err(r: &FlowRecord, bps: u64) -> f64 {
+    r.rate_err(bps).unwrap_or(f64::NAN)
 }
 
 #[test]
@@ -113,7 +73,7 @@ fn mltw_rates_10kbit_to_100gbit_within_1pct_with_2mtu_bursts() {
 #[test]
 fn wheel_and_cffs_rates_within_1pct() {
     let rates = [1_000_000u64, 100_000_000, 10_000_000_000];
-    let run = |sh: &mut dyn FnMut(&[u64]) -> Vec<Rec>| {
+    let run = |sh: &mut dyn FnMut(&[u64]) -> Vec<FlowRecord>| {
         for (r, &bps) in sh(&rates).iter().zip(&rates) {
             assert!(rate_err(r, bps) < 0.01, "{bps}: err {}", rate_err(r, bps));
         }

@@ -1,0 +1,638 @@
+//! The PSPAT runtime against the `tc` architecture (one locked scheduler
+//! that every client runs itself) and no scheduler at all, side by side
+//! (`pktsched bench pspat`).
+//!
+//! Two phases, each for every number of clients and architecture:
+//!
+//! * **throughput** — a link far faster than the clients can fill, so the
+//!   figure is how many scheduling decisions per second each architecture
+//!   makes (PSPAT: the arbiter's; locked: all clients' together);
+//! * **overload** — a real link (10 Gbit/s, MTU packets) that the clients
+//!   overload, plus one *victim* client with 50× the weight sending at a low
+//!   rate: shares of the others vs their weights (Jain's index) and the
+//!   victim's latency percentiles against the QFQ delay bound.
+
+use std::io::{self, Write};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use anyhow::{Result, anyhow, bail};
+use pktsched_core::units::parse_duration;
+use pktsched_core::{Algorithm, FlowId, Rate, Scheduler};
+use pktsched_runtime::pspat::{Config, add_flows};
+use serde::Serialize;
+
+use crate::limits::{self, Range};
+use crate::stats::median;
+
+mod arch;
+mod load;
+
+/// Runs per configuration (`--runs`).
+pub const RUNS: Range<u64> = Range::new("--runs", 1, 100);
+/// Packets per hand-over (`--batch`).
+pub const BATCH: Range<u64> = Range::new("--batch", 1, 4096);
+/// Per-flow queue limit (`--limit`).
+pub const LIMIT: Range<u64> = Range::new("--limit", 1, 100_000);
+/// Packet lengths (`--len`, `--overload-len`).
+pub const LEN: Range<u64> = Range::new("--len", 1, 1_000_000);
+/// The victim's weight (`--victim-weight`).
+pub const VICTIM_WEIGHT: Range<u64> = Range::new("--victim-weight", 1, 1 << 20);
+/// Dispatcher threads (`--dispatchers`).
+pub const DISPATCHERS: Range<u64> = Range::new("--dispatchers", 0, 64);
+/// Measured time per run (`--duration`), ns.
+pub const DURATION: Range<u64> = Range::new("--duration", 1_000_000, 3_600_000_000_000);
+/// Warm-up per run (`--warmup`), ns.
+pub const WARMUP: Range<u64> = Range::new("--warmup", 0, 600_000_000_000);
+/// Arbiter intervals (`--scan-interval`, `--read-interval`), ns.
+pub const INTERVAL: Range<u64> = Range::new("--scan-interval", 0, 1_000_000_000);
+/// Link and victim rates, bits/s.
+pub const RATE: Range<u64> = Range::new("--link", 1_000, 100_000_000_000_000);
+/// Packets a link must be able to send in `--duration` for the run to
+/// measure a rate.
+pub const MIN_PKTS: u64 = 100;
+/// Packets the victim must send in `--duration` for its latency
+/// percentiles to have samples.
+pub const MIN_VICTIM_PKTS: u64 = 10;
+/// Most values in a list (`--clients`, `--weights`).
+pub const MAX_LIST: usize = 64;
+
+/// The flags of `bench pspat`, as given (one field per flag, same name;
+/// [`Plan::new`] parses and checks them).
+#[derive(Clone, Debug)]
+pub struct PspatOptions {
+    pub clients: String,
+    pub archs: String,
+    pub phases: String,
+    pub alg: String,
+    pub weights: String,
+    pub batch: String,
+    pub limit: String,
+    pub link: String,
+    pub len: String,
+    pub overload_link: String,
+    pub overload_len: String,
+    pub overload: String,
+    pub victim_weight: String,
+    pub victim_rate: String,
+    pub duration: String,
+    pub warmup: String,
+    pub runs: String,
+    pub dispatchers: String,
+    pub client_transmit: bool,
+    pub scan_interval: String,
+    pub read_interval: String,
+    pub no_pin: bool,
+}
+
+/// An architecture.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Arch {
+    /// The PSPAT runtime.
+    Pspat,
+    /// One locked scheduler (the `tc` way).
+    Locked,
+    /// No scheduler.
+    None,
+}
+
+impl Arch {
+    fn name(self) -> &'static str {
+        match self {
+            Arch::Pspat => "pspat",
+            Arch::Locked => "locked",
+            Arch::None => "none",
+        }
+    }
+}
+
+/// A phase.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Phase {
+    /// A link faster than the clients.
+    Throughput,
+    /// An overloaded link with a victim.
+    Overload,
+}
+
+impl Phase {
+    fn name(self) -> &'static str {
+        match self {
+            Phase::Throughput => "throughput",
+            Phase::Overload => "overload",
+        }
+    }
+}
+
+/// Everything parsed and checked.
+#[derive(Debug)]
+pub struct Plan {
+    /// Numbers of clients.
+    pub clients: Vec<usize>,
+    /// Architectures.
+    pub archs: Vec<Arch>,
+    /// Phases.
+    pub phases: Vec<Phase>,
+    alg: Algorithm,
+    weights: Vec<u32>,
+    batch: usize,
+    limit: u32,
+    link: Rate,
+    len: u32,
+    overload_link: Rate,
+    overload_len: u32,
+    /// `None`: as fast as possible.
+    overload: Option<f64>,
+    victim_weight: u32,
+    victim_rate: Rate,
+    duration: Duration,
+    warmup: Duration,
+    runs: usize,
+    dispatchers: usize,
+    client_transmit: bool,
+    scan_interval: Duration,
+    read_interval: Duration,
+    pin: bool,
+}
+
+fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
+    limits::list(name, s, MAX_LIST, |x| {
+        f(x).map_err(|e| anyhow!("{name}: {e}"))
+    })
+}
+
+fn named(r: Range<u64>, name: &'static str) -> Range<u64> {
+    Range { name, ..r }
+}
+
+impl Plan {
+    /// Parses and checks the options, including the scheduler's and the
+    /// runtime's own ranges (so a run does not fail half way).
+    pub fn new(a: &PspatOptions) -> Result<Plan> {
+        let clients = list("--clients", &a.clients, |s| {
+            let n: usize = s
+                .parse()
+                .map_err(|_| format!("`{s}` is not a number; allowed: 1..=128"))?;
+            if !(1..=128).contains(&n) {
+                return Err(format!("{n} clients; allowed: 1..=128 (plus the victim)"));
+            }
+            Ok(n)
+        })?;
+        let archs = list("--archs", &a.archs, |s| match s {
+            "pspat" => Ok(Arch::Pspat),
+            "locked" | "tc" => Ok(Arch::Locked),
+            "none" => Ok(Arch::None),
+            _ => Err(format!(
+                "unknown architecture `{s}`; allowed: pspat, locked, none"
+            )),
+        })?;
+        let phases = list("--phases", &a.phases, |s| match s {
+            "throughput" => Ok(Phase::Throughput),
+            "overload" => Ok(Phase::Overload),
+            _ => Err(format!(
+                "unknown phase `{s}`; allowed: throughput, overload"
+            )),
+        })?;
+        let alg = Algorithm::parse(&a.alg).map_err(|e| anyhow!("--alg: {e}"))?;
+        let weights = list("--weights", &a.weights, |s| {
+            s.parse::<u32>()
+                .ok()
+                .filter(|&w| w >= 1)
+                .ok_or_else(|| format!("weight `{s}`; allowed: integers from 1"))
+        })?;
+        let overload = match a.overload.as_str() {
+            "max" => None,
+            s => match s.parse::<f64>() {
+                Ok(x) if x > 0.0 && x <= 1000.0 => Some(x),
+                _ => bail!("--overload `{s}`; allowed: a factor in (0, 1000] or `max`"),
+            },
+        };
+        let plan = Plan {
+            clients,
+            archs,
+            phases,
+            alg,
+            weights,
+            batch: BATCH.parse_as(&a.batch)?,
+            limit: LIMIT.parse_as(&a.limit)?,
+            link: RATE.rate(&a.link)?,
+            len: LEN.parse_as(&a.len)?,
+            overload_link: named(RATE, "--overload-link").rate(&a.overload_link)?,
+            overload_len: named(LEN, "--overload-len").parse_as(&a.overload_len)?,
+            overload,
+            victim_weight: VICTIM_WEIGHT.parse_as(&a.victim_weight)?,
+            victim_rate: named(RATE, "--victim-rate").rate(&a.victim_rate)?,
+            duration: if parse_duration(&a.duration).is_ok_and(|d| d.0 == 0) {
+                bail!(
+                    "--duration must be above zero; {}",
+                    DURATION.allowed_duration()
+                );
+            } else {
+                DURATION.duration(&a.duration)?
+            },
+            warmup: WARMUP.duration(&a.warmup)?,
+            runs: RUNS.parse_as(&a.runs)?,
+            dispatchers: DISPATCHERS.parse_as(&a.dispatchers)?,
+            client_transmit: a.client_transmit,
+            scan_interval: INTERVAL.duration(&a.scan_interval)?,
+            read_interval: named(INTERVAL, "--read-interval").duration(&a.read_interval)?,
+            pin: !a.no_pin && core_affinity::get_core_ids().is_some_and(|c| c.len() >= 2),
+        };
+        plan.check_rates(a)?;
+        // Let the scheduler and the runtime check their own ranges now,
+        // with the flags' names, rather than in the middle of a run.
+        for ph in &plan.phases {
+            let n = plan.clients.iter().copied().max().unwrap_or(1);
+            let mut s = plan.alg.build_send::<u64>();
+            let (len, _) = plan.flow_shape(*ph);
+            plan.add_flows(s.as_mut(), n, *ph)
+                .map_err(|e| anyhow!("{n} clients with --weights/--victim-weight: {e}"))?;
+            if u64::from(len) > s.limits().max_len {
+                bail!(
+                    "packet length {len} is above what {} accepts (max_len {})",
+                    plan.alg.name(),
+                    s.limits().max_len
+                );
+            }
+            plan.config(*ph)
+                .validate()
+                .map_err(|e| anyhow!("runtime settings: {e}"))?;
+        }
+        Ok(plan)
+    }
+
+    /// A link too slow to send [`MIN_PKTS`] packets in `--duration`
+    /// measures nothing (0 packets/s, NaN shares), a victim slower than
+    /// [`MIN_VICTIM_PKTS`] has no latency: refused.
+    fn check_rates(&self, a: &PspatOptions) -> Result<()> {
+        let mut rates = Vec::new();
+        for ph in &self.phases {
+            let (len, link) = self.flow_shape(*ph);
+            match ph {
+                Phase::Throughput => rates.push(("--link", &a.link, link, len, MIN_PKTS)),
+                Phase::Overload => {
+                    rates.push(("--overload-link", &a.overload_link, link, len, MIN_PKTS));
+                    rates.push((
+                        "--victim-rate",
+                        &a.victim_rate,
+                        self.victim_rate,
+                        len,
+                        MIN_VICTIM_PKTS,
+                    ));
+                }
+            }
+        }
+        for (name, text, rate, len, min) in rates {
+            let bits = rate.as_bps() as f64 * self.duration.as_secs_f64();
+            let pkts = bits / (f64::from(len) * 8.0);
+            if pkts < min as f64 {
+                bail!(
+                    "{name} {text}: sends {pkts:.1} packets of {len} bytes in --duration {:?}; a run needs at least {min}: raise the rate or --duration",
+                    self.duration
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Packet length and link of a phase.
+    fn flow_shape(&self, ph: Phase) -> (u32, Rate) {
+        match ph {
+            Phase::Throughput => (self.len, self.link),
+            Phase::Overload => (self.overload_len, self.overload_link),
+        }
+    }
+
+    /// Flows 0..n for the clients, flow n for the victim (overload).
+    fn add_flows(
+        &self,
+        s: &mut dyn Scheduler<u64>,
+        n: usize,
+        ph: Phase,
+    ) -> Result<Vec<FlowId>, pktsched_core::ConfigError> {
+        let mut ids = add_flows(s, &self.weights, n, self.limit)?;
+        if ph == Phase::Overload {
+            ids.extend(add_flows(s, &[self.victim_weight], 1, self.limit)?);
+        }
+        Ok(ids)
+    }
+
+    fn config(&self, ph: Phase) -> Config {
+        let (_, link) = self.flow_shape(ph);
+        Config {
+            scan_interval: self.scan_interval,
+            read_interval: self.read_interval,
+            dispatchers: self.dispatchers,
+            client_transmit: self.client_transmit,
+            arbiter_core: self.pin.then_some(0),
+            dispatcher_cores: if self.pin { vec![1] } else { Vec::new() },
+            max_clients: 129,
+            ..Config::new(link)
+        }
+    }
+
+    /// Runs in all.
+    pub fn total_runs(&self) -> u64 {
+        (self.phases.len() * self.clients.len() * self.archs.len() * self.runs) as u64
+    }
+}
+
+/// The victim's latency in one run.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Victim {
+    samples: u64,
+    p50_ns: u64,
+    p90_ns: u64,
+    p99_ns: u64,
+    p999_ns: u64,
+    max_ns: u64,
+    /// QFQ guarantee for the victim's packet: its own transmission at its
+    /// guaranteed rate plus the T-WFI, plus (PSPAT) Δ_A = the read or scan
+    /// interval plus two rounds at their 99th percentile (BENCHMARKS.md).
+    bound_ns: u64,
+}
+
+/// One run's figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct RunRes {
+    phase: String,
+    arch: String,
+    clients: usize,
+    run: usize,
+    /// Packets out of the scheduler (or straight out, `none`) per second.
+    decisions_per_s: f64,
+    gbit_per_s: f64,
+    /// Jain's index of throughput/weight over the non-victim clients.
+    jain: f64,
+    /// Largest |share/expected − 1| over the non-victim clients.
+    max_share_err: f64,
+    victim: Option<Victim>,
+    /// Handed to the architecture.
+    sent: u64,
+    /// Transmitted (whole run).
+    delivered: u64,
+    /// Dropped by the scheduler (queue full).
+    dropped: u64,
+    /// Still queued at stop and handed back.
+    returned: u64,
+    mailbox_full: u64,
+    backpressure_events: u64,
+    lock_contended: u64,
+    arbiter_avg_loop_ns: f64,
+    arbiter_max_loop_ns: u64,
+    /// 99th percentile of the busy rounds (power-of-two resolution).
+    arbiter_p99_loop_ns: u64,
+    arbiter_pkts_per_loop: f64,
+    arbiter_sleeps: u64,
+    /// The `tc -s`-style report (PSPAT runs).
+    #[serde(skip)]
+    tc: Option<String>,
+}
+
+/// Medians over runs of one (phase, arch, clients).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    phase: String,
+    arch: String,
+    clients: usize,
+    decisions_per_s: f64,
+    jain: f64,
+    max_share_err: f64,
+    victim_p50_ns: Option<f64>,
+    victim_p99_ns: Option<f64>,
+    victim_p999_ns: Option<f64>,
+    victim_bound_ns: Option<f64>,
+    drop_from_peak: Option<f64>,
+}
+
+fn summarize(runs: &[RunRes]) -> Vec<Summary> {
+    let mut keys: Vec<(String, String, usize)> = Vec::new();
+    for r in runs {
+        let k = (r.phase.clone(), r.arch.clone(), r.clients);
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut out: Vec<Summary> = keys
+        .into_iter()
+        .map(|(phase, arch, clients)| {
+            let rs: Vec<&RunRes> = runs
+                .iter()
+                .filter(|r| r.phase == phase && r.arch == arch && r.clients == clients)
+                .collect();
+            let m = |f: &dyn Fn(&RunRes) -> f64| {
+                median(&rs.iter().map(|r| f(r)).collect::<Vec<_>>()).unwrap_or(f64::NAN)
+            };
+            let vm = |f: &dyn Fn(&Victim) -> u64| {
+                let v: Vec<f64> = rs
+                    .iter()
+                    .filter_map(|r| r.victim.as_ref().map(|v| f(v) as f64))
+                    .collect();
+                median(&v)
+            };
+            Summary {
+                phase,
+                arch,
+                clients,
+                decisions_per_s: m(&|r| r.decisions_per_s),
+                jain: m(&|r| r.jain),
+                max_share_err: m(&|r| r.max_share_err),
+                victim_p50_ns: vm(&|v| v.p50_ns),
+                victim_p99_ns: vm(&|v| v.p99_ns),
+                victim_p999_ns: vm(&|v| v.p999_ns),
+                victim_bound_ns: vm(&|v| v.bound_ns),
+                drop_from_peak: None,
+            }
+        })
+        .collect();
+    // Drop from the peak, per (phase, arch).
+    let peaks: Vec<f64> = out
+        .iter()
+        .map(|s| {
+            out.iter()
+                .filter(|o| o.phase == s.phase && o.arch == s.arch)
+                .map(|o| o.decisions_per_s)
+                .fold(0.0, f64::max)
+        })
+        .collect();
+    for (s, peak) in out.iter_mut().zip(peaks) {
+        if peak > 0.0 {
+            s.drop_from_peak = Some(1.0 - s.decisions_per_s / peak);
+        }
+    }
+    out
+}
+
+/// Every run and the medians.
+#[derive(Debug, Serialize)]
+pub struct PspatReport {
+    /// Every run measured.
+    pub runs: Vec<RunRes>,
+    /// Medians per (phase, arch, clients).
+    pub summary: Vec<Summary>,
+    /// Stopped early by the stop flag: fewer runs than planned.
+    #[serde(skip)]
+    pub partial: bool,
+}
+
+/// Runs every (run, phase, clients, arch) in that order (architectures
+/// interleaved, so drift on a noisy machine hits all); `progress` hears
+/// of each run before it starts. `stop` ends the run in progress early
+/// (its window cut short) and skips the rest.
+pub fn run(p: &Plan, stop: &AtomicBool, mut progress: impl FnMut(&str)) -> Result<PspatReport> {
+    let mut runs = Vec::new();
+    let mut partial = false;
+    'all: for run in 0..p.runs {
+        for &ph in &p.phases {
+            for &n in &p.clients {
+                for &arch in &p.archs {
+                    if stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        partial = true;
+                        break 'all;
+                    }
+                    progress(&format!("{ph:?} {arch:?} {n} clients"));
+                    if let Some(r) = arch::run_one(p, ph, arch, n, run, stop)? {
+                        runs.push(r);
+                    }
+                }
+            }
+        }
+    }
+    partial |= stop.load(std::sync::atomic::Ordering::Relaxed);
+    let summary = summarize(&runs);
+    Ok(PspatReport {
+        runs,
+        summary,
+        partial,
+    })
+}
+
+/// The tables: one per phase, a row per number of clients.
+pub fn write_tables(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Result<()> {
+    let get = |ph: &str, arch: &str, n: usize| {
+        sums.iter()
+            .find(|s| s.phase == ph && s.arch == arch && s.clients == n)
+    };
+    let archs: Vec<&str> = p.archs.iter().map(|a| a.name()).collect();
+    let has = |a: &str| archs.contains(&a);
+    for ph in &p.phases {
+        let phn = ph.name();
+        let (len, link) = p.flow_shape(*ph);
+        writeln!(
+            out,
+            "\n{phn}: {} on {link}, {len}-byte packets, batch {}, medians of {} runs of {:?}",
+            p.alg.name(),
+            p.batch,
+            p.runs,
+            p.duration
+        )?;
+        let mut head = format!("{:>7}", "clients");
+        for a in &archs {
+            head += &format!(" {:>11}", format!("{a} Mpps"));
+        }
+        if has("pspat") && has("locked") {
+            head += &format!(" {:>13}", "pspat/locked");
+        }
+        for a in archs.iter().filter(|a| **a != "none") {
+            head += &format!(" {:>12}", format!("{a} jain"));
+        }
+        if *ph == Phase::Overload {
+            for a in archs.iter().filter(|a| **a != "none") {
+                head += &format!(" {:>16}", format!("{a} victim p99"));
+            }
+            head += &format!(" {:>9}", "bound");
+        } else if has("pspat") {
+            head += &format!(" {:>10}", "pspat drop");
+        }
+        writeln!(out, "{head}")?;
+        for &n in &p.clients {
+            let mut line = format!("{n:>7}");
+            for a in &archs {
+                let v = get(phn, a, n).map_or(f64::NAN, |s| s.decisions_per_s / 1e6);
+                line += &format!(" {v:>11.2}");
+            }
+            if has("pspat") && has("locked") {
+                let r = match (get(phn, "pspat", n), get(phn, "locked", n)) {
+                    (Some(a), Some(b)) => a.decisions_per_s / b.decisions_per_s,
+                    _ => f64::NAN,
+                };
+                line += &format!(" {r:>12.2}×");
+            }
+            for a in archs.iter().filter(|a| **a != "none") {
+                let v = get(phn, a, n).map_or(f64::NAN, |s| s.jain);
+                line += &format!(" {v:>12.4}");
+            }
+            if *ph == Phase::Overload {
+                let mut bound = f64::NAN;
+                for a in archs.iter().filter(|a| **a != "none") {
+                    let s = get(phn, a, n);
+                    let v = s.and_then(|s| s.victim_p99_ns).unwrap_or(f64::NAN);
+                    if *a == "pspat" {
+                        bound = s.and_then(|s| s.victim_bound_ns).unwrap_or(f64::NAN);
+                    }
+                    line += &format!(" {:>13.1} µs", v / 1e3);
+                }
+                line += &format!(" {:>6.1} µs", bound / 1e3);
+            } else if has("pspat") {
+                let d = get(phn, "pspat", n)
+                    .and_then(|s| s.drop_from_peak)
+                    .unwrap_or(f64::NAN);
+                line += &format!(" {:>9.1}%", d * 100.0);
+            }
+            writeln!(out, "{line}")?;
+        }
+    }
+    Ok(())
+}
+
+/// Every PSPAT run's `tc -s`-style counters.
+pub fn write_stats(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
+    for r in runs {
+        if let Some(t) = &r.tc {
+            writeln!(
+                out,
+                "\n{} phase, {} clients, run {}:\n{t}",
+                r.phase, r.clients, r.run
+            )?;
+        }
+    }
+    Ok(())
+}
+
+/// Whether the plan has the throughput phase (the plot's data).
+pub fn has_throughput(p: &Plan) -> bool {
+    p.phases.contains(&Phase::Throughput)
+}
+
+/// The throughput-vs-clients plot.
+pub fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
+    let pts = |arch: &str| -> Vec<(f64, f64)> {
+        p.clients
+            .iter()
+            .filter_map(|&n| {
+                sums.iter()
+                    .find(|s| s.phase == "throughput" && s.arch == arch && s.clients == n)
+                    .map(|s| (n as f64, s.decisions_per_s / 1e6))
+            })
+            .collect()
+    };
+    crate::svg::Chart {
+        title: format!(
+            "{} decisions/s vs clients ({}-byte packets, batch {})",
+            p.alg.name(),
+            p.len,
+            p.batch
+        ),
+        x_desc: "clients",
+        y_desc: "million packets/s",
+        log_x: true,
+        series: p
+            .archs
+            .iter()
+            .map(|a| (a.name().to_string(), pts(a.name())))
+            .collect(),
+    }
+    .draw(file)
+}

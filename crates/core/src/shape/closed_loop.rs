@@ -1,0 +1,198 @@
+//! The closed-loop shaping driver shared by the shaper's tests and
+//! `pktsched bench shape`.
+//!
+//! Every flow keeps `outstanding` packets queued in a [`Shaper`]: each
+//! packet released is replaced by a new one stamped at the release time,
+//! until the flow has sent `per_flow` packets. Virtual time jumps from one
+//! [`Scheduler::next_ready`] to the next, so the loop costs only the
+//! shaper's work and this module's per-flow bookkeeping ([`FlowRecord`],
+//! one cache line per flow).
+
+use crate::flow::{FlowId, Pkt, Rejected};
+use crate::sched::Scheduler;
+use crate::shape::{Shaper, TimeQueue};
+use crate::units::Nanos;
+
+/// What one flow did in a closed loop.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FlowRecord {
+    /// Packets handed to the shaper.
+    pub sent: u64,
+    /// Packets released.
+    pub released: u64,
+    /// Release time of the first packet, ns.
+    pub first: u64,
+    /// Release time of the last packet, ns.
+    pub last: u64,
+    /// Bytes released after the first packet (the rate's numerator).
+    pub bytes_after_first: u64,
+    /// Time of the burst in progress (packets released at one instant).
+    burst_t: u64,
+    /// Bytes of the burst in progress.
+    burst: u64,
+    /// Largest number of bytes released at one instant.
+    pub max_burst: u64,
+}
+
+impl FlowRecord {
+    /// Relative error of the achieved rate (bytes after the first packet
+    /// over the time from the first to the last release) against `bps`;
+    /// `None` when the flow released fewer than two packets at distinct
+    /// times (no rate to measure).
+    pub fn rate_err(&self, bps: u64) -> Option<f64> {
+        if self.last <= self.first {
+            return None;
+        }
+        let achieved = self.bytes_after_first as f64 * 8e9 / (self.last - self.first) as f64;
+        Some((achieved - bps as f64).abs() / bps as f64)
+    }
+
+    #[inline]
+    fn record(&mut self, now: u64, len: u32) {
+        if self.released == 0 {
+            self.first = now;
+        } else {
+            self.bytes_after_first += u64::from(len);
+        }
+        self.released += 1;
+        self.last = now;
+        if self.released > 1 && self.burst_t == now {
+            self.burst += u64::from(len);
+        } else {
+            self.burst_t = now;
+            self.burst = u64::from(len);
+        }
+        self.max_burst = self.max_burst.max(self.burst);
+    }
+}
+
+/// A closed loop over the flows of one shaper, filled and ready to run.
+///
+/// [`ClosedLoop::fill`] queues the first `outstanding` packets of every
+/// flow (at its start time); [`ClosedLoop::run`] releases everything,
+/// refilling as it goes. A caller timing the shaper times `run` alone.
+#[derive(Debug)]
+pub struct ClosedLoop {
+    records: Vec<FlowRecord>,
+    per_flow: u64,
+    len: u32,
+    now: Nanos,
+}
+
+/// Why a closed loop could not run to the end.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LoopError {
+    /// The shaper refused a packet.
+    #[error("flow {flow}: enqueue refused: {reason}")]
+    Refused {
+        /// Index of the flow in the loop's list.
+        flow: usize,
+        /// The shaper's reason.
+        reason: String,
+    },
+    /// The shaper's next release time was before the current time.
+    #[error("next_ready went back in time: {next:?} < now {now:?}")]
+    Backwards {
+        /// The current time.
+        now: Nanos,
+        /// What `next_ready` returned.
+        next: Nanos,
+    },
+}
+
+fn refused<T>(flow: usize, r: &Rejected<T>) -> LoopError {
+    LoopError::Refused {
+        flow,
+        reason: r.reason.to_string(),
+    }
+}
+
+impl ClosedLoop {
+    /// Queues `outstanding.min(per_flow)` packets of `len` bytes for each
+    /// of `flows`, flow `i` at `starts[i]` (or 0 when `starts` is empty),
+    /// in time order. The packets carry the flow's index as their item.
+    pub fn fill<Q: TimeQueue>(
+        sh: &mut Shaper<Q, u64>,
+        flows: &[FlowId],
+        starts: &[Nanos],
+        outstanding: u64,
+        len: u32,
+        per_flow: u64,
+    ) -> Result<ClosedLoop, LoopError> {
+        let mut order: Vec<(Nanos, usize)> = (0..flows.len())
+            .map(|i| (starts.get(i).copied().unwrap_or(Nanos::ZERO), i))
+            .collect();
+        order.sort_unstable();
+        let mut records = vec![FlowRecord::default(); flows.len()];
+        for &(t, i) in &order {
+            for _ in 0..outstanding.min(per_flow) {
+                sh.enqueue(Pkt::new(flows[i], len, t, i as u64), t)
+                    .map_err(|r| refused(i, &r))?;
+                records[i].sent += 1;
+            }
+        }
+        Ok(ClosedLoop {
+            records,
+            per_flow,
+            len,
+            now: order.last().map_or(Nanos::ZERO, |s| s.0),
+        })
+    }
+
+    /// Releases every packet, calling `on_release(shaper, packet, edt,
+    /// now)` for each before it is replaced; stops early (between two
+    /// instants) once `stop()` says so. Fails if the shaper refuses a
+    /// packet or its next release time goes back in time.
+    pub fn run<Q: TimeQueue>(
+        &mut self,
+        sh: &mut Shaper<Q, u64>,
+        mut on_release: impl FnMut(&Shaper<Q, u64>, &Pkt<u64>, Nanos, Nanos),
+        stop: impl Fn() -> bool,
+    ) -> Result<(), LoopError> {
+        while let Some(t) = sh.next_ready(self.now) {
+            if t < self.now {
+                return Err(LoopError::Backwards {
+                    now: self.now,
+                    next: t,
+                });
+            }
+            if stop() {
+                break;
+            }
+            self.now = t;
+            let now = t;
+            while let Some((p, edt)) = sh.dequeue_edt(now) {
+                on_release(sh, &p, edt, now);
+                let i = p.item as usize;
+                let r = &mut self.records[i];
+                r.record(now.0, p.len);
+                if r.sent < self.per_flow {
+                    sh.enqueue(Pkt::new(p.flow, self.len, now, i as u64), now)
+                        .map_err(|e| refused(i, &e))?;
+                    r.sent += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The time of the last release (or of the last start, before `run`).
+    pub fn now(&self) -> Nanos {
+        self.now
+    }
+
+    /// Per-flow records, in the order of the flows given to `fill`.
+    pub fn records(&self) -> &[FlowRecord] {
+        &self.records
+    }
+
+    /// Packets released in all.
+    pub fn released(&self) -> u64 {
+        self.records.iter().map(|r| r.released).sum()
+    }
+
+    /// Largest burst of any flow, bytes.
+    pub fn max_burst(&self) -> u64 {
+        self.records.iter().map(|r| r.max_burst).max().unwrap_or(0)
+    }
+}

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use pktsched_run::control::{self, ControlServer, ControlThread, Request};
+use pktsched_run::metrics_http::MetricsServer;
 use pktsched_run::{Pipeline, RunConfig, config, plan};
 
 use crate::output::Stdout;
@@ -30,6 +31,10 @@ pub(crate) struct RunArgs {
     /// Print the final counters as JSON.
     #[arg(long)]
     json: bool,
+    /// Keep the process's capabilities after the sockets are open (by
+    /// default every capability is dropped then: nothing later needs one).
+    #[arg(long)]
+    keep_privileges: bool,
 }
 
 /// `pktsched check`.
@@ -154,9 +159,28 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         eprintln!("pktsched: {why}");
     }
     let server = ControlServer::bind(&cfg.control.socket)?;
+    // Every socket that needs privilege is open: run on without any (the
+    // threads started below inherit the empty sets).
+    if a.keep_privileges {
+        eprintln!("pktsched: --keep-privileges: capabilities are kept");
+    } else if let Err(e) = pktsched_run::sys::drop_capabilities() {
+        eprintln!("pktsched: could not drop capabilities ({e}); running with them");
+    }
     let pipeline = Arc::new(Pipeline::start(cfg.clone(), devices, pool)?);
     let (p, path) = (pipeline.clone(), a.config.clone());
     let control = ControlThread::spawn(server, move |req| answer(&p, &path, req))?;
+    let metrics = match cfg.control.prometheus {
+        Some(addr) => {
+            let p = pipeline.clone();
+            let m = MetricsServer::start(addr, move || {
+                p.snapshot().map(|s| s.prometheus()).unwrap_or_default()
+            })
+            .with_context(|| format!("control.prometheus {addr}"))?;
+            eprintln!("pktsched: Prometheus metrics on http://{}/metrics", m.addr);
+            Some(m)
+        }
+        None => None,
+    };
     eprintln!(
         "pktsched: shaping {} -> {} at {} ({} classes); control socket {}",
         cfg.link.ingress,
@@ -184,6 +208,9 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         }
     }
     control.stop();
+    if let Some(m) = metrics {
+        m.stop();
+    }
     let pipeline = Arc::try_unwrap(pipeline)
         .map_err(|_| anyhow::anyhow!("the control thread still holds the pipeline"))?;
     let fin = pipeline.stop()?;

@@ -17,10 +17,12 @@ use pktsched_io::netns::{Topology, is_root};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pktsched");
 
+const METRICS_PORT: u16 = 19465;
+
 fn config(socket: &str, weight: u32) -> String {
     format!(
         "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"50mbit\"\noverhead = 24\n\n\
-         [control]\nsocket = \"{socket}\"\n\n\
+         [control]\nsocket = \"{socket}\"\nprometheus = \"{METRICS_PORT}\"\n\n\
          [[class]]\nname = \"voice\"\nweight = {weight}\nmatch = [{{ dport = 5000 }}]\n\n\
          [[class]]\nname = \"rest\"\ndefault = true\n"
     )
@@ -76,6 +78,11 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     }
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "control socket is owner-only");
+    // Its sockets open, the shaper runs without any capability.
+    let pid = guard.0.as_ref().unwrap().id();
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let cap_eff = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
+    assert!(cap_eff.ends_with("0000000000000000"), "{cap_eff}");
 
     // Traffic: ARP crosses the reverse path, then 2 s of UDP to the sink.
     let sink = in_ns(
@@ -126,6 +133,21 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     });
     assert_eq!(code, 0);
     assert!(prom.contains("pktsched_class_packets_total{device=\"d1\",class=\"voice\"}"));
+    // The same over HTTP, on 127.0.0.1 in the shaper's namespace.
+    let http = pktsched_io::netns::in_namespace(&topo.dut_ns, || {
+        use std::io::Write;
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", METRICS_PORT)).unwrap();
+        s.write_all(b"GET /metrics HTTP/1.1\r\n\r\n").unwrap();
+        let mut body = String::new();
+        s.read_to_string(&mut body).unwrap();
+        body
+    })
+    .unwrap();
+    assert!(http.starts_with("HTTP/1.1 200 OK"), "{http}");
+    assert!(
+        http.contains("pktsched_class_bytes_total{device=\"d1\",class=\"voice\"}"),
+        "{http}"
+    );
 
     // Reload: a changed weight is applied, a broken config is refused.
     std::fs::write(&cfg, config(&socket, 5)).unwrap();

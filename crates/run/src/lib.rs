@@ -17,7 +17,7 @@
 //! * [`control`]: the owner-only Unix socket `pktsched stats` and `reload`
 //!   talk to.
 //!
-//! `unsafe` is denied except in `sys` (one `prctl`).
+//! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -28,6 +28,7 @@ pub mod demo;
 pub mod devices;
 pub mod engine;
 pub mod frame;
+pub mod metrics_http;
 pub mod plan;
 pub mod reload;
 pub mod stats;

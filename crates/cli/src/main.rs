@@ -142,7 +142,7 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
     match cli.cmd {
         Cmd::Bench(BenchCmd::Sched(a)) => bench_sched::run(&a, out),
         Cmd::Bench(BenchCmd::Table(t)) => bench_sched::table(&t, out),
-        Cmd::Sim(a) => sim::run(&a),
+        Cmd::Sim(a) => sim::run(&a, out),
         Cmd::Bench(BenchCmd::Shape(s)) => bench_shape::run(&s, out),
         Cmd::Bench(BenchCmd::Pspat(a)) => bench_pspat::run(&a, out),
         Cmd::Demo {

@@ -1,7 +1,7 @@
 //! `pktsched sim SCENARIO.toml`: arguments, progress bar and printing; the
 //! run, CSV, `--profile` and verdict are `pktsched_sim::session`.
 
-use std::io::{IsTerminal as _, stderr};
+use std::io::{IsTerminal as _, Write, stderr};
 use std::path::PathBuf;
 
 use anyhow::{Context, Result, bail};
@@ -36,7 +36,7 @@ pub(crate) struct SimArgs {
     one_thread: bool,
 }
 
-pub(crate) fn run(a: &SimArgs) -> Result<()> {
+pub(crate) fn run(a: &SimArgs, out: &mut crate::output::Stdout) -> Result<()> {
     let mut cfg = pktsched_sim::scenario::load(&a.scenario)?;
     if let Some(s) = a.seed {
         cfg.seed = s;
@@ -47,7 +47,13 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         ..Options::for_cfg(&cfg)
     };
     let mut bar = Bar(None);
-    let sim = session::simulate(&cfg, opt, stderr().is_terminal().then_some(&mut bar as _))?;
+    let stop = crate::stop::stop_flag()?;
+    let sim = session::simulate(
+        &cfg,
+        opt,
+        stderr().is_terminal().then_some(&mut bar as _),
+        Some(stop),
+    )?;
     if let Some(p) = &a.departures {
         let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
         session::write_departures_csv(std::io::BufWriter::new(f), &sim.outcome.departures)?;
@@ -60,15 +66,16 @@ pub(crate) fn run(a: &SimArgs) -> Result<()> {
         }
     }
     if a.json {
-        println!("{}", serde_json::to_string_pretty(&sim.report)?);
+        writeln!(out, "{}", serde_json::to_string_pretty(&sim.report)?)?;
     } else {
-        print!("{}", sim.report.table());
+        write!(out, "{}", sim.report.table())?;
     }
     if a.profile {
         eprint!("{}", session::profile(&cfg, sim.outcome.packets)?);
     } else {
         eprintln!("{}", sim.summary_line());
     }
+    crate::stop::interrupted(sim.report.partial)?;
     let verdict = session::verdict(&sim.report);
     if !verdict.passed() {
         bail!("{verdict}");

@@ -157,3 +157,68 @@ fn fifo_says_nothing_was_checked() {
     assert_eq!(code, 0);
     assert!(out.contains("measurements within their bounds"), "{out}");
 }
+
+/// SIGINT during a long simulation: the report so far, marked partial
+/// (text), with the accounting; exit 130.
+#[test]
+fn sigint_stops_a_long_simulation_with_a_partial_report() {
+    use std::io::Read;
+    let dir = Scratch::new("sigint_stops_a_long_simulation");
+    let p = dir.file(
+        "long.toml",
+        "link = \"10gbit\"\nalgorithm = \"qfq\"\nduration = \"1000s\"\n[[flows]]\ncount = 64\n",
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pktsched"))
+        .args(["sim", &p])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait until the handlers are installed (SigCgt shows SIGINT, bit 2),
+    // then signal.
+    let status = format!("/proc/{}/status", child.id());
+    let until = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let s = std::fs::read_to_string(&status).unwrap_or_default();
+        let caught = s
+            .lines()
+            .find(|l| l.starts_with("SigCgt:"))
+            .and_then(|l| u64::from_str_radix(l.split_whitespace().nth(1)?, 16).ok())
+            .unwrap_or(0);
+        if caught & (1 << 1) != 0 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < until,
+            "handlers never installed"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let code = child.wait().unwrap().code();
+    let mut out = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert_eq!(code, Some(130), "{err}");
+    assert!(out.contains("partial: stopped at "), "{out}");
+    assert!(out.contains("conserved"), "{out}");
+}

@@ -64,4 +64,7 @@ pub struct Outcome {
     /// CPU time of the fluid reference's thread, ns (`None` if it ran on
     /// the simulation's thread, or the OS does not say).
     pub fluid_thread_cpu_ns: Option<u64>,
+    /// The run was stopped early (a signal) at `end_ps`: everything above
+    /// is what happened up to then, still fully accounted.
+    pub stopped: bool,
 }

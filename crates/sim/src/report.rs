@@ -183,11 +183,26 @@ pub struct Report {
     pub checks: u64,
     /// [`Report::verdict_line`], for JSON readers.
     pub verdict: String,
+    /// Stopped early by a signal at `end_ns`: the figures cover the run up
+    /// to then (the accounting still holds).
+    pub partial: bool,
 }
 
 impl Report {
     /// The closing line: what was checked and how it went.
     pub fn verdict_line(&self) -> String {
+        let line = self.verdict_of_checks();
+        if self.partial {
+            format!(
+                "partial: stopped at {:.3} ms of virtual time; {line}",
+                self.end_ns / 1e6
+            )
+        } else {
+            line
+        }
+    }
+
+    fn verdict_of_checks(&self) -> String {
         if !self.violations.is_empty() {
             return format!("{} measurements above their bounds", self.violations.len());
         }
@@ -406,6 +421,7 @@ pub fn build(cfg: &SimConfig, out: &Outcome) -> Report {
         violations,
         checks,
         verdict: String::new(),
+        partial: out.stopped,
     };
     report.verdict = report.verdict_line();
     report

@@ -88,16 +88,24 @@ impl Simulation {
 }
 
 /// Runs `cfg` with `opt`, telling `observer` (if any) how far it has got,
-/// and builds the report.
+/// and builds the report. When `stop` is set during the run (a signal),
+/// the run ends at the next safe point and the outcome and report say
+/// it is partial.
 pub fn simulate(
     cfg: &SimConfig,
     opt: Options,
     observer: Option<&mut dyn ProgressObserver>,
+    stop: Option<&AtomicBool>,
 ) -> Result<Simulation, SimError> {
+    struct Silent;
+    impl ProgressObserver for Silent {
+        fn progress(&mut self, _: Progress) {}
+    }
     let t0 = Instant::now();
-    let outcome = match observer {
-        None => engine::simulate(cfg, opt)?,
-        Some(obs) => simulate_watched(cfg, opt, obs)?,
+    let outcome = match (observer, stop) {
+        (None, None) => engine::simulate(cfg, opt)?,
+        (Some(obs), stop) => simulate_watched(cfg, opt, obs, stop)?,
+        (None, stop) => simulate_watched(cfg, opt, &mut Silent, stop)?,
     };
     let wall = t0.elapsed();
     let report = report::build(cfg, &outcome);
@@ -113,6 +121,7 @@ fn simulate_watched(
     cfg: &SimConfig,
     opt: Options,
     obs: &mut dyn ProgressObserver,
+    stop: Option<&AtomicBool>,
 ) -> Result<Outcome, SimError> {
     let progress = AtomicU64::new(0);
     let done = AtomicBool::new(false);
@@ -121,6 +130,10 @@ fn simulate_watched(
             let t0 = Instant::now();
             while !done.load(Relaxed) {
                 std::thread::sleep(PROGRESS_PERIOD);
+                if stop.is_some_and(|s| s.load(Relaxed)) {
+                    progress.store(engine::STOP_REQUEST, Relaxed);
+                    continue;
+                }
                 let elapsed = t0.elapsed();
                 if elapsed < PROGRESS_DELAY {
                     continue;

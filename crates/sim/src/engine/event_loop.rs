@@ -121,10 +121,14 @@ impl<'c> Engine<'c> {
         self.seed_sources(s);
         let mut now = 0u64;
         let mut events = 0u32;
+        let mut stopped = false;
         loop {
             events = events.wrapping_add(1);
-            if events.is_multiple_of(4096) {
-                progress.store(now, Relaxed);
+            // Publish the virtual time; a watcher asks for a stop by
+            // leaving `STOP_REQUEST` there (between two events: a safe point).
+            if events.is_multiple_of(4096) && progress.swap(now, Relaxed) == super::STOP_REQUEST {
+                stopped = true;
+                break;
             }
             if self.fluid.stream.as_ref().is_some_and(|p| p.broken) {
                 // Dropping the stream and the counts' sender ends the thread.
@@ -143,7 +147,8 @@ impl<'c> Engine<'c> {
             self.handle(s, &ev, t);
         }
         progress.store(now, Relaxed);
-        self.into_outcome(s, now)
+        let outcome = self.into_outcome(s, now, stopped)?;
+        Ok(outcome.map(|o| Outcome { stopped, ..o }))
     }
 
     /// First arrivals of the timed sources; greedy flows fill up.
@@ -232,6 +237,7 @@ impl<'c> Engine<'c> {
         mut self,
         s: &mut S,
         end_ps: u64,
+        stopped: bool,
     ) -> Result<Option<Outcome>, SimError> {
         let threaded = self.fluid.stream.is_some();
         // The fluid thread's per-flow backlog at the end and its CPU time.
@@ -244,7 +250,9 @@ impl<'c> Engine<'c> {
                 .iter()
                 .map(|f| f.dropped.iter().sum::<u64>())
                 .sum();
-            let Some(end) = stream.finish(refused, self.cfg.drain) else {
+            // A stopped run did not drain: the fluid thread's totals are
+            // not expected to match the link's.
+            let Some(end) = stream.finish(refused, self.cfg.drain && !stopped) else {
                 return Ok(None);
             };
             self.fluid.overflow |= end.overflow;
@@ -306,6 +314,7 @@ impl<'c> Engine<'c> {
             packets: self.totals.packets,
             fluid_threaded: threaded,
             fluid_thread_cpu_ns: fluid_cpu,
+            stopped: false,
         }))
     }
 }

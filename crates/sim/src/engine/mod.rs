@@ -116,6 +116,11 @@ fn lmax(cfg: &SimConfig) -> u32 {
     cfg.flows.iter().map(|f| f.size.max()).max().unwrap_or(1)
 }
 
+/// The value a watcher stores in the progress atomic of
+/// [`simulate_observed`] to stop the run at the next safe point (the
+/// outcome then has `stopped` set).
+pub const STOP_REQUEST: u64 = u64::MAX;
+
 /// Runs a scenario and returns the raw measurements. With
 /// [`Options::fluid_thread`] the fluid reference runs on a second thread
 /// when the scenario allows it; if a packet is refused the premise of that

@@ -81,8 +81,12 @@ impl Alg {
     /// extension).
     fn load_policy(spec: &str) -> Result<Alg> {
         let policy = if std::path::Path::new(spec).extension().is_some() {
-            let text = std::fs::read_to_string(spec)
-                .with_context(|| format!("--alg policy:{spec}: cannot read the policy file"))?;
+            let text = pktsched_sim::input_file::read_capped(
+                std::path::Path::new(spec),
+                "policy",
+                pktsched_sim::input_file::MAX_CONFIG_BYTES,
+            )
+            .map_err(|e| anyhow!("--alg policy:{spec}: {e}"))?;
             Policy::from_named(spec, &text).map_err(|e| anyhow!("--alg policy:{spec}: {e}"))?
         } else {
             Policy::builtin(spec)

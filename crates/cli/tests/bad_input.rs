@@ -422,6 +422,24 @@ fn bench_commands() {
     ]);
 }
 
+/// Policy files named on the command line are read with the same cap as
+/// scenario files.
+#[test]
+fn policy_files() {
+    run_table(&[row(
+        &[
+            "bench",
+            "sched",
+            "--alg",
+            "policy:/nonexistent/p.toml",
+            "-n",
+            "10",
+        ],
+        2,
+        &["cannot read policy"],
+    )]);
+}
+
 const RUN_LINK: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n";
 
 /// `run`, `check`, `stats`, `reload`, `gen`, `sink`: config files with

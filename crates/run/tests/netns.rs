@@ -178,3 +178,35 @@ fn weighted_shares_follow_the_weights_under_overload() {
     // And the frames did arrive: every class reached the sink.
     assert_eq!(run.received.flows.len(), 3, "{}", run.received.text());
 }
+
+#[test]
+fn a_strict_priority_class_takes_the_link_under_overload() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let config = LINK
+        .replace("RATE", "50mbit")
+        .replace("algorithm = \"drr\"", "algorithm = \"prio\"")
+        .replace("name = \"a\"\nweight = 6", "name = \"a\"\nprio = 0")
+        .replace("name = \"b\"\nweight = 3", "name = \"b\"\nprio = 1")
+        .replace("name = \"c\"\nweight = 1", "name = \"c\"\nprio = 2");
+    let run = through_pipeline(
+        &config,
+        &[
+            "dport=5000,rate=60mbit,size=1500",
+            "dport=5001,rate=60mbit,size=1500",
+        ],
+        &[5000, 5001],
+        4,
+    );
+    let sent = |snap: &Snapshot, i: usize| snap.classes[i].packets as f64;
+    let hi = sent(&run.at_3s, 0) - sent(&run.at_1s, 0);
+    let lo = sent(&run.at_3s, 1) - sent(&run.at_1s, 1);
+    let share = hi / (hi + lo);
+    assert!(
+        share > 0.95,
+        "priority class got {share:.3}\n{}",
+        run.at_3s.text()
+    );
+}

@@ -52,20 +52,24 @@ socket = "$work/ctl.sock"
 [[class]]
 name = "victim"
 weight = 50
+prio = 0
 limit = 1000
 match = [{ dport = 6008 }]
 [[class]]
 name = "bulk"
 weight = 1
+prio = 1
 limit = 1000
 default = true
 EOF
 }
 
+# PKTSCHED_ALG: the algorithm for pktsched's two classes (default prio,
+# as HTB's victim class has prio 0; drr weighs them 50:1 instead).
 start_pktsched() { # $1 rate
-    shaper_config 'algorithm = "drr"' "$1"
+    shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$1"
     # Not through nsx: $! must be the shaper itself (ip netns exec execs it).
-    ip netns exec "$dut" "$bin" run --config "$work/run.toml" >"$work/run.out" 2>"$work/run.err" &
+    ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" >"$work/run.out" 2>"$work/run.err" &
     shaper_pid=$!
     for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
     cat "$work/run.err" >&2; exit 1

@@ -3,15 +3,14 @@
 //! (the devices).
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
-use pktsched_run::control::{self, ControlServer, ControlThread, Request};
-use pktsched_run::metrics_http::MetricsServer;
-use pktsched_run::{Pipeline, RunConfig, config, plan};
+use pktsched_run::config;
+use pktsched_run::control::{self, Request};
+use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions};
 
 use crate::output::Stdout;
 
@@ -62,16 +61,8 @@ pub(crate) struct ControlArgs {
     prometheus: bool,
 }
 
-/// Loads and fully checks a config: syntax, ranges, and the scheduler's
-/// own limits (by building it).
-fn load_checked(path: &Path) -> Result<RunConfig> {
-    let cfg = config::load(path)?;
-    plan::build::<()>(&cfg).with_context(|| format!("{}", path.display()))?;
-    Ok(cfg)
-}
-
 pub(crate) fn check(a: &CheckArgs, out: &mut Stdout) -> Result<()> {
-    let cfg = load_checked(&a.config)?;
+    let cfg = daemon::load_checked(&a.config).map_err(anyhow::Error::msg)?;
     writeln!(out, "# {}: ok", a.config.display())?;
     write!(out, "{cfg}")?;
     Ok(())
@@ -109,42 +100,24 @@ pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
     Ok(())
 }
 
-/// Re-reads `path` and applies it; the answer lists the changes.
-fn apply_reload(pipeline: &Pipeline, path: &Path) -> String {
-    let new = match load_checked(path) {
-        Ok(c) => c,
-        Err(e) => return format!("error: {e:#} (the running config is kept)\n"),
-    };
-    match pipeline.reload(new) {
-        Ok(changes) if changes.is_empty() => "reloaded: no changes\n".into(),
-        Ok(changes) => {
-            let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
-            format!("reloaded:\n{}", lines.concat())
-        }
-        Err(e) => format!("error: {e}\n"),
-    }
+/// Daemon events: log lines on stderr, `--dump` pipelines on stdout.
+struct Events<'a> {
+    out: &'a mut Stdout,
 }
 
-fn answer(pipeline: &Pipeline, path: &Path, req: Request) -> String {
-    if req == Request::Reload {
-        let text = apply_reload(pipeline, path);
-        eprint!("pktsched: {text}");
-        return text;
+impl DaemonEvents for Events<'_> {
+    fn log(&mut self, line: &str) {
+        eprintln!("pktsched: {line}");
     }
-    match pipeline.snapshot() {
-        Ok(s) => match req {
-            Request::StatsJson => s.json() + "\n",
-            Request::Prometheus => s.prometheus(),
-            Request::Dump => s.pipeline_text(),
-            Request::Stats | Request::Reload => s.text(),
-        },
-        Err(e) => format!("error: {e}\n"),
+
+    fn second(&mut self, snapshot: &pktsched_run::stats::Snapshot) {
+        // A closed stdout ends the dump, not the shaper.
+        let _ = write!(self.out, "{}", snapshot.pipeline_text()).and_then(|()| self.out.flush());
     }
 }
 
 pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
-    let cfg = load_checked(&a.config)?;
-    let limit = match &a.duration {
+    let duration = match &a.duration {
         Some(d) => Some(Duration::from_nanos(
             pktsched_core::units::parse_duration(d)
                 .map_err(|e| anyhow::anyhow!("--duration {d:?}: {e}"))?
@@ -152,68 +125,21 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         )),
         None => None,
     };
-    crate::stop::stop_flag()?;
+    let stop = crate::stop::stop_flag()?;
     pktsched_runtime::signal::install_reload()?;
-    let (devices, pool, backend) = pktsched_run::devices::open_packet_devices(&cfg.link)?;
-    if let Some(why) = &backend.reason {
-        eprintln!("pktsched: {why}");
-    }
-    let server = ControlServer::bind(&cfg.control.socket)?;
-    // Every socket that needs privilege is open: run on without any (the
-    // threads started below inherit the empty sets).
-    if a.keep_privileges {
-        eprintln!("pktsched: --keep-privileges: capabilities are kept");
-    } else if let Err(e) = pktsched_run::sys::drop_capabilities() {
-        eprintln!("pktsched: could not drop capabilities ({e}); running with them");
-    }
-    let pipeline = Arc::new(Pipeline::start(cfg.clone(), devices, pool)?);
-    let (p, path) = (pipeline.clone(), a.config.clone());
-    let control = ControlThread::spawn(server, move |req| answer(&p, &path, req))?;
-    let metrics = match cfg.control.prometheus {
-        Some(addr) => {
-            let p = pipeline.clone();
-            let m = MetricsServer::start(addr, move || {
-                p.snapshot().map(|s| s.prometheus()).unwrap_or_default()
-            })
-            .with_context(|| format!("control.prometheus {addr}"))?;
-            eprintln!("pktsched: Prometheus metrics on http://{}/metrics", m.addr);
-            Some(m)
-        }
-        None => None,
+    let opts = DaemonOptions {
+        config: a.config.clone(),
+        duration,
+        keep_privileges: a.keep_privileges,
     };
-    eprintln!(
-        "pktsched: shaping {} -> {} at {} ({} classes); control socket {}",
-        cfg.link.ingress,
-        cfg.link.egress,
-        cfg.link.rate,
-        cfg.classes.len(),
-        cfg.control.socket.display()
-    );
-    let started = std::time::Instant::now();
-    let mut last_dump = started;
-    loop {
-        std::thread::sleep(Duration::from_millis(50));
-        if pktsched_runtime::signal::received().is_some()
-            || limit.is_some_and(|l| started.elapsed() >= l)
-        {
-            break;
-        }
-        if pktsched_runtime::signal::take_reload() {
-            eprint!("pktsched: SIGHUP: {}", apply_reload(&pipeline, &a.config));
-        }
-        if a.dump && last_dump.elapsed() >= Duration::from_secs(1) {
-            write!(out, "{}", pipeline.snapshot()?.pipeline_text())?;
-            out.flush()?;
-            last_dump = std::time::Instant::now();
-        }
-    }
-    control.stop();
-    if let Some(m) = metrics {
-        m.stop();
-    }
-    let pipeline = Arc::try_unwrap(pipeline)
-        .map_err(|_| anyhow::anyhow!("the control thread still holds the pipeline"))?;
-    let fin = pipeline.stop()?;
+    let fin = daemon::run(
+        &opts,
+        stop,
+        &pktsched_runtime::signal::take_reload,
+        a.dump,
+        &mut Events { out },
+    )
+    .map_err(anyhow::Error::msg)?;
     if a.json {
         writeln!(out, "{}", fin.after_stop.json())?;
     } else {

@@ -15,7 +15,10 @@
 //!   without losing queued frames;
 //! * [`stats`]: `tc -s`-style, JSON and Prometheus counters;
 //! * [`control`]: the owner-only Unix socket `pktsched stats` and `reload`
-//!   talk to.
+//!   talk to; [`metrics_http`]: the optional Prometheus endpoint;
+//! * [`daemon`]: `pktsched run` as a whole (devices, privileges, pipeline,
+//!   control, reloads, stop); [`demo`]: the live demo; [`traffic`]: `gen`
+//!   and `sink`.
 //!
 //! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`).
 
@@ -24,6 +27,7 @@
 
 pub mod config;
 pub mod control;
+pub mod daemon;
 pub mod demo;
 pub mod devices;
 pub mod engine;

@@ -1,0 +1,153 @@
+//! `pktsched run` as a whole: open the devices, bind the control socket,
+//! drop privileges, start the pipeline, serve the control socket (and
+//! Prometheus), apply reloads (SIGHUP or `pktsched reload`), stop on a
+//! signal or after a duration, and hand back the final counters. The CLI
+//! only parses arguments and prints.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use crate::config::{self, RunConfig};
+use crate::control::{ControlServer, ControlThread, Request};
+use crate::devices::open_packet_devices;
+use crate::engine::{Final, Pipeline};
+use crate::metrics_http::MetricsServer;
+use crate::plan;
+use crate::stats::Snapshot;
+
+/// How the daemon runs.
+#[derive(Debug, Clone)]
+pub struct DaemonOptions {
+    /// The config file (re-read on reload).
+    pub config: PathBuf,
+    /// Stop after this long (`None`: until `stop`).
+    pub duration: Option<Duration>,
+    /// Keep the capabilities after the sockets are open.
+    pub keep_privileges: bool,
+}
+
+/// What the daemon tells its caller while it runs.
+pub trait DaemonEvents {
+    /// A line for the log (stderr).
+    fn log(&mut self, line: &str);
+    /// Once a second, when the caller asked for it (`run --dump`).
+    fn second(&mut self, _snapshot: &Snapshot) {}
+}
+
+/// Loads and fully checks a config: syntax, ranges, and the scheduler's
+/// own limits (by building it once).
+pub fn load_checked(path: &Path) -> Result<RunConfig, String> {
+    let cfg = config::load(path).map_err(|e| e.to_string())?;
+    plan::build::<()>(&cfg).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(cfg)
+}
+
+/// Re-reads `path` and applies it; the answer lists the changes, or says
+/// why not (`error: ...`, the running config kept).
+pub fn apply_reload(pipeline: &Pipeline, path: &Path) -> String {
+    let new = match load_checked(path) {
+        Ok(c) => c,
+        Err(e) => return format!("error: {e} (the running config is kept)\n"),
+    };
+    match pipeline.reload(new) {
+        Ok(changes) if changes.is_empty() => "reloaded: no changes\n".into(),
+        Ok(changes) => {
+            let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
+            format!("reloaded:\n{}", lines.concat())
+        }
+        Err(e) => format!("error: {e}\n"),
+    }
+}
+
+/// The answer to one control request.
+pub fn answer(pipeline: &Pipeline, path: &Path, req: Request) -> String {
+    if req == Request::Reload {
+        return apply_reload(pipeline, path);
+    }
+    match pipeline.snapshot() {
+        Ok(s) => match req {
+            Request::StatsJson => s.json() + "\n",
+            Request::Prometheus => s.prometheus(),
+            Request::Dump => s.pipeline_text(),
+            Request::Stats | Request::Reload => s.text(),
+        },
+        Err(e) => format!("error: {e}\n"),
+    }
+}
+
+/// Runs until `stop` is set or the duration has passed; `reload_requested`
+/// is polled (SIGHUP); `dump` asks for [`DaemonEvents::second`].
+pub fn run(
+    opts: &DaemonOptions,
+    stop: &AtomicBool,
+    reload_requested: &dyn Fn() -> bool,
+    dump: bool,
+    events: &mut dyn DaemonEvents,
+) -> Result<Final, String> {
+    let cfg = load_checked(&opts.config)?;
+    let (devices, pool, backend) = open_packet_devices(&cfg.link).map_err(|e| e.to_string())?;
+    if let Some(why) = &backend.reason {
+        events.log(why);
+    }
+    let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
+    // Every socket that needs privilege is open: run on without any (the
+    // threads started below inherit the empty sets).
+    if opts.keep_privileges {
+        events.log("--keep-privileges: capabilities are kept");
+    } else if let Err(e) = crate::sys::drop_capabilities() {
+        events.log(&format!(
+            "could not drop capabilities ({e}); running with them"
+        ));
+    }
+    let pipeline =
+        Arc::new(Pipeline::start(cfg.clone(), devices, pool).map_err(|e| e.to_string())?);
+    let (p, path) = (pipeline.clone(), opts.config.clone());
+    let control = ControlThread::spawn(server, move |req| answer(&p, &path, req))
+        .map_err(|e| e.to_string())?;
+    let metrics = match cfg.control.prometheus {
+        Some(addr) => {
+            let p = pipeline.clone();
+            let m = MetricsServer::start(addr, move || {
+                p.snapshot().map(|s| s.prometheus()).unwrap_or_default()
+            })
+            .map_err(|e| format!("control.prometheus {addr}: {e}"))?;
+            events.log(&format!("Prometheus metrics on http://{}/metrics", m.addr));
+            Some(m)
+        }
+        None => None,
+    };
+    events.log(&format!(
+        "shaping {} -> {} at {} ({} classes); control socket {}",
+        cfg.link.ingress,
+        cfg.link.egress,
+        cfg.link.rate,
+        cfg.classes.len(),
+        cfg.control.socket.display()
+    ));
+    let started = Instant::now();
+    let mut last_dump = started;
+    while !stop.load(Ordering::Acquire) && opts.duration.is_none_or(|d| started.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(50));
+        if reload_requested() {
+            events.log(&format!(
+                "SIGHUP: {}",
+                apply_reload(&pipeline, &opts.config).trim_end()
+            ));
+        }
+        if dump && last_dump.elapsed() >= Duration::from_secs(1) {
+            if let Ok(s) = pipeline.snapshot() {
+                events.second(&s);
+            }
+            last_dump = Instant::now();
+        }
+    }
+    control.stop();
+    if let Some(m) = metrics {
+        m.stop();
+    }
+    let pipeline = Arc::try_unwrap(pipeline)
+        .map_err(|_| "the control thread still holds the pipeline".to_string())?;
+    pipeline.stop().map_err(|e| e.to_string())
+}

@@ -522,6 +522,30 @@ impl PacketSocket {
         }
     }
 
+    /// Copies one received frame into a pool buffer appended to `out`;
+    /// `false` (and counted) if no buffer was free or it did not fit.
+    fn take(
+        &mut self,
+        bytes: &[u8],
+        vlan: Option<(u16, u16)>,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+    ) -> bool {
+        let Some(mut buf) = pool.get() else {
+            self.stats.rx_no_buffer += 1;
+            return false;
+        };
+        if !copy_frame(bytes, vlan, &mut buf) {
+            self.stats.rx_oversize += 1;
+            pool.put(buf);
+            return false;
+        }
+        self.stats.rx_packets += 1;
+        self.stats.rx_bytes += buf.len() as u64;
+        out.push(buf);
+        true
+    }
+
     /// Receive from a TPACKET_V2 ring: slot by slot.
     fn recv_slots(
         &mut self,
@@ -541,25 +565,9 @@ impl PacketSocket {
             // SAFETY: the slot is ours (TP_STATUS_USER) until we write
             // TP_STATUS_KERNEL below; the kernel does not write it meanwhile.
             let slot = unsafe { std::slice::from_raw_parts(self.map.base.add(off), fsize) };
-            match (slot_frame(slot), pool.get()) {
-                (Some(f), Some(mut buf)) => {
-                    if copy_frame(&slot[f.data.clone()], f.vlan, &mut buf) {
-                        self.stats.rx_packets += 1;
-                        self.stats.rx_bytes += buf.len() as u64;
-                        out.push(buf);
-                        n += 1;
-                    } else {
-                        self.stats.rx_oversize += 1;
-                        pool.put(buf);
-                    }
-                }
-                (None, buf) => {
-                    self.stats.rx_oversize += 1;
-                    if let Some(b) = buf {
-                        pool.put(b);
-                    }
-                }
-                (Some(_), None) => self.stats.rx_no_buffer += 1,
+            match slot_frame(slot) {
+                Some(f) => n += usize::from(self.take(&slot[f.data], f.vlan, pool, out)),
+                None => self.stats.rx_oversize += 1,
             }
             self.status(off + TX_STATUS)
                 .store(libc::TP_STATUS_KERNEL, Ordering::Release);
@@ -615,20 +623,7 @@ impl PacketSocket {
                 };
                 left -= 1;
                 at = f.next;
-                match pool.get() {
-                    Some(mut buf) => {
-                        if copy_frame(&block[f.data.clone()], f.vlan, &mut buf) {
-                            self.stats.rx_packets += 1;
-                            self.stats.rx_bytes += buf.len() as u64;
-                            out.push(buf);
-                            n += 1;
-                        } else {
-                            self.stats.rx_oversize += 1;
-                            pool.put(buf);
-                        }
-                    }
-                    None => self.stats.rx_no_buffer += 1,
-                }
+                n += usize::from(self.take(&block[f.data], f.vlan, pool, out));
                 if at == 0 {
                     left = 0;
                 }

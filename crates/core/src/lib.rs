@@ -18,6 +18,56 @@
 //!
 //! Time is always an argument (`now: Nanos`), so everything here runs the
 //! same under a virtual clock in tests and simulations.
+//!
+//! # Examples
+//!
+//! (The README's examples, compiled and run as doctests.)
+//!
+//! Any algorithm behind one trait, with exact accounting:
+//!
+//! ```
+//! use pktsched_core::{Algorithm, FlowConfig, Nanos, Pkt};
+//!
+//! let mut sched = Algorithm::Drr.build::<u32>(); // quantum = weight × 1514 bytes
+//! let a = sched.add_flow(FlowConfig::weight(1))?;
+//! let b = sched.add_flow(FlowConfig::weight(3))?;
+//! for i in 0..8 {
+//!     sched.enqueue(Pkt::new(a, 1500, Nanos(0), i), Nanos(0)).map_err(|r| format!("{:?}", r.reason))?;
+//!     sched.enqueue(Pkt::new(b, 1500, Nanos(0), i), Nanos(0)).map_err(|r| format!("{:?}", r.reason))?;
+//! }
+//! let first_four: Vec<_> = (0..4)
+//!     .filter_map(|_| sched.dequeue(Nanos(0)))
+//!     .map(|p| p.flow)
+//!     .collect();
+//! assert_eq!(first_four.iter().filter(|&&f| f == b).count(), 3); // 3 : 1 by weight
+//! assert_eq!(sched.backlog().pkts, 12);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! A policy tree (Eiffel), with a flow placed below a named node:
+//!
+//! ```
+//! use pktsched_core::policy::{Policy, PolicySched};
+//! use pktsched_core::FlowConfig;
+//!
+//! let src = r#"
+//! [[node]]
+//! name = "root"
+//! kind = "wfq"
+//!
+//! [[node]]
+//! name = "gold"
+//! parent = "root"
+//! kind = "rr"
+//! weight = 3
+//! "#;
+//! let policy = Policy::from_toml(src)?; // errors name the node, line and column
+//! let mut sched: PolicySched<u64> = PolicySched::new(&policy);
+//! let gold = policy.node("gold").expect("declared above");
+//! let flow = sched.add_flow_at(gold, FlowConfig::weight(2))?;
+//! assert_eq!(sched.flow_node(flow), Some(gold));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]

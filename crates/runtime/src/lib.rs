@@ -54,6 +54,31 @@
 //! * `ci/miri.sh` runs the ordinary tests under Miri (it installs a nightly
 //!   toolchain with the `miri` component if there is none).
 
+//! # Example
+//!
+//! (The README's example, compiled and run as a doctest.)
+//!
+//! ```
+//! use pktsched_core::{Algorithm, Nanos, Pkt, Rate};
+//! use pktsched_runtime::output::NullOutput;
+//! use pktsched_runtime::pspat::{Clock, Config, Pspat, StopMode, add_flows};
+//!
+//! let mut sched = Algorithm::Qfq.build_send::<u64>();
+//! let flows = add_flows(sched.as_mut(), &[1, 2], 2, 256)?; // two flows, weights 1 and 2
+//! let rt = Pspat::start(
+//!     &Config::new(Rate::gbit(10)),
+//!     sched,
+//!     vec![NullOutput::default()],
+//!     Clock::new(),
+//! )?;
+//! let mut c = rt.client()?; // move it to the sending thread
+//! c.send(Pkt::new(flows[1], 1500, Nanos(0), 7))
+//!     .map_err(|e| format!("{e:?}"))?; // Err(Full) hands the packet back
+//! let report = rt.stop(StopMode::Drain)?; // where every packet went
+//! assert_eq!(report.sched.enqueued.pkts, 1);
+//! assert_eq!(report.arbiter.decisions + report.flushed, 1);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![deny(unsafe_code)]
 #![deny(unsafe_op_in_unsafe_fn)]
 #![warn(missing_docs)]

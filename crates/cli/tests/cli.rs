@@ -122,10 +122,7 @@ fn bench_sched_runs_policy_trees_next_to_qfq() {
     assert!(wfq["worst_wfi_bytes"].as_f64().unwrap_or(f64::NAN) < 10_000.0);
     // Unknown built-ins, unreadable files and shaped policies (whose
     // releases need a moving clock) are refused by name.
-    let hpfq = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../examples/policies/hpfq.dot"
-    );
+    let hpfq = concat!(env!("CARGO_MANIFEST_DIR"), "/../core/policies/hpfq.dot");
     let shaped = format!("policy:{hpfq}");
     for (bad, want) in [
         ("policy:nope", "no built-in policy"),

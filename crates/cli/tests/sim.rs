@@ -111,7 +111,10 @@ fn policy_scenario_runs_with_plots_and_departures() {
     let prefix = scratch.file("policy-plot", "");
     let (code, out, err) = sim(&[&scen, "--departures", &csv, "--plot", &prefix]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("policy ../policies/hpfq.toml"), "{out}");
+    assert!(
+        out.contains("policy ../../crates/core/policies/hpfq.toml"),
+        "{out}"
+    );
     assert!(
         out.contains("no published bound for a policy tree"),
         "{out}"

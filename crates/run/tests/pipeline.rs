@@ -223,16 +223,18 @@ name = \"",
             }
         }),
     );
-    wait_for("a backlog", || {
+    // Every frame received (most still queued) before the reload.
+    wait_for("all frames received", || {
         rig.pipeline
             .snapshot()
-            .map(|s| s.classes.iter().map(|c| c.qlen).sum::<u64>() > 100)
+            .map(|s| s.classes.iter().map(|c| c.received).sum::<u64>() == 3000)
             .unwrap_or(false)
     });
     // Video is removed (its queue moves to the default class), voice's
-    // weight changes, a class is added, and the rate goes up.
+    // weight changes, a class is added, and the rate goes down (so video
+    // still has a queue when its grace period ends and it is moved).
     let new = roomy
-        .replace("200mbit", "30mbit")
+        .replace("200mbit", "8mbit")
         .replace("weight = 3", "weight = 5")
         .replace(
             "name = \"video\"\nweight = 1\nmatch = [{ dport = 6000 }]\n",

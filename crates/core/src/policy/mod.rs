@@ -98,7 +98,7 @@
 //! range, missing rates (`link_rate` for lstf), rates below the shaper
 //! horizon, reservations without an hclock parent — are refused with a
 //! [`PolicyError`] naming the node and, from TOML, the line and column.
-//! Built-ins (also in `examples/policies/`): [`Policy::builtin`].
+//! Built-ins (the files in `crates/core/policies/`): [`Policy::builtin`].
 //!
 //! # Policies in DOT
 //!
@@ -121,34 +121,13 @@ pub use spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind};
 
 /// The built-in policies, by name, as TOML.
 pub const BUILTINS: [(&str, &str); 7] = [
-    (
-        "prio",
-        include_str!("../../../../examples/policies/prio.toml"),
-    ),
-    (
-        "wfq",
-        include_str!("../../../../examples/policies/wfq.toml"),
-    ),
-    (
-        "hpfq",
-        include_str!("../../../../examples/policies/hpfq.toml"),
-    ),
-    (
-        "pfabric",
-        include_str!("../../../../examples/policies/pfabric.toml"),
-    ),
-    (
-        "edf",
-        include_str!("../../../../examples/policies/edf.toml"),
-    ),
-    (
-        "lstf",
-        include_str!("../../../../examples/policies/lstf.toml"),
-    ),
-    (
-        "hclock",
-        include_str!("../../../../examples/policies/hclock.toml"),
-    ),
+    ("prio", include_str!("../../policies/prio.toml")),
+    ("wfq", include_str!("../../policies/wfq.toml")),
+    ("hpfq", include_str!("../../policies/hpfq.toml")),
+    ("pfabric", include_str!("../../policies/pfabric.toml")),
+    ("edf", include_str!("../../policies/edf.toml")),
+    ("lstf", include_str!("../../policies/lstf.toml")),
+    ("hclock", include_str!("../../policies/hclock.toml")),
 ];
 
 impl Policy {

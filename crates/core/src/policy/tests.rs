@@ -818,7 +818,7 @@ fn shape(p: &Policy) -> Vec<String> {
 
 #[test]
 fn dot_example_is_the_toml_hpfq() {
-    let dot = include_str!("../../../../examples/policies/hpfq.dot");
+    let dot = include_str!("../../policies/hpfq.dot");
     let from_dot = Policy::from_dot(dot).expect("dot");
     let from_toml = Policy::builtin("hpfq").expect("toml");
     assert_eq!(shape(&from_dot), shape(&from_toml));
@@ -1313,7 +1313,7 @@ mod hostile {
             if let Ok(p) = Policy::from_toml(&src) {
                 exercise(&p);
             }
-            let dot = mutate(include_str!("../../../../examples/policies/hpfq.dot"), &edits);
+            let dot = mutate(include_str!("../../policies/hpfq.dot"), &edits);
             if let Ok(p) = Policy::from_dot(&dot) {
                 exercise(&p);
             }

@@ -340,6 +340,91 @@ fn check_geometry(device: &str, role: Role) -> Result<usize, IoError> {
     }
 }
 
+/// Sets the TPACKET version, the per-role option and the ring of a fresh
+/// socket.
+fn set_up_ring(fdn: i32, role: Role, device: &str) -> Result<(), IoError> {
+    let one: libc::c_int = 1;
+    match role {
+        Role::Rx(r) => {
+            let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
+            setopt(
+                fdn,
+                libc::SOL_PACKET,
+                libc::PACKET_VERSION,
+                &v3,
+                device,
+                "PACKET_VERSION",
+            )?;
+            setopt(
+                fdn,
+                libc::SOL_PACKET,
+                libc::PACKET_IGNORE_OUTGOING,
+                &one,
+                device,
+                "PACKET_IGNORE_OUTGOING",
+            )?;
+            let req = libc::tpacket_req3 {
+                tp_block_size: r.block_size,
+                tp_block_nr: r.block_count,
+                tp_frame_size: 2048,
+                tp_frame_nr: r.block_size / 2048 * r.block_count,
+                tp_retire_blk_tov: r.timeout_ms,
+                tp_sizeof_priv: 0,
+                tp_feature_req_word: 0,
+            };
+            setopt(
+                fdn,
+                libc::SOL_PACKET,
+                libc::PACKET_RX_RING,
+                &req,
+                device,
+                "PACKET_RX_RING",
+            )?;
+        }
+        Role::Tx(t) | Role::RxFrames(t) => {
+            let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
+            setopt(
+                fdn,
+                libc::SOL_PACKET,
+                libc::PACKET_VERSION,
+                &v2,
+                device,
+                "PACKET_VERSION",
+            )?;
+            let (opt, name, ring, ring_name) = if matches!(role, Role::Tx(_)) {
+                let bypass = libc::PACKET_QDISC_BYPASS;
+                (
+                    bypass,
+                    "PACKET_QDISC_BYPASS",
+                    libc::PACKET_TX_RING,
+                    "PACKET_TX_RING",
+                )
+            } else {
+                let ignore = libc::PACKET_IGNORE_OUTGOING;
+                (
+                    ignore,
+                    "PACKET_IGNORE_OUTGOING",
+                    libc::PACKET_RX_RING,
+                    "PACKET_RX_RING",
+                )
+            };
+            setopt(fdn, libc::SOL_PACKET, opt, &one, device, name)?;
+            // Blocks must be whole pages; slots stay contiguous at
+            // `i × frame_size` because a block holds whole slots.
+            let block = t.frame_size.max(4096);
+            let per_block = block / t.frame_size;
+            let req = libc::tpacket_req {
+                tp_block_size: block,
+                tp_block_nr: t.frame_count.div_ceil(per_block),
+                tp_frame_size: t.frame_size,
+                tp_frame_nr: t.frame_count.div_ceil(per_block) * per_block,
+            };
+            setopt(fdn, libc::SOL_PACKET, ring, &req, device, ring_name)?;
+        }
+    }
+    Ok(())
+}
+
 impl PacketSocket {
     /// Opens a socket on `device` (in the calling thread's network
     /// namespace) with `role`'s ring. `promiscuous` receives frames for any
@@ -365,85 +450,7 @@ impl PacketSocket {
         // SAFETY: `raw` is a fresh descriptor owned by nothing else.
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let fdn = fd.as_raw_fd();
-        let one: libc::c_int = 1;
-        match role {
-            Role::Rx(r) => {
-                let v3 = libc::tpacket_versions::TPACKET_V3 as libc::c_int;
-                setopt(
-                    fdn,
-                    libc::SOL_PACKET,
-                    libc::PACKET_VERSION,
-                    &v3,
-                    device,
-                    "PACKET_VERSION",
-                )?;
-                setopt(
-                    fdn,
-                    libc::SOL_PACKET,
-                    libc::PACKET_IGNORE_OUTGOING,
-                    &one,
-                    device,
-                    "PACKET_IGNORE_OUTGOING",
-                )?;
-                let req = libc::tpacket_req3 {
-                    tp_block_size: r.block_size,
-                    tp_block_nr: r.block_count,
-                    tp_frame_size: 2048,
-                    tp_frame_nr: r.block_size / 2048 * r.block_count,
-                    tp_retire_blk_tov: r.timeout_ms,
-                    tp_sizeof_priv: 0,
-                    tp_feature_req_word: 0,
-                };
-                setopt(
-                    fdn,
-                    libc::SOL_PACKET,
-                    libc::PACKET_RX_RING,
-                    &req,
-                    device,
-                    "PACKET_RX_RING",
-                )?;
-            }
-            Role::Tx(t) | Role::RxFrames(t) => {
-                let v2 = libc::tpacket_versions::TPACKET_V2 as libc::c_int;
-                setopt(
-                    fdn,
-                    libc::SOL_PACKET,
-                    libc::PACKET_VERSION,
-                    &v2,
-                    device,
-                    "PACKET_VERSION",
-                )?;
-                let (opt, name, ring, ring_name) = if matches!(role, Role::Tx(_)) {
-                    let bypass = libc::PACKET_QDISC_BYPASS;
-                    (
-                        bypass,
-                        "PACKET_QDISC_BYPASS",
-                        libc::PACKET_TX_RING,
-                        "PACKET_TX_RING",
-                    )
-                } else {
-                    let ignore = libc::PACKET_IGNORE_OUTGOING;
-                    (
-                        ignore,
-                        "PACKET_IGNORE_OUTGOING",
-                        libc::PACKET_RX_RING,
-                        "PACKET_RX_RING",
-                    )
-                };
-                setopt(fdn, libc::SOL_PACKET, opt, &one, device, name)?;
-                // Blocks must be whole pages; slots stay contiguous at
-                // `i × frame_size` because a block holds whole slots.
-                let block = t.frame_size.max(4096);
-                let per_block = block / t.frame_size;
-                let req = libc::tpacket_req {
-                    tp_block_size: block,
-                    tp_block_nr: t.frame_count.div_ceil(per_block),
-                    tp_frame_size: t.frame_size,
-                    tp_frame_nr: t.frame_count.div_ceil(per_block) * per_block,
-                };
-                setopt(fdn, libc::SOL_PACKET, ring, &req, device, ring_name)?;
-            }
-        }
+        set_up_ring(fdn, role, device)?;
         // SAFETY: mapping the ring the kernel just set up on this socket,
         // `len` bytes as configured; the result is checked.
         let base = unsafe {

@@ -26,6 +26,12 @@ fn line(s: &Snapshot) -> String {
     format!("t={:4.1}s  Mbit/s: {}", s.uptime_s, parts.join("  "))
 }
 
+/// Whether `e` says the demo's namespaces could not be built (a missing
+/// tool), as opposed to a failure while it ran.
+pub(crate) fn could_not_build(e: &anyhow::Error) -> bool {
+    e.to_string().contains("topology:")
+}
+
 pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> Result<()> {
     if !(1..=3600).contains(&seconds) {
         anyhow::bail!("--seconds {seconds}; allowed: 1..=3600");

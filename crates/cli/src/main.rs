@@ -162,7 +162,16 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
                 }
                 bench_sched::demo(&ops, json, out)
             } else {
-                live_demo::run(seconds, json, out)
+                match live_demo::run(seconds, json, out) {
+                    Err(e) if live_demo::could_not_build(&e) => {
+                        eprintln!(
+                            "demo: {e:#}; running the in-memory demo instead (the live one \
+                             needs iproute2 and ethtool: ci/deps.sh installs them)"
+                        );
+                        bench_sched::demo(&ops, json, out)
+                    }
+                    other => other,
+                }
             }
         }
         Cmd::Run(a) => shaper::run(&a, out),

@@ -132,6 +132,9 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
     if o.mpu != n.mpu {
         link.push("mpu");
     }
+    if o.burst != n.burst {
+        link.push("burst");
+    }
     if !link.is_empty() {
         changes.push(Change::Link(link));
     }

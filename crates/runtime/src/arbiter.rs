@@ -113,6 +113,8 @@ pub(crate) struct Leftovers<T> {
 pub struct Arbiter<T, O> {
     sched: BoxedScheduler<T>,
     link: Link,
+    /// [`Config::burst`]: bytes the link may run ahead of the clock.
+    burst: u32,
     shared: Arc<Shared<T>>,
     /// Every client picked up so far, indexed by id.
     clients: Vec<ClientEnd<T>>,
@@ -183,6 +185,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         Arbiter {
             sched,
             link: Link::new(cfg.link),
+            burst: cfg.burst,
             shared: Arc::new(Shared::new(cfg)),
             clients: Vec::new(),
             active: Vec::new(),
@@ -218,6 +221,17 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// The emulated link's rate.
     pub fn link_rate(&self) -> pktsched_core::Rate {
         self.link.rate()
+    }
+
+    /// How far ahead of `now` the emulated link may be when a packet is
+    /// released ([`Config::burst`] bytes at the link's rate).
+    pub fn link_lead(&self) -> Nanos {
+        self.link.rate().tx_time(u64::from(self.burst))
+    }
+
+    /// Changes [`Config::burst`] live.
+    pub fn set_burst(&mut self, bytes: u32) {
+        self.burst = bytes;
     }
 
     /// Changes the emulated link's rate (live reconfiguration): packets
@@ -423,7 +437,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// `round_cap` packets (or as many as were drained, if more).
     fn release(&mut self, now: Nanos, round: &mut Round) {
         let cap = self.round_cap.max(round.drained);
-        while round.released < cap && self.link.ready(now) {
+        let ahead = Nanos(now.0.saturating_add(self.link_lead().0));
+        while round.released < cap && self.link.ready(ahead) {
             match self.sched.dequeue(now) {
                 Some(p) => {
                     self.link.send(p.len);

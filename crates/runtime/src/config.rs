@@ -64,6 +64,11 @@ pub struct Config {
     pub arbiter_core: Option<usize>,
     /// Pin dispatcher `i` to `dispatcher_cores[i % len]`.
     pub dispatcher_cores: Vec<usize>,
+    /// Bytes the emulated link may run ahead of the clock (HTB's `burst`):
+    /// a packet is released when the link will be free within the time
+    /// these bytes take. 0 (the default): never early. The long-run rate is
+    /// exact either way; a lead saves the arbiter a wake-up per packet.
+    pub burst: u32,
 }
 
 impl Config {
@@ -86,6 +91,7 @@ impl Config {
             tx_capacity: 1024,
             arbiter_core: None,
             dispatcher_cores: Vec::new(),
+            burst: 0,
         }
     }
 
@@ -126,6 +132,9 @@ impl Config {
                 self.dispatchers.to_string(),
                 "0 when client_transmit is set (clients transmit themselves)",
             );
+        }
+        if self.burst > 1 << 24 {
+            return bad("burst", self.burst.to_string(), "0..=16777216 bytes");
         }
         if self.tx_capacity == 0 || self.tx_capacity > 1 << 24 {
             return bad("tx_capacity", self.tx_capacity.to_string(), "1..=16777216");

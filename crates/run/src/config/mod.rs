@@ -9,6 +9,7 @@
 //! overhead = 24         # bytes added to every frame on the wire (Ethernet:
 //!                       # preamble 8 + gap 12 + FCS 4 = 24)
 //! mpu = 84              # smallest size a frame counts for, after overhead
+//! burst = 3028          # bytes it may send ahead of the rate (default: one frame)
 //!
 //! [scheduler]
 //! algorithm = "drr"     # fifo | prio | rr | drr | wf2q | qfq
@@ -56,6 +57,8 @@ pub const MAX_BUFFERS: u32 = 1 << 20;
 pub const MAX_FRAME: u32 = 9216;
 /// Smallest `max_frame`: a minimal Ethernet frame without FCS.
 pub const MIN_FRAME: u32 = 60;
+/// Largest `burst` (bytes).
+pub const MAX_BURST: u32 = 1 << 20;
 /// Largest per-frame overhead and `mpu` (bytes).
 pub const MAX_OVERHEAD: u32 = 256;
 /// Fastest link rate accepted.
@@ -119,6 +122,10 @@ pub struct LinkConfig {
     pub promiscuous: bool,
     /// Frame buffers shared by everything queued (bounds memory).
     pub buffers: u32,
+    /// Bytes the shaper may send ahead of its rate (HTB's `burst`): frames
+    /// leave up to that much early, saving a wake-up per frame; the
+    /// long-run rate is exact. Default: one maximum frame on the wire.
+    pub burst: u32,
 }
 
 impl LinkConfig {

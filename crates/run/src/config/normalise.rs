@@ -21,6 +21,7 @@ impl fmt::Display for RunConfig {
         writeln!(f, "backend = \"{}\"", l.backend.name())?;
         writeln!(f, "promiscuous = {}", l.promiscuous)?;
         writeln!(f, "buffers = {}", l.buffers)?;
+        writeln!(f, "burst = {}", l.burst)?;
         writeln!(f, "\n[scheduler]")?;
         match &self.scheduler {
             SchedulerChoice::Algorithm(a) => writeln!(f, "algorithm = \"{}\"", a.name())?,

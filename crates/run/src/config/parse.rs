@@ -12,9 +12,9 @@ use toml::Spanned;
 use super::matching::match_rule;
 use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
 use super::{
-    Backend, ClassConfig, ConfigError, ControlConfig, LinkConfig, MAX_BUFFERS, MAX_CLASS_LIMIT,
-    MAX_CLASSES, MAX_CONFIG_BYTES, MAX_FRAME, MAX_LINK_RATE, MAX_OVERHEAD, MAX_RULES, MIN_FRAME,
-    RunConfig, SchedulerChoice, read_capped,
+    Backend, ClassConfig, ConfigError, ControlConfig, LinkConfig, MAX_BUFFERS, MAX_BURST,
+    MAX_CLASS_LIMIT, MAX_CLASSES, MAX_CONFIG_BYTES, MAX_FRAME, MAX_LINK_RATE, MAX_OVERHEAD,
+    MAX_RULES, MIN_FRAME, RunConfig, SchedulerChoice, read_capped,
 };
 
 /// Where errors point: the file's name and text.
@@ -143,6 +143,13 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
     let mpu = opt(&l.mpu, "link.mpu", 0, MAX_OVERHEAD, 0)?;
     let max_frame = opt(&l.max_frame, "link.max_frame", MIN_FRAME, MAX_FRAME, 1514)?;
     let buffers = opt(&l.buffers, "link.buffers", 64, MAX_BUFFERS, 16384)?;
+    let burst = opt(
+        &l.burst,
+        "link.burst",
+        0,
+        MAX_BURST,
+        (max_frame + overhead).max(mpu),
+    )?;
     let backend = match &l.backend {
         None => Backend::Auto,
         Some(b) => match b.get_ref().as_str() {
@@ -167,6 +174,7 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
         backend,
         promiscuous: l.promiscuous.unwrap_or(true),
         buffers,
+        burst,
     })
 }
 

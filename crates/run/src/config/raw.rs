@@ -27,6 +27,7 @@ pub(crate) struct RawLink {
     pub(crate) backend: Option<Spanned<String>>,
     pub(crate) promiscuous: Option<bool>,
     pub(crate) buffers: Option<Spanned<i64>>,
+    pub(crate) burst: Option<Spanned<i64>>,
 }
 
 /// `[scheduler]`.

@@ -41,6 +41,7 @@ fn a_good_config_parses_with_defaults_filled_in() {
     assert_eq!(c.link.wire_len(60), 84);
     assert_eq!(c.link.wire_len(1500), 1524);
     assert_eq!(c.link.max_frame, 1514);
+    assert_eq!(c.link.burst, 1538, "one maximum frame on the wire");
     assert_eq!(c.classes.len(), 3);
     assert_eq!(c.default_class(), 2);
     let voip = c.class("voip").expect("voip");
@@ -101,6 +102,10 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         (
             format!("{link}buffers = 0\n{class}"),
             &["link.buffers = 0", "64..=1048576"],
+        ),
+        (
+            format!("{link}burst = -1\n{class}"),
+            &["link.burst = -1", "0..=1048576"],
         ),
         (
             format!("{link}backend = \"dpdk\"\n{class}"),

@@ -133,7 +133,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             }
             if round.drained == 0 && round.released == 0 {
                 let wait = if round.backlog > 0 {
-                    Duration::from_nanos(round.link_free.0.saturating_sub(now.0))
+                    // The next frame may leave `link_lead` before the link
+                    // is free.
+                    let due = round.link_free.0.saturating_sub(self.arbiter.link_lead().0);
+                    Duration::from_nanos(due.saturating_sub(now.0))
                 } else {
                     IDLE_SLEEP
                 };
@@ -226,6 +229,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             }
         }
         self.arbiter.set_link_rate(new.link.rate);
+        self.arbiter.set_burst(new.link.burst);
         self.shared.set_map(ClassMap {
             classifier,
             flows: slots.iter().map(|s| s.flow).collect(),

@@ -119,6 +119,7 @@ impl Pipeline {
         let shared = Shared::new(map, Anomaly::ALL.len());
         let mut rt = Config::new(link.rate);
         rt.mailbox_capacity = 1024;
+        rt.burst = link.burst;
         let out = TxOutput::new(
             Port::new(devices.egress_tx, &link.egress, "tx"),
             pool,

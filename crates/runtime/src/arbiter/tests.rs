@@ -54,6 +54,52 @@ fn packets_flow_from_clients_through_the_link_in_order() {
     assert_eq!(a.stats().decisions, 10);
 }
 
+/// A burst lets the link run ahead of the clock by that many bytes, never
+/// more, and the long-run rate stays exact.
+#[test]
+fn a_burst_releases_ahead_of_the_clock_by_at_most_its_bytes() {
+    let mut cfg = Config::new(Rate::gbit(1));
+    cfg.burst = 250; // two 125-byte packets: 2 µs at 1 Gbit/s
+    let mut a = Arbiter::new(
+        &cfg,
+        Algorithm::Fifo.build_send::<u64>(),
+        VecOutput::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.link_lead(), Nanos(2000));
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..100 {
+        assert_eq!(c.send(pkt(0, 125, i)), Ok(Sent::Queued));
+    }
+    // At t = 0: the packet due now and the two that start within 2 µs.
+    let r = a.do_scan(Nanos(0));
+    assert_eq!((r.released, r.link_free), (3, Nanos(3000)));
+    assert_eq!(a.do_scan(Nanos(500)).released, 0);
+    // Later rounds keep the lead and no more: the link is never more than
+    // 2 µs (plus the packet in hand) ahead of the clock.
+    for t in (1_000..100_000).step_by(1_000) {
+        let r = a.do_scan(Nanos(t));
+        assert!(
+            r.link_free.0 <= t + 3_000,
+            "t {t}: link free at {}",
+            r.link_free.0
+        );
+    }
+    // 100 packets of 1 µs each: the last started at 99 µs at the latest.
+    let r = a.do_scan(Nanos(100_000));
+    assert_eq!(r.backlog, 0);
+    assert_eq!(a.stats().decisions, 100);
+    assert!(
+        Config {
+            burst: 1 << 25,
+            ..Config::new(Rate::gbit(1))
+        }
+        .validate()
+        .is_err()
+    );
+}
+
 /// Shares under overload follow the weights (QFQ, virtual clock).
 #[test]
 fn shares_follow_weights_under_overload() {

@@ -460,7 +460,39 @@ pub fn fields(frame: &[u8]) -> (Fields, Option<Anomaly>) {
     (f, note)
 }
 
+impl IpPrefix {
+    /// Does this prefix contain all of `other`?
+    pub fn covers(&self, other: &IpPrefix) -> bool {
+        self.addr.is_ipv4() == other.addr.is_ipv4()
+            && self.len <= other.len
+            && self.contains(other.addr)
+    }
+}
+
 impl Match {
+    /// Does every frame `other` matches also match `self`? (Then a rule
+    /// with `other` placed after one with `self` can never win.)
+    pub fn covers(&self, other: &Match) -> bool {
+        fn field<T>(mine: &Option<T>, theirs: &Option<T>, wider: impl Fn(&T, &T) -> bool) -> bool {
+            match (mine, theirs) {
+                (None, _) => true,
+                (Some(_), None) => false,
+                (Some(m), Some(t)) => wider(m, t),
+            }
+        }
+        field(&self.src, &other.src, IpPrefix::covers)
+            && field(&self.dst, &other.dst, IpPrefix::covers)
+            && field(&self.proto, &other.proto, |a, b| a == b)
+            && field(&self.dscp, &other.dscp, |a, b| a == b)
+            && field(&self.vlan, &other.vlan, |a, b| a == b)
+            && field(&self.sport, &other.sport, |a, b| {
+                a.lo <= b.lo && b.hi <= a.hi
+            })
+            && field(&self.dport, &other.dport, |a, b| {
+                a.lo <= b.lo && b.hi <= a.hi
+            })
+    }
+
     /// Does a frame with `f` match?
     #[inline]
     pub fn matches(&self, f: &Fields) -> bool {

@@ -180,6 +180,27 @@ fn ipv6_extension_headers_are_followed_up_to_a_bound() {
 }
 
 #[test]
+fn a_rule_covers_the_narrower_ones() {
+    let m = |src: Option<&str>, dport: Option<&str>, proto: Option<u8>| Match {
+        src: src.map(|s| s.parse().expect("prefix")),
+        dport: dport.map(|p| p.parse().expect("ports")),
+        proto,
+        ..Match::default()
+    };
+    let wide = m(Some("10.0.0.0/8"), Some("1000-2000"), None);
+    assert!(wide.covers(&m(Some("10.1.0.0/16"), Some("1500"), Some(17))));
+    assert!(!wide.covers(&m(Some("10.1.0.0/16"), Some("900-1500"), None)));
+    assert!(!wide.covers(&m(Some("11.0.0.0/8"), Some("1500"), None)));
+    assert!(
+        !wide.covers(&m(None, Some("1500"), None)),
+        "any source is wider"
+    );
+    assert!(!wide.covers(&m(Some("2001:db8::/32"), Some("1500"), None)));
+    assert!(Match::default().covers(&wide));
+    assert!(!m(None, None, Some(6)).covers(&m(None, None, Some(17))));
+}
+
+#[test]
 fn prefixes_and_ranges_parse_strictly() {
     let p: IpPrefix = "10.1.0.0/16".parse().expect("ok");
     assert!(p.contains("10.1.200.3".parse().expect("ip")));

@@ -336,7 +336,38 @@ fn parse_classes(
             "no class has default = true: one class must take the frames no rule matches",
         ));
     }
+    shadowed_rules(cx, list, &classes)?;
     Ok(classes)
+}
+
+/// A rule that an earlier rule of another class covers can never match
+/// (first match wins): refused, naming both.
+fn shadowed_rules(
+    cx: &Ctx<'_>,
+    list: &Spanned<Vec<Spanned<RawClass>>>,
+    classes: &[ClassConfig],
+) -> Result<(), ConfigError> {
+    for (j, later) in classes.iter().enumerate() {
+        for (k, rule) in later.rules.iter().enumerate() {
+            let earlier = classes[..j]
+                .iter()
+                .find_map(|c| c.rules.iter().position(|r| r.covers(rule)).map(|m| (c, m)));
+            if let Some((c, m)) = earlier {
+                return Err(cx.err(
+                    list.get_ref()[j].span(),
+                    format!(
+                        "class {:?}: match rule {} can never match: class {:?}'s rule {} comes \
+                         first and covers it (first match wins; put the narrower rule first)",
+                        later.name,
+                        k + 1,
+                        c.name,
+                        m + 1
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn parse_class(

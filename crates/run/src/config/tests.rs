@@ -236,6 +236,16 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             format!("{link}{class}match = [{{ port = 80 }}]\n"),
             &["unknown field `port`"],
         ),
+        (
+            format!(
+                "{link}[[class]]\nname = \"web\"\nmatch = [{{ proto = \"tcp\" }}]\n\
+                 [[class]]\nname = \"https\"\nmatch = [{{ proto = \"tcp\", dport = 443 }}]\n{class}"
+            ),
+            &[
+                "class \"https\": match rule 1 can never match",
+                "class \"web\"'s rule 1",
+            ],
+        ),
         ("not toml [".to_string(), &["t.toml:1:"]),
     ];
     for (src, words) in rows {

@@ -4,9 +4,15 @@
 //! Ownership: [`BufPool::get`] hands out a [`PacketBuf`] that moves by
 //! value (through a scheduler, across threads); whoever is done with it
 //! gives it back with [`BufPool::put`] — a device's send does so for the
-//! frames it sent. A buffer dropped instead of returned is freed; the pool
-//! then simply has one buffer fewer (counted in [`PoolStats::lost`] as
-//! `capacity − free − out`, never a leak of memory).
+//! frames it sent, and so does whoever drops a frame. A buffer dropped
+//! instead of returned is freed (never a leak of memory); the pool then
+//! simply has one buffer fewer for good, so a pipeline that is idle and
+//! holds no frames should see `free == capacity` in [`PoolStats`] (the
+//! tests check it).
+//!
+//! Nothing here is per packet but a lock-free pop and push: no allocation,
+//! no lock. A `PacketBuf` is `Send + 'static`, so it can be the item of
+//! the PSPAT runtime (receive thread → arbiter → transmit thread).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -26,6 +26,7 @@ pub mod netns;
 #[allow(unsafe_code)]
 pub mod packet;
 
+use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 pub use buf::{BufPool, PacketBuf, PoolStats};
@@ -66,14 +67,22 @@ pub struct IoStats {
     pub rx_no_buffer: u64,
     /// Frames longer than a pool buffer, dropped.
     pub rx_oversize: u64,
+    /// Times the kernel froze the receive queue because every block was
+    /// still held by user space (`tp_freeze_q_cnt` of `PACKET_STATISTICS`,
+    /// TPACKET_V3 rings only): the reader is too slow or holds blocks.
+    pub rx_freezes: u64,
     /// Frames sent.
     pub tx_packets: u64,
     /// Bytes sent.
     pub tx_bytes: u64,
     /// Times the transmit ring or the peer was full (waited and retried).
     pub tx_busy: u64,
-    /// Frames that could not be sent after the retries.
+    /// Frames that could not be sent after the retries (including
+    /// `tx_oversize`).
     pub tx_failed: u64,
+    /// Frames longer than a transmit slot (left unsent; also in
+    /// `tx_failed`).
+    pub tx_oversize: u64,
 }
 
 /// A packet device: one direction or both of one interface.
@@ -99,4 +108,12 @@ pub trait PacketIo: Send {
 
     /// Counters.
     fn stats(&self) -> IoStats;
+
+    /// The descriptor to `poll(2)`/`epoll(7)` when one thread waits on
+    /// several devices (readable: a receive may find frames); `None` for
+    /// devices without one (in-memory ones), which the caller then polls
+    /// with [`PacketIo::wait`] or by trying.
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        None
+    }
 }

@@ -19,7 +19,7 @@
 
 use std::ffi::CString;
 use std::io;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
@@ -605,6 +605,8 @@ impl PacketSocket {
         };
         if rc == 0 {
             self.stats.rx_kernel_drops += u64::from(st.tp_drops);
+            // Zero for a TPACKET_V2 ring (its shorter struct leaves it).
+            self.stats.rx_freezes += u64::from(st.tp_freeze_q_cnt);
         }
     }
 
@@ -709,6 +711,7 @@ impl PacketSocket {
                 // Longer than a slot: it and the rest stay unsent (the
                 // caller counts them); size the ring for the link's frames.
                 self.stats.tx_failed += 1;
+                self.stats.tx_oversize += 1;
                 break;
             }
             let len = frame.len();
@@ -787,6 +790,10 @@ impl PacketIo for PacketSocket {
 
     fn stats(&self) -> IoStats {
         self.stats
+    }
+
+    fn poll_fd(&self) -> Option<BorrowedFd<'_>> {
+        Some(self.fd.as_fd())
     }
 }
 

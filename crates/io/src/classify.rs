@@ -204,6 +204,48 @@ pub struct Match {
     pub vlan: Option<u16>,
 }
 
+impl fmt::Display for Match {
+    /// Normalised: the fields given, in a fixed order, as
+    /// `src 10.0.0.0/8 dst ... proto 17 sport 53 dport 1000-2000 dscp 46
+    /// vlan 100`; `any` when none is.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut parts: Vec<String> = Vec::new();
+        if let Some(p) = self.src {
+            parts.push(format!("src {p}"));
+        }
+        if let Some(p) = self.dst {
+            parts.push(format!("dst {p}"));
+        }
+        if let Some(p) = self.proto {
+            parts.push(format!("proto {p}"));
+        }
+        if let Some(r) = self.sport {
+            parts.push(format!("sport {r}"));
+        }
+        if let Some(r) = self.dport {
+            parts.push(format!("dport {r}"));
+        }
+        if let Some(d) = self.dscp {
+            parts.push(format!("dscp {d}"));
+        }
+        if let Some(v) = self.vlan {
+            parts.push(format!("vlan {v}"));
+        }
+        if parts.is_empty() {
+            f.write_str("any")
+        } else {
+            f.write_str(&parts.join(" "))
+        }
+    }
+}
+
+impl fmt::Display for Rule {
+    /// `class 3: dport 5000`.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "class {}: {}", self.class, self.matches)
+    }
+}
+
 /// A rule: frames it matches go to `class`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Rule {
@@ -260,6 +302,59 @@ impl Anomaly {
             Anomaly::Fragment => "fragment",
             Anomaly::ExtHeaders => "ext_headers",
         }
+    }
+}
+
+impl fmt::Display for Anomaly {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Odd frames counted by [`Anomaly`] kind, for callers that count where
+/// they classify (one per thread; [`ClassifyStats::merge`] adds them up).
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassifyStats {
+    counts: [u64; Anomaly::ALL.len()],
+}
+
+impl ClassifyStats {
+    /// Counts a verdict's note (nothing for a frame with none).
+    #[inline]
+    pub fn record(&mut self, note: Option<Anomaly>) {
+        if let Some(a) = note {
+            self.counts[a.index()] += 1;
+        }
+    }
+
+    /// The count of one kind.
+    pub fn get(&self, kind: Anomaly) -> u64 {
+        self.counts[kind.index()]
+    }
+
+    /// Every kind with its count, in [`Anomaly::ALL`] order.
+    pub fn iter(&self) -> impl Iterator<Item = (Anomaly, u64)> + '_ {
+        Anomaly::ALL.iter().map(|&a| (a, self.get(a)))
+    }
+
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: &ClassifyStats) {
+        for (mine, theirs) in self.counts.iter_mut().zip(other.counts) {
+            *mine += theirs;
+        }
+    }
+}
+
+impl fmt::Display for ClassifyStats {
+    /// `runt 0 non_ip 3 ...`, every kind.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, (a, n)) in self.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            write!(f, "{a} {n}")?;
+        }
+        Ok(())
     }
 }
 

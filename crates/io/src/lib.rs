@@ -3,8 +3,9 @@
 //! batch, send a batch, buffers go back to the pool), its implementations
 //! — AF_PACKET rings ([`packet`]) and in-memory devices for tests
 //! ([`mem`]) — the frame classifier ([`classify`]), frame building for
-//! tests and generators ([`frame`]), and test topologies in network
-//! namespaces ([`netns`]).
+//! tests and generators ([`frame`], with the [`frame::Stamp`] payload
+//! codec and the shared clock in [`clock`]), and test topologies in
+//! network namespaces ([`netns`]).
 //!
 //! Not here yet: AF_XDP (UMEM, fill/completion/RX/TX rings, a `bpf(2)`
 //! loader for the XSKMAP redirect and the classifier compiled from the
@@ -12,13 +13,16 @@
 //! out, buffers owned by a pool.
 //!
 //! `unsafe` is denied except in [`packet`] (the socket options, the mmap'ed
-//! rings) and [`netns`] (`setns`); every block has its `// SAFETY:` note.
+//! rings), [`netns`] (`setns`, `geteuid`) and [`clock`]
+//! (`clock_gettime`); every block has its `// SAFETY:` note.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod buf;
 pub mod classify;
+#[allow(unsafe_code)]
+pub mod clock;
 pub mod frame;
 pub mod mem;
 #[allow(unsafe_code)]

@@ -240,6 +240,38 @@ fn prefixes_and_ranges_parse_strictly() {
     ));
 }
 
+#[test]
+fn anomalies_are_counted_by_kind_and_rules_print_normalised() {
+    let c = classifier();
+    let good = frame(&spec("10.0.0.1", "198.18.0.2", 1, 5000, 0, None));
+    let mut stats = ClassifyStats::default();
+    for f in [&good[..], &good[..5], &good[..30], &good[..], &[0u8; 3][..]] {
+        stats.record(c.classify(f).note);
+    }
+    assert_eq!(stats.get(Anomaly::Runt), 2);
+    assert_eq!(stats.get(Anomaly::Truncated), 1);
+    assert_eq!(stats.iter().map(|(_, n)| n).sum::<u64>(), 3);
+    let mut total = stats;
+    total.merge(&stats);
+    assert_eq!(total.get(Anomaly::Runt), 4);
+    assert_eq!(
+        stats.to_string(),
+        "runt 2 non_ip 0 truncated 1 bad_ip_header 0 ip_options 0 fragment 0 ext_headers 0"
+    );
+    let m = Match {
+        dst: Some("2001:db8::/32".parse().expect("prefix")),
+        proto: Some(17),
+        dport: Some("1000-2000".parse().expect("range")),
+        vlan: Some(7),
+        ..Match::default()
+    };
+    assert_eq!(
+        rule(3, m).to_string(),
+        "class 3: dst 2001:db8::/32 proto 17 dport 1000-2000 vlan 7"
+    );
+    assert_eq!(Match::default().to_string(), "any");
+}
+
 fn cases() -> u32 {
     std::env::var("PKTSCHED_FUZZ_CASES")
         .ok()

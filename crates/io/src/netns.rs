@@ -26,6 +26,50 @@ pub fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// Capability bits in `/proc/self/status`'s `CapEff`.
+const CAP_NET_ADMIN: u32 = 12;
+const CAP_NET_RAW: u32 = 13;
+const CAP_SYS_ADMIN: u32 = 21;
+
+/// Why this process cannot build topologies, or `None` if it can: it needs
+/// CAP_SYS_ADMIN (`ip netns add` mounts, `setns`), CAP_NET_ADMIN (veths,
+/// addresses, promiscuous mode), CAP_NET_RAW (AF_PACKET) and the `ip` and
+/// `ethtool` programs. Tests skip with this message (CI runs as root and
+/// runs them).
+pub fn missing_privileges() -> Option<String> {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let caps = status
+        .lines()
+        .find_map(|l| l.strip_prefix("CapEff:"))
+        .and_then(|v| u64::from_str_radix(v.trim(), 16).ok())
+        .unwrap_or(0);
+    let missing: Vec<&str> = [
+        (CAP_SYS_ADMIN, "CAP_SYS_ADMIN"),
+        (CAP_NET_ADMIN, "CAP_NET_ADMIN"),
+        (CAP_NET_RAW, "CAP_NET_RAW"),
+    ]
+    .into_iter()
+    .filter(|&(bit, _)| caps & (1 << bit) == 0)
+    .map(|(_, name)| name)
+    .collect();
+    if !missing.is_empty() {
+        return Some(format!(
+            "needs {} to build network namespaces and veths (run as root)",
+            missing.join(", ")
+        ));
+    }
+    for (prog, version) in [("ip", "-V"), ("ethtool", "--version")] {
+        let found = Command::new(prog)
+            .arg(version)
+            .output()
+            .is_ok_and(|o| o.status.success());
+        if !found {
+            return Some(format!("needs the `{prog}` program (iproute2 / ethtool)"));
+        }
+    }
+    None
+}
+
 fn run(args: &[&str]) -> io::Result<()> {
     let out = Command::new(args[0])
         .args(&args[1..])
@@ -195,6 +239,28 @@ impl Drop for Topology {
             let _ = run(&["ip", "netns", "del", ns]);
         }
     }
+}
+
+/// Removes the namespaces a killed process left behind: those named
+/// `<prefix><pid>-...` (as [`Topology::line`] names them) whose process
+/// no longer exists. Returns the names removed. [`Topology`]'s `Drop`
+/// covers panics; this covers `SIGKILL` and the like.
+pub fn remove_stale(prefix: &str) -> io::Result<Vec<String>> {
+    let mut removed = Vec::new();
+    for name in namespaces()? {
+        let Some(rest) = name.strip_prefix(prefix) else {
+            continue;
+        };
+        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
+            continue;
+        };
+        if pid == std::process::id() || std::path::Path::new(&format!("/proc/{pid}")).exists() {
+            continue;
+        }
+        run(&["ip", "netns", "del", &name])?;
+        removed.push(name);
+    }
+    Ok(removed)
 }
 
 /// Names of the network namespaces that exist now.

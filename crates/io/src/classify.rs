@@ -13,6 +13,12 @@
 //! | IPv4 options (`ip_options`) | ports read after the options |
 //! | fragments (`fragment`) | the first carries ports; later ones have none, so a rule with a port never matches them |
 //! | more than four IPv6 extension headers (`ext_headers`) | no ports |
+//! | IPv6 AH, ESP, or any other next header | the walk stops there: `proto` is that header, no ports |
+//!
+//! IPv6 extension headers followed: hop-by-hop (0), routing (43),
+//! destination options (60), each `8 + 8 × len` bytes, and fragment (44, 8
+//! bytes; a non-first fragment ends the walk with `proto` = its next header
+//! and no ports, the first one keeps its ports and notes `fragment`).
 //!
 //! Frames longer than the device's buffers never get here (the device
 //! drops and counts them); a frame longer than a class allows is the

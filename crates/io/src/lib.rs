@@ -9,8 +9,13 @@
 //!
 //! Not here yet: AF_XDP (UMEM, fill/completion/RX/TX rings, a `bpf(2)`
 //! loader for the XSKMAP redirect and the classifier compiled from the
-//! match rules). [`PacketIo`] is shaped so it fits: batches in, batches
-//! out, buffers owned by a pool.
+//! match rules); AF_PACKET fanout with a classic-BPF classifier (one ring
+//! per class, for per-class drop isolation); busy-polling socket options.
+//! [`PacketIo`] is shaped so they fit: batches in, batches out, buffers
+//! owned by a pool (an AF_XDP device would copy from its UMEM into pool
+//! buffers, or a later zero-copy variant would make the UMEM frames the
+//! pool), one pollable descriptor ([`PacketIo::poll_fd`]), and counters
+//! that name where frames were lost ([`IoStats`]).
 //!
 //! `unsafe` is denied except in [`packet`] (the socket options, the mmap'ed
 //! rings), [`netns`] (`setns`, `geteuid`) and [`clock`]

@@ -281,3 +281,36 @@ fn namespaces_are_removed_when_a_test_panics() {
         assert!(!left.contains(n), "{n} was not removed");
     }
 }
+
+#[test]
+fn namespaces_of_dead_processes_are_cleared() {
+    if skip() {
+        return;
+    }
+    // A pid above pid_max: no process can have it.
+    let pid_max: u64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(4_194_304);
+    let prefix = "pst-stale-";
+    let dead = format!("{prefix}{}-0-gen", pid_max + 1);
+    let alive = format!("{prefix}{}-0-gen", std::process::id());
+    for ns in [&dead, &alive] {
+        let ok = std::process::Command::new("ip")
+            .args(["netns", "add", ns])
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "ip netns add {ns}");
+    }
+    let removed = remove_stale(prefix).expect("remove_stale");
+    let left = namespaces().expect("list");
+    let _ = std::process::Command::new("ip")
+        .args(["netns", "del", &alive])
+        .status();
+    assert_eq!(removed, vec![dead.clone()]);
+    assert!(!left.contains(&dead), "{dead} is still there");
+    assert!(
+        left.contains(&alive),
+        "a live process's namespace was removed"
+    );
+}

@@ -233,6 +233,42 @@ impl Topology {
     }
 }
 
+impl Topology {
+    /// Turns IPv6 off in all three namespaces, so the kernels send no
+    /// neighbour or router solicitations: every frame on the wire is the
+    /// test's own (for tests that account for every frame).
+    pub fn quiet(&self) -> io::Result<()> {
+        for ns in [&self.gen_ns, &self.dut_ns, &self.sink_ns] {
+            for scope in ["all", "default"] {
+                run(&[
+                    "ip",
+                    "netns",
+                    "exec",
+                    ns,
+                    "sysctl",
+                    "-qw",
+                    &format!("net.ipv6.conf.{scope}.disable_ipv6=1"),
+                ])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A counter of `dev` in namespace `ns` from
+    /// `/sys/class/net/DEV/statistics/NAME` (read through `ip netns exec`,
+    /// which mounts that namespace's sysfs), e.g. `rx_dropped`.
+    pub fn counter(ns: &str, dev: &str, name: &str) -> io::Result<u64> {
+        let out = Command::new("ip")
+            .args(["netns", "exec", ns, "cat"])
+            .arg(format!("/sys/class/net/{dev}/statistics/{name}"))
+            .output()?;
+        String::from_utf8_lossy(&out.stdout)
+            .trim()
+            .parse()
+            .map_err(|e| io::Error::other(format!("{ns}/{dev} {name}: {e}")))
+    }
+}
+
 impl Drop for Topology {
     fn drop(&mut self) {
         for ns in [&self.gen_ns, &self.dut_ns, &self.sink_ns] {

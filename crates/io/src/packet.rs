@@ -588,6 +588,16 @@ impl PacketSocket {
         n
     }
 
+    /// Reads the kernel's receive drop and freeze counters now (they are
+    /// otherwise read as blocks are handed back, every 1024 frames of a
+    /// frame-slot ring, and whenever [`PacketIo::wait`] finds nothing).
+    pub fn refresh_stats(&mut self) -> IoStats {
+        if !matches!(self.role, Role::Tx(_)) {
+            self.read_kernel_stats();
+        }
+        self.stats
+    }
+
     /// Adds the kernel's drop counter (read and reset by the call).
     fn read_kernel_stats(&mut self) {
         // SAFETY: tpacket_stats_v3 is plain data; zero is valid.
@@ -774,6 +784,10 @@ impl PacketIo for PacketSocket {
         if self.status(ready_at).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0 {
             return Ok(());
         }
+        // Idle: bring the kernel's drop counters up to date, so drops of a
+        // burst followed by silence show in `stats` (they are otherwise
+        // read as blocks retire, or every 1024 frames of a V2 ring).
+        self.read_kernel_stats();
         let mut pfd = libc::pollfd {
             fd: self.fd.as_raw_fd(),
             events: libc::POLLIN | libc::POLLERR,

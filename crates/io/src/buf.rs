@@ -92,6 +92,9 @@ pub struct PoolStats {
     pub free: u64,
     /// `get` calls that found the pool empty.
     pub empty: u64,
+    /// Buffers given back that were not the pool's (another size, or
+    /// beyond its capacity): freed, and a sign of an ownership bug.
+    pub foreign: u64,
 }
 
 #[derive(Debug)]
@@ -100,6 +103,7 @@ struct Inner {
     capacity: usize,
     frame_size: usize,
     empty: AtomicU64,
+    foreign: AtomicU64,
 }
 
 /// A fixed set of equal buffers, shared by threads (cloning shares it).
@@ -132,6 +136,7 @@ impl BufPool {
                 capacity: count,
                 frame_size,
                 empty: AtomicU64::new(0),
+                foreign: AtomicU64::new(0),
             }),
         })
     }
@@ -148,12 +153,13 @@ impl BufPool {
         }
     }
 
-    /// Gives a buffer back. A buffer of another size (another pool's) is
-    /// freed instead, so the pool's buffers stay equal.
+    /// Gives a buffer back. A buffer of another size (another pool's), or
+    /// one more than the pool can hold, is freed instead and counted in
+    /// [`PoolStats::foreign`], so the pool's buffers stay equal.
     #[inline]
     pub fn put(&self, buf: PacketBuf) {
-        if buf.data.len() == self.inner.frame_size {
-            let _ = self.inner.free.push(buf.data);
+        if buf.data.len() != self.inner.frame_size || self.inner.free.push(buf.data).is_err() {
+            self.inner.foreign.fetch_add(1, Ordering::Relaxed);
         }
     }
 
@@ -168,6 +174,7 @@ impl BufPool {
             capacity: self.inner.capacity as u64,
             free: self.inner.free.len() as u64,
             empty: self.inner.empty.load(Ordering::Relaxed),
+            foreign: self.inner.foreign.load(Ordering::Relaxed),
         }
     }
 }
@@ -195,6 +202,10 @@ mod tests {
         let other = BufPool::new(1, 32).expect("other");
         pool.put(other.get().expect("foreign"));
         assert_eq!(pool.stats().free, 2, "a foreign buffer is not kept");
+        assert_eq!(pool.stats().foreign, 1);
+        let twin = BufPool::new(1, 64).expect("same size");
+        pool.put(twin.get().expect("one too many"));
+        assert_eq!((pool.stats().free, pool.stats().foreign), (2, 2));
         let mut c = pool.get().expect("c");
         assert!(c.is_empty(), "a buffer comes back empty");
         c.set_len(1000);

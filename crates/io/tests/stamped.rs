@@ -243,6 +243,7 @@ fn stamped_frames_cross_three_rings_whole_in_order_and_classified() {
             1024,
             "every forwarder buffer is back"
         );
+        assert_eq!(edge_pool.stats().foreign + dut_pool.stats().foreign, 0);
         latencies.sort_unstable();
         eprintln!(
             "{total} frames; one-way latency p50 {} µs, p99 {} µs; tx_busy g0 {} d1 {}; \

@@ -2,7 +2,7 @@
 //! per packet.
 //!
 //! ```text
-//! cargo run --release -p pktsched-io --example forward -- [SECONDS] [FRAME_BYTES] [v3|v2]
+//! cargo run --release -p pktsched-io --example forward -- [SECONDS] [FRAME_BYTES] [v3|v2] [napi]
 //! ```
 //!
 //! Builds `gen:g0 ↔ d0 dut d1 ↔ s0:sink` (removed at the end). A generator
@@ -10,7 +10,8 @@
 //! AF_PACKET TX ring goes; a forwarder thread in `dut` (pinned to CPU 1)
 //! moves them d0 → d1 through a receive ring (`v3`: TPACKET_V3 blocks,
 //! the default; `v2`: frame slots) and a TX ring with qdisc bypass; the
-//! sink's kernel drops them early (foreign MAC). Printed: offered and
+//! sink's kernel drops them early (foreign MAC). `napi` puts d0 and s0
+//! into veth's NAPI mode (see `Topology::napi`). Printed: offered and
 //! forwarded packets/s, the forwarder thread's CPU time per packet
 //! (CLOCK_THREAD_CPUTIME_ID), drops by reason, and what s0 counted. Needs
 //! root.
@@ -73,10 +74,14 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let secs: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3.0);
     let frame_len: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60);
-    let v2 = args.get(3).is_some_and(|s| s == "v2");
+    let v2 = args[3.min(args.len())..].iter().any(|s| s == "v2");
+    let napi = args[3.min(args.len())..].iter().any(|s| s == "napi");
     let payload_len = frame_len.saturating_sub(14 + 20 + 8).max(Stamp::LEN);
 
     let topo = Topology::line("pst-fwd-").expect("topology");
+    if napi {
+        topo.napi(true).expect("NAPI mode");
+    }
     let rx_role = if v2 {
         Role::RxFrames(FrameRing {
             frame_size: 2048,
@@ -180,6 +185,13 @@ fn main() {
     let (r, t, forwarded, ns_per_pkt, failed) = forwarder.join().expect("forwarder");
     let elapsed = t0.elapsed().as_secs_f64();
     let sink = sink_rx_packets(&topo.sink_ns) - sink_before;
+    let c = |ns: &str, dev: &str, name: &str| Topology::counter(ns, dev, name).unwrap_or(0);
+    let kernel = format!(
+        "kernel: d0 rx_dropped {}, d1 tx_dropped {}, s0 rx_dropped {}",
+        c(&topo.dut_ns, "d0", "rx_dropped"),
+        c(&topo.dut_ns, "d1", "tx_dropped"),
+        c(&topo.sink_ns, "s0", "rx_dropped")
+    );
     println!(
         "{frame_len}-byte frames, {:.1} s, RX ring {}",
         elapsed,
@@ -203,4 +215,5 @@ fn main() {
          d1 tx_busy {} not sent {failed}; s0 rx {}",
         r.rx_kernel_drops, r.rx_freezes, r.rx_no_buffer, r.rx_oversize, t.tx_busy, sink
     );
+    println!("{kernel}");
 }

@@ -254,6 +254,24 @@ impl Topology {
         Ok(())
     }
 
+    /// Puts the receiving ends d0 and s0 into veth's NAPI mode (GRO on):
+    /// their peers' transmissions then go through a 256-entry ring and a
+    /// NAPI poll instead of being received in the sender's context, and a
+    /// full ring pushes back on the sender (EAGAIN on an AF_PACKET TX
+    /// ring's kick). Closer to a NIC; the mode the research notes measured
+    /// with. `threaded`: the NAPI polls run in kernel threads of their own
+    /// (`napi/d0-*`) rather than in the softirq of the sending CPU.
+    pub fn napi(&self, threaded: bool) -> io::Result<()> {
+        for (ns, dev) in [(&self.dut_ns, "d0"), (&self.sink_ns, "s0")] {
+            run(&["ip", "netns", "exec", ns, "ethtool", "-K", dev, "gro", "on"])?;
+            if threaded {
+                let knob = format!("echo 1 > /sys/class/net/{dev}/threaded");
+                run(&["ip", "netns", "exec", ns, "sh", "-c", &knob])?;
+            }
+        }
+        Ok(())
+    }
+
     /// A counter of `dev` in namespace `ns` from
     /// `/sys/class/net/DEV/statistics/NAME` (read through `ip netns exec`,
     /// which mounts that namespace's sysfs), e.g. `rx_dropped`.

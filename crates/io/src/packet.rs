@@ -8,9 +8,17 @@
 //!   the frame's metadata is put back into the frame. Our own
 //!   transmissions are not received (`PACKET_IGNORE_OUTGOING`).
 //! * Transmit: frames are written into free slots (`TP_STATUS_AVAILABLE`),
-//!   marked `TP_STATUS_SEND_REQUEST`, and one `sendto` kicks the batch. A
-//!   veth whose peer is in NAPI mode pushes back with `EAGAIN`: the kick is
-//!   retried, a bounded number of times, and counted (`tx_busy`).
+//!   marked `TP_STATUS_SEND_REQUEST`, and `sendto(MSG_DONTWAIT)` kicks the
+//!   batch. A kick may take only part of it, failing with `EAGAIN` /
+//!   `ENOBUFS` or even succeeding: the kernel stops when the socket's send
+//!   buffer is full of frames in flight (a veth peer in NAPI mode holds up
+//!   to 256) and marks a frame the driver refused for sending again. So
+//!   the kick is repeated until the newest frame has left
+//!   `TP_STATUS_SEND_REQUEST` (the kernel takes frames in ring order), a
+//!   bounded number of times, each retry counted (`tx_busy`); what is
+//!   still left goes with the next `send_batch` (an empty one will do) or
+//!   `wait`. Without this, the tail of a burst could sit in the ring until
+//!   the next frame came.
 //!
 //! The walking of blocks and frames is in pure functions over byte slices
 //! ([`block_header`], [`frame_at`]), bounds-checked against the block, so
@@ -248,6 +256,9 @@ pub struct PacketSocket {
     cursor: Option<(u32, usize)>,
     /// Transmit (and frame-slot receive): the next slot.
     slot: usize,
+    /// Transmit: offset of the newest frame handed to the ring, until the
+    /// kernel has taken it (`TP_STATUS_SEND_REQUEST` no longer set).
+    tx_last: Option<usize>,
     /// Frames received since the kernel's drop counter was last read.
     since_stats: u32,
     stats: IoStats,
@@ -508,6 +519,7 @@ impl PacketSocket {
             block: 0,
             cursor: None,
             slot: 0,
+            tx_last: None,
             since_stats: 0,
             stats: IoStats::default(),
         })
@@ -598,6 +610,16 @@ impl PacketSocket {
         self.stats
     }
 
+    /// `true` while frames handed to the transmit ring have not all been
+    /// taken by the kernel (after a push-back outlasted the retries); the
+    /// next [`PacketIo::send_batch`] (an empty one will do) or
+    /// [`PacketIo::wait`] kicks them again.
+    pub fn tx_pending(&self) -> bool {
+        self.tx_last.is_some_and(|last| {
+            self.status(last).load(Ordering::Acquire) == libc::TP_STATUS_SEND_REQUEST
+        })
+    }
+
     /// Adds the kernel's drop counter (read and reset by the call).
     fn read_kernel_stats(&mut self) {
         // SAFETY: tpacket_stats_v3 is plain data; zero is valid.
@@ -660,7 +682,19 @@ impl PacketSocket {
         n
     }
 
-    fn kick(&mut self) -> bool {
+    /// Kicks the transmit ring until the kernel has taken every frame
+    /// handed to it, or the retries run out; `false` then, or on an error
+    /// other than push-back. The kernel takes frames in ring order, so the
+    /// newest one leaving `TP_STATUS_SEND_REQUEST` means all have. A kick
+    /// can return success having taken only some: with `MSG_DONTWAIT` the
+    /// kernel stops when the socket's send buffer is full of frames still
+    /// in flight (a veth in NAPI mode holds up to 256), and a frame the
+    /// driver refused is marked for sending again. Each retry is counted
+    /// in `tx_busy`.
+    fn flush(&mut self) -> bool {
+        let Some(last) = self.tx_last else {
+            return true;
+        };
         for attempt in 0..TX_RETRIES {
             // SAFETY: sendto with no buffer and no address kicks the TX ring
             // of this bound socket.
@@ -674,21 +708,21 @@ impl PacketSocket {
                     0,
                 )
             };
-            if rc >= 0 {
+            if rc < 0 {
+                match io::Error::last_os_error().raw_os_error() {
+                    Some(libc::EAGAIN) | Some(libc::ENOBUFS) | Some(libc::EINTR) => {}
+                    _ => return false,
+                }
+            }
+            if self.status(last).load(Ordering::Acquire) != libc::TP_STATUS_SEND_REQUEST {
+                self.tx_last = None;
                 return true;
             }
-            let err = io::Error::last_os_error();
-            match err.raw_os_error() {
-                Some(libc::EAGAIN) | Some(libc::ENOBUFS) => {
-                    self.stats.tx_busy += 1;
-                    if attempt > 8 {
-                        std::thread::sleep(Duration::from_micros(20));
-                    } else {
-                        std::hint::spin_loop();
-                    }
-                }
-                Some(libc::EINTR) => {}
-                _ => return false,
+            self.stats.tx_busy += 1;
+            if attempt > 8 {
+                std::thread::sleep(Duration::from_micros(20));
+            } else {
+                std::hint::spin_loop();
             }
         }
         false
@@ -709,7 +743,7 @@ impl PacketSocket {
                     .store(libc::TP_STATUS_AVAILABLE, Ordering::Release);
             } else if status != libc::TP_STATUS_AVAILABLE {
                 // The ring is full: send what is queued, then wait a little.
-                if !self.kick() || waited > TX_RETRIES {
+                if !self.flush() || waited > TX_RETRIES {
                     break;
                 }
                 waited += 1;
@@ -735,13 +769,14 @@ impl PacketSocket {
             }
             self.status(off + TX_STATUS)
                 .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
+            self.tx_last = Some(off + TX_STATUS);
             self.slot = (self.slot + 1) % fcount;
             queued += 1;
         }
-        if queued > 0 && !self.kick() {
-            // The kernel keeps the requests and sends them at the next kick.
-            self.stats.tx_busy += 1;
-        }
+        // Also with nothing new: frames an earlier call left go now. What
+        // the kernel has still not taken after the retries stays marked in
+        // the ring and goes at the next kick (next send_batch or wait).
+        self.flush();
         for buf in frames.drain(..queued) {
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += buf.len() as u64;
@@ -777,6 +812,8 @@ impl PacketIo for PacketSocket {
             Role::Rx(r) => self.block * r.block_size as usize + BLOCK_STATUS,
             Role::RxFrames(f) => self.slot * f.frame_size as usize + TX_STATUS,
             Role::Tx(_) => {
+                // Nothing to receive; frames still in the ring go now.
+                self.flush();
                 std::thread::sleep(timeout);
                 return Ok(());
             }

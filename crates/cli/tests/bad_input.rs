@@ -78,13 +78,18 @@ fn check(r: &Row) -> Option<String> {
         .stdin(Stdio::null())
         .stderr(Stdio::piped());
     match r.stdout {
-        Stdout::Read | Stdout::Closed => cmd.stdout(Stdio::piped()),
+        Stdout::Read => cmd.stdout(Stdio::piped()),
         Stdout::Full => cmd.stdout(std::fs::File::create("/dev/full").expect("/dev/full")),
+        Stdout::Closed => {
+            // The reading end is closed before the command starts, so its
+            // first write fails whatever the timing (closing it after the
+            // spawn raced with short outputs that fit in the pipe).
+            let (reader, writer) = std::io::pipe().expect("pipe");
+            drop(reader);
+            cmd.stdout(writer)
+        }
     };
-    let mut child = cmd.spawn().expect("spawn prlimit/timeout/pktsched");
-    if let Stdout::Closed = r.stdout {
-        drop(child.stdout.take());
-    }
+    let child = cmd.spawn().expect("spawn prlimit/timeout/pktsched");
     let out = child.wait_with_output().expect("wait");
     let err = String::from_utf8_lossy(&out.stderr);
     let code = out.status.code();

@@ -289,6 +289,7 @@ fn bench_pspat_json_accounts_for_every_packet() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2 * 2 * 3, "phases × clients × archs");
+    let mut most_decisions = 0.0f64;
     for r in runs {
         let (sent, delivered, dropped, returned) = (
             r["sent"].as_u64().unwrap(),
@@ -298,7 +299,11 @@ fn bench_pspat_json_accounts_for_every_packet() {
         );
         assert!(sent > 0, "{r}");
         assert_eq!(sent, delivered + dropped + returned, "{r}");
-        assert!(r["decisions_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        // A run's window may see no decision when the machine starves its
+        // threads for the whole (short) window: a rate, never NaN.
+        let rate = r["decisions_per_s"].as_f64().unwrap();
+        assert!(rate.is_finite() && rate >= 0.0, "{r}");
+        most_decisions = most_decisions.max(rate);
         let jain = r["jain"].as_f64().unwrap();
         assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{r}");
         if r["phase"] == "overload" {
@@ -309,6 +314,7 @@ fn bench_pspat_json_accounts_for_every_packet() {
             assert!(r["victim"].is_null());
         }
     }
+    assert!(most_decisions > 0.0, "no run measured a decision");
     let summary = v["summary"].as_array().unwrap();
     assert_eq!(summary.len(), 12);
     let plot = std::fs::read_to_string(&svg).unwrap();
@@ -377,6 +383,7 @@ fn bench_pspat_client_transmit_accounts_for_every_packet() {
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2);
+    let mut most_decisions = 0.0f64;
     for r in runs {
         let sent = r["sent"].as_u64().unwrap();
         assert!(sent > 0, "{r}");
@@ -387,8 +394,13 @@ fn bench_pspat_client_transmit_accounts_for_every_packet() {
                 + r["returned"].as_u64().unwrap(),
             "{r}"
         );
-        assert!(r["decisions_per_s"].as_f64().unwrap() > 0.0, "{r}");
+        // A run's window may see no decision when the machine starves its
+        // threads for the whole (short) window: a rate, never NaN.
+        let rate = r["decisions_per_s"].as_f64().unwrap();
+        assert!(rate.is_finite() && rate >= 0.0, "{r}");
+        most_decisions = most_decisions.max(rate);
     }
+    assert!(most_decisions > 0.0, "no run measured a decision");
 }
 
 #[test]

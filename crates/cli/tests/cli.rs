@@ -2,6 +2,8 @@
 //! clear error and exit code 2, never a panic.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
+use common::Scratch;
 use std::process::{Command, Output};
 
 fn pktsched(args: &[&str]) -> Output {
@@ -86,9 +88,8 @@ fn bench_sched_table() {
 #[test]
 fn bench_sched_runs_policy_trees_next_to_qfq() {
     // A DOT file without rates (bench sched's clock never moves).
-    let dir = std::env::temp_dir().join(format!("pktsched-cli-dot-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let flat = dir.join("two.dot");
+    let scratch = Scratch::new("cli-dot");
+    let flat = scratch.path().join("two.dot");
     std::fs::write(
         &flat,
         "digraph { r [kind=wfq] a [kind=wfq weight=3] b [kind=wfq] r -> a  r -> b }",
@@ -133,7 +134,6 @@ fn bench_sched_runs_policy_trees_next_to_qfq() {
         assert!(!o.status.success());
         assert!(stderr(&o).contains(want), "{bad}: {}", stderr(&o));
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -266,7 +266,8 @@ fn rate_prints_both_units() {
 /// measured with its bound next to it.
 #[test]
 fn bench_pspat_json_accounts_for_every_packet() {
-    let svg = std::env::temp_dir().join(format!("pktsched-pspat-{}.svg", std::process::id()));
+    let scratch = Scratch::new("pspat-plot");
+    let svg = scratch.path().join("pspat.svg");
     let o = pktsched(&[
         "bench",
         "pspat",
@@ -319,7 +320,6 @@ fn bench_pspat_json_accounts_for_every_packet() {
     assert_eq!(summary.len(), 12);
     let plot = std::fs::read_to_string(&svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("pspat"), "plot");
-    let _ = std::fs::remove_file(&svg);
 }
 
 #[test]
@@ -405,10 +405,8 @@ fn bench_pspat_client_transmit_accounts_for_every_packet() {
 
 #[test]
 fn bench_shape_plots_cost_and_wakeups() {
-    let prefix = std::env::temp_dir()
-        .join(format!("pktsched-shape-plot-{}", std::process::id()))
-        .display()
-        .to_string();
+    let scratch = Scratch::new("shape-plot");
+    let prefix = scratch.path().join("shape").display().to_string();
     let o = pktsched(&[
         "bench",
         "shape",
@@ -425,7 +423,6 @@ fn bench_shape_plots_cost_and_wakeups() {
         let f = format!("{prefix}{s}");
         let svg = std::fs::read_to_string(&f).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("mltw"), "{f}");
-        let _ = std::fs::remove_file(&f);
     }
 }
 

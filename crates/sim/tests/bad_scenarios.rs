@@ -178,6 +178,7 @@ fn policy_mistakes_are_named() {
 fn policy_nodes_and_bad_policy_files_are_named() {
     let dir = std::env::temp_dir().join(format!("pktsched-bad-policy-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
+    let _cleanup = RemoveOnDrop(dir.clone());
     std::fs::write(
         dir.join("p.toml"),
         "[[node]]\nname = \"root\"\nkind = \"wfq\"\n[[node]]\nname = \"a\"\nparent = \"root\"\nkind = \"prio\"\nlevels = 2\n",
@@ -226,7 +227,6 @@ fn policy_nodes_and_bad_policy_files_are_named() {
     ))
     .unwrap_err();
     assert!(e.contains("work-conserving"), "{e}");
-    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
@@ -285,4 +285,13 @@ fn endless_trace_files_hit_the_cap() {
         e.contains("trace `/dev/zero` is larger than") && e.contains("limit for a trace file"),
         "{e}"
     );
+}
+
+/// Removes a scratch directory when dropped, also when the test fails.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }

@@ -43,8 +43,12 @@
 //! Then each rule is a run of tests that jumps to the next rule on the
 //! first mismatch and otherwise returns the rule's class; the end returns
 //! the default class. Addresses are compared word by word under the
-//! prefix mask, loaded from the IP header. Program size: ~190
-//! instructions of parsing plus at most 36 per rule.
+//! prefix mask, loaded from the IP header. Program size: about 290
+//! instructions of parsing (the six IPv6 header steps are unrolled:
+//! classic BPF has no loops), then 1 to 33 per rule (3 for one
+//! field, 10 for a source /8 and a port, 33 with every field and two
+//! IPv6 /128s): within the kernel's 4096, 115 rules of the largest kind,
+//! over a thousand of one field each.
 //!
 //! Frames the kernel never hands to a packet socket (shorter than an
 //! Ethernet header; tagged and too short for `skb_vlan_untag`, under 20

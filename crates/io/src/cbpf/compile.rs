@@ -15,7 +15,8 @@ pub enum CompileError {
     /// The program would be longer than the kernel allows.
     #[error(
         "rule {rule} ({text}) makes the program {len} instructions long: allowed 4096 \
-         (about 100 rules fit; merge rules or use fewer address words)"
+         (1 to 33 instructions a rule after ~290 of parsing; merge rules or use shorter \
+         prefixes)"
     )]
     TooLong {
         /// The first rule that did not fit.

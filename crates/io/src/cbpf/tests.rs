@@ -617,3 +617,34 @@ fn compiled_program_agrees_with_the_classifier_on_random_frames() {
     let non_default = classes.iter().filter(|&&n| n > 0).count();
     assert!(non_default == 8 && checked > 10 * u64::from(fuzz_cases()));
 }
+
+#[test]
+fn program_size_is_as_documented() {
+    let empty = compile(&[], 0).expect("compiles").len();
+    let full = Match {
+        src: Some("2001:db8::1/128".parse().expect("prefix")),
+        dst: Some("2001:db8::2/127".parse().expect("prefix")),
+        proto: Some(17),
+        sport: Some("1-2".parse().expect("range")),
+        dport: Some("3-4".parse().expect("range")),
+        dscp: Some(1),
+        vlan: Some(2),
+    };
+    let one = compile(&[rule(1, full.clone())], 0)
+        .expect("compiles")
+        .len();
+    let v4 = Match {
+        src: Some("10.0.0.0/8".parse().expect("prefix")),
+        dport: Some("5000".parse().expect("port")),
+        ..Match::default()
+    };
+    let small = compile(&[rule(1, v4)], 0).expect("compiles").len();
+    eprintln!(
+        "parse + default: {empty}; the largest rule: {}; src /8 + dport: {}",
+        one - empty,
+        small - empty
+    );
+    assert!(empty <= 300, "{empty}");
+    assert!(one - empty <= 33, "{}", one - empty);
+    assert!(small - empty <= 10, "{}", small - empty);
+}

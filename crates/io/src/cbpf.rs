@@ -784,4 +784,4 @@ impl fmt::Display for Program {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

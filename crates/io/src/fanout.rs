@@ -318,3 +318,6 @@ const _: () = {
     assert!(std::mem::size_of::<Insn>() == std::mem::size_of::<libc::sock_filter>());
     assert!(std::mem::align_of::<Insn>() == std::mem::align_of::<libc::sock_filter>());
 };
+
+#[cfg(test)]
+mod tests;

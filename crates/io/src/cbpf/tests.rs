@@ -476,7 +476,7 @@ fn ipv6(r: &mut ChaCha8Rng, f: &mut Vec<u8>) {
 }
 
 /// A frame with the header stacks the classifier walks, odd ones often.
-fn random_frame(r: &mut ChaCha8Rng) -> Vec<u8> {
+pub(crate) fn random_frame(r: &mut ChaCha8Rng) -> Vec<u8> {
     let mut f = vec![2, 0, 0, 0, 0, 2, 2, 0, 0, 0, 0, 1];
     for _ in 0..pick(r, &[0usize, 0, 1, 1, 2, 3]) {
         f.extend_from_slice(&pick(r, &[0x8100u16, 0x88a8]).to_be_bytes());
@@ -544,7 +544,7 @@ fn range(r: &mut ChaCha8Rng) -> PortRange {
     PortRange { lo, hi }
 }
 
-fn random_rules(r: &mut ChaCha8Rng) -> Vec<Rule> {
+pub(crate) fn random_rules(r: &mut ChaCha8Rng) -> Vec<Rule> {
     (0..r.random_range(1..7))
         .map(|_| {
             let v6 = r.random();

@@ -1,7 +1,7 @@
 //! Classic BPF (`struct sock_filter` programs): an assembler with labels,
 //! the kernel's load-time checks, an interpreter ([`interp`]) and a
 //! compiler from the classifier's rules to a program that returns the
-//! class index ([`compile`]). Pure code, no `unsafe`; the socket side is
+//! class index ([`compile()`]). Pure code, no `unsafe`; the socket side is
 //! in [`crate::fanout`].
 //!
 //! # What a fanout program sees
@@ -83,9 +83,9 @@ pub mod op {
     pub const LD: u16 = 0x00;
     /// Load into X.
     pub const LDX: u16 = 0x01;
-    /// Store A into M[k].
+    /// Store A into `M[k]`.
     pub const ST: u16 = 0x02;
-    /// Store X into M[k].
+    /// Store X into `M[k]`.
     pub const STX: u16 = 0x03;
     /// Arithmetic on A.
     pub const ALU: u16 = 0x04;
@@ -107,7 +107,7 @@ pub mod op {
     pub const ABS: u16 = 0x20;
     /// Packet at X + k.
     pub const IND: u16 = 0x40;
-    /// Scratch memory M[k].
+    /// Scratch memory `M[k]`.
     pub const MEM: u16 = 0x60;
     /// Packet length.
     pub const LEN: u16 = 0x80;
@@ -445,7 +445,7 @@ impl Program {
     }
 }
 
-/// Every read of M[k] must follow a store to M[k] on every path to it.
+/// Every read of `M[k]` must follow a store to `M[k]` on every path to it.
 /// Jumps go forward, so one pass in order sees every predecessor first.
 fn check_memory(insns: &[Insn]) -> Result<(), ProgramError> {
     // Words surely written on entry to each instruction; all ones until a
@@ -682,7 +682,7 @@ impl Asm {
     pub fn ld_imm(&mut self, k: u32) {
         self.stmt(op::LD | op::W | op::IMM, k);
     }
-    /// A = M[m].
+    /// A = `M[m]`.
     pub fn ld_mem(&mut self, m: u32) {
         self.stmt(op::LD | op::W | op::MEM, m);
     }
@@ -715,15 +715,15 @@ impl Asm {
     pub fn ldx_imm(&mut self, k: u32) {
         self.stmt(op::LDX | op::W | op::IMM, k);
     }
-    /// X = M[m].
+    /// X = `M[m]`.
     pub fn ldx_mem(&mut self, m: u32) {
         self.stmt(op::LDX | op::W | op::MEM, m);
     }
-    /// M[m] = A.
+    /// `M[m]` = A.
     pub fn st(&mut self, m: u32) {
         self.stmt(op::ST, m);
     }
-    /// M[m] = X.
+    /// `M[m]` = X.
     pub fn stx(&mut self, m: u32) {
         self.stmt(op::STX, m);
     }

@@ -1,7 +1,7 @@
 //! Per-class receive rings on one interface: an AF_PACKET fanout group
 //! (`PACKET_FANOUT`, type `PACKET_FANOUT_CBPF`) of one socket per traffic
 //! class, each with a ring of its own (TPACKET_V3 blocks or TPACKET_V2
-//! slots), and a classic-BPF program ([`crate::cbpf::compile`]) that the
+//! slots), and a classic-BPF program ([`crate::cbpf::compile()`]) that the
 //! kernel runs on every frame to pick the socket: its return value
 //! modulo the group size is the index of the socket, here the class.
 //!
@@ -56,6 +56,8 @@ pub struct FanoutGroup {
     sockets: Vec<PacketSocket>,
     id: u16,
     program_len: usize,
+    /// One per socket, for [`FanoutGroup::wait`] (no allocation there).
+    pollfds: Vec<libc::pollfd>,
 }
 
 fn config(device: &str, what: String) -> IoError {
@@ -193,14 +195,23 @@ impl FanoutGroup {
                 "SO_DETACH_FILTER",
             )?;
         }
+        let pollfds = sockets
+            .iter()
+            .map(|s| libc::pollfd {
+                fd: s.raw_fd(),
+                events: libc::POLLIN | libc::POLLERR,
+                revents: 0,
+            })
+            .collect();
         Ok(FanoutGroup {
             sockets,
             id: id as u16,
             program_len: program.len(),
+            pollfds,
         })
     }
 
-    /// Compiles `rules` and `default` ([`crate::cbpf::compile`]) and opens
+    /// Compiles `rules` and `default` ([`crate::cbpf::compile()`]) and opens
     /// a group with one ring per class: every class a rule or the default
     /// names must have a ring.
     pub fn open_classified(
@@ -293,15 +304,7 @@ impl FanoutGroup {
 
     /// Waits up to `timeout` until some class's ring may have frames.
     pub fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
-        let mut fds: Vec<libc::pollfd> = self
-            .sockets
-            .iter()
-            .map(|s| libc::pollfd {
-                fd: s.raw_fd(),
-                events: libc::POLLIN | libc::POLLERR,
-                revents: 0,
-            })
-            .collect();
+        let fds = &mut self.pollfds;
         let ms = timeout.as_millis().min(i32::MAX as u128) as i32;
         // SAFETY: `fds` is a valid array of `fds.len()` pollfds for the call.
         let rc = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, ms) };

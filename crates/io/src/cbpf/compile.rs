@@ -90,7 +90,7 @@ pub fn compile(rules: &[Rule], default: u16) -> Result<Program, CompileError> {
     }
 }
 
-/// The parse section: fills M[] and ends at `parsed` (see the module
+/// The parse section: fills `M[]` and ends at `parsed` (see the module
 /// docs of [`crate::cbpf`]).
 fn parse(a: &mut Asm, parsed: Label) {
     a.ld_imm(NONE);

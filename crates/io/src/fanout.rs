@@ -11,6 +11,13 @@
 //!   the other classes keep receiving. `PACKET_FANOUT_FLAG_ROLLOVER` is
 //!   not set: it would move a full class's frames into another class's
 //!   ring.
+//! * **Ring sizing for isolation.** A class's ring must hold what
+//!   arrives for it while its reader is away. A TPACKET_V3 ring holds
+//!   `block_count` blocks, and the kernel hands a block over when it is
+//!   full *or* when its timeout expires, even with one frame in it: left
+//!   unread, the default ring (16 blocks, 1 ms) is full after 16 ms of a
+//!   trickle, whatever its size in bytes. TPACKET_V2 slots
+//!   ([`Role::RxFrames`]) hold one frame each however slowly they come.
 //! * **Ingress only.** The group is opened with
 //!   `PACKET_FANOUT_FLAG_IGNORE_OUTGOING` (Linux 6.2): frames sent on the
 //!   interface never reach the program, which is compiled for the

@@ -582,7 +582,7 @@ pub(crate) fn random_rules(r: &mut ChaCha8Rng) -> Vec<Rule> {
 #[test]
 fn compiled_program_agrees_with_the_classifier_on_random_frames() {
     let mut r = ChaCha8Rng::seed_from_u64(0x0cbf_f00d);
-    let (mut checked, mut never_arrive) = (0u64, 0u64);
+    let (mut checked, mut never_arrive, mut unstripped_checked) = (0u64, 0u64, 0u64);
     let mut classes = [0u64; 8];
     for _ in 0..fuzz_cases() {
         let rules = random_rules(&mut r);
@@ -601,6 +601,25 @@ fn compiled_program_agrees_with_the_classifier_on_random_frames() {
             };
             let want = c.classify(&frame).class;
             let got = run(&prog, &seen.skb());
+            // The same frame with its tags left in the data (no metadata
+            // tag): the program's path for a kernel that did not strip.
+            {
+                let unstripped = Skb {
+                    bytes: &frame,
+                    net: 14,
+                    data: 14,
+                    protocol: u16::from_be_bytes([frame[12], frame[13]]),
+                    vlan: None,
+                };
+                if matches!(unstripped.protocol, 0x8100 | 0x88a8) {
+                    assert_eq!(
+                        run(&prog, &unstripped),
+                        u32::from(want),
+                        "unstripped {frame:02x?}"
+                    );
+                    unstripped_checked += 1;
+                }
+            }
             assert_eq!(
                 got,
                 u32::from(want),
@@ -611,11 +630,13 @@ fn compiled_program_agrees_with_the_classifier_on_random_frames() {
         }
     }
     eprintln!(
-        "checked {checked} frames ({never_arrive} would not reach a socket); classes {classes:?}"
+        "checked {checked} frames ({never_arrive} would not reach a socket; \
+         {unstripped_checked} also with their tags left in the data); classes {classes:?}"
     );
     // The generator must reach rules, not only defaults.
     let non_default = classes.iter().filter(|&&n| n > 0).count();
     assert!(non_default == 8 && checked > 10 * u64::from(fuzz_cases()));
+    assert!(unstripped_checked > u64::from(fuzz_cases()));
 }
 
 #[test]

@@ -20,6 +20,9 @@
 //!   `wait`. Without this, the tail of a burst could sit in the ring until
 //!   the next frame came.
 //!
+//! Busy polling is an opt-in setting ([`BusyPoll`]); per-class receive
+//! rings fed by a fanout classifier are [`crate::fanout`]'s.
+//!
 //! The walking of blocks and frames is in pure functions over byte slices
 //! ([`block_header`], [`frame_at`]), bounds-checked against the block, so
 //! a malformed header can never reach outside it; they are unit-tested on
@@ -267,8 +270,8 @@ pub struct PacketSocket {
     tx_last: Option<usize>,
     /// Frames received since the kernel's drop counter was last read.
     since_stats: u32,
-    /// Busy-polling settings applied (the kernel reports the budget to
-    /// no one).
+    /// Busy-polling settings applied (the kernel has no `getsockopt` for
+    /// the budget).
     busy: BusyPoll,
     stats: IoStats,
 }

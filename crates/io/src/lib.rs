@@ -25,9 +25,12 @@
 #![warn(missing_docs)]
 
 pub mod buf;
+pub mod cbpf;
 pub mod classify;
 #[allow(unsafe_code)]
 pub mod clock;
+#[allow(unsafe_code)]
+pub mod fanout;
 pub mod frame;
 pub mod mem;
 #[allow(unsafe_code)]

@@ -20,6 +20,9 @@
 //!   `wait`. Without this, the tail of a burst could sit in the ring until
 //!   the next frame came.
 //!
+//! Busy polling is an opt-in setting ([`BusyPoll`]); per-class receive
+//! rings fed by a fanout classifier are [`crate::fanout`]'s.
+//!
 //! The walking of blocks and frames is in pure functions over byte slices
 //! ([`block_header`], [`frame_at`]), bounds-checked against the block, so
 //! a malformed header can never reach outside it; they are unit-tested on
@@ -32,6 +35,9 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
+
+mod busy_poll;
+pub use busy_poll::BusyPoll;
 
 /// Receive ring geometry.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -245,6 +251,9 @@ impl Drop for Mapping {
 }
 
 /// An AF_PACKET socket with one ring.
+///
+/// Busy polling ([`BusyPoll`], [`PacketSocket::set_busy_poll`]) is an
+/// opt-in setting.
 #[derive(Debug)]
 pub struct PacketSocket {
     fd: OwnedFd,
@@ -261,10 +270,13 @@ pub struct PacketSocket {
     tx_last: Option<usize>,
     /// Frames received since the kernel's drop counter was last read.
     since_stats: u32,
+    /// Busy-polling settings applied (the kernel has no `getsockopt` for
+    /// the budget).
+    busy: BusyPoll,
     stats: IoStats,
 }
 
-fn sys(device: &str, call: &'static str) -> IoError {
+pub(crate) fn sys(device: &str, call: &'static str) -> IoError {
     IoError::Sys {
         device: device.to_string(),
         call,
@@ -272,7 +284,9 @@ fn sys(device: &str, call: &'static str) -> IoError {
     }
 }
 
-fn setopt<T>(
+/// `setsockopt(fd, level, name, value)`; `value` must be plain data with
+/// no pointers in it.
+pub(crate) fn setopt<T: Copy>(
     fd: i32,
     level: i32,
     name: i32,
@@ -441,6 +455,19 @@ impl PacketSocket {
     /// namespace) with `role`'s ring. `promiscuous` receives frames for any
     /// MAC address (a bump in the wire needs it).
     pub fn open(device: &str, role: Role, promiscuous: bool) -> Result<PacketSocket, IoError> {
+        Self::open_with(device, role, promiscuous, &|_| Ok(()))
+    }
+
+    /// [`PacketSocket::open`], calling `before_bind` on the descriptor
+    /// once the ring is set up and before the socket is bound (when it
+    /// starts receiving): for a filter that must be in place from the
+    /// first frame.
+    pub(crate) fn open_with(
+        device: &str,
+        role: Role,
+        promiscuous: bool,
+        before_bind: &dyn Fn(BorrowedFd<'_>) -> Result<(), IoError>,
+    ) -> Result<PacketSocket, IoError> {
         let len = check_geometry(device, role)?;
         let ifindex = if_index(device)?;
         let proto = match role {
@@ -481,6 +508,7 @@ impl PacketSocket {
             base: base.cast(),
             len,
         };
+        before_bind(fd.as_fd())?;
         // SAFETY: sockaddr_ll is plain data; zero is valid before filling.
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
@@ -521,6 +549,7 @@ impl PacketSocket {
             slot: 0,
             tx_last: None,
             since_stats: 0,
+            busy: BusyPoll::default(),
             stats: IoStats::default(),
         })
     }
@@ -608,6 +637,16 @@ impl PacketSocket {
             self.read_kernel_stats();
         }
         self.stats
+    }
+
+    /// The socket's descriptor (for socket options set by other modules).
+    pub(crate) fn raw_fd(&self) -> i32 {
+        self.fd.as_raw_fd()
+    }
+
+    /// The interface.
+    pub fn device(&self) -> &str {
+        &self.device
     }
 
     /// `true` while frames handed to the transmit ring have not all been

@@ -75,6 +75,7 @@
 pub mod bitmap;
 pub mod flow;
 pub mod harness;
+pub mod ingress;
 pub mod policy;
 pub mod pq;
 pub mod sched;

@@ -59,6 +59,8 @@
 
 pub mod engine;
 pub mod fluid;
+pub mod ingress;
+mod ingress_sweep;
 pub mod input_file;
 pub mod metrics;
 pub mod model;

@@ -17,29 +17,37 @@
 //! and the budgets sum to at most the device budget, so no visit is cut
 //! short by the round); (A3) a visit of an empty ring costs no time.
 //!
-//! Let `c_n` be the start of the `n`-th RT visit and `C_n = c_{n+1} − c_n`
-//! the cycle. The visit at `c_{n+1}` serves the RT packets that arrived
-//! in `(c_n, c_{n+1}]` (A2), at most `1 + ρC_n/x` of them (A1), so it
-//! lasts at most `x + ρC_n`; the other rings then take at most `b·x`.
-//! Hence `C_{n+1} ≤ (b+1)x + ρC_n`, and since the first cycle after an
-//! idle poller is shorter than that, `C_n ≤ C* = (b+1)x/(1−ρ)` for all
-//! `n` (needs `ρ < 1`). An RT packet arriving at `a ∈ (c_n, c_{n+1}]`
-//! is served at `c_{n+1}` after the RT packets that arrived in
-//! `(c_n, a]` before it, at most `ρ(a − c_n)/x` of them, so its waiting
-//! time is at most `c_{n+1} − a + ρ(a−c_n) = C_n − (1−ρ)(a−c_n) ≤ C*`:
+//! Let `c_n` be the start of the `n`-th RT visit, `C_n = c_{n+1} − c_n`
+//! the cycle, `u_n` the RT packets that visit takes and `V_n ≤ b·x` the
+//! time spent on the other rings before the next RT visit, so
+//! `C_n = u_n·x + V_n`.
+//!
+//! *Cycles.* Visit `n` takes the RT packets that arrived in
+//! `(c_{n−1}, c_n]` (A2), at most `1 + ρC_{n−1}/x` (A1), so
+//! `C_n ≤ (b+1)x + ρC_{n−1}`; the first cycle after an idle poller is
+//! shorter than `(b+1)x/(1−ρ)`, so by induction `C_n ≤ C* = (b+1)x/(1−ρ)`
+//! (needs `ρ < 1`), and no visit takes more than `1 + ρ(b+1)/(1−ρ)`.
+//!
+//! *Wait.* An RT packet arriving at `a ∈ (c_n, c_{n+1}]` is served in
+//! visit `n+1`, after the `v` RT packets that arrived in `(c_n, a]`
+//! before it. Apply (A1) once to `(c_{n−1}, a]`, the packet itself being
+//! the `1`: `u_n + v ≤ ρ(C_{n−1} + a − c_n)/x`. Its wait is
+//! `c_{n+1} + v·x − a = u_n·x + V_n + v·x − (a − c_n)
+//! ≤ b·x + ρC_{n−1} − (1−ρ)(a − c_n) ≤ b·x + ρC*`:
 //!
 //! ```text
-//!   wait ≤ (b+1)·x/(1−ρ)        response (wait + own service) ≤ wait + x
+//!   wait ≤ b·x + ρ(b+1)x/(1−ρ) = (b+ρ)·x/(1−ρ)     response ≤ wait + x
 //! ```
 //!
-//! The form `T_max = b·x/(1−ρ)` misses the `+1`: a packet arriving just
-//! after an RT visit began waits for that visit (which may hold an RT
-//! packet that arrived just before it) and then the `b` others; with
-//! `ρ → 0` that is `(b+1)·x`, not `b·x`. `b·x/(1−ρ)` bounds the wait when
-//! the poller is not serving the RT ring at the arrival; and an RT packet
-//! that finds the RT ring empty while the poller serves other rings
-//! waits at most `b·x`, one budget of the others. The inverse here uses
-//! the bound that holds: `(b+1)/(1−ρ) ≤ m`, i.e. `b ≤ m(1−ρ) − 1`.
+//! This is the form `T_max = b·x/(1−ρ)` plus `ρx/(1−ρ)`: the extra term
+//! is the RT packet the envelope allows just before the tagged one, in
+//! the RT visit that began just before it arrived (the poller finishes
+//! the current RT batch, then serves `b` others). The proof does not
+//! show the extra term is reached; the simulations (crates/sim
+//! tests/ingress.rs) stay below both. An RT packet that finds the RT
+//! ring empty while the poller serves other rings waits at most `b·x`,
+//! one budget of the others. The inverse uses the bound proved here:
+//! `(b+ρ)/(1−ρ) ≤ m`, i.e. `b ≤ m(1−ρ) − ρ`.
 
 use std::fmt;
 
@@ -60,7 +68,7 @@ pub enum BoundError {
     M(f64),
     /// No budget of at least 1 meets the target.
     #[error(
-        "no best-effort budget meets a wait of {m} x at rho_rt = {rho}: b = 1 needs m >= {need} (2/(1 - rho_rt))"
+        "no best-effort budget meets a wait of {m} x at rho_rt = {rho}: b = 1 needs m >= {need} ((1 + rho_rt)/(1 - rho_rt))"
     )]
     Unreachable {
         /// The target.
@@ -84,12 +92,11 @@ pub struct Bound {
     pub x_ps: u64,
     /// RT load.
     pub rho: f64,
-    /// The bound on an RT packet's wait, `(b+1)x/(1−ρ)`, ps.
+    /// The bound on an RT packet's wait, `(b+ρ)x/(1−ρ)`, ps.
     pub wait_ps: f64,
     /// The wait plus its own service, ps.
     pub response_ps: f64,
-    /// `b·x/(1−ρ)`, the form without the `+1`, ps (holds only when the
-    /// poller is not serving the RT ring at the arrival).
+    /// `b·x/(1−ρ)`, the published form (smaller by `ρx/(1−ρ)`), ps.
     pub paper_wait_ps: f64,
     /// The smallest RT budget for which (A2) holds, `⌈1 + ρ(b+1)/(1−ρ)⌉`.
     pub min_rt_budget: u64,
@@ -115,7 +122,7 @@ pub fn bound(b: u64, x_ps: u64, rho: f64) -> Result<Bound, BoundError> {
     }
     let x = x_ps as f64;
     let free = 1.0 - rho;
-    let wait_ps = (b as f64 + 1.0) * x / free;
+    let wait_ps = (b as f64 + rho) * x / free;
     Ok(Bound {
         b,
         x_ps,
@@ -127,20 +134,21 @@ pub fn bound(b: u64, x_ps: u64, rho: f64) -> Result<Bound, BoundError> {
     })
 }
 
-/// The largest `b` whose wait bound is at most `m·x`: `⌊m(1−ρ) − 1⌋`.
+/// The largest `b` whose wait bound is at most `m·x`: `⌊m(1−ρ) − ρ⌋`.
 pub fn largest_b(m: f64, rho: f64) -> Result<u64, BoundError> {
     check_rho(rho)?;
     if !(m.is_finite() && m > 0.0) {
         return Err(BoundError::M(m));
     }
-    // A relative slack so that e.g. m = 10, ρ = 0.3 gives 6, not 5.99…→5.
-    let v = m * (1.0 - rho) - 1.0;
+    // A relative slack so that a product that is a whole number in exact
+    // arithmetic is not floored to the one below.
+    let v = m * (1.0 - rho) - rho;
     let b = (v + 1e-9 * m.max(1.0)).floor();
     if b < 1.0 {
         return Err(BoundError::Unreachable {
             m,
             rho,
-            need: 2.0 / (1.0 - rho),
+            need: (1.0 + rho) / (1.0 - rho),
         });
     }
     Ok((b as u64).min(MAX_B))
@@ -154,7 +162,7 @@ pub fn largest_b_for_target(target_ps: u64, x_ps: u64, rho: f64) -> Result<u64, 
     largest_b(target_ps as f64 / x_ps as f64, rho)
 }
 
-/// The `b ≤ m(1−ρ)` rule without the `+1` (for comparison).
+/// The published rule `b ≤ m(1−ρ)` (for comparison).
 pub fn paper_largest_b(m: f64, rho: f64) -> Result<u64, BoundError> {
     check_rho(rho)?;
     if !(m.is_finite() && m > 0.0) {

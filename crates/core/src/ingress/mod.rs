@@ -8,7 +8,7 @@
 //!   the simulator's model, a test's counters), visit by visit
 //!   ([`Poller::step`]) or a round at a time ([`Poller::poll`]), with
 //!   per-ring [`RingStats`].
-//! - [`bound`]: the RT latency bound `(b+1)·x/(1−ρ)` with its derivation,
+//! - [`bound`]: the RT latency bound `(b+ρ)·x/(1−ρ)` with its derivation,
 //!   and the largest best-effort budget for a target.
 //!
 //! No I/O, no clocks: a driver decides what a visit costs in time.

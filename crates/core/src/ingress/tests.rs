@@ -293,16 +293,20 @@ fn stats_count_polls_packets_and_exhaustion() {
 #[test]
 fn bound_values_and_inverse() {
     let b = bound(4, 1_000_000, 0.3).unwrap();
-    assert!((b.wait_ps - 5e6 / 0.7).abs() < 1.0);
+    assert!((b.wait_ps - 4.3e6 / 0.7).abs() < 1.0);
     assert!((b.paper_wait_ps - 4e6 / 0.7).abs() < 1.0);
     assert!((b.response_ps - b.wait_ps - 1e6).abs() < 1e-6);
     assert_eq!(b.min_rt_budget, 4); // 1 + 0.3·5/0.7 = 3.14 → 4
     assert_eq!(bound(1, 1, 0.0).unwrap().min_rt_budget, 1);
-    // m = 8, ρ = 0.3: (b+1)/0.7 ≤ 8 → b ≤ 4.6; the paper's rule: 5.6 → 5.
-    assert_eq!(largest_b(8.0, 0.3), Ok(4));
+    // m = 8, ρ = 0.3: (b+0.3)/0.7 ≤ 8 → b ≤ 5.3; the published rule 5.6.
+    assert_eq!(largest_b(8.0, 0.3), Ok(5));
     assert_eq!(paper_largest_b(8.0, 0.3), Ok(5));
-    // Exact boundaries are kept despite rounding: 10·0.7 − 1 = 6.
-    assert_eq!(largest_b(10.0, 0.3), Ok(6));
+    // m = 4, ρ = 0.5: 1.5 → 1 (the published rule: 2).
+    assert_eq!(largest_b(4.0, 0.5), Ok(1));
+    assert_eq!(paper_largest_b(4.0, 0.5), Ok(2));
+    // Exact boundaries are kept despite rounding: 5.25·0.8 − 0.2 = 4.
+    assert_eq!(largest_b(5.25, 0.2), Ok(4));
+    assert_eq!(paper_largest_b(10.0, 0.3), Ok(7));
     assert_eq!(largest_b_for_target(20_000_000, 1_000_000, 0.3), Ok(13));
     for m in [2.0, 3.5, 8.0, 100.0] {
         for rho in [0.0, 0.1, 0.3, 0.5, 0.9] {
@@ -342,8 +346,8 @@ fn bound_edge_cases_are_errors_naming_value_and_range() {
             .to_string()
             .contains("m = inf")
     );
-    let e = largest_b(2.0, 0.3).unwrap_err().to_string();
-    assert!(e.contains("b = 1 needs m >= 2.857"), "{e}");
+    let e = largest_b(1.5, 0.3).unwrap_err().to_string();
+    assert!(e.contains("b = 1 needs m >= 1.857"), "{e}");
     assert!(
         largest_b(8.0, 1.5)
             .unwrap_err()

@@ -68,7 +68,7 @@ pub enum BoundError {
     M(f64),
     /// No budget of at least 1 meets the target.
     #[error(
-        "no best-effort budget meets a wait of {m} x at rho_rt = {rho}: b = 1 needs m >= {need} ((1 + rho_rt)/(1 - rho_rt))"
+        "no best-effort budget meets a wait of {m} x at rho_rt = {rho}: b = 1 needs m >= {need:.3} ((1 + rho_rt)/(1 - rho_rt))"
     )]
     Unreachable {
         /// The target.

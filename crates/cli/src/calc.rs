@@ -61,8 +61,8 @@ pub(crate) struct IngressArgs {
     #[arg(long, default_value_t = 512)]
     ring: usize,
     /// Sweep SQ, RR, LL-RR and LL-WFQ over offered loads 0.2..1.6 and
-    /// write DIR/ingress-sweep.csv, DIR/ingress-p99.svg and
-    /// DIR/ingress-loss.svg.
+    /// write DIR/ingress-sweep.csv, DIR/ingress-p99.svg (both classes),
+    /// DIR/ingress-rt-p99.svg (RT only) and DIR/ingress-loss.svg.
     #[arg(long, value_name = "DIR")]
     sweep: Option<PathBuf>,
     /// RT share of the offered load in the sweep.
@@ -265,10 +265,10 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
     let f = std::fs::File::create(&csv).with_context(|| format!("creating {}", csv.display()))?;
     pktsched_sim::ingress::sweep_csv(&pts, std::io::BufWriter::new(f))
         .with_context(|| format!("writing {}", csv.display()))?;
-    let series = |val: fn(&pktsched_sim::ingress::SweepPoint) -> f64| {
+    let series = |val: fn(&pktsched_sim::ingress::SweepPoint) -> f64, classes: &[(usize, &str)]| {
         let mut s = Vec::new();
         for st in pktsched_core::ingress::Strategy::ALL {
-            for (class, name) in [(0, "RT"), (1, "BE")] {
+            for &(class, name) in classes {
                 let p: Vec<(f64, f64)> = pts
                     .iter()
                     .filter(|p| p.strategy == st.name() && p.class == class)
@@ -280,6 +280,7 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
         s
     };
     use pktsched_bench::svg::Chart;
+    const BOTH: &[(usize, &str)] = &[(0, "RT"), (1, "BE")];
     let title = |what: &str| {
         format!(
             "{what} vs offered load ({}% RT, x = {})",
@@ -292,7 +293,7 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
         x_desc: "offered load (fraction of 1/x)",
         y_desc: "p99 latency (us)",
         log_x: false,
-        series: series(|p| p.p99_us),
+        series: series(|p| p.p99_us, BOTH),
     }
     .draw(&dir.join("ingress-p99.svg"))?;
     Chart {
@@ -300,9 +301,17 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
         x_desc: "offered load (fraction of 1/x)",
         y_desc: "loss (fraction)",
         log_x: false,
-        series: series(|p| p.loss),
+        series: series(|p| p.loss, BOTH),
     }
     .draw(&dir.join("ingress-loss.svg"))?;
+    Chart {
+        title: title("RT p99 latency"),
+        x_desc: "offered load (fraction of 1/x)",
+        y_desc: "RT p99 latency (us)",
+        log_x: false,
+        series: series(|p| p.p99_us, &[(0, "RT")]),
+    }
+    .draw(&dir.join("ingress-rt-p99.svg"))?;
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&pts)?)?;
         return Ok(());
@@ -326,7 +335,7 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
     }
     writeln!(
         out,
-        "wrote {}, ingress-p99.svg, ingress-loss.svg",
+        "wrote {}, ingress-p99.svg, ingress-rt-p99.svg, ingress-loss.svg",
         csv.display()
     )?;
     Ok(())

@@ -536,7 +536,7 @@ fn calc_ingress_sweep_writes_csv_and_svg() {
     let csv = std::fs::read_to_string(dir.join("ingress-sweep.csv")).unwrap();
     assert_eq!(csv.lines().count(), 1 + 4 * 8 * 2);
     assert!(csv.starts_with("strategy,load,class,p50_us,p99_us,max_us,loss,throughput_pps\n"));
-    for f in ["ingress-p99.svg", "ingress-loss.svg"] {
+    for f in ["ingress-p99.svg", "ingress-rt-p99.svg", "ingress-loss.svg"] {
         let svg = std::fs::read_to_string(dir.join(f)).unwrap();
         assert!(svg.contains("<svg") && svg.contains("ll-wfq RT"), "{f}");
     }

@@ -231,3 +231,20 @@ fn sweep_covers_every_strategy_and_load() {
     assert!(rt("ll-wfq") < rt("sq"));
     assert!(sweep(1000, &[0.5], 1.0, 10, 8, 1).is_err());
 }
+
+/// Poisson RT arrivals do not fit the bound's envelope (A1): bursts make
+/// RT packets queue behind each other, and the bound is passed.
+#[test]
+fn poisson_rt_arrivals_can_pass_the_bound() {
+    let mut sim = llwfq(16, &[4], 1_000_000, 0.5, 2.0, 0.0, 5);
+    sim.classes[0].arrivals = Arrivals::Poisson;
+    let o = sim.run().unwrap();
+    let b = o.bound.unwrap();
+    assert!(!b.assumptions_hold);
+    assert!(
+        b.rt_max_ps as f64 > b.response_ps,
+        "{} <= {}",
+        b.rt_max_ps,
+        b.response_ps
+    );
+}

@@ -23,6 +23,6 @@ pub mod pspat;
 pub mod sched;
 pub mod shape;
 pub mod stats;
-mod svg;
+pub mod svg;
 
 pub use stats::thread_cpu_ns;

@@ -6,24 +6,29 @@ use anyhow::{Result, anyhow};
 
 /// A line chart of named series of `(x, y)` points; `log_x` puts x on a
 /// log scale (x must then be ≥ 1).
-pub(crate) struct Chart<'a> {
-    pub(crate) title: String,
-    pub(crate) x_desc: &'a str,
-    pub(crate) y_desc: &'a str,
-    pub(crate) log_x: bool,
-    pub(crate) series: Vec<(String, Vec<(f64, f64)>)>,
+#[derive(Debug)]
+pub struct Chart<'a> {
+    pub title: String,
+    pub x_desc: &'a str,
+    pub y_desc: &'a str,
+    pub log_x: bool,
+    pub series: Vec<(String, Vec<(f64, f64)>)>,
 }
 
-const COLORS: [(u8, u8, u8); 4] = [
+const COLORS: [(u8, u8, u8); 8] = [
     (31, 119, 180),
     (214, 39, 40),
     (127, 127, 127),
     (44, 160, 44),
+    (255, 127, 14),
+    (148, 103, 189),
+    (140, 86, 75),
+    (23, 190, 207),
 ];
 
 impl Chart<'_> {
     /// Draws the chart into `file` (900 × 500 SVG).
-    pub(crate) fn draw(&self, file: &Path) -> Result<()> {
+    pub fn draw(&self, file: &Path) -> Result<()> {
         use plotters::prelude::*;
         let e = |x: &dyn std::fmt::Display| anyhow!("plot {}: {x}", file.display());
         let pts = self.series.iter().flat_map(|s| s.1.iter());

@@ -8,6 +8,7 @@ use clap::{Parser, Subcommand};
 mod bench_pspat;
 mod bench_sched;
 mod bench_shape;
+mod calc;
 mod live_demo;
 mod output;
 mod progress;
@@ -82,6 +83,9 @@ enum Cmd {
     /// Receives stamped UDP flows; reports throughput, loss, reordering
     /// and one-way latency per flow.
     Sink(traffic::SinkArgs),
+    /// Calculators (the ingress poller's RT latency bound and budgets).
+    #[command(subcommand)]
+    Calc(CalcCmd),
     /// Parses a rate and prints it in bits/s and bytes/s, with the time one
     /// packet takes at that rate.
     Rate {
@@ -91,6 +95,15 @@ enum Cmd {
         #[arg(long, default_value_t = 1500)]
         len: u64,
     },
+}
+
+#[derive(Debug, Subcommand)]
+enum CalcCmd {
+    /// The RT latency bound (b+ρ)·x/(1−ρ) of per-class receive rings
+    /// polled with budgets, the largest BE budget for a target, and
+    /// optionally a simulation (--simulate) or a sweep of SQ, RR, LL-RR
+    /// and LL-WFQ (--sweep DIR).
+    Ingress(Box<calc::IngressArgs>),
 }
 
 #[derive(Debug, Subcommand)]
@@ -174,6 +187,7 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
                 }
             }
         }
+        Cmd::Calc(CalcCmd::Ingress(a)) => calc::ingress(&a, out),
         Cmd::Run(a) => shaper::run(&a, out),
         Cmd::Check(a) => shaper::check(&a, out),
         Cmd::Stats(a) => shaper::stats(&a, out),

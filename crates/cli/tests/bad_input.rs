@@ -557,3 +557,168 @@ fn shaper_and_traffic() {
         row(&["sink", "--idle", "x"], 2, &["--idle"]),
     ]);
 }
+
+/// `calc ingress`: the value, what is wrong and what is allowed.
+#[test]
+fn calc_ingress() {
+    let c = |rest: &'static [&'static str]| rest;
+    run_table(&[
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--rho-rt", "1", "--m", "8"]),
+            2,
+            &["rho_rt = 1", "0 <= rho_rt < 1"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--rho-rt=-0.5", "--b", "4"]),
+            2,
+            &["rho_rt = -0.5"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--rho-rt", "x", "--b", "4"]),
+            2,
+            &["--rho-rt", "'x'"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "0us", "--b", "4"]),
+            2,
+            &["--x = 0us", "positive"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1", "--b", "4"]),
+            2,
+            &["--x", "`1` has no unit"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--target", "5parsecs"]),
+            2,
+            &["--target", "unknown unit"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--rho-rt", "0.3"]),
+            2,
+            &["give one of --m", "--target", "--b"],
+        ),
+        row(
+            c(&[
+                "calc", "ingress", "--x", "1us", "--rho-rt", "0.3", "--m", "1.5",
+            ]),
+            2,
+            &["b = 1 needs m >= 1.857"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--m", "0"]),
+            2,
+            &["m = 0", "> 0"],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--b", "0"]),
+            2,
+            &["b = 0", "allowed 1..="],
+        ),
+        row(
+            c(&["calc", "ingress", "--x", "1us", "--m", "8", "--b", "4"]),
+            2,
+            &["cannot be used with"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "1us",
+                "--rho-rt",
+                "0.3",
+                "--b",
+                "4",
+                "--simulate",
+                "--packets",
+                "0",
+            ]),
+            2,
+            &["packets = 0", "1..=100000000"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "1us",
+                "--rho-rt",
+                "0.3",
+                "--b",
+                "4",
+                "--simulate",
+                "--jitter",
+                "1",
+            ]),
+            2,
+            &["jitter = 1", "0 <= jitter < 1"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "1us",
+                "--rho-rt",
+                "0.3",
+                "--b",
+                "70000",
+                "--simulate",
+            ]),
+            2,
+            &["b = 70000", "largest device budget 65536"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "1us",
+                "--rho-rt",
+                "0",
+                "--b",
+                "4",
+                "--simulate",
+            ]),
+            2,
+            &["--rho-rt > 0"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "1us",
+                "--sweep",
+                "{dir}/s",
+                "--rt-share",
+                "1",
+            ]),
+            2,
+            &["rt_share = 1", "0 < rt_share < 1"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "1us",
+                "--sweep",
+                "/proc/no/such",
+                "--packets",
+                "10",
+            ]),
+            2,
+            &["/proc/no/such"],
+        ),
+        Row {
+            stdout: Stdout::Full,
+            ..row(
+                c(&["calc", "ingress", "--x", "1us", "--b", "4"]),
+                2,
+                &["No space left on device"],
+            )
+        },
+    ]);
+}

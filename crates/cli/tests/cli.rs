@@ -466,3 +466,88 @@ fn bench_shape_stagger_mltw_batches_slow_flows() {
     // 12 ms packet gap).
     assert!(m["max_lateness_ns"].as_u64().unwrap() < 12_000_000, "{m}");
 }
+
+/// `calc ingress`: the largest BE budget for a target, the bound for a
+/// budget, and a simulation whose RT maximum stays within the bound.
+#[test]
+fn calc_ingress_budget_bound_and_simulation() {
+    let o = pktsched(&[
+        "calc", "ingress", "--x", "1us", "--rho-rt", "0.3", "--m", "8", "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    // (b + 0.3)/0.7 <= 8 → b = 5; wait = 5.3/0.7 us.
+    assert_eq!(v["b"], 5);
+    assert_eq!(v["x_ps"], 1_000_000);
+    let wait = v["wait_ps"].as_f64().unwrap();
+    assert!((wait - 5.3e6 / 0.7).abs() < 1.0, "{wait}");
+    assert!(wait <= 8e6);
+    let o = pktsched(&[
+        "calc", "ingress", "--x", "250ns", "--rho-rt", "0.3", "--b", "4",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("BE budget b = 4"), "{text}");
+    assert!(
+        text.contains("RT wait     <= (b+rho)x/(1-rho) = 1.536us"),
+        "{text}"
+    );
+    let o = pktsched(&[
+        "calc",
+        "ingress",
+        "--x",
+        "1us",
+        "--rho-rt",
+        "0.5",
+        "--b",
+        "4",
+        "--simulate",
+        "--packets",
+        "20000",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("json");
+    let sim = &v["simulation"];
+    assert_eq!(sim["strategy"], "ll-wfq");
+    let b = &sim["bound"];
+    assert_eq!(b["assumptions_hold"], true);
+    let max = b["rt_max_ps"].as_f64().unwrap();
+    assert!(
+        max > 0.0 && max <= b["response_ps"].as_f64().unwrap(),
+        "{b}"
+    );
+    let arrivals: u64 = sim["classes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["arrivals"].as_u64().unwrap())
+        .sum();
+    assert_eq!(arrivals, 20_000);
+}
+
+/// `calc ingress --sweep DIR` writes the CSV (a row per strategy, load
+/// and class) and both plots.
+#[test]
+fn calc_ingress_sweep_writes_csv_and_svg() {
+    let dir = std::env::temp_dir().join(format!("pktsched-ingress-sweep-{}", std::process::id()));
+    let o = pktsched(&[
+        "calc",
+        "ingress",
+        "--x",
+        "1us",
+        "--sweep",
+        dir.to_str().unwrap(),
+        "--packets",
+        "2000",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let csv = std::fs::read_to_string(dir.join("ingress-sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 4 * 8 * 2);
+    assert!(csv.starts_with("strategy,load,class,p50_us,p99_us,max_us,loss,throughput_pps\n"));
+    for f in ["ingress-p99.svg", "ingress-rt-p99.svg", "ingress-loss.svg"] {
+        let svg = std::fs::read_to_string(dir.join(f)).unwrap();
+        assert!(svg.contains("<svg") && svg.contains("ll-wfq RT"), "{f}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -15,6 +15,10 @@
 //! - [`shape`]: EDT pacing, timing wheels (single and multi-level), the
 //!   cFFS shaper and the shaping scheduler.
 //! - [`harness`]: the dummynet-style closed-loop benchmark harness.
+//! - [`ingress`]: per-class receive rings polled with budgets (SQ, RR,
+//!   LL-RR, LL-WFQ) and the RT latency bound.
+//! - [`route`]: longest-prefix match (IPv4, IPv6), the forwarding step
+//!   on an Ethernet frame and a per-packet access list.
 //!
 //! Time is always an argument (`now: Nanos`), so everything here runs the
 //! same under a virtual clock in tests and simulations.
@@ -75,8 +79,10 @@
 pub mod bitmap;
 pub mod flow;
 pub mod harness;
+pub mod ingress;
 pub mod policy;
 pub mod pq;
+pub mod route;
 pub mod sched;
 pub mod shape;
 pub mod units;

@@ -28,6 +28,10 @@
 //! - [`plot`]: SVG plots of an outcome.
 //! - [`session`]: a run the way `pktsched sim` does it: progress observer,
 //!   departures CSV, `--profile` re-runs, the exit verdict.
+//! - [`ingress`]: the ingress polling model (per-class receive rings
+//!   served by core's `ingress::Poller` with budgets) and its load sweep
+//!   (`ingress_sweep`, private, re-exported from [`ingress`]); separate
+//!   from the engine, with its own entry point `IngressSim::run`.
 //! - `prefetch` (private): the crate's only `unsafe` code, a cache hint.
 //!
 //! # Module dependencies
@@ -38,6 +42,7 @@
 //! modules reach as `crate::…` and which are left out below.
 //!
 //! - `model`, `fluid`, `metrics`, `prefetch` → (nothing)
+//! - `ingress` ↔ `ingress_sweep` (nothing else of the crate)
 //! - `source` → `model`
 //! - `outcome` → `metrics`
 //! - `engine` → `model`, `outcome`, `metrics`, `fluid`, `source`,
@@ -59,6 +64,8 @@
 
 pub mod engine;
 pub mod fluid;
+pub mod ingress;
+mod ingress_sweep;
 pub mod input_file;
 pub mod metrics;
 pub mod model;

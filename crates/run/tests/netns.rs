@@ -12,7 +12,8 @@ use pktsched_run::devices::open_packet_devices;
 use pktsched_run::engine::{Final, Pipeline};
 use pktsched_run::stats::Snapshot;
 use pktsched_run::traffic::gen_flows::FlowSpec;
-use pktsched_run::traffic::generator::{GenReport, generate};
+use pktsched_run::traffic::generator::{GenBackend, GenReport, generate_with};
+use pktsched_run::traffic::ring_out::RingTarget;
 use pktsched_run::traffic::sink::{Sink, SinkReport};
 
 /// What a run saw: the generator, the sink, the daemon at the end, and
@@ -36,6 +37,18 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn through_pipeline(
     config: &str,
     engine: Engine,
+    flows: &[&str],
+    ports: &[u16],
+    seconds: u64,
+) -> Run {
+    through_pipeline_with(config, engine, &GenBackend::Socket, flows, ports, seconds)
+}
+
+/// [`through_pipeline`] with the generator's frames sent by `backend`.
+fn through_pipeline_with(
+    config: &str,
+    engine: Engine,
+    backend: &GenBackend,
     flows: &[&str],
     ports: &[u16],
     seconds: u64,
@@ -76,7 +89,14 @@ fn through_pipeline(
             (a, pipeline.snapshot().expect("snapshot"))
         });
         let sent = in_namespace(&topo.gen_ns, || {
-            generate(&specs, Duration::from_secs(seconds), 7, &never, &mut |_| {})
+            generate_with(
+                backend,
+                &specs,
+                Duration::from_secs(seconds),
+                7,
+                &never,
+                &mut |_| {},
+            )
         })
         .expect("namespace")
         .expect("generate");
@@ -266,6 +286,45 @@ fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
     );
 }
 
+fn the_ring_generator_s_frames_cross_the_shaper_stamped(engine: Engine) {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    // Two flows well under the link: every frame the ring sent arrives,
+    // in order, with its stamp (the neighbour's MAC found through ARP
+    // across the shaper's reverse direction).
+    let ring = GenBackend::Packet(RingTarget {
+        device: "g0".into(),
+        dst_mac: None,
+    });
+    let run = through_pipeline_with(
+        &LINK.replace("RATE", "100mbit"),
+        engine,
+        &ring,
+        &[
+            "dport=5000,rate=2mbit,size=64",
+            "dport=5001,rate=5mbit,size=1500,pattern=poisson",
+        ],
+        &[5000, 5001],
+        4,
+    );
+    let text = format!("{}\n{}", run.received.text(), run.fin.after_stop.text());
+    assert_eq!(run.received.flows.len(), 2, "{text}");
+    for g in &run.sent.flows {
+        assert!(g.sent > 1000 && g.errors == 0, "{g:?}");
+        let s = run
+            .received
+            .flows
+            .iter()
+            .find(|s| g.dst.ends_with(&format!(":{}", s.port)))
+            .unwrap_or_else(|| panic!("flow {} did not arrive: {text}", g.dst));
+        assert_eq!(s.received, g.sent, "flow {}: {text}", g.flow);
+        assert_eq!(s.reordered, 0, "{text}");
+    }
+    assert!(run.received.unstamped == 0, "{text}");
+}
+
 /// Each scenario once per engine.
 macro_rules! for_both_engines {
     ($($scenario:ident),* $(,)?) => {
@@ -285,6 +344,7 @@ macro_rules! for_both_engines {
 }
 
 for_both_engines!(
+    the_ring_generator_s_frames_cross_the_shaper_stamped,
     a_single_overloading_flow_gets_the_configured_rate,
     weighted_shares_follow_the_weights_under_overload,
     a_strict_priority_class_takes_the_link_under_overload,

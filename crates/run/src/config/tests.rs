@@ -122,7 +122,10 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             format!("{link}engine = \"threads\"\n{class}"),
             &["link.engine", "\"threads\"", "run-to-completion, pspat"],
         ),
-        (format!("{link}engine = 2\n{class}"), &["t.toml:5:10", "expected a string"]),
+        (
+            format!("{link}engine = 2\n{class}"),
+            &["t.toml:5:10", "expected a string"],
+        ),
         (
             format!("{link}bogus = 1\n{class}"),
             &["unknown field `bogus`"],

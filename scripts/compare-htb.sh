@@ -14,7 +14,13 @@
 #      limiting: packets/s received and whole-machine CPU ns per packet
 #      (generator and sink included, the same for both);
 #   4. a config change under load (pktsched reload / tc class change):
-#      datagrams lost.
+#      datagrams lost;
+#   5. saturation: 64-byte frames from the AF_PACKET ring generator
+#      (`gen --backend packet`, far more than any of them forwards), limit
+#      far above: frames/s arriving on s0 (its rx_packets counter), also
+#      through a plain bridge with no qdisc.
+#
+# pktsched runs once per engine (link.engine = run-to-completion, pspat).
 #
 #   scripts/compare-htb.sh [SECONDS]      (default 5 per measurement)
 set -euo pipefail
@@ -39,12 +45,13 @@ nsx() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
 
 busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
 
-shaper_config() { # $1 algorithm-or-policy line, $2 rate
+shaper_config() { # $1 algorithm-or-policy line, $2 rate, $3 engine
     cat >"$work/run.toml" <<EOF
 [link]
 ingress = "d0"
 egress = "d1"
 rate = "$2"
+engine = "$3"
 [scheduler]
 $1
 [control]
@@ -66,15 +73,15 @@ EOF
 
 # PKTSCHED_ALG: the algorithm for pktsched's two classes (default prio,
 # as HTB's victim class has prio 0; drr weighs them 50:1 instead).
-start_pktsched() { # $1 rate
-    shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$1"
+start_pktsched() { # $1 rate, $2 engine
+    shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$1" "$2"
     # Not through nsx: $! must be the shaper itself (ip netns exec execs it).
     ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" >"$work/run.out" 2>"$work/run.err" &
     shaper_pid=$!
     for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
     cat "$work/run.err" >&2; exit 1
 }
-stop_pktsched() { kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; }
+stop_pktsched() { kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; rm -f "$work/ctl.sock"; }
 
 start_htb() { # $1 rate
     nsx "$dut" ip link add br0 type bridge
@@ -91,6 +98,43 @@ stop_htb() {
     nsx "$dut" tc qdisc del dev d1 root 2>/dev/null || true
     nsx "$dut" ip link del br0 2>/dev/null || true
 }
+start_bridge() { # a plain bridge, no qdisc (veths default to noqueue)
+    nsx "$dut" ip link add br0 type bridge
+    nsx "$dut" ip link set d0 master br0
+    nsx "$dut" ip link set d1 master br0
+    nsx "$dut" ip link set br0 up
+}
+
+# Architectures: pktsched with each engine, bridge + HTB, plain bridge.
+start_arch() { # $1 arch, $2 rate
+    case "$1" in
+        rtc) start_pktsched "$2" run-to-completion ;;
+        pspat) start_pktsched "$2" pspat ;;
+        htb) start_htb "$2" ;;
+        bridge) start_bridge ;;
+    esac
+}
+stop_arch() {
+    case "$1" in
+        rtc|pspat) stop_pktsched ;;
+        *) stop_htb ;;
+    esac
+}
+
+s0_rx() { nsx "$sink" cat /sys/class/net/s0/statistics/rx_packets; }
+
+saturate() { # $1 name: 64-byte frames from the ring generator, far above
+    local name="$1"
+    # One ordinary datagram first, so ARP has resolved the sink's MAC.
+    nsx "$gen" "$bin" gen --dst 198.18.0.2 --flow dport=6000,rate=1mbit,size=64 --duration 200ms >/dev/null 2>&1 || true
+    local r0 b0 r1 b1
+    r0=$(s0_rx); b0=$(busy_jiffies)
+    nsx "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
+        --flow "dport=6000,rate=5gbit,size=64" --duration "${secs}s" --json >"$work/$name.gen.json"
+    r1=$(s0_rx); b1=$(busy_jiffies)
+    echo $(( (r1 - r0) / secs )) >"$work/$name.pps"
+    echo $(( (b1 - b0) * 10000000 / ((r1 - r0) > 0 ? (r1 - r0) : 1) )) >"$work/$name.cpu_per_frame"
+}
 
 measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     local name="$1"; shift
@@ -102,6 +146,8 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     local b0; b0=$(busy_jiffies)
     nsx "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
     local b1; b1=$(busy_jiffies)
+    # pktsched's own view: each class's sojourn (received → handed to TX).
+    [ -S "$work/ctl.sock" ] && "$bin" stats --socket "$work/ctl.sock" --json >"$work/$name.stats.json" 2>/dev/null || true
     wait "$sink_pid" || true
     echo $(( (b1 - b0) * 10000000 )) >"$work/$name.cpu_ns" # jiffies at HZ=100 in /proc/stat (USER_HZ)
 }
@@ -110,64 +156,91 @@ jq_py() { python3 -c "import json,sys; d=json.load(open('$1')); $2"; }
 
 run_all() { # $1 arch
     local a="$1"
-    # 1. rate accuracy
-    if [ "$a" = pktsched ]; then start_pktsched 100mbit; else start_htb 100mbit; fi
-    measure "$a-rate" "dport=6000,rate=150mbit,size=1500"
-    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
-    # 2. victim latency under overload
-    if [ "$a" = pktsched ]; then start_pktsched 100mbit; else start_htb 100mbit; fi
-    measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
-    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
-    # 3. forwarding cost, 64-byte frames, limit far above the offered load
-    if [ "$a" = pktsched ]; then start_pktsched 10000mbit; else start_htb 10000mbit; fi
-    measure "$a-fwd" "dport=6000,rate=60mbit,size=64"
-    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
-    # 4. a change under load (half load, nothing should be lost)
-    if [ "$a" = pktsched ]; then start_pktsched 100mbit; else start_htb 100mbit; fi
-    (
-        sleep "$(( secs / 2 ))"
-        if [ "$a" = pktsched ]; then
-            sed -i 's/weight = 1$/weight = 2/' "$work/run.toml"
-            "$bin" reload --socket "$work/ctl.sock" >/dev/null
-        else
-            nsx "$dut" tc class change dev d1 parent 1:1 classid 1:20 htb rate 60mbit ceil 100mbit prio 1
-        fi
-    ) &
-    local change_pid=$!
-    measure "$a-reload" "dport=6000,count=4,rate=12mbit,size=1500"
-    wait "$change_pid"
-    if [ "$a" = pktsched ]; then stop_pktsched; else stop_htb; fi
+    if [ "$a" != bridge ]; then
+        # 1. rate accuracy
+        start_arch "$a" 100mbit
+        measure "$a-rate" "dport=6000,rate=150mbit,size=1500"
+        stop_arch "$a"
+        # 2. victim latency under overload
+        start_arch "$a" 100mbit
+        measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
+        stop_arch "$a"
+        # 3. forwarding cost, 64-byte frames, limit far above the offered load
+        start_arch "$a" 10000mbit
+        measure "$a-fwd" "dport=6000,rate=60mbit,size=64"
+        stop_arch "$a"
+        # 4. a change under load (half load, nothing should be lost)
+        start_arch "$a" 100mbit
+        (
+            sleep "$(( secs / 2 ))"
+            if [ "$a" = htb ]; then
+                nsx "$dut" tc class change dev d1 parent 1:1 classid 1:20 htb rate 60mbit ceil 100mbit prio 1
+            else
+                sed -i 's/weight = 1$/weight = 2/' "$work/run.toml"
+                "$bin" reload --socket "$work/ctl.sock" >/dev/null
+            fi
+        ) &
+        local change_pid=$!
+        measure "$a-reload" "dport=6000,count=4,rate=12mbit,size=1500"
+        wait "$change_pid"
+        stop_arch "$a"
+    fi
+    # 5. saturation with the ring generator, limit far above
+    start_arch "$a" 10000mbit
+    saturate "$a-sat"
+    stop_arch "$a"
 }
 
-run_all pktsched
-run_all htb
+archs="${ARCHS:-rtc pspat htb bridge}"
+for a in $archs; do run_all "$a"; done
 
-row() { # label, python expression over d (sink JSON) for pktsched and htb
-    local label="$1" expr="$2"
-    local a b
-    a=$(jq_py "$work/pktsched-$3.json" "$expr")
-    b=$(jq_py "$work/htb-$3.json" "$expr")
-    echo "| $label | $a | $b |"
+shaped=""
+for a in $archs; do [ "$a" = bridge ] || shaped="$shaped $a"; done
+name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; esac; }
+
+row() { # label, python expression over d (sink JSON), measurement name
+    local label="$1" expr="$2" line
+    line="| $label |"
+    for a in $shaped; do line="$line $(jq_py "$work/$a-$3.json" "$expr") |"; done
+    echo "$line"
 }
 {
-    echo "| measurement ($secs s each) | pktsched run | bridge + HTB |"
-    echo "| --- | ---: | ---: |"
+    header="| measurement ($secs s each) |"; sep="| --- |"
+    for a in $shaped; do header="$header $(name_of "$a") |"; sep="$sep ---: |"; done
+    echo "$header"; echo "$sep"
     row "rate, 1 greedy 1500 B flow into 100 Mbit/s (Mbit/s of frames)" \
         "print('%.2f' % (d['flows'][0]['throughput_bps']*1500/1458/1e6))" rate
     for q in p50 p99 p999; do
         row "victim $q latency, 1 Mbit/s next to 8 greedy flows (µs)" \
             "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')" victim
     done
+    line="| victim sojourn inside pktsched p50 / p99 (µs; received → handed to TX) |"
+    for a in $shaped; do
+        f="$work/$a-victim.stats.json"
+        if [ -s "$f" ]; then
+            line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['sojourn_p50_us'], v['sojourn_p99_us']))") |"
+        else
+            line="$line — |"
+        fi
+    done
+    echo "$line"
     row "victim datagrams lost" \
         "v=[f for f in d['flows'] if f['port']==6008]; print(v[0]['lost'] if v else 'all')" victim
     row "64 B frames received per second (not limiting)" \
         "print('%.0f' % (sum(f['received'] for f in d['flows'])/$secs))" fwd
-    for a in pktsched htb; do
+    line="| whole-machine CPU ns per 64 B frame (gen + forwarder + sink) |"
+    for a in $shaped; do
         n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
         c=$(cat "$work/$a-fwd.cpu_ns")
-        eval "cpu_$a=$(( c / (n > 0 ? n : 1) ))"
+        line="$line $(( c / (n > 0 ? n : 1) )) |"
     done
-    echo "| whole-machine CPU ns per 64 B frame (gen + forwarder + sink) | $cpu_pktsched | $cpu_htb |"
+    echo "$line"
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload
+    echo
+    echo "| saturation: ring generator, 64 B frames, limit far above |$(for a in $archs; do printf ' %s |' "$(name_of "$a")"; done)"
+    echo "| --- |$(for a in $archs; do printf ' ---: |'; done)"
+    echo "| frames/s arriving on s0 |$(for a in $archs; do printf ' %s |' "$(cat "$work/$a-sat.pps")"; done)"
+    echo "| whole-machine CPU ns per arriving frame |$(for a in $archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"
+    echo "| frames/s offered by the generator |$(for a in $archs; do printf ' %s |' "$(jq_py "$work/$a-sat.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))")"; done)"
 } | tee target/compare-htb.md

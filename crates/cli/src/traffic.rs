@@ -9,6 +9,8 @@ use std::time::Duration;
 use anyhow::{Context, Result, bail};
 use clap::Args;
 use pktsched_run::traffic::gen_flows::{FlowSpec, KEYS, MAX_FLOWS};
+use pktsched_run::traffic::generator::GenBackend;
+use pktsched_run::traffic::ring_out::{RingTarget, parse_mac};
 use pktsched_run::traffic::{generator, sink};
 
 use crate::output::Stdout;
@@ -42,6 +44,18 @@ pub(crate) struct GenArgs {
     /// JSON instead of a table.
     #[arg(long)]
     json: bool,
+    /// How frames leave: `socket` (a UDP socket per flow) or `packet`
+    /// (whole frames through an AF_PACKET transmit ring on --device, 64
+    /// per kick: for saturation; needs CAP_NET_RAW).
+    #[arg(long, default_value = "socket", value_name = "socket|packet")]
+    backend: String,
+    /// The interface the packet backend sends on.
+    #[arg(long, value_name = "IFACE")]
+    device: Option<String>,
+    /// The packet backend's destination MAC (default: the ARP entry of
+    /// each flow's destination on --device, resolved first).
+    #[arg(long, value_name = "MAC")]
+    dst_mac: Option<String>,
 }
 
 /// `pktsched sink`.
@@ -125,9 +139,11 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
         bail!("{total} flows in all (counting `count`): allowed at most {MAX_FLOWS}; keys: {KEYS}");
     }
     let d = duration("--duration", &a.duration)?;
+    let backend = gen_backend(a)?;
     crate::stop::stop_flag()?;
     let bar = crate::progress::bar(d);
-    let r = generator::generate(
+    let r = generator::generate_with(
+        &backend,
         &flows,
         d,
         a.seed,
@@ -141,6 +157,37 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
         write!(out, "{}", r.text())?;
     }
     exit_if_signalled(out)
+}
+
+/// `--backend`, `--device` and `--dst-mac` as a backend.
+fn gen_backend(a: &GenArgs) -> Result<GenBackend> {
+    let dst_mac = a
+        .dst_mac
+        .as_deref()
+        .map(|m| {
+            parse_mac(m).ok_or_else(|| {
+                anyhow::anyhow!("--dst-mac {m:?}: allowed six hex bytes like 02:00:00:00:00:01")
+            })
+        })
+        .transpose()?;
+    match (a.backend.as_str(), &a.device) {
+        ("socket", None) if dst_mac.is_none() => Ok(GenBackend::Socket),
+        ("socket", _) => bail!("--device and --dst-mac go with --backend packet"),
+        ("packet", Some(device)) => {
+            let ok = !device.is_empty() && device.len() <= 15 && !device.contains(['/', ' ']);
+            if !ok {
+                bail!("--device {device:?}: allowed an interface name of 1 to 15 bytes");
+            }
+            Ok(GenBackend::Packet(RingTarget {
+                device: device.clone(),
+                dst_mac,
+            }))
+        }
+        ("packet", None) => {
+            bail!("--backend packet needs --device IFACE (the interface to send on)")
+        }
+        (other, _) => bail!("--backend {other:?}: allowed socket or packet"),
+    }
 }
 
 /// After a signal: the report above is partial; the exit status says so.

@@ -80,7 +80,7 @@ fn scheduler_name(s: &SchedulerChoice) -> String {
 /// restart.
 pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestart> {
     let (o, n) = (&old.link, &new.link);
-    let fixed: [(&'static str, String, String); 7] = [
+    let fixed: [(&'static str, String, String); 8] = [
         ("link.ingress", o.ingress.clone(), n.ingress.clone()),
         ("link.egress", o.egress.clone(), n.egress.clone()),
         (
@@ -94,6 +94,11 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
             n.backend.name().into(),
         ),
         ("link.buffers", o.buffers.to_string(), n.buffers.to_string()),
+        (
+            "link.engine",
+            o.engine.name().into(),
+            n.engine.name().into(),
+        ),
         (
             "link.promiscuous",
             o.promiscuous.to_string(),
@@ -209,6 +214,11 @@ mod tests {
                 "rate = \"100mbit\"",
                 "rate = \"100mbit\"\nbuffers = 128",
                 "link.buffers",
+            ),
+            (
+                "rate = \"100mbit\"",
+                "rate = \"100mbit\"\nengine = \"pspat\"",
+                "link.engine",
             ),
             (
                 "rate = \"100mbit\"\n",

@@ -7,12 +7,13 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use pktsched_io::netns::{Topology, in_namespace, is_root};
-use pktsched_run::config::parse;
+use pktsched_run::config::{Engine, parse};
 use pktsched_run::devices::open_packet_devices;
 use pktsched_run::engine::{Final, Pipeline};
 use pktsched_run::stats::Snapshot;
 use pktsched_run::traffic::gen_flows::FlowSpec;
-use pktsched_run::traffic::generator::{GenReport, generate};
+use pktsched_run::traffic::generator::{GenBackend, GenReport, generate_with};
+use pktsched_run::traffic::ring_out::RingTarget;
 use pktsched_run::traffic::sink::{Sink, SinkReport};
 
 /// What a run saw: the generator, the sink, the daemon at the end, and
@@ -31,13 +32,38 @@ struct Run {
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Runs `flows` from the generator namespace through a pipeline with
-/// `config` to a sink on ports `ports` for `seconds` (at least 4).
-fn through_pipeline(config: &str, flows: &[&str], ports: &[u16], seconds: u64) -> Run {
+/// `config` (on `engine`) to a sink on ports `ports` for `seconds` (at
+/// least 4).
+fn through_pipeline(
+    config: &str,
+    engine: Engine,
+    flows: &[&str],
+    ports: &[u16],
+    seconds: u64,
+) -> Run {
+    through_pipeline_with(config, engine, &GenBackend::Socket, flows, ports, seconds)
+}
+
+/// [`through_pipeline`] with the generator's frames sent by `backend`.
+fn through_pipeline_with(
+    config: &str,
+    engine: Engine,
+    backend: &GenBackend,
+    flows: &[&str],
+    ports: &[u16],
+    seconds: u64,
+) -> Run {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let topo = Topology::line("pst-run-").expect("topology");
-    let cfg = parse(config, "test.toml", None).expect("config");
+    let config = config.replacen(
+        "[link]\n",
+        &format!("[link]\nengine = \"{}\"\n", engine.name()),
+        1,
+    );
+    let cfg = parse(&config, "test.toml", None).expect("config");
+    assert_eq!(cfg.link.engine, engine);
     let (devices, pool, _) = in_namespace(&topo.dut_ns, || open_packet_devices(&cfg.link))
         .expect("namespace")
         .expect("devices");
@@ -63,7 +89,14 @@ fn through_pipeline(config: &str, flows: &[&str], ports: &[u16], seconds: u64) -
             (a, pipeline.snapshot().expect("snapshot"))
         });
         let sent = in_namespace(&topo.gen_ns, || {
-            generate(&specs, Duration::from_secs(seconds), 7, &never, &mut |_| {})
+            generate_with(
+                backend,
+                &specs,
+                Duration::from_secs(seconds),
+                7,
+                &never,
+                &mut |_| {},
+            )
         })
         .expect("namespace")
         .expect("generate");
@@ -115,8 +148,7 @@ fn frame_rate_bps(r: &SinkReport, flow: usize) -> f64 {
     r.flows[flow].throughput_bps as f64 * 1500.0 / 1458.0
 }
 
-#[test]
-fn a_single_overloading_flow_gets_the_configured_rate() {
+fn a_single_overloading_flow_gets_the_configured_rate(engine: Engine) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
@@ -128,6 +160,7 @@ fn a_single_overloading_flow_gets_the_configured_rate() {
         ..
     } = through_pipeline(
         &LINK.replace("RATE", "100mbit"),
+        engine,
         &["dport=5000,rate=150mbit,size=1500"],
         &[5000],
         4,
@@ -137,8 +170,10 @@ fn a_single_overloading_flow_gets_the_configured_rate() {
     let err = (got - 100e6).abs() / 100e6;
     assert!(
         err < 0.01,
-        "received {got:.0} bit/s, {:.2} % off 100 Mbit/s",
-        err * 100.0
+        "received {got:.0} bit/s, {:.2} % off 100 Mbit/s\n{}\n{}",
+        err * 100.0,
+        s.text(),
+        fin.after_stop.text()
     );
     // Conservation through the daemon.
     let a = &fin.after_stop.classes[0];
@@ -152,14 +187,14 @@ fn a_single_overloading_flow_gets_the_configured_rate() {
     assert!(g.flows[0].sent >= a.received);
 }
 
-#[test]
-fn weighted_shares_follow_the_weights_under_overload() {
+fn weighted_shares_follow_the_weights_under_overload(engine: Engine) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
     }
     let run = through_pipeline(
         &LINK.replace("RATE", "60mbit"),
+        engine,
         &[
             "dport=5000,rate=60mbit,size=1500",
             "dport=5001,rate=60mbit,size=1500",
@@ -186,8 +221,7 @@ fn weighted_shares_follow_the_weights_under_overload() {
     assert_eq!(run.received.flows.len(), 3, "{}", run.received.text());
 }
 
-#[test]
-fn a_strict_priority_class_takes_the_link_under_overload() {
+fn a_strict_priority_class_takes_the_link_under_overload(engine: Engine) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
@@ -200,6 +234,7 @@ fn a_strict_priority_class_takes_the_link_under_overload() {
         .replace("name = \"c\"\nweight = 1", "name = \"c\"\nprio = 2");
     let run = through_pipeline(
         &config,
+        engine,
         &[
             "dport=5000,rate=60mbit,size=1500",
             "dport=5001,rate=60mbit,size=1500",
@@ -218,14 +253,14 @@ fn a_strict_priority_class_takes_the_link_under_overload() {
     );
 }
 
-#[test]
-fn a_gigabit_limit_is_kept_within_one_percent() {
+fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
     }
     let run = through_pipeline(
         &LINK.replace("RATE", "1gbit"),
+        engine,
         &["dport=5000,rate=1300mbit,size=1500"],
         &[5000],
         4,
@@ -250,3 +285,68 @@ fn a_gigabit_limit_is_kept_within_one_percent() {
         run.received.text()
     );
 }
+
+fn the_ring_generator_s_frames_cross_the_shaper_stamped(engine: Engine) {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    // Two flows well under the link: every frame the ring sent arrives,
+    // in order, with its stamp (the neighbour's MAC found through ARP
+    // across the shaper's reverse direction).
+    let ring = GenBackend::Packet(RingTarget {
+        device: "g0".into(),
+        dst_mac: None,
+    });
+    let run = through_pipeline_with(
+        &LINK.replace("RATE", "100mbit"),
+        engine,
+        &ring,
+        &[
+            "dport=5000,rate=2mbit,size=64",
+            "dport=5001,rate=5mbit,size=1500,pattern=poisson",
+        ],
+        &[5000, 5001],
+        4,
+    );
+    let text = format!("{}\n{}", run.received.text(), run.fin.after_stop.text());
+    assert_eq!(run.received.flows.len(), 2, "{text}");
+    for g in &run.sent.flows {
+        assert!(g.sent > 1000 && g.errors == 0, "{g:?}");
+        let s = run
+            .received
+            .flows
+            .iter()
+            .find(|s| g.dst.ends_with(&format!(":{}", s.port)))
+            .unwrap_or_else(|| panic!("flow {} did not arrive: {text}", g.dst));
+        assert_eq!(s.received, g.sent, "flow {}: {text}", g.flow);
+        assert_eq!(s.reordered, 0, "{text}");
+    }
+    assert!(run.received.unstamped == 0, "{text}");
+}
+
+/// Each scenario once per engine.
+macro_rules! for_both_engines {
+    ($($scenario:ident),* $(,)?) => {
+        mod run_to_completion {
+            $(#[test]
+            fn $scenario() {
+                super::$scenario(super::Engine::RunToCompletion);
+            })*
+        }
+        mod pspat {
+            $(#[test]
+            fn $scenario() {
+                super::$scenario(super::Engine::Pspat);
+            })*
+        }
+    };
+}
+
+for_both_engines!(
+    the_ring_generator_s_frames_cross_the_shaper_stamped,
+    a_single_overloading_flow_gets_the_configured_rate,
+    weighted_shares_follow_the_weights_under_overload,
+    a_strict_priority_class_takes_the_link_under_overload,
+    a_gigabit_limit_is_kept_within_one_percent,
+);

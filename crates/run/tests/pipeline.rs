@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 use pktsched_io::BufPool;
 use pktsched_io::frame::{UdpSpec, build_udp};
 use pktsched_io::mem::{MemDevice, MemWire};
-use pktsched_run::config::parse;
+use pktsched_run::config::{Engine, parse};
 use pktsched_run::engine::{Devices, Pipeline};
 use pktsched_run::stats::Snapshot;
 
@@ -62,8 +62,18 @@ struct Rig {
     reverse_out: MemWire,
 }
 
-fn start(config: &str) -> Rig {
-    let cfg = parse(config, "test.toml", None).expect("config");
+/// `config` with `link.engine = engine`.
+fn with_engine(config: &str, engine: Engine) -> String {
+    config.replacen(
+        "[link]\n",
+        &format!("[link]\nengine = \"{}\"\n", engine.name()),
+        1,
+    )
+}
+
+fn start(config: &str, engine: Engine) -> Rig {
+    let cfg = parse(&with_engine(config, engine), "test.toml", None).expect("config");
+    assert_eq!(cfg.link.engine, engine);
     let (ingress_rx, ingress) = MemDevice::new();
     let (egress_tx, egress) = MemDevice::new();
     let (egress_rx, reverse_in) = MemDevice::new();
@@ -122,9 +132,8 @@ fn check_conservation(s: &Snapshot, egress_frames: usize) {
     assert_eq!(sent_total as usize, egress_frames);
 }
 
-#[test]
-fn every_frame_is_sent_or_dropped_with_a_reason() {
-    let rig = start(CONFIG);
+fn every_frame_is_sent_or_dropped_with_a_reason(engine: Engine) {
+    let rig = start(CONFIG, engine);
     let frames: Vec<Vec<u8>> = (0..3000)
         .map(|i| match i % 3 {
             0 => udp(5000, 1000),
@@ -179,10 +188,9 @@ fn every_frame_is_sent_or_dropped_with_a_reason() {
     assert_eq!(voice.bytes, voice.packets * 1024);
 }
 
-#[test]
-fn stop_sends_what_is_queued_and_counts_it() {
+fn stop_sends_what_is_queued_and_counts_it(engine: Engine) {
     // A slow link: most frames are still queued when the stop comes.
-    let rig = start(&CONFIG.replace("200mbit", "1mbit"));
+    let rig = start(&CONFIG.replace("200mbit", "1mbit"), engine);
     push(&rig.ingress, (0..500).map(|_| udp(5000, 1000)));
     wait_for("frames to be queued", || {
         rig.pipeline
@@ -198,8 +206,7 @@ fn stop_sends_what_is_queued_and_counts_it() {
     assert_eq!(sent(&rig.egress) as u64, voice.packets);
 }
 
-#[test]
-fn a_reload_under_load_loses_no_frame() {
+fn a_reload_under_load_loses_no_frame(engine: Engine) {
     // Queues long enough for everything: any drop would be a loss.
     let roomy = CONFIG
         .replace(
@@ -212,7 +219,7 @@ fn a_reload_under_load_loses_no_frame() {
             "limit = 5000
 name = \"",
         );
-    let rig = start(&roomy.replace("200mbit", "20mbit"));
+    let rig = start(&roomy.replace("200mbit", "20mbit"), engine);
     push(
         &rig.ingress,
         (0..3000).map(|i| {
@@ -243,7 +250,7 @@ name = \"",
     assert!(new.contains("bulk"), "{new}");
     let changes = rig
         .pipeline
-        .reload(parse(&new, "new.toml", None).expect("new config"))
+        .reload(parse(&with_engine(&new, engine), "new.toml", None).expect("new config"))
         .expect("reload");
     let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
     assert_eq!(
@@ -281,16 +288,58 @@ name = \"",
     assert!(video.moved > 0, "video had a backlog when it was removed");
 }
 
-#[test]
-fn a_reload_that_needs_a_restart_is_refused() {
-    let rig = start(CONFIG);
+fn a_reload_that_needs_a_restart_is_refused(engine: Engine) {
+    let rig = start(CONFIG, engine);
     let e = rig
         .pipeline
-        .reload(parse(&CONFIG.replace("out0", "out1"), "new.toml", None).expect("config"))
+        .reload(
+            parse(
+                &with_engine(&CONFIG.replace("out0", "out1"), engine),
+                "new.toml",
+                None,
+            )
+            .expect("config"),
+        )
         .expect_err("egress change");
     assert!(e.contains("link.egress") && e.contains("restart"), "{e}");
     let s = rig.pipeline.snapshot().expect("snapshot");
     assert_eq!(s.egress, "out0");
     assert_eq!(s.reloads, 0);
+    rig.pipeline.stop().expect("stop");
+}
+
+/// Each scenario once per engine.
+macro_rules! for_both_engines {
+    ($($scenario:ident),* $(,)?) => {
+        mod run_to_completion {
+            $(#[test]
+            fn $scenario() {
+                super::$scenario(super::Engine::RunToCompletion);
+            })*
+        }
+        mod pspat {
+            $(#[test]
+            fn $scenario() {
+                super::$scenario(super::Engine::Pspat);
+            })*
+        }
+    };
+}
+
+for_both_engines!(
+    every_frame_is_sent_or_dropped_with_a_reason,
+    stop_sends_what_is_queued_and_counts_it,
+    a_reload_under_load_loses_no_frame,
+    a_reload_that_needs_a_restart_is_refused,
+);
+
+#[test]
+fn changing_the_engine_needs_a_restart() {
+    let rig = start(CONFIG, Engine::RunToCompletion);
+    let e = rig
+        .pipeline
+        .reload(parse(&with_engine(CONFIG, Engine::Pspat), "new.toml", None).expect("config"))
+        .expect_err("engine change");
+    assert!(e.contains("link.engine") && e.contains("restart"), "{e}");
     rig.pipeline.stop().expect("stop");
 }

@@ -10,6 +10,8 @@
 //!                       # preamble 8 + gap 12 + FCS 4 = 24)
 //! mpu = 84              # smallest size a frame counts for, after overhead
 //! burst = 3028          # bytes it may send ahead of the rate (default: one frame)
+//! engine = "run-to-completion"  # one thread receives, schedules, sends;
+//!                       # or "pspat": receive thread → mailbox → arbiter
 //!
 //! [scheduler]
 //! algorithm = "drr"     # fifo | prio | rr | drr | wf2q | qfq
@@ -100,6 +102,33 @@ impl Backend {
     }
 }
 
+/// How the frames of the scheduled direction are moved through the
+/// scheduler (`link.engine`).
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub enum Engine {
+    /// One thread receives a batch, classifies it, enqueues it, releases
+    /// what the emulated link allows and transmits, then sleeps in `poll`
+    /// on the ingress until a frame arrives or the next link or shaper
+    /// deadline: no hand-off between threads.
+    RunToCompletion,
+    /// PSPAT: a receive thread (client) hands frames through a lock-free
+    /// mailbox to the arbiter thread, which schedules and transmits.
+    Pspat,
+}
+
+impl Engine {
+    /// The config word.
+    pub fn name(self) -> &'static str {
+        match self {
+            Engine::RunToCompletion => "run-to-completion",
+            Engine::Pspat => "pspat",
+        }
+    }
+
+    /// Every engine, in the order the config lists them.
+    pub const ALL: [Engine; 2] = [Engine::RunToCompletion, Engine::Pspat];
+}
+
 /// `[link]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LinkConfig {
@@ -126,6 +155,8 @@ pub struct LinkConfig {
     /// leave up to that much early, saving a wake-up per frame; the
     /// long-run rate is exact. Default: one maximum frame on the wire.
     pub burst: u32,
+    /// The threads that move scheduled frames (fixed at start).
+    pub engine: Engine,
 }
 
 impl LinkConfig {

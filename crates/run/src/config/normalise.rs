@@ -22,6 +22,7 @@ impl fmt::Display for RunConfig {
         writeln!(f, "promiscuous = {}", l.promiscuous)?;
         writeln!(f, "buffers = {}", l.buffers)?;
         writeln!(f, "burst = {}", l.burst)?;
+        writeln!(f, "engine = \"{}\"", l.engine.name())?;
         writeln!(f, "\n[scheduler]")?;
         match &self.scheduler {
             SchedulerChoice::Algorithm(a) => writeln!(f, "algorithm = \"{}\"", a.name())?,

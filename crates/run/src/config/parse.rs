@@ -12,7 +12,7 @@ use toml::Spanned;
 use super::matching::match_rule;
 use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
 use super::{
-    Backend, ClassConfig, ConfigError, ControlConfig, LinkConfig, MAX_BUFFERS, MAX_BURST,
+    Backend, ClassConfig, ConfigError, ControlConfig, Engine, LinkConfig, MAX_BUFFERS, MAX_BURST,
     MAX_CLASS_LIMIT, MAX_CLASSES, MAX_CONFIG_BYTES, MAX_FRAME, MAX_LINK_RATE, MAX_OVERHEAD,
     MAX_RULES, MIN_FRAME, RunConfig, SchedulerChoice, read_capped,
 };
@@ -164,6 +164,21 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
             }
         },
     };
+    let engine = match &l.engine {
+        None => Engine::RunToCompletion,
+        Some(e) => Engine::ALL
+            .into_iter()
+            .find(|x| x.name() == e.get_ref())
+            .ok_or_else(|| {
+                cx.err(
+                    e.span(),
+                    format!(
+                        "link.engine = {:?} is unknown: allowed run-to-completion, pspat",
+                        e.get_ref()
+                    ),
+                )
+            })?,
+    };
     Ok(LinkConfig {
         ingress,
         egress,
@@ -175,6 +190,7 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
         promiscuous: l.promiscuous.unwrap_or(true),
         buffers,
         burst,
+        engine,
     })
 }
 

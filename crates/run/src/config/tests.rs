@@ -42,6 +42,7 @@ fn a_good_config_parses_with_defaults_filled_in() {
     assert_eq!(c.link.wire_len(1500), 1524);
     assert_eq!(c.link.max_frame, 1514);
     assert_eq!(c.link.burst, 1538, "one maximum frame on the wire");
+    assert_eq!(c.link.engine, Engine::RunToCompletion);
     assert_eq!(c.classes.len(), 3);
     assert_eq!(c.default_class(), 2);
     let voip = c.class("voip").expect("voip");
@@ -61,6 +62,12 @@ fn the_normalised_form_parses_back_to_itself() {
     let twice = parse_ok(&once).to_string();
     assert_eq!(once, twice);
     assert!(once.contains("match = [{ proto = 17, dport = \"5000-5010\" }, { dscp = 46 }]"));
+    assert!(once.contains("engine = \"run-to-completion\"\n"), "{once}");
+    let pspat = GOOD.replace("mpu = 84", "mpu = 84\nengine = \"pspat\"");
+    let c = parse_ok(&pspat);
+    assert_eq!(c.link.engine, Engine::Pspat);
+    assert!(c.to_string().contains("engine = \"pspat\"\n"));
+    assert_eq!(parse_ok(&c.to_string()).link.engine, Engine::Pspat);
 }
 
 /// tdc-style: each row is a config change and words its error must hold.
@@ -110,6 +117,14 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         (
             format!("{link}backend = \"dpdk\"\n{class}"),
             &["link.backend", "auto, xdp, packet"],
+        ),
+        (
+            format!("{link}engine = \"threads\"\n{class}"),
+            &["link.engine", "\"threads\"", "run-to-completion, pspat"],
+        ),
+        (
+            format!("{link}engine = 2\n{class}"),
+            &["t.toml:5:10", "expected a string"],
         ),
         (
             format!("{link}bogus = 1\n{class}"),

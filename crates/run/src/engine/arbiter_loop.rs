@@ -12,7 +12,7 @@ use std::time::Duration;
 use pktsched_core::{DropReason, FlowId, Nanos, Pkt};
 use pktsched_io::PacketIo;
 use pktsched_io::classify::Anomaly;
-use pktsched_runtime::{Arbiter, Clock, Report, StopMode};
+use pktsched_runtime::{Arbiter, Clock, Report, Round, StopMode};
 
 use super::shared::{ClassMap, Shared};
 use super::tx::TxOutput;
@@ -122,27 +122,53 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         crate::sys::set_timer_slack(1000);
         loop {
             let now = self.clock.now();
-            while let Ok(cmd) = self.commands.try_recv() {
-                self.command(cmd, now);
-            }
-            self.retire_due(now);
-            self.sample_rates(now);
+            self.housekeeping(now);
             let round = self.arbiter.do_scan(now);
             if self.shared.arbiter_stop.load(Ordering::Acquire) {
                 break;
             }
             if round.drained == 0 && round.released == 0 {
-                let wait = if round.backlog > 0 {
-                    // The next frame may leave `link_lead` before the link
-                    // is free.
-                    let due = round.link_free.0.saturating_sub(self.arbiter.link_lead().0);
-                    Duration::from_nanos(due.saturating_sub(now.0))
-                } else {
-                    IDLE_SLEEP
+                let wait = match self.next_due(&round, now) {
+                    Some(due) => Duration::from_nanos(due.0.saturating_sub(now.0)),
+                    None => IDLE_SLEEP,
                 };
                 std::thread::sleep(wait.min(IDLE_SLEEP));
             }
         }
+        self.stop_sequence()
+    }
+
+    /// Between rounds: control commands, retired classes whose time is up,
+    /// the per-class rate samples.
+    pub(crate) fn housekeeping(&mut self, now: Nanos) {
+        while let Ok(cmd) = self.commands.try_recv() {
+            self.command(cmd, now);
+        }
+        self.retire_due(now);
+        self.sample_rates(now);
+    }
+
+    /// When the next queued frame may leave after `round` (at `now`): the
+    /// later of the emulated link's free time (less the `burst` lead) and
+    /// the scheduler's own next eligible time (shapers); `None` when
+    /// nothing is queued.
+    pub(crate) fn next_due(&mut self, round: &Round, now: Nanos) -> Option<Nanos> {
+        if round.backlog == 0 {
+            return None;
+        }
+        let link = round.link_free.0.saturating_sub(self.arbiter.link_lead().0);
+        let sched = self
+            .arbiter
+            .scheduler()
+            .next_ready(now)
+            .map_or(now.0, |t| t.0);
+        Some(Nanos(link.max(sched)))
+    }
+
+    /// The stop sequence (the frames' sources have ended): the counters
+    /// before, everything queued sent at once, the counters after, and the
+    /// runtime's report.
+    pub(crate) fn stop_sequence(mut self) -> Stopped<P> {
         let before = self.snapshot(self.clock.now());
         let flushed = self.flush();
         let after = self.snapshot(self.clock.now());

@@ -1,9 +1,16 @@
-//! The pipeline between two devices, on the PSPAT runtime:
+//! The pipeline between two devices, on the runtime's sans-I/O arbiter
+//! (scheduler + emulated link), in one of two engines (`link.engine`):
 //!
 //! ```text
+//!  run-to-completion (default):
+//!  ingress ──rtc thread (receive, classify, stamp, enqueue, release)──► egress
+//!
+//!  pspat:
 //!  ingress ──rx thread (client: classify, stamp)──► mailbox ──► arbiter thread
 //!                                                     scheduler + emulated link
 //!                                                     ──► egress (TxOutput)
+//!
+//!  both:
 //!  ingress ◄──────────── reverse thread (untouched) ◄──── egress
 //! ```
 //!
@@ -16,9 +23,12 @@
 mod arbiter_loop;
 mod ports;
 mod reverse;
+mod rtc;
 mod rx;
 mod shared;
 mod tx;
+#[allow(unsafe_code)]
+mod wait;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -30,11 +40,11 @@ use pktsched_io::classify::Anomaly;
 use pktsched_io::{BufPool, PacketIo};
 use pktsched_runtime::{Arbiter, Clock, Config};
 
-use self::arbiter_loop::{ArbiterLoop, Command};
+use self::arbiter_loop::{ArbiterLoop, Command, Stopped};
 use self::ports::Port;
 use self::shared::{ClassMap, Shared};
 use self::tx::TxOutput;
-use crate::config::RunConfig;
+use crate::config::{Engine, RunConfig};
 use crate::plan;
 use crate::reload::Change;
 use crate::stats::{DeviceStats, Snapshot};
@@ -101,7 +111,7 @@ fn spawn<T: Send + 'static>(
 }
 
 impl Pipeline {
-    /// Starts the receive, arbiter and reverse threads.
+    /// Starts the threads of `cfg.link.engine` and the reverse thread.
     pub fn start<P: PacketIo + Send + 'static>(
         cfg: RunConfig,
         devices: Devices<P>,
@@ -126,23 +136,43 @@ impl Pipeline {
             clock,
         );
         let arbiter = Arbiter::new(&rt, plan.sched, out)?;
-        let client = arbiter.client()?;
         let (commands, receiver) = mpsc::channel();
-        let looper = ArbiterLoop::new(
-            arbiter,
-            cfg.clone(),
-            &plan.flows,
-            shared.clone(),
-            clock,
-            receiver,
-        );
-        let sh = shared.clone();
-        let arbiter = spawn("pktsched-arbiter", move || finish(looper, &sh))?;
         let port = Port::new(devices.ingress_rx, &link.ingress, "rx");
-        let sh = shared.clone();
-        let rx = spawn("pktsched-rx", move || {
-            rx::rx_loop(port, client, sh, pool, clock);
-        })?;
+        let mut rx = Vec::new();
+        let arbiter = match link.engine {
+            Engine::RunToCompletion => {
+                let looper = ArbiterLoop::new(
+                    arbiter,
+                    cfg.clone(),
+                    &plan.flows,
+                    shared.clone(),
+                    clock,
+                    receiver,
+                );
+                let sh = shared.clone();
+                spawn("pktsched-rtc", move || {
+                    finish(rtc::rtc_loop(looper, port, sh.clone(), pool, clock), &sh)
+                })?
+            }
+            Engine::Pspat => {
+                let client = arbiter.client()?;
+                let looper = ArbiterLoop::new(
+                    arbiter,
+                    cfg.clone(),
+                    &plan.flows,
+                    shared.clone(),
+                    clock,
+                    receiver,
+                );
+                let sh = shared.clone();
+                let handle = spawn("pktsched-arbiter", move || finish(looper.run(), &sh))?;
+                let sh = shared.clone();
+                rx.push(spawn("pktsched-rx", move || {
+                    rx::rx_loop(port, client, sh, pool, clock);
+                })?);
+                handle
+            }
+        };
         let from = Port::new(devices.egress_rx, &link.egress, "reverse rx");
         let to = Port::new(devices.ingress_tx, &link.ingress, "reverse tx");
         let sh = shared.clone();
@@ -152,7 +182,7 @@ impl Pipeline {
         Ok(Pipeline {
             shared,
             commands,
-            rx: vec![rx],
+            rx,
             reverse: Some(reverse),
             arbiter: Some(arbiter),
         })
@@ -180,7 +210,8 @@ impl Pipeline {
     }
 
     /// Stops: receive threads first (what they hold is counted), then the
-    /// arbiter drains every mailbox and sends what is queued.
+    /// arbiter drains every mailbox and sends what is queued (the
+    /// run-to-completion thread stops receiving and sends what is queued).
     pub fn stop(mut self) -> Result<Final, EngineError> {
         self.shared.stop.store(true, Ordering::Release);
         for h in self.rx.drain(..) {
@@ -202,9 +233,8 @@ impl Drop for Pipeline {
     }
 }
 
-/// The arbiter thread's body: rounds until stop, then the final counters.
-fn finish<P: PacketIo + Send + 'static>(looper: ArbiterLoop<P>, shared: &Shared) -> Final {
-    let stopped = looper.run();
+/// The final counters of a stopped arbiter (either engine).
+fn finish<P: PacketIo + Send + 'static>(stopped: Stopped<P>, shared: &Shared) -> Final {
     drop(stopped.report);
     Final {
         flushed_at_stop: stopped.flushed,

@@ -9,11 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use pktsched_core::Pkt;
+use pktsched_core::{Nanos, Pkt};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
 use pktsched_runtime::{Client, Clock};
 
-use super::shared::Shared;
+use super::shared::{ClassMap, Shared};
 use super::{device_stats, ports::Port};
 use crate::frame::Frame;
 
@@ -23,6 +23,35 @@ pub(crate) const RX_BATCH: usize = 64;
 pub(crate) const RX_WAIT: Duration = Duration::from_millis(5);
 /// How often a thread publishes its device's counters.
 pub(crate) const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
+/// Classifies each frame of `bufs` (emptied) into its class's flow, counts
+/// it as received by that flow (and any classifier anomaly), stamps it
+/// with `now` and hands it to `out` as a packet of its wire length.
+#[inline]
+pub(crate) fn classify_into(
+    map: &ClassMap,
+    shared: &Shared,
+    bufs: &mut Vec<PacketBuf>,
+    now: Nanos,
+    pool: &'static BufPool,
+    mut out: impl FnMut(Pkt<Frame>),
+) {
+    for buf in bufs.drain(..) {
+        let verdict = map.classifier.classify(buf.as_slice());
+        if let Some(c) = verdict.note.and_then(|a| shared.anomalies.get(a.index())) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        let Some(&flow) = map.flows.get(usize::from(verdict.class)) else {
+            pool.put(buf);
+            continue; // unreachable: the classifier only returns classes of this map
+        };
+        if let Some(c) = shared.received.get(flow.index()) {
+            c.fetch_add(1, Ordering::Relaxed);
+        }
+        let len = map.wire_len(buf.len());
+        out(Pkt::new(flow, len, now, Frame::new(buf, pool)));
+    }
+}
 
 /// Runs until the pipeline stops; returns the device.
 pub(crate) fn rx_loop<P: PacketIo>(
@@ -44,20 +73,9 @@ pub(crate) fn rx_loop<P: PacketIo>(
             port.wait(RX_WAIT);
             port.recv(pool, &mut bufs, RX_BATCH);
             let now = clock.now();
-            for buf in bufs.drain(..) {
-                let verdict = map.classifier.classify(buf.as_slice());
-                if let Some(c) = verdict.note.and_then(|a| shared.anomalies.get(a.index())) {
-                    c.fetch_add(1, Ordering::Relaxed);
-                }
-                let Some(&flow) = map.flows.get(usize::from(verdict.class)) else {
-                    continue; // unreachable: the classifier only returns classes of this map
-                };
-                if let Some(c) = shared.received.get(flow.index()) {
-                    c.fetch_add(1, Ordering::Relaxed);
-                }
-                let len = map.wire_len(buf.len());
-                pending.push_back(Pkt::new(flow, len, now, Frame::new(buf, pool)));
-            }
+            classify_into(&map, &shared, &mut bufs, now, pool, |p| {
+                pending.push_back(p)
+            });
         }
         if !pending.is_empty() {
             match client.send_batch(&mut pending) {

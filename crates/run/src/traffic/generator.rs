@@ -1,9 +1,11 @@
 //! `pktsched gen`: paced UDP flows with stamps, one socket per flow (its
-//! DSCP set on the socket). Send times come from each flow's own schedule
+//! DSCP set on the socket), or whole frames through an AF_PACKET transmit
+//! ring in batches ([`GenBackend::Packet`]). Send times come from each flow's own schedule
 //! (CBR spacing or exponential gaps), kept in a heap; the generator sleeps
 //! when the next send is far and spins when it is near. A blocking socket
 //! that pushes back simply delays the schedule (catching up later at full
-//! speed), so the rate achieved is what actually left.
+//! speed), so the rate achieved is what actually left; the run ends after
+//! its duration even when behind schedule (saturation).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -18,6 +20,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::Stamp;
 use super::gen_flows::{FlowSpec, MAX_FLOWS, Pattern, Sizes};
+use super::ring_out::{RING_BATCH, RingOut, RingTarget};
 use crate::sys::monotonic_ns;
 
 /// Headers below the UDP payload: Ethernet 14 + IPv4 20 + UDP 8.
@@ -57,13 +60,28 @@ pub struct GenReport {
 
 /// One flow instance being generated.
 struct Live {
-    socket: Socket,
     spec: FlowSpec,
+    port: u16,
     headers: u32,
     seq: u64,
     /// Mean gap between sends per frame byte, ns (`8e9 / rate`).
     ns_per_byte: f64,
-    report: GenFlowReport,
+}
+
+/// How the generator's frames leave.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum GenBackend {
+    /// One UDP socket per flow instance, one `send` per datagram.
+    Socket,
+    /// Whole frames through an AF_PACKET transmit ring, in batches
+    /// ([`super::ring_out`]).
+    Packet(RingTarget),
+}
+
+/// Where frames go: sockets (sent one by one) or the ring (batched).
+enum Out {
+    Sockets(Vec<Socket>),
+    Ring(Box<RingOut>),
 }
 
 fn open(spec: &FlowSpec, port: u16) -> std::io::Result<Socket> {
@@ -105,16 +123,10 @@ fn pick_size(sizes: &Sizes, rng: &mut ChaCha8Rng) -> u32 {
     }
 }
 
-/// Runs `flows` for `duration` (or until `stop`); `progress` gets the
-/// fraction done about every 100 ms.
-pub fn generate(
-    flows: &[FlowSpec],
-    duration: Duration,
-    seed: u64,
-    stop: &AtomicBool,
-    progress: &mut dyn FnMut(f64),
-) -> std::io::Result<GenReport> {
+/// The flow instances of `flows` (`count` expanded), with their reports.
+fn expand(flows: &[FlowSpec]) -> std::io::Result<(Vec<Live>, Vec<GenFlowReport>)> {
     let mut live = Vec::new();
+    let mut reports = Vec::new();
     for spec in flows {
         for i in 0..spec.count {
             if live.len() >= MAX_FLOWS {
@@ -123,8 +135,15 @@ pub fn generate(
                 )));
             }
             let port = spec.dport + i as u16;
+            reports.push(GenFlowReport {
+                flow: live.len() as u16,
+                dst: SocketAddr::new(spec.dst, port).to_string(),
+                sent: 0,
+                frame_bytes: 0,
+                rate_bps: 0,
+                errors: 0,
+            });
             live.push(Live {
-                socket: open(spec, port)?,
                 headers: if spec.dst.is_ipv4() {
                     V4_HEADERS
                 } else {
@@ -132,18 +151,52 @@ pub fn generate(
                 },
                 ns_per_byte: 8e9 / spec.rate.as_bps() as f64,
                 spec: spec.clone(),
+                port,
                 seq: 0,
-                report: GenFlowReport {
-                    flow: live.len() as u16,
-                    dst: SocketAddr::new(spec.dst, port).to_string(),
-                    sent: 0,
-                    frame_bytes: 0,
-                    rate_bps: 0,
-                    errors: 0,
-                },
             });
         }
     }
+    Ok((live, reports))
+}
+
+/// Runs `flows` over UDP sockets for `duration` (or until `stop`);
+/// `progress` gets the fraction done about every 100 ms.
+pub fn generate(
+    flows: &[FlowSpec],
+    duration: Duration,
+    seed: u64,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(f64),
+) -> std::io::Result<GenReport> {
+    generate_with(&GenBackend::Socket, flows, duration, seed, stop, progress)
+}
+
+/// Runs `flows` through `backend` for `duration` (or until `stop`);
+/// `progress` gets the fraction done about every 100 ms. Each flow keeps
+/// its own schedule; with the ring, frames due together (the generator
+/// behind its schedule, as at saturation) leave in one batch of up to
+/// [`RING_BATCH`], and a batch is sent before any wait.
+pub fn generate_with(
+    backend: &GenBackend,
+    flows: &[FlowSpec],
+    duration: Duration,
+    seed: u64,
+    stop: &AtomicBool,
+    progress: &mut dyn FnMut(f64),
+) -> std::io::Result<GenReport> {
+    let (mut live, mut reports) = expand(flows)?;
+    let mut out = match backend {
+        GenBackend::Socket => Out::Sockets(
+            live.iter()
+                .map(|f| open(&f.spec, f.port))
+                .collect::<std::io::Result<_>>()?,
+        ),
+        GenBackend::Packet(target) => {
+            let instances: Vec<(FlowSpec, u16)> =
+                live.iter().map(|f| (f.spec.clone(), f.port)).collect();
+            Out::Ring(Box::new(RingOut::open(target, &instances)?))
+        }
+    };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let start = monotonic_ns();
     let end = start.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
@@ -157,6 +210,9 @@ pub fn generate(
             break;
         }
         let mut now = monotonic_ns();
+        if now >= end {
+            break; // behind schedule at the end (saturation): time is up
+        }
         if now >= next_progress {
             if stop.load(Ordering::Relaxed) {
                 partial = true;
@@ -164,6 +220,12 @@ pub fn generate(
             }
             progress((now - start) as f64 / (end - start).max(1) as f64);
             next_progress = now + 100_000_000;
+        }
+        if now < due
+            && let Out::Ring(r) = &mut out
+        {
+            r.flush(&mut reports);
+            now = monotonic_ns();
         }
         while now < due {
             if due - now > SPIN_BELOW_NS {
@@ -177,18 +239,36 @@ pub fn generate(
         let size = pick_size(&f.spec.sizes, &mut rng);
         let payload = (size - f.headers) as usize;
         let stamp = Stamp {
-            flow: f.report.flow,
+            flow: reports[i].flow,
             seq: f.seq,
             tx_ns: now,
         };
-        stamp.write(&mut buf);
-        match f.socket.send(&buf[..payload]) {
-            Ok(_) => {
-                f.report.sent += 1;
-                f.report.frame_bytes += u64::from(size);
-                f.seq += 1;
+        f.seq += 1;
+        match &mut out {
+            Out::Sockets(sockets) => {
+                stamp.write(&mut buf);
+                let r = &mut reports[i];
+                match sockets[i].send(&buf[..payload]) {
+                    Ok(_) => {
+                        r.sent += 1;
+                        r.frame_bytes += u64::from(size);
+                    }
+                    Err(_) => r.errors += 1,
+                }
             }
-            Err(_) => f.report.errors += 1,
+            Out::Ring(ring) => {
+                let io_stamp = pktsched_io::frame::Stamp {
+                    flow: stamp.flow,
+                    seq: stamp.seq,
+                    tx_ns: stamp.tx_ns,
+                };
+                if !ring.push(i, size, payload, &io_stamp) {
+                    reports[i].errors += 1;
+                }
+                if ring.pending() >= RING_BATCH {
+                    ring.flush(&mut reports);
+                }
+            }
         }
         let gap = f64::from(size) * f.ns_per_byte;
         let gap = match f.spec.pattern {
@@ -197,16 +277,15 @@ pub fn generate(
         };
         heap.push(Reverse((due + gap.max(1.0) as u64, i)));
     }
+    if let Out::Ring(r) = &mut out {
+        r.flush(&mut reports);
+    }
     let secs = (monotonic_ns() - start) as f64 / 1e9;
-    let flows = live
-        .into_iter()
-        .map(|mut f| {
-            f.report.rate_bps = (f.report.frame_bytes as f64 * 8.0 / secs.max(1e-9)) as u64;
-            f.report
-        })
-        .collect();
+    for r in &mut reports {
+        r.rate_bps = (r.frame_bytes as f64 * 8.0 / secs.max(1e-9)) as u64;
+    }
     Ok(GenReport {
-        flows,
+        flows: reports,
         seconds: secs,
         partial,
     })

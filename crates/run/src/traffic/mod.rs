@@ -10,6 +10,9 @@
 
 pub mod gen_flows;
 pub mod generator;
+#[allow(unsafe_code)]
+mod ifmac;
+pub mod ring_out;
 pub mod sink;
 
 /// The stamp at the start of every generated datagram: the I/O crate's

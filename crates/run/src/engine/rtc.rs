@@ -1,0 +1,89 @@
+//! The run-to-completion engine: one thread receives a batch from the
+//! ingress, classifies and stamps it, enqueues it straight into the
+//! scheduler, releases what the emulated link allows (the runtime's
+//! sans-I/O [`Arbiter::do_scan`](pktsched_runtime::Arbiter::do_scan), with
+//! no client mailbox), transmits, and sleeps in `ppoll` on the ingress
+//! until a frame arrives or the next link or shaper deadline. No frame
+//! crosses a thread; the control commands are answered between batches by
+//! the same [`ArbiterLoop`] the PSPAT engine uses.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use pktsched_core::Nanos;
+use pktsched_io::{BufPool, PacketBuf, PacketIo};
+use pktsched_runtime::Clock;
+
+use super::arbiter_loop::{ArbiterLoop, Stopped};
+use super::ports::Port;
+use super::rx::{PUBLISH_EVERY, RX_BATCH, RX_WAIT, classify_into};
+use super::shared::Shared;
+use super::{device_stats, wait};
+
+/// Runs until the pipeline stops, then the stop sequence (what is queued
+/// is sent at once; nothing is held outside the scheduler at that point).
+pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
+    mut looper: ArbiterLoop<P>,
+    mut port: Port<P>,
+    shared: Arc<Shared>,
+    pool: &'static BufPool,
+    clock: Clock,
+) -> Stopped<P> {
+    crate::sys::set_timer_slack(1000);
+    let mut bufs: Vec<PacketBuf> = Vec::with_capacity(RX_BATCH);
+    let (mut map, mut generation) = shared.map();
+    let mut published = Instant::now();
+    while !shared.stopping() {
+        let now = clock.now();
+        looper.housekeeping(now);
+        if shared.changed_since(generation) {
+            (map, generation) = shared.map();
+        }
+        let received = port.recv(pool, &mut bufs, RX_BATCH);
+        let now = if received > 0 { clock.now() } else { now };
+        let sched = looper.arbiter.scheduler();
+        // A refused frame is counted by the scheduler under its class and
+        // reason; dropping it returns its buffer.
+        classify_into(&map, &shared, &mut bufs, now, pool, |p| {
+            drop(sched.enqueue(p, now));
+        });
+        let round = looper.arbiter.do_scan(now);
+        if published.elapsed() >= PUBLISH_EVERY {
+            shared.publish_device(device_stats(&port));
+            published = Instant::now();
+        }
+        if received == RX_BATCH || round.released > 0 {
+            continue; // more may be waiting: no sleep
+        }
+        match looper.next_due(&round, now) {
+            // Idle: the device's own wait (it also refreshes the kernel's
+            // drop counters); a command or stop waits at most RX_WAIT.
+            None => port.wait(RX_WAIT),
+            Some(due) => sleep_until_frame_or(&mut port, due, &clock),
+        }
+    }
+    shared.publish_device(device_stats(&port));
+    looper.stop_sequence()
+}
+
+/// Sleeps until a frame arrives on `port` or the clock reaches `due`,
+/// with nanosecond precision when the device has a descriptor.
+fn sleep_until_frame_or<P: PacketIo>(port: &mut Port<P>, due: Nanos, clock: &Clock) {
+    let left = due.0.saturating_sub(clock.now().0);
+    if left == 0 {
+        return;
+    }
+    let timeout = Duration::from_nanos(left).min(RX_WAIT);
+    let waited = match port.io.poll_fd() {
+        Some(fd) => wait::readable_within(fd, timeout).map(|_| ()),
+        None => {
+            port.wait(timeout);
+            Ok(())
+        }
+    };
+    if let Err(e) = waited {
+        port.errors += 1;
+        port.last_error = Some(format!("ppoll: {e}"));
+        std::thread::sleep(timeout);
+    }
+}

@@ -8,9 +8,11 @@
 //!   normalised (`pktsched check`);
 //! * [`plan`]: config → scheduler (one flow per class) and classifier, no
 //!   I/O;
-//! * [`engine`]: the threads on the PSPAT runtime — a receive thread (a
-//!   client), the arbiter thread (scheduler, emulated link, egress) and the
-//!   reverse thread — over any [`pktsched_io::PacketIo`] devices;
+//! * [`engine`]: the threads over any [`pktsched_io::PacketIo`] devices —
+//!   run-to-completion (one thread receives, classifies, schedules on the
+//!   emulated link and transmits; the default) or on the PSPAT runtime (a
+//!   receive thread as client, the arbiter thread), plus the reverse
+//!   thread;
 //! * [`reload`]: what a changed config changes, applied live by class name
 //!   without losing queued frames;
 //! * [`stats`]: `tc -s`-style, JSON and Prometheus counters;
@@ -20,7 +22,9 @@
 //!   control, reloads, stop); [`demo`]: the live demo; [`traffic`]: `gen`
 //!   and `sink`.
 //!
-//! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`).
+//! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`),
+//! `engine::wait` (`ppoll` with a nanosecond timeout) and `traffic::ifmac`
+//! (`SIOCGIFHWADDR`).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

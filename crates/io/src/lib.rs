@@ -24,6 +24,8 @@
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[allow(unsafe_code)]
+pub mod bpf;
 pub mod buf;
 pub mod classify;
 #[allow(unsafe_code)]
@@ -34,6 +36,8 @@ pub mod mem;
 pub mod netns;
 #[allow(unsafe_code)]
 pub mod packet;
+#[allow(unsafe_code)]
+pub mod xdp;
 
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
@@ -92,6 +96,20 @@ pub struct IoStats {
     /// Frames longer than a transmit slot (left unsent; also in
     /// `tx_failed`).
     pub tx_oversize: u64,
+    /// AF_XDP: frames the kernel dropped because the RX ring was full
+    /// (`rx_ring_full` of `XDP_STATISTICS`; also in `rx_kernel_drops`).
+    pub rx_ring_full: u64,
+    /// AF_XDP: times the kernel found the fill ring empty
+    /// (`rx_fill_ring_empty_descs`): the reader returns frames too slowly.
+    pub rx_fill_empty: u64,
+    /// AF_XDP: invalid descriptors the kernel met on receive.
+    pub rx_invalid: u64,
+    /// AF_XDP: times the kernel found the TX ring empty when it looked
+    /// (`tx_ring_empty_descs`; informational).
+    pub tx_ring_empty: u64,
+    /// AF_XDP: transmit descriptors the kernel refused as invalid
+    /// (`tx_invalid_descs`; those frames were not sent).
+    pub tx_invalid: u64,
 }
 
 /// A packet device: one direction or both of one interface.

@@ -16,6 +16,7 @@
 //!   matching rule's class written into the frame's metadata and used as
 //!   the XSKMAP key (or the queue, see [`classify::Steer`]).
 
+pub mod classify;
 pub mod insn;
 pub mod redirect;
 pub mod sys;

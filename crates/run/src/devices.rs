@@ -30,7 +30,7 @@ pub enum LinkDevice {
     Packet(PacketSocket),
     /// The receive half of an AF_XDP socket; the AF_PACKET socket beside
     /// it, if any, only holds the interface in promiscuous mode.
-    XdpRx(XdpRx, Option<PacketSocket>),
+    XdpRx(XdpRx, Option<Box<PacketSocket>>),
     /// The transmit half of an AF_XDP socket.
     XdpTx(XdpTx),
 }
@@ -139,9 +139,9 @@ fn open_xdp(link: &LinkConfig, notes: &mut Vec<String>) -> Result<Devices<LinkDe
     for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
         notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
     }
-    let holder = |dev: &str| -> Result<Option<PacketSocket>, IoError> {
+    let holder = |dev: &str| -> Result<Option<Box<PacketSocket>>, IoError> {
         link.promiscuous
-            .then(|| promiscuous_holder(dev))
+            .then(|| promiscuous_holder(dev).map(Box::new))
             .transpose()
     };
     Ok(Devices {

@@ -156,7 +156,11 @@ fn map_ring(
 ) -> Result<RingMap, IoError> {
     let len = off.desc as usize + size as usize * width;
     let fields = [off.producer, off.consumer, off.flags];
-    if fields.iter().any(|&o| o % 4 != 0 || o as usize + 4 > len) || off.desc % 8 != 0 {
+    if fields
+        .iter()
+        .any(|&o| !o.is_multiple_of(4) || o as usize + 4 > len)
+        || !off.desc.is_multiple_of(8)
+    {
         return Err(IoError::Config {
             device: device.to_string(),
             what: format!("{call}: the kernel's ring offsets {off:?} do not fit the ring"),

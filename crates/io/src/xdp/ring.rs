@@ -188,7 +188,10 @@ mod tests {
         c_idx.store(p.prod, Ordering::Relaxed);
         for lap in 0..20u32 {
             let want = lap % 4 + 1;
-            assert_eq!(p.free(&c_idx, want), 4, "lap {lap}");
+            // Known free slots suffice without reading the index; asking
+            // for all of them reads it.
+            assert!(p.free(&c_idx, want) >= want, "lap {lap}");
+            assert_eq!(p.free(&c_idx, 4), 4, "lap {lap}");
             let slots: Vec<usize> = (0..want).map(|i| p.slot(i)).collect();
             p.submit(&p_idx, want);
             assert_eq!(p.free(&c_idx, 1), 4 - want);

@@ -48,4 +48,19 @@ mod tests {
         assert_eq!(run.retval, action::PASS);
         assert_eq!(&out[..run.out_len], &frame[..]);
     }
+
+    #[test]
+    fn a_refused_program_brings_the_verifier_log() {
+        if !crate::netns::is_root() {
+            eprintln!("skipped: bpf(2) needs root");
+            return;
+        }
+        // Returns R0 without ever setting it.
+        let mut a = Asm::new();
+        a.exit();
+        let e = Program::load_xdp("pst_bad", &a.finish().expect("assembles"), "GPL")
+            .expect_err("the verifier refuses it")
+            .to_string();
+        assert!(e.contains("pst_bad") && e.contains("R0 !read_ok"), "{e}");
+    }
 }

@@ -15,7 +15,8 @@
 //! buffers (frames are copied between the UMEM and the pool; zero-copy
 //! *binding* is tried where the driver offers it), several queues per
 //! interface, and the ingress router's one AF_XDP socket per class (the
-//! compiled classifier already steers by class). [`PacketIo`] keeps the
+//! compiled classifier already steers by class, and
+//! [`xdp::open_classified`] delivers each frame's class in its metadata). [`PacketIo`] keeps the
 //! devices interchangeable: batches in, batches out, buffers owned by a
 //! pool, one pollable descriptor ([`PacketIo::poll_fd`]), and counters
 //! that name where frames were lost ([`IoStats`]).

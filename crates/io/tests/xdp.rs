@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use pktsched_io::bpf::sys::AttachMode;
+use pktsched_io::classify::{Classifier, Match, Rule};
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
 use pktsched_io::netns::{Topology, in_namespace, missing_privileges, namespaces, remove_stale};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role};
@@ -226,4 +227,66 @@ fn a_forwarder_moves_frames_from_af_xdp_rx_to_af_xdp_tx() {
     assert_eq!((rs.rx_packets, ts.tx_packets), (forwarded, forwarded));
     assert_eq!((rs.rx_kernel_drops, ts.tx_failed, ts.tx_invalid), (0, 0, 0));
     assert_eq!(dut.stats().free, 1024, "every buffer is back");
+}
+
+#[test]
+fn the_compiled_classifier_marks_each_frame_with_its_class_on_the_wire() {
+    if skip() {
+        return;
+    }
+    let rule = |class, dport: &str| Rule {
+        class,
+        matches: Match {
+            dport: Some(dport.parse().expect("port")),
+            ..Match::default()
+        },
+    };
+    let rules = vec![rule(1, "5000"), rule(2, "5001")];
+    let userspace = Classifier::new(rules.clone(), 7).expect("rules");
+    let topo = Topology::line(PREFIX).expect("topology");
+    topo.quiet().expect("quiet");
+    let mut gen_tx = in_namespace(&topo.gen_ns, || {
+        PacketSocket::open("g0", Role::Tx(FrameRing::default()), false)
+    })
+    .expect("namespace")
+    .expect("g0 tx");
+    let (mut rx, _tx, _) = in_namespace(&topo.dut_ns, || {
+        xdp::open_classified("d0", &XdpConfig::default(), &rules, 7)
+    })
+    .expect("namespace")
+    .expect("d0 AF_XDP with the classifier");
+    let pool = BufPool::new(1024, 2048).expect("pool");
+    const FRAMES: u64 = 600;
+    let mut batch = Vec::new();
+    for seq in 0..FRAMES {
+        let mut b = pool.get().expect("buffer");
+        let n = frame(seq, b.spare());
+        // dport 5000, 5001 or 5002 (checksums do not matter here).
+        b.set_len(n);
+        b.as_mut_slice()[36..38].copy_from_slice(&(5000 + (seq % 3) as u16).to_be_bytes());
+        batch.push(b);
+    }
+    while !batch.is_empty() {
+        let mut part: Vec<PacketBuf> = batch.drain(..batch.len().min(64)).collect();
+        let n = part.len();
+        assert_eq!(gen_tx.send_batch(&mut part, &pool).expect("g0"), n);
+    }
+    let (mut bufs, mut classes) = (Vec::new(), Vec::new());
+    let mut seen = [0u64; 8];
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let mut got = 0;
+    while got < FRAMES && Instant::now() < deadline {
+        rx.wait(Duration::from_millis(2)).expect("wait");
+        rx.recv_classified(&pool, &mut bufs, &mut classes, 256);
+        assert_eq!(bufs.len(), classes.len(), "one class per frame");
+        for (b, c) in bufs.drain(..).zip(classes.drain(..)) {
+            let want = userspace.classify(b.as_slice()).class;
+            assert_eq!(c, Some(want), "frame {got}");
+            seen[usize::from(want)] += 1;
+            got += 1;
+            pool.put(b);
+        }
+    }
+    assert_eq!(got, FRAMES, "every frame arrived ({:?})", rx.stats());
+    assert_eq!((seen[1], seen[2], seen[7]), (200, 200, 200));
 }

@@ -197,13 +197,41 @@ impl XdpRx {
     }
 }
 
-impl PacketIo for XdpRx {
-    fn recv_batch(
+impl XdpRx {
+    /// Receives like [`PacketIo::recv_batch`], and pushes onto `classes`,
+    /// one per frame received, the class the XDP classifier wrote into the
+    /// frame's metadata ([`super::open_classified`]); `None` for a frame
+    /// that came without room for it before the frame.
+    pub fn recv_classified(
         &mut self,
         pool: &BufPool,
         out: &mut Vec<PacketBuf>,
+        classes: &mut Vec<Option<u16>>,
         max: usize,
-    ) -> Result<usize, IoError> {
+    ) -> usize {
+        self.receive(pool, out, Some(classes), max)
+    }
+
+    /// The 4 bytes of metadata before the frame at `addr`, if inside its
+    /// UMEM frame.
+    fn meta_class(&self, addr: u64) -> Option<u16> {
+        if addr % u64::from(self.core.frame_size) < 4 {
+            return None;
+        }
+        let p = self.core.frame(addr - 4, 4)?;
+        // SAFETY: 4 bytes inside the frame we own until it is returned to
+        // the fill ring (checked by `frame`).
+        let b = unsafe { std::ptr::read_unaligned(p.cast::<[u8; 4]>()) };
+        Some(u32::from_ne_bytes(b) as u16)
+    }
+
+    fn receive(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        mut classes: Option<&mut Vec<Option<u16>>>,
+        max: usize,
+    ) -> usize {
         let avail = self
             .rx_c
             .available(self.rx.producer(), max.min(u32::MAX as usize) as u32);
@@ -211,7 +239,7 @@ impl PacketIo for XdpRx {
             if self.busy_poll || self.wants_wakeup() {
                 socket::kick_rx(self.core.fd.as_raw_fd());
             }
-            return Ok(0);
+            return 0;
         }
         // Every frame of the receive half is in the fill ring, the RX ring
         // or the kernel: the fill ring has room for those being returned.
@@ -220,7 +248,12 @@ impl PacketIo for XdpRx {
         let mut got = 0;
         for i in 0..n {
             let d = self.desc(i);
-            got += usize::from(self.take(&d, pool, out));
+            if self.take(&d, pool, out) {
+                got += 1;
+                if let Some(c) = classes.as_deref_mut() {
+                    c.push(self.meta_class(d.addr));
+                }
+            }
             self.put_fill(i, d.addr & mask);
         }
         self.rx_c.release(self.rx.consumer(), n);
@@ -228,7 +261,18 @@ impl PacketIo for XdpRx {
         if self.wants_wakeup() {
             socket::kick_rx(self.core.fd.as_raw_fd());
         }
-        Ok(got)
+        got
+    }
+}
+
+impl PacketIo for XdpRx {
+    fn recv_batch(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError> {
+        Ok(self.receive(pool, out, None, max))
     }
 
     fn send_batch(

@@ -31,7 +31,9 @@ mod socket;
 pub use io::{XdpRx, XdpTx};
 
 use crate::IoError;
+use crate::bpf::classify::Steer;
 use crate::bpf::sys::{AttachMode, Map, Program, XdpLink, attach_xdp, attach_xdp_best};
+use crate::classify::Rule;
 
 /// How the socket is bound.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -175,6 +177,29 @@ fn bpf_err(device: &str, e: crate::bpf::BpfError) -> IoError {
 /// namespace): the socket, the redirect program attached, the fill ring
 /// stocked. Returns the two halves and what the kernel granted.
 pub fn open(device: &str, cfg: &XdpConfig) -> Result<(XdpRx, XdpTx, XdpInfo), IoError> {
+    open_with(device, cfg, crate::bpf::redirect::load_redirect_by_queue)
+}
+
+/// Like [`open`], with the classifier compiled from `rules` (first match
+/// wins, else `default`) as the XDP program: frames of the bound queue
+/// reach the socket with their class in the metadata, which
+/// [`XdpRx::recv_classified`] reads.
+pub fn open_classified(
+    device: &str,
+    cfg: &XdpConfig,
+    rules: &[Rule],
+    default: u16,
+) -> Result<(XdpRx, XdpTx, XdpInfo), IoError> {
+    open_with(device, cfg, |map| {
+        crate::bpf::classify::load(rules, default, map, Steer::ByQueue)
+    })
+}
+
+fn open_with(
+    device: &str,
+    cfg: &XdpConfig,
+    program: impl FnOnce(&Map) -> Result<Program, crate::bpf::BpfError>,
+) -> Result<(XdpRx, XdpTx, XdpInfo), IoError> {
     cfg.check(device)?;
     let ifindex = crate::packet::if_index(device)? as u32;
     let (sock, zc_note) = socket::open_bound(device, ifindex, cfg)?;
@@ -182,8 +207,7 @@ pub fn open(device: &str, cfg: &XdpConfig) -> Result<(XdpRx, XdpTx, XdpInfo), Io
     let fd = std::os::fd::AsRawFd::as_raw_fd(&sock.fd) as u32;
     map.update(&cfg.queue.to_ne_bytes(), &fd.to_ne_bytes())
         .map_err(|e| bpf_err(device, e))?;
-    let prog =
-        crate::bpf::redirect::load_redirect_by_queue(&map).map_err(|e| bpf_err(device, e))?;
+    let prog = program(&map).map_err(|e| bpf_err(device, e))?;
     let (link, attach_note) = match cfg.attach {
         AttachPref::Auto => attach_xdp_best(&prog, ifindex).map_err(|e| bpf_err(device, e))?,
         AttachPref::Only(m) => (

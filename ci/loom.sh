@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Model-check the lock-free code of pktsched-runtime with loom.
+# Model-check the lock-free code of pktsched-runtime and the AF_XDP ring
+# protocol of pktsched-io with loom.
 #
 # Builds with `--cfg loom` (which swaps the crate's `sync` facade to loom's
 # atomics and cells) into its own target directory, so the normal build cache
@@ -14,3 +15,4 @@ export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/loom}"
 
 cargo test --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell -- --test-threads=2 "$@"
+cargo test --release -p pktsched-io --test loom_xdp_ring -- --test-threads=2 "$@"

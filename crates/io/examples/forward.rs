@@ -2,14 +2,15 @@
 //! per packet.
 //!
 //! ```text
-//! cargo run --release -p pktsched-io --example forward -- [SECONDS] [FRAME_BYTES] [v3|v2] [napi]
+//! cargo run --release -p pktsched-io --example forward -- [SECONDS] [FRAME_BYTES] [v3|v2|xdp] [napi]
 //! ```
 //!
 //! Builds `gen:g0 ↔ d0 dut d1 ↔ s0:sink` (removed at the end). A generator
 //! thread in `gen` (pinned to CPU 0) sends UDP frames as fast as its
 //! AF_PACKET TX ring goes; a forwarder thread in `dut` (pinned to CPU 1)
 //! moves them d0 → d1 through a receive ring (`v3`: TPACKET_V3 blocks,
-//! the default; `v2`: frame slots) and a TX ring with qdisc bypass; the
+//! the default; `v2`: frame slots) and a TX ring with qdisc bypass (`xdp`:
+//! an AF_XDP socket on each, copy mode, the XDP program attached natively); the
 //! sink's kernel drops them early (foreign MAC). `napi` puts d0 and s0
 //! into veth's NAPI mode (see `Topology::napi`). Printed: offered and
 //! forwarded packets/s, the forwarder thread's CPU time per packet
@@ -23,6 +24,7 @@ use std::time::{Duration, Instant};
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp};
 use pktsched_io::netns::{Topology, in_namespace, missing_privileges};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role, RxRing};
+use pktsched_io::xdp::{self, XdpConfig};
 use pktsched_io::{BufPool, IoStats, PacketIo};
 
 fn pin(cpu: usize) {
@@ -76,6 +78,7 @@ fn main() {
     let frame_len: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60);
     let v2 = args[3.min(args.len())..].iter().any(|s| s == "v2");
     let napi = args[3.min(args.len())..].iter().any(|s| s == "napi");
+    let xdp = args[3.min(args.len())..].iter().any(|s| s == "xdp");
     let payload_len = frame_len.saturating_sub(14 + 20 + 8).max(Stamp::LEN);
 
     let topo = Topology::line("pst-fwd-").expect("topology");
@@ -90,14 +93,28 @@ fn main() {
     } else {
         Role::Rx(RxRing::default())
     };
-    let (rx, tx) = in_namespace(&topo.dut_ns, || {
-        (
-            PacketSocket::open("d0", rx_role, true),
-            PacketSocket::open("d1", Role::Tx(FrameRing::default()), false),
-        )
-    })
+    let (mut rx, mut tx) = in_namespace(
+        &topo.dut_ns,
+        || -> (Box<dyn PacketIo>, Box<dyn PacketIo>) {
+            if xdp {
+                // The unused halves can go: the socket and its program stay
+                // while one half lives.
+                let (rx, _, info) = xdp::open("d0", &XdpConfig::default()).expect("d0 AF_XDP");
+                let (_, tx, _) = xdp::open("d1", &XdpConfig::default()).expect("d1 AF_XDP");
+                eprintln!("AF_XDP: {info:?}");
+                (Box::new(rx), Box::new(tx))
+            } else {
+                (
+                    Box::new(PacketSocket::open("d0", rx_role, true).expect("d0")),
+                    Box::new(
+                        PacketSocket::open("d1", Role::Tx(FrameRing::default()), false)
+                            .expect("d1"),
+                    ),
+                )
+            }
+        },
+    )
     .expect("namespace");
-    let (mut rx, mut tx) = (rx.expect("d0"), tx.expect("d1"));
     let mut gen_tx = in_namespace(&topo.gen_ns, || {
         PacketSocket::open(
             "g0",
@@ -195,7 +212,9 @@ fn main() {
     println!(
         "{frame_len}-byte frames, {:.1} s, RX ring {}",
         elapsed,
-        if v2 {
+        if xdp {
+            "AF_XDP (d0 RX, d1 TX)"
+        } else if v2 {
             "TPACKET_V2 slots"
         } else {
             "TPACKET_V3 blocks"
@@ -215,5 +234,11 @@ fn main() {
          d1 tx_busy {} not sent {failed}; s0 rx {}",
         r.rx_kernel_drops, r.rx_freezes, r.rx_no_buffer, r.rx_oversize, t.tx_busy, sink
     );
+    if xdp {
+        println!(
+            "AF_XDP: d0 rx_ring_full {}, fill ring found empty {}; d1 tx invalid {}",
+            r.rx_ring_full, r.rx_fill_empty, t.tx_invalid
+        );
+    }
     println!("{kernel}");
 }

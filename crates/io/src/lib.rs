@@ -1,29 +1,36 @@
 //! Packet I/O for pktsched, with no scheduling in it: frame buffers from a
 //! fixed pool ([`buf`]), one small device trait ([`PacketIo`]: receive a
 //! batch, send a batch, buffers go back to the pool), its implementations
-//! — AF_PACKET rings ([`packet`]) and in-memory devices for tests
-//! ([`mem`]) — the frame classifier ([`classify`]), frame building for
-//! tests and generators ([`frame`], with the [`frame::Stamp`] payload
-//! codec and the shared clock in [`clock`]), and test topologies in
-//! network namespaces ([`netns`]).
+//! — AF_PACKET rings ([`packet`]), AF_XDP sockets ([`xdp`]) and in-memory
+//! devices for tests ([`mem`]) — a `bpf(2)` loader with no C toolchain
+//! ([`bpf`]: an eBPF assembler, maps, XDP load/attach/test-run, the XSKMAP
+//! redirect and the frame classifier compiled to XDP), the frame
+//! classifier ([`classify`]), frame building for tests and generators
+//! ([`frame`], with the [`frame::Stamp`] payload codec and the shared
+//! clock in [`clock`]), and test topologies in network namespaces
+//! ([`netns`]).
 //!
-//! Not here yet: AF_XDP (UMEM, fill/completion/RX/TX rings, a `bpf(2)`
-//! loader for the XSKMAP redirect and the classifier compiled from the
-//! match rules); AF_PACKET fanout with a classic-BPF classifier (one ring
-//! per class, for per-class drop isolation); busy-polling socket options.
-//! [`PacketIo`] is shaped so they fit: batches in, batches out, buffers
-//! owned by a pool (an AF_XDP device would copy from its UMEM into pool
-//! buffers, or a later zero-copy variant would make the UMEM frames the
-//! pool), one pollable descriptor ([`PacketIo::poll_fd`]), and counters
+//! Not here yet: AF_PACKET fanout with a classic-BPF classifier (one ring
+//! per class, for per-class drop isolation); AF_XDP zero-copy into pool
+//! buffers (frames are copied between the UMEM and the pool; zero-copy
+//! *binding* is tried where the driver offers it), several queues per
+//! interface, and the ingress router's one AF_XDP socket per class (the
+//! compiled classifier already steers by class, and
+//! [`xdp::open_classified`] delivers each frame's class in its metadata). [`PacketIo`] keeps the
+//! devices interchangeable: batches in, batches out, buffers owned by a
+//! pool, one pollable descriptor ([`PacketIo::poll_fd`]), and counters
 //! that name where frames were lost ([`IoStats`]).
 //!
 //! `unsafe` is denied except in [`packet`] (the socket options, the mmap'ed
-//! rings), [`netns`] (`setns`, `geteuid`) and [`clock`]
+//! rings), [`xdp`] (the UMEM and the rings), [`bpf`] (the `bpf(2)` system
+//! call), [`netns`] (`setns`, `geteuid`) and [`clock`]
 //! (`clock_gettime`); every block has its `// SAFETY:` note.
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
 
+#[allow(unsafe_code)]
+pub mod bpf;
 pub mod buf;
 pub mod cbpf;
 pub mod classify;
@@ -37,6 +44,8 @@ pub mod mem;
 pub mod netns;
 #[allow(unsafe_code)]
 pub mod packet;
+#[allow(unsafe_code)]
+pub mod xdp;
 
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
@@ -95,6 +104,20 @@ pub struct IoStats {
     /// Frames longer than a transmit slot (left unsent; also in
     /// `tx_failed`).
     pub tx_oversize: u64,
+    /// AF_XDP: frames the kernel dropped because the RX ring was full
+    /// (`rx_ring_full` of `XDP_STATISTICS`; also in `rx_kernel_drops`).
+    pub rx_ring_full: u64,
+    /// AF_XDP: times the kernel found the fill ring empty
+    /// (`rx_fill_ring_empty_descs`): the reader returns frames too slowly.
+    pub rx_fill_empty: u64,
+    /// AF_XDP: invalid descriptors the kernel met on receive.
+    pub rx_invalid: u64,
+    /// AF_XDP: times the kernel found the TX ring empty when it looked
+    /// (`tx_ring_empty_descs`; informational).
+    pub tx_ring_empty: u64,
+    /// AF_XDP: transmit descriptors the kernel refused as invalid
+    /// (`tx_invalid_descs`; those frames were not sent).
+    pub tx_invalid: u64,
 }
 
 /// A packet device: one direction or both of one interface.

@@ -10,19 +10,25 @@
 //! clock in [`clock`]), and test topologies in network namespaces
 //! ([`netns`]).
 //!
-//! Not here yet: AF_PACKET fanout with a classic-BPF classifier (one ring
-//! per class, for per-class drop isolation); AF_XDP zero-copy into pool
-//! buffers (frames are copied between the UMEM and the pool; zero-copy
-//! *binding* is tried where the driver offers it), several queues per
-//! interface, and the ingress router's one AF_XDP socket per class (the
-//! compiled classifier already steers by class, and
-//! [`xdp::open_classified`] delivers each frame's class in its metadata). [`PacketIo`] keeps the
-//! devices interchangeable: batches in, batches out, buffers owned by a
-//! pool, one pollable descriptor ([`PacketIo::poll_fd`]), and counters
-//! that name where frames were lost ([`IoStats`]).
+//! Per-class receive rings for the AF_PACKET fallback: [`fanout`] joins one
+//! socket per class in a `PACKET_FANOUT_CBPF` group whose classic-BPF
+//! program ([`cbpf`]: assembler, load-time checks, interpreter, compiler
+//! from the classifier's rules) picks the class in the kernel; busy-polling
+//! socket options are in [`packet`].
+//!
+//! Not here yet: AF_XDP zero-copy into pool buffers (frames are copied
+//! between the UMEM and the pool; zero-copy *binding* is tried where the
+//! driver offers it), several queues per interface, and the ingress
+//! router's one AF_XDP socket per class (the compiled classifier already
+//! steers by class, and [`xdp::open_classified`] delivers each frame's
+//! class in its metadata). [`PacketIo`] keeps the devices interchangeable:
+//! batches in, batches out, buffers owned by a pool, one pollable
+//! descriptor ([`PacketIo::poll_fd`]), and counters that name where frames
+//! were lost ([`IoStats`]).
 //!
 //! `unsafe` is denied except in [`packet`] (the socket options, the mmap'ed
-//! rings), [`xdp`] (the UMEM and the rings), [`bpf`] (the `bpf(2)` system
+//! rings, busy polling), [`fanout`] (the `sock_fprog` pointer, `poll`,
+//! `getsockopt`), [`xdp`] (the UMEM and the rings), [`bpf`] (the `bpf(2)` system
 //! call), [`netns`] (`setns`, `geteuid`) and [`clock`]
 //! (`clock_gettime`); every block has its `// SAFETY:` note.
 

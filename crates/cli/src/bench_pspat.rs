@@ -80,8 +80,14 @@ pub(crate) struct PspatArgs {
     /// PSPAT: minimum time between two reads of one mailbox.
     #[arg(long, default_value = "1us")]
     read_interval: String,
-    /// Do not pin threads (default: arbiter on core 0, PSPAT clients and
-    /// dispatchers on core 1; locked and none clients are never pinned).
+    /// Where threads run, the same for every architecture: `float`
+    /// (clients not pinned; PSPAT's arbiter on core 0, dispatchers on
+    /// core 1), `reserve` (core 0 kept for the arbiter: every
+    /// architecture's clients on the other cores), `none` (nothing
+    /// pinned).
+    #[arg(long, default_value = "float")]
+    placement: String,
+    /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
     /// Write the throughput-vs-clients plot here (SVG).
@@ -121,6 +127,7 @@ impl PspatArgs {
             client_transmit: self.client_transmit,
             scan_interval: self.scan_interval.clone(),
             read_interval: self.read_interval.clone(),
+            placement: self.placement.clone(),
             no_pin: self.no_pin,
         }
     }

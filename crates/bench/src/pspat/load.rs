@@ -13,6 +13,8 @@ use pktsched_core::{FlowId, Nanos, Pkt};
 use pktsched_runtime::output::Output;
 use pktsched_runtime::pspat::Clock;
 
+use super::breakdown::{PartHists, Stamps};
+
 /// Longest a paced generator sleeps before it looks at its stop flag
 /// again (a slow rate must not outlive `--duration`).
 const MAX_NAP: Duration = Duration::from_millis(1);
@@ -28,6 +30,8 @@ pub(crate) struct BenchOut {
     /// Latency is recorded for packets stamped at or after this time.
     from: Nanos,
     pub(crate) hist: Histogram<u64>,
+    /// The victim's latency by part (overload phase).
+    pub(crate) parts: Option<PartHists>,
 }
 
 impl BenchOut {
@@ -36,6 +40,7 @@ impl BenchOut {
         clock: Clock,
         victim: Option<u32>,
         from: Nanos,
+        stamps: Option<&Arc<Stamps>>,
     ) -> Result<BenchOut> {
         Ok(BenchOut {
             counts: Arc::new((0..flows).map(|_| AtomicU64::new(0)).collect()),
@@ -44,6 +49,7 @@ impl BenchOut {
             victim,
             from,
             hist: Histogram::new(3).map_err(|e| anyhow!("histogram: {e}"))?,
+            parts: stamps.map(|s| PartHists::new(s.clone())).transpose()?,
         })
     }
 }
@@ -61,8 +67,14 @@ impl Output<u64> for BenchOut {
                 *c += 1;
                 a.store(*c, Ordering::Relaxed);
             }
-            if self.victim == Some(p.flow.0) && p.ts >= self.from {
-                let _ = self.hist.record(now.0.saturating_sub(p.ts.0).max(1));
+            if self.victim == Some(p.flow.0) {
+                let measured = p.ts >= self.from;
+                if measured {
+                    let _ = self.hist.record(now.0.saturating_sub(p.ts.0).max(1));
+                }
+                if let Some(parts) = &mut self.parts {
+                    parts.record(p.item, p.ts.0, now.0, measured);
+                }
             }
         }
     }

@@ -87,6 +87,15 @@ pub(crate) struct PspatArgs {
     /// pinned).
     #[arg(long, default_value = "float")]
     placement: String,
+    /// PSPAT: nice value of the arbiter thread, -20..=19 (negative needs
+    /// CAP_SYS_NICE), or `none` to inherit the bench's.
+    #[arg(long, default_value = "none", allow_hyphen_values = true)]
+    arbiter_nice: String,
+    /// PSPAT: how the arbiter waits on the CPU (for the link, or before
+    /// it sleeps when idle): `yield` (threads sharing its core run
+    /// meanwhile) or `spin`.
+    #[arg(long, default_value = "yield")]
+    arbiter_wait: String,
     /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
@@ -128,6 +137,8 @@ impl PspatArgs {
             scan_interval: self.scan_interval.clone(),
             read_interval: self.read_interval.clone(),
             placement: self.placement.clone(),
+            arbiter_nice: self.arbiter_nice.clone(),
+            arbiter_wait: self.arbiter_wait.clone(),
             no_pin: self.no_pin,
         }
     }

@@ -10,6 +10,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 use pktsched_core::{FlowId, Nanos, Pkt};
+use pktsched_runtime::client::Backoff;
 use pktsched_runtime::output::Output;
 use pktsched_runtime::pspat::Clock;
 
@@ -137,6 +138,7 @@ pub(crate) fn generate(
     // Packets owed but skipped because they were more than `burst` late.
     let mut skipped = 0u64;
     let mut full_tries = 0u32;
+    let mut backoff = Backoff::new();
     while !stop.load(Ordering::Relaxed) {
         if q.is_empty() {
             let mut n = g.batch as u64;
@@ -175,19 +177,23 @@ pub(crate) fn generate(
                 // Full: a client alone on its core waits on the CPU (the
                 // arbiter frees a line within a round; a yield would let
                 // the mailbox run dry and the two threads then share the
-                // line being written); otherwise let the other clients run.
+                // line being written); otherwise back off (spin, yield,
+                // then sleep) so the arbiter gets the core.
                 full_tries += 1;
                 if g.alone && full_tries < 64 {
                     for _ in 0..32 {
                         std::hint::spin_loop();
                     }
-                } else {
+                } else if g.alone {
                     full_tries = 0;
                     std::thread::yield_now();
+                } else {
+                    backoff.wait();
                 }
             }
             Some(n) => {
                 full_tries = 0;
+                backoff.reset();
                 sent += n as u64;
             }
         }

@@ -86,6 +86,10 @@ pub struct PspatOptions {
     pub scan_interval: String,
     pub read_interval: String,
     pub placement: String,
+    /// PSPAT's arbiter thread's nice value (`none` or -20..=19).
+    pub arbiter_nice: String,
+    /// How PSPAT's arbiter waits on the CPU: `yield` or `spin`.
+    pub arbiter_wait: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
 }
@@ -207,6 +211,9 @@ pub struct Plan {
     pub placement: Placement,
     /// Cores on the machine.
     cores: usize,
+    arbiter_nice: Option<i32>,
+    /// The arbiter yields (rather than spins) while it waits.
+    arbiter_yield: bool,
 }
 
 fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
@@ -296,6 +303,18 @@ impl Plan {
                 Placement::parse(&a.placement)?
             },
             cores: core_affinity::get_core_ids().map_or(1, |c| c.len()),
+            arbiter_nice: match a.arbiter_nice.as_str() {
+                "none" => None,
+                s => match s.parse::<i32>() {
+                    Ok(n) if (-20..=19).contains(&n) => Some(n),
+                    _ => bail!("--arbiter-nice `{s}`; allowed: none or -20..=19"),
+                },
+            },
+            arbiter_yield: match a.arbiter_wait.as_str() {
+                "yield" => true,
+                "spin" => false,
+                s => bail!("--arbiter-wait `{s}`; allowed: yield, spin"),
+            },
         };
         plan.check_rates(a)?;
         // Let the scheduler and the runtime check their own ranges now,
@@ -386,6 +405,8 @@ impl Plan {
             arbiter_core: self.placement.runtime_cores(self.cores).0,
             dispatcher_cores: self.placement.runtime_cores(self.cores).1,
             max_clients: 129,
+            arbiter_nice: self.arbiter_nice,
+            yield_when_idle: self.arbiter_yield,
             ..Config::new(link)
         }
     }

@@ -85,11 +85,13 @@ pub(crate) struct PspatArgs {
     /// core 1), `reserve` (core 0 kept for the arbiter: every
     /// architecture's clients on the other cores), `none` (nothing
     /// pinned).
-    #[arg(long, default_value = "float")]
+    #[arg(long, default_value = "none")]
     placement: String,
     /// PSPAT: nice value of the arbiter thread, -20..=19 (negative needs
-    /// CAP_SYS_NICE), or `none` to inherit the bench's.
-    #[arg(long, default_value = "none", allow_hyphen_values = true)]
+    /// CAP_SYS_NICE; refused, the arbiter keeps the bench's), or `none`
+    /// to inherit the bench's. The arbiter is one thread doing every
+    /// client's scheduling, as PSPAT's kernel thread is.
+    #[arg(long, default_value = "-20", allow_hyphen_values = true)]
     arbiter_nice: String,
     /// PSPAT: how the arbiter waits on the CPU (for the link, or before
     /// it sleeps when idle): `yield` (threads sharing its core run

@@ -80,8 +80,25 @@ pub(crate) struct PspatArgs {
     /// PSPAT: minimum time between two reads of one mailbox.
     #[arg(long, default_value = "1us")]
     read_interval: String,
-    /// Do not pin threads (default: arbiter on core 0, PSPAT clients and
-    /// dispatchers on core 1; locked and none clients are never pinned).
+    /// Where threads run, the same for every architecture: `float`
+    /// (clients not pinned; PSPAT's arbiter on core 0, dispatchers on
+    /// core 1), `reserve` (core 0 kept for the arbiter: every
+    /// architecture's clients on the other cores), `none` (nothing
+    /// pinned).
+    #[arg(long, default_value = "none")]
+    placement: String,
+    /// PSPAT: nice value of the arbiter thread, -20..=19 (negative needs
+    /// CAP_SYS_NICE; refused, the arbiter keeps the bench's), or `none`
+    /// to inherit the bench's. The arbiter is one thread doing every
+    /// client's scheduling, as PSPAT's kernel thread is.
+    #[arg(long, default_value = "-20", allow_hyphen_values = true)]
+    arbiter_nice: String,
+    /// PSPAT: how the arbiter waits on the CPU (for the link, or before
+    /// it sleeps when idle): `yield` (threads sharing its core run
+    /// meanwhile) or `spin`.
+    #[arg(long, default_value = "yield")]
+    arbiter_wait: String,
+    /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
     /// Write the throughput-vs-clients plot here (SVG).
@@ -121,6 +138,9 @@ impl PspatArgs {
             client_transmit: self.client_transmit,
             scan_interval: self.scan_interval.clone(),
             read_interval: self.read_interval.clone(),
+            placement: self.placement.clone(),
+            arbiter_nice: self.arbiter_nice.clone(),
+            arbiter_wait: self.arbiter_wait.clone(),
             no_pin: self.no_pin,
         }
     }

@@ -263,8 +263,88 @@ impl<T: Send> Client<T> {
     }
 
     /// Approximate number of packets waiting in this client's mailbox.
+    /// (When a send finds it full, wait with a [`Backoff`].)
     pub fn pending(&self) -> usize {
         self.tx.len_estimate()
+    }
+}
+
+/// What a client whose mailbox is full does next ([`Backoff::next_wait`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Wait {
+    /// Spin this many times (the arbiter frees room within a round).
+    Spin(u32),
+    /// Give the core to another runnable thread.
+    Yield,
+    /// Sleep: the arbiter is behind, or the client sends above its share.
+    Sleep(std::time::Duration),
+}
+
+/// How a sending thread waits while its mailbox is full: spin briefly,
+/// then yield, then sleep for doubling times up to a cap; [`Backoff::reset`]
+/// after a send that took packets.
+///
+/// A full mailbox means the arbiter is behind or the client sends above
+/// its share (the scheduler drops what it cannot queue, and the arbiter
+/// leaves the rest in the mailbox). Either way more attempts do not help,
+/// and a client that keeps spinning or yielding stays runnable: on a core
+/// it shares with the arbiter, the kernel then splits the core among all
+/// such clients and the arbiter, which gets a sliver and falls further
+/// behind. A sleeping client is not runnable, so the arbiter gets the core.
+/// The longest sleep ([`Backoff::MAX_SLEEP`]) is well below the time the
+/// link takes to send a full mailbox at the default sizes (512 MTU
+/// packets at 10 Gbit/s: 600 µs), so a client that slept does not leave
+/// the link idle.
+#[derive(Clone, Debug, Default)]
+pub struct Backoff {
+    fails: u32,
+}
+
+impl Backoff {
+    /// Full mailboxes answered by spinning.
+    pub const SPINS: u32 = 2;
+    /// Then by yielding.
+    pub const YIELDS: u32 = 2;
+    /// First sleep.
+    pub const MIN_SLEEP: std::time::Duration = std::time::Duration::from_micros(5);
+    /// Longest sleep.
+    pub const MAX_SLEEP: std::time::Duration = std::time::Duration::from_micros(80);
+
+    /// A backoff that has seen no full mailbox.
+    pub fn new() -> Backoff {
+        Backoff { fails: 0 }
+    }
+
+    /// The send took packets: start again from spinning.
+    pub fn reset(&mut self) {
+        self.fails = 0;
+    }
+
+    /// The mailbox was full: what to do before the next attempt.
+    pub fn next_wait(&mut self) -> Wait {
+        let k = self.fails;
+        self.fails = self.fails.saturating_add(1);
+        if k < Self::SPINS {
+            return Wait::Spin(32 << k);
+        }
+        if k < Self::SPINS + Self::YIELDS {
+            return Wait::Yield;
+        }
+        let doublings = (k - Self::SPINS - Self::YIELDS).min(16);
+        Wait::Sleep((Self::MIN_SLEEP * (1 << doublings)).min(Self::MAX_SLEEP))
+    }
+
+    /// Waits as [`Backoff::next_wait`] says.
+    pub fn wait(&mut self) {
+        match self.next_wait() {
+            Wait::Spin(n) => {
+                for _ in 0..n {
+                    std::hint::spin_loop();
+                }
+            }
+            Wait::Yield => std::thread::yield_now(),
+            Wait::Sleep(d) => std::thread::sleep(d),
+        }
     }
 }
 
@@ -361,4 +441,41 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         shared: shared.clone(),
         sent: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::{Backoff, Wait};
+
+    #[test]
+    fn backoff_spins_then_yields_then_sleeps_doubling_up_to_the_cap() {
+        let mut b = Backoff::new();
+        let seq: Vec<Wait> = (0..12).map(|_| b.next_wait()).collect();
+        let us = |n| Wait::Sleep(Duration::from_micros(n));
+        assert_eq!(
+            seq,
+            vec![
+                Wait::Spin(32),
+                Wait::Spin(64),
+                Wait::Yield,
+                Wait::Yield,
+                us(5),
+                us(10),
+                us(20),
+                us(40),
+                us(80),
+                us(80),
+                us(80),
+                us(80),
+            ]
+        );
+        // Long runs of full mailboxes neither overflow nor exceed the cap.
+        for _ in 0..100_000 {
+            assert!(matches!(b.next_wait(), Wait::Sleep(d) if d == Backoff::MAX_SLEEP));
+        }
+        b.reset();
+        assert_eq!(b.next_wait(), Wait::Spin(32));
+    }
 }

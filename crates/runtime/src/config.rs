@@ -49,6 +49,12 @@ pub struct Config {
     pub spin: Duration,
     /// Never sleep (burn the core for the lowest latency).
     pub busy_poll: bool,
+    /// While the arbiter waits on the CPU (for the link, or for T_w when
+    /// idle), yield between rounds instead of spinning, so threads that
+    /// share its core (clients, other processes) run meanwhile instead of
+    /// waiting for its time slice to end. Alone on its core a yield
+    /// returns at once. Default: on.
+    pub yield_when_idle: bool,
     /// Dispatcher threads; 0 = the arbiter transmits cleared packets itself
     /// (or hands them back to their clients: `client_transmit`).
     pub dispatchers: usize,
@@ -64,6 +70,14 @@ pub struct Config {
     pub arbiter_core: Option<usize>,
     /// Pin dispatcher `i` to `dispatcher_cores[i % len]`.
     pub dispatcher_cores: Vec<usize>,
+    /// Nice value of the arbiter thread (-20..=19; `None`: inherited). A
+    /// negative value needs `CAP_SYS_NICE`; refused, the thread keeps its
+    /// nice value (best effort, like pinning). The arbiter moves every
+    /// client's packets: when it shares its core with runnable threads,
+    /// the kernel gives it a share by weight, and one thread among many
+    /// gets a sliver; a lower nice value raises its weight, so it keeps
+    /// up, while it still sleeps when idle.
+    pub arbiter_nice: Option<i32>,
     /// Bytes the emulated link may run ahead of the clock (HTB's `burst`):
     /// a packet is released when the link will be free within the time
     /// these bytes take. 0 (the default): never early. The long-run rate is
@@ -86,11 +100,13 @@ impl Config {
             settle_interval: Duration::from_millis(1),
             spin: Duration::from_micros(100),
             busy_poll: false,
+            yield_when_idle: true,
             dispatchers: 0,
             client_transmit: false,
             tx_capacity: 1024,
             arbiter_core: None,
             dispatcher_cores: Vec::new(),
+            arbiter_nice: None,
             burst: 0,
         }
     }
@@ -132,6 +148,11 @@ impl Config {
                 self.dispatchers.to_string(),
                 "0 when client_transmit is set (clients transmit themselves)",
             );
+        }
+        if let Some(n) = self.arbiter_nice
+            && !(-20..=19).contains(&n)
+        {
+            return bad("arbiter_nice", n.to_string(), "-20..=19");
         }
         if self.burst > 1 << 24 {
             return bad("burst", self.burst.to_string(), "0..=16777216 bytes");

@@ -85,16 +85,21 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             shared: shared.clone(),
             clock,
             scan_interval: dur_nanos(cfg.scan_interval),
-            spin: dur_nanos(cfg.spin),
-            busy_poll: cfg.busy_poll,
+            policy: IdlePolicy {
+                spin: dur_nanos(cfg.spin).0,
+                busy_poll: cfg.busy_poll,
+                yield_when_idle: cfg.yield_when_idle,
+            },
             published: published.clone(),
             mode: mode.clone(),
         };
         let core = cfg.arbiter_core;
+        let nice = cfg.arbiter_nice;
         let handle = std::thread::Builder::new()
             .name("pspat-arbiter".into())
             .spawn(move || {
                 pin(core);
+                prio::set_nice(nice);
                 thread.run()
             })
             .map_err(|e| RuntimeError::Thread(e.to_string()))?;
@@ -181,6 +186,28 @@ fn pin(core: Option<usize>) {
     }
 }
 
+/// The arbiter thread's priority (the one unsafe call of the driver).
+#[allow(unsafe_code)]
+mod prio {
+    /// Sets the calling thread's nice value, if any (best effort: without
+    /// `CAP_SYS_NICE` a negative value is refused and the thread keeps
+    /// its own).
+    pub(super) fn set_nice(nice: Option<i32>) {
+        #[cfg(target_os = "linux")]
+        if let Some(n) = nice {
+            // SAFETY: gettid has no preconditions; setpriority only reads
+            // its integer arguments. On Linux, PRIO_PROCESS with a thread
+            // id sets that one thread's nice value.
+            unsafe {
+                let tid = libc::gettid();
+                let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n);
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        let _ = nice;
+    }
+}
+
 /// Where the arbiter's released packets go for `cfg` (`outputs` already
 /// checked against it), starting one dispatcher thread per output if
 /// `cfg.dispatchers > 0`.
@@ -244,6 +271,80 @@ fn start_dispatcher<T: Send + 'static, O: Output<T>>(
     Ok((DispatchTx::new(tx, bell, done), handle))
 }
 
+/// How a round ended, as the idle policy sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct RoundEnd {
+    /// The round drained or released packets.
+    pub(crate) did_work: bool,
+    /// Packets wait for the link (or for a dispatcher).
+    pub(crate) waiting: bool,
+    /// Until the link is free, ns (meaningful when `waiting`).
+    pub(crate) link_wait: u64,
+    /// Since the arbiter last had anything to do, ns.
+    pub(crate) idle_for: u64,
+}
+
+/// What the arbiter thread does before its next round.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Next {
+    /// The next round at once.
+    Round,
+    /// One spin-loop hint, then the next round.
+    Spin,
+    /// Give the core to any other runnable thread, then the next round.
+    Yield,
+    /// Sleep until a client rings, or at most this long (ns).
+    Sleep(Option<u64>),
+}
+
+/// The arbiter thread's idle policy (see `Config::spin`, `busy_poll`,
+/// `yield_when_idle`).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IdlePolicy {
+    /// T_w, ns.
+    pub(crate) spin: u64,
+    pub(crate) busy_poll: bool,
+    pub(crate) yield_when_idle: bool,
+}
+
+impl IdlePolicy {
+    /// What to do after a round that ended as `r`:
+    /// * work done: the next round at once;
+    /// * `busy_poll`: never sleep;
+    /// * waiting for the link: sleep until it is free if that is further
+    ///   than T_w, else wait for it on the CPU;
+    /// * nothing to do: wait on the CPU for T_w, then sleep until a ring.
+    ///
+    /// "On the CPU" is a spin, or with `yield_when_idle` a yield, so a
+    /// client (or anything else) runnable on the arbiter's core runs
+    /// meanwhile instead of waiting for the arbiter's time slice to end;
+    /// alone on its core the yield returns at once (a system call, well
+    /// under a packet's time), so the arbiter is late by at most what the
+    /// other thread runs before it blocks, yields or is preempted.
+    pub(crate) fn after(&self, r: RoundEnd) -> Next {
+        let on_cpu = if self.yield_when_idle {
+            Next::Yield
+        } else {
+            Next::Spin
+        };
+        if r.did_work {
+            Next::Round
+        } else if self.busy_poll {
+            Next::Spin
+        } else if r.waiting {
+            if r.link_wait > self.spin {
+                Next::Sleep(Some(r.link_wait))
+            } else {
+                on_cpu
+            }
+        } else if r.idle_for < self.spin {
+            on_cpu
+        } else {
+            Next::Sleep(None)
+        }
+    }
+}
+
 /// The arbiter thread: the arbiter with the real clock and the loop's
 /// timing parameters.
 struct ArbiterThread<T, O> {
@@ -252,9 +353,8 @@ struct ArbiterThread<T, O> {
     clock: Clock,
     /// Δ_A: minimum time between the starts of two rounds.
     scan_interval: Nanos,
-    /// T_w: how long to spin when idle before sleeping.
-    spin: Nanos,
-    busy_poll: bool,
+    /// What to do between rounds.
+    policy: IdlePolicy,
     /// Where the counters are published for [`Pspat::stats`].
     published: Arc<Mutex<ArbiterStats>>,
     mode: Arc<Mutex<StopMode>>,
@@ -292,26 +392,30 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             if self.shared.stop.load(Ordering::Relaxed) {
                 return;
             }
-            if r.drained + r.released > 0 {
+            let did_work = r.drained + r.released > 0;
+            if did_work {
                 self.arbiter
                     .record_busy_round(end.0.saturating_sub(start.0));
                 idle_since = None;
-            } else if r.backlog > 0 || self.arbiter.tx_waiting() > 0 {
-                // Waiting for the link (or a dispatcher): sleep if it is far.
-                let wait = r.link_free.0.saturating_sub(end.0);
-                if !self.busy_poll && wait > self.spin.0 {
-                    self.sleep(Some(Duration::from_nanos(wait)));
-                } else {
-                    std::hint::spin_loop();
-                }
-            } else if self.busy_poll {
-                std::hint::spin_loop();
+            }
+            let waiting = r.backlog > 0 || self.arbiter.tx_waiting() > 0;
+            let since = if did_work || waiting {
+                end
             } else {
-                let since = *idle_since.get_or_insert(end);
-                if end.0.saturating_sub(since.0) < self.spin.0 {
-                    std::hint::spin_loop();
-                } else {
-                    self.sleep(None);
+                *idle_since.get_or_insert(end)
+            };
+            let state = RoundEnd {
+                did_work,
+                waiting,
+                link_wait: r.link_free.0.saturating_sub(end.0),
+                idle_for: end.0.saturating_sub(since.0),
+            };
+            match self.policy.after(state) {
+                Next::Round => {}
+                Next::Spin => std::hint::spin_loop(),
+                Next::Yield => std::thread::yield_now(),
+                Next::Sleep(t) => {
+                    self.sleep(t.map(Duration::from_nanos));
                     idle_since = None;
                 }
             }
@@ -422,6 +526,44 @@ mod tests {
     use crate::arbiter::Arbiter;
     use crate::config::{Clock, Config, RuntimeError};
     use crate::output::NullOutput;
+
+    #[test]
+    fn idle_policy_waits_on_the_cpu_then_sleeps() {
+        use super::{IdlePolicy, Next, RoundEnd};
+        let p = IdlePolicy {
+            spin: 100,
+            busy_poll: false,
+            yield_when_idle: true,
+        };
+        let end = |did_work, waiting, link_wait, idle_for| RoundEnd {
+            did_work,
+            waiting,
+            link_wait,
+            idle_for,
+        };
+        assert_eq!(p.after(end(true, true, 1000, 0)), Next::Round);
+        // Waiting for the link: yield while it is near, sleep until it is
+        // free when it is far.
+        assert_eq!(p.after(end(false, true, 50, 0)), Next::Yield);
+        assert_eq!(p.after(end(false, true, 100, 0)), Next::Yield);
+        assert_eq!(p.after(end(false, true, 101, 0)), Next::Sleep(Some(101)));
+        // Nothing to do: yield for T_w, then sleep until a ring.
+        assert_eq!(p.after(end(false, false, 0, 99)), Next::Yield);
+        assert_eq!(p.after(end(false, false, 0, 100)), Next::Sleep(None));
+        let spin = IdlePolicy {
+            yield_when_idle: false,
+            ..p
+        };
+        assert_eq!(spin.after(end(false, true, 50, 0)), Next::Spin);
+        assert_eq!(spin.after(end(false, false, 0, 5)), Next::Spin);
+        assert_eq!(spin.after(end(false, false, 0, 500)), Next::Sleep(None));
+        let poll = IdlePolicy {
+            busy_poll: true,
+            ..p
+        };
+        assert_eq!(poll.after(end(false, true, 10_000, 0)), Next::Spin);
+        assert_eq!(poll.after(end(false, false, 0, 10_000)), Next::Spin);
+    }
 
     #[test]
     fn client_transmit_settings_are_checked() {

@@ -12,6 +12,7 @@ use pktsched_runtime::locked::Locked;
 use pktsched_runtime::output::Output;
 use pktsched_runtime::pspat::{Clock, Pspat, StopMode, Stopped};
 
+use super::breakdown::{Breakdown, PartHists, Stamped, Stamps};
 use super::load::{BenchOut, Gen, GenDone, generate, pin, sample};
 use super::{Arch, Phase, Plan, RunRes, Victim};
 use crate::stats::jain;
@@ -36,6 +37,8 @@ struct Ctx<'a> {
     clock: Clock,
     victim: Option<u32>,
     from: Nanos,
+    /// The victim's stamps (overload phase).
+    stamps: Option<Arc<Stamps>>,
     /// Tells the generators to stop.
     stop: Arc<AtomicBool>,
     /// Set by a signal: end the window early.
@@ -44,7 +47,21 @@ struct Ctx<'a> {
 
 impl Ctx<'_> {
     fn out(&self) -> Result<BenchOut> {
-        BenchOut::new(self.flows, self.clock, self.victim, self.from)
+        BenchOut::new(
+            self.flows,
+            self.clock,
+            self.victim,
+            self.from,
+            self.stamps.as_ref(),
+        )
+    }
+
+    /// The stamps the victim's generator takes as it hands its packets
+    /// over (none for the others).
+    fn stamps_for(&self, g: &Gen) -> Option<Arc<Stamps>> {
+        self.stamps
+            .clone()
+            .filter(|_| Some(g.flow.0) == self.victim)
     }
 
     /// Sleeps `d`, or less if interrupted; whether it slept all of it.
@@ -127,6 +144,38 @@ fn generators(c: &Ctx<'_>, weights: &[u32]) -> Vec<Gen> {
 
 type Sched = Box<dyn Scheduler<u64> + Send>;
 
+/// The victim's latency as the outputs saw it.
+struct Latency {
+    hist: Histogram<u64>,
+    parts: Option<PartHists>,
+}
+
+impl Latency {
+    /// The sum of `outs`' histograms.
+    fn of<'a>(outs: impl IntoIterator<Item = &'a BenchOut>) -> Result<Latency> {
+        let mut hist = Histogram::<u64>::new(3).map_err(|e| anyhow!("{e}"))?;
+        let mut parts: Option<PartHists> = None;
+        for o in outs {
+            hist.add(&o.hist).map_err(|e| anyhow!("{e}"))?;
+            if let Some(p) = &o.parts {
+                match &mut parts {
+                    Some(all) => all.add(p)?,
+                    None => {
+                        let mut all = PartHists::new(p.stamps.clone())?;
+                        all.add(p)?;
+                        parts = Some(all);
+                    }
+                }
+            }
+        }
+        Ok(Latency { hist, parts })
+    }
+
+    fn breakdown(&self) -> Option<Breakdown> {
+        self.parts.as_ref().map(PartHists::summary)
+    }
+}
+
 fn joined<T>(h: std::thread::JoinHandle<T>) -> Result<T> {
     h.join().map_err(|_| anyhow!("client thread panicked"))
 }
@@ -141,10 +190,16 @@ fn spawn_direct<S: Send + 'static>(
     send: fn(&mut S, &mut Vec<Pkt<u64>>),
 ) -> std::thread::JoinHandle<(GenDone, S)> {
     let (stop, clock) = (c.stop.clone(), c.clock);
+    let stamps = c.stamps_for(&g);
+    let core = c.p.placement.client_core(g.flow.index(), c.p.cores);
     std::thread::spawn(move || {
+        pin(core);
         let mut scratch = Vec::with_capacity(g.batch);
         let done = generate(g, &stop, clock, |q| {
             let k = q.len();
+            if let Some(s) = &stamps {
+                q.iter().for_each(|p| s.stamp(p.item, 0));
+            }
             scratch.extend(q.drain(..));
             send(&mut sink, &mut scratch);
             Some(k)
@@ -159,10 +214,9 @@ fn run_pspat(
     gens: Vec<Gen>,
     sched: Sched,
     res: &mut RunRes,
-) -> Result<(Option<Window>, Histogram<u64>)> {
+) -> Result<(Option<Window>, Latency)> {
     let cfg = c.p.config(c.ph);
     let ct = cfg.client_transmit;
-    let client_core = c.p.pin.then_some(1);
     let mut outs = Vec::new();
     let mut counters = Vec::new();
     for _ in 0..if ct { 0 } else { cfg.dispatchers.max(1) } {
@@ -183,10 +237,15 @@ fn run_pspat(
             None
         };
         let (stop, clock) = (c.stop.clone(), c.clock);
+        let stamps = c.stamps_for(&g);
+        let client_core = c.p.placement.client_core(g.flow.index(), c.p.cores);
         handles.push(std::thread::spawn(move || {
             pin(client_core);
             let mut cleared = Vec::new();
             let done = generate(g, &stop, clock, |q| {
+                if let Some(s) = &stamps {
+                    q.iter().for_each(|p| s.stamp(p.item, 0));
+                }
                 let r = match cl.send_batch(q) {
                     Ok((k, _)) => Some(k),
                     Err(Stopped) => None,
@@ -231,10 +290,7 @@ fn run_pspat(
     res.arbiter_pkts_per_loop = r.arbiter.pkts_per_loop();
     res.arbiter_sleeps = r.arbiter.sleeps;
     res.tc = Some(r.tc_style(c.p.alg.name()));
-    let mut h = Histogram::<u64>::new(3).map_err(|e| anyhow!("{e}"))?;
-    for o in r.outputs.iter().chain(&client_outs) {
-        h.add(&o.hist).map_err(|e| anyhow!("{e}"))?;
-    }
+    let lat = Latency::of(r.outputs.iter().chain(&client_outs))?;
     let out_total: u64 = r
         .outputs
         .iter()
@@ -247,7 +303,7 @@ fn run_pspat(
             res.delivered
         );
     }
-    Ok((w, h))
+    Ok((w, lat))
 }
 
 /// The `tc` way: every client locks the one scheduler itself.
@@ -256,7 +312,7 @@ fn run_locked(
     gens: Vec<Gen>,
     sched: Sched,
     res: &mut RunRes,
-) -> Result<(Option<Window>, Histogram<u64>)> {
+) -> Result<(Option<Window>, Latency)> {
     let cfg = c.p.config(c.ph);
     let out = c.out()?;
     let counters = vec![out.counts.clone()];
@@ -281,15 +337,11 @@ fn run_locked(
     res.delivered = r.decisions + r.flushed;
     res.dropped = r.dropped.iter().map(|d| d.iter().sum::<u64>()).sum();
     res.returned = r.returned.len() as u64;
-    Ok((w, r.output.hist))
+    Ok((w, Latency::of([&r.output])?))
 }
 
 /// No scheduler: each client transmits straight into its own output.
-fn run_none(
-    c: &Ctx<'_>,
-    gens: Vec<Gen>,
-    res: &mut RunRes,
-) -> Result<(Option<Window>, Histogram<u64>)> {
+fn run_none(c: &Ctx<'_>, gens: Vec<Gen>, res: &mut RunRes) -> Result<(Option<Window>, Latency)> {
     let mut counters = Vec::new();
     let mut handles = Vec::new();
     for g in gens {
@@ -298,14 +350,14 @@ fn run_none(
         handles.push(spawn_direct(c, g, out, |o, b| o.transmit(b)));
     }
     let w = c.measure(&counters);
-    let mut h = Histogram::<u64>::new(3).map_err(|e| anyhow!("{e}"))?;
+    let mut outs = Vec::new();
     for t in handles {
         let (d, out) = joined(t)?;
         res.sent += d.sent;
-        h.add(&out.hist).map_err(|e| anyhow!("{e}"))?;
+        outs.push(out);
     }
     res.delivered = res.sent;
-    Ok((w, h))
+    Ok((w, Latency::of(&outs)?))
 }
 
 /// Jain's index of throughput/weight and the largest |share/expected − 1|
@@ -331,13 +383,8 @@ fn jain_and_err(counts: &[u64], weights: &[u32]) -> (f64, f64) {
 }
 
 /// The victim's latency percentiles and its QFQ bound.
-fn victim(
-    c: &Ctx<'_>,
-    weights: &[u32],
-    arch: Arch,
-    p99_loop: u64,
-    hist: &Histogram<u64>,
-) -> Victim {
+fn victim(c: &Ctx<'_>, weights: &[u32], arch: Arch, p99_loop: u64, lat: &Latency) -> Victim {
+    let hist = &lat.hist;
     let p = c.p;
     let (len, link) = p.flow_shape(c.ph);
     let wsum: f64 = weights.iter().map(|&w| f64::from(w)).sum();
@@ -373,6 +420,7 @@ fn victim(
         p999_ns: q(0.999),
         max_ns: hist.max(),
         bound_ns: bound.ceil() as u64,
+        breakdown: lat.breakdown(),
     }
 }
 
@@ -387,14 +435,16 @@ pub(super) fn run_one(
     interrupt: &AtomicBool,
 ) -> Result<Option<RunRes>> {
     let (len, _) = p.flow_shape(ph);
+    let clock = Clock::new();
     let c = Ctx {
         p,
         ph,
         n,
         flows: n + usize::from(ph == Phase::Overload),
         len,
-        clock: Clock::new(),
+        clock,
         victim: (ph == Phase::Overload).then_some(n as u32),
+        stamps: (ph == Phase::Overload).then(|| Stamps::new(clock)),
         from: Nanos(u64::try_from(p.warmup.as_nanos()).unwrap_or(u64::MAX)),
         stop: Arc::new(AtomicBool::new(false)),
         interrupt,
@@ -404,6 +454,9 @@ pub(super) fn run_one(
     let mut sched = p.alg.build_send::<u64>();
     p.add_flows(sched.as_mut(), n, ph)
         .map_err(|e| anyhow!("flows: {e}"))?;
+    if let (Some(v), Some(s)) = (c.victim, &c.stamps) {
+        sched = Box::new(Stamped::new(sched, FlowId(v), s.clone()));
+    }
     let mut res = RunRes {
         phase: ph.name().to_string(),
         arch: arch.name().to_string(),
@@ -411,7 +464,7 @@ pub(super) fn run_one(
         run,
         ..RunRes::default()
     };
-    let (w, hist) = match arch {
+    let (w, lat) = match arch {
         Arch::Pspat => run_pspat(&c, gens, sched, &mut res)?,
         Arch::Locked => run_locked(&c, gens, sched, &mut res)?,
         Arch::None => run_none(&c, gens, &mut res)?,
@@ -434,7 +487,7 @@ pub(super) fn run_one(
     res.gbit_per_s = res.decisions_per_s * f64::from(c.len) * 8.0 / 1e9;
     (res.jain, res.max_share_err) = jain_and_err(&window[..n], &weights);
     if ph == Phase::Overload {
-        res.victim = Some(victim(&c, &weights, arch, res.arbiter_p99_loop_ns, &hist));
+        res.victim = Some(victim(&c, &weights, arch, res.arbiter_p99_loop_ns, &lat));
     }
     Ok(Some(res))
 }

@@ -10,8 +10,11 @@ use std::time::Duration;
 use anyhow::{Result, anyhow};
 use hdrhistogram::Histogram;
 use pktsched_core::{FlowId, Nanos, Pkt};
+use pktsched_runtime::client::Backoff;
 use pktsched_runtime::output::Output;
 use pktsched_runtime::pspat::Clock;
+
+use super::breakdown::{PartHists, Stamps};
 
 /// Longest a paced generator sleeps before it looks at its stop flag
 /// again (a slow rate must not outlive `--duration`).
@@ -28,6 +31,8 @@ pub(crate) struct BenchOut {
     /// Latency is recorded for packets stamped at or after this time.
     from: Nanos,
     pub(crate) hist: Histogram<u64>,
+    /// The victim's latency by part (overload phase).
+    pub(crate) parts: Option<PartHists>,
 }
 
 impl BenchOut {
@@ -36,6 +41,7 @@ impl BenchOut {
         clock: Clock,
         victim: Option<u32>,
         from: Nanos,
+        stamps: Option<&Arc<Stamps>>,
     ) -> Result<BenchOut> {
         Ok(BenchOut {
             counts: Arc::new((0..flows).map(|_| AtomicU64::new(0)).collect()),
@@ -44,6 +50,7 @@ impl BenchOut {
             victim,
             from,
             hist: Histogram::new(3).map_err(|e| anyhow!("histogram: {e}"))?,
+            parts: stamps.map(|s| PartHists::new(s.clone())).transpose()?,
         })
     }
 }
@@ -61,8 +68,14 @@ impl Output<u64> for BenchOut {
                 *c += 1;
                 a.store(*c, Ordering::Relaxed);
             }
-            if self.victim == Some(p.flow.0) && p.ts >= self.from {
-                let _ = self.hist.record(now.0.saturating_sub(p.ts.0).max(1));
+            if self.victim == Some(p.flow.0) {
+                let measured = p.ts >= self.from;
+                if measured {
+                    let _ = self.hist.record(now.0.saturating_sub(p.ts.0).max(1));
+                }
+                if let Some(parts) = &mut self.parts {
+                    parts.record(p.item, p.ts.0, now.0, measured);
+                }
             }
         }
     }
@@ -125,6 +138,7 @@ pub(crate) fn generate(
     // Packets owed but skipped because they were more than `burst` late.
     let mut skipped = 0u64;
     let mut full_tries = 0u32;
+    let mut backoff = Backoff::new();
     while !stop.load(Ordering::Relaxed) {
         if q.is_empty() {
             let mut n = g.batch as u64;
@@ -163,19 +177,23 @@ pub(crate) fn generate(
                 // Full: a client alone on its core waits on the CPU (the
                 // arbiter frees a line within a round; a yield would let
                 // the mailbox run dry and the two threads then share the
-                // line being written); otherwise let the other clients run.
+                // line being written); otherwise back off (spin, yield,
+                // then sleep) so the arbiter gets the core.
                 full_tries += 1;
                 if g.alone && full_tries < 64 {
                     for _ in 0..32 {
                         std::hint::spin_loop();
                     }
-                } else {
+                } else if g.alone {
                     full_tries = 0;
                     std::thread::yield_now();
+                } else {
+                    backoff.wait();
                 }
             }
             Some(n) => {
                 full_tries = 0;
+                backoff.reset();
                 sent += n as u64;
             }
         }

@@ -26,7 +26,10 @@ use crate::limits::{self, Range};
 use crate::stats::median;
 
 mod arch;
+mod breakdown;
 mod load;
+
+pub use breakdown::{Breakdown, Part};
 
 /// Runs per configuration (`--runs`).
 pub const RUNS: Range<u64> = Range::new("--runs", 1, 100);
@@ -82,7 +85,57 @@ pub struct PspatOptions {
     pub client_transmit: bool,
     pub scan_interval: String,
     pub read_interval: String,
+    pub placement: String,
+    /// PSPAT's arbiter thread's nice value (`none` or -20..=19).
+    pub arbiter_nice: String,
+    /// How PSPAT's arbiter waits on the CPU: `yield` or `spin`.
+    pub arbiter_wait: String,
+    /// Shorthand for `placement = none`.
     pub no_pin: bool,
+}
+
+/// Where the bench's threads run: one policy for every architecture, so
+/// the clients of PSPAT and of the locked baseline get the same cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Clients (the victim too) are not pinned: the OS places them on any
+    /// core, in every architecture. PSPAT's arbiter is pinned to core 0,
+    /// dispatchers to core 1.
+    Float,
+    /// Core 0 is kept for PSPAT's arbiter: the clients of every
+    /// architecture are pinned to the other cores (client `i` to core
+    /// `1 + i mod (cores − 1)`), dispatchers to core 1.
+    Reserve,
+    /// Nothing is pinned (also `--no-pin`).
+    None,
+}
+
+impl Placement {
+    fn parse(s: &str) -> Result<Placement> {
+        match s {
+            "float" => Ok(Placement::Float),
+            "reserve" => Ok(Placement::Reserve),
+            "none" => Ok(Placement::None),
+            _ => bail!("--placement `{s}`; allowed: float, reserve, none"),
+        }
+    }
+
+    /// The core of client `i` (`cores` cores on the machine).
+    fn client_core(self, i: usize, cores: usize) -> Option<usize> {
+        match self {
+            Placement::Reserve if cores >= 2 => Some(1 + i % (cores - 1)),
+            _ => None,
+        }
+    }
+
+    /// The core of PSPAT's arbiter and of its dispatchers.
+    fn runtime_cores(self, cores: usize) -> (Option<usize>, Vec<usize>) {
+        match self {
+            Placement::Float | Placement::Reserve if cores >= 2 => (Some(0), vec![1]),
+            _ => (None, Vec::new()),
+        }
+    }
 }
 
 /// An architecture.
@@ -154,7 +207,13 @@ pub struct Plan {
     client_transmit: bool,
     scan_interval: Duration,
     read_interval: Duration,
-    pin: bool,
+    /// Where threads run.
+    pub placement: Placement,
+    /// Cores on the machine.
+    cores: usize,
+    arbiter_nice: Option<i32>,
+    /// The arbiter yields (rather than spins) while it waits.
+    arbiter_yield: bool,
 }
 
 fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
@@ -238,7 +297,24 @@ impl Plan {
             client_transmit: a.client_transmit,
             scan_interval: INTERVAL.duration(&a.scan_interval)?,
             read_interval: named(INTERVAL, "--read-interval").duration(&a.read_interval)?,
-            pin: !a.no_pin && core_affinity::get_core_ids().is_some_and(|c| c.len() >= 2),
+            placement: if a.no_pin {
+                Placement::None
+            } else {
+                Placement::parse(&a.placement)?
+            },
+            cores: core_affinity::get_core_ids().map_or(1, |c| c.len()),
+            arbiter_nice: match a.arbiter_nice.as_str() {
+                "none" => None,
+                s => match s.parse::<i32>() {
+                    Ok(n) if (-20..=19).contains(&n) => Some(n),
+                    _ => bail!("--arbiter-nice `{s}`; allowed: none or -20..=19"),
+                },
+            },
+            arbiter_yield: match a.arbiter_wait.as_str() {
+                "yield" => true,
+                "spin" => false,
+                s => bail!("--arbiter-wait `{s}`; allowed: yield, spin"),
+            },
         };
         plan.check_rates(a)?;
         // Let the scheduler and the runtime check their own ranges now,
@@ -326,9 +402,11 @@ impl Plan {
             read_interval: self.read_interval,
             dispatchers: self.dispatchers,
             client_transmit: self.client_transmit,
-            arbiter_core: self.pin.then_some(0),
-            dispatcher_cores: if self.pin { vec![1] } else { Vec::new() },
+            arbiter_core: self.placement.runtime_cores(self.cores).0,
+            dispatcher_cores: self.placement.runtime_cores(self.cores).1,
             max_clients: 129,
+            arbiter_nice: self.arbiter_nice,
+            yield_when_idle: self.arbiter_yield,
             ..Config::new(link)
         }
     }
@@ -352,6 +430,8 @@ pub struct Victim {
     /// guaranteed rate plus the T-WFI, plus (PSPAT) Δ_A = the read or scan
     /// interval plus two rounds at their 99th percentile (BENCHMARKS.md).
     bound_ns: u64,
+    /// Where the latency goes, per part (see `breakdown`).
+    breakdown: Option<Breakdown>,
 }
 
 /// One run's figures.
@@ -404,7 +484,33 @@ pub struct Summary {
     victim_p99_ns: Option<f64>,
     victim_p999_ns: Option<f64>,
     victim_bound_ns: Option<f64>,
+    /// Medians over runs of each part's p50 and p99.
+    victim_breakdown: Option<Breakdown>,
     drop_from_peak: Option<f64>,
+}
+
+/// Medians over `rs` of each part's percentiles.
+fn median_breakdown(rs: &[&RunRes]) -> Option<Breakdown> {
+    let bs: Vec<Breakdown> = rs
+        .iter()
+        .filter_map(|r| r.victim.as_ref().and_then(|v| v.breakdown))
+        .collect();
+    if bs.is_empty() {
+        return None;
+    }
+    let med = |f: &dyn Fn(&Breakdown) -> u64| {
+        median(&bs.iter().map(|b| f(b) as f64).collect::<Vec<_>>()).map_or(0, |m| m as u64)
+    };
+    let part = |i: usize| Part {
+        p50_ns: med(&|b| b.parts()[i].p50_ns),
+        p99_ns: med(&|b| b.parts()[i].p99_ns),
+    };
+    Some(Breakdown {
+        client: part(0),
+        handover: part(1),
+        scheduler: part(2),
+        dispatch: part(3),
+    })
 }
 
 fn summarize(runs: &[RunRes]) -> Vec<Summary> {
@@ -443,6 +549,7 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
                 victim_p99_ns: vm(&|v| v.p99_ns),
                 victim_p999_ns: vm(&|v| v.p999_ns),
                 victim_bound_ns: vm(&|v| v.bound_ns),
+                victim_breakdown: median_breakdown(&rs),
                 drop_from_peak: None,
             }
         })
@@ -580,6 +687,44 @@ pub fn write_tables(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resu
                     .and_then(|s| s.drop_from_peak)
                     .unwrap_or(f64::NAN);
                 line += &format!(" {:>9.1}%", d * 100.0);
+            }
+            writeln!(out, "{line}")?;
+        }
+        if *ph == Phase::Overload {
+            write_breakdown(out, p, sums)?;
+        }
+    }
+    Ok(())
+}
+
+/// The victim's latency by part: p50 / p99 of each, µs (medians over runs).
+fn write_breakdown(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Result<()> {
+    writeln!(
+        out,
+        "\nvictim latency by part, p50 / p99 µs (client: made → send; handover: mailbox until read, or the lock; scheduler: until the link takes it; dispatch: released → output)"
+    )?;
+    let mut head = format!("{:>7} {:>7}", "clients", "arch");
+    for name in breakdown::PARTS {
+        head += &format!(" {name:>17}");
+    }
+    writeln!(out, "{head}")?;
+    for &n in &p.clients {
+        for a in p.archs.iter().filter(|a| **a != Arch::None) {
+            let Some(b) = sums
+                .iter()
+                .find(|s| s.phase == "overload" && s.arch == a.name() && s.clients == n)
+                .and_then(|s| s.victim_breakdown)
+            else {
+                continue;
+            };
+            let mut line = format!("{n:>7} {:>7}", a.name());
+            for part in b.parts() {
+                let cell = format!(
+                    "{:.1} / {:.1}",
+                    part.p50_ns as f64 / 1e3,
+                    part.p99_ns as f64 / 1e3
+                );
+                line += &format!(" {cell:>17}");
             }
             writeln!(out, "{line}")?;
         }

@@ -74,8 +74,8 @@
 //!   before it happens-before the producer's write, by the previous point).
 //!   For the same reason the consumer's `0` store can never overwrite a fresh
 //!   tag.
-//! * Counters used only for [`Producer::len_estimate`] /
-//!   [`Consumer::len_estimate`] are `Relaxed`.
+//! * The consumer's item count, used only by [`Producer::len_estimate`],
+//!   and the stamp loads of [`Consumer::len_estimate`] are `Relaxed`.
 //!
 //! Loom checks these arguments (`tests/loom_mailbox.rs`, run by
 //! `ci/loom.sh`), including variants where publication or release are
@@ -89,8 +89,9 @@
 //!   the look-ahead proved released;
 //! * `Consumer::pop` moves a value out of a slot whose stamp it has seen
 //!   (Acquire) carry the current pass tag;
-//! * `Ring::drop` drops the values still queued when both handles are gone;
-//! * `unsafe impl Sync for Ring` (the cells are partitioned by the protocol).
+//! * `Shared::drop` drops the values still queued when both handles are
+//!   gone;
+//! * `unsafe impl Sync for Line` (the cells are partitioned by the protocol).
 //!
 //! A PREFETCHW of the producer's next look-ahead line (as the PSPAT code
 //! does) was tried and dropped: it needs an `unsafe` intrinsic call and no
@@ -102,14 +103,19 @@
 //! # Fields grouped by writer
 //!
 //! The producer's indices (write position = line + offset, where "offset ==
-//! `L`" is the *write index reached the checked index* case, and pass tag)
-//! live in the [`Producer`] handle and the consumer's (read position, whose
-//! line is also the clear index — everything before it is released — and pass
-//! tag) in the [`Consumer`] handle: each is owned by one thread, so they are
-//! plain fields, never read by the other side. The shared allocation holds
-//! the constant ring of lines plus a cache-padded group per side with the
-//! counters that side publishes (used for length estimates and for dropping
-//! what is left).
+//! `L`" is the *write index reached the checked index* case, pass tag and
+//! lines claimed) live in the [`Producer`] handle and the consumer's (read
+//! position, whose line is also the clear index — everything before it is
+//! released — and pass tag) in the [`Consumer`] handle: each is owned by one
+//! thread, so they are plain fields, never read by the other side. Each
+//! handle also holds its own clone of the ring (a `std` `Arc` of the line
+//! slice), so a push or pop reaches its slot with one indexed access from
+//! the handle. The producer writes nothing shared but the slots: its item
+//! count follows from its position, and [`Consumer::len_estimate`] counts
+//! the published stamps. The consumer publishes its item count
+//! (`Relaxed`, on its own cache line, read only by
+//! [`Producer::len_estimate`]) and, when dropped, its position, for
+//! dropping what is left.
 //!
 //! # Line size
 //!

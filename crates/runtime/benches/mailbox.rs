@@ -15,6 +15,12 @@
 //! cargo bench -p pktsched-runtime --bench mailbox -- --runs 11 --scale 2
 //! cargo bench -p pktsched-runtime --bench mailbox -- --only mailbox --capacity 1024
 //! ```
+//!
+//! `--single N` instead moves `N` items on one thread (pushes of 64, then
+//! pops of 64) through each queue named by `--only` (default: the mailbox)
+//! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
+//! runs under callgrind (instructions per item = the difference of two runs
+//! of different `N`, divided by the difference of `N`).
 #![allow(clippy::unwrap_used)]
 #![forbid(unsafe_code)]
 
@@ -278,6 +284,7 @@ fn summary(runs: &[Run]) -> (f64, usize, f64, f64) {
 }
 
 struct Args {
+    single: Option<u64>,
     runs: usize,
     only: Option<String>,
     scale: f64,
@@ -286,6 +293,7 @@ struct Args {
 
 fn parse_args() -> Args {
     let mut args = Args {
+        single: None,
         runs: 15,
         only: None,
         scale: 0.5,
@@ -296,6 +304,7 @@ fn parse_args() -> Args {
         match a.as_str() {
             "--runs" => args.runs = it.next().and_then(|s| s.parse().ok()).unwrap_or(15).max(1),
             "--only" => args.only = it.next(),
+            "--single" => args.single = it.next().and_then(|s| s.parse().ok()),
             "--scale" => args.scale = it.next().and_then(|s| s.parse().ok()).unwrap_or(0.5),
             "--capacity" => {
                 args.capacities = it
@@ -311,8 +320,41 @@ fn parse_args() -> Args {
 
 type Runner = fn(usize, u64, &[core_affinity::CoreId]) -> Run;
 
+/// Moves `items` items through a queue on this thread, 64 at a time;
+/// returns the sum of what came out (so nothing is optimised away).
+#[inline(never)]
+fn single_thread<Q: Queue>(capacity: usize, items: u64) -> u64 {
+    let (mut tx, mut rx) = Q::make(capacity);
+    let mut sum = 0u64;
+    let mut check = |v: u64| sum = sum.wrapping_add(v);
+    let mut next = 0;
+    while next < items {
+        let end = (next + 64).min(items);
+        let mut i = next;
+        while i < end {
+            i += Q::push(&mut tx, i, end - i);
+        }
+        let mut got = 0;
+        while got < end - next {
+            got += Q::pop(&mut rx, &mut check);
+        }
+        next = end;
+    }
+    std::hint::black_box(sum)
+}
+
 fn main() {
     let args = parse_args();
+    if let Some(n) = args.single {
+        let cap = args.capacities.first().copied().unwrap_or(1024);
+        let sum = match args.only.as_deref() {
+            Some("rtrb") => single_thread::<Rtrb>(cap, n),
+            Some("batch") => single_thread::<PspatMailboxBatch>(cap, n),
+            _ => single_thread::<PspatMailbox>(cap, n),
+        };
+        println!("{sum}");
+        return;
+    }
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     if cores.len() < 2 {
         eprintln!("warning: fewer than 2 cores visible; threads are not pinned");

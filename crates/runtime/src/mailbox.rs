@@ -74,8 +74,8 @@
 //!   before it happens-before the producer's write, by the previous point).
 //!   For the same reason the consumer's `0` store can never overwrite a fresh
 //!   tag.
-//! * Counters used only for [`Producer::len_estimate`] /
-//!   [`Consumer::len_estimate`] are `Relaxed`.
+//! * The consumer's item count, used only by [`Producer::len_estimate`],
+//!   and the stamp loads of [`Consumer::len_estimate`] are `Relaxed`.
 //!
 //! Loom checks these arguments (`tests/loom_mailbox.rs`, run by
 //! `ci/loom.sh`), including variants where publication or release are
@@ -89,8 +89,9 @@
 //!   the look-ahead proved released;
 //! * `Consumer::pop` moves a value out of a slot whose stamp it has seen
 //!   (Acquire) carry the current pass tag;
-//! * `Ring::drop` drops the values still queued when both handles are gone;
-//! * `unsafe impl Sync for Ring` (the cells are partitioned by the protocol).
+//! * `Shared::drop` drops the values still queued when both handles are
+//!   gone;
+//! * `unsafe impl Sync for Line` (the cells are partitioned by the protocol).
 //!
 //! A PREFETCHW of the producer's next look-ahead line (as the PSPAT code
 //! does) was tried and dropped: it needs an `unsafe` intrinsic call and no
@@ -102,14 +103,19 @@
 //! # Fields grouped by writer
 //!
 //! The producer's indices (write position = line + offset, where "offset ==
-//! `L`" is the *write index reached the checked index* case, and pass tag)
-//! live in the [`Producer`] handle and the consumer's (read position, whose
-//! line is also the clear index — everything before it is released — and pass
-//! tag) in the [`Consumer`] handle: each is owned by one thread, so they are
-//! plain fields, never read by the other side. The shared allocation holds
-//! the constant ring of lines plus a cache-padded group per side with the
-//! counters that side publishes (used for length estimates and for dropping
-//! what is left).
+//! `L`" is the *write index reached the checked index* case, pass tag and
+//! lines claimed) live in the [`Producer`] handle and the consumer's (read
+//! position, whose line is also the clear index — everything before it is
+//! released — and pass tag) in the [`Consumer`] handle: each is owned by one
+//! thread, so they are plain fields, never read by the other side. Each
+//! handle also holds its own clone of the ring (a `std` `Arc` of the line
+//! slice), so a push or pop reaches its slot with one indexed access from
+//! the handle. The producer writes nothing shared but the slots: its item
+//! count follows from its position, and [`Consumer::len_estimate`] counts
+//! the published stamps. The consumer publishes its item count
+//! (`Relaxed`, on its own cache line, read only by
+//! [`Producer::len_estimate`]) and, when dropped, its position, for
+//! dropping what is left.
 //!
 //! # Line size
 //!
@@ -159,6 +165,16 @@ struct Line<T, const L: usize> {
     values: [UnsafeCell<MaybeUninit<T>>; L],
 }
 
+// SAFETY: the only non-`Sync` parts are the value cells. Access to them is
+// partitioned by the mailbox protocol: the single `Producer` (not `Clone`,
+// every mutation through `&mut self`) writes a slot only after the look-ahead
+// has shown (with Acquire) that the consumer released its line, and the single
+// `Consumer` reads it only after an Acquire load of the stamp the producer
+// stored with Release; `Shared::drop` touches them only once both handles are
+// gone. A `T` is thereby moved, never shared, between the two threads, so
+// `T: Send` suffices.
+unsafe impl<T: Send, const L: usize> Sync for Line<T, L> {}
+
 impl<T, const L: usize> Line<T, L> {
     fn new() -> Self {
         Self {
@@ -168,15 +184,18 @@ impl<T, const L: usize> Line<T, L> {
     }
 }
 
-/// Written only by the producer.
-struct ProducerShared {
-    /// Items pushed so far (wrapping), for length estimates.
-    pushed: AtomicUsize,
-}
+/// The ring of lines. A `std` `Arc` of a slice in both builds: each handle
+/// keeps its own clone, so reaching a line is one indexed access from the
+/// handle (no pointer chase through the shared block). Loom sees every
+/// protocol access anyway: they all go through the loom atomics and cells
+/// inside the lines, and the end of both handles is ordered by the loom
+/// `Arc` of [`Shared`].
+type Lines<T, const L: usize> = std::sync::Arc<[Line<T, L>]>;
 
-/// Written only by the consumer.
+/// Written only by the consumer; read by the producer's length estimate and
+/// by [`Shared::drop`].
 struct ConsumerShared {
-    /// Items popped so far (wrapping), for length estimates.
+    /// Items popped so far (wrapping), for the producer's length estimate.
     popped: AtomicUsize,
     /// The consumer's position (`line * L + offset`), stored when it is
     /// dropped.
@@ -185,7 +204,8 @@ struct ConsumerShared {
     final_tag: AtomicU8,
 }
 
-/// The shared part of a mailbox.
+/// The block both handles share: the ring (a third clone, for dropping what
+/// is left) and the consumer's published counters.
 ///
 /// Invariants (the protocol described in the module docs):
 ///
@@ -195,24 +215,13 @@ struct ConsumerShared {
 /// * only the producer writes values, only into lines the consumer has
 ///   released (checked by the look-ahead), and only the consumer reads them,
 ///   only after seeing the publishing stamp with `Acquire`.
-#[repr(C)]
-struct Ring<T, const L: usize> {
+struct Shared<T, const L: usize> {
     /// Constant after construction (at least two lines).
-    lines: CachePadded<Box<[Line<T, L>]>>,
-    prod: CachePadded<ProducerShared>,
+    lines: Lines<T, L>,
     cons: CachePadded<ConsumerShared>,
 }
 
-// SAFETY: the only non-`Sync` parts are the value cells. Access to them is
-// partitioned by the mailbox protocol: the single `Producer` (not `Clone`,
-// every mutation through `&mut self`) writes a slot only after the look-ahead
-// has shown (with Acquire) that the consumer released its line, and the single
-// `Consumer` reads it only after an Acquire load of the stamp the producer
-// stored with Release. A `T` is thereby moved, never shared, between the two
-// threads, so `T: Send` suffices.
-unsafe impl<T: Send, const L: usize> Sync for Ring<T, L> {}
-
-impl<T, const L: usize> Drop for Ring<T, L> {
+impl<T, const L: usize> Drop for Shared<T, L> {
     fn drop(&mut self) {
         // Both handles are gone (this is the last `Arc`), so every access of
         // both threads happens-before this point. Walk from where the consumer
@@ -319,16 +328,15 @@ impl Mailbox {
     /// does not compile.
     pub fn with_line_slots<T, const L: usize>(capacity: usize) -> (Producer<T, L>, Consumer<T, L>) {
         const { assert!(L > 0, "a mailbox line needs at least one slot") };
-        let Some(lines) = capacity.max(1).div_ceil(L).checked_add(1) else {
+        let Some(count) = capacity.max(1).div_ceil(L).checked_add(1) else {
             panic!("mailbox of {capacity} items with {L}-slot lines overflows usize");
         };
-        let lines: Box<[Line<T, L>]> = (0..lines).map(|_| Line::new()).collect();
-        let count = lines.len();
-        let ring = Arc::new(Ring {
-            lines: CachePadded::new(lines),
-            prod: CachePadded::new(ProducerShared {
-                pushed: AtomicUsize::new(0),
-            }),
+        if count.checked_mul(L).is_none() {
+            panic!("mailbox of {capacity} items with {L}-slot lines overflows usize");
+        }
+        let lines: Lines<T, L> = (0..count).map(|_| Line::new()).collect();
+        let shared = Arc::new(Shared {
+            lines: std::sync::Arc::clone(&lines),
             cons: CachePadded::new(ConsumerShared {
                 popped: AtomicUsize::new(0),
                 final_pos: AtomicUsize::new(0),
@@ -336,20 +344,20 @@ impl Mailbox {
             }),
         });
         let producer = Producer {
-            ring: Arc::clone(&ring),
-            lines: count,
+            lines: std::sync::Arc::clone(&lines),
+            shared: Arc::clone(&shared),
             // "The line before line 0 is full": the first push claims line 0
             // and flips the tag to FIRST_TAG.
             line: count - 1,
             offset: L,
             tag: FIRST_TAG ^ TAG_FLIP,
-            pushed: 0,
+            claimed: 0,
             #[cfg(loom)]
             publish: Ordering::Release,
         };
         let consumer = Consumer {
-            ring,
-            lines: count,
+            lines,
+            shared,
             line: 0,
             offset: 0,
             tag: FIRST_TAG,
@@ -374,10 +382,13 @@ fn clamp_len(diff: usize, capacity: usize) -> usize {
 
 /// The sending half of a mailbox. `Send`, not `Clone`: exactly one thread
 /// pushes. `L` is the number of slots per line.
+///
+/// The producer writes nothing shared but the slots: its item count is
+/// derived from its position, and the consumer's length estimate reads the
+/// stamps.
 pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS> {
-    ring: Arc<Ring<T, L>>,
-    /// Number of lines in the ring.
-    lines: usize,
+    lines: Lines<T, L>,
+    shared: Arc<Shared<T, L>>,
     /// Line being filled.
     line: usize,
     /// Next slot to fill in `line`; `L` means the line is full and the next
@@ -386,8 +397,9 @@ pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS> {
     offset: usize,
     /// Stamp of the current pass.
     tag: u8,
-    /// Items pushed so far (wrapping).
-    pushed: usize,
+    /// Lines claimed so far (wrapping): items pushed = `claimed · L +
+    /// offset − L`.
+    claimed: usize,
     /// Ordering of the publishing stamp store (loom builds can weaken it to
     /// show that the model checker catches the bug).
     #[cfg(loom)]
@@ -401,7 +413,7 @@ impl<T, const L: usize> fmt::Debug for Producer<T, L> {
             .field("line_slots", &L)
             .field("line", &self.line)
             .field("offset", &self.offset)
-            .field("pushed", &self.pushed)
+            .field("pushed", &self.pushed())
             .finish_non_exhaustive()
     }
 }
@@ -413,7 +425,7 @@ impl<T, const L: usize> Producer<T, L> {
     /// items from a full mailbox, a push succeeds only once the consumer has
     /// read to the end of a line.
     pub fn capacity(&self) -> usize {
-        (self.lines - 1) * L
+        (self.lines.len() - 1) * L
     }
 
     /// Slots per line: the granularity of the look-ahead and of release.
@@ -421,16 +433,24 @@ impl<T, const L: usize> Producer<T, L> {
         L
     }
 
+    /// Items pushed so far (wrapping).
+    fn pushed(&self) -> usize {
+        self.claimed
+            .wrapping_mul(L)
+            .wrapping_add(self.offset)
+            .wrapping_sub(L)
+    }
+
     /// Approximate number of queued items (exact when the consumer is idle).
     pub fn len_estimate(&self) -> usize {
-        let popped = self.ring.cons.popped.load(Ordering::Relaxed);
-        clamp_len(self.pushed.wrapping_sub(popped), self.capacity())
+        let popped = self.shared.cons.popped.load(Ordering::Relaxed);
+        clamp_len(self.pushed().wrapping_sub(popped), self.capacity())
     }
 
     /// Pushes `value`, or hands it back if the mailbox is full.
     #[inline]
     pub fn try_push(&mut self, value: T) -> Result<(), T> {
-        if self.offset == L && !self.claim_line() {
+        if self.offset >= L && !self.claim_line() {
             return Err(value);
         }
         self.fill(value);
@@ -444,7 +464,7 @@ impl<T, const L: usize> Producer<T, L> {
     pub fn try_push_many<I: Iterator<Item = T>>(&mut self, items: &mut I) -> usize {
         let mut pushed = 0;
         loop {
-            if self.offset == L && !self.claim_line() {
+            if self.offset >= L && !self.claim_line() {
                 break;
             }
             let Some(value) = items.next() else {
@@ -470,15 +490,15 @@ impl<T, const L: usize> Producer<T, L> {
     /// been released by the consumer; returns `false` (full) otherwise.
     #[inline(never)]
     fn claim_line(&mut self) -> bool {
+        let count = self.lines.len();
         let mut next = self.line + 1;
         let mut tag = self.tag;
-        if next == self.lines {
+        if next == count {
             next = 0;
             tag ^= TAG_FLIP;
         }
-        let ahead = if next + 1 == self.lines { 0 } else { next + 1 };
+        let ahead = if next + 1 == count { 0 } else { next + 1 };
         let released = self
-            .ring
             .lines
             .get(ahead)
             .is_some_and(|l| l.stamps[0].load(Ordering::Acquire) == EMPTY);
@@ -490,6 +510,7 @@ impl<T, const L: usize> Producer<T, L> {
         self.line = next;
         self.offset = 0;
         self.tag = tag;
+        self.claimed = self.claimed.wrapping_add(1);
         true
     }
 
@@ -497,8 +518,12 @@ impl<T, const L: usize> Producer<T, L> {
     /// it.
     #[inline(always)]
     fn fill(&mut self, value: T) {
-        let line = &self.ring.lines[self.line];
         let offset = self.offset;
+        let Some(line) = self.lines.get(self.line) else {
+            // `line < lines.len()` always holds; a `get` keeps the access
+            // checked without a panic path in the hot loop.
+            return;
+        };
         line.values[offset].with_mut(|p| {
             // SAFETY: the line was claimed by `claim_line`, whose Acquire load
             // saw the line after it (hence, by release order, this one)
@@ -512,8 +537,6 @@ impl<T, const L: usize> Producer<T, L> {
         });
         line.stamps[offset].store(self.tag, self.publish_ordering());
         self.offset = offset + 1;
-        self.pushed = self.pushed.wrapping_add(1);
-        self.ring.prod.pushed.store(self.pushed, Ordering::Relaxed);
     }
 
     #[inline(always)]
@@ -540,9 +563,8 @@ impl<T, const L: usize> Producer<T, L> {
 /// The receiving half of a mailbox. `Send`, not `Clone`: exactly one thread
 /// pops. `L` is the number of slots per line.
 pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS> {
-    ring: Arc<Ring<T, L>>,
-    /// Number of lines in the ring.
-    lines: usize,
+    lines: Lines<T, L>,
+    shared: Arc<Shared<T, L>>,
     /// Line being read; lines before it (in ring order) are released, so
     /// `line` is also the clear index.
     line: usize,
@@ -572,7 +594,7 @@ impl<T, const L: usize> fmt::Debug for Consumer<T, L> {
 impl<T, const L: usize> Consumer<T, L> {
     /// Maximum number of items the mailbox holds: entries − one line.
     pub fn capacity(&self) -> usize {
-        (self.lines - 1) * L
+        (self.lines.len() - 1) * L
     }
 
     /// Slots per line: the granularity of the look-ahead and of release.
@@ -581,21 +603,49 @@ impl<T, const L: usize> Consumer<T, L> {
     }
 
     /// Approximate number of queued items (exact when the producer is idle).
+    ///
+    /// Counts the published slots from the read position on (the producer
+    /// keeps no shared counter): one stamp per full line, then the slots of
+    /// the last one, so it costs `O(lines + L)` loads.
     pub fn len_estimate(&self) -> usize {
-        let pushed = self.ring.prod.pushed.load(Ordering::Relaxed);
-        clamp_len(pushed.wrapping_sub(self.popped), self.capacity())
+        let count = self.lines.len();
+        let (mut line, mut offset, mut tag) = (self.line, self.offset, self.tag);
+        let mut queued = 0;
+        for _ in 0..count {
+            let Some(l) = self.lines.get(line) else {
+                break;
+            };
+            // The producer fills a line in order, so a line whose last slot
+            // carries the tag is full from `offset` on.
+            if l.stamps[L - 1].load(Ordering::Relaxed) == tag {
+                queued += L - offset;
+            } else {
+                queued += l.stamps[offset..]
+                    .iter()
+                    .take_while(|s| s.load(Ordering::Relaxed) == tag)
+                    .count();
+                break;
+            }
+            offset = 0;
+            line += 1;
+            if line == count {
+                line = 0;
+                tag ^= TAG_FLIP;
+            }
+        }
+        queued.min(self.capacity())
     }
 
     /// `true` if [`Consumer::pop`] would return `None` right now.
     pub fn is_empty(&self) -> bool {
-        self.ring.lines[self.line].stamps[self.offset].load(Ordering::Acquire) != self.tag
+        self.lines[self.line].stamps[self.offset].load(Ordering::Acquire) != self.tag
     }
 
     /// Takes the oldest item, if any.
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        let line = &self.ring.lines[self.line];
         let offset = self.offset;
+        let line = self.lines.get(self.line)?;
         if line.stamps[offset].load(Ordering::Acquire) != self.tag {
             return None;
         }
@@ -609,8 +659,11 @@ impl<T, const L: usize> Consumer<T, L> {
             unsafe { (*p).assume_init_read() }
         });
         self.popped = self.popped.wrapping_add(1);
-        self.ring.cons.popped.store(self.popped, Ordering::Relaxed);
-        if offset + 1 == L {
+        self.shared
+            .cons
+            .popped
+            .store(self.popped, Ordering::Relaxed);
+        if offset + 1 >= L {
             self.release_line();
         } else {
             self.offset = offset + 1;
@@ -653,10 +706,12 @@ impl<T, const L: usize> Consumer<T, L> {
     /// (one store into its first stamp) and move to the next one.
     #[inline(never)]
     fn release_line(&mut self) {
-        self.ring.lines[self.line].stamps[0].store(EMPTY, self.release_ordering());
+        if let Some(l) = self.lines.get(self.line) {
+            l.stamps[0].store(EMPTY, self.release_ordering());
+        }
         self.offset = 0;
         self.line += 1;
-        if self.line == self.lines {
+        if self.line == self.lines.len() {
             self.line = 0;
             self.tag ^= TAG_FLIP;
         }
@@ -685,9 +740,9 @@ impl<T, const L: usize> Consumer<T, L> {
 
 impl<T, const L: usize> Drop for Consumer<T, L> {
     fn drop(&mut self) {
-        // Tell `Ring::drop` where the unread items start. The `Arc` drop that
-        // follows orders these stores before it.
-        let cons = &self.ring.cons;
+        // Tell `Shared::drop` where the unread items start. The `Arc` drop
+        // that follows orders these stores before it.
+        let cons = &self.shared.cons;
         cons.final_pos
             .store(self.line * L + self.offset, Ordering::Relaxed);
         cons.final_tag.store(self.tag, Ordering::Relaxed);
@@ -720,7 +775,7 @@ mod tests {
     fn lines_start_on_line_boundaries() {
         for cap in [1, 7, 512, 1024, 4096] {
             let (tx, _rx) = Mailbox::with_capacity::<u64>(cap);
-            for line in tx.ring.lines.iter() {
+            for line in tx.lines.iter() {
                 assert_eq!(std::ptr::from_ref(line).addr() % LINE_BYTES, 0);
             }
         }

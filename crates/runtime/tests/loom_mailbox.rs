@@ -130,6 +130,34 @@ fn push_batch_and_pop_batch() {
     });
 }
 
+/// Length estimates while the other side runs: the consumer's counts the
+/// published stamps, the producer's subtracts the consumer's count from its
+/// own position. Both stay within the capacity at every interleaving and
+/// are exact once the other side is done.
+#[test]
+fn length_estimates_stay_in_range_and_settle() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::with_line_slots::<usize, 2>(2);
+        let cap = rx.capacity();
+        let producer = thread::spawn(move || {
+            for i in 0..4 {
+                push_spin(&mut tx, i);
+                assert!(tx.len_estimate() <= tx.capacity());
+            }
+            tx
+        });
+        let mut seen = Vec::new();
+        for _ in 0..2 {
+            assert!(rx.len_estimate() <= cap);
+            seen.push(pop_spin(&mut rx));
+        }
+        let tx = producer.join().expect("producer");
+        assert_eq!(seen, vec![0, 1]);
+        assert_eq!(rx.len_estimate(), 2);
+        assert_eq!(tx.len_estimate(), 2);
+    });
+}
+
 #[derive(Debug)]
 struct Tracked(Arc<AtomicUsize>);
 

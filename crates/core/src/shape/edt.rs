@@ -2,13 +2,14 @@
 
 use crate::units::{Bytes, Nanos, Rate};
 
-/// Picoseconds per nanosecond.
-const PS: u128 = 1000;
+/// Bits per byte times nanoseconds per second: `len · NS_BITS / R` is the
+/// transmission time of `len` bytes at `R` bit/s, in ns.
+const NS_BITS: u128 = 8_000_000_000;
 
 /// Per-flow EDT stamper: `EDT_i = max(now, EDT_{i−1}) + L_i / R`.
 ///
-/// The previous departure time is kept exactly, as picoseconds plus a
-/// remainder in units of `1/R` ps (`8·10¹²·L` divided by `R` leaves a
+/// The previous departure time is kept exactly, as whole nanoseconds plus a
+/// remainder in units of `1/R` ns (`8·10⁹·L` divided by `R` leaves a
 /// remainder that is carried, never dropped), so a flow paced for hours
 /// runs at exactly its rate. The stamp handed out is that exact time
 /// rounded **up** to a whole nanosecond, so a packet is never due early.
@@ -19,25 +20,29 @@ const PS: u128 = 1000;
 /// stamps, later ones are spaced at the new rate.
 ///
 /// A flow's packets are usually all the same length, so the pacer memoises
-/// the last length's spacing as whole picoseconds plus a remainder and
-/// adds them with one carry: no 128-bit division per packet (that division
-/// was a sixth of the MLTW's cost per packet in `bench shape`).
+/// the last length's spacing as whole nanoseconds plus a remainder and adds
+/// them with one carry. The per-packet path is 64-bit only: no division and
+/// no 128-bit arithmetic (both cost a sixth of the MLTW's per-packet work
+/// each in `bench shape`); 128-bit arithmetic is left to a length or rate
+/// change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pacer {
     rate: Rate,
-    /// Exact previous departure: `ps + rem / rate` picoseconds.
-    ps: u128,
+    /// Exact previous departure: `ns + rem / rate` nanoseconds
+    /// (`rem < rate`).
+    ns: u64,
     rem: u64,
-    /// Memo: `memo_len · 8·10¹² = memo_ps · rate + memo_rem` (0: empty).
+    /// Memo: `memo_len · 8·10⁹ = memo_ns · rate + memo_rem` (0: empty;
+    /// `memo_ns` saturates at `u64::MAX`).
     memo_len: Bytes,
-    memo_ps: u128,
+    memo_ns: u64,
     memo_rem: u64,
 }
 
 /// A saved [`Pacer`] clock (see [`Pacer::checkpoint`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacerClock {
-    ps: u128,
+    ns: u64,
     rem: u64,
 }
 
@@ -46,10 +51,10 @@ impl Pacer {
     pub const fn new(rate: Rate) -> Pacer {
         Pacer {
             rate,
-            ps: 0,
+            ns: 0,
             rem: 0,
             memo_len: 0,
-            memo_ps: 0,
+            memo_ns: 0,
             memo_rem: 0,
         }
     }
@@ -62,11 +67,17 @@ impl Pacer {
     /// Changes the rate; applies to packets stamped from now on.
     pub fn set_rate(&mut self, rate: Rate) {
         if rate != self.rate {
-            // The remainder is in units of 1/old-rate ps: round it up to a
-            // whole picosecond so the change never makes a packet early.
-            if self.rem != 0 {
-                self.ps += 1;
+            // The remainder is in units of 1/old-rate ns: convert it to
+            // units of 1/new-rate ns, rounding up so the change never makes
+            // a packet early (`rem < old` so the result is `<= new`).
+            let (old, new) = (u128::from(self.rate.as_bps()), u128::from(rate.as_bps()));
+            let rem = (u128::from(self.rem) * new).div_ceil(old);
+            if rem >= new {
+                self.ns = self.ns.saturating_add(1);
                 self.rem = 0;
+            } else {
+                // `rem < new <= u64::MAX`.
+                self.rem = rem as u64;
             }
             self.rate = rate;
             self.memo_len = 0;
@@ -78,7 +89,7 @@ impl Pacer {
     #[inline]
     pub fn checkpoint(&self) -> PacerClock {
         PacerClock {
-            ps: self.ps,
+            ns: self.ns,
             rem: self.rem,
         }
     }
@@ -87,57 +98,50 @@ impl Pacer {
     /// rate.
     #[inline]
     pub fn restore(&mut self, c: PacerClock) {
-        self.ps = c.ps;
+        self.ns = c.ns;
         self.rem = c.rem;
     }
 
     /// Departure time of the previous packet, rounded up to a nanosecond
     /// (zero before the first packet).
     pub fn last(&self) -> Nanos {
-        Nanos(ps_to_ns_ceil(self.ps + u128::from(self.rem != 0)))
+        Nanos(self.ns.saturating_add(u64::from(self.rem != 0)))
     }
 
     /// Stamps a packet of `len` bytes offered at `now` and returns its
     /// departure time, rounded up to a whole nanosecond.
     #[inline]
     pub fn stamp(&mut self, len: Bytes, now: Nanos) -> Nanos {
-        let now_ps = u128::from(now.0) * PS;
-        if now_ps >= self.ps + u128::from(self.rem != 0) {
-            self.ps = now_ps;
+        // `now >= ceil(previous departure)`: the flow was idle.
+        if now.0 >= self.ns.saturating_add(u64::from(self.rem != 0)) {
+            self.ns = now.0;
             self.rem = 0;
         }
         let r = self.rate.as_bps();
         if len != self.memo_len || len == 0 {
-            let num = u128::from(len) * 8_000_000_000_000;
-            self.memo_ps = num / u128::from(r);
-            // `num % r < r <= u64::MAX`.
-            self.memo_rem = (num % u128::from(r)) as u64;
-            self.memo_len = len;
+            self.memoise(len);
         }
-        // rem < r and memo_rem < r: at most one carry (u128 sum: no overflow).
-        self.ps += self.memo_ps;
-        let rem = u128::from(self.rem) + u128::from(self.memo_rem);
-        if rem >= u128::from(r) {
-            self.ps += 1;
-            self.rem = (rem - u128::from(r)) as u64;
-        } else {
-            self.rem = rem as u64;
-        }
-        Nanos(ps_to_ns_ceil(self.ps + u128::from(self.rem != 0)))
+        // rem < r and memo_rem < r: the true sum is < 2r, so one carry; it
+        // may exceed u64 (r > 2^63), which the overflow flag reports.
+        let (sum, over) = self.rem.overflowing_add(self.memo_rem);
+        let carry = over || sum >= r;
+        self.rem = if carry { sum.wrapping_sub(r) } else { sum };
+        self.ns = self
+            .ns
+            .saturating_add(self.memo_ns)
+            .saturating_add(u64::from(carry));
+        Nanos(self.ns.saturating_add(u64::from(self.rem != 0)))
     }
-}
 
-#[inline]
-fn ps_to_ns_ceil(ps: u128) -> u64 {
-    // Up to 2^64 ps (213 days) a 64-bit division by a constant does it.
-    if let Ok(p) = u64::try_from(ps) {
-        return p.div_ceil(1000);
-    }
-    let ns = ps.div_ceil(PS);
-    if ns > u128::from(u64::MAX) {
-        u64::MAX
-    } else {
-        ns as u64
+    /// Spacing of a `len`-byte packet: whole ns and remainder.
+    #[cold]
+    fn memoise(&mut self, len: Bytes) {
+        let r = u128::from(self.rate.as_bps());
+        let num = u128::from(len) * NS_BITS;
+        self.memo_ns = u64::try_from(num / r).unwrap_or(u64::MAX);
+        // `num % r < r <= u64::MAX`.
+        self.memo_rem = (num % r) as u64;
+        self.memo_len = len;
     }
 }
 

@@ -277,12 +277,12 @@ impl Wheels {
     /// Places node `i` (already allocated, `next = NIL`) for an entry whose
     /// own wheel is `q`.
     #[inline]
-    fn place(&mut self, i: u32, q: usize) -> bool {
-        let edt = self.nodes[i as usize].e.edt;
+    fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
         let top = self.levels.len() - 1;
         let s = self.g_shift + q as u32;
-        // Ceil slot: the slot's time is the first multiple of g_q >= edt.
-        let a = edt.div_ceil(1 << s);
+        // Ceil slot: the slot's time is the first multiple of g_q >= edt
+        // (shifts, not a division: `s < 64` by the configuration check).
+        let a = (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0);
         let cur = (self.last >> s) + 1;
         if a < cur {
             // Already due.
@@ -435,7 +435,7 @@ impl TimeQueue for Wheels {
             next: NIL,
             level,
         });
-        if self.place(i, usize::from(level)) {
+        if self.place(i, e.edt, usize::from(level)) {
             self.len += 1;
             Ok(())
         } else {
@@ -508,11 +508,11 @@ impl TimeQueue for Wheels {
             back = self.nodes[i as usize].next;
             self.nodes[i as usize].next = NIL;
             self.cascaded += 1;
-            let q = usize::from(self.nodes[i as usize].level);
-            if !self.place(i, q) {
+            let n = self.nodes[i as usize];
+            if !self.place(i, n.e.edt, usize::from(n.level)) {
                 // Cannot happen: it fitted a coarser wheel before, and time
                 // only moved towards it. Keep it due rather than lose it.
-                let e = self.nodes[i as usize].e;
+                let e = n.e;
                 self.release_node(i);
                 out.push_back(e);
                 self.len -= 1;

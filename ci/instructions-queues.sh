@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Instructions per item of the two per-packet queues, under callgrind (the
+# steady measure on a noisy machine), each counted as the difference between
+# a long and a short run so that start-up and set-up cancel out:
+#
+#   * mailbox push + pop: `benches/mailbox.rs --single N` (one thread, 64
+#     pushes then 64 pops, u64 items, capacity 1024), and rtrb in the same
+#     harness for reference; the harness loop is included (~10 instructions);
+#   * MLTW enqueue + release: `pktsched bench shape --structs mltw
+#     --outstanding 2` (the closed loop: stamp, file, release, refill),
+#     1 000 and 10 000 flows at 10 Gbit/s and 1 000 flows at 1 Mbit/s
+#     staggered.
+#
+#   ci/instructions-queues.sh            # this tree
+#   ci/instructions-queues.sh BASE_REV   # also BASE_REV, as "before"
+#
+# With BASE_REV the base is checked out in a temporary git worktree (its own
+# target directory, so a full build) with this tree's mailbox bench copied
+# in (same harness, the base's queue). Valgrind is installed if missing.
+# Not part of CI's pass/fail: run it before and after a change to a hot path
+# and record the table.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+BASE=${1:-}
+command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
+work="$(mktemp -d)"
+cleanup() {
+    if [ -n "$BASE" ] && [ -d "$work/base" ]; then
+        git -C "$ROOT" worktree remove --force "$work/base" >/dev/null 2>&1 || true
+    fi
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+executable() { grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4; }
+
+build() { # dir -> "mailbox-bench pktsched" paths
+    local mb ps
+    mb=$(cd "$1" && cargo bench -q -p pktsched-runtime --bench mailbox --no-run --message-format=json | executable)
+    ps=$(cd "$1" && cargo build -q --release -p pktsched --message-format=json | executable)
+    echo "$mb $ps"
+}
+
+ir() { # command... -> total instructions
+    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$@" >/dev/null 2>"$work/log" || {
+        cat "$work/log" >&2
+        return 1
+    }
+    awk '/^summary:/ { print $2 }' "$work/out"
+}
+
+per_item() { # short long cmd-with-N... (N replaced by the count)
+    local short=$1 long=$2 a b
+    shift 2
+    a=$(ir "${@//@N@/$short}")
+    b=$(ir "${@//@N@/$long}")
+    awk -v a="$a" -v b="$b" -v s="$short" -v l="$long" 'BEGIN { printf "%.1f", (b - a) / (l - s) }'
+}
+
+CASES=(
+    "mailbox push+pop|mailbox|mailbox"
+    "rtrb push+pop (reference)|mailbox|rtrb"
+    "MLTW 1000 flows 10 Gbit/s|shape|--flows 1000 --rate 10gbit"
+    "MLTW 10000 flows 10 Gbit/s|shape|--flows 10000 --rate 10gbit"
+    "MLTW 1000 flows 1 Mbit/s staggered|shape|--flows 1000 --rate 1mbit --stagger"
+)
+
+measure() { # mailbox-bench pktsched -> one figure per case, one per line
+    local mb=$1 ps=$2 label kind args
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r label kind args <<<"$c"
+        if [ "$kind" = mailbox ]; then
+            per_item 100000 1100000 "$mb" --single @N@ --only "$args"
+        else
+            # shellcheck disable=SC2086 # the argument list is meant to split
+            per_item 200000 1200000 "$ps" bench shape --structs mltw --outstanding 2 -n @N@ $args
+        fi
+        echo
+    done
+}
+
+read -r mb ps <<<"$(build "$ROOT")"
+mapfile -t AFTER < <(measure "$mb" "$ps")
+BEFORE=()
+if [ -n "$BASE" ]; then
+    git worktree add --detach "$work/base" "$BASE" >/dev/null
+    cp crates/runtime/benches/mailbox.rs "$work/base/crates/runtime/benches/mailbox.rs"
+    read -r mb ps <<<"$(CARGO_TARGET_DIR="$work/target" build "$work/base")"
+    mapfile -t BEFORE < <(measure "$mb" "$ps")
+fi
+
+if [ -n "$BASE" ]; then
+    echo "| instructions per item | before ($BASE) | after |"
+    echo "| --- | ---: | ---: |"
+else
+    echo "| instructions per item | count |"
+    echo "| --- | ---: |"
+fi
+for i in "${!CASES[@]}"; do
+    IFS='|' read -r label _ _ <<<"${CASES[$i]}"
+    if [ -n "$BASE" ]; then
+        echo "| $label | ${BEFORE[$i]} | ${AFTER[$i]} |"
+    else
+        echo "| $label | ${AFTER[$i]} |"
+    fi
+done

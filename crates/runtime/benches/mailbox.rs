@@ -299,6 +299,22 @@ fn parse_args() -> Args {
         scale: 0.5,
         capacities: vec![1024, 512],
     };
+    // `cargo test --all-targets` runs this binary with neither `--bench`
+    // nor an option of ours: a smoke run (one round, small counts) checks
+    // that it works without spending CI minutes on a measurement nobody
+    // reads.
+    let ours = [
+        "--bench",
+        "--runs",
+        "--only",
+        "--single",
+        "--scale",
+        "--capacity",
+    ];
+    if !std::env::args().any(|a| ours.contains(&a.as_str())) {
+        args.runs = 1;
+        args.scale = 0.01;
+    }
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         match a.as_str() {

@@ -177,6 +177,11 @@ pub trait Scheduler<T> {
 ///   head length or `None` if `f` became empty.
 /// - `deactivate(f)` takes a backlogged flow out (for removal or a change).
 pub trait Discipline {
+    /// True if packets leave in arrival order across all flows (FIFO): the
+    /// flow table then links them in one list and the scheduler takes the
+    /// oldest directly, calling none of `activate`, `arrive`, `pick`,
+    /// `depart` or `deactivate`.
+    const ARRIVAL_ORDER: bool = false;
     /// Short name.
     fn name(&self) -> &'static str;
     /// Supported ranges.
@@ -250,7 +255,11 @@ impl<D: Discipline, T> FlowSched<D, T> {
     /// A scheduler with no flows and no scheduler-wide packet limit.
     pub fn new(disc: D) -> FlowSched<D, T> {
         FlowSched {
-            flows: FlowTable::default(),
+            flows: if D::ARRIVAL_ORDER {
+                FlowTable::in_arrival_order()
+            } else {
+                FlowTable::default()
+            },
             disc,
 
             weight_sum: 0,
@@ -349,7 +358,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         let Some(&cfg) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));
         };
-        if self.flows.head(flow).is_some() {
+        if !D::ARRIVAL_ORDER && self.flows.queued(flow).is_some_and(|n| n > 0) {
             self.disc.deactivate(flow);
         }
         self.disc.remove(flow, &cfg);
@@ -362,6 +371,9 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
         let (id, len) = (pkt.flow, pkt.len);
         let full = self.flows.total_queued() >= self.total_limit;
+        if D::ARRIVAL_ORDER {
+            return self.flows.admit_arrival(pkt, full);
+        }
         if self.flows.admit(pkt, full)? {
             self.disc.activate(id, len, now);
         }
@@ -371,6 +383,9 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn dequeue(&mut self, _now: Nanos) -> Option<Pkt<T>> {
+        if D::ARRIVAL_ORDER {
+            return self.flows.pop_arrival();
+        }
         if self.flows.total_queued() == 0 {
             return None;
         }

@@ -519,30 +519,33 @@ impl<T> FlowTable<T> {
     }
     /// Puts `pkt` in a free slot, or hands it back when the pool is full
     /// (it indexes slots with u32, NIL reserved).
+    ///
+    /// Takes the pool and the free list only (not `self`), so the caller's
+    /// bounds check on `hot` still holds after it.
     #[inline(always)]
-    fn store(&mut self, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
-        let i = self.free_slot;
-        if let Some(s) = self.pool.get_mut(i as usize) {
-            self.free_slot = s.next;
+    fn store(pool: &mut Vec<Slot<T>>, free_slot: &mut u32, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
+        let i = *free_slot;
+        if let Some(s) = pool.get_mut(i as usize) {
+            *free_slot = s.next;
             s.pkt = Some(pkt);
             s.next = NIL;
             Ok(i)
         } else {
-            self.grow(pkt)
+            Self::grow(pool, pkt)
         }
     }
     #[cold]
     #[inline(never)]
-    fn grow(&mut self, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
-        if self.pool.len() >= NIL as usize {
+    fn grow(pool: &mut Vec<Slot<T>>, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
+        if pool.len() >= NIL as usize {
             return Err(pkt);
         }
-        self.pool.push(Slot {
+        pool.push(Slot {
             pkt: Some(pkt),
             next: NIL,
             next_len: 0,
         });
-        Ok(self.pool.len() as u32 - 1)
+        Ok(pool.len() as u32 - 1)
     }
     /// Frees slot `i`, whose packet was taken.
     #[inline(always)]
@@ -573,7 +576,10 @@ impl<T> FlowTable<T> {
     pub(crate) fn push(&mut self, pkt: Pkt<T>) -> Result<bool, Pkt<T>> {
         debug_assert!(self.arrival.is_none());
         let (f, len) = (pkt.flow.index(), pkt.len);
-        let i = self.store(pkt)?;
+        if f >= self.hot.len() {
+            return Err(pkt);
+        }
+        let i = Self::store(&mut self.pool, &mut self.free_slot, pkt)?;
         let h = &mut self.hot[f];
         let was_empty = h.len == 0;
         if was_empty {
@@ -620,7 +626,10 @@ impl<T> FlowTable<T> {
     #[inline(always)]
     pub(crate) fn push_arrival(&mut self, pkt: Pkt<T>) -> Result<(), Pkt<T>> {
         let (f, len) = (pkt.flow.index(), pkt.len);
-        let i = self.store(pkt)?;
+        if f >= self.hot.len() {
+            return Err(pkt);
+        }
+        let i = Self::store(&mut self.pool, &mut self.free_slot, pkt)?;
         let (head, tail) = self.arrival.get_or_insert((NIL, NIL));
         match self.pool.get_mut(*tail as usize) {
             Some(t) => t.next = i,
@@ -644,8 +653,10 @@ impl<T> FlowTable<T> {
         }
         s.next = self.free_slot;
         self.free_slot = i;
-        let h = self.hot.get_mut(pkt.flow.index())?;
-        Self::count_out(&mut self.totals, h, pkt.len);
+        // Only packets of live flows are queued.
+        if let Some(h) = self.hot.get_mut(pkt.flow.index()) {
+            Self::count_out(&mut self.totals, h, pkt.len);
+        }
         Some(pkt)
     }
     /// Marks the flow dead and returns its packets in FIFO order, counted

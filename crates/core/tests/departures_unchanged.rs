@@ -11,10 +11,15 @@
 //! result, and at the end the scheduler-wide and per-flow counters. A
 //! change to the hot path that alters any of it fails here.
 //!
+//! The same workloads run a second time through `enqueue_batch` and
+//! `dequeue_batch` must give the same digests: batching changes no outcome.
+//!
 //! To record a new table on purpose (a deliberate change of behaviour):
 //! `PKTSCHED_BLESS_DEPARTURES=1 cargo test -p pktsched-core --test
 //! departures_unchanged`, then review the diff.
 #![allow(clippy::unwrap_used)]
+
+use std::collections::VecDeque;
 
 use pktsched_core::policy::{Policy, PolicySched};
 use pktsched_core::sched::{Drr, FlowSched, Prio};
@@ -102,8 +107,95 @@ fn reason_index(r: DropReason) -> usize {
     DropReason::ALL.iter().position(|&x| x == r).unwrap()
 }
 
+/// How packets are handed in and taken out.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+enum Calls {
+    /// `enqueue` and `dequeue`, one packet each.
+    Single,
+    /// `enqueue_batch` and `dequeue_batch`, one burst each.
+    Batch,
+}
+
+/// Offers a burst, recording each refusal.
+fn offer(
+    s: &mut dyn Scheduler<u64>,
+    burst: Vec<Pkt<u64>>,
+    calls: Calls,
+    now: Nanos,
+    d: &mut Digest,
+    seen: &mut Seen,
+) {
+    let mut refused = |item: u64, r: DropReason| {
+        d.word(2);
+        d.word(reason_index(r) as u64);
+        d.word(item);
+        seen.refused[reason_index(r)] += 1;
+    };
+    match calls {
+        Calls::Single => {
+            for p in burst {
+                let item = p.item;
+                if let Err(r) = s.enqueue(p, now) {
+                    assert_eq!(r.pkt.item, item, "the refused packet comes back");
+                    refused(item, r.reason);
+                }
+            }
+        }
+        Calls::Batch => {
+            let mut q: VecDeque<Pkt<u64>> = burst.into();
+            while let Err(r) = s.enqueue_batch(&mut q, now) {
+                refused(r.pkt.item, r.reason);
+            }
+            assert!(q.is_empty());
+        }
+    }
+}
+
+/// Takes up to `k` packets, recording each departure and, if `note_none`,
+/// each `None`.
+fn take(
+    s: &mut dyn Scheduler<u64>,
+    k: usize,
+    note_none: bool,
+    calls: Calls,
+    now: Nanos,
+    d: &mut Digest,
+    seen: &mut Seen,
+) -> usize {
+    match calls {
+        Calls::Single => {
+            let mut got = 0;
+            for _ in 0..k {
+                match s.dequeue(now) {
+                    Some(p) => {
+                        depart(d, seen, &p);
+                        got += 1;
+                    }
+                    None if note_none => d.word(9),
+                    None => {}
+                }
+            }
+            got
+        }
+        Calls::Batch => {
+            let mut out = Vec::new();
+            let got = s.dequeue_batch(now, k, &mut out);
+            assert_eq!(got, out.len());
+            for p in &out {
+                depart(d, seen, p);
+            }
+            for _ in got..k {
+                if note_none {
+                    d.word(9);
+                }
+            }
+            got
+        }
+    }
+}
+
 /// Drives one seeded workload through `s`, feeding every outcome to `d`.
-fn run(s: &mut dyn Scheduler<u64>, seed: u64, d: &mut Digest, seen: &mut Seen) {
+fn run(s: &mut dyn Scheduler<u64>, seed: u64, calls: Calls, d: &mut Digest, seen: &mut Seen) {
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let levels = s.limits().levels.min(8) as u32;
     let mut now = Nanos::ZERO;
@@ -124,6 +216,7 @@ fn run(s: &mut dyn Scheduler<u64>, seed: u64, d: &mut Digest, seen: &mut Seen) {
         let span = ids.iter().map(|f| f.0).max().unwrap_or(0) + 3;
         match rng.random_range(0..1000) {
             0..=459 => {
+                let mut burst = Vec::new();
                 for _ in 0..rng.random_range(1..=16) {
                     let flow = if rng.random_bool(0.97) && !ids.is_empty() {
                         ids[rng.random_range(0..ids.len())]
@@ -136,22 +229,13 @@ fn run(s: &mut dyn Scheduler<u64>, seed: u64, d: &mut Digest, seen: &mut Seen) {
                         rng.random_range(40..=1514)
                     };
                     item += 1;
-                    if let Err(r) = s.enqueue(Pkt::new(flow, len, now, item), now) {
-                        assert_eq!(r.pkt.item, item, "the refused packet comes back");
-                        d.word(2);
-                        d.word(reason_index(r.reason) as u64);
-                        d.word(item);
-                        seen.refused[reason_index(r.reason)] += 1;
-                    }
+                    burst.push(Pkt::new(flow, len, now, item));
                 }
+                offer(s, burst, calls, now, d, seen);
             }
             460..=959 => {
-                for _ in 0..rng.random_range(1..=16) {
-                    match s.dequeue(now) {
-                        Some(p) => depart(d, seen, &p),
-                        None => d.word(9),
-                    }
-                }
+                let k = rng.random_range(1..=16);
+                take(s, k, true, calls, now, d, seen);
             }
             960..=979 => {
                 if ids.is_empty() {
@@ -195,9 +279,8 @@ fn run(s: &mut dyn Scheduler<u64>, seed: u64, d: &mut Digest, seen: &mut Seen) {
         if s.backlog().pkts == 0 {
             break;
         }
-        match s.dequeue(now) {
-            Some(p) => depart(d, seen, &p),
-            None => now = s.next_ready(now).unwrap_or(Nanos(now.0 + 1000)).max(now),
+        if take(s, 64, false, calls, now, d, seen) == 0 {
+            now = s.next_ready(now).unwrap_or(Nanos(now.0 + 1000)).max(now);
         }
     }
     assert_eq!(s.backlog().pkts, 0, "drained");
@@ -232,14 +315,14 @@ fn depart(d: &mut Digest, seen: &mut Seen, p: &Pkt<u64>) {
 }
 
 /// `name seed digest` lines for every scheduler and seed.
-fn table() -> (String, Seen) {
+fn table(calls: Calls) -> (String, Seen) {
     let mut out = String::new();
     let mut seen = Seen::default();
     for name in names() {
         for seed in 0..SEEDS {
             let mut s = build(name);
             let mut d = Digest::new();
-            run(s.as_mut(), seed, &mut d, &mut seen);
+            run(s.as_mut(), seed, calls, &mut d, &mut seen);
             out.push_str(&format!("{name} {seed} {:016x}\n", d.0));
         }
     }
@@ -248,7 +331,7 @@ fn table() -> (String, Seen) {
 
 #[test]
 fn departures_match_the_committed_digests() {
-    let (got, seen) = table();
+    let (got, seen) = table(Calls::Single);
     // The workload reaches every path it is meant to check.
     assert!(seen.departures > 100_000, "{seen:?}");
     // (`Removed` is never a refusal: it counts packets already accepted.)
@@ -271,4 +354,13 @@ fn departures_match_the_committed_digests() {
         "departure sequences changed:\n{}",
         diff.join("\n")
     );
+}
+
+#[test]
+fn batch_calls_give_the_same_departures() {
+    let (single, _) = table(Calls::Single);
+    let (batch, _) = table(Calls::Batch);
+    for (a, b) in single.lines().zip(batch.lines()) {
+        assert_eq!(a, b, "one at a time vs in batches");
+    }
 }

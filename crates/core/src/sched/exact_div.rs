@@ -2,14 +2,19 @@
 //! multiplication and a shift.
 
 /// Exact `n / d` and `n % d` for a divisor fixed between reconfigurations
-/// (Granlund and Montgomery, 1994): with `ℓ = ⌈log2 d⌉` and
-/// `m = ⌈2^(N+ℓ) / d⌉`, `m·d − 2^(N+ℓ) < d ≤ 2^ℓ`, so
-/// `⌊n·m / 2^(N+ℓ)⌋ = ⌊n / d⌋` for every `n < 2^N` (`N = 53`). Larger `n`
-/// take the hardware division, so every dividend gets the exact result.
+/// (Granlund and Montgomery, 1994). With `ℓ = ⌈log2 d⌉`,
+/// `k = max(64, N + ℓ)` and `m = ⌈2^k / d⌉`: `m·d − 2^k < d ≤ 2^ℓ ≤
+/// 2^(k−N)`, so `⌊n·m / 2^k⌋ = ⌊n / d⌋` for every `n < 2^N` (`N = 53`), and
+/// `k ≤ 63 + ℓ` keeps `m` below 2^64 for `d ≥ 2`. The quotient is the high
+/// half of one 64×64-bit product shifted right by `k − 64`. `d = 1` and
+/// dividends of 2^N or more (never seen by QFQ or WF2Q+) take exact
+/// fallbacks, so every dividend gets the exact result.
 #[derive(Copy, Clone, Debug)]
 pub(crate) struct ExactDiv {
     d: u64,
+    /// `⌈2^k / d⌉`, or 0 when `d = 1`.
     m: u64,
+    /// `k − 64`.
     shift: u32,
 }
 
@@ -20,20 +25,29 @@ impl ExactDiv {
     /// A divider by `d` (0 is taken as 1).
     pub(crate) fn new(d: u64) -> ExactDiv {
         let d = d.max(1);
+        if d == 1 {
+            return ExactDiv { d, m: 0, shift: 0 };
+        }
         let l = u64::BITS - (d - 1).leading_zeros();
-        let shift = ExactDiv::N + l;
-        // d ≤ 2^ℓ < 2·d, so m ≤ 2^(N+1) fits in 64 bits (and n·m in 128).
-        let m = (1u128 << shift).div_ceil(u128::from(d)) as u64;
-        ExactDiv { d, m, shift }
+        let k = (ExactDiv::N + l).max(64);
+        let m = (1u128 << k).div_ceil(u128::from(d)) as u64;
+        ExactDiv {
+            d,
+            m,
+            shift: k - 64,
+        }
     }
 
     /// `(n / d, n % d)`.
     #[inline(always)]
     pub(crate) fn div_rem(&self, n: u64) -> (u64, u64) {
+        if self.m == 0 {
+            return (n, 0);
+        }
         if n >> ExactDiv::N != 0 {
             return (n / self.d, n % self.d);
         }
-        let q = ((u128::from(n) * u128::from(self.m)) >> self.shift) as u64;
+        let q = (((u128::from(n) * u128::from(self.m)) >> 64) as u64) >> self.shift;
         (q, n - q * self.d)
     }
 }

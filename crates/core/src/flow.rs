@@ -273,25 +273,28 @@ impl Default for FlowConfig {
 }
 
 /// The per-packet part of a flow, on one 64-byte cache line: its FIFO's
-/// head and tail in the packet pool, the admission limits and arrival
-/// counters. Departures are derived: `dequeued = enqueued − queued`
-/// (packets) and `enqueued.bytes − backlog` (bytes), since a live flow never
-/// drops a packet it accepted.
+/// head and tail in the packet pool, the admission limits, the queue length
+/// and the byte counters. A packet costs four counter updates here: `len`
+/// and `enq` (packets, bytes) on arrival, `len` and `deq_bytes` on
+/// departure. Departed packets are derived: `enq.pkts − len`, since a live
+/// flow never drops a packet it accepted.
 #[derive(Debug, Clone)]
 #[repr(align(64))]
 pub(crate) struct Hot {
     head: u32,
     tail: u32,
+    /// Packets queued.
     pub(crate) len: u32,
     /// Length of the head packet (0 when empty), so algorithms never touch
-    /// the pool to learn it.
+    /// the pool to learn it. Kept in per-flow order only.
     pub(crate) head_len: Bytes,
-    pub(crate) enq: Counter,
-    pub(crate) backlog_bytes: u64,
     pub(crate) max_len: Bytes,
     /// Queue limit in packets; 0 marks a dead flow (a live flow's limit is
     /// at least 1).
     pub(crate) limit: u32,
+    pub(crate) enq: Counter,
+    /// Bytes that left through a dequeue.
+    pub(crate) deq_bytes: u64,
 }
 
 impl Hot {
@@ -301,12 +304,20 @@ impl Hot {
             tail: NIL,
             len: 0,
             head_len: 0,
-            enq: Counter::default(),
-            backlog_bytes: 0,
             max_len: cfg.max_len,
             limit: cfg.limit.max(1),
+            enq: Counter::default(),
+            deq_bytes: 0,
         }
     }
+}
+
+/// Scheduler-wide arrivals and departures: two counters, each updated once
+/// per packet. The backlog is derived: `enq − deq − dropped(Removed)`.
+#[derive(Debug, Default, Clone, Copy)]
+struct Totals {
+    enq: Counter,
+    deq: Counter,
 }
 
 const NIL: u32 = u32::MAX;
@@ -341,12 +352,20 @@ pub(crate) struct Cold {
 /// by access frequency, and one pool of packet slots shared by all flows
 /// (see ARCHITECTURE.md).
 ///
-/// Each flow's FIFO is a singly linked list through the pool. Free slots
-/// form a LIFO list, so the slot a new packet takes is the one most recently
-/// freed: in steady state the pool is swept in order and stays warm, the
-/// way dummynet's mbuf free list behaves, instead of every flow owning a
-/// ring scattered through memory. The pool grows to the peak backlog and
-/// then never allocates again.
+/// Packets are linked through the pool in one of two orders, fixed when
+/// the table is made:
+/// - per flow (the default): each flow's FIFO is a singly linked list, so an
+///   algorithm can serve any flow's head;
+/// - arrival order ([`FlowTable::in_arrival_order`], for FIFO): one list
+///   for all flows, so a dequeue takes the pool's oldest packet directly;
+///   per-flow lengths and counters are kept the same way, and the rare
+///   per-flow walks (removal, `packets`) filter the one list.
+///
+/// Free slots form a LIFO list, so the slot a new packet takes is the one
+/// most recently freed: in steady state the pool is swept in order and
+/// stays warm, the way dummynet's mbuf free list behaves, instead of every
+/// flow owning a ring scattered through memory. The pool grows to the peak
+/// backlog and then never allocates again.
 #[derive(Debug)]
 pub struct FlowTable<T> {
     pub(crate) hot: Vec<Hot>,
@@ -355,10 +374,12 @@ pub struct FlowTable<T> {
     free_slot: u32,
     free: Vec<u32>,
     live: usize,
-    /// Scheduler-wide enqueued/dequeued/dropped; `backlog` derived on read.
-    totals: Counters,
-    /// Packets queued in all flows.
-    queued: u64,
+    /// Scheduler-wide arrivals and departures.
+    totals: Totals,
+    /// Scheduler-wide drops (by reason) and overlimits.
+    rare: Counters,
+    /// Arrival order: the list of all queued packets, oldest first.
+    arrival: Option<(u32, u32)>,
 }
 
 impl<T> Default for FlowTable<T> {
@@ -370,8 +391,9 @@ impl<T> Default for FlowTable<T> {
             free_slot: NIL,
             free: Vec::new(),
             live: 0,
-            totals: Counters::default(),
-            queued: 0,
+            totals: Totals::default(),
+            rare: Counters::default(),
+            arrival: None,
         }
     }
 }
@@ -418,10 +440,8 @@ impl<T> FlowTable<T> {
             return Some(DropReason::UnknownFlow);
         };
         // A dead flow has limit 0, so it fails the length or the limit test.
-        // The pool indexes slots with u32 (NIL reserved): when it is full, a
-        // packet is refused like any over-limit one.
-        let pool_full = self.free_slot == NIL && self.pool.len() >= NIL as usize;
-        if pkt.len > h.max_len || h.len >= h.limit || extra_full || pool_full {
+        // (A full pool is found where the pool grows: see `push`.)
+        if pkt.len > h.max_len || h.len >= h.limit || extra_full {
             return Some(if h.limit == 0 {
                 DropReason::UnknownFlow
             } else if pkt.len > h.max_len {
@@ -437,7 +457,7 @@ impl<T> FlowTable<T> {
     #[cold]
     #[inline(never)]
     pub(crate) fn refuse(&mut self, pkt: Pkt<T>, reason: DropReason) -> Rejected<T> {
-        self.totals.drop(reason, pkt.len);
+        self.rare.drop(reason, pkt.len);
         self.count_drop(pkt.flow, reason, pkt.len);
         Rejected { pkt, reason }
     }
@@ -447,50 +467,119 @@ impl<T> FlowTable<T> {
     pub(crate) fn admit(&mut self, pkt: Pkt<T>, extra_full: bool) -> Result<bool, Rejected<T>> {
         match self.refusal(&pkt, extra_full) {
             Some(r) => Err(self.refuse(pkt, r)),
-            None => Ok(self.push(pkt)),
+            None => self
+                .push(pkt)
+                .map_err(|p| self.refuse(p, DropReason::QueueFull)),
+        }
+    }
+    /// [`FlowTable::admit`] for a table in arrival order.
+    #[inline(always)]
+    pub(crate) fn admit_arrival(
+        &mut self,
+        pkt: Pkt<T>,
+        extra_full: bool,
+    ) -> Result<(), Rejected<T>> {
+        match self.refusal(&pkt, extra_full) {
+            Some(r) => Err(self.refuse(pkt, r)),
+            None => self
+                .push_arrival(pkt)
+                .map_err(|p| self.refuse(p, DropReason::QueueFull)),
         }
     }
     /// Packets queued in all flows.
     #[inline(always)]
     pub fn total_queued(&self) -> u64 {
-        self.queued
+        self.totals.enq.pkts - self.totals.deq.pkts - self.rare.dropped_after_enqueue().pkts
     }
     /// Scheduler-wide counters (`backlog` derived).
     pub fn totals(&self) -> Counters {
-        self.totals.with_backlog()
+        Counters {
+            enqueued: self.totals.enq,
+            dequeued: self.totals.deq,
+            ..self.rare
+        }
+        .with_backlog()
     }
     /// Packets and bytes queued in all flows.
     pub fn backlog(&self) -> Backlog {
+        let b = self.totals().backlog;
         Backlog {
-            pkts: self.queued,
-            bytes: self.totals().backlog.bytes,
+            pkts: b.pkts,
+            bytes: b.bytes,
         }
     }
     /// Counts a dequeue attempt that found packets but none due (a shaper's
     /// `overlimits`).
     pub(crate) fn count_overlimit(&mut self) {
-        self.totals.overlimits += 1;
+        self.rare.overlimits += 1;
     }
-    /// Queues a packet that passed [`FlowTable::refusal`]; returns whether
-    /// the flow was empty before.
+    /// True if no slot is free and the pool cannot grow.
+    pub(crate) fn pool_full(&self) -> bool {
+        self.free_slot == NIL && self.pool.len() >= NIL as usize
+    }
+    /// Puts `pkt` in a free slot, or hands it back when the pool is full
+    /// (it indexes slots with u32, NIL reserved).
+    ///
+    /// Takes the pool and the free list only (not `self`), so the caller's
+    /// bounds check on `hot` still holds after it.
     #[inline(always)]
-    pub(crate) fn push(&mut self, pkt: Pkt<T>) -> bool {
-        let (f, len) = (pkt.flow.index(), pkt.len);
-        let i = if let Some(s) = self.pool.get_mut(self.free_slot as usize) {
-            let i = self.free_slot;
-            self.free_slot = s.next;
+    fn store(pool: &mut Vec<Slot<T>>, free_slot: &mut u32, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
+        let i = *free_slot;
+        if let Some(s) = pool.get_mut(i as usize) {
+            *free_slot = s.next;
             s.pkt = Some(pkt);
             s.next = NIL;
-            s.next_len = 0;
-            i
+            Ok(i)
         } else {
-            self.pool.push(Slot {
-                pkt: Some(pkt),
-                next: NIL,
-                next_len: 0,
-            });
-            self.pool.len() as u32 - 1
-        };
+            Self::grow(pool, pkt)
+        }
+    }
+    #[cold]
+    #[inline(never)]
+    fn grow(pool: &mut Vec<Slot<T>>, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
+        if pool.len() >= NIL as usize {
+            return Err(pkt);
+        }
+        pool.push(Slot {
+            pkt: Some(pkt),
+            next: NIL,
+            next_len: 0,
+        });
+        Ok(pool.len() as u32 - 1)
+    }
+    /// Frees slot `i`, whose packet was taken.
+    #[inline(always)]
+    fn release(&mut self, i: u32) {
+        if let Some(s) = self.pool.get_mut(i as usize) {
+            s.next = self.free_slot;
+            self.free_slot = i;
+        }
+    }
+    /// Counts an arrival of `len` bytes in flow `h`.
+    #[inline(always)]
+    fn count_in(totals: &mut Totals, h: &mut Hot, len: Bytes) {
+        h.len += 1;
+        h.enq.add(len);
+        totals.enq.add(len);
+    }
+    /// Counts a departure of `len` bytes from flow `h`.
+    #[inline(always)]
+    fn count_out(totals: &mut Totals, h: &mut Hot, len: Bytes) {
+        h.len -= 1;
+        h.deq_bytes += u64::from(len);
+        totals.deq.add(len);
+    }
+    /// Queues a packet that passed [`FlowTable::refusal`] in its flow's
+    /// FIFO; returns whether the flow was empty before, or the packet back
+    /// if the pool is full.
+    #[inline(always)]
+    pub(crate) fn push(&mut self, pkt: Pkt<T>) -> Result<bool, Pkt<T>> {
+        debug_assert!(self.arrival.is_none());
+        let (f, len) = (pkt.flow.index(), pkt.len);
+        if f >= self.hot.len() {
+            return Err(pkt);
+        }
+        let i = Self::store(&mut self.pool, &mut self.free_slot, pkt)?;
         let h = &mut self.hot[f];
         let was_empty = h.len == 0;
         if was_empty {
@@ -501,16 +590,13 @@ impl<T> FlowTable<T> {
             t.next_len = len;
         }
         h.tail = i;
-        h.len += 1;
-        h.enq.add(len);
-        h.backlog_bytes += u64::from(len);
-        self.totals.enqueued.add(len);
-        self.queued += 1;
-        was_empty
+        Self::count_in(&mut self.totals, h, len);
+        Ok(was_empty)
     }
     /// Takes the head packet of a flow, with the new head's length.
     #[inline(always)]
     pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {
+        debug_assert!(self.arrival.is_none());
         let h = self.hot.get_mut(id.index())?;
         if h.len == 0 {
             return None;
@@ -522,12 +608,8 @@ impl<T> FlowTable<T> {
         let pkt = s.pkt.take()?;
         let (next, next_len) = (s.next, s.next_len);
         s.next = self.free_slot;
-        s.next_len = 0;
         self.free_slot = i;
-        h.len -= 1;
-        h.backlog_bytes -= u64::from(pkt.len);
-        self.totals.dequeued.add(pkt.len);
-        self.queued -= 1;
+        Self::count_out(&mut self.totals, h, pkt.len);
         if h.len == 0 {
             h.head = NIL;
             h.tail = NIL;
@@ -539,22 +621,98 @@ impl<T> FlowTable<T> {
             Some((pkt, Some(next_len)))
         }
     }
+    /// Queues a packet that passed [`FlowTable::refusal`] at the tail of a
+    /// table in arrival order, or hands it back if the pool is full.
+    #[inline(always)]
+    pub(crate) fn push_arrival(&mut self, pkt: Pkt<T>) -> Result<(), Pkt<T>> {
+        let (f, len) = (pkt.flow.index(), pkt.len);
+        if f >= self.hot.len() {
+            return Err(pkt);
+        }
+        let i = Self::store(&mut self.pool, &mut self.free_slot, pkt)?;
+        let (head, tail) = self.arrival.get_or_insert((NIL, NIL));
+        match self.pool.get_mut(*tail as usize) {
+            Some(t) => t.next = i,
+            None => *head = i,
+        }
+        *tail = i;
+        let h = &mut self.hot[f];
+        Self::count_in(&mut self.totals, h, len);
+        Ok(())
+    }
+    /// Takes the oldest packet of a table in arrival order.
+    #[inline(always)]
+    pub(crate) fn pop_arrival(&mut self) -> Option<Pkt<T>> {
+        let (head, tail) = self.arrival.as_mut()?;
+        let i = *head;
+        let s = self.pool.get_mut(i as usize)?;
+        let pkt = s.pkt.take()?;
+        *head = s.next;
+        if *head == NIL {
+            *tail = NIL;
+        }
+        s.next = self.free_slot;
+        self.free_slot = i;
+        // Only packets of live flows are queued.
+        if let Some(h) = self.hot.get_mut(pkt.flow.index()) {
+            Self::count_out(&mut self.totals, h, pkt.len);
+        }
+        Some(pkt)
+    }
     /// Marks the flow dead and returns its packets in FIFO order, counted
     /// as dropped with reason [`DropReason::Removed`].
     pub(crate) fn remove(&mut self, id: FlowId) -> Vec<Pkt<T>> {
         let mut out = Vec::with_capacity(self.hot[id.index()].len as usize);
-        while let Some((p, _)) = self.pop(id) {
-            // `pop` counted a departure; this one is a removal.
-            self.totals.dequeued.pkts -= 1;
-            self.totals.dequeued.bytes -= u64::from(p.len);
-            self.totals.drop(DropReason::Removed, p.len);
-            out.push(p);
+        if self.arrival.is_some() {
+            self.unlink_arrivals(id, &mut out);
+        } else {
+            while let Some((p, _)) = self.pop(id) {
+                out.push(p);
+            }
+        }
+        for p in &out {
+            // The packet was counted as a departure; it is a removal.
+            self.totals.deq.pkts -= 1;
+            self.totals.deq.bytes -= u64::from(p.len);
+            self.rare.drop(DropReason::Removed, p.len);
         }
         let h = &mut self.hot[id.index()];
         h.limit = 0;
         self.live -= 1;
         self.free.push(id.0);
         out
+    }
+    /// Takes every packet of flow `id` out of the arrival list, oldest
+    /// first, counting each as a departure.
+    fn unlink_arrivals(&mut self, id: FlowId, out: &mut Vec<Pkt<T>>) {
+        let Some((mut head, mut tail)) = self.arrival else {
+            return;
+        };
+        let (mut prev, mut i) = (NIL, head);
+        while let Some(s) = self.pool.get_mut(i as usize) {
+            let next = s.next;
+            if s.pkt.as_ref().is_some_and(|p| p.flow == id) {
+                if let Some(p) = s.pkt.take() {
+                    out.push(p);
+                }
+                match self.pool.get_mut(prev as usize) {
+                    Some(ps) => ps.next = next,
+                    None => head = next,
+                }
+                if tail == i {
+                    tail = prev;
+                }
+                self.release(i);
+            } else {
+                prev = i;
+            }
+            i = next;
+        }
+        self.arrival = Some((head, tail));
+        let h = &mut self.hot[id.index()];
+        for p in out.iter() {
+            Self::count_out(&mut self.totals, h, p.len);
+        }
     }
     /// True if `id` names a live flow.
     #[inline]
@@ -575,16 +733,26 @@ impl<T> FlowTable<T> {
     }
     /// The packets queued in a live flow, head first.
     pub fn packets(&self, id: FlowId) -> impl Iterator<Item = &Pkt<T>> + '_ {
-        let mut i = if self.contains(id) {
-            self.hot[id.index()].head
-        } else {
-            NIL
+        let (mut i, all) = match self.arrival {
+            _ if !self.contains(id) => (NIL, false),
+            Some((head, _)) => (head, true),
+            None => (self.hot[id.index()].head, false),
         };
-        core::iter::from_fn(move || {
+        let walk = core::iter::from_fn(move || {
             let s = self.pool.get(i as usize)?;
             i = s.next;
             s.pkt.as_ref()
-        })
+        });
+        // In arrival order the list holds every flow's packets.
+        walk.filter(move |p| !all || p.flow == id)
+    }
+    /// A table whose packets are linked in arrival order across all flows
+    /// (see [`FlowTable`]).
+    pub(crate) fn in_arrival_order() -> FlowTable<T> {
+        FlowTable {
+            arrival: Some((NIL, NIL)),
+            ..FlowTable::default()
+        }
     }
     /// Refuses a `max_len` below a packet already queued in `id`.
     pub(crate) fn check_max_len(&self, id: FlowId, max_len: Bytes) -> Result<(), ConfigError> {
@@ -618,7 +786,7 @@ impl<T> FlowTable<T> {
             c.enqueued = h.enq;
             c.dequeued = Counter {
                 pkts: h.enq.pkts - u64::from(h.len),
-                bytes: h.enq.bytes - h.backlog_bytes,
+                bytes: h.deq_bytes,
             };
             c.with_backlog()
         })

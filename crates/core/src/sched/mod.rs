@@ -15,10 +15,13 @@
 //! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
 //! | QFQ | [`Qfq`] | O(1) | T-WFI (3·σ_k + 2·L)/R, σ_k < 2·L_k/φ_k |
 
+use std::collections::VecDeque;
+
 use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::units::{Bytes, Nanos};
 
 mod drr;
+mod exact_div;
 mod fifo;
 mod prio;
 mod qfq;
@@ -143,6 +146,35 @@ pub trait Scheduler<T> {
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>>;
     /// Takes the next packet to send, if any is eligible at `now`.
     fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>>;
+    /// Offers the packets of `pkts` in order, taking each from the front,
+    /// exactly as calling [`enqueue`](Scheduler::enqueue) on each in turn
+    /// would. Stops at the first refusal and returns it; the packets behind
+    /// it stay in `pkts` (offer them again, or hand them back).
+    ///
+    /// One call per batch: through a `dyn Scheduler`, the per-packet calls
+    /// inside are static.
+    fn enqueue_batch(
+        &mut self,
+        pkts: &mut VecDeque<Pkt<T>>,
+        now: Nanos,
+    ) -> Result<(), Rejected<T>> {
+        while let Some(p) = pkts.pop_front() {
+            self.enqueue(p, now)?;
+        }
+        Ok(())
+    }
+    /// Appends to `out` the packets that `max` calls of
+    /// [`dequeue`](Scheduler::dequeue) at `now` would return, in the same
+    /// order, stopping at the first `None`; returns how many.
+    fn dequeue_batch(&mut self, now: Nanos, max: usize, out: &mut Vec<Pkt<T>>) -> usize {
+        let mut n = 0;
+        while n < max {
+            let Some(p) = self.dequeue(now) else { break };
+            out.push(p);
+            n += 1;
+        }
+        n
+    }
     /// Earliest time at which `dequeue` may return a packet: `Some(now)` for a
     /// backlogged work-conserving scheduler, `None` when empty.
     fn next_ready(&self, now: Nanos) -> Option<Nanos>;
@@ -177,6 +209,11 @@ pub trait Scheduler<T> {
 ///   head length or `None` if `f` became empty.
 /// - `deactivate(f)` takes a backlogged flow out (for removal or a change).
 pub trait Discipline {
+    /// True if packets leave in arrival order across all flows (FIFO): the
+    /// flow table then links them in one list and the scheduler takes the
+    /// oldest directly, calling none of `activate`, `arrive`, `pick`,
+    /// `depart` or `deactivate`.
+    const ARRIVAL_ORDER: bool = false;
     /// Short name.
     fn name(&self) -> &'static str;
     /// Supported ranges.
@@ -250,7 +287,11 @@ impl<D: Discipline, T> FlowSched<D, T> {
     /// A scheduler with no flows and no scheduler-wide packet limit.
     pub fn new(disc: D) -> FlowSched<D, T> {
         FlowSched {
-            flows: FlowTable::default(),
+            flows: if D::ARRIVAL_ORDER {
+                FlowTable::in_arrival_order()
+            } else {
+                FlowTable::default()
+            },
             disc,
 
             weight_sum: 0,
@@ -349,7 +390,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         let Some(&cfg) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));
         };
-        if self.flows.head(flow).is_some() {
+        if !D::ARRIVAL_ORDER && self.flows.queued(flow).is_some_and(|n| n > 0) {
             self.disc.deactivate(flow);
         }
         self.disc.remove(flow, &cfg);
@@ -361,7 +402,12 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
         let (id, len) = (pkt.flow, pkt.len);
-        let full = self.flows.total_queued() >= self.total_limit;
+        // Without a scheduler-wide limit (the usual case) the backlog is not
+        // computed at all.
+        let full = self.total_limit != u64::MAX && self.flows.total_queued() >= self.total_limit;
+        if D::ARRIVAL_ORDER {
+            return self.flows.admit_arrival(pkt, full);
+        }
         if self.flows.admit(pkt, full)? {
             self.disc.activate(id, len, now);
         }
@@ -371,6 +417,9 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn dequeue(&mut self, _now: Nanos) -> Option<Pkt<T>> {
+        if D::ARRIVAL_ORDER {
+            return self.flows.pop_arrival();
+        }
         if self.flows.total_queued() == 0 {
             return None;
         }
@@ -379,6 +428,29 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         let (pkt, next) = self.flows.pop(id)?;
         self.disc.depart(id, pkt.len, next);
         Some(pkt)
+    }
+
+    /// One emptiness check for the whole batch: `min(max, backlog)`
+    /// packets leave, each picked as `dequeue` would.
+    fn dequeue_batch(&mut self, _now: Nanos, max: usize, out: &mut Vec<Pkt<T>>) -> usize {
+        let n = usize::try_from(self.flows.total_queued()).map_or(max, |q| q.min(max));
+        out.reserve(n);
+        for k in 0..n {
+            let p = if D::ARRIVAL_ORDER {
+                self.flows.pop_arrival()
+            } else {
+                let flows = &self.flows;
+                let id = self.disc.pick(|f| flows.head_len(f));
+                self.flows.pop(id).map(|(pkt, next)| {
+                    self.disc.depart(id, pkt.len, next);
+                    pkt
+                })
+            };
+            // A backlogged table always yields a packet; stop if not.
+            let Some(p) = p else { return k };
+            out.push(p);
+        }
+        n
     }
 
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {

@@ -81,6 +81,7 @@
 //!   restarts the remainder (an error below one unit per reconfiguration).
 //! - Flow ids and links are `u32` with `u32::MAX` as nil: 2^20 flows fit.
 
+use super::exact_div::ExactDiv;
 use super::{Discipline, Limits};
 use crate::flow::{FlowConfig, FlowId};
 use crate::units::{Bytes, Nanos};
@@ -174,6 +175,8 @@ pub struct Qfq {
     v_rem: u64,
     /// Sum of configured weights.
     wsum: u64,
+    /// Division by `wsum` as a multiplication (one per dequeue).
+    by_wsum: ExactDiv,
     max_flows: u64,
     /// Times `pick` found no ER group and rebuilt the group state (should
     /// stay 0; kept as a diagnostic).
@@ -233,6 +236,7 @@ impl Qfq {
             v: 0,
             v_rem: 0,
             wsum: 0,
+            by_wsum: ExactDiv::new(1),
             max_flows: max_flows.clamp(1, QFQ_MAX_FLOWS),
             recoveries: 0,
             flows: Vec::new(),
@@ -260,6 +264,7 @@ impl Qfq {
     /// below one unit, once per reconfiguration).
     fn update_inv_wsum(&mut self) {
         self.v_rem = 0;
+        self.by_wsum = ExactDiv::new(self.wsum);
     }
 
     /// State of non-empty group `g` from its definition (ER/IR/EB/IB).
@@ -697,9 +702,9 @@ impl Discipline for Qfq {
         let old_v = self.v;
         // len·ONE ≤ 2^47 and v_rem < wsum ≤ 2^20: no overflow.
         let num = u64::from(len) * ONE + self.v_rem;
-        let wsum = self.wsum.max(1);
-        self.v = old_v.wrapping_add(num / wsum);
-        self.v_rem = num % wsum;
+        let (q, r) = self.by_wsum.div_rem(num);
+        self.v = old_v.wrapping_add(q);
+        self.v_rem = r;
         let fl = &mut self.flows[id.index()];
         let g = fl.grp as usize;
         match next {
@@ -732,6 +737,7 @@ impl Discipline for Qfq {
 
 #[cfg(test)]
 mod tests {
+
     use super::*;
     use crate::sched::ConfigError;
     use crate::sched::{FlowSched, Scheduler};

@@ -151,6 +151,7 @@
 //! once and applies to the next departure. Changing `max_len` does not touch
 //! the schedule. `deactivate` removes a flow from whichever heap holds it.
 
+use super::exact_div::ExactDiv;
 use super::{Discipline, Limits};
 use crate::flow::{FlowConfig, FlowId};
 use crate::units::{Bytes, Nanos};
@@ -678,6 +679,8 @@ pub struct Wf2q {
     v_frac: u64,
     /// Sum of the weights of all configured flows.
     wsum: u64,
+    /// Division by `wsum` as a multiplication (one per dequeue).
+    by_wsum: ExactDiv,
     /// Number of configured flows.
     nflows: usize,
     slots: Vec<Slot>,
@@ -719,6 +722,7 @@ impl Wf2q {
             v: 0,
             v_frac: 0,
             wsum: 0,
+            by_wsum: ExactDiv::new(1),
             nflows: 0,
             slots: Vec::new(),
             last: Vec::new(),
@@ -747,6 +751,7 @@ impl Wf2q {
     fn set_wsum(&mut self, sum: u64) {
         if sum != self.wsum {
             self.wsum = sum;
+            self.by_wsum = ExactDiv::new(sum);
             // The remainder was relative to the old sum.
             self.v_frac = 0;
         }
@@ -945,10 +950,11 @@ impl Discipline for Wf2q {
     fn depart(&mut self, id: FlowId, len: Bytes, next: Option<Bytes>) {
         let i = id.index();
         // V += len / W, carrying the remainder.
+        // len < 2^21 and v_frac < wsum ≤ 2^32: n < 2^53, ExactDiv's fast case.
         let n = (u64::from(len) << FRAC_BITS) + self.v_frac;
-        let w = self.wsum.max(1);
-        self.v += u128::from(n / w);
-        self.v_frac = n % w;
+        let (q, r) = self.by_wsum.div_rem(n);
+        self.v += u128::from(q);
+        self.v_frac = r;
 
         let sl = self.slots[i];
         // The served packet finished at F (the eligible key under the call

@@ -265,7 +265,9 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
 
     #[inline]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        if let Some(r) = self.flows.refusal(&pkt, false) {
+        // A full pool is checked before the entry is filed, so the push
+        // below cannot fail.
+        if let Some(r) = self.flows.refusal(&pkt, self.flows.pool_full()) {
             return Err(self.flows.refuse(pkt, r));
         }
         let s = &mut self.shape[pkt.flow.index()];
@@ -281,8 +283,10 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
             self.st.beyond_horizon += 1;
             return Err(self.flows.refuse(pkt, DropReason::QueueFull));
         }
-        self.flows.push(pkt);
-        Ok(())
+        self.flows
+            .push(pkt)
+            .map(|_| ())
+            .map_err(|p| self.flows.refuse(p, DropReason::QueueFull))
     }
 
     #[inline]

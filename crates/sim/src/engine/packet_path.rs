@@ -2,6 +2,8 @@
 //! departure, in both the packet system and the fluid reference, and the
 //! PSPAT arbiter and dispatchers in between.
 
+use std::collections::VecDeque;
+
 use pktsched_core::{DropReason, FlowId, Nanos, Pkt, Scheduler};
 
 use super::event_loop::Engine;
@@ -276,18 +278,25 @@ impl Engine<'_> {
             return;
         };
         let now = Nanos(t / 1000);
-        for m in p.begin_round(t) {
-            match s.enqueue(Pkt::new(FlowId(m.flow), m.len, now, m.id), now) {
-                Ok(()) => self.link.sched_queued += 1,
-                Err(_) => {
-                    // Cannot happen (the limit was applied at arrival);
-                    // counted so the accounting check reports it.
-                    let fs = &mut self.flows.stats[m.flow as usize];
-                    fs.q_pkts -= 1;
-                    fs.q_bytes -= u64::from(m.len);
-                    fs.dropped[2] += 1;
-                }
-            }
+        // The round's mailbox goes in as one batch (one call through the
+        // `dyn Scheduler`, the per-packet work inside it static).
+        let mut batch: VecDeque<Pkt<u32>> = p
+            .begin_round(t)
+            .into_iter()
+            .map(|m| Pkt::new(FlowId(m.flow), m.len, now, m.id))
+            .collect();
+        loop {
+            let before = batch.len();
+            let r = s.enqueue_batch(&mut batch, now);
+            let refused = usize::from(r.is_err());
+            self.link.sched_queued += (before - batch.len() - refused) as u64;
+            let Err(rej) = r else { break };
+            // Cannot happen (the limit was applied at arrival); counted so
+            // the accounting check reports it.
+            let fs = &mut self.flows.stats[rej.pkt.flow.index()];
+            fs.q_pkts -= 1;
+            fs.q_bytes -= u64::from(rej.pkt.len);
+            fs.dropped[2] += 1;
         }
         loop {
             let Some(p) = &self.pspat else { return };

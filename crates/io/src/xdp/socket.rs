@@ -15,38 +15,7 @@ const SO_BUSY_POLL: i32 = 46;
 const SO_PREFER_BUSY_POLL: i32 = 69;
 const SO_BUSY_POLL_BUDGET: i32 = 70;
 
-pub(super) fn sys(device: &str, call: &'static str) -> IoError {
-    IoError::Sys {
-        device: device.to_string(),
-        call,
-        source: io::Error::last_os_error(),
-    }
-}
-
-fn setopt<T>(
-    fd: RawFd,
-    level: i32,
-    name: i32,
-    value: &T,
-    device: &str,
-    call: &'static str,
-) -> Result<(), IoError> {
-    // SAFETY: `value` points to a live `T` of the size passed.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            level,
-            name,
-            (value as *const T).cast(),
-            std::mem::size_of::<T>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        Err(sys(device, call))
-    } else {
-        Ok(())
-    }
-}
+pub(super) use crate::packet::{setopt, sys};
 
 /// A shared mapping, unmapped on drop.
 #[derive(Debug)]

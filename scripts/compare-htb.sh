@@ -52,6 +52,7 @@ ingress = "d0"
 egress = "d1"
 rate = "$2"
 engine = "$3"
+backend = "${PKTSCHED_BACKEND:-auto}"
 [scheduler]
 $1
 [control]
@@ -71,6 +72,8 @@ default = true
 EOF
 }
 
+# PKTSCHED_BACKEND: link.backend for pktsched (default auto: AF_XDP in
+# copy mode on veth, else AF_PACKET; packet or xdp to force one).
 # PKTSCHED_ALG: the algorithm for pktsched's two classes (default prio,
 # as HTB's victim class has prio 0; drr weighs them 50:1 instead).
 start_pktsched() { # $1 rate, $2 engine

@@ -91,8 +91,10 @@ enum Cmd {
     Rate {
         /// A rate such as `10gbit`, `1.5mbit`, `125MB/s`.
         rate: String,
-        /// Packet length in bytes for the transmission-time line.
-        #[arg(long, default_value_t = 1500)]
+        /// Packet length in bytes for the transmission-time line
+        /// (1..=1000000).
+        #[arg(long, default_value_t = 1500,
+              value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
         len: u64,
     },
 }

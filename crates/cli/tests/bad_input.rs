@@ -161,6 +161,11 @@ fn units() {
         row(&["rate", ""], 2, &["empty rate"]),
         row(&["rate", "1e99999999999bit"], 2, &["too large"]),
         row(&["rate", "10gbit", "--len", "x"], 2, &["--len", "x"]),
+        row(
+            &["rate", "10gbit", "--len", "0"],
+            2,
+            &["--len", "0", "1..=1000000"],
+        ),
     ]);
 }
 

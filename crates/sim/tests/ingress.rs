@@ -28,7 +28,13 @@ fn llwfq(
     let mut budgets = vec![rt];
     budgets.extend(be);
     let device = budgets.iter().sum::<u32>().max(1);
-    let mut classes = vec![class(rho, Arrivals::Periodic)];
+    // The RT ring holds two RT budgets at least: the bound assumes every
+    // RT visit empties a ring that never overflowed (a cycle brings up to
+    // one RT budget of arrivals).
+    let mut classes = vec![ClassLoad {
+        ring: (2 * rt as usize).max(256),
+        ..class(rho, Arrivals::Periodic)
+    }];
     classes.extend(
         be.iter()
             .map(|_| class(be_load / be.len() as f64, Arrivals::Poisson)),

@@ -13,6 +13,11 @@ use loom::thread;
 
 use pktsched_io::xdp::ring::{Consumer, Producer};
 
+// The runtime's loom tests' child-process runner: one helper for every
+// broken model in the workspace.
+#[path = "../../runtime/tests/loom_support/mod.rs"]
+mod loom_support;
+
 /// A ring: the two shared indices and `size` descriptor slots.
 struct Ring {
     prod: AtomicU32,
@@ -160,30 +165,11 @@ fn frames_cycle_through_fill_and_rx_without_a_race() {
 /// with loom's causality report.
 #[test]
 fn publishing_without_release_is_caught() {
-    let exe = std::env::current_exe().expect("test binary path");
-    let out = std::process::Command::new(exe)
-        .args([
-            "--exact",
-            "broken_relaxed_publish_child",
-            "--ignored",
-            "--test-threads=1",
-            "--nocapture",
-        ])
-        .env("RUST_BACKTRACE", "0")
-        .output()
-        .expect("run the broken model in a child process");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(
-        !out.status.success(),
-        "loom did not catch the relaxed publish"
-    );
-    assert!(
-        text.contains("Causality violation"),
-        "the child failed, but not with loom's causality report:\n{text}"
+    loom_support::expect_broken_model_fails(
+        "broken_relaxed_publish_child",
+        "Causality violation",
+        "release on publish",
+        "with loom's causality report",
     );
 }
 

@@ -2,6 +2,8 @@
 //! or dropped with a counted reason; the reverse direction passes
 //! untouched; a reload under load loses nothing.
 
+#[macro_use]
+mod engines;
 use std::time::{Duration, Instant};
 
 use pktsched_io::BufPool;
@@ -306,24 +308,6 @@ fn a_reload_that_needs_a_restart_is_refused(engine: Engine) {
     assert_eq!(s.egress, "out0");
     assert_eq!(s.reloads, 0);
     rig.pipeline.stop().expect("stop");
-}
-
-/// Each scenario once per engine.
-macro_rules! for_both_engines {
-    ($($scenario:ident),* $(,)?) => {
-        mod run_to_completion {
-            $(#[test]
-            fn $scenario() {
-                super::$scenario(super::Engine::RunToCompletion);
-            })*
-        }
-        mod pspat {
-            $(#[test]
-            fn $scenario() {
-                super::$scenario(super::Engine::Pspat);
-            })*
-        }
-    };
 }
 
 for_both_engines!(

@@ -39,6 +39,7 @@
 pub mod bpf;
 pub mod buf;
 pub mod cbpf;
+pub mod class_rx;
 pub mod classify;
 #[allow(unsafe_code)]
 pub mod clock;
@@ -57,6 +58,7 @@ use std::os::fd::BorrowedFd;
 use std::time::Duration;
 
 pub use buf::{BufPool, PacketBuf, PoolStats};
+pub use class_rx::ClassRx;
 
 /// Errors of a device.
 #[derive(Debug, thiserror::Error)]

@@ -39,6 +39,7 @@ pub mod frame;
 pub mod metrics_http;
 pub mod plan;
 pub mod reload;
+pub mod router;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

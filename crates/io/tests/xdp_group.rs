@@ -13,12 +13,13 @@ use std::time::{Duration, Instant};
 
 use pktsched_io::bpf::action;
 use pktsched_io::bpf::classify::{Steer, class_of_output, load};
+use pktsched_io::bpf::sys::AttachMode;
 use pktsched_io::bpf::sys::Map;
 use pktsched_io::classify::{Classifier, Match, Rule};
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
 use pktsched_io::netns::{Topology, in_namespace, missing_privileges, namespaces, remove_stale};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role};
-use pktsched_io::xdp::{self, XdpClassGroup, XdpConfig, XdpTx};
+use pktsched_io::xdp::{self, AttachPref, BindMode, BusyPoll, XdpClassGroup, XdpConfig, XdpTx};
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 const PREFIX: &str = "xg-grp-";
@@ -198,12 +199,36 @@ fn frames_of_three_classes_arrive_in_their_own_socket_only() {
     if skip() {
         return;
     }
+    three_classes(XdpConfig {
+        rx_frames: 1024,
+        ..XdpConfig::default()
+    });
+}
+
+#[test]
+fn generic_xdp_and_busy_polling_on_every_socket_deliver_the_same() {
+    if skip() {
+        return;
+    }
+    three_classes(XdpConfig {
+        rx_frames: 1024,
+        bind: BindMode::Copy,
+        attach: AttachPref::Only(AttachMode::Generic),
+        need_wakeup: false,
+        busy_poll: Some(BusyPoll {
+            usecs: 50,
+            budget: 64,
+        }),
+        ..XdpConfig::default()
+    });
+}
+
+/// Sends 200 frames of each of three classes to a group opened with
+/// `cfg` and checks each arrives in its own class, in order, and nowhere
+/// else; the namespaces are gone afterwards.
+fn three_classes(cfg: XdpConfig) {
     let names;
     {
-        let cfg = XdpConfig {
-            rx_frames: 1024,
-            ..XdpConfig::default()
-        };
         let mut rig = Rig::new(cfg, &[256, 256, 256]);
         names = [rig.topo.gen_ns.clone(), rig.topo.dut_ns.clone()];
         assert_eq!(rig.group.classes(), 3);
@@ -311,6 +336,65 @@ fn a_flooded_class_overflows_its_own_ring_and_the_others_lose_nothing() {
     rig.settle(&sent, &[sent[0], sent[1], RING]);
     assert_eq!(rig.drain(2, &mut next[2]), 3);
     assert_eq!(next[2], sent[2], "the newest frames came");
+}
+
+#[test]
+fn frames_that_find_the_shared_pool_empty_are_counted_in_their_class() {
+    if skip() {
+        return;
+    }
+    // Two full rings of 64 hold the whole pool of 128 receive frames:
+    // frames of class 0 then find the fill ring empty (the kernel checks
+    // for a free frame before it looks at the class's ring).
+    let cfg = XdpConfig {
+        rx_frames: 128,
+        ..XdpConfig::default()
+    };
+    let mut rig = Rig::new(cfg, &[64, 64, 64]);
+    let (mut sent, got, mut next) = ([0u64; 3], [0u64; 3], [0u64; 3]);
+    for _ in 0..4 {
+        rig.send(&[1; 16], &mut sent);
+        rig.send(&[2; 16], &mut sent);
+        rig.settle(&sent, &got);
+    }
+    let stats = rig.group.class_stats();
+    assert_eq!(stats.iter().map(|s| s.rx_kernel_drops).sum::<u64>(), 0);
+    rig.send(&[0; 10], &mut sent);
+    rig.settle(&sent, &got);
+    let stats = rig.group.class_stats();
+    assert_eq!(rig.group.waiting(0), Some(0), "{stats:?}");
+    assert_eq!(
+        (
+            stats[0].rx_kernel_drops,
+            stats[0].rx_ring_full,
+            stats[0].rx_fill_empty
+        ),
+        (10, 0, 10),
+        "{stats:?}"
+    );
+    for c in 1..3 {
+        assert_eq!(rig.group.waiting(c), Some(64));
+        assert_eq!(
+            (stats[c].rx_kernel_drops, stats[c].rx_fill_empty),
+            (0, 0),
+            "class {c}: the shared count is on class 0 only ({stats:?})"
+        );
+    }
+    // Reading returns the frames to the fill ring: class 0 receives again.
+    for (c, next) in next.iter_mut().enumerate().skip(1) {
+        assert_eq!(rig.drain(c, next), 64);
+    }
+    rig.send(&[0; 10], &mut sent);
+    rig.settle(&sent, &[0, 64, 64]);
+    assert_eq!(rig.drain(0, &mut next[0]), 10);
+    let stats = rig.group.class_stats();
+    for c in 0..3 {
+        assert_eq!(
+            stats[c].rx_packets + stats[c].rx_kernel_drops,
+            sent[c],
+            "class {c}: sent = received + dropped ({stats:?})"
+        );
+    }
 }
 
 #[test]

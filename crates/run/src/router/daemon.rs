@@ -9,17 +9,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use pktsched_core::ingress::{Poller, RingPlan};
+use pktsched_core::ingress::Poller;
 use pktsched_io::classify::Classifier;
-use pktsched_io::fanout::FanoutGroup;
-use pktsched_io::packet::{BusyPoll, FrameRing, PacketSocket, Role};
 use pktsched_io::{BufPool, ClassRx, IoStats, PacketIo};
 
 use super::config::{self, RouteConfig};
+use super::ports::open_ports;
 use super::stats::{RingSnapshot, RouterSnapshot};
 use super::table::Table;
-use super::worker::{RouterPorts, Worker};
-use crate::config::Backend;
+use super::worker::Worker;
 use crate::control::{ControlServer, ControlThread, Request};
 use crate::metrics_http::MetricsServer;
 
@@ -44,68 +42,6 @@ pub fn load_checked(path: &std::path::Path) -> Result<RouteConfig, String> {
     Classifier::new(cfg.rules(), cfg.default_class as u16)
         .map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(cfg)
-}
-
-type Ports = RouterPorts<FanoutGroup, PacketSocket>;
-
-/// Opens the AF_PACKET devices; `backend` is what is used and why.
-fn open_ports(
-    cfg: &RouteConfig,
-    plan: &RingPlan,
-) -> Result<(Ports, String, Option<String>), String> {
-    let r = &cfg.router;
-    let note = match r.backend {
-        Backend::Packet => None,
-        Backend::Auto => Some(
-            "backend auto: the AF_XDP class group is not in this build; using AF_PACKET fanout \
-             rings"
-                .to_string(),
-        ),
-        Backend::Xdp => {
-            return Err(format!(
-                "{}: router.backend = \"xdp\": the AF_XDP class group is not in this build; \
-                 allowed here: \"packet\" or \"auto\"",
-                cfg.file
-            ));
-        }
-    };
-    let ring = FrameRing {
-        frame_size: 2048,
-        frame_count: r.ring_frames,
-    };
-    let rings = vec![Role::RxFrames(ring); plan.rings()];
-    let rules = if plan.rings() == 1 {
-        Vec::new()
-    } else {
-        cfg.rules()
-    };
-    let default = plan.ring_of(cfg.default_class) as u16;
-    let e = |e: pktsched_io::IoError| e.to_string();
-    let mut rx =
-        FanoutGroup::open_classified(&r.ingress, &rings, &rules, default, false).map_err(e)?;
-    if r.busy_poll > 0 {
-        let b = BusyPoll {
-            usecs: r.busy_poll,
-            prefer: false,
-            budget: 0,
-        };
-        rx.set_busy_poll(b).map_err(e)?;
-    }
-    let tx = FrameRing {
-        frame_size: 2048,
-        frame_count: 1024,
-    };
-    let reverse = FrameRing {
-        frame_size: 2048,
-        frame_count: r.ring_frames.max(256),
-    };
-    let ports = RouterPorts {
-        rx,
-        reverse_rx: PacketSocket::open(&r.egress, Role::RxFrames(reverse), false).map_err(e)?,
-        ingress_tx: PacketSocket::open(&r.ingress, Role::Tx(tx), false).map_err(e)?,
-        egress_tx: PacketSocket::open(&r.egress, Role::Tx(tx), false).map_err(e)?,
-    };
-    Ok((ports, "packet".to_string(), note))
 }
 
 /// What a snapshot needs besides the worker and the poller.
@@ -245,9 +181,9 @@ pub fn run(
     });
     let [m0, m1] = macs;
     let macs = [m0?, m1?];
-    let (ports, backend, note) = open_ports(&cfg, &plan)?;
-    if let Some(n) = note {
-        log(&n);
+    let (ports, backend, notes) = open_ports(&cfg, &plan)?;
+    for n in &notes {
+        log(n);
     }
     let pool = BufPool::new(cfg.router.pool_frames as usize, 2048).ok_or_else(|| {
         format!(
@@ -273,7 +209,7 @@ pub fn run(
     };
     let meta = Meta {
         strategy: plan.strategy().name().to_string(),
-        backend,
+        backend: backend.to_string(),
         ring_names,
         class_names,
         started: Instant::now(),

@@ -16,12 +16,13 @@
 //! * [`stats`]: per ring, per class and the measured service time `x`;
 //! * [`daemon`]: devices, control socket, the forwarding thread, stop.
 //!
-//! The receive side is the AF_PACKET fanout group
-//! ([`pktsched_io::fanout::FanoutGroup`], one TPACKET_V2 ring of
-//! `ring_frames` slots per class, classic-BPF classifier); the reverse
-//! direction (egress → ingress) is one plain ring served after every
-//! round. SQ opens one ring and attributes frames to classes in user space
-//! for the counters.
+//! The receive side ([`ports`]) is an AF_XDP class group (one socket per
+//! class sharing one UMEM, the XDP classifier redirecting into the class's
+//! socket) or the AF_PACKET fanout group (one TPACKET_V2 ring of
+//! `ring_frames` slots per class, the classic-BPF classifier picking the
+//! ring); `auto` tries AF_XDP first. The reverse direction (egress →
+//! ingress) is one plain ring served after every round. SQ opens one ring
+//! and tells classes apart in user space for the counters.
 //!
 //! [`Poller`]: pktsched_core::ingress::Poller
 
@@ -29,6 +30,7 @@ pub mod config;
 pub mod cost;
 pub mod daemon;
 pub mod normalise;
+pub mod ports;
 mod raw;
 pub mod stats;
 pub mod table;

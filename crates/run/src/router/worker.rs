@@ -8,7 +8,8 @@
 //! Per frame: the cost ([`Cost`]), the core forwarding step (checks,
 //! access list, LPM, TTL / hop limit − 1 with the checksum update), the
 //! next hop's MAC (static neighbours), the source MAC of the outgoing
-//! interface; then the batch goes out on each interface. Every frame taken
+//! interface; frames go out in batches of [`TX_BATCH`] per interface and
+//! what is left at the end of the visit. Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
 //! `ttl_expired`: no ICMP time-exceeded is sent).
 
@@ -35,6 +36,11 @@ pub struct RouterPorts<R, D> {
     /// Transmit on the egress interface.
     pub egress_tx: D,
 }
+
+/// Frames an output batch collects before it is sent within a visit (a
+/// visit's last frames go out at its end): a frame waits for at most this
+/// many others' processing before it leaves.
+pub const TX_BATCH: usize = 8;
 
 /// Who a frame in an output batch is counted for.
 #[derive(Copy, Clone, Debug)]
@@ -188,6 +194,9 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         self.acc[tag.who].queued += 1;
         self.out[out].push(buf);
         self.tags[out].push(tag);
+        if self.out[out].len() >= TX_BATCH {
+            self.flush();
+        }
     }
 
     /// Sends both output batches; what a device could not send after its

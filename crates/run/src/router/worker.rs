@@ -105,6 +105,11 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         }
     }
 
+    /// Access-list rules checked so far, all frames together.
+    pub fn table_rules_checked(&self) -> u64 {
+        self.table.router.stats().acl_rules_checked
+    }
+
     /// The ingress's class rings (for their counters).
     pub fn rx_mut(&mut self) -> &mut R {
         &mut self.ports.rx

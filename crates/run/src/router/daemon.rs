@@ -53,27 +53,30 @@ struct Meta {
     started: Instant,
 }
 
+/// A ring's counters. AF_PACKET counts every kernel drop as the ring
+/// being full (`tp_drops`); AF_XDP tells ring-full drops from the others.
 fn ring_snapshot(
     name: &str,
     budget: u32,
+    xdp: bool,
     io: &IoStats,
     p: &pktsched_core::ingress::RingStats,
 ) -> RingSnapshot {
+    let (ring_full, other) = if xdp {
+        (
+            io.rx_ring_full,
+            io.rx_kernel_drops.saturating_sub(io.rx_ring_full),
+        )
+    } else {
+        (io.rx_kernel_drops, 0)
+    };
     RingSnapshot {
         name: name.to_string(),
         budget,
         received: io.rx_packets,
-        dropped_ring_full: if io.rx_ring_full > 0 {
-            io.rx_ring_full
-        } else {
-            io.rx_kernel_drops
-        },
+        dropped_ring_full: ring_full,
         dropped_fill_empty: io.rx_fill_empty,
-        dropped_kernel: io
-            .rx_kernel_drops
-            .saturating_sub(io.rx_ring_full.max(io.rx_kernel_drops))
-            + io.rx_no_buffer
-            + io.rx_oversize,
+        dropped_kernel: other + io.rx_no_buffer + io.rx_oversize,
         visits: p.visits,
         polls: p.polls,
         budget_exhausted: p.budget_exhausted,
@@ -91,7 +94,13 @@ fn snapshot<R: ClassRx, D: PacketIo>(
     let rings = (0..plan.rings())
         .map(|i| {
             let s = io.get(i).copied().unwrap_or_default();
-            ring_snapshot(&m.ring_names[i], plan.budget(i), &s, &poller.stats()[i])
+            ring_snapshot(
+                &m.ring_names[i],
+                plan.budget(i),
+                m.backend == "xdp",
+                &s,
+                &poller.stats()[i],
+            )
         })
         .collect();
     let classes = w

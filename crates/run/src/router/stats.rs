@@ -12,7 +12,7 @@ use serde::Serialize;
 
 /// Why a received frame was not forwarded: the core forwarding step's
 /// reasons, then the router's own.
-pub const REASONS: [&str; 13] = [
+pub const REASONS: [&str; 14] = [
     "truncated",
     "not_ip",
     "bad_version",
@@ -26,6 +26,7 @@ pub const REASONS: [&str; 13] = [
     "ttl_expired",
     "no_neighbour",
     "tx_failed",
+    "other_host",
 ];
 /// Index of `ttl_expired` in [`REASONS`].
 pub const TTL_EXPIRED: usize = 10;
@@ -33,6 +34,10 @@ pub const TTL_EXPIRED: usize = 10;
 pub const NO_NEIGHBOUR: usize = 11;
 /// Index of `tx_failed`.
 pub const TX_FAILED: usize = 12;
+/// Index of `other_host`: the destination MAC is not the receiving
+/// interface's (broadcast and multicast included: the router answers no
+/// ARP or ND and forwards no multicast).
+pub const OTHER_HOST: usize = 13;
 
 /// The [`REASONS`] index of a core drop reason.
 pub fn reason_index(r: DropReason) -> usize {

@@ -284,7 +284,9 @@ fn forwarded_frames_have_ttl_minus_one_a_valid_checksum_and_new_macs() {
     let mut r = rig();
     push(&r.rings[0], udp("10.2.0.2", 5000, 64));
     push(&r.rings[1], udp("10.9.3.4", 80, 2));
-    push(&r.reverse, udp("10.1.0.2", 80, 9));
+    let mut back = udp("10.1.0.2", 80, 9);
+    back[0..6].copy_from_slice(&OUT_MAC);
+    push(&r.reverse, back);
     let mut visits = Vec::new();
     assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 2);
     assert_eq!(r.worker.serve_reverse(64), 1);
@@ -318,12 +320,17 @@ fn every_frame_is_forwarded_or_dropped_with_its_reason() {
     let mut r = rig();
     let mut bad_sum = udp("10.2.0.2", 80, 64);
     bad_sum[14 + 10] ^= 0xff;
+    let mut runt = vec![0u8; 12];
+    runt[0..6].copy_from_slice(&IN_MAC);
+    let mut broadcast = udp("10.2.0.2", 80, 64);
+    broadcast[0..6].copy_from_slice(&[0xff; 6]);
     for f in [
         udp("10.2.0.2", 80, 1),
         udp("192.0.2.1", 80, 64),
         udp("10.2.0.3", 80, 64),
         bad_sum,
-        vec![0u8; 10],
+        runt,
+        broadcast,
         udp("10.2.0.2", 80, 64),
     ] {
         push(&r.rings[1], f);
@@ -337,12 +344,13 @@ fn every_frame_is_forwarded_or_dropped_with_its_reason() {
         ("no_neighbour", 1),
         ("bad_checksum", 1),
         ("truncated", 1),
+        ("other_host", 1),
     ];
     for (reason, n) in want {
         assert!(REASONS.contains(&reason));
         assert_eq!(be.dropped.get(reason), Some(&n), "{reason}: {be:?}");
     }
-    assert_eq!((be.received, be.forwarded, be.queued), (6, 1, 0));
+    assert_eq!((be.received, be.forwarded, be.queued), (7, 1, 0));
     assert!(be.conserved());
 }
 

@@ -5,7 +5,8 @@
 //! transmits one batch (run to completion: nothing stays queued between
 //! visits).
 //!
-//! Per frame: the cost ([`Cost`]), the core forwarding step (checks,
+//! Per frame: a destination MAC other than the receiving interface's is
+//! dropped as `other_host`; then the cost ([`Cost`]), the core forwarding step (checks,
 //! access list, LPM, TTL / hop limit − 1 with the checksum update), the
 //! next hop's MAC (static neighbours), the source MAC of the outgoing
 //! interface; frames go out in batches of [`TX_BATCH`] per interface and
@@ -19,7 +20,7 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
-use super::stats::{ClassAcc, NO_NEIGHBOUR, TTL_EXPIRED, TX_FAILED, reason_index};
+use super::stats::{ClassAcc, NO_NEIGHBOUR, OTHER_HOST, TTL_EXPIRED, TX_FAILED, reason_index};
 use super::table::{Port, Table};
 use crate::sys::monotonic_ns;
 
@@ -47,6 +48,8 @@ pub const TX_BATCH: usize = 8;
 struct Tag {
     /// Class index, or `classes` for the reverse direction.
     who: usize,
+    /// The interface it arrived on.
+    from: Port,
     /// When it was taken from its ring, ns.
     taken: u64,
 }
@@ -137,7 +140,14 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             self.acc[who].received += 1;
-            self.process(buf, Tag { who, taken: t0 });
+            self.process(
+                buf,
+                Tag {
+                    who,
+                    from: Port::Egress,
+                    taken: t0,
+                },
+            );
         }
         self.batch = batch;
         self.flush();
@@ -168,7 +178,14 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 None => ring,
             };
             self.acc[who].received += 1;
-            self.process(buf, Tag { who, taken: t0 });
+            self.process(
+                buf,
+                Tag {
+                    who,
+                    from: Port::Ingress,
+                    taken: t0,
+                },
+            );
         }
         self.batch = batch;
         self.flush();
@@ -183,6 +200,9 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
     }
 
     fn process(&mut self, mut buf: PacketBuf, tag: Tag) {
+        if buf.as_slice().get(0..6) != Some(&self.macs[tag.from as usize][..]) {
+            return self.drop_frame(buf, tag.who, OTHER_HOST);
+        }
         self.cost.spin();
         let hop = match self.table.router.forward(buf.as_mut_slice()) {
             Verdict::Forward(hop) => hop,

@@ -2,8 +2,9 @@
 //! a generator in one namespace sends to the router in the middle, whose
 //! per-packet cost (a 100 µs busy loop) makes its CPU the bottleneck on
 //! purpose, and a sink in the third counts what arrives per class. With
-//! 30 % RT traffic at twice the router's capacity, LL-WFQ loses (almost)
-//! no RT frame and still serves BE; SQ loses RT frames like BE ones.
+//! 20 % RT traffic at 1.5 times the router's capacity, LL-WFQ loses
+//! (almost) no RT frame and still serves BE; SQ loses RT frames like BE
+//! ones.
 //! Every class's frames are conserved in the router's counters. Needs
 //! root (CI runs as root); skipped with a message otherwise. The
 //! namespaces are removed even when a test fails (the topology's Drop).
@@ -21,14 +22,15 @@ use pktsched_run::router::{self, RouteOptions, RouterSnapshot};
 
 const RT_PORT: u16 = 5000;
 const BE_PORT: u16 = 6000;
-/// Bursts of 5 RT + 12 BE frames every 2 ms: 8.5 kpps offered, 1.7 times
-/// what a 200 µs per-packet cost lets the router serve; RT (29 %) alone
-/// is 2.5 kpps (ρ_RT = 0.5, so RT still fits if other work on the
-/// machine doubles the service time). The assertions compare loss
-/// fractions between classes, which hold however fast the machine is.
+/// Bursts of 3 RT + 12 BE frames every 2 ms: 7.5 kpps offered, 1.5 times
+/// what a 200 µs per-packet cost lets the router serve. RT is 20 % of
+/// the frames rather than the paper's 30 %: RT alone is then 1.5 kpps
+/// (ρ_RT = 0.3), which still fits when other work on a shared machine
+/// stretches the service time threefold (seen with a load average of 6
+/// on two cores). The assertions compare loss fractions between classes.
 const BURSTS: usize = 500;
 const BURST_GAP: Duration = Duration::from_millis(2);
-const RT_PER_BURST: usize = 5;
+const RT_PER_BURST: usize = 3;
 const BE_PER_BURST: usize = 12;
 
 /// One run at a time: on two cores, concurrent routers and generators

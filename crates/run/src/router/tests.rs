@@ -379,3 +379,40 @@ fn ll_wfq_budgets_decide_the_order_and_a_full_peer_is_counted() {
     assert!(rt.conserved() && be.conserved());
     assert_eq!(r.poller.stats()[0].packets, 6);
 }
+
+#[test]
+fn counters_print_as_text_json_and_prometheus() {
+    let mut r = rig();
+    push(&r.rings[0], udp("10.2.0.2", 5000, 64));
+    push(&r.rings[1], udp("192.0.2.1", 80, 64));
+    let mut visits = Vec::new();
+    r.poller.poll(&mut r.worker, &mut visits);
+    let (rt, be) = (
+        r.worker.acc[0].snapshot("rt"),
+        r.worker.acc[1].snapshot("be"),
+    );
+    let mut snap = super::stats::RouterSnapshot {
+        strategy: "ll-wfq".into(),
+        classes: vec![rt, be],
+        ..Default::default()
+    };
+    let text = snap.text();
+    assert!(
+        text.contains("class rt: received 1 = forwarded 1 + dropped 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("class be: received 1 = forwarded 0 + dropped 1 [no_route 1]"),
+        "{text}"
+    );
+    assert!(!text.contains("NOT CONSERVED"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+    assert_eq!(json["classes"][1]["dropped"]["no_route"], 1);
+    let prom = snap.prometheus();
+    assert!(
+        prom.contains("pktsched_route_class_dropped_total{class=\"be\",reason=\"no_route\"} 1"),
+        "{prom}"
+    );
+    snap.classes[0].received += 1;
+    assert!(snap.text().contains("NOT CONSERVED"));
+}

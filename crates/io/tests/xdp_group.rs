@@ -152,11 +152,13 @@ impl Rig {
         h
     }
 
-    /// Waits until the kernel has handled every frame sent (`sent`).
+    /// Waits until the kernel has handled every frame sent (`sent`),
+    /// through the group's `wait` (a poll over every class's socket).
     fn settle(&mut self, sent: &[u64; 3], got: &[u64; 3]) {
         let deadline = Instant::now() + Duration::from_secs(10);
         while self.handled(got) != *sent && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_micros(200));
+            self.group.wait(Duration::from_millis(1)).expect("wait");
+            std::thread::sleep(Duration::from_micros(100));
         }
         let h = self.handled(got);
         assert_eq!(

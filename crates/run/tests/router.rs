@@ -167,6 +167,15 @@ fn generate(mut tx: PacketSocket, d0: [u8; 6]) {
     }
 }
 
+/// Removes a scratch directory, also when a test fails.
+struct RemoveOnDrop(std::path::PathBuf);
+
+impl Drop for RemoveOnDrop {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Runs the router with `strategy` on `backend`; returns the router's final counters
 /// and what the sink saw.
 fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
@@ -179,6 +188,7 @@ fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
     t.quiet().expect("ipv6 off");
     let dir = std::env::temp_dir().join(format!("{}-route", t.dut_ns));
     std::fs::create_dir_all(&dir).expect("dir");
+    let _dir = RemoveOnDrop(dir.clone());
     let path = dir.join("route.toml");
     std::fs::write(&path, config(strategy, backend, &t, &dir)).expect("config");
     let d0 = Topology::mac(&t.dut_ns, "d0").expect("d0 mac");
@@ -239,7 +249,6 @@ fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
     std::thread::sleep(Duration::from_millis(100));
     stop_sink.store(true, Ordering::Release);
     let seen = sink.join().expect("sink thread");
-    let _ = std::fs::remove_dir_all(&dir);
     eprintln!("{strategy} on {backend}:\n{}sink: {seen:?}", snap.text());
     assert_eq!(snap.backend, backend);
     Some((snap, seen))

@@ -79,7 +79,6 @@ pub struct Worker<R, D> {
 impl<R: ClassRx, D: PacketIo> Worker<R, D> {
     /// A worker for `classes` classes; `macs`: the ingress's and the
     /// egress's own MACs (the source of forwarded frames).
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         ports: RouterPorts<R, D>,
         pool: &'static BufPool,

@@ -4,7 +4,7 @@
 //! (`pktsched route --check`).
 
 use std::collections::HashSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use pktsched_core::ingress::{
@@ -52,6 +52,9 @@ pub struct RouterSection {
     pub cost: Cost,
     /// `SO_BUSY_POLL` µs on the receive sockets (0: off).
     pub busy_poll: u32,
+    /// The IPv4 addresses of the ingress and the egress, the source of
+    /// ICMP time-exceeded messages sent out of them (`None`: none sent).
+    pub addresses: [Option<Ipv4Addr>; 2],
 }
 
 /// One `[[class]]`.
@@ -247,7 +250,25 @@ fn parse_router(cx: &Ctx<'_>, raw: &Spanned<RawRouter>) -> Result<RouterSection,
         (0, MAX_BUSY_POLL_US),
         0,
     )?;
+    let address =
+        |v: &Option<Spanned<String>>, field: &str| -> Result<Option<Ipv4Addr>, ConfigError> {
+            v.as_ref()
+                .map(|a| {
+                    a.get_ref().parse::<Ipv4Addr>().map_err(|_| {
+                        cx.err(
+                            a.span(),
+                            format!("{field} = {:?}: allowed an IPv4 address", a.get_ref()),
+                        )
+                    })
+                })
+                .transpose()
+        };
+    let addresses = [
+        address(&r.ingress_address, "router.ingress_address")?,
+        address(&r.egress_address, "router.egress_address")?,
+    ];
     Ok(RouterSection {
+        addresses,
         ingress,
         egress,
         backend,

@@ -119,6 +119,8 @@ fn snapshot<R: ClassRx, D: PacketIo>(
         } else {
             w.busy_ns as f64 / w.busy_packets as f64
         },
+        icmp_sent: w.icmp_sent,
+        icmp_not_sent: w.icmp_not_sent,
         rings,
         classes,
     }
@@ -223,7 +225,8 @@ pub fn run(
         class_names,
         started: Instant::now(),
     };
-    let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs);
+    let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
+        .with_icmp(cfg.router.addresses);
     let poller = Poller::from_plan(plan);
     let snap = Arc::new(Mutex::new(RouterSnapshot::default()));
     let halt = Arc::new(AtomicBool::new(false));

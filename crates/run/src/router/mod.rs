@@ -13,6 +13,8 @@
 //! * [`worker`]: receive, cost, forward (TTL/hop limit − 1, RFC 1624
 //!   checksum), MAC rewrite and batch transmit, implementing the poller's
 //!   `Rings`; every frame counted as forwarded or dropped by reason;
+//! * [`icmp`]: ICMPv4 time exceeded for expired frames (rate-limited,
+//!   when the receiving interface has a configured address);
 //! * [`stats`]: per ring, per class and the measured service time `x`;
 //! * [`daemon`]: devices, control socket, the forwarding thread, stop.
 //!
@@ -29,6 +31,7 @@
 pub mod config;
 pub mod cost;
 pub mod daemon;
+pub mod icmp;
 pub mod normalise;
 pub mod ports;
 mod raw;

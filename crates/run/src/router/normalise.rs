@@ -50,6 +50,14 @@ impl fmt::Display for RouteConfig {
         writeln!(f, "pool_frames = {}", r.pool_frames)?;
         writeln!(f, "cost = \"{}\"", r.cost)?;
         writeln!(f, "busy_poll = {}", r.busy_poll)?;
+        for (field, a) in ["ingress_address", "egress_address"]
+            .iter()
+            .zip(r.addresses)
+        {
+            if let Some(a) = a {
+                writeln!(f, "{field} = \"{a}\"")?;
+            }
+        }
         let plan = self.plan();
         for (i, c) in self.classes.iter().enumerate() {
             writeln!(f, "\n[[class]]")?;

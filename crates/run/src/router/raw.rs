@@ -29,6 +29,8 @@ pub(crate) struct RawRouter {
     pub(crate) pool_frames: Option<Spanned<i64>>,
     pub(crate) cost: Option<Spanned<String>>,
     pub(crate) busy_poll: Option<Spanned<i64>>,
+    pub(crate) ingress_address: Option<Spanned<String>>,
+    pub(crate) egress_address: Option<Spanned<String>>,
 }
 
 /// One `[[class]]`.

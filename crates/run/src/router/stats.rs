@@ -181,6 +181,11 @@ pub struct RouterSnapshot {
     /// Measured mean per-packet service time (receive, cost, forward,
     /// transmit), ns.
     pub service_ns: f64,
+    /// ICMP time-exceeded messages sent.
+    pub icmp_sent: u64,
+    /// ICMP time-exceeded messages due but not sent (rate limit, no
+    /// buffer, transmit failed).
+    pub icmp_not_sent: u64,
     /// Per receive ring of the ingress.
     pub rings: Vec<RingSnapshot>,
     /// Per class, then `reverse` (egress → ingress).
@@ -198,8 +203,15 @@ impl RouterSnapshot {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "router: strategy {} backend {} up {:.1}s, {} rounds, service time x = {:.0} ns/packet",
-            self.strategy, self.backend, self.uptime_s, self.rounds, self.service_ns
+            "router: strategy {} backend {} up {:.1}s, {} rounds, service time x = {:.0} ns/packet, \
+             icmp time exceeded sent {} not sent {}",
+            self.strategy,
+            self.backend,
+            self.uptime_s,
+            self.rounds,
+            self.service_ns,
+            self.icmp_sent,
+            self.icmp_not_sent
         );
         for r in &self.rings {
             let _ = writeln!(
@@ -256,6 +268,11 @@ impl RouterSnapshot {
             s,
             "# TYPE pktsched_route_rounds_total counter\npktsched_route_rounds_total {}",
             self.rounds
+        );
+        let _ = writeln!(
+            s,
+            "pktsched_route_icmp_sent_total {}\npktsched_route_icmp_not_sent_total {}",
+            self.icmp_sent, self.icmp_not_sent
         );
         for r in &self.rings {
             for (what, v) in [

@@ -232,7 +232,11 @@ struct Rig {
 }
 
 fn rig() -> Rig {
-    let cfg = parse(ROUTER, "r.toml").expect("config");
+    rig_with(ROUTER)
+}
+
+fn rig_with(config: &str) -> Rig {
+    let cfg = parse(config, "r.toml").expect("config");
     let plan = cfg.plan();
     let (mut devs, mut rings) = (Vec::new(), Vec::new());
     for _ in 0..plan.rings() {
@@ -260,7 +264,8 @@ fn rig() -> Rig {
         &plan,
         classifier,
         [IN_MAC, OUT_MAC],
-    );
+    )
+    .with_icmp(cfg.router.addresses);
     Rig {
         worker,
         poller: Poller::from_plan(plan),
@@ -415,4 +420,42 @@ fn counters_print_as_text_json_and_prometheus() {
     );
     snap.classes[0].received += 1;
     assert!(snap.text().contains("NOT CONSERVED"));
+}
+
+#[test]
+fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address = \"10.1.0.1\"");
+    let mut r = rig_with(&cfg);
+    let expired = udp("10.2.0.2", 80, 1);
+    push(&r.rings[1], expired.clone());
+    let mut visits = Vec::new();
+    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    assert!(r.to_egress.lock().expect("wire").sent.is_empty());
+    let back = r.to_ingress.lock().expect("wire").sent.clone();
+    assert_eq!(back.len(), 1);
+    let f = &back[0];
+    assert_eq!(f[0..6], expired[6..12], "to the sender's MAC");
+    assert_eq!(f[6..12], IN_MAC);
+    let ip = &f[14..34];
+    assert_eq!(u16::from_be_bytes([ip[10], ip[11]]), ipv4_checksum(ip));
+    assert_eq!(
+        (ip[9], &ip[12..16], &ip[16..20]),
+        (1, &[10, 1, 0, 1][..], &expired[26..30])
+    );
+    let icmp = &f[34..];
+    assert_eq!((icmp[0], icmp[1]), (11, 0), "time exceeded in transit");
+    assert_eq!(
+        pktsched_io::frame::internet_checksum(icmp, 0),
+        0,
+        "ICMP checksum"
+    );
+    assert_eq!(
+        &icmp[8..],
+        &expired[14..14 + 28],
+        "the header and 8 bytes quoted"
+    );
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&1));
+    assert!(be.conserved());
+    assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
 }

@@ -12,7 +12,10 @@
 //! interface; frames go out in batches of [`TX_BATCH`] per interface and
 //! what is left at the end of the visit. Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
-//! `ttl_expired`: no ICMP time-exceeded is sent).
+//! `ttl_expired`; an IPv4 one also gets an ICMP time exceeded when its
+//! interface has an address, see [`super::icmp`]).
+
+use std::net::Ipv4Addr;
 
 use pktsched_core::ingress::{RingPlan, Rings};
 use pktsched_core::route::forward::Verdict;
@@ -20,6 +23,7 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
+use super::icmp::{RateLimit, time_exceeded};
 use super::stats::{ClassAcc, NO_NEIGHBOUR, OTHER_HOST, TTL_EXPIRED, TX_FAILED, reason_index};
 use super::table::{Port, Table};
 use crate::sys::monotonic_ns;
@@ -42,6 +46,9 @@ pub struct RouterPorts<R, D> {
 /// visit's last frames go out at its end): a frame waits for at most this
 /// many others' processing before it leaves.
 pub const TX_BATCH: usize = 8;
+
+/// The `who` of an ICMP message the router built (no class's frame).
+const ICMP: usize = usize::MAX;
 
 /// Who a frame in an output batch is counted for.
 #[derive(Copy, Clone, Debug)]
@@ -74,6 +81,13 @@ pub struct Worker<R, D> {
     pub(crate) busy_packets: u64,
     /// Receive or transmit errors of the devices (the visit took 0).
     pub(crate) io_errors: u64,
+    /// Each interface's IPv4 address, for ICMP time exceeded.
+    addresses: [Option<Ipv4Addr>; 2],
+    icmp_limit: RateLimit,
+    /// ICMP time-exceeded messages sent, and those not sent (rate limit,
+    /// no buffer, transmit failed).
+    pub(crate) icmp_sent: u64,
+    pub(crate) icmp_not_sent: u64,
 }
 
 impl<R: ClassRx, D: PacketIo> Worker<R, D> {
@@ -104,7 +118,18 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             busy_ns: 0,
             busy_packets: 0,
             io_errors: 0,
+            addresses: [None, None],
+            icmp_limit: RateLimit::new(monotonic_ns()),
+            icmp_sent: 0,
+            icmp_not_sent: 0,
         }
+    }
+
+    /// Sends ICMP time exceeded out of an interface with an address
+    /// (ingress, egress) for the frames whose TTL ran out there.
+    pub fn with_icmp(mut self, addresses: [Option<Ipv4Addr>; 2]) -> Self {
+        self.addresses = addresses;
+        self
     }
 
     /// Access-list rules checked so far, all frames together.
@@ -205,7 +230,10 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         self.cost.spin();
         let hop = match self.table.router.forward(buf.as_mut_slice()) {
             Verdict::Forward(hop) => hop,
-            Verdict::TimeExceeded => return self.drop_frame(buf, tag.who, TTL_EXPIRED),
+            Verdict::TimeExceeded => {
+                self.time_exceeded(&buf, tag);
+                return self.drop_frame(buf, tag.who, TTL_EXPIRED);
+            }
             Verdict::Drop(r) => return self.drop_frame(buf, tag.who, reason_index(r)),
         };
         let Some(dst) = self.table.next_mac(&hop, buf.as_slice()) else {
@@ -220,6 +248,34 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         self.tags[out].push(tag);
         if self.out[out].len() >= TX_BATCH {
             self.flush();
+        }
+    }
+
+    /// Queues an ICMP time exceeded for `expired` on the interface it came
+    /// from, if that interface has an address and the rate allows.
+    fn time_exceeded(&mut self, expired: &PacketBuf, tag: Tag) {
+        let port = tag.from as usize;
+        let Some(addr) = self.addresses[port] else {
+            return;
+        };
+        if expired.as_slice().get(12..14) != Some(&[0x08, 0x00][..]) {
+            return;
+        }
+        let allowed = self.icmp_limit.allow(monotonic_ns());
+        let Some(mut reply) = self.pool.get().filter(|_| allowed) else {
+            self.icmp_not_sent += 1;
+            return;
+        };
+        match time_exceeded(expired.as_slice(), self.macs[port], addr, reply.spare()) {
+            Some(len) => {
+                reply.set_len(len);
+                self.out[port].push(reply);
+                self.tags[port].push(Tag { who: ICMP, ..tag });
+            }
+            None => {
+                self.icmp_not_sent += 1;
+                self.pool.put(reply);
+            }
         }
     }
 
@@ -245,6 +301,14 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             let now = monotonic_ns();
             let mut tags = std::mem::take(&mut self.tags[i]);
             for (k, tag) in tags.drain(..).enumerate() {
+                if tag.who == ICMP {
+                    if k < sent {
+                        self.icmp_sent += 1;
+                    } else {
+                        self.icmp_not_sent += 1;
+                    }
+                    continue;
+                }
                 let acc = &mut self.acc[tag.who];
                 acc.queued -= 1;
                 if k < sent {

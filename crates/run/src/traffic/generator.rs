@@ -56,6 +56,21 @@ pub struct GenReport {
     pub seconds: f64,
     /// Stopped early (a signal).
     pub partial: bool,
+    /// Frame bits/s the flows asked for, all together.
+    pub offered_bps: u64,
+    /// Frame bits/s that left, all together.
+    pub sent_bps: u64,
+}
+
+/// Below this fraction of the offered load, the load was not met (the
+/// machine or the backend could not send that fast).
+pub const MET_FRACTION: f64 = 0.95;
+
+impl GenReport {
+    /// Whether what left is at least [`MET_FRACTION`] of what was asked.
+    pub fn load_met(&self) -> bool {
+        self.sent_bps as f64 >= self.offered_bps as f64 * MET_FRACTION
+    }
 }
 
 /// One flow instance being generated.
@@ -284,10 +299,16 @@ pub fn generate_with(
     for r in &mut reports {
         r.rate_bps = (r.frame_bytes as f64 * 8.0 / secs.max(1e-9)) as u64;
     }
+    let offered_bps = flows
+        .iter()
+        .map(|f| f.rate.as_bps().saturating_mul(u64::from(f.count)))
+        .fold(0u64, u64::saturating_add);
     Ok(GenReport {
+        sent_bps: reports.iter().map(|r| r.rate_bps).sum(),
         flows: reports,
         seconds: secs,
         partial,
+        offered_bps,
     })
 }
 
@@ -309,6 +330,12 @@ impl GenReport {
                 f.errors
             );
         }
+        s += &format!(
+            "offered {:.3}Mbit sent {:.3}Mbit{}\n",
+            self.offered_bps as f64 / 1e6,
+            self.sent_bps as f64 / 1e6,
+            if self.load_met() { "" } else { " (offered load not met)" }
+        );
         s += &format!(
             "{:.2} s{}\n",
             self.seconds,

@@ -11,6 +11,7 @@ use clap::Args;
 use pktsched_run::traffic::gen_flows::{FlowSpec, KEYS, MAX_FLOWS};
 use pktsched_run::traffic::generator::GenBackend;
 use pktsched_run::traffic::ring_out::{RingTarget, parse_mac};
+use pktsched_run::traffic::sink_class::SinkClass;
 use pktsched_run::traffic::workload::{Load, Workload};
 use pktsched_run::traffic::{generator, sink};
 
@@ -101,9 +102,16 @@ pub(crate) struct SinkArgs {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     addr: IpAddr,
-    /// UDP ports: `5000` or `5000-5003`.
-    #[arg(long, default_value = "5000")]
-    ports: String,
+    /// UDP ports: `5000` or `5000-5003` (default: the classes' ports,
+    /// else 5000).
+    #[arg(long)]
+    ports: Option<String>,
+    /// A class: `NAME=PORT` or `NAME=LO-HI` (e.g. `rt=5001`,
+    /// `be=5002-5009`), reported with its flows together (received, lost,
+    /// latency percentiles and histogram). Classes go by destination port
+    /// (a router may re-mark DSCP; ports pass unchanged). Repeat for more.
+    #[arg(long = "class", value_name = "NAME=PORTS")]
+    classes: Vec<String>,
     /// Stop after this long (default: when traffic stops, see --idle).
     #[arg(long)]
     duration: Option<String>,
@@ -291,20 +299,45 @@ fn exit_if_signalled(out: &mut Stdout) -> Result<()> {
     crate::stop::interrupted(true)
 }
 
-pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
-    let range: pktsched_io::classify::PortRange = a
-        .ports
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--ports {:?}: {e}", a.ports))?;
-    let ports: Vec<u16> = (range.lo..=range.hi).collect();
+/// The ports to listen on: `--ports`, else the classes' ports, else 5000.
+fn sink_ports(a: &SinkArgs, classes: &[SinkClass]) -> Result<Vec<u16>> {
+    let ports: Vec<u16> = match &a.ports {
+        Some(text) => {
+            let range: pktsched_io::classify::PortRange = text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--ports {text:?}: {e}"))?;
+            (range.lo..=range.hi).collect()
+        }
+        None if !classes.is_empty() => {
+            let mut p: Vec<u16> = classes
+                .iter()
+                .flat_map(|c| c.ports.lo..=c.ports.hi)
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        }
+        None => vec![5000],
+    };
     if ports.len() > sink::MAX_SINK_PORTS {
         bail!(
             "--ports {:?}: {} ports, allowed at most {}",
-            a.ports,
+            a.ports.as_deref().unwrap_or("(the classes' ports)"),
             ports.len(),
             sink::MAX_SINK_PORTS
         );
     }
+    Ok(ports)
+}
+
+pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
+    let classes = a
+        .classes
+        .iter()
+        .map(|c| SinkClass::parse(c).map_err(|e| anyhow::anyhow!("--class: {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    SinkClass::check_set(&classes).map_err(|e| anyhow::anyhow!("--class: {e}"))?;
+    let ports = sink_ports(a, &classes)?;
     let d = a
         .duration
         .as_deref()
@@ -312,8 +345,15 @@ pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
         .transpose()?;
     let idle = duration("--idle", &a.idle)?;
     crate::stop::stop_flag()?;
-    let bound = sink::Sink::bind(a.addr, &ports)?;
-    eprintln!("pktsched sink: listening on {} ports {}", a.addr, a.ports);
+    let bound = sink::Sink::bind(a.addr, &ports)?
+        .with_classes(classes)
+        .map_err(|e| anyhow::anyhow!("--class: {e} (--ports {:?})", a.ports.as_deref().unwrap_or("")))?;
+    eprintln!(
+        "pktsched sink: listening on {} ports {}-{}",
+        a.addr,
+        ports.first().copied().unwrap_or(0),
+        ports.last().copied().unwrap_or(0)
+    );
     let r = bound.run(d, idle, pktsched_runtime::signal::stop_flag());
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;

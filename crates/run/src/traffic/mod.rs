@@ -14,6 +14,7 @@ pub mod generator;
 mod ifmac;
 pub mod ring_out;
 pub mod sink;
+pub mod sink_class;
 pub mod workload;
 
 /// The stamp at the start of every generated datagram: the I/O crate's

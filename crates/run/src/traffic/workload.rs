@@ -251,6 +251,7 @@ mod tests {
         let mut w = Workload::new(dst(), Load::Bits(Rate::try_from(10_000_007).expect("r")), 0.3);
         w.rt_flows = 3;
         w.be_flows = 7;
+        w.be_port = 5004;
         let f = w.flows().expect("flows");
         assert_eq!(f.len(), 10);
         assert_eq!(sum(&f, None), 10_000_007);
@@ -267,7 +268,7 @@ mod tests {
             assert_eq!(spec.pattern, Pattern::Poisson);
             let (dscp, ports) = match c {
                 Class::Rt => (46, 5001..=5003),
-                Class::Be => (0, 5002..=5008),
+                Class::Be => (0, 5004..=5010),
             };
             assert_eq!(spec.dscp, dscp);
             assert!(ports.contains(&spec.dport), "{spec:?}");

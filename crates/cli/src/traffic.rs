@@ -186,7 +186,10 @@ fn workload_flows(a: &WorkloadArgs, dst: IpAddr, load: &str) -> Result<(Vec<Flow
     w.be_port = a.be_port;
     w.sizes = size.sizes;
     if !(0.0..=1.0).contains(&a.rt_share) {
-        bail!("--rt-share {}: allowed 0..=1 (a fraction of the load)", a.rt_share);
+        bail!(
+            "--rt-share {}: allowed 0..=1 (a fraction of the load)",
+            a.rt_share
+        );
     }
     let flows = w
         .flows()
@@ -347,7 +350,12 @@ pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
     crate::stop::stop_flag()?;
     let bound = sink::Sink::bind(a.addr, &ports)?
         .with_classes(classes)
-        .map_err(|e| anyhow::anyhow!("--class: {e} (--ports {:?})", a.ports.as_deref().unwrap_or("")))?;
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--class: {e} (--ports {:?})",
+                a.ports.as_deref().unwrap_or("")
+            )
+        })?;
     eprintln!(
         "pktsched sink: listening on {} ports {}-{}",
         a.addr,

@@ -334,7 +334,11 @@ impl GenReport {
             "offered {:.3}Mbit sent {:.3}Mbit{}\n",
             self.offered_bps as f64 / 1e6,
             self.sent_bps as f64 / 1e6,
-            if self.load_met() { "" } else { " (offered load not met)" }
+            if self.load_met() {
+                ""
+            } else {
+                " (offered load not met)"
+            }
         );
         s += &format!(
             "{:.2} s{}\n",

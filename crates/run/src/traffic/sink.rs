@@ -189,7 +189,13 @@ fn class_reports(
         };
         for ((from, flow), f) in flows.iter().filter(|(_, f)| c.ports.contains(f.port)) {
             let r = f.report(format!("{from}/{flow}"));
-            acc.add_flow(r.received, r.lost, r.payload_bytes, r.throughput_bps, &f.latency);
+            acc.add_flow(
+                r.received,
+                r.lost,
+                r.payload_bytes,
+                r.throughput_bps,
+                &f.latency,
+            );
         }
         out.push(acc.report(c));
     }
@@ -302,8 +308,17 @@ impl SinkReport {
         if !self.classes.is_empty() {
             s += &format!(
                 "{:<12} {:>11} {:>5} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
-                "class", "ports", "flows", "received", "lost", "loss %", "p50 us", "p90 us",
-                "p99 us", "p999 us", "max us"
+                "class",
+                "ports",
+                "flows",
+                "received",
+                "lost",
+                "loss %",
+                "p50 us",
+                "p90 us",
+                "p99 us",
+                "p999 us",
+                "max us"
             );
         }
         for c in &self.classes {

@@ -32,7 +32,9 @@ impl SinkClass {
     /// Parses `NAME=PORT` or `NAME=LO-HI`.
     pub fn parse(text: &str) -> Result<SinkClass, String> {
         let Some((name, ports)) = text.split_once('=') else {
-            return Err(format!("{text:?}: allowed NAME=PORT or NAME=LO-HI (e.g. rt=5001)"));
+            return Err(format!(
+                "{text:?}: allowed NAME=PORT or NAME=LO-HI (e.g. rt=5001)"
+            ));
         };
         let name = name.trim();
         let ok = (1..=MAX_NAME).contains(&name.len())
@@ -249,11 +251,20 @@ mod tests {
         a.add_flow(1, 0, 100, 500, &h2);
         let class = SinkClass::parse("rt=1-2").expect("class");
         let r = a.report(&class);
-        assert_eq!((r.flows, r.received, r.lost, r.payload_bytes), (2, 5, 1, 500));
+        assert_eq!(
+            (r.flows, r.received, r.lost, r.payload_bytes),
+            (2, 5, 1, 500)
+        );
         assert_eq!(r.throughput_bps, 1500);
         assert!((r.loss_ratio - 1.0 / 6.0).abs() < 1e-12);
         assert_eq!(r.histogram.iter().map(|b| b.count).sum::<u64>(), 5);
-        assert_eq!(r.histogram[0], Bucket { le_us: 1.0, count: 1 });
+        assert_eq!(
+            r.histogram[0],
+            Bucket {
+                le_us: 1.0,
+                count: 1
+            }
+        );
         assert!((r.latency_max_us - 100.0).abs() < 0.1, "{r:?}");
         assert!(r.latency_p50_us <= r.latency_p90_us && r.latency_p90_us <= r.latency_p99_us);
         assert!((r.latency_p50_us - 3.0).abs() < 0.01, "{r:?}");

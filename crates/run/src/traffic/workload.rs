@@ -142,10 +142,7 @@ impl Workload {
         }
         for (name, n) in [("RT", self.rt_flows), ("BE", self.be_flows)] {
             if n == 0 || n as usize > MAX_FLOWS / 2 {
-                return Err(format!(
-                    "{name} flows {n}: allowed 1..={}",
-                    MAX_FLOWS / 2
-                ));
+                return Err(format!("{name} flows {n}: allowed 1..={}", MAX_FLOWS / 2));
             }
         }
         for (name, d) in [("RT", self.rt_dscp), ("BE", self.be_dscp)] {
@@ -160,9 +157,7 @@ impl Workload {
         let (rt, be) = (span(Class::Rt), span(Class::Be));
         for (name, (lo, hi)) in [("RT", rt), ("BE", be)] {
             if lo == 0 || hi > 65535 {
-                return Err(format!(
-                    "{name} ports {lo}-{hi}: allowed within 1..=65535"
-                ));
+                return Err(format!("{name} ports {lo}-{hi}: allowed within 1..=65535"));
             }
         }
         if rt.0 <= be.1 && be.0 <= rt.1 {
@@ -248,7 +243,11 @@ mod tests {
     #[test]
     fn rates_sum_to_the_load_and_shares_are_exact() {
         // Odd numbers so the division leaves remainders.
-        let mut w = Workload::new(dst(), Load::Bits(Rate::try_from(10_000_007).expect("r")), 0.3);
+        let mut w = Workload::new(
+            dst(),
+            Load::Bits(Rate::try_from(10_000_007).expect("r")),
+            0.3,
+        );
         w.rt_flows = 3;
         w.be_flows = 7;
         w.be_port = 5004;
@@ -259,7 +258,11 @@ mod tests {
         assert_eq!(sum(&f, Some(Class::Be)), 7_000_005);
         // Within a class, rates differ by at most 1 bit/s.
         for c in [Class::Rt, Class::Be] {
-            let r: Vec<u64> = f.iter().filter(|x| x.0 == c).map(|x| x.1.rate.as_bps()).collect();
+            let r: Vec<u64> = f
+                .iter()
+                .filter(|x| x.0 == c)
+                .map(|x| x.1.rate.as_bps())
+                .collect();
             let (lo, hi) = (r.iter().min().expect("min"), r.iter().max().expect("max"));
             assert!(hi - lo <= 1, "{r:?}");
         }
@@ -301,12 +304,48 @@ mod tests {
     fn bad_workloads_say_what_is_wrong() {
         let ok = Workload::new(dst(), Load::Packets(1000.0), 0.3);
         let cases: Vec<(Workload, &str)> = vec![
-            (Workload { rt_share: 1.5, ..ok.clone() }, "allowed 0..=1"),
-            (Workload { rt_share: f64::NAN, ..ok.clone() }, "allowed 0..=1"),
-            (Workload { be_flows: 0, ..ok.clone() }, "BE flows 0"),
-            (Workload { rt_port: 5003, ..ok.clone() }, "overlap"),
-            (Workload { be_port: 65530, ..ok.clone() }, "BE ports 65530-65537"),
-            (Workload { load: Load::Bits(Rate::try_from(5).expect("r")), ..ok.clone() }, "below 1 bit/s per flow"),
+            (
+                Workload {
+                    rt_share: 1.5,
+                    ..ok.clone()
+                },
+                "allowed 0..=1",
+            ),
+            (
+                Workload {
+                    rt_share: f64::NAN,
+                    ..ok.clone()
+                },
+                "allowed 0..=1",
+            ),
+            (
+                Workload {
+                    be_flows: 0,
+                    ..ok.clone()
+                },
+                "BE flows 0",
+            ),
+            (
+                Workload {
+                    rt_port: 5003,
+                    ..ok.clone()
+                },
+                "overlap",
+            ),
+            (
+                Workload {
+                    be_port: 65530,
+                    ..ok.clone()
+                },
+                "BE ports 65530-65537",
+            ),
+            (
+                Workload {
+                    load: Load::Bits(Rate::try_from(5).expect("r")),
+                    ..ok.clone()
+                },
+                "below 1 bit/s per flow",
+            ),
         ];
         for (w, words) in cases {
             let e = w.flows().expect_err(words);

@@ -7,6 +7,12 @@
 //!
 //! The kernel has no pktgen here and trafgen aborts when a veth pushes
 //! back; a UDP socket simply blocks, so the generator's rate is what left.
+//!
+//! For the ingress experiment (`scripts/ingress-qos.sh`), [`workload`]
+//! turns one offered load and an RT share into Poisson RT and BE flows
+//! (their own DSCP and ports), and the sink groups flows into classes by
+//! port ([`sink_class`]): received, lost, percentiles and a latency
+//! histogram per class.
 
 pub mod gen_flows;
 pub mod generator;
@@ -15,6 +21,8 @@ mod ifmac;
 pub mod ring_out;
 pub mod sink;
 pub mod sink_class;
+#[allow(unsafe_code)]
+mod wait;
 pub mod workload;
 
 /// The stamp at the start of every generated datagram: the I/O crate's

@@ -5,6 +5,7 @@
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -257,7 +258,10 @@ fn receive(
             break;
         }
         if !got {
-            std::thread::sleep(Duration::from_micros(50));
+            // Wakes on the next datagram; the timeout bounds how late a
+            // stop, the end or the idle limit is noticed.
+            let fds: Vec<_> = sockets.iter().map(|(_, s)| s.as_fd()).collect();
+            super::wait::readable(&fds, Duration::from_millis(10));
         }
     }
     let mut out: Vec<SinkFlowReport> = flows

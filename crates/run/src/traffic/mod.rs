@@ -19,10 +19,10 @@ pub mod generator;
 #[allow(unsafe_code)]
 mod ifmac;
 pub mod ring_out;
+#[allow(unsafe_code)]
+mod rx_sys;
 pub mod sink;
 pub mod sink_class;
-#[allow(unsafe_code)]
-mod wait;
 pub mod workload;
 
 /// The stamp at the start of every generated datagram: the I/O crate's

@@ -145,6 +145,7 @@ impl Sink {
             let s = UdpSocket::bind(SocketAddr::new(addr, p))
                 .map_err(|e| std::io::Error::new(e.kind(), format!("bind {addr} port {p}: {e}")))?;
             s.set_nonblocking(true)?;
+            super::rx_sys::grow_receive_buffer(s.as_fd(), super::rx_sys::RCVBUF);
             sockets.push((p, s));
         }
         Ok(Sink {
@@ -261,7 +262,7 @@ fn receive(
             // Wakes on the next datagram; the timeout bounds how late a
             // stop, the end or the idle limit is noticed.
             let fds: Vec<_> = sockets.iter().map(|(_, s)| s.as_fd()).collect();
-            super::wait::readable(&fds, Duration::from_millis(10));
+            super::rx_sys::readable(&fds, Duration::from_millis(10));
         }
     }
     let mut out: Vec<SinkFlowReport> = flows

@@ -51,6 +51,10 @@ strategies="${STRATEGIES:-sq rr ll-rr ll-wfq}"
 route_backend="${ROUTE_BACKEND:-auto}"
 gen_backend="${GEN_BACKEND:-socket}"
 overload=1.5 rt_share=0.3
+# The router's busy loop on a core of its own, generator and sink on the
+# other (with one CPU, no pinning).
+pin_router=() pin_rest=()
+if [ "$(nproc)" -ge 2 ]; then pin_router=(taskset -c 1) pin_rest=(taskset -c 0); fi
 
 if [ -z "${PKTSCHED:-}" ]; then
     cargo build --release -q -p pktsched
@@ -155,8 +159,8 @@ EOF
 start_router() { # $1 strategy, $2 file for its final JSON
     route_config "$1"
     rm -f "$work/ctl.sock"
-    # Not through nsx: $! must be the router itself. CPU 1: its own core.
-    ip netns exec "$rtr" taskset -c 1 "$bin" route --config "$work/route.toml" --json \
+    # Not through nsx: $! must be the router itself.
+    ip netns exec "$rtr" "${pin_router[@]}" "$bin" route --config "$work/route.toml" --json \
         >"$2" 2>"$work/route.err" &
     router_pid=$!
     for _ in $(seq 200); do
@@ -177,11 +181,11 @@ point() { # $1 strategy, $2 sweep (load|share), $3 packets/s, $4 RT share
     local dir="$out/points/$st-$sweep-$pps-$share"
     mkdir -p "$dir"
     start_router "$st" "$dir/route.json"
-    nsx "$sink" taskset -c 0 "$bin" sink --class rt=5001 --class be=5002-5009 --idle 1s --json \
+    nsx "$sink" "${pin_rest[@]}" "$bin" sink --class rt=5001 --class be=5002-5009 --idle 1s --json \
         >"$dir/sink.json" 2>"$work/sink.err" &
     local sink_pid=$!
     sleep 0.3
-    nsx "$gen" taskset -c 0 "$bin" gen "${gen_args[@]}" --load "${pps}pps" --rt-share "$share" \
+    nsx "$gen" "${pin_rest[@]}" "$bin" gen "${gen_args[@]}" --load "${pps}pps" --rt-share "$share" \
         --duration "${secs}s" --json >"$dir/gen.json" 2>"$work/gen.err" ||
         { echo "gen failed at $dir:" >&2; cat "$work/gen.err" >&2; }
     wait "$sink_pid" || { echo "sink failed at $dir:" >&2; cat "$work/sink.err" >&2; }
@@ -199,7 +203,7 @@ if [ "$gen_backend" = packet ]; then gen_args+=(--device g0 --dst-mac "$(mac "$r
 
 # Capacity: SQ at an overload, x as the router measured it.
 start_router sq "$work/calib.json"
-nsx "$gen" taskset -c 0 "$bin" gen "${gen_args[@]}" --load "$(awk -v c="$cost" 'BEGIN{
+nsx "$gen" "${pin_rest[@]}" "$bin" gen "${gen_args[@]}" --load "$(awk -v c="$cost" 'BEGIN{
     n=c+0; u=c; sub(/^[0-9.]+/,"",u); ns=(u=="us")?n*1000:(u=="ms")?n*1e6:n; printf "%d", 2e9/ns }')pps" \
     --rt-share 0 --duration 1s >/dev/null 2>&1 || true
 stop_router

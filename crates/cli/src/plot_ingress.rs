@@ -283,105 +283,115 @@ pub(crate) fn csv(rows: &[Row]) -> String {
     s
 }
 
-/// Series of `sweep` rows, one per strategy (and per `classes`' value).
-fn series(
-    rows: &[Row],
-    sweep: &str,
-    x: fn(&Row) -> f64,
-    ys: &[(&str, fn(&Row) -> f64)],
-) -> Vec<(String, Vec<(f64, f64)>)> {
-    let mut strategies: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
-    strategies.dedup();
-    let mut out = Vec::new();
-    for st in strategies {
-        for (suffix, y) in ys {
-            let pts: Vec<(f64, f64)> = rows
-                .iter()
-                .filter(|r| r.strategy == st && r.sweep == sweep)
-                .map(|r| (x(r), y(r)))
-                .collect();
-            if !pts.is_empty() {
-                out.push((format!("{st}{suffix}"), pts));
+/// A value of a row.
+type Field = fn(&Row) -> f64;
+
+/// One chart: the rows of one sweep, x against one or more values (a
+/// line per strategy and value, the value's suffix on its name).
+struct Plot {
+    file: &'static str,
+    title: &'static str,
+    sweep: &'static str,
+    x: Field,
+    x_desc: &'static str,
+    y_desc: &'static str,
+    ys: Vec<(&'static str, Field)>,
+}
+
+impl Plot {
+    fn series(&self, rows: &[Row]) -> Vec<(String, Vec<(f64, f64)>)> {
+        let mut strategies: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
+        strategies.dedup();
+        let mut out = Vec::new();
+        for st in strategies {
+            for (suffix, y) in &self.ys {
+                let pts: Vec<(f64, f64)> = rows
+                    .iter()
+                    .filter(|r| r.strategy == st && r.sweep == self.sweep)
+                    .map(|r| ((self.x)(r), y(r)))
+                    .collect();
+                if !pts.is_empty() {
+                    out.push((format!("{st}{suffix}"), pts));
+                }
             }
         }
+        out
     }
-    out
+}
+
+fn plots() -> [Plot; 5] {
+    let (kpps, share): (Field, Field) = (|r| r.load_pps / 1e3, |r| r.rt_share * 100.0);
+    let (load_x, share_x) = ("offered load (kpps)", "RT share of the offered load (%)");
+    let (p99, loss) = ("p99 latency (us)", "loss (%)");
+    let losses: Vec<(&str, Field)> = vec![
+        (" RT", |r| r.rt_loss * 100.0),
+        (" BE", |r| r.be_loss * 100.0),
+    ];
+    [
+        Plot {
+            file: "ingress-rt-p99.svg",
+            title: "RT p99 latency vs offered load",
+            sweep: "load",
+            x: kpps,
+            x_desc: load_x,
+            y_desc: p99,
+            ys: vec![("", |r| r.rt_p99_us)],
+        },
+        Plot {
+            file: "ingress-be-p99.svg",
+            title: "BE p99 latency vs offered load",
+            sweep: "load",
+            x: kpps,
+            x_desc: load_x,
+            y_desc: p99,
+            ys: vec![("", |r| r.be_p99_us)],
+        },
+        Plot {
+            file: "ingress-loss.svg",
+            title: "loss per class vs offered load",
+            sweep: "load",
+            x: kpps,
+            x_desc: load_x,
+            y_desc: loss,
+            ys: losses.clone(),
+        },
+        Plot {
+            file: "ingress-share-rt-p99.svg",
+            title: "RT p99 latency vs RT share (overload)",
+            sweep: "share",
+            x: share,
+            x_desc: share_x,
+            y_desc: p99,
+            ys: vec![("", |r| r.rt_p99_us)],
+        },
+        Plot {
+            file: "ingress-share-loss.svg",
+            title: "loss per class vs RT share (overload)",
+            sweep: "share",
+            x: share,
+            x_desc: share_x,
+            y_desc: loss,
+            ys: losses,
+        },
+    ]
 }
 
 fn charts(rows: &[Row], out_dir: &Path) -> Result<Vec<String>> {
-    let kpps = |r: &Row| r.load_pps / 1e3;
-    let share = |r: &Row| r.rt_share * 100.0;
-    let load_x = "offered load (kpps)";
-    let share_x = "RT share of the offered load (%)";
-    type Y = fn(&Row) -> f64;
-    let plots: [(&str, &str, &str, fn(&Row) -> f64, &str, Vec<(&str, Y)>); 5] = [
-        (
-            "ingress-rt-p99.svg",
-            "RT p99 latency vs offered load",
-            "load",
-            kpps,
-            load_x,
-            vec![("", |r| r.rt_p99_us)],
-        ),
-        (
-            "ingress-be-p99.svg",
-            "BE p99 latency vs offered load",
-            "load",
-            kpps,
-            load_x,
-            vec![("", |r| r.be_p99_us)],
-        ),
-        (
-            "ingress-loss.svg",
-            "loss per class vs offered load",
-            "load",
-            kpps,
-            load_x,
-            vec![
-                (" RT", |r| r.rt_loss * 100.0),
-                (" BE", |r| r.be_loss * 100.0),
-            ],
-        ),
-        (
-            "ingress-share-rt-p99.svg",
-            "RT p99 latency vs RT share (overload)",
-            "share",
-            share,
-            share_x,
-            vec![("", |r| r.rt_p99_us)],
-        ),
-        (
-            "ingress-share-loss.svg",
-            "loss per class vs RT share (overload)",
-            "share",
-            share,
-            share_x,
-            vec![
-                (" RT", |r| r.rt_loss * 100.0),
-                (" BE", |r| r.be_loss * 100.0),
-            ],
-        ),
-    ];
     let mut written = Vec::new();
-    for (file, title, sweep, x, x_desc, ys) in plots {
-        let s = series(rows, sweep, x, &ys);
-        if s.is_empty() {
+    for p in plots() {
+        let series = p.series(rows);
+        if series.is_empty() {
             continue;
         }
-        let y_desc = if file.contains("loss") {
-            "loss (%)"
-        } else {
-            "p99 latency (us)"
-        };
         Chart {
-            title: title.to_string(),
-            x_desc,
-            y_desc,
+            title: p.title.to_string(),
+            x_desc: p.x_desc,
+            y_desc: p.y_desc,
             log_x: false,
-            series: s,
+            series,
         }
-        .draw(&out_dir.join(file))?;
-        written.push(file.to_string());
+        .draw(&out_dir.join(p.file))?;
+        written.push(p.file.to_string());
     }
     Ok(written)
 }
@@ -442,10 +452,8 @@ pub(crate) fn run(results: &Path, out_dir: &Path, out: &mut Stdout) -> Result<()
     write!(out, "{}", bound_table(&rows))?;
     writeln!(
         out,
-        "{} points; wrote {}, {} and {} in {}",
+        "{} points; wrote ingress-results.csv, ingress-results.json and {} in {}",
         rows.len(),
-        "ingress-results.csv",
-        "ingress-results.json",
         svgs.join(", "),
         out_dir.display()
     )?;
@@ -496,6 +504,18 @@ mod tests {
         );
         std::fs::create_dir_all(root.join("points/broken")).expect("mkdir");
         let rows = read_points(&root).expect("rows");
+        let svgs = charts(&rows, &root).expect("charts");
+        // One load point: the load charts, not the share ones.
+        assert_eq!(
+            svgs,
+            [
+                "ingress-rt-p99.svg",
+                "ingress-be-p99.svg",
+                "ingress-loss.svg"
+            ]
+        );
+        let svg = std::fs::read_to_string(root.join("ingress-loss.svg")).expect("svg");
+        assert!(svg.contains("<svg") && svg.contains("ll-wfq RT"), "{svg}");
         std::fs::remove_dir_all(&root).expect("clean");
         assert_eq!(rows.len(), 1, "the broken point is left out");
         let r = &rows[0];

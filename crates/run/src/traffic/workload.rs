@@ -278,6 +278,36 @@ mod tests {
         }
     }
 
+    /// Random workloads from a seeded generator: the split is exact every
+    /// time (sum, RT part, spread within a class).
+    #[test]
+    fn random_workloads_split_exactly() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(17);
+        for _ in 0..2000 {
+            let bps: u64 = rng.random_range(10_000..=40_000_000_000);
+            let share: f64 = rng.random_range(0.0..=1.0);
+            let mut w = Workload::new(dst(), Load::Bits(Rate::try_from(bps).expect("r")), share);
+            w.rt_flows = rng.random_range(1..=16);
+            w.be_flows = rng.random_range(1..=64);
+            w.be_port = w.rt_port + w.rt_flows as u16;
+            let f = w.flows().expect("flows");
+            let rt = (bps as f64 * share).round() as u64;
+            assert_eq!(sum(&f, None), bps, "{w:?}");
+            assert_eq!(sum(&f, Some(Class::Rt)), rt, "{w:?}");
+            for c in [Class::Rt, Class::Be] {
+                let r: Vec<u64> = f
+                    .iter()
+                    .filter(|x| x.0 == c)
+                    .map(|x| x.1.rate.as_bps())
+                    .collect();
+                if let (Some(lo), Some(hi)) = (r.iter().min(), r.iter().max()) {
+                    assert!(hi - lo <= 1, "{w:?}: {r:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn a_packet_load_uses_the_mean_frame_size() {
         let mut w = Workload::new(dst(), Load::Packets(100_000.0), 0.25);

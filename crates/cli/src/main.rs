@@ -14,6 +14,7 @@ mod output;
 mod plot;
 mod plot_ingress;
 mod progress;
+mod route;
 mod shaper;
 mod sim;
 mod stop;
@@ -71,6 +72,9 @@ enum Cmd {
     /// Stop with SIGINT/SIGTERM; SIGHUP (or `pktsched reload`) applies a
     /// changed config.
     Run(shaper::RunArgs),
+    /// A software router with one receive ring per traffic class on the
+    /// ingress, polled with per-ring budgets (sq, rr, ll-rr, ll-wfq).
+    Route(route::RouteArgs),
     /// Validates a `run` config and prints it normalised, every default
     /// filled in (like `nginx -t`).
     Check(shaper::CheckArgs),
@@ -196,6 +200,7 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         }
         Cmd::Calc(CalcCmd::Ingress(a)) => calc::ingress(&a, out),
         Cmd::Run(a) => shaper::run(&a, out),
+        Cmd::Route(a) => route::route(&a, out),
         Cmd::Check(a) => shaper::check(&a, out),
         Cmd::Stats(a) => shaper::stats(&a, out),
         Cmd::Reload(a) => shaper::reload(&a, out),

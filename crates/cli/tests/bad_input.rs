@@ -895,3 +895,125 @@ fn gen_workload_sink_classes_and_plot() {
         },
     ]);
 }
+
+/// The `[router]` head of the route rows, on interfaces that do not exist.
+const RT_HEAD: &str = "[router]\ningress = \"rtnosuch0\"\negress = \"rtnosuch1\"\n";
+
+/// `pktsched route`: configs and flags.
+#[test]
+fn route_configs_and_flags() {
+    const CLASS: &str = "[[class]]\nname = \"be\"\n";
+    const ROUTE: &str = "[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"rtnosuch1\"\n";
+    let check = |words| row(&["route", "--check", "{dir}/r.toml"], 2, words);
+    let file = |content: &'static str| -> &'static [(&'static str, &'static str)] {
+        Box::leak(Box::new([("r.toml", content)]))
+    };
+    let cat = |parts: &[&str]| -> &'static str { Box::leak(parts.concat().into_boxed_str()) };
+    run_table(&[
+        row(
+            &["route", "--check", "/nonexistent/r.toml"],
+            2,
+            &["cannot read config"],
+        ),
+        row(&["route"], 2, &["--config FILE", "--check FILE"]),
+        row(
+            &["route", "--config", "a.toml", "--check", "b.toml"],
+            2,
+            &["cannot be used with"],
+        ),
+        Row {
+            files: file(cat(&[RT_HEAD, "backend = \"packet\"\n", CLASS, ROUTE])),
+            ..row(
+                &[
+                    "route",
+                    "--config",
+                    "{dir}/r.toml",
+                    "--control",
+                    "{dir}/c.sock",
+                ],
+                2,
+                &["rtnosuch0", "no such interface"],
+            )
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, ROUTE])),
+            ..row(
+                &["route", "--config", "{dir}/r.toml", "--duration", "soon"],
+                2,
+                &["--duration \"soon\""],
+            )
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "strategy = \"wfq\"\n", CLASS, ROUTE])),
+            ..check(&["r.toml:4:12", "`wfq`", "sq, rr, ll-rr, ll-wfq"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, "budget = 0\n", ROUTE])),
+            ..check(&["r.toml:6:10", "budget = 0", "1..=64"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "device_budget = 0\n", CLASS, ROUTE])),
+            ..check(&["router.device_budget = 0", "1..=65536"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "cost = \"20uss\"\n", CLASS, ROUTE])),
+            ..check(&["router.cost = \"20uss\"", "\"none\"", "acl:N"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "cost = \"acl:0\"\n", CLASS, ROUTE])),
+            ..check(&["acl rule count", "1..=1048576"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, CLASS, ROUTE])),
+            ..check(&["class name \"be\"", "unique"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                "[[route]]\nprefix = \"10.0.0.0/33\"\ndev = \"rtnosuch1\"\n",
+            ])),
+            ..check(&["route.prefix = \"10.0.0.0/33\"", "ADDRESS/LEN"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"10.0.0.1\"\ndev = \"rtnosuch1\"\n",
+            ])),
+            ..check(&["via = 10.0.0.1 is not a [[neighbour]]"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                "[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"eth7\"\n",
+            ])),
+            ..check(&["route.dev = \"eth7\"", "router's interfaces"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS])),
+            ..check(&["[[route]] entries", "1..=65536"])
+        },
+        Row {
+            files: file(cat(&["[router]\ningress = \"rtnosuch0\"\n", CLASS, ROUTE])),
+            ..check(&["missing field `egress`"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "ring_frames = 3\n", CLASS, ROUTE])),
+            ..check(&["router.ring_frames = 3", "16..=65536"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "[[class]]\nname = \"rt\"\nmatch = [{ dscp = \"xf\" }]\n",
+                ROUTE,
+            ])),
+            ..check(&["match.dscp", "ef"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "busy_poll = -1\n", CLASS, ROUTE])),
+            ..check(&["router.busy_poll = -1", "0..=10000"])
+        },
+    ]);
+}

@@ -18,6 +18,10 @@
 //! * [`stats`]: `tc -s`-style, JSON and Prometheus counters;
 //! * [`control`]: the owner-only Unix socket `pktsched stats` and `reload`
 //!   talk to; [`metrics_http`]: the optional Prometheus endpoint;
+//! * [`router`]: `pktsched route`, a software router whose ingress has
+//!   one receive ring per traffic class, polled with per-ring budgets
+//!   (config, cost model, routing table, forwarding worker, counters,
+//!   daemon);
 //! * [`daemon`]: `pktsched run` as a whole (devices, privileges, pipeline,
 //!   control, reloads, stop); [`demo`]: the live demo; [`traffic`]: `gen`
 //!   and `sink` (with the ingress experiment's RT/BE workload and
@@ -41,6 +45,7 @@ pub mod frame;
 pub mod metrics_http;
 pub mod plan;
 pub mod reload;
+pub mod router;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -17,7 +17,7 @@
 pub mod gen_flows;
 pub mod generator;
 #[allow(unsafe_code)]
-mod ifmac;
+pub(crate) mod ifmac;
 pub mod ring_out;
 #[allow(unsafe_code)]
 mod rx_sys;

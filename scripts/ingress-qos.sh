@@ -55,6 +55,11 @@ overload=1.5 rt_share=0.3
 # other (with one CPU, no pinning).
 pin_router=() pin_rest=()
 if [ "$(nproc)" -ge 2 ]; then pin_router=(taskset -c 1) pin_rest=(taskset -c 0); fi
+# The sink at a real-time priority: it sleeps in poll(2) and preempts the
+# generator as soon as a datagram arrives, so its latencies are the
+# path's, not its own waits for a CPU.
+pin_sink=("${pin_rest[@]}")
+if command -v chrt >/dev/null; then pin_sink=(chrt -f 10 "${pin_rest[@]}"); fi
 
 if [ -z "${PKTSCHED:-}" ]; then
     cargo build --release -q -p pktsched
@@ -181,7 +186,7 @@ point() { # $1 strategy, $2 sweep (load|share), $3 packets/s, $4 RT share
     local dir="$out/points/$st-$sweep-$pps-$share"
     mkdir -p "$dir"
     start_router "$st" "$dir/route.json"
-    nsx "$sink" "${pin_rest[@]}" "$bin" sink --class rt=5001 --class be=5002-5009 --idle 1s --json \
+    nsx "$sink" "${pin_sink[@]}" "$bin" sink --class rt=5001 --class be=5002-5009 --idle 1s --json \
         >"$dir/sink.json" 2>"$work/sink.err" &
     local sink_pid=$!
     sleep 0.3

@@ -27,7 +27,9 @@
 # --full: 10 loads, 7 shares, 10 s per point (about 15 minutes).
 # Environment: COST (router busy loop per packet, default 10us),
 # STRATEGIES (default "sq rr ll-rr ll-wfq"), ROUTE_BACKEND (auto|xdp|packet,
-# default auto), GEN_BACKEND (socket|packet, default socket), PKTSCHED
+# default auto), GEN_BACKEND (socket|packet, default socket), RT_PATTERN
+# (poisson|cbr: the RT flows' arrivals, default poisson; the bound's
+# envelope holds for cbr, not for Poisson), PKTSCHED
 # (a built binary; default: cargo build --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -50,6 +52,7 @@ cost="${COST:-10us}"
 strategies="${STRATEGIES:-sq rr ll-rr ll-wfq}"
 route_backend="${ROUTE_BACKEND:-auto}"
 gen_backend="${GEN_BACKEND:-socket}"
+rt_pattern="${RT_PATTERN:-poisson}"
 overload=1.5 rt_share=0.3
 # The router's busy loop on a core of its own, generator and sink on the
 # other (with one CPU, no pinning).
@@ -190,13 +193,13 @@ point() { # $1 strategy, $2 sweep (load|share), $3 packets/s, $4 RT share
         >"$dir/sink.json" 2>"$work/sink.err" &
     local sink_pid=$!
     sleep 0.3
-    nsx "$gen" "${pin_rest[@]}" "$bin" gen "${gen_args[@]}" --load "${pps}pps" --rt-share "$share" \
+    nsx "$gen" "${pin_rest[@]}" "$bin" gen "${gen_args[@]}" --load "${pps}pps" --rt-share "$share" --rt-pattern "$rt_pattern" \
         --duration "${secs}s" --json >"$dir/gen.json" 2>"$work/gen.err" ||
         { echo "gen failed at $dir:" >&2; cat "$work/gen.err" >&2; }
     wait "$sink_pid" || { echo "sink failed at $dir:" >&2; cat "$work/sink.err" >&2; }
     stop_router
     cat >"$dir/point.json" <<EOF
-{"strategy": "$st", "sweep": "$sweep", "load_pps": $pps, "rt_share": $share, "be_budget": $(be_budget "$st"), "cost": "$cost"}
+{"strategy": "$st", "sweep": "$sweep", "load_pps": $pps, "rt_share": $share, "be_budget": $(be_budget "$st"), "cost": "$cost", "rt_pattern": "$rt_pattern", "gen_backend": "$gen_backend"}
 EOF
     printf '%-7s %-5s %8s pps rt %-4s %s\n' "$st" "$sweep" "$pps" "$share" \
         "$(grep -q 'offered load was not met' "$work/gen.err" && echo '(offered load not met)' || true)"

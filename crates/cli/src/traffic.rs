@@ -91,6 +91,10 @@ pub(crate) struct WorkloadArgs {
     /// First BE destination port.
     #[arg(long, default_value_t = 5002, requires = "load")]
     be_port: u16,
+    /// Arrivals of the RT flows: poisson, or cbr (periodic: the envelope
+    /// the RT latency bound assumes). BE flows are Poisson.
+    #[arg(long, default_value = "poisson", requires = "load")]
+    rt_pattern: String,
     /// Frame size of every flow (bytes without FCS) or a mix `64:7+576:4+1500:1`.
     #[arg(long, default_value = "64", requires = "load")]
     size: String,
@@ -185,6 +189,11 @@ fn workload_flows(a: &WorkloadArgs, dst: IpAddr, load: &str) -> Result<(Vec<Flow
     w.rt_port = a.rt_port;
     w.be_port = a.be_port;
     w.sizes = size.sizes;
+    let mut pattern = FlowSpec::new(dst);
+    pattern
+        .set("pattern", &a.rt_pattern)
+        .map_err(|e| anyhow::anyhow!("--rt-pattern: {e}"))?;
+    w.rt_pattern = pattern.pattern;
     if !(0.0..=1.0).contains(&a.rt_share) {
         bail!(
             "--rt-share {}: allowed 0..=1 (a fraction of the load)",

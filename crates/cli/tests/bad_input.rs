@@ -857,6 +857,11 @@ fn gen_workload_sink_classes_and_plot() {
             &["--load", "--flow"]
         ),
         gen_row!(["--rt-share", "0.5"], 2, &["--load"]),
+        gen_row!(
+            ["--load", "1kpps", "--rt-pattern", "burst"],
+            2,
+            &["--rt-pattern", "cbr or poisson"]
+        ),
         row(&["sink", "--class", "rt"], 2, &["--class", "NAME=PORT"]),
         row(&["sink", "--class", "r:t=5001"], 2, &["class name \"r:t\""]),
         row(

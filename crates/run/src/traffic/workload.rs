@@ -1,7 +1,8 @@
 //! The ingress experiment's workload in one set of values (`pktsched gen
 //! --load 200kpps --rt-share 0.3`): a total offered load split into
-//! real-time (RT) flows and best-effort (BE) flows, all with Poisson
-//! arrivals. RT flows carry the RT DSCP and destination ports from
+//! real-time (RT) flows and best-effort (BE) flows, with Poisson arrivals
+//! (RT flows may be periodic instead: the RT bound's envelope holds for
+//! periodic arrivals, not for Poisson ones). RT flows carry the RT DSCP and destination ports from
 //! `rt_port` on; BE flows carry the BE DSCP and ports from `be_port` on,
 //! so a sink can tell the classes apart by port and a router by DSCP or
 //! port.
@@ -90,6 +91,8 @@ pub struct Workload {
     pub be_port: u16,
     /// Frame sizes of every flow.
     pub sizes: Sizes,
+    /// Arrivals of the RT flows (BE flows are always Poisson).
+    pub rt_pattern: Pattern,
 }
 
 /// The class of a workload flow.
@@ -116,6 +119,7 @@ impl Workload {
             rt_port: 5001,
             be_port: 5002,
             sizes: Sizes::Fixed(64),
+            rt_pattern: Pattern::Poisson,
         }
     }
 
@@ -201,7 +205,10 @@ impl Workload {
                 f.dport = port + i as u16;
                 f.rate = Rate::try_from(rate).map_err(|e| format!("{e}"))?;
                 f.sizes = self.sizes.clone();
-                f.pattern = Pattern::Poisson;
+                f.pattern = match class {
+                    Class::Rt => self.rt_pattern,
+                    Class::Be => Pattern::Poisson,
+                };
                 f.dscp = match class {
                     Class::Rt => self.rt_dscp,
                     Class::Be => self.be_dscp,
@@ -317,6 +324,21 @@ mod tests {
         // 100 kpps × 782 bytes × 8 = 625.6 Mbit/s.
         assert_eq!(sum(&f, None), 625_600_000);
         assert_eq!(sum(&f, Some(Class::Rt)), 156_400_000);
+    }
+
+    #[test]
+    fn rt_flows_may_be_periodic() {
+        let mut w = Workload::new(dst(), Load::Packets(1000.0), 0.5);
+        w.rt_pattern = Pattern::Cbr;
+        let f = w.flows().expect("flows");
+        for (c, spec) in &f {
+            let want = if *c == Class::Rt {
+                Pattern::Cbr
+            } else {
+                Pattern::Poisson
+            };
+            assert_eq!(spec.pattern, want);
+        }
     }
 
     #[test]

@@ -11,6 +11,8 @@ mod bench_shape;
 mod calc;
 mod live_demo;
 mod output;
+mod plot;
+mod plot_ingress;
 mod progress;
 mod route;
 mod shaper;
@@ -87,6 +89,9 @@ enum Cmd {
     /// Receives stamped UDP flows; reports throughput, loss, reordering
     /// and one-way latency per flow.
     Sink(traffic::SinkArgs),
+    /// Charts and tables from the measurement scripts' results.
+    #[command(subcommand)]
+    Plot(plot::PlotCmd),
     /// Calculators (the ingress poller's RT latency bound and budgets).
     #[command(subcommand)]
     Calc(CalcCmd),
@@ -201,6 +206,7 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         Cmd::Reload(a) => shaper::reload(&a, out),
         Cmd::Gen(a) => traffic::generate(&a, out),
         Cmd::Sink(a) => traffic::sink(&a, out),
+        Cmd::Plot(p) => plot::run(&p, out),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL
                 .iter()

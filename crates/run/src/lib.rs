@@ -24,11 +24,13 @@
 //!   daemon);
 //! * [`daemon`]: `pktsched run` as a whole (devices, privileges, pipeline,
 //!   control, reloads, stop); [`demo`]: the live demo; [`traffic`]: `gen`
-//!   and `sink`.
+//!   and `sink` (with the ingress experiment's RT/BE workload and
+//!   per-class results).
 //!
 //! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`),
-//! `engine::wait` (`ppoll` with a nanosecond timeout) and `traffic::ifmac`
-//! (`SIOCGIFHWADDR`).
+//! `engine::wait` (`ppoll` with a nanosecond timeout), `traffic::ifmac`
+//! (`SIOCGIFHWADDR`) and `traffic::rx_sys` (the sink's `poll` and
+//! `SO_RCVBUFFORCE`).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -446,12 +446,23 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             }
             let first = self.batch.len();
             let got = self.sched.dequeue_batch(now, want, &mut self.batch);
-            for p in &self.batch[first..] {
+            let run = &self.batch[first..];
+            if let [p] = run {
                 self.link.send(p.len);
                 self.stats.bytes += u64::from(p.len);
+                self.max_len = self.max_len.max(p.len);
+            } else {
+                let (mut bytes, mut longest) = (0u64, self.max_len);
+                for p in run {
+                    bytes += u64::from(p.len);
+                    longest = longest.max(p.len);
+                }
+                // All of them start in time (`starts_by`): one addition.
+                self.link.send_run(bytes);
+                self.stats.bytes += bytes;
                 // Only a packet put into the scheduler past the mailboxes
                 // (through `scheduler()`) can be longer; the bound grows.
-                self.max_len = self.max_len.max(p.len);
+                self.max_len = longest;
             }
             round.released += got;
             if got < want {

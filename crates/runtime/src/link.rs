@@ -245,15 +245,27 @@ mod tests {
     /// one end, remainder included, whatever the rate and lengths.
     #[test]
     fn a_run_ends_where_its_packets_end() {
-        for bps in [1u64, 3_000_000_000, 999_999_937, 40_000_000_000, u64::MAX / 5] {
+        for bps in [
+            1u64,
+            3_000_000_000,
+            999_999_937,
+            40_000_000_000,
+            u64::MAX / 5,
+        ] {
             let (mut one, mut run) = (Link::new(Rate::bps(bps)), Link::new(Rate::bps(bps)));
             for k in 0..200u32 {
-                let lens: Vec<u32> = (0..k % 17).map(|i| 60 + (i * 7919 + k * 31) % 9000).collect();
+                let lens: Vec<u32> = (0..k % 17)
+                    .map(|i| 60 + (i * 7919 + k * 31) % 9000)
+                    .collect();
                 for &l in &lens {
                     one.send(l);
                 }
                 run.send_run(lens.iter().map(|&l| u64::from(l)).sum());
-                assert_eq!((one.free_ns, one.rem), (run.free_ns, run.rem), "{bps} run {k}");
+                assert_eq!(
+                    (one.free_ns, one.rem),
+                    (run.free_ns, run.rem),
+                    "{bps} run {k}"
+                );
                 assert_eq!(one.free_at(), run.free_at());
                 assert_eq!(one.sent_bytes(), run.sent_bytes());
             }

@@ -149,7 +149,6 @@ impl ClosedLoop {
         mut on_release: impl FnMut(&Shaper<Q, u64>, &Pkt<u64>, Nanos, Nanos),
         stop: impl Fn() -> bool,
     ) -> Result<(), LoopError> {
-        let mut due = Vec::new();
         while let Some(t) = sh.next_ready(self.now) {
             if t < self.now {
                 return Err(LoopError::Backwards {
@@ -162,11 +161,7 @@ impl ClosedLoop {
             }
             self.now = t;
             let now = t;
-            // One batch per wake-up; packets refilled below that are due at
-            // once come out at the next turn, at the same `now`.
-            due.clear();
-            sh.dequeue_batch_edt(now, usize::MAX, &mut due);
-            for (p, edt) in due.drain(..) {
+            while let Some((p, edt)) = sh.dequeue_edt(now) {
                 on_release(sh, &p, edt, now);
                 let i = p.item as usize;
                 let r = &mut self.records[i];

@@ -185,9 +185,24 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// filed with.
     #[inline]
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
-        let mut got = None;
-        self.release_into(now, 1, |p, edt| got = Some((p, edt)));
-        got
+        loop {
+            if self.ready.is_empty() && !self.refill(now) {
+                return None;
+            }
+            let e = self.ready.pop_front()?;
+            let fid = FlowId(e.flow);
+            if self.shape[fid.index()].generation != e.generation || !self.flows.contains(fid) {
+                continue;
+            }
+            let Some((pkt, _)) = self.flows.pop(fid) else {
+                continue;
+            };
+            let late = now.0.saturating_sub(e.edt);
+            self.st.released += 1;
+            self.st.lateness_sum += u128::from(late);
+            self.st.max_lateness = self.st.max_lateness.max(late);
+            return Some((pkt, Nanos(e.edt)));
+        }
     }
 
     /// Like [`Scheduler::dequeue_batch`], also giving each packet's EDT:
@@ -209,13 +224,20 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// return `None` (counting it as `dequeue` does). The lateness and
     /// release counters are summed locally and stored once.
     #[inline(always)]
-    fn release_into(&mut self, now: Nanos, max: usize, mut emit: impl FnMut(Pkt<T>, Nanos)) -> usize {
+    fn release_into(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut emit: impl FnMut(Pkt<T>, Nanos),
+    ) -> usize {
         let (mut n, mut late_sum, mut late_max) = (0usize, 0u128, self.st.max_lateness);
         while n < max {
             if self.ready.is_empty() && !self.refill(now) {
                 break;
             }
-            let Some(e) = self.ready.pop_front() else { break };
+            let Some(e) = self.ready.pop_front() else {
+                break;
+            };
             let fid = FlowId(e.flow);
             if self.shape[fid.index()].generation != e.generation || !self.flows.contains(fid) {
                 continue;
@@ -240,7 +262,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// outcome a `dequeue` returning `None` counts: nothing queued,
     /// nothing due yet (an overlimit), or a due slot with only stale
     /// entries (an empty wake-up).
-    #[inline]
+    #[inline(always)]
     fn refill(&mut self, now: Nanos) -> bool {
         if self.flows.total_queued() == 0 {
             return false;

@@ -388,14 +388,15 @@ fn batch_release_matches_one_at_a_time() {
                 let n = many.dequeue_batch(t, max, &mut v);
                 assert_eq!(n, v.len());
                 // Plain batches carry no EDT: compare packets only.
-                v.into_iter()
-                    .zip(&want)
-                    .map(|(p, w)| (p, w.1))
-                    .collect()
+                v.into_iter().zip(&want).map(|(p, w)| (p, w.1)).collect()
             };
             b.extend(got.into_iter().map(|(p, e)| (p.item, p.flow, e)));
             a.extend(want.into_iter().map(|(p, e)| (p.item, p.flow, e)));
-            assert_eq!(a[before..], b[before..], "seed {seed} step {step} max {max}");
+            assert_eq!(
+                a[before..],
+                b[before..],
+                "seed {seed} step {step} max {max}"
+            );
         }
         assert_eq!(one.shape_stats(), many.shape_stats(), "seed {seed}");
         assert_eq!(one.stats(), many.stats(), "seed {seed}");

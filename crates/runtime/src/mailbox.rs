@@ -652,7 +652,7 @@ impl<T, const L: usize> Consumer<T, L> {
 
     /// Pops up to `max` items onto the back of `out`; returns how many.
     /// The count the producer's length estimate reads is stored once, at
-    /// the end.
+    /// the end (even if nothing was popped).
     #[inline]
     pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
         let mut taken = 0;
@@ -661,15 +661,15 @@ impl<T, const L: usize> Consumer<T, L> {
             out.push_back(value);
             taken += 1;
         }
-        if taken > 0 {
-            self.publish_popped(0);
-        }
+        // Also after popping nothing: ends a `report_held`.
+        self.publish_popped(0);
         taken
     }
 
     /// The consumer keeps the last `n` items it popped aside, unprocessed:
     /// the producer's length estimate ([`Producer::len_estimate`]) counts
-    /// them as still queued until the next pop. (Their slots are free
+    /// them as still queued until the next [`Consumer::pop`] or
+    /// [`Consumer::pop_many`]. (Their slots are free
     /// either way.)
     pub fn report_held(&mut self, n: usize) {
         self.publish_popped(n);

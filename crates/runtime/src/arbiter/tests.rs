@@ -437,7 +437,6 @@ fn sends_after_stop_are_refused_and_counted() {
 /// bursts, gaps and small limits (so drops and held packets occur).
 #[test]
 fn batched_rounds_match_the_per_packet_loop() {
-    use pktsched_core::Scheduler;
     use rand::{Rng, SeedableRng};
 
     use crate::link::Link;

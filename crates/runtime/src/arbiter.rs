@@ -123,11 +123,16 @@ pub struct Arbiter<T, O> {
     sink: Sink<T, O>,
     /// Packets released this round, on their way to the sink.
     batch: Vec<Pkt<T>>,
+    /// Scratch: one mailbox read on its way into the scheduler.
+    inbox: VecDeque<Pkt<T>>,
     /// Scratch for the ids taken from the doorbell.
     rung: Vec<usize>,
     read_interval: Nanos,
     round_cap: usize,
     read_batch: usize,
+    /// The longest packet drained so far: every queued packet is at most
+    /// this long (the bound [`Arbiter::release`] plans its runs with).
+    max_len: pktsched_core::Bytes,
     trim_after: u32,
     settle_interval: Nanos,
     last_settle: Option<Nanos>,
@@ -191,10 +196,12 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             active: Vec::new(),
             sink,
             batch: Vec::with_capacity(cfg.round_cap),
+            inbox: VecDeque::with_capacity(cfg.read_batch),
             rung: Vec::new(),
             read_interval: dur_nanos(cfg.read_interval),
             round_cap: cfg.round_cap,
             read_batch: cfg.read_batch,
+            max_len: 0,
             trim_after: cfg.trim_after,
             settle_interval: dur_nanos(cfg.settle_interval),
             last_settle: None,
@@ -286,7 +293,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// `true` if any client has something in its mailbox (looks at all of
     /// them, not only the active ones; used before sleeping).
     pub(crate) fn any_mail(&self) -> bool {
-        self.clients.iter().any(|c| !c.rx.is_empty())
+        self.clients.iter().any(|c| !c.no_mail())
     }
 
     fn pick_up_clients(&mut self) {
@@ -344,11 +351,6 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// `read_interval` into the scheduler; returns how many of them have
     /// been empty for `trim_after` reads.
     fn read_mailboxes(&mut self, now: Nanos, round: &mut Round) -> usize {
-        // Client-transmit: remember who sent each flow's packets.
-        let mut owners = match &mut self.sink {
-            Sink::Clients { owner, .. } => Some(owner),
-            _ => None,
-        };
         let mut idle = 0;
         let mut i = 0;
         while i < self.active.len() {
@@ -365,29 +367,19 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             }
             c.last_read = Some(now);
             self.stats.mailbox_reads += 1;
-            let mut n = 0;
-            while n < self.read_batch {
-                let Some(pkt) = c.rx.pop() else { break };
-                n += 1;
-                if let Some(owner) = owners.as_deref_mut() {
-                    let flow = pkt.flow.index();
-                    if owner.len() <= flow {
-                        owner.resize(flow + 1, u32::MAX);
-                    }
-                    owner[flow] = id as u32;
-                }
-                if let Err(rej) = self.sched.enqueue(pkt, now) {
-                    c.dropped[drop_reason_index(rej.reason)] += 1;
-                    self.stats.dropped += 1;
-                    c.meta.backpressure.store(true, Ordering::Relaxed);
-                    // Leave the rest in the mailbox until the next read:
-                    // an overloading client then finds its mailbox full
-                    // (and stops, at no cost to the arbiter) instead of
-                    // making every round long with drops.
-                    break;
-                }
-            }
-            c.drained += n as u64;
+            let n = read_one(
+                c,
+                id,
+                &mut self.inbox,
+                ReadCtx {
+                    sched: &mut self.sched,
+                    sink: &mut self.sink,
+                    stats: &mut self.stats,
+                    max_len: &mut self.max_len,
+                    read_batch: self.read_batch,
+                    now,
+                },
+            );
             round.drained += n;
             if n == 0 {
                 c.empty_reads = c.empty_reads.saturating_add(1);
@@ -422,7 +414,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             if let Some(c) = self.clients.get_mut(id)
                 && c.empty_reads >= self.trim_after
             {
-                if c.rx.is_empty() {
+                if c.no_mail() {
                     c.active = false;
                     self.active.swap_remove(i);
                     continue;
@@ -435,24 +427,111 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
 
     /// Dequeues into the batch while the emulated link is idle, at most
     /// `round_cap` packets (or as many as were drained, if more).
+    ///
+    /// Exactly the packets a `dequeue` per packet would release, in runs:
+    /// [`Link::starts_by`] bounds how many packets of the longest length
+    /// drained so far surely start in time, and one
+    /// [`dequeue_batch`](pktsched_core::Scheduler::dequeue_batch) takes
+    /// that many (one call through the `dyn Scheduler` per run).
     fn release(&mut self, now: Nanos, round: &mut Round) {
         let cap = self.round_cap.max(round.drained);
         let ahead = Nanos(now.0.saturating_add(self.link_lead().0));
-        while round.released < cap && self.link.ready(ahead) {
-            match self.sched.dequeue(now) {
-                Some(p) => {
-                    self.link.send(p.len);
-                    self.stats.bytes += u64::from(p.len);
-                    self.batch.push(p);
-                    round.released += 1;
+        while round.released < cap {
+            let want = self
+                .link
+                .starts_by(ahead, self.max_len)
+                .min(cap - round.released);
+            if want == 0 {
+                break;
+            }
+            let first = self.batch.len();
+            let got = self.sched.dequeue_batch(now, want, &mut self.batch);
+            let run = &self.batch[first..];
+            if let [p] = run {
+                self.link.send(p.len);
+                self.stats.bytes += u64::from(p.len);
+                self.max_len = self.max_len.max(p.len);
+            } else {
+                let (mut bytes, mut longest) = (0u64, self.max_len);
+                for p in run {
+                    bytes += u64::from(p.len);
+                    longest = longest.max(p.len);
                 }
-                None => {
-                    self.link.idle(now);
-                    break;
-                }
+                // All of them start in time (`starts_by`): one addition.
+                self.link.send_run(bytes);
+                self.stats.bytes += bytes;
+                // Only a packet put into the scheduler past the mailboxes
+                // (through `scheduler()`) can be longer; the bound grows.
+                self.max_len = longest;
+            }
+            round.released += got;
+            if got < want {
+                self.link.idle(now);
+                break;
             }
         }
     }
+}
+
+/// What one mailbox read needs of the arbiter besides the client.
+struct ReadCtx<'a, T, O> {
+    sched: &'a mut BoxedScheduler<T>,
+    sink: &'a mut Sink<T, O>,
+    stats: &'a mut ArbiterStats,
+    max_len: &'a mut pktsched_core::Bytes,
+    read_batch: usize,
+    now: Nanos,
+}
+
+/// One read of client `id`'s mailbox: what was held back from its last
+/// read, then the mailbox, at most `read_batch` packets in all, offered to
+/// the scheduler as one batch (`inbox` is the scratch queue, left empty).
+/// The read stops at the first drop: the packets behind it are held back
+/// for the next read, counted as pending for the client, so an overloading
+/// client finds its mailbox full (and stops, at no cost to the arbiter)
+/// instead of making every round long with drops. Returns the packets
+/// offered (accepted or dropped).
+fn read_one<T, O>(
+    c: &mut ClientEnd<T>,
+    id: usize,
+    inbox: &mut VecDeque<Pkt<T>>,
+    cx: ReadCtx<'_, T, O>,
+) -> usize {
+    inbox.append(&mut c.held);
+    let room = cx.read_batch.saturating_sub(inbox.len());
+    c.rx.pop_many(inbox, room);
+    if inbox.is_empty() {
+        return 0;
+    }
+    let mut longest = *cx.max_len;
+    // Client-transmit: remember who sent each flow's packets.
+    let mut owners = match cx.sink {
+        Sink::Clients { owner, .. } => Some(owner),
+        _ => None,
+    };
+    for p in inbox.iter() {
+        longest = longest.max(p.len);
+        if let Some(owner) = owners.as_deref_mut() {
+            let flow = p.flow.index();
+            if owner.len() <= flow {
+                owner.resize(flow + 1, u32::MAX);
+            }
+            owner[flow] = id as u32;
+        }
+    }
+    *cx.max_len = longest;
+    let offered = inbox.len();
+    let r = cx.sched.enqueue_batch(inbox, cx.now);
+    let n = offered - inbox.len();
+    c.drained += n as u64;
+    if let Err(rej) = r {
+        c.dropped[drop_reason_index(rej.reason)] += 1;
+        cx.stats.dropped += 1;
+        c.meta.backpressure.store(true, Ordering::Relaxed);
+        c.rx.report_held(inbox.len());
+        std::mem::swap(&mut c.held, inbox);
+    }
+    n
 }
 
 /// Handing released packets on.
@@ -652,7 +731,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         loop {
             let mut moved = 0u64;
             for c in &mut self.clients {
-                while let Some(pkt) = c.rx.pop() {
+                while let Some(pkt) = c.held.pop_front().or_else(|| c.rx.pop()) {
                     moved += 1;
                     c.drained += 1;
                     self.stats.drained += 1;

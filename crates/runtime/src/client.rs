@@ -85,9 +85,19 @@ pub(crate) struct ClientEnd<T> {
     /// Client-transmit mode: the return mailbox and what did not fit in it.
     pub(crate) ret: Option<Producer<Pkt<T>>>,
     pub(crate) ret_waiting: VecDeque<Pkt<T>>,
+    /// Packets taken from the mailbox behind one the scheduler dropped:
+    /// the next read offers them first. They count as pending for the
+    /// client (see [`Consumer::report_held`]).
+    pub(crate) held: VecDeque<Pkt<T>>,
 }
 
 impl<T> ClientEnd<T> {
+    /// `true` if nothing of this client waits for the arbiter: the mailbox
+    /// is empty and no packet is held back from the last read.
+    pub(crate) fn no_mail(&self) -> bool {
+        self.held.is_empty() && self.rx.is_empty()
+    }
+
     /// The client's counters with the arbiter's drain and drop counts.
     pub(crate) fn stats(&self) -> ClientStats {
         ClientStats {
@@ -425,6 +435,7 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         dropped: [0; 4],
         ret: ret_tx,
         ret_waiting: VecDeque::new(),
+        held: VecDeque::new(),
     });
     shared.next_id.store(id as u64 + 1, Ordering::Relaxed);
     shared

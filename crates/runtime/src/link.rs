@@ -30,6 +30,10 @@ pub struct Link {
     memo_len: Bytes,
     memo_ns: u64,
     memo_rem: u64,
+    /// Memo of [`Link::starts_by`]'s bound: `bound_ns` is the transmission
+    /// time of `bound_len` bytes rounded up (`bound_len` 0: empty).
+    bound_len: Bytes,
+    bound_ns: u64,
 }
 
 impl Link {
@@ -43,6 +47,8 @@ impl Link {
             memo_len: 0,
             memo_ns: 0,
             memo_rem: 0,
+            bound_len: 0,
+            bound_ns: 0,
         }
     }
 
@@ -62,6 +68,7 @@ impl Link {
         self.rem = 0;
         self.rate = rate;
         self.memo_len = 0;
+        self.bound_len = 0;
     }
 
     /// The first whole nanosecond at which the link is free (rounded up, so
@@ -74,6 +81,37 @@ impl Link {
     #[inline]
     pub fn ready(&self, now: Nanos) -> bool {
         self.free_at() <= now
+    }
+
+    /// How many packets of at most `max_len` bytes each, sent back to
+    /// back from now on, are sure to start by `by` (each would find
+    /// [`Link::ready`]`(by)` true): 0 if the link is busy past `by`, else
+    /// `1 + ⌊(by − free_at) / ⌈tx_time(max_len)⌉⌋` (saturating); 1 if
+    /// `max_len` is 0 (no bound known). A lower bound: the packets that
+    /// follow are checked again.
+    #[inline]
+    pub fn starts_by(&mut self, by: Nanos, max_len: Bytes) -> usize {
+        let free = self.free_at();
+        if free > by {
+            return 0;
+        }
+        let slack = by.0 - free.0;
+        if max_len == 0 {
+            return 1;
+        }
+        if max_len != self.bound_len {
+            self.bound_ns = self.rate.tx_time(u64::from(max_len)).0;
+            self.bound_len = max_len;
+        }
+        // Packets shorter than a nanosecond at this rate: count them as
+        // taking one (still a lower bound).
+        let per = self.bound_ns.max(1);
+        if slack < per {
+            return 1;
+        }
+        usize::try_from(slack / per)
+            .unwrap_or(usize::MAX)
+            .saturating_add(1)
     }
 
     /// Occupies the link with `len` bytes, starting when it is free.
@@ -99,6 +137,20 @@ impl Link {
             .saturating_add(self.memo_ns)
             .saturating_add(carry);
         self.sent_bytes = self.sent_bytes.saturating_add(u64::from(len));
+    }
+
+    /// Occupies the link with packets of `bytes` bytes in all, sent back
+    /// to back: the same end time (to the fraction of a nanosecond) as a
+    /// [`Link::send`] per packet, with one division for the run.
+    #[inline]
+    pub fn send_run(&mut self, bytes: u64) {
+        let bps = u128::from(self.rate.as_bps());
+        // bytes < 2^64: the numerator stays below 2^97.
+        let num = u128::from(self.rem) + u128::from(bytes) * 8_000_000_000;
+        let whole = u64::try_from(num / bps).unwrap_or(u64::MAX);
+        self.rem = (num % bps) as u64;
+        self.free_ns = self.free_ns.saturating_add(whole);
+        self.sent_bytes = self.sent_bytes.saturating_add(bytes);
     }
 
     /// The scheduler had nothing to send at `now`: if the link finished
@@ -189,6 +241,37 @@ mod tests {
         }
     }
 
+    /// A run sent at once ends exactly where the same packets sent one by
+    /// one end, remainder included, whatever the rate and lengths.
+    #[test]
+    fn a_run_ends_where_its_packets_end() {
+        for bps in [
+            1u64,
+            3_000_000_000,
+            999_999_937,
+            40_000_000_000,
+            u64::MAX / 5,
+        ] {
+            let (mut one, mut run) = (Link::new(Rate::bps(bps)), Link::new(Rate::bps(bps)));
+            for k in 0..200u32 {
+                let lens: Vec<u32> = (0..k % 17)
+                    .map(|i| 60 + (i * 7919 + k * 31) % 9000)
+                    .collect();
+                for &l in &lens {
+                    one.send(l);
+                }
+                run.send_run(lens.iter().map(|&l| u64::from(l)).sum());
+                assert_eq!(
+                    (one.free_ns, one.rem),
+                    (run.free_ns, run.rem),
+                    "{bps} run {k}"
+                );
+                assert_eq!(one.free_at(), run.free_at());
+                assert_eq!(one.sent_bytes(), run.sent_bytes());
+            }
+        }
+    }
+
     /// What the truncating kernel arithmetic would do at 40 Gbit/s: 0.4 % fast.
     #[test]
     fn truncated_ps_per_byte_would_run_fast() {
@@ -222,6 +305,40 @@ mod tests {
         assert!(!link.ready(Nanos(5999)));
         assert!(link.ready(Nanos(6000)));
         assert_eq!(link.sent_bytes(), 250);
+    }
+
+    /// `starts_by` never promises a start the link would refuse: every
+    /// packet of the promised run, of any length up to the bound, finds the
+    /// link ready; when the bound's transmission time is a whole number of
+    /// nanoseconds, one more packet of the bound's length would not.
+    #[test]
+    fn starts_by_is_a_tight_lower_bound() {
+        for (bps, max_len) in [
+            (3_000_000_000u64, 1500u32),
+            (10_000_000_000_000, 64),
+            (999_999_937, 1514),
+            (1_000_000, 60),
+        ] {
+            let rate = Rate::bps(bps);
+            for (start_len, lead) in [(0u32, 0u64), (700, 0), (1, 5_000), (1500, 123_457)] {
+                for lens in [[max_len; 4], [1, max_len, max_len / 2, 7]] {
+                    let mut link = Link::new(rate);
+                    link.send(start_len);
+                    let by = Nanos(link.free_at().0.saturating_sub(3) + lead);
+                    let n = link.starts_by(by, max_len);
+                    assert_eq!(n == 0, !link.ready(by));
+                    for i in 0..n.min(10_000) {
+                        assert!(link.ready(by), "{bps} {max_len} packet {i} of {n}");
+                        link.send(lens[i % 4]);
+                    }
+                    let whole = u128::from(rate.tx_time(u64::from(max_len)).0) * u128::from(bps)
+                        == u128::from(max_len) * 8_000_000_000;
+                    if whole && lens == [max_len; 4] && n > 0 && n < 10_000 {
+                        assert!(!link.ready(by), "the bound is tight: {bps} {max_len} {n}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -132,6 +132,7 @@
 //! under Miri: `ci/miri.sh` installs a nightly toolchain with the `miri`
 //! component and runs them (not part of CI, which uses stable only).
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::mem::MaybeUninit;
 
@@ -644,6 +645,49 @@ impl<T, const L: usize> Consumer<T, L> {
     /// Takes the oldest item, if any.
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
+        let value = self.take()?;
+        self.publish_popped(0);
+        Some(value)
+    }
+
+    /// Pops up to `max` items onto the back of `out`; returns how many.
+    /// The count the producer's length estimate reads is stored once, at
+    /// the end (even if nothing was popped).
+    #[inline]
+    pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
+        let mut taken = 0;
+        while taken < max {
+            let Some(value) = self.take() else { break };
+            out.push_back(value);
+            taken += 1;
+        }
+        // Also after popping nothing: ends a `report_held`.
+        self.publish_popped(0);
+        taken
+    }
+
+    /// The consumer keeps the last `n` items it popped aside, unprocessed:
+    /// the producer's length estimate ([`Producer::len_estimate`]) counts
+    /// them as still queued until the next [`Consumer::pop`] or
+    /// [`Consumer::pop_many`]. (Their slots are free
+    /// either way.)
+    pub fn report_held(&mut self, n: usize) {
+        self.publish_popped(n);
+    }
+
+    /// Stores the popped count, less `held`, for the producer's estimate.
+    #[inline(always)]
+    fn publish_popped(&self, held: usize) {
+        self.shared
+            .cons
+            .popped
+            .store(self.popped.wrapping_sub(held), Ordering::Relaxed);
+    }
+
+    /// Moves the oldest item out of its slot, if any, and advances (the
+    /// popped count is published by the caller).
+    #[inline(always)]
+    fn take(&mut self) -> Option<T> {
         let offset = self.offset;
         let line = self.lines.get(self.line)?;
         if line.stamps[offset].load(Ordering::Acquire) != self.tag {
@@ -659,10 +703,6 @@ impl<T, const L: usize> Consumer<T, L> {
             unsafe { (*p).assume_init_read() }
         });
         self.popped = self.popped.wrapping_add(1);
-        self.shared
-            .cons
-            .popped
-            .store(self.popped, Ordering::Relaxed);
         if offset + 1 >= L {
             self.release_line();
         } else {

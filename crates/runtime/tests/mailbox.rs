@@ -442,3 +442,25 @@ fn threads_owned_values_are_dropped_once() {
     drop(rx);
     assert_eq!(drops.load(Ordering::Relaxed) as u64, n + 10);
 }
+
+#[test]
+fn pop_many_takes_in_order_and_held_items_count_as_queued() {
+    let (mut tx, mut rx) = Mailbox::with_line_slots::<u32, 4>(16);
+    assert_eq!(fill(&mut tx, |i| i as u32), 16);
+    let mut q = std::collections::VecDeque::new();
+    assert_eq!(rx.pop_many(&mut q, 6), 6);
+    assert_eq!(q, (0..6).collect::<Vec<_>>());
+    assert_eq!(tx.len_estimate(), 10);
+    // The consumer keeps the last 4 aside: the producer still counts them.
+    rx.report_held(4);
+    assert_eq!(tx.len_estimate(), 14);
+    // A pop_many ends the report, even one that takes nothing.
+    assert_eq!(rx.pop_many(&mut q, 0), 0);
+    assert_eq!(tx.len_estimate(), 10);
+    rx.report_held(2);
+    assert_eq!(rx.pop_many(&mut q, usize::MAX), 10);
+    assert_eq!(q, (0..16).collect::<Vec<_>>());
+    assert_eq!(tx.len_estimate(), 0);
+    assert_eq!(rx.pop_many(&mut q, 3), 0, "empty");
+    assert!(rx.is_empty());
+}

@@ -697,7 +697,7 @@ impl Discipline for Qfq {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     fn depart(&mut self, id: FlowId, len: Bytes, next: Option<Bytes>) {
         let old_v = self.v;
         // len·ONE ≤ 2^47 and v_rem < wsum ≤ 2^20: no overflow.

@@ -186,23 +186,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     #[inline]
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
         loop {
-            if self.ready.is_empty() {
-                if self.flows.total_queued() == 0 {
-                    return None;
-                }
-                if self.q.next_due().is_none_or(|t| t > now) {
-                    self.flows.count_overlimit();
-                    return None;
-                }
-                let n = self.q.release(now, &mut self.ready) as u64;
-                if n == 0 {
-                    self.st.empty_wakeups += 1;
-                    return None;
-                }
-                self.st.wakeups += 1;
-                let b = (63 - n.leading_zeros() as usize).min(15);
-                self.st.batches[b] += 1;
-                self.st.max_batch = self.st.max_batch.max(n);
+            if self.ready.is_empty() && !self.refill(now) {
+                return None;
             }
             let e = self.ready.pop_front()?;
             let fid = FlowId(e.flow);
@@ -218,6 +203,84 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.st.max_lateness = self.st.max_lateness.max(late);
             return Some((pkt, Nanos(e.edt)));
         }
+    }
+
+    /// Like [`Scheduler::dequeue_batch`], also giving each packet's EDT:
+    /// appends to `out` what `max` calls of [`Shaper::dequeue_edt`] at
+    /// `now` would return, in the same order, stopping at the first
+    /// `None`; returns how many.
+    pub fn dequeue_batch_edt(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        out: &mut Vec<(Pkt<T>, Nanos)>,
+    ) -> usize {
+        self.release_into(now, max, |p, edt| out.push((p, edt)))
+    }
+
+    /// The release loop behind every dequeue: hands up to `max` due packets
+    /// to `emit` (with their EDTs), refilling the ready batch from the time
+    /// queue whenever it runs dry, and stops at the first dequeue that would
+    /// return `None` (counting it as `dequeue` does). The lateness and
+    /// release counters are summed locally and stored once.
+    #[inline(always)]
+    fn release_into(
+        &mut self,
+        now: Nanos,
+        max: usize,
+        mut emit: impl FnMut(Pkt<T>, Nanos),
+    ) -> usize {
+        let (mut n, mut late_sum, mut late_max) = (0usize, 0u128, self.st.max_lateness);
+        while n < max {
+            if self.ready.is_empty() && !self.refill(now) {
+                break;
+            }
+            let Some(e) = self.ready.pop_front() else {
+                break;
+            };
+            let fid = FlowId(e.flow);
+            if self.shape[fid.index()].generation != e.generation || !self.flows.contains(fid) {
+                continue;
+            }
+            let Some((pkt, _)) = self.flows.pop(fid) else {
+                continue;
+            };
+            let late = now.0.saturating_sub(e.edt);
+            late_sum += u128::from(late);
+            late_max = late_max.max(late);
+            emit(pkt, Nanos(e.edt));
+            n += 1;
+        }
+        self.st.released += n as u64;
+        self.st.lateness_sum += late_sum;
+        self.st.max_lateness = late_max;
+        n
+    }
+
+    /// The ready batch is empty: moves every entry due at `now` from the
+    /// time queue into it (one wake-up). `false` when there is none, the
+    /// outcome a `dequeue` returning `None` counts: nothing queued,
+    /// nothing due yet (an overlimit), or a due slot with only stale
+    /// entries (an empty wake-up).
+    #[inline(always)]
+    fn refill(&mut self, now: Nanos) -> bool {
+        if self.flows.total_queued() == 0 {
+            return false;
+        }
+        if self.q.next_due().is_none_or(|t| t > now) {
+            self.flows.count_overlimit();
+            return false;
+        }
+        let n = self.q.release(now, &mut self.ready) as u64;
+        if n == 0 {
+            self.st.empty_wakeups += 1;
+            return false;
+        }
+        self.st.wakeups += 1;
+        let b = (63 - n.leading_zeros() as usize).min(15);
+        self.st.batches[b] += 1;
+        self.st.max_batch = self.st.max_batch.max(n);
+        true
     }
 }
 
@@ -292,6 +355,11 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
     #[inline]
     fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>> {
         self.dequeue_edt(now).map(|(p, _)| p)
+    }
+
+    /// One release loop for the batch (see [`Shaper::dequeue_batch_edt`]).
+    fn dequeue_batch(&mut self, now: Nanos, max: usize, out: &mut Vec<Pkt<T>>) -> usize {
+        self.release_into(now, max, |p, _| out.push(p))
     }
 
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {

@@ -333,3 +333,73 @@ fn classifier_and_estimator() {
     let r = e.rate(Nanos(now)).as_bps();
     assert!((r as i64 - 1_000_000_000).abs() < 10_000_000, "{r}");
 }
+
+/// `dequeue_batch` and `dequeue_batch_edt` release exactly what the same
+/// number of `dequeue_edt` calls would, with the same counters, whatever
+/// the batch sizes (random arrivals, rates, flow removals; seeded).
+#[test]
+fn batch_release_matches_one_at_a_time() {
+    use rand::{Rng, SeedableRng};
+    for seed in 0..8u64 {
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+        let make = || {
+            let mut sh = Shaper::new(mltw(256, Nanos::from_millis(200)), Rate::mbit(10));
+            let flows: Vec<FlowId> = (0..16u64)
+                .map(|i| {
+                    let bps = 1_000_000 * (1 + i * 37 % 50);
+                    sh.add_flow_bps(FlowConfig::default().with_limit(64), bps)
+                        .expect("flow")
+                })
+                .collect();
+            (sh, flows)
+        };
+        let (mut one, flows) = make();
+        let (mut many, _) = make();
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        let mut now = 0u64;
+        for step in 0..3000u64 {
+            now += rng.random_range(0..20_000);
+            let t = Nanos(now);
+            for _ in 0..rng.random_range(0..6) {
+                let f = flows[rng.random_range(0..flows.len())];
+                let len = rng.random_range(64..=MTU);
+                let p = Pkt::new(f, len, t, step);
+                let r1 = one.enqueue(p.clone(), t).is_ok();
+                assert_eq!(r1, many.enqueue(p, t).is_ok(), "seed {seed} step {step}");
+            }
+            if step == 1500 {
+                let gone = flows[3];
+                assert_eq!(one.remove_flow(gone).ok(), many.remove_flow(gone).ok());
+            }
+            let max = rng.random_range(0..40usize);
+            let mut want = Vec::new();
+            while want.len() < max {
+                let Some(x) = one.dequeue_edt(t) else { break };
+                want.push(x);
+            }
+            let before = b.len();
+            let got = if step % 2 == 0 {
+                let mut v = Vec::new();
+                let n = many.dequeue_batch_edt(t, max, &mut v);
+                assert_eq!(n, v.len());
+                v
+            } else {
+                let mut v = Vec::new();
+                let n = many.dequeue_batch(t, max, &mut v);
+                assert_eq!(n, v.len());
+                // Plain batches carry no EDT: compare packets only.
+                v.into_iter().zip(&want).map(|(p, w)| (p, w.1)).collect()
+            };
+            b.extend(got.into_iter().map(|(p, e)| (p.item, p.flow, e)));
+            a.extend(want.into_iter().map(|(p, e)| (p.item, p.flow, e)));
+            assert_eq!(
+                a[before..],
+                b[before..],
+                "seed {seed} step {step} max {max}"
+            );
+        }
+        assert_eq!(one.shape_stats(), many.shape_stats(), "seed {seed}");
+        assert_eq!(one.stats(), many.stats(), "seed {seed}");
+        assert!(one.shape_stats().released > 1000, "the workload releases");
+    }
+}

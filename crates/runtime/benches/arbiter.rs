@@ -1,0 +1,92 @@
+//! The arbiter's per-packet path on one thread, for instruction counts:
+//! a client sends `N` 64-byte packets one `send` at a time, 64 per round,
+//! and after each 64 the arbiter runs one round ([`Arbiter::do_scan`]) at a
+//! virtual time 1 µs later (so every round reads the mailbox): mailbox pop →
+//! scheduler enqueue → scheduler dequeue → emulated link → null output.
+//!
+//! ```text
+//! cargo bench -p pktsched-runtime --bench arbiter -- --single 1000000 --alg qfq --flows 1
+//! ```
+//!
+//! It prints the packets transmitted and the arbiter's decisions, nothing
+//! else: `ci/instructions.sh` runs it under callgrind twice with different
+//! `N` and divides the difference of instructions by the difference of `N`
+//! (start-up and set-up cancel out). The client's send is included (one
+//! thread does both ends, as the figure in `docs/perf-log.md` does).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![forbid(unsafe_code)]
+
+use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
+use pktsched_runtime::{Arbiter, Config, NullOutput, add_flows};
+
+/// Packets per round: the default `read_batch`.
+const ROUND: u64 = 64;
+
+struct Args {
+    single: u64,
+    alg: Algorithm,
+    flows: usize,
+}
+
+fn parse_args() -> Result<Args, String> {
+    let mut a = Args {
+        single: 1_000_000,
+        alg: Algorithm::Qfq,
+        flows: 1,
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(s) = it.next() {
+        let mut value = |name: &str| it.next().ok_or(format!("{name} needs a value"));
+        match s.as_str() {
+            "--single" => {
+                let v = value("--single")?;
+                a.single = v
+                    .parse()
+                    .map_err(|_| format!("--single {v:?}: expected a packet count"))?;
+            }
+            "--alg" => a.alg = Algorithm::parse(&value("--alg")?)?,
+            "--flows" => {
+                let v = value("--flows")?;
+                a.flows = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=65_536).contains(&n))
+                    .ok_or(format!("--flows {v:?}: expected 1..=65536"))?;
+            }
+            _ => {} // `cargo bench` passes `--bench`; ignore what we do not know.
+        }
+    }
+    Ok(a)
+}
+
+fn main() {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(e) => {
+            eprintln!("arbiter bench: {e}");
+            std::process::exit(2);
+        }
+    };
+    let cfg = Config::new(Rate::from_bps(10_000_000_000_000).expect("10 Tbit/s"));
+    let mut sched = args.alg.build_send::<u64>();
+    let flows = add_flows(&mut *sched, &[1], args.flows, 256).expect("flows");
+    let mut arb = Arbiter::new(&cfg, sched, NullOutput::default()).expect("arbiter");
+    let mut client = arb.client().expect("client");
+    let mut now = 0u64;
+    let mut sent = 0u64;
+    while sent < args.single {
+        let end = (sent + ROUND).min(args.single);
+        while sent < end {
+            let flow: FlowId = flows[(sent % flows.len() as u64) as usize];
+            client
+                .send(Pkt::new(flow, 64, Nanos(now), sent))
+                .expect("the mailbox holds a round");
+            sent += 1;
+        }
+        now += 1_000;
+        arb.do_scan(Nanos(now));
+    }
+    let stats = arb.stats();
+    let out = arb.output().copied().unwrap_or_default();
+    println!("{} {}", out.pkts, stats.decisions);
+}

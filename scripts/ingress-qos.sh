@@ -30,7 +30,8 @@
 # on the same veths; 64-byte frames from the AF_PACKET ring generator
 # (`gen --backend packet`) at saturation; frames/s arriving on s0 (its
 # rx_packets) and whole-machine busy CPU ns per arriving frame
-# (/proc/stat, generator included, the same for all); medians of 3 runs
+# (/proc/stat, generator included, the same for all), next to the
+# router's own per-packet time x (route --json); medians of 3 runs
 # of FWD_SECS each. Written to OUT/ingress-forwarding.md.
 #
 #   scripts/ingress-qos.sh [--quick|--full|--forwarding] OUT
@@ -282,6 +283,9 @@ forwarding() {
         echo "| frames/s arriving at the sink (s0 rx_packets) |$(for a in $archs; do printf ' %s |' "$(median "$dir/$a"-?.pps)"; done)"
         echo "| whole-machine busy CPU ns per arriving frame (generator included) |$(for a in $archs; do printf ' %s |' "$(median "$dir/$a"-?.cpu_ns)"; done)"
         echo "| frames/s offered by the generator |$(for a in $archs; do printf ' %s |' "$(median "$dir/$a"-?.offered)"; done)"
+        echo "| the router's own per-packet time x, ns (route --json service_ns, over the 3 runs) |$(for a in $archs; do
+            printf ' %s |' "$(sed -n 's/.*"service_ns": *\([0-9.]*\).*/\1/p' "$dir/$a.route.json" 2>/dev/null | head -1 |
+                awk '{printf "%.0f", $1} END{if (!NR) printf "—"}')"; done)"
     } >"$out/ingress-forwarding.md"
     echo
     cat "$out/ingress-forwarding.md"

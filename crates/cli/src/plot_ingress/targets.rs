@@ -143,7 +143,7 @@ pub(crate) fn markdown(rows: &[Row]) -> String {
         let p = ratio(t.loss_free_pps, sq.and_then(|q| q.loss_free_pps));
         let i = ratio(t.interpolated_pps, sq.and_then(|q| q.interpolated_pps));
         let loss_ratio = match (t.overload_rt_loss, sq.and_then(|q| q.overload_rt_loss)) {
-            (Some(_), Some(q)) if q == 0.0 => "SQ lost 0".to_string(),
+            (Some(_), Some(q)) if q <= 0.0 => "SQ lost 0".to_string(),
             (a, b) => cell(ratio(a, b), 3),
         };
         let (within, n) = t.bound_within;
@@ -215,7 +215,7 @@ fn verdicts(s: &mut String, all: &[Targets], sq: Option<&Targets>) {
         ),
     };
     let _ = match (wfq.overload_rt_loss, sq.overload_rt_loss) {
-        (Some(w), Some(q)) if q == 0.0 => writeln!(
+        (Some(w), Some(q)) if q <= 0.0 => writeln!(
             s,
             "- LL-WFQ overload RT loss: SQ lost 0 RT packets, no ratio (LL-WFQ lost {:.3} %)",
             w * 100.0

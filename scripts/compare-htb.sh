@@ -43,7 +43,8 @@ scripts/netns-topology.sh up "$p" >/dev/null
 
 nsx() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
 
-busy_jiffies() { awk '/^cpu /{print $2+$3+$4+$7+$8}' /proc/stat; }
+# busy_jiffies
+. scripts/lib/cpu.sh
 
 shaper_config() { # $1 algorithm-or-policy line, $2 rate, $3 engine
     cat >"$work/run.toml" <<EOF

@@ -17,15 +17,31 @@
 # latency and loss per class (`pktsched sink --class`), the router's final
 # counters (`pktsched route --json`). Then `pktsched plot ingress` writes
 # OUT/ingress-results.{csv,json} and SVGs (RT and BE p99 and loss per
-# class vs load, RT p99 and loss vs RT share) and prints the analytic RT
+# class vs load, RT p99 and loss vs RT share), prints the analytic RT
 # bound (b+ρ)x/(1−ρ) + x (`pktsched calc ingress`'s arithmetic, x the
-# router's measured per-packet time) next to the measured RT p99.
+# router's measured per-packet time) next to the measured RT p99, and the
+# issue's targets per strategy (OUT/ingress-targets.md: loss-free
+# throughput vs SQ's, RT p99 and RT loss at 1.5 × capacity vs SQ's, RT
+# p99 within the bound at ρ_RT ≤ 0.5).
 #
-#   scripts/ingress-qos.sh [--quick|--full] OUT
+# The forwarding phase (--full, or --forwarding alone): the router with
+# no per-packet cost (cost = "none") and, for comparison, the kernel's
+# own IP forwarding (ip_forward=1 in the router namespace, no pktsched)
+# on the same veths; 64-byte frames from the AF_PACKET ring generator
+# (`gen --backend packet`) at saturation; frames/s arriving on s0 (its
+# rx_packets) and whole-machine busy CPU ns per arriving frame
+# (/proc/stat, generator included, the same for all), next to the
+# router's own per-packet time x (route --json); medians of 3 runs
+# of FWD_SECS each. Written to OUT/ingress-forwarding.md.
 #
-# --quick (default): 3 loads, 2 shares, 2 s per point (under 2 minutes);
-# --full: 10 loads, 7 shares, 10 s per point (about 15 minutes).
-# Environment: COST (router busy loop per packet, default 10us),
+#   scripts/ingress-qos.sh [--quick|--full|--forwarding] OUT
+#
+# --quick (default): 3 loads, 2 shares, 2 s per point (under 2 minutes),
+# no forwarding phase; --full: 10 loads, 7 shares, 10 s per point (about
+# 13 minutes; 6 at SECS=4), then the forwarding phase (about 1 minute).
+# Environment: SECS (seconds per point, overrides the mode's),
+# FWD_SECS (seconds per forwarding run, default 3),
+# COST (router busy loop per packet, default 10us),
 # STRATEGIES (default "sq rr ll-rr ll-wfq"), ROUTE_BACKEND (auto|xdp|packet,
 # default auto), GEN_BACKEND (socket|packet, default socket), RT_PATTERN
 # (poisson|cbr: the RT flows' arrivals, default poisson; the bound's
@@ -38,8 +54,9 @@ mode=quick
 case "${1:-}" in
     --quick) shift ;;
     --full) mode=full; shift ;;
+    --forwarding) mode=forwarding; shift ;;
 esac
-[ $# = 1 ] || { echo "usage: $0 [--quick|--full] OUT" >&2; exit 2; }
+[ $# = 1 ] || { echo "usage: $0 [--quick|--full|--forwarding] OUT" >&2; exit 2; }
 out="$1"
 [ "$(id -u)" = 0 ] || { echo "ingress-qos.sh needs root (network namespaces)" >&2; exit 2; }
 
@@ -48,7 +65,16 @@ if [ "$mode" = quick ]; then
 else
     secs=10 loads="0.2 0.4 0.6 0.8 0.9 1.0 1.1 1.25 1.5 2.0" shares="0.1 0.2 0.3 0.4 0.5 0.6 0.7"
 fi
+positive() { # $1 variable name, $2 value: a positive number of seconds
+    [[ "$2" =~ ^[0-9]+([.][0-9]+)?$ ]] && awk -v v="$2" 'BEGIN{exit !(v > 0)}' ||
+        { echo "$1=$2: expected a positive number of seconds (e.g. 4 or 0.5)" >&2; exit 2; }
+}
+secs="${SECS:-$secs}"
+positive SECS "$secs"
+fwd_secs="${FWD_SECS:-3}"
+positive FWD_SECS "$fwd_secs"
 cost="${COST:-10us}"
+route_cost="$cost"
 strategies="${STRATEGIES:-sq rr ll-rr ll-wfq}"
 route_backend="${ROUTE_BACKEND:-auto}"
 gen_backend="${GEN_BACKEND:-socket}"
@@ -83,6 +109,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$out/points"
 
+. scripts/lib/cpu.sh # busy_jiffies, cpu_ns_per_frame
 nsx() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
 mac() { nsx "$1" cat "/sys/class/net/$2/address"; }
 
@@ -132,7 +159,7 @@ strategy = "$1"
 device_budget = 64
 ring_frames = 256
 pool_frames = 4096
-cost = "$cost"
+cost = "$route_cost"
 
 [[class]]
 name = "rt"
@@ -184,8 +211,8 @@ stop_router() {
     router_pid=""
 }
 
-point() { # $1 strategy, $2 sweep (load|share), $3 packets/s, $4 RT share
-    local st="$1" sweep="$2" pps="$3" share="$4"
+point() { # $1 strategy, $2 sweep (load|share), $3 packets/s, $4 RT share, $5 load ÷ capacity
+    local st="$1" sweep="$2" pps="$3" share="$4" factor="$5"
     local dir="$out/points/$st-$sweep-$pps-$share"
     mkdir -p "$dir"
     start_router "$st" "$dir/route.json"
@@ -199,37 +226,102 @@ point() { # $1 strategy, $2 sweep (load|share), $3 packets/s, $4 RT share
     wait "$sink_pid" || { echo "sink failed at $dir:" >&2; cat "$work/sink.err" >&2; }
     stop_router
     cat >"$dir/point.json" <<EOF
-{"strategy": "$st", "sweep": "$sweep", "load_pps": $pps, "rt_share": $share, "be_budget": $(be_budget "$st"), "cost": "$cost", "rt_pattern": "$rt_pattern", "gen_backend": "$gen_backend"}
+{"strategy": "$st", "sweep": "$sweep", "load_pps": $pps, "load_factor": $factor, "rt_share": $share, "be_budget": $(be_budget "$st"), "cost": "$cost", "rt_pattern": "$rt_pattern", "gen_backend": "$gen_backend"}
 EOF
     printf '%-7s %-5s %8s pps rt %-4s %s\n' "$st" "$sweep" "$pps" "$share" \
         "$(grep -q 'offered load was not met' "$work/gen.err" && echo '(offered load not met)' || true)"
+}
+
+# Frames/s and CPU per frame of one forwarding run ($1: a file prefix):
+# the ring generator at saturation, 64-byte frames to the sink's address
+# through r0 (no ARP: the router's MAC given).
+fwd_run() {
+    local f="$1" r0 r1 b0 b1
+    r0=$(nsx "$sink" cat /sys/class/net/s0/statistics/rx_packets); b0=$(busy_jiffies)
+    nsx "$gen" "${pin_rest[@]}" "$bin" gen --dst 10.71.2.2 --backend packet --device g0 \
+        --dst-mac "$(mac "$rtr" r0)" --flow "dport=5002,rate=5gbit,size=64" \
+        --duration "${fwd_secs}s" --json >"$f.gen.json" 2>"$work/gen.err" ||
+        { echo "gen failed at $f:" >&2; cat "$work/gen.err" >&2; }
+    sleep 0.2 # frames still in the router's rings
+    r1=$(nsx "$sink" cat /sys/class/net/s0/statistics/rx_packets); b1=$(busy_jiffies)
+    awk -v n=$((r1 - r0)) -v s="$fwd_secs" 'BEGIN{printf "%d\n", n / s}' >"$f.pps"
+    cpu_ns_per_frame $((b1 - b0)) $((r1 - r0)) >"$f.cpu_ns"
+    awk -v s="$fwd_secs" 'BEGIN{t=0} {n=split($0,a,"\"sent\":"); for(i=2;i<=n;i++) t+=a[i]+0} END{printf "%d\n", t / s}' \
+        "$f.gen.json" >"$f.offered"
+}
+median() { sort -n "$@" | awk '{v[NR]=$1} END{print (NR ? v[int((NR+1)/2)] : "—")}'; }
+
+kernel_forwarding() { # $1 on|off
+    if [ "$1" = on ]; then
+        ip -n "$rtr" addr add 10.71.1.1/24 dev r0
+        ip -n "$rtr" addr add 10.71.2.1/24 dev r1
+        ip -n "$rtr" neigh replace 10.71.2.2 lladdr "$(mac "$sink" s0)" dev r1 nud permanent
+        nsx "$rtr" sysctl -qw net.ipv4.ip_forward=1 net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.r0.rp_filter=0
+    else
+        nsx "$rtr" sysctl -qw net.ipv4.ip_forward=0
+        ip -n "$rtr" addr flush dev r0
+        ip -n "$rtr" addr flush dev r1
+    fi
+}
+
+# Each strategy with cost "none", then the kernel; 3 runs each.
+forwarding() {
+    local dir="$out/forwarding" archs="$strategies kernel" a i
+    mkdir -p "$dir"
+    route_cost=none
+    for a in $archs; do
+        if [ "$a" = kernel ]; then kernel_forwarding on; else start_router "$a" "$dir/$a.route.json"; fi
+        for i in 1 2 3; do fwd_run "$dir/$a-$i"; done
+        if [ "$a" = kernel ]; then kernel_forwarding off; else stop_router; fi
+        echo "forwarding $a: $(median "$dir/$a"-?.pps) frames/s, $(median "$dir/$a"-?.cpu_ns) CPU ns/frame"
+    done
+    route_cost="$cost"
+    {
+        echo "| 64 B frames, ring generator at saturation (median of 3 × ${fwd_secs} s) |$(for a in $archs; do
+            [ "$a" = kernel ] && printf ' kernel ip_forward |' || printf ' pktsched %s |' "$a"; done)"
+        echo "| --- |$(for a in $archs; do printf ' ---: |'; done)"
+        echo "| frames/s arriving at the sink (s0 rx_packets) |$(for a in $archs; do printf ' %s |' "$(median "$dir/$a"-?.pps)"; done)"
+        echo "| whole-machine busy CPU ns per arriving frame (generator included) |$(for a in $archs; do printf ' %s |' "$(median "$dir/$a"-?.cpu_ns)"; done)"
+        echo "| frames/s offered by the generator |$(for a in $archs; do printf ' %s |' "$(median "$dir/$a"-?.offered)"; done)"
+        echo "| the router's own per-packet time x, ns (route --json service_ns, over the 3 runs) |$(for a in $archs; do
+            printf ' %s |' "$(sed -n 's/.*"service_ns": *\([0-9.]*\).*/\1/p' "$dir/$a.route.json" 2>/dev/null | head -1 |
+                awk '{printf "%.0f", $1} END{if (!NR) printf "—"}')"; done)"
+    } >"$out/ingress-forwarding.md"
+    echo
+    cat "$out/ingress-forwarding.md"
+}
+
+sweeps() {
+    # Capacity: SQ at an overload, x as the router measured it.
+    start_router sq "$work/calib.json"
+    nsx "$gen" "${pin_rest[@]}" "$bin" gen "${gen_args[@]}" --load "$(awk -v c="$cost" 'BEGIN{
+        n=c+0; u=c; sub(/^[0-9.]+/,"",u); ns=(u=="us")?n*1000:(u=="ms")?n*1e6:n; printf "%d", 2e9/ns }')pps" \
+        --rt-share 0 --duration 1s >/dev/null 2>&1 || true
+    stop_router
+    x_ns=$(sed -n 's/.*"service_ns": *\([0-9.eE+-]*\).*/\1/p' "$work/calib.json" | head -1)
+    [ -n "$x_ns" ] && awk -v x="$x_ns" 'BEGIN{exit !(x > 0)}' ||
+        { echo "the router reported no service time x:" >&2; cat "$work/calib.json" "$work/route.err" >&2; exit 1; }
+    capacity=$(awk -v x="$x_ns" 'BEGIN{printf "%d", 1e9/x}')
+    echo "router: cost $cost, measured x = $x_ns ns, capacity ≈ $capacity packets/s; $mode mode, ${secs}s per point"
+
+    for st in $strategies; do
+        for f in $loads; do
+            point "$st" load "$(awk -v c="$capacity" -v f="$f" 'BEGIN{printf "%d", c*f}')" "$rt_share" "$f"
+        done
+        for s in $shares; do
+            point "$st" share "$(awk -v c="$capacity" -v f="$overload" 'BEGIN{printf "%d", c*f}')" "$s" "$overload"
+        done
+    done
 }
 
 topology
 gen_args=(--dst 10.71.2.2 --backend "$gen_backend")
 if [ "$gen_backend" = packet ]; then gen_args+=(--device g0 --dst-mac "$(mac "$rtr" r0)"); fi
 
-# Capacity: SQ at an overload, x as the router measured it.
-start_router sq "$work/calib.json"
-nsx "$gen" "${pin_rest[@]}" "$bin" gen "${gen_args[@]}" --load "$(awk -v c="$cost" 'BEGIN{
-    n=c+0; u=c; sub(/^[0-9.]+/,"",u); ns=(u=="us")?n*1000:(u=="ms")?n*1e6:n; printf "%d", 2e9/ns }')pps" \
-    --rt-share 0 --duration 1s >/dev/null 2>&1 || true
-stop_router
-x_ns=$(sed -n 's/.*"service_ns": *\([0-9.eE+-]*\).*/\1/p' "$work/calib.json" | head -1)
-[ -n "$x_ns" ] && awk -v x="$x_ns" 'BEGIN{exit !(x > 0)}' ||
-    { echo "the router reported no service time x:" >&2; cat "$work/calib.json" "$work/route.err" >&2; exit 1; }
-capacity=$(awk -v x="$x_ns" 'BEGIN{printf "%d", 1e9/x}')
-echo "router: cost $cost, measured x = $x_ns ns, capacity ≈ $capacity packets/s; $mode mode, ${secs}s per point"
-
-for st in $strategies; do
-    for f in $loads; do
-        point "$st" load "$(awk -v c="$capacity" -v f="$f" 'BEGIN{printf "%d", c*f}')" "$rt_share"
-    done
-    for s in $shares; do
-        point "$st" share "$(awk -v c="$capacity" -v f="$overload" 'BEGIN{printf "%d", c*f}')" "$s"
-    done
-done
+[ "$mode" = forwarding ] || sweeps
+[ "$mode" = quick ] || forwarding
+[ "$mode" = forwarding ] && exit 0
 
 echo
-echo "RT bound (b+rho)x/(1-rho) + x with the router's measured x, next to the measured RT p99:"
+echo "RT bound (b+rho)x/(1-rho) + x with the router's measured x, next to the measured RT p99; the targets:"
 "$bin" plot ingress "$out"

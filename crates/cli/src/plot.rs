@@ -16,8 +16,12 @@ pub(crate) enum PlotCmd {
     /// RESULTS/points/*/{point,gen,sink,route}.json, writes
     /// OUT/ingress-results.csv and .json, SVGs of RT and BE p99 latency
     /// and loss per class vs offered load (one line per strategy) and of
-    /// RT p99 vs RT share, and prints the analytic RT bound with the
-    /// router's measured per-packet time x next to the measured RT p99.
+    /// RT p99 vs RT share, prints the analytic RT bound with the
+    /// router's measured per-packet time x next to the measured RT p99,
+    /// and prints and writes (OUT/ingress-targets.md) the targets
+    /// per strategy: loss-free throughput (total loss ≤ 0.1 %) vs SQ's,
+    /// RT p99 and RT loss at 1.5 × capacity vs SQ's, RT p99 within the
+    /// bound at ρ_RT ≤ 0.5.
     Ingress(IngressPlotArgs),
 }
 

@@ -3,7 +3,9 @@
 //!
 //! - `point.json`: `{"strategy", "sweep": "load"|"share", "load_pps",
 //!   "rt_share", "be_budget" (BE packets per poll cycle, null for SQ),
-//!   "x_ns" (optional: overrides the router's)}`, written by the script;
+//!   "load_factor" (optional: the load as a multiple of the measured
+//!   capacity), "x_ns" (optional: overrides the router's)}`, written by
+//!   the script;
 //! - `gen.json`: `pktsched gen --json` (what was sent, per flow);
 //! - `sink.json`: `pktsched sink --json` with classes `rt` and `be`;
 //! - `route.json` (optional): `pktsched route --json`, the router's final
@@ -30,6 +32,8 @@ use serde_json::Value;
 
 use crate::output::Stdout;
 
+mod targets;
+
 /// Keys under which the router's final JSON gives its mean per-packet
 /// service time, ns.
 pub(crate) const X_KEYS: [&str; 4] = ["x_ns", "service_ns", "per_packet_ns", "service_time_ns"];
@@ -39,12 +43,13 @@ const MAX_POINTS: usize = 10_000;
 const MAX_FILE: u64 = 64 << 20;
 
 /// One measured point.
-#[derive(Clone, Debug, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
 pub(crate) struct Row {
     point: String,
     strategy: String,
     sweep: String,
     load_pps: f64,
+    load_factor: Option<f64>,
     rt_share: f64,
     rt_sent: u64,
     be_sent: u64,
@@ -189,6 +194,7 @@ pub(crate) fn read_point(dir: &Path) -> Result<Row> {
         strategy: text("strategy"),
         sweep: text("sweep"),
         load_pps,
+        load_factor: point.get("load_factor").and_then(Value::as_f64),
         rt_share,
         rt_sent,
         be_sent,
@@ -450,9 +456,13 @@ pub(crate) fn run(results: &Path, out_dir: &Path, out: &mut Stdout) -> Result<()
         .with_context(|| format!("{}", json_path.display()))?;
     let svgs = charts(&rows, out_dir)?;
     write!(out, "{}", bound_table(&rows))?;
+    let targets = targets::markdown(&rows);
+    let md_path = out_dir.join("ingress-targets.md");
+    std::fs::write(&md_path, &targets).with_context(|| format!("{}", md_path.display()))?;
+    write!(out, "\n{targets}")?;
     writeln!(
         out,
-        "{} points; wrote ingress-results.csv, ingress-results.json and {} in {}",
+        "{} points; wrote ingress-results.csv, ingress-results.json, ingress-targets.md and {} in {}",
         rows.len(),
         svgs.join(", "),
         out_dir.display()

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::{self, RunConfig};
 use crate::control::{ControlServer, ControlThread, Request};
-use crate::devices::open_packet_devices;
+use crate::devices::open_devices;
 use crate::engine::{Final, Pipeline};
 use crate::metrics_http::MetricsServer;
 use crate::plan;
@@ -87,10 +87,11 @@ pub fn run(
     events: &mut dyn DaemonEvents,
 ) -> Result<Final, String> {
     let cfg = load_checked(&opts.config)?;
-    let (devices, pool, backend) = open_packet_devices(&cfg.link).map_err(|e| e.to_string())?;
+    let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
     if let Some(why) = &backend.reason {
         events.log(why);
     }
+    events.log(&format!("{}: {}", cfg.link.ingress, backend.rings));
     let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
     // Every socket that needs privilege is open: run on without any (the
     // threads started below inherit the empty sets).
@@ -101,8 +102,10 @@ pub fn run(
             "could not drop capabilities ({e}); running with them"
         ));
     }
-    let pipeline =
-        Arc::new(Pipeline::start(cfg.clone(), devices, pool).map_err(|e| e.to_string())?);
+    let pipeline = Pipeline::start(cfg.clone(), devices, pool)
+        .map_err(|e| e.to_string())?
+        .with_ring_board(backend.ring_board);
+    let pipeline = Arc::new(pipeline);
     let (p, path) = (pipeline.clone(), opts.config.clone());
     let control = ControlThread::spawn(server, move |req| answer(&p, &path, req))
         .map_err(|e| e.to_string())?;

@@ -342,3 +342,201 @@ impl PacketIo for ClassRings {
         t
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::config::parse;
+
+    const PRIO: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\n\n\
+        [scheduler]\nalgorithm = \"prio\"\n\n\
+        [[class]]\nname = \"bulk\"\nprio = 2\ndefault = true\n\n\
+        [[class]]\nname = \"voip\"\nprio = 0\nmatch = [{ dport = 5000 }]\n\n\
+        [[class]]\nname = \"web\"\nprio = 1\nmatch = [{ dport = 80 }, { dport = 443 }]\n";
+
+    #[test]
+    fn prio_classes_are_polled_most_urgent_first_with_the_whole_budget() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        assert_eq!(plan.order, vec![1, 2, 0]); // voip, web, bulk
+        assert_eq!(plan.ring_of, vec![2, 0, 1]);
+        assert_eq!(plan.budgets, vec![DEVICE_BUDGET, BULK_BUDGET, BULK_BUDGET]);
+        assert_eq!(
+            plan.frames,
+            vec![URGENT_RING_FRAMES, BULK_RING_FRAMES, BULK_RING_FRAMES]
+        );
+        assert_eq!(plan.default_ring, 2);
+        let rings: Vec<(u16, String)> = plan
+            .rules
+            .iter()
+            .map(|r| (r.class, r.matches.to_string()))
+            .collect();
+        assert_eq!(
+            rings,
+            vec![
+                (0, "dport 5000".to_string()),
+                (1, "dport 80".to_string()),
+                (1, "dport 443".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn weighted_classes_keep_file_order_and_the_heaviest_get_the_budget() {
+        let src = PRIO
+            .replace("\"prio\"", "\"drr\"")
+            .replace("prio = 2", "weight = 1")
+            .replace("prio = 0", "weight = 10")
+            .replace("prio = 1", "weight = 10");
+        let cfg = parse(&src, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        assert_eq!(plan.order, vec![0, 1, 2]);
+        assert_eq!(
+            plan.budgets,
+            vec![BULK_BUDGET, DEVICE_BUDGET, DEVICE_BUDGET]
+        );
+        assert_eq!(plan.default_ring, 0);
+    }
+
+    #[test]
+    fn one_class_or_too_many_keep_one_ring_and_say_why() {
+        let one = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\n\
+                   [[class]]\nname = \"a\"\ndefault = true\n";
+        let cfg = parse(one, "t.toml", None).expect("config");
+        let why = class_ring_plan(&cfg).expect_err("one class").0;
+        assert!(why.contains("one class"), "{why}");
+        let mut many = one.to_string();
+        for i in 0..MAX_CLASS_RINGS {
+            many += &format!(
+                "\n[[class]]\nname = \"c{i}\"\nmatch = [{{ dport = {} }}]\n",
+                1000 + i
+            );
+        }
+        let cfg = parse(&many, "t.toml", None).expect("config");
+        let why = class_ring_plan(&cfg).expect_err("too many").0;
+        assert!(
+            why.contains("65 classes") && why.contains("at most 64"),
+            "{why}"
+        );
+    }
+
+    /// Rings in memory: each a queue of frames (their first byte names
+    /// the ring), with a slot limit beyond which arrivals are dropped.
+    struct MemRings {
+        rings: Vec<VecDeque<Vec<u8>>>,
+        received: Vec<u64>,
+    }
+
+    impl ClassRx for MemRings {
+        fn classes(&self) -> usize {
+            self.rings.len()
+        }
+        fn recv_class(
+            &mut self,
+            class: usize,
+            pool: &BufPool,
+            out: &mut Vec<PacketBuf>,
+            max: usize,
+        ) -> Result<usize, IoError> {
+            let mut n = 0;
+            while n < max {
+                let Some(f) = self.rings.get_mut(class).and_then(|r| r.pop_front()) else {
+                    break;
+                };
+                let mut b = pool.get().expect("buffer");
+                assert!(b.fill(&f));
+                out.push(b);
+                n += 1;
+            }
+            self.received[class] += n as u64;
+            Ok(n)
+        }
+        fn waiting(&self, class: usize) -> Option<usize> {
+            Some(self.rings[class].len())
+        }
+        fn wait(&mut self, _timeout: Duration) -> Result<(), IoError> {
+            Ok(())
+        }
+        fn class_stats(&mut self) -> Vec<IoStats> {
+            self.received
+                .iter()
+                .map(|&r| IoStats {
+                    rx_packets: r,
+                    ..IoStats::default()
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_round_takes_the_urgent_ring_whole_and_bulk_rings_by_their_budget() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let frame = |ring: u8| vec![ring; 60];
+        let rings = MemRings {
+            rings: vec![
+                (0..10).map(|_| frame(0)).collect(),
+                (0..100).map(|_| frame(1)).collect(),
+                (0..100).map(|_| frame(2)).collect(),
+            ],
+            received: vec![0; 3],
+        };
+        let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
+        let pool = BufPool::new(1024, 2048).expect("pool");
+        let mut out = Vec::new();
+        let n = dev.recv_batch(&pool, &mut out, 64).expect("round");
+        let firsts: Vec<u8> = out.iter().map(|b| b.as_slice()[0]).collect();
+        let mut want = vec![0u8; 10];
+        want.extend([1u8; BULK_BUDGET as usize]);
+        want.extend([2u8; BULK_BUDGET as usize]);
+        assert_eq!(n, want.len());
+        assert_eq!(
+            firsts, want,
+            "urgent ring first, whole; then each bulk ring its budget"
+        );
+        for b in out.drain(..) {
+            pool.put(b);
+        }
+        // The board shows each ring's frames under its class's name.
+        dev.refresh();
+        let board = dev.board().read();
+        let by_role: Vec<(String, u64)> = board
+            .iter()
+            .map(|d| (d.role.clone(), d.rx_packets))
+            .collect();
+        assert_eq!(
+            by_role,
+            vec![
+                ("rx ring voip".to_string(), 10),
+                ("rx ring web".to_string(), u64::from(BULK_BUDGET)),
+                ("rx ring bulk".to_string(), u64::from(BULK_BUDGET))
+            ]
+        );
+        assert_eq!(dev.stats().rx_packets, 10 + 2 * u64::from(BULK_BUDGET));
+    }
+
+    #[test]
+    fn a_receive_smaller_than_a_round_takes_rings_in_order_up_to_it() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let rings = MemRings {
+            rings: vec![
+                (0..3).map(|_| vec![0u8; 60]).collect(),
+                (0..9).map(|_| vec![1u8; 60]).collect(),
+                VecDeque::new(),
+            ],
+            received: vec![0; 3],
+        };
+        let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
+        let pool = BufPool::new(64, 2048).expect("pool");
+        let mut out = Vec::new();
+        assert_eq!(dev.recv_batch(&pool, &mut out, 5).expect("recv"), 5);
+        let firsts: Vec<u8> = out.iter().map(|b| b.as_slice()[0]).collect();
+        assert_eq!(firsts, vec![0, 0, 0, 1, 1]);
+        for b in out.drain(..) {
+            pool.put(b);
+        }
+    }
+}

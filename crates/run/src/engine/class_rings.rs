@@ -67,7 +67,7 @@ pub struct SingleRing(pub String);
 pub fn class_ring_plan(cfg: &RunConfig) -> Result<ClassRingPlan, SingleRing> {
     let n = cfg.classes.len();
     if n < 2 {
-        return Err(SingleRing("one class: one receive ring".into()));
+        return Err(SingleRing("a single class, nothing to split".into()));
     }
     if n > MAX_CLASS_RINGS {
         return Err(SingleRing(format!(
@@ -406,7 +406,7 @@ mod tests {
                    [[class]]\nname = \"a\"\ndefault = true\n";
         let cfg = parse(one, "t.toml", None).expect("config");
         let why = class_ring_plan(&cfg).expect_err("one class").0;
-        assert!(why.contains("one class"), "{why}");
+        assert!(why.contains("single class"), "{why}");
         let mut many = one.to_string();
         for i in 0..MAX_CLASS_RINGS {
             many += &format!(

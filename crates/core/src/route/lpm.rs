@@ -121,6 +121,8 @@ pub struct Lpm<K: Key, V> {
     nodes: Vec<Node>,
     routes: Vec<Option<(K, u8, V)>>,
     free: Vec<u32>,
+    /// Trie nodes pruned by [`Lpm::remove`], reused before new ones.
+    free_nodes: Vec<u32>,
     len: usize,
 }
 
@@ -137,6 +139,7 @@ impl<K: Key, V: Copy> Lpm<K, V> {
             nodes: vec![EMPTY],
             routes: Vec::new(),
             free: Vec::new(),
+            free_nodes: Vec::new(),
             len: 0,
         }
     }
@@ -151,7 +154,13 @@ impl<K: Key, V: Copy> Lpm<K, V> {
         self.len == 0
     }
 
-    /// Bytes of trie nodes and route slots in use.
+    /// Trie nodes in use, the root included (removing every route brings
+    /// it back to 1: [`Lpm::remove`] prunes the branches it empties).
+    pub fn trie_nodes(&self) -> usize {
+        self.nodes.len() - self.free_nodes.len()
+    }
+
+    /// Bytes of trie nodes and route slots allocated.
     pub fn memory_bytes(&self) -> usize {
         self.nodes.len() * std::mem::size_of::<Node>()
             + self.routes.len() * std::mem::size_of::<Option<(K, u8, V)>>()
@@ -184,11 +193,14 @@ impl<K: Key, V: Copy> Lpm<K, V> {
             let b = usize::from(prefix.bit(i));
             let next = self.nodes[n].child[b];
             n = if next == NONE {
-                if self.nodes.len() >= MAX_NODES {
-                    return Err(full);
-                }
-                self.nodes.push(EMPTY);
-                let id = self.nodes.len() - 1;
+                let id = match self.free_nodes.pop() {
+                    Some(id) => id as usize,
+                    None if self.nodes.len() >= MAX_NODES => return Err(full),
+                    None => {
+                        self.nodes.push(EMPTY);
+                        self.nodes.len() - 1
+                    }
+                };
                 self.nodes[n].child[b] = id as u32;
                 id
             } else {
@@ -220,25 +232,23 @@ impl<K: Key, V: Copy> Lpm<K, V> {
         Ok(None)
     }
 
-    /// The node of exactly `prefix/len`, if its path exists.
-    fn node_of(&self, prefix: K, len: u8) -> Option<usize> {
+    /// Removes the route for exactly `prefix/len`; returns its value. Trie
+    /// nodes left with neither a route nor a child are freed for reuse, so
+    /// any sequence of inserts and removes keeps the trie as small as the
+    /// routes it holds.
+    pub fn remove(&mut self, prefix: K, len: u8) -> Result<Option<V>, RouteError> {
+        Self::check(prefix, len)?;
+        // The path from the root: at most 129 nodes (a /128 and the root).
+        let mut path = [0u32; 129];
         let mut n = 0usize;
         for i in 0..len {
             let next = self.nodes[n].child[usize::from(prefix.bit(i))];
             if next == NONE {
-                return None;
+                return Ok(None);
             }
+            path[usize::from(i) + 1] = next;
             n = next as usize;
         }
-        Some(n)
-    }
-
-    /// Removes the route for exactly `prefix/len`; returns its value.
-    pub fn remove(&mut self, prefix: K, len: u8) -> Result<Option<V>, RouteError> {
-        Self::check(prefix, len)?;
-        let Some(n) = self.node_of(prefix, len) else {
-            return Ok(None);
-        };
         let r = self.nodes[n].route;
         if r == NONE {
             return Ok(None);
@@ -246,7 +256,24 @@ impl<K: Key, V: Copy> Lpm<K, V> {
         self.nodes[n].route = NONE;
         self.free.push(r);
         self.len -= 1;
+        self.prune(prefix, &path[..=usize::from(len)]);
         Ok(self.routes[r as usize].take().map(|s| s.2))
+    }
+
+    /// Frees the nodes at the end of `path` (root first) that hold no
+    /// route and have no child, unlinking each from its parent.
+    fn prune(&mut self, prefix: K, path: &[u32]) {
+        for depth in (1..path.len()).rev() {
+            let id = path[depth] as usize;
+            let node = self.nodes[id];
+            if node.route != NONE || node.child != [NONE; 2] {
+                return;
+            }
+            let parent = path[depth - 1] as usize;
+            let bit = usize::from(prefix.bit(depth as u8 - 1));
+            self.nodes[parent].child[bit] = NONE;
+            self.free_nodes.push(id as u32);
+        }
     }
 
     /// The value and prefix length of the longest prefix matching `addr`.

@@ -61,6 +61,33 @@ fn lpm_matches_reference<K: Key>(seed: u64, n: usize) {
         };
         assert_eq!(t.lookup(a), reference(&list, a), "addr {a:?}");
     }
+    // Emptied in random order, the trie shrinks back to its root and
+    // still answers like the reference on the way.
+    while !list.is_empty() {
+        let (p, l, v) = list.swap_remove(rng.random_range(0..list.len()));
+        assert_eq!(t.remove(p, l).unwrap(), Some(v));
+        let a = mix(p, random(&mut rng), l);
+        assert_eq!(t.lookup(a), reference(&list, a), "addr {a:?}");
+    }
+    assert_eq!((t.len(), t.trie_nodes()), (0, 1));
+}
+
+/// Routes added and removed without end (a daemon reloading its table)
+/// reuse the pruned nodes: the table never fills and stays small.
+#[test]
+fn route_churn_reuses_trie_nodes() {
+    let mut rng = ChaCha8Rng::seed_from_u64(7);
+    let mut t: Lpm<u128, u32> = Lpm::new();
+    let mut high_water = 0;
+    for i in 0..20_000u32 {
+        let p: u128 = rng.random();
+        t.insert(p, 128, i).unwrap();
+        high_water = high_water.max(t.trie_nodes());
+        assert_eq!(t.remove(p, 128).unwrap(), Some(i));
+    }
+    assert_eq!((t.len(), t.trie_nodes()), (0, 1));
+    assert_eq!(high_water, 129);
+    assert!(t.memory_bytes() < 129 * 16 + 64, "{}", t.memory_bytes());
 }
 
 proptest! {

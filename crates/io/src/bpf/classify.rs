@@ -46,6 +46,11 @@ pub const MAX_RULES: usize = 256;
 pub enum Steer {
     /// The class: one socket per class.
     ByClass,
+    /// The class, for frames of this receive queue only (the sockets of
+    /// a class group are bound to one queue, and the kernel drops a frame
+    /// redirected to a socket of another queue); frames of the other
+    /// queues go on to the kernel's stack unclassified.
+    ByClassOnQueue(u32),
     /// The receive queue: one socket per queue, the class in the metadata.
     ByQueue,
 }
@@ -341,7 +346,7 @@ impl Gen {
             .stx(Size::W, Reg::R3, 0, Reg::R9);
         self.a.bind(redirect);
         match steer {
-            Steer::ByClass => self.a.mov64_reg(Reg::R2, Reg::R9),
+            Steer::ByClass | Steer::ByClassOnQueue(_) => self.a.mov64_reg(Reg::R2, Reg::R9),
             Steer::ByQueue => self
                 .a
                 .ldx(Size::W, Reg::R2, Reg::R6, xdp_md::RX_QUEUE_INDEX),
@@ -378,6 +383,7 @@ pub fn compile(
         rules: rules_l,
         default: default_l,
     };
+    let other_queue = other_queue_guard(&mut g, steer);
     g.init();
     g.ethernet();
     g.a.bind(rules_l);
@@ -393,7 +399,23 @@ pub fn compile(
     g.a.mov64_imm(Reg::R9, i32::from(default));
     g.a.bind(done);
     g.finish(map, steer);
+    if let Some(pass) = other_queue {
+        g.a.bind(pass);
+        g.a.mov64_imm(Reg::R0, action::PASS as i32).exit();
+    }
     Ok(g.a.finish()?)
+}
+
+/// For [`Steer::ByClassOnQueue`]: a jump past everything for frames of
+/// another queue, to the label returned (bound by the caller to `XDP_PASS`).
+fn other_queue_guard(g: &mut Gen, steer: Steer) -> Option<super::insn::Label> {
+    let Steer::ByClassOnQueue(queue) = steer else {
+        return None;
+    };
+    let pass = g.a.label();
+    g.a.ldx(Size::W, Reg::R2, Reg::R1, xdp_md::RX_QUEUE_INDEX)
+        .jmp_imm(Cond::Ne, Reg::R2, queue as i32, pass);
+    Some(pass)
 }
 
 /// Compiles and loads the classifier program.

@@ -19,20 +19,22 @@ use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
 const TX_RETRIES: u32 = 2000;
 const DESC: usize = std::mem::size_of::<libc::xdp_desc>();
 
+/// What the halves of one socket (or a class group and its transmit
+/// half) share.
 #[derive(Debug)]
-struct Core {
+pub(super) struct Core {
     /// First: the program is detached before the socket closes.
-    shared: Shared,
-    fd: OwnedFd,
+    pub(super) shared: Shared,
+    pub(super) fd: OwnedFd,
     umem: Mapping,
-    frame_size: u32,
-    zero_copy: bool,
+    pub(super) frame_size: u32,
+    pub(super) zero_copy: bool,
 }
 
 impl Core {
     /// The UMEM bytes `addr..addr + len`, if inside the frame that holds
     /// `addr` and inside the UMEM.
-    fn frame(&self, addr: u64, len: usize) -> Option<*mut u8> {
+    pub(super) fn frame(&self, addr: u64, len: usize) -> Option<*mut u8> {
         let fs = u64::from(self.frame_size);
         let end = addr.checked_add(len as u64)?;
         if end > (addr / fs + 1) * fs || end > self.umem.len as u64 {
@@ -72,8 +74,17 @@ pub struct XdpTx {
     stats: IoStats,
 }
 
-/// Splits a bound socket into its halves and stocks the fill ring.
-pub(super) fn split(sock: Socket, shared: Shared, cfg: &XdpConfig) -> (XdpRx, XdpTx) {
+/// The receive side's rings of a bound socket, its first `rx_frames`
+/// UMEM frames not yet in the fill ring.
+pub(super) struct RxParts {
+    pub(super) core: Arc<Core>,
+    pub(super) fill: RingMap,
+    pub(super) rx: RingMap,
+    pub(super) need_wakeup: bool,
+}
+
+/// Splits a bound socket into its receive rings and its transmit half.
+pub(super) fn split_tx(sock: Socket, shared: Shared, cfg: &XdpConfig) -> (RxParts, XdpTx) {
     let Socket {
         fd,
         umem,
@@ -93,23 +104,8 @@ pub(super) fn split(sock: Socket, shared: Shared, cfg: &XdpConfig) -> (XdpRx, Xd
         zero_copy,
     });
     let rx_end = u64::from(cfg.rx_frames) * fs;
-    let mut r = XdpRx {
-        core: core.clone(),
-        fill_p: Producer::new(fill.size),
-        rx_c: Consumer::new(rx.size),
-        fill,
-        rx,
-        rx_end,
-        need_wakeup,
-        busy_poll: cfg.busy_poll.is_some(),
-        stats: IoStats::default(),
-    };
-    for i in 0..cfg.rx_frames {
-        r.put_fill(i, u64::from(i) * fs);
-    }
-    r.fill_p.submit(r.fill.producer(), cfg.rx_frames);
     let t = XdpTx {
-        core,
+        core: core.clone(),
         tx_p: Producer::new(tx.size),
         comp_c: Consumer::new(comp.size),
         tx,
@@ -120,7 +116,78 @@ pub(super) fn split(sock: Socket, shared: Shared, cfg: &XdpConfig) -> (XdpRx, Xd
         need_wakeup,
         stats: IoStats::default(),
     };
+    let parts = RxParts {
+        core,
+        fill,
+        rx,
+        need_wakeup,
+    };
+    (parts, t)
+}
+
+/// Splits a bound socket into its halves and stocks the fill ring.
+pub(super) fn split(sock: Socket, shared: Shared, cfg: &XdpConfig) -> (XdpRx, XdpTx) {
+    let (parts, t) = split_tx(sock, shared, cfg);
+    let fs = u64::from(cfg.frame_size);
+    let mut r = XdpRx {
+        core: parts.core,
+        fill_p: Producer::new(parts.fill.size),
+        rx_c: Consumer::new(parts.rx.size),
+        fill: parts.fill,
+        rx: parts.rx,
+        rx_end: u64::from(cfg.rx_frames) * fs,
+        need_wakeup: parts.need_wakeup,
+        busy_poll: cfg.busy_poll.is_some(),
+        stats: IoStats::default(),
+    };
+    for i in 0..cfg.rx_frames {
+        r.put_fill(i, u64::from(i) * fs);
+    }
+    r.fill_p.submit(r.fill.producer(), cfg.rx_frames);
     (r, t)
+}
+
+/// Copies the received frame `d` (of the receive half: below `rx_end`)
+/// into a pool buffer appended to `out`; counted in `stats` either way.
+pub(super) fn copy_out(
+    core: &Core,
+    rx_end: u64,
+    d: &libc::xdp_desc,
+    pool: &BufPool,
+    out: &mut Vec<PacketBuf>,
+    stats: &mut IoStats,
+) -> bool {
+    let len = d.len as usize;
+    let Some(src) = core.frame(d.addr, len).filter(|_| d.addr < rx_end) else {
+        stats.rx_oversize += 1;
+        return false;
+    };
+    let Some(mut buf) = pool.get() else {
+        stats.rx_no_buffer += 1;
+        return false;
+    };
+    // SAFETY: the frame is ours until its address goes back to the fill
+    // ring (after this returns); `len` bytes from `src` are inside it.
+    let bytes = unsafe { std::slice::from_raw_parts(src, len) };
+    if !buf.fill(bytes) {
+        stats.rx_oversize += 1;
+        pool.put(buf);
+        return false;
+    }
+    stats.rx_packets += 1;
+    stats.rx_bytes += len as u64;
+    out.push(buf);
+    true
+}
+
+/// Folds the kernel's receive counters of socket `fd` into `s`.
+pub(super) fn fold_rx_kernel_stats(fd: i32, s: &mut IoStats) {
+    if let Some(k) = socket::kernel_stats(fd) {
+        s.rx_kernel_drops = k.rx_dropped + k.rx_ring_full;
+        s.rx_ring_full = k.rx_ring_full;
+        s.rx_fill_empty = k.rx_fill_ring_empty_descs;
+        s.rx_invalid = k.rx_invalid_descs;
+    }
 }
 
 fn poll(fd: i32, events: i16, timeout: Duration, device: &str) -> Result<(), IoError> {
@@ -157,33 +224,8 @@ impl XdpRx {
         unsafe { p.read_volatile() }
     }
 
-    /// Copies a received frame into a pool buffer; counted either way.
     fn take(&mut self, d: &libc::xdp_desc, pool: &BufPool, out: &mut Vec<PacketBuf>) -> bool {
-        let len = d.len as usize;
-        let Some(src) = self
-            .core
-            .frame(d.addr, len)
-            .filter(|_| d.addr < self.rx_end)
-        else {
-            self.stats.rx_oversize += 1;
-            return false;
-        };
-        let Some(mut buf) = pool.get() else {
-            self.stats.rx_no_buffer += 1;
-            return false;
-        };
-        // SAFETY: the frame is ours until its slot goes back to the fill
-        // ring below; `len` bytes from `src` are inside it.
-        let bytes = unsafe { std::slice::from_raw_parts(src, len) };
-        if !buf.fill(bytes) {
-            self.stats.rx_oversize += 1;
-            pool.put(buf);
-            return false;
-        }
-        self.stats.rx_packets += 1;
-        self.stats.rx_bytes += len as u64;
-        out.push(buf);
-        true
+        copy_out(&self.core, self.rx_end, d, pool, out, &mut self.stats)
     }
 
     /// `true` if bound zero-copy.
@@ -297,12 +339,7 @@ impl PacketIo for XdpRx {
 
     fn stats(&self) -> IoStats {
         let mut s = self.stats;
-        if let Some(k) = socket::kernel_stats(self.core.fd.as_raw_fd()) {
-            s.rx_kernel_drops = k.rx_dropped + k.rx_ring_full;
-            s.rx_ring_full = k.rx_ring_full;
-            s.rx_fill_empty = k.rx_fill_ring_empty_descs;
-            s.rx_invalid = k.rx_invalid_descs;
-        }
+        fold_rx_kernel_stats(self.core.fd.as_raw_fd(), &mut s);
         s
     }
 

@@ -24,10 +24,12 @@
 //! The ring index protocol is in [`ring`] (pure functions, loom-checked);
 //! the system calls in `socket`; the data path in `io`.
 
+mod group;
 mod io;
 pub mod ring;
 mod socket;
 
+pub use group::{MAX_CLASSES, XdpClassGroup, open_class_group};
 pub use io::{XdpRx, XdpTx};
 
 use crate::IoError;
@@ -159,14 +161,14 @@ pub struct XdpInfo {
 /// What both halves share; dropped with the last of them: the link first
 /// (the program is detached), then the program and map, then the socket.
 #[derive(Debug)]
-struct Shared {
+pub(super) struct Shared {
     _link: XdpLink,
     _prog: Program,
     _map: Map,
-    device: String,
+    pub(super) device: String,
 }
 
-fn bpf_err(device: &str, e: crate::bpf::BpfError) -> IoError {
+pub(super) fn bpf_err(device: &str, e: crate::bpf::BpfError) -> IoError {
     IoError::Config {
         device: device.to_string(),
         what: e.to_string(),
@@ -202,12 +204,29 @@ fn open_with(
 ) -> Result<(XdpRx, XdpTx, XdpInfo), IoError> {
     cfg.check(device)?;
     let ifindex = crate::packet::if_index(device)? as u32;
-    let (sock, zc_note) = socket::open_bound(device, ifindex, cfg)?;
+    let (sock, zc_note) = socket::open_bound(device, ifindex, cfg, cfg.rx_frames)?;
     let map = Map::xsk(MAX_QUEUES, "pst_xsks").map_err(|e| bpf_err(device, e))?;
     let fd = std::os::fd::AsRawFd::as_raw_fd(&sock.fd) as u32;
     map.update(&cfg.queue.to_ne_bytes(), &fd.to_ne_bytes())
         .map_err(|e| bpf_err(device, e))?;
     let prog = program(&map).map_err(|e| bpf_err(device, e))?;
+    let (shared, info) = attach(device, ifindex, cfg, prog, map, sock.zero_copy, zc_note)?;
+    let (rx, tx) = io::split(sock, shared, cfg);
+    Ok((rx, tx, info))
+}
+
+/// Attaches `prog` to `ifindex` as `cfg.attach` asks; returns what the
+/// sockets share and what was granted (with `zc_note`, why zero-copy was
+/// not taken).
+pub(super) fn attach(
+    device: &str,
+    ifindex: u32,
+    cfg: &XdpConfig,
+    prog: Program,
+    map: Map,
+    zero_copy: bool,
+    zc_note: Option<String>,
+) -> Result<(Shared, XdpInfo), IoError> {
     let (link, attach_note) = match cfg.attach {
         AttachPref::Auto => attach_xdp_best(&prog, ifindex).map_err(|e| bpf_err(device, e))?,
         AttachPref::Only(m) => (
@@ -216,7 +235,7 @@ fn open_with(
         ),
     };
     let info = XdpInfo {
-        zero_copy: sock.zero_copy,
+        zero_copy,
         attach: link.mode,
         notes: zc_note.into_iter().chain(attach_note).collect(),
     };
@@ -226,6 +245,5 @@ fn open_with(
         _map: map,
         device: device.to_string(),
     };
-    let (rx, tx) = io::split(sock, shared, cfg);
-    Ok((rx, tx, info))
+    Ok((shared, info))
 }

@@ -160,21 +160,77 @@ pub(super) struct Socket {
     pub(super) need_wakeup: bool,
 }
 
-/// Opens, registers, maps and binds a socket on `ifindex` queue
-/// `cfg.queue` with `bind_flags`.
-pub(super) fn open_socket(
-    device: &str,
-    ifindex: u32,
-    cfg: &XdpConfig,
-    zero_copy: bool,
-) -> Result<Socket, IoError> {
+fn new_socket(device: &str) -> Result<OwnedFd, IoError> {
     // SAFETY: plain socket(2); the result is checked.
     let raw = unsafe { libc::socket(libc::AF_XDP, libc::SOCK_RAW | libc::SOCK_CLOEXEC, 0) };
     if raw < 0 {
         return Err(sys(device, "socket(AF_XDP)"));
     }
     // SAFETY: a fresh descriptor owned by nothing else.
-    let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+    Ok(unsafe { OwnedFd::from_raw_fd(raw) })
+}
+
+fn mmap_offsets(fdn: RawFd, device: &str) -> Result<libc::xdp_mmap_offsets, IoError> {
+    // SAFETY: plain data; zero is valid.
+    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
+    // SAFETY: `off` and `len` are valid and sized together.
+    let rc = unsafe {
+        libc::getsockopt(
+            fdn,
+            libc::SOL_XDP,
+            libc::XDP_MMAP_OFFSETS,
+            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
+            &mut len,
+        )
+    };
+    if rc != 0 || len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
+        return Err(sys(device, "XDP_MMAP_OFFSETS"));
+    }
+    Ok(off)
+}
+
+fn bind(
+    fdn: RawFd,
+    ifindex: u32,
+    queue: u32,
+    flags: u16,
+    shared_umem_fd: u32,
+    device: &str,
+    call: &'static str,
+) -> Result<(), IoError> {
+    let sxdp = libc::sockaddr_xdp {
+        sxdp_family: libc::AF_XDP as u16,
+        sxdp_flags: flags,
+        sxdp_ifindex: ifindex,
+        sxdp_queue_id: queue,
+        sxdp_shared_umem_fd: shared_umem_fd,
+    };
+    // SAFETY: a valid sockaddr_xdp of the size passed.
+    let rc = unsafe {
+        libc::bind(
+            fdn,
+            (&sxdp as *const libc::sockaddr_xdp).cast(),
+            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(sys(device, call));
+    }
+    Ok(())
+}
+
+/// Opens, registers, maps and binds a socket on `ifindex` queue
+/// `cfg.queue`, the owner of its UMEM and of the fill and completion
+/// rings; its RX ring has `rx_ring` slots (the fill ring `cfg.rx_frames`).
+pub(super) fn open_socket(
+    device: &str,
+    ifindex: u32,
+    cfg: &XdpConfig,
+    zero_copy: bool,
+    rx_ring: u32,
+) -> Result<Socket, IoError> {
+    let fd = new_socket(device)?;
     let fdn = fd.as_raw_fd();
     let frames = cfg.rx_frames + cfg.tx_frames;
     let umem = map(
@@ -211,27 +267,12 @@ pub(super) fn open_socket(
             cfg.tx_frames,
             "XDP_UMEM_COMPLETION_RING",
         ),
-        (libc::XDP_RX_RING, cfg.rx_frames, "XDP_RX_RING"),
+        (libc::XDP_RX_RING, rx_ring, "XDP_RX_RING"),
         (libc::XDP_TX_RING, cfg.tx_frames, "XDP_TX_RING"),
     ] {
         setopt(fdn, libc::SOL_XDP, opt, &size, device, call)?;
     }
-    // SAFETY: plain data; zero is valid.
-    let mut off: libc::xdp_mmap_offsets = unsafe { std::mem::zeroed() };
-    let mut len = std::mem::size_of::<libc::xdp_mmap_offsets>() as libc::socklen_t;
-    // SAFETY: `off` and `len` are valid and sized together.
-    let rc = unsafe {
-        libc::getsockopt(
-            fdn,
-            libc::SOL_XDP,
-            libc::XDP_MMAP_OFFSETS,
-            (&mut off as *mut libc::xdp_mmap_offsets).cast(),
-            &mut len,
-        )
-    };
-    if rc != 0 || len as usize != std::mem::size_of::<libc::xdp_mmap_offsets>() {
-        return Err(sys(device, "XDP_MMAP_OFFSETS"));
-    }
+    let off = mmap_offsets(fdn, device)?;
     let d16 = std::mem::size_of::<libc::xdp_desc>();
     let fill = map_ring(
         fdn,
@@ -254,7 +295,7 @@ pub(super) fn open_socket(
     let rx = map_ring(
         fdn,
         &off.rx,
-        cfg.rx_frames,
+        rx_ring,
         d16,
         libc::XDP_PGOFF_RX_RING,
         device,
@@ -277,31 +318,27 @@ pub(super) fn open_socket(
     if cfg.need_wakeup {
         flags |= libc::XDP_USE_NEED_WAKEUP;
     }
-    let sxdp = libc::sockaddr_xdp {
-        sxdp_family: libc::AF_XDP as u16,
-        sxdp_flags: flags,
-        sxdp_ifindex: ifindex,
-        sxdp_queue_id: cfg.queue,
-        sxdp_shared_umem_fd: 0,
+    let call = if zero_copy {
+        "bind(XDP_ZEROCOPY)"
+    } else {
+        "bind(XDP_COPY)"
     };
-    // SAFETY: a valid sockaddr_xdp of the size passed.
-    let rc = unsafe {
-        libc::bind(
-            fdn,
-            (&sxdp as *const libc::sockaddr_xdp).cast(),
-            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(sys(
-            device,
-            if zero_copy {
-                "bind(XDP_ZEROCOPY)"
-            } else {
-                "bind(XDP_COPY)"
-            },
-        ));
-    }
+    bind(fdn, ifindex, cfg.queue, flags, 0, device, call)?;
+    busy_poll(fdn, cfg, device)?;
+    Ok(Socket {
+        fd,
+        umem,
+        fill,
+        comp,
+        rx,
+        tx,
+        zero_copy,
+        need_wakeup: cfg.need_wakeup,
+    })
+}
+
+/// Applies `cfg.busy_poll` (if any) to the socket.
+fn busy_poll(fdn: RawFd, cfg: &XdpConfig, device: &str) -> Result<(), IoError> {
     if let Some(bp) = cfg.busy_poll {
         let one: libc::c_int = 1;
         let usecs = bp.usecs as libc::c_int;
@@ -331,16 +368,59 @@ pub(super) fn open_socket(
             "SO_BUSY_POLL_BUDGET",
         )?;
     }
-    Ok(Socket {
-        fd,
-        umem,
-        fill,
-        comp,
-        rx,
-        tx,
-        zero_copy,
-        need_wakeup: cfg.need_wakeup,
-    })
+    Ok(())
+}
+
+/// A socket sharing the UMEM, fill and completion rings of the socket
+/// `owner` (same device and queue): its own RX ring only.
+#[derive(Debug)]
+pub(super) struct Sharer {
+    pub(super) fd: OwnedFd,
+    pub(super) rx: RingMap,
+}
+
+/// Opens a socket with an RX ring of `rx_ring` slots and binds it with
+/// `XDP_SHARED_UMEM` to `owner`'s UMEM on the same device and queue. The
+/// kernel takes the owner's mode (copy or zero-copy, need-wakeup) and
+/// refuses those flags here.
+pub(super) fn open_sharer(
+    device: &str,
+    ifindex: u32,
+    cfg: &XdpConfig,
+    owner: RawFd,
+    rx_ring: u32,
+) -> Result<Sharer, IoError> {
+    let fd = new_socket(device)?;
+    let fdn = fd.as_raw_fd();
+    setopt(
+        fdn,
+        libc::SOL_XDP,
+        libc::XDP_RX_RING,
+        &rx_ring,
+        device,
+        "XDP_RX_RING",
+    )?;
+    let off = mmap_offsets(fdn, device)?;
+    let rx = map_ring(
+        fdn,
+        &off.rx,
+        rx_ring,
+        std::mem::size_of::<libc::xdp_desc>(),
+        libc::XDP_PGOFF_RX_RING,
+        device,
+        "mmap(RX ring)",
+    )?;
+    bind(
+        fdn,
+        ifindex,
+        cfg.queue,
+        libc::XDP_SHARED_UMEM,
+        owner as u32,
+        device,
+        "bind(XDP_SHARED_UMEM)",
+    )?;
+    busy_poll(fdn, cfg, device)?;
+    Ok(Sharer { fd, rx })
 }
 
 /// Opens the socket as `cfg.bind` asks: `Auto` tries zero-copy and falls
@@ -349,14 +429,15 @@ pub(super) fn open_bound(
     device: &str,
     ifindex: u32,
     cfg: &XdpConfig,
+    rx_ring: u32,
 ) -> Result<(Socket, Option<String>), IoError> {
     match cfg.bind {
-        BindMode::Copy => Ok((open_socket(device, ifindex, cfg, false)?, None)),
-        BindMode::ZeroCopy => Ok((open_socket(device, ifindex, cfg, true)?, None)),
-        BindMode::Auto => match open_socket(device, ifindex, cfg, true) {
+        BindMode::Copy => Ok((open_socket(device, ifindex, cfg, false, rx_ring)?, None)),
+        BindMode::ZeroCopy => Ok((open_socket(device, ifindex, cfg, true, rx_ring)?, None)),
+        BindMode::Auto => match open_socket(device, ifindex, cfg, true, rx_ring) {
             Ok(s) => Ok((s, None)),
             Err(zc) => {
-                let s = open_socket(device, ifindex, cfg, false)?;
+                let s = open_socket(device, ifindex, cfg, false, rx_ring)?;
                 Ok((s, Some(format!("zero-copy refused ({zc}); copy mode"))))
             }
         },

@@ -38,8 +38,10 @@ pub enum LinkDevice {
     XdpRx(XdpRx, Option<Box<PacketSocket>>),
     /// The transmit half of an AF_XDP socket.
     XdpTx(XdpTx),
-    /// One receive ring per class, polled as one device.
-    ClassRings(Box<ClassRings>),
+    /// One receive ring per class, polled as one device; the AF_PACKET
+    /// socket beside it, if any, only holds the interface in promiscuous
+    /// mode (AF_XDP).
+    ClassRings(Box<ClassRings>, Option<Box<PacketSocket>>),
 }
 
 impl PacketIo for LinkDevice {
@@ -53,7 +55,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.recv_batch(pool, out, max),
             LinkDevice::XdpRx(d, _) => d.recv_batch(pool, out, max),
             LinkDevice::XdpTx(d) => d.recv_batch(pool, out, max),
-            LinkDevice::ClassRings(d) => d.recv_batch(pool, out, max),
+            LinkDevice::ClassRings(d, _) => d.recv_batch(pool, out, max),
         }
     }
 
@@ -66,7 +68,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.send_batch(frames, pool),
             LinkDevice::XdpRx(d, _) => d.send_batch(frames, pool),
             LinkDevice::XdpTx(d) => d.send_batch(frames, pool),
-            LinkDevice::ClassRings(d) => d.send_batch(frames, pool),
+            LinkDevice::ClassRings(d, _) => d.send_batch(frames, pool),
         }
     }
 
@@ -75,7 +77,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.wait(timeout),
             LinkDevice::XdpRx(d, _) => d.wait(timeout),
             LinkDevice::XdpTx(d) => d.wait(timeout),
-            LinkDevice::ClassRings(d) => d.wait(timeout),
+            LinkDevice::ClassRings(d, _) => d.wait(timeout),
         }
     }
 
@@ -84,7 +86,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.stats(),
             LinkDevice::XdpRx(d, _) => d.stats(),
             LinkDevice::XdpTx(d) => d.stats(),
-            LinkDevice::ClassRings(d) => d.stats(),
+            LinkDevice::ClassRings(d, _) => d.stats(),
         }
     }
 
@@ -93,7 +95,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.poll_fd(),
             LinkDevice::XdpRx(d, _) => d.poll_fd(),
             LinkDevice::XdpTx(d) => d.poll_fd(),
-            LinkDevice::ClassRings(d) => d.poll_fd(),
+            LinkDevice::ClassRings(d, _) => d.poll_fd(),
         }
     }
 }
@@ -151,17 +153,78 @@ fn open_xdp(link: &LinkConfig, notes: &mut Vec<String>) -> Result<Devices<LinkDe
     for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
         notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
     }
-    let holder = |dev: &str| -> Result<Option<Box<PacketSocket>>, IoError> {
-        link.promiscuous
-            .then(|| promiscuous_holder(dev).map(Box::new))
-            .transpose()
-    };
     Ok(Devices {
-        ingress_rx: LinkDevice::XdpRx(in_rx, holder(&link.ingress)?),
+        ingress_rx: LinkDevice::XdpRx(in_rx, holder(link, &link.ingress)?),
         egress_tx: LinkDevice::XdpTx(eg_tx),
-        egress_rx: LinkDevice::XdpRx(eg_rx, holder(&link.egress)?),
+        egress_rx: LinkDevice::XdpRx(eg_rx, holder(link, &link.egress)?),
         ingress_tx: LinkDevice::XdpTx(in_tx),
     })
+}
+
+/// The promiscuous-mode holder of `dev` when the link asks for one.
+fn holder(link: &LinkConfig, dev: &str) -> Result<Option<Box<PacketSocket>>, IoError> {
+    link.promiscuous
+        .then(|| promiscuous_holder(dev).map(Box::new))
+        .transpose()
+}
+
+/// Opens the AF_XDP devices of `cfg` with the ingress's receive side as
+/// one socket per class sharing one UMEM (the XDP classifier steers each
+/// frame into its class's socket); notes as for [`open_xdp`].
+fn open_xdp_class_rings(
+    cfg: &RunConfig,
+    plan: &ClassRingPlan,
+    notes: &mut Vec<String>,
+) -> Result<Devices<LinkDevice>, IoError> {
+    let link = &cfg.link;
+    let xcfg = xdp_config(link)?;
+    let (group, in_tx, in_info) = xdp::open_class_group(
+        &link.ingress,
+        &xcfg,
+        &plan.rules,
+        plan.default_ring,
+        &plan.frames,
+    )?;
+    let (eg_rx, eg_tx, eg_info) = xdp::open(&link.egress, &xcfg)?;
+    for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
+        notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
+    }
+    let rings = ClassRings::new(Box::new(group), Vec::new(), plan, cfg)?;
+    Ok(Devices {
+        ingress_rx: LinkDevice::ClassRings(Box::new(rings), holder(link, &link.ingress)?),
+        egress_tx: LinkDevice::XdpTx(eg_tx),
+        egress_rx: LinkDevice::XdpRx(eg_rx, holder(link, &link.egress)?),
+        ingress_tx: LinkDevice::XdpTx(in_tx),
+    })
+}
+
+/// The AF_XDP devices of `cfg`: the ingress on one socket per class when
+/// `plan` is there and the group opens, else on one socket; what the
+/// ingress got, in words, and its ring counters.
+fn open_xdp_for(
+    cfg: &RunConfig,
+    plan: Result<ClassRingPlan, SingleRing>,
+    notes: &mut Vec<String>,
+) -> Result<(Devices<LinkDevice>, String, Option<RingBoard>), IoError> {
+    let why = match plan {
+        Err(single) => single.0,
+        Ok(plan) => {
+            let mut group_notes = Vec::new();
+            match open_xdp_class_rings(cfg, &plan, &mut group_notes) {
+                Ok(d) => {
+                    notes.extend(group_notes);
+                    let board = match &d.ingress_rx {
+                        LinkDevice::ClassRings(r, _) => Some(r.board()),
+                        _ => None,
+                    };
+                    return Ok((d, describe_rings(cfg, &plan, "AF_XDP shared UMEM"), board));
+                }
+                Err(e) => format!("the AF_XDP class group could not open ({e})"),
+            }
+        }
+    };
+    let d = open_xdp(&cfg.link, notes)?;
+    Ok((d, format!("one receive ring: {why}"), None))
 }
 
 /// The AF_PACKET ring geometry for frames of up to `max_frame` bytes.
@@ -233,7 +296,7 @@ fn open_packet(
         PacketSocket::open(dev, role, promiscuous).map(LinkDevice::Packet)
     };
     let ingress_rx = match class_rings {
-        Some(r) => LinkDevice::ClassRings(Box::new(r)),
+        Some(r) => LinkDevice::ClassRings(Box::new(r), None),
         None => open(&link.ingress, Role::RxFrames(rx))?,
     };
     Ok(Devices {
@@ -339,18 +402,17 @@ pub fn open_devices(
     let link = &cfg.link;
     let plan = class_ring_plan(cfg);
     let mut notes = Vec::new();
-    let xdp_rings = |plan: &Result<ClassRingPlan, SingleRing>| match plan {
-        Err(single) => format!("one receive ring: {}", single.0),
-        Ok(_) => "one receive ring: AF_XDP has no per-class sockets in this build".to_string(),
-    };
     let (devices, backend, rings, ring_board) = match link.backend {
         Backend::Packet => {
             let (d, rings, board) = open_packet_for(cfg, plan)?;
             (d, "packet", rings, board)
         }
-        Backend::Xdp => (open_xdp(link, &mut notes)?, "xdp", xdp_rings(&plan), None),
-        Backend::Auto => match open_xdp(link, &mut notes) {
-            Ok(d) => (d, "xdp", xdp_rings(&plan), None),
+        Backend::Xdp => {
+            let (d, rings, board) = open_xdp_for(cfg, plan, &mut notes)?;
+            (d, "xdp", rings, board)
+        }
+        Backend::Auto => match open_xdp_for(cfg, plan.clone(), &mut notes) {
+            Ok((d, rings, board)) => (d, "xdp", rings, board),
             Err(e) => {
                 notes = vec![format!(
                     "backend auto: AF_XDP could not open ({e}); using AF_PACKET"

@@ -1,4 +1,5 @@
-//! The ingress on one AF_PACKET ring per class (a fanout group), on real
+//! The ingress on one receive ring per class (an AF_PACKET fanout group or
+//! AF_XDP sockets sharing one UMEM), on real
 //! veths in namespaces of its own (prefix `vc-`): a victim class next to
 //! an overload. Needs root (CI runs as root); skipped with a message
 //! otherwise. The namespaces are removed even when a test fails.
@@ -24,7 +25,7 @@ const CONFIG: &str = r#"
 ingress = "d0"
 egress = "d1"
 rate = "100mbit"
-backend = "packet"
+backend = "BACKEND"
 
 [scheduler]
 algorithm = "prio"
@@ -47,12 +48,17 @@ match = [{ proto = "udp", dport = 5000 }]
 
 /// Runs `flows` through the pipeline on `engine`; returns what the
 /// ingress got (in words), the sink's report and the final counters.
-fn run(engine: Engine, flows: &[&str], ports: &[u16]) -> (String, SinkReport, Final) {
+fn run(
+    engine: Engine,
+    backend: &str,
+    flows: &[&str],
+    ports: &[u16],
+) -> (String, SinkReport, Final) {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let topo = Topology::line("vc-rings-").expect("topology");
-    let src = CONFIG.replacen(
+    let src = CONFIG.replace("BACKEND", backend).replacen(
         "[link]\n",
         &format!("[link]\nengine = \"{}\"\n", engine.name()),
         1,
@@ -94,13 +100,15 @@ fn run(engine: Engine, flows: &[&str], ports: &[u16]) -> (String, SinkReport, Fi
     (choice.rings, received, pipeline.stop().expect("stop"))
 }
 
-fn a_victim_on_its_own_ring_loses_nothing_next_to_an_overload(engine: Engine) {
+/// `backend` and how the daemon names its class rings.
+fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
     }
     let (rings, sink, fin) = run(
         engine,
+        backend,
         &[
             "dport=5000,rate=1mbit,size=200",
             "dport=6000,rate=80mbit,size=1500",
@@ -111,7 +119,7 @@ fn a_victim_on_its_own_ring_loses_nothing_next_to_an_overload(engine: Engine) {
     let snap = &fin.after_stop;
     let text = format!("{rings}\n{}\n{}", sink.text(), snap.text());
     assert!(
-        rings.starts_with("one receive ring per class (AF_PACKET fanout)")
+        rings.starts_with(&format!("one receive ring per class ({rings_are})"))
             && rings.contains("victim (budget 64"),
         "{text}"
     );
@@ -155,4 +163,15 @@ fn a_victim_on_its_own_ring_loses_nothing_next_to_an_overload(engine: Engine) {
     assert_eq!(v.lost, 0, "{text}");
 }
 
-for_both_engines!(a_victim_on_its_own_ring_loses_nothing_next_to_an_overload);
+fn a_victim_on_its_own_af_packet_ring_loses_nothing_next_to_an_overload(engine: Engine) {
+    victim_next_to_an_overload(engine, "packet", "AF_PACKET fanout");
+}
+
+fn a_victim_on_its_own_af_xdp_socket_loses_nothing_next_to_an_overload(engine: Engine) {
+    victim_next_to_an_overload(engine, "xdp", "AF_XDP shared UMEM");
+}
+
+for_both_engines!(
+    a_victim_on_its_own_af_packet_ring_loses_nothing_next_to_an_overload,
+    a_victim_on_its_own_af_xdp_socket_loses_nothing_next_to_an_overload,
+);

@@ -317,16 +317,29 @@ impl PacketIo for ClassRings {
         })
     }
 
-    /// Waits on every ring at once, with nanosecond precision.
+    /// Waits on every ring at once: with the rings' descriptors, in
+    /// `ppoll` with nanosecond precision; without, through the
+    /// [`ClassRx`]'s own millisecond wait, and a shorter wait sleeps
+    /// unless a ring has frames (the engines wait that briefly only for
+    /// the emulated link or a shaper, which a frame arriving meanwhile
+    /// could not overtake).
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
         self.refresh_if_due();
-        match wait::any_readable_within(&mut self.pollfds, timeout) {
-            Ok(_) => Ok(()),
-            Err(e) => Err(IoError::Config {
-                device: self.device.clone(),
-                what: format!("ppoll on the class rings: {e}"),
-            }),
-        }
+        let waited = if !self.pollfds.is_empty() {
+            wait::any_readable_within(&mut self.pollfds, timeout).map(|_| ())
+        } else if timeout >= Duration::from_millis(1) {
+            return self.rx.wait(timeout);
+        } else {
+            let any = (0..self.names.len()).any(|r| self.rx.waiting(r).unwrap_or(1) > 0);
+            if !any {
+                std::thread::sleep(timeout);
+            }
+            Ok(())
+        };
+        waited.map_err(|e| IoError::Config {
+            device: self.device.clone(),
+            what: format!("ppoll on the class rings: {e}"),
+        })
     }
 
     /// The rings' counters summed.

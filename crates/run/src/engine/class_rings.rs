@@ -4,9 +4,11 @@
 //!
 //! The rings are numbered in polling order ([`ClassRingPlan`]): with
 //! `algorithm = "prio"` the most urgent classes first, else file order.
-//! Each receive call is one round of the core's LL-WFQ
-//! [`Poller`]: every ring is visited in cyclic order and takes at most its
-//! budget, the round at most [`DEVICE_BUDGET`] frames. The most urgent
+//! Each receive call runs rounds of the core's LL-WFQ [`Poller`]: every
+//! ring is visited in cyclic order and takes at most its budget, a round
+//! at most [`DEVICE_BUDGET`] frames, and rounds follow one another until a
+//! device budget is taken or a round finds nothing (work conserving: a
+//! lone busy ring is not held to its budget). The most urgent
 //! classes (lowest `prio`, or the heaviest weights) get the whole device
 //! budget and a deep ring; the others a small budget and a small ring, so
 //! a flood of bulk frames overflows its own ring in the kernel (counted as
@@ -273,8 +275,9 @@ impl Rings for Round<'_> {
 }
 
 impl PacketIo for ClassRings {
-    /// One polling round (at most `max` and [`DEVICE_BUDGET`] frames; a
-    /// smaller `max` is honoured by the rings' budgets only up to it).
+    /// Polling rounds until [`DEVICE_BUDGET`] frames are taken or a round
+    /// finds none (the last round may take up to one device budget more);
+    /// with a smaller `max`, the rings in order up to `max` frames.
     fn recv_batch(
         &mut self,
         pool: &BufPool,
@@ -290,7 +293,16 @@ impl PacketIo for ClassRings {
             error: None,
         };
         if max >= DEVICE_BUDGET as usize {
-            self.poller.poll(&mut round, &mut self.visits);
+            // Rounds until the device budget is used or a round finds
+            // nothing: the budgets bound what the others take between two
+            // visits of a ring, not what one ring may take when the others
+            // are idle (work conserving).
+            loop {
+                let got = self.poller.poll(&mut round, &mut self.visits);
+                if got == 0 || round.out.len() - before >= DEVICE_BUDGET as usize {
+                    break;
+                }
+            }
         } else {
             for ring in 0..self.names.len() {
                 let left = max - (round.out.len() - before);
@@ -438,13 +450,23 @@ mod tests {
     /// Rings in memory: each a queue of frames (their first byte names
     /// the ring), with a slot limit beyond which arrivals are dropped.
     struct MemRings {
-        rings: Vec<VecDeque<Vec<u8>>>,
+        rings: Arc<Mutex<Vec<VecDeque<Vec<u8>>>>>,
         received: Vec<u64>,
+    }
+
+    fn mem_rings(rings: Vec<VecDeque<Vec<u8>>>) -> (MemRings, Arc<Mutex<Vec<VecDeque<Vec<u8>>>>>) {
+        let shared = Arc::new(Mutex::new(rings));
+        let n = shared.lock().expect("rings").len();
+        let r = MemRings {
+            rings: shared.clone(),
+            received: vec![0; n],
+        };
+        (r, shared)
     }
 
     impl ClassRx for MemRings {
         fn classes(&self) -> usize {
-            self.rings.len()
+            self.received.len()
         }
         fn recv_class(
             &mut self,
@@ -455,7 +477,8 @@ mod tests {
         ) -> Result<usize, IoError> {
             let mut n = 0;
             while n < max {
-                let Some(f) = self.rings.get_mut(class).and_then(|r| r.pop_front()) else {
+                let mut rings = self.rings.lock().expect("rings");
+                let Some(f) = rings.get_mut(class).and_then(|r| r.pop_front()) else {
                     break;
                 };
                 let mut b = pool.get().expect("buffer");
@@ -467,7 +490,7 @@ mod tests {
             Ok(n)
         }
         fn waiting(&self, class: usize) -> Option<usize> {
-            Some(self.rings[class].len())
+            Some(self.rings.lock().expect("rings")[class].len())
         }
         fn wait(&mut self, _timeout: Duration) -> Result<(), IoError> {
             Ok(())
@@ -488,27 +511,30 @@ mod tests {
         let cfg = parse(PRIO, "t.toml", None).expect("config");
         let plan = class_ring_plan(&cfg).expect("plan");
         let frame = |ring: u8| vec![ring; 60];
-        let rings = MemRings {
-            rings: vec![
-                (0..10).map(|_| frame(0)).collect(),
-                (0..100).map(|_| frame(1)).collect(),
-                (0..100).map(|_| frame(2)).collect(),
-            ],
-            received: vec![0; 3],
-        };
+        let (rings, shared) = mem_rings(vec![
+            (0..10).map(|_| frame(0)).collect(),
+            (0..100).map(|_| frame(1)).collect(),
+            (0..100).map(|_| frame(2)).collect(),
+        ]);
         let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
         let pool = BufPool::new(1024, 2048).expect("pool");
         let mut out = Vec::new();
-        let n = dev.recv_batch(&pool, &mut out, 64).expect("round");
+        let n = dev.recv_batch(&pool, &mut out, 64).expect("rounds");
         let firsts: Vec<u8> = out.iter().map(|b| b.as_slice()[0]).collect();
+        // Round 1: the urgent ring whole, each bulk ring its budget; then
+        // rounds of bulk budgets until a device budget is taken.
+        let b = BULK_BUDGET as usize;
         let mut want = vec![0u8; 10];
-        want.extend([1u8; BULK_BUDGET as usize]);
-        want.extend([2u8; BULK_BUDGET as usize]);
+        while want.len() < DEVICE_BUDGET as usize {
+            want.extend(std::iter::repeat_n(1u8, b));
+            want.extend(std::iter::repeat_n(2u8, b));
+        }
         assert_eq!(n, want.len());
         assert_eq!(
             firsts, want,
             "urgent ring first, whole; then each bulk ring its budget"
         );
+        let bulk = (want.len() as u64 - 10) / 2;
         for b in out.drain(..) {
             pool.put(b);
         }
@@ -523,25 +549,34 @@ mod tests {
             by_role,
             vec![
                 ("rx ring voip".to_string(), 10),
-                ("rx ring web".to_string(), u64::from(BULK_BUDGET)),
-                ("rx ring bulk".to_string(), u64::from(BULK_BUDGET))
+                ("rx ring web".to_string(), bulk),
+                ("rx ring bulk".to_string(), bulk)
             ]
         );
-        assert_eq!(dev.stats().rx_packets, 10 + 2 * u64::from(BULK_BUDGET));
+        assert_eq!(dev.stats().rx_packets, n as u64);
+        // An urgent frame arriving now waits behind at most the bulk
+        // rings' budgets once (the bound), not behind their backlog.
+        shared.lock().expect("rings")[0].push_back(frame(0));
+        assert!(dev.recv_batch(&pool, &mut out, 64).expect("rounds") > 0);
+        let at = out
+            .iter()
+            .position(|b| b.as_slice()[0] == 0)
+            .expect("urgent frame");
+        assert!(at <= 2 * b, "the urgent frame came {at}th");
+        for b in out.drain(..) {
+            pool.put(b);
+        }
     }
 
     #[test]
     fn a_receive_smaller_than_a_round_takes_rings_in_order_up_to_it() {
         let cfg = parse(PRIO, "t.toml", None).expect("config");
         let plan = class_ring_plan(&cfg).expect("plan");
-        let rings = MemRings {
-            rings: vec![
-                (0..3).map(|_| vec![0u8; 60]).collect(),
-                (0..9).map(|_| vec![1u8; 60]).collect(),
-                VecDeque::new(),
-            ],
-            received: vec![0; 3],
-        };
+        let (rings, _) = mem_rings(vec![
+            (0..3).map(|_| vec![0u8; 60]).collect(),
+            (0..9).map(|_| vec![1u8; 60]).collect(),
+            VecDeque::new(),
+        ]);
         let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
         let pool = BufPool::new(64, 2048).expect("pool");
         let mut out = Vec::new();

@@ -13,7 +13,10 @@ use pktsched_io::xdp::{self, XdpConfig, XdpRx, XdpTx};
 use pktsched_io::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
 
 use crate::config::{Backend, LinkConfig, RunConfig};
-use crate::engine::{ClassRingPlan, ClassRings, Devices, RingBoard, SingleRing, class_ring_plan};
+use crate::engine::{
+    CLASS_GROUP_RX_FRAMES, ClassRingPlan, ClassRings, Devices, RingBoard, SingleRing,
+    class_ring_plan,
+};
 
 /// The chosen backend and, for `auto`, why.
 #[derive(Debug, Clone)]
@@ -177,7 +180,10 @@ fn open_xdp_class_rings(
     notes: &mut Vec<String>,
 ) -> Result<Devices<LinkDevice>, IoError> {
     let link = &cfg.link;
-    let xcfg = xdp_config(link)?;
+    let xcfg = XdpConfig {
+        rx_frames: CLASS_GROUP_RX_FRAMES,
+        ..xdp_config(link)?
+    };
     let (group, in_tx, in_info) = xdp::open_class_group(
         &link.ingress,
         &xcfg,

@@ -42,8 +42,8 @@ use pktsched_io::{BufPool, PacketIo};
 use pktsched_runtime::{Arbiter, Clock, Config};
 
 pub use self::class_rings::{
-    BULK_BUDGET, BULK_RING_FRAMES, ClassRingPlan, ClassRings, DEVICE_BUDGET, MAX_CLASS_RINGS,
-    RingBoard, SingleRing, URGENT_RING_FRAMES, class_ring_plan,
+    BULK_BUDGET, BULK_RING_FRAMES, CLASS_GROUP_RX_FRAMES, ClassRingPlan, ClassRings, DEVICE_BUDGET,
+    MAX_CLASS_RINGS, RingBoard, SingleRing, URGENT_RING_FRAMES, class_ring_plan,
 };
 
 use self::arbiter_loop::{ArbiterLoop, Command, Stopped};

@@ -87,10 +87,10 @@ pub fn class_rates_policy(cfg: &RunConfig) -> Result<Policy, PlanError> {
 
 /// An empty scheduler for the config's `[scheduler]`.
 pub fn empty_scheduler<T: Send + 'static>(cfg: &RunConfig) -> BoxedScheduler<T> {
-    if cfg.has_class_rates() {
-        if let Ok(p) = class_rates_policy(cfg) {
-            return Box::new(PolicySched::<T>::new(&p));
-        }
+    if cfg.has_class_rates()
+        && let Ok(p) = class_rates_policy(cfg)
+    {
+        return Box::new(PolicySched::<T>::new(&p));
     }
     match &cfg.scheduler {
         SchedulerChoice::Algorithm(a) => {
@@ -238,7 +238,7 @@ mod tests {
         );
         // Weight 100 alone would give "capped" ~90 Mbit/s.
         assert!(
-            c <= 20.5 && c >= 19.0,
+            (19.0..=20.5).contains(&c),
             "capped got {c:.1} Mbit/s (ceil 20): {sent:?}"
         );
         // The rest is work-conserving: the link stays busy.

@@ -45,16 +45,16 @@ pub(super) fn class_rates(
     let Some(first) = raw.rate.as_ref().or(raw.ceil.as_ref()) else {
         return Ok((None, None));
     };
-    if let (Some(r), Some(c), Some(span)) = (rate, ceil, raw.ceil.as_ref()) {
-        if c < r {
-            return Err(cx.err(
-                span.span(),
-                format!(
-                    "class {name:?}: ceil = {c} is below rate = {r}: allowed ceil >= rate (the \
-                     most it may borrow up to is at least its guarantee)"
-                ),
-            ));
-        }
+    if let (Some(r), Some(c), Some(span)) = (rate, ceil, raw.ceil.as_ref())
+        && c < r
+    {
+        return Err(cx.err(
+            span.span(),
+            format!(
+                "class {name:?}: ceil = {c} is below rate = {r}: allowed ceil >= rate (the \
+                 most it may borrow up to is at least its guarantee)"
+            ),
+        ));
     }
     let refuse = |why: String| Err(cx.err(first.span(), format!("class {name:?}: {why}")));
     match scheduler {

@@ -455,12 +455,15 @@ mod tests {
 
     /// Rings in memory: each a queue of frames (their first byte names
     /// the ring), with a slot limit beyond which arrivals are dropped.
+    /// Each ring's frames, shared with the test.
+    type Frames = Arc<Mutex<Vec<VecDeque<Vec<u8>>>>>;
+
     struct MemRings {
-        rings: Arc<Mutex<Vec<VecDeque<Vec<u8>>>>>,
+        rings: Frames,
         received: Vec<u64>,
     }
 
-    fn mem_rings(rings: Vec<VecDeque<Vec<u8>>>) -> (MemRings, Arc<Mutex<Vec<VecDeque<Vec<u8>>>>>) {
+    fn mem_rings(rings: Vec<VecDeque<Vec<u8>>>) -> (MemRings, Frames) {
         let shared = Arc::new(Mutex::new(rings));
         let n = shared.lock().expect("rings").len();
         let r = MemRings {

@@ -11,7 +11,10 @@ mod bench_shape;
 mod calc;
 mod live_demo;
 mod output;
+mod plot;
+mod plot_ingress;
 mod progress;
+mod route;
 mod shaper;
 mod sim;
 mod stop;
@@ -69,6 +72,9 @@ enum Cmd {
     /// Stop with SIGINT/SIGTERM; SIGHUP (or `pktsched reload`) applies a
     /// changed config.
     Run(shaper::RunArgs),
+    /// A software router with one receive ring per traffic class on the
+    /// ingress, polled with per-ring budgets (sq, rr, ll-rr, ll-wfq).
+    Route(route::RouteArgs),
     /// Validates a `run` config and prints it normalised, every default
     /// filled in (like `nginx -t`).
     Check(shaper::CheckArgs),
@@ -83,6 +89,9 @@ enum Cmd {
     /// Receives stamped UDP flows; reports throughput, loss, reordering
     /// and one-way latency per flow.
     Sink(traffic::SinkArgs),
+    /// Charts and tables from the measurement scripts' results.
+    #[command(subcommand)]
+    Plot(plot::PlotCmd),
     /// Calculators (the ingress poller's RT latency bound and budgets).
     #[command(subcommand)]
     Calc(CalcCmd),
@@ -191,11 +200,13 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         }
         Cmd::Calc(CalcCmd::Ingress(a)) => calc::ingress(&a, out),
         Cmd::Run(a) => shaper::run(&a, out),
+        Cmd::Route(a) => route::route(&a, out),
         Cmd::Check(a) => shaper::check(&a, out),
         Cmd::Stats(a) => shaper::stats(&a, out),
         Cmd::Reload(a) => shaper::reload(&a, out),
         Cmd::Gen(a) => traffic::generate(&a, out),
         Cmd::Sink(a) => traffic::sink(&a, out),
+        Cmd::Plot(p) => plot::run(&p, out),
         Cmd::Algorithms { json } => {
             let lims: Vec<pktsched_core::Limits> = pktsched_core::Algorithm::ALL
                 .iter()

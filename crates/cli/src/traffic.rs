@@ -11,6 +11,8 @@ use clap::Args;
 use pktsched_run::traffic::gen_flows::{FlowSpec, KEYS, MAX_FLOWS};
 use pktsched_run::traffic::generator::GenBackend;
 use pktsched_run::traffic::ring_out::{RingTarget, parse_mac};
+use pktsched_run::traffic::sink_class::SinkClass;
+use pktsched_run::traffic::workload::{Load, Workload};
 use pktsched_run::traffic::{generator, sink};
 
 use crate::output::Stdout;
@@ -56,6 +58,46 @@ pub(crate) struct GenArgs {
     /// each flow's destination on --device, resolved first).
     #[arg(long, value_name = "MAC")]
     dst_mac: Option<String>,
+    #[command(flatten)]
+    workload: WorkloadArgs,
+}
+
+/// The ingress experiment's workload (`--load`), instead of `--flow`s.
+#[derive(Debug, Args)]
+pub(crate) struct WorkloadArgs {
+    /// Total offered load, all flows Poisson: bits/s of frames (`200mbit`)
+    /// or packets/s (`200kpps`, `1.5mpps`). Split into RT and BE flows by
+    /// --rt-share; replaces --flow.
+    #[arg(long, value_name = "RATE|PPS", conflicts_with_all = ["flows", "flows_file"])]
+    load: Option<String>,
+    /// Fraction of the load that is real-time (0..=1).
+    #[arg(long, default_value_t = 0.3, requires = "load")]
+    rt_share: f64,
+    /// DSCP of the RT flows (0..=63 or a name: ef, af41, cs5...).
+    #[arg(long, default_value = "ef", requires = "load")]
+    rt_dscp: String,
+    /// DSCP of the BE flows.
+    #[arg(long, default_value = "0", requires = "load")]
+    be_dscp: String,
+    /// RT flows (destination ports from --rt-port on).
+    #[arg(long, default_value_t = 1, requires = "load")]
+    rt_flows: u32,
+    /// BE flows (destination ports from --be-port on).
+    #[arg(long, default_value_t = 8, requires = "load")]
+    be_flows: u32,
+    /// First RT destination port.
+    #[arg(long, default_value_t = 5001, requires = "load")]
+    rt_port: u16,
+    /// First BE destination port.
+    #[arg(long, default_value_t = 5002, requires = "load")]
+    be_port: u16,
+    /// Arrivals of the RT flows: poisson, or cbr (periodic: the envelope
+    /// the RT latency bound assumes). BE flows are Poisson.
+    #[arg(long, default_value = "poisson", requires = "load")]
+    rt_pattern: String,
+    /// Frame size of every flow (bytes without FCS) or a mix `64:7+576:4+1500:1`.
+    #[arg(long, default_value = "64", requires = "load")]
+    size: String,
 }
 
 /// `pktsched sink`.
@@ -64,9 +106,16 @@ pub(crate) struct SinkArgs {
     /// Address to listen on.
     #[arg(long, default_value = "0.0.0.0")]
     addr: IpAddr,
-    /// UDP ports: `5000` or `5000-5003`.
-    #[arg(long, default_value = "5000")]
-    ports: String,
+    /// UDP ports: `5000` or `5000-5003` (default: the classes' ports,
+    /// else 5000).
+    #[arg(long)]
+    ports: Option<String>,
+    /// A class: `NAME=PORT` or `NAME=LO-HI` (e.g. `rt=5001`,
+    /// `be=5002-5009`), reported with its flows together (received, lost,
+    /// latency percentiles and histogram). Classes go by destination port
+    /// (a router may re-mark DSCP; ports pass unchanged). Repeat for more.
+    #[arg(long = "class", value_name = "NAME=PORTS")]
+    classes: Vec<String>,
     /// Stop after this long (default: when traffic stops, see --idle).
     #[arg(long)]
     duration: Option<String>,
@@ -119,7 +168,60 @@ fn flows_from_file(path: &std::path::Path, base: &FlowSpec) -> Result<Vec<FlowSp
     Ok(out)
 }
 
+/// The workload's flows, with the frames per second they offer.
+fn workload_flows(a: &WorkloadArgs, dst: IpAddr, load: &str) -> Result<(Vec<FlowSpec>, f64)> {
+    let load_text = load;
+    let load = Load::parse(load).map_err(|e| anyhow::anyhow!("--load {load:?}: {e}"))?;
+    let dscp = |flag: &str, v: &str| {
+        let mut f = FlowSpec::new(dst);
+        f.set("dscp", v)
+            .map(|()| f.dscp)
+            .map_err(|e| anyhow::anyhow!("--{flag}: {e}"))
+    };
+    let mut size = FlowSpec::new(dst);
+    size.set("size", &a.size)
+        .map_err(|e| anyhow::anyhow!("--size: {e}"))?;
+    let mut w = Workload::new(dst, load, a.rt_share);
+    w.rt_dscp = dscp("rt-dscp", &a.rt_dscp)?;
+    w.be_dscp = dscp("be-dscp", &a.be_dscp)?;
+    w.rt_flows = a.rt_flows;
+    w.be_flows = a.be_flows;
+    w.rt_port = a.rt_port;
+    w.be_port = a.be_port;
+    w.sizes = size.sizes;
+    let mut pattern = FlowSpec::new(dst);
+    pattern
+        .set("pattern", &a.rt_pattern)
+        .map_err(|e| anyhow::anyhow!("--rt-pattern: {e}"))?;
+    w.rt_pattern = pattern.pattern;
+    if !(0.0..=1.0).contains(&a.rt_share) {
+        bail!(
+            "--rt-share {}: allowed 0..=1 (a fraction of the load)",
+            a.rt_share
+        );
+    }
+    let flows = w
+        .flows()
+        .map_err(|e| anyhow::anyhow!("the workload (--load {load_text:?}): {e}"))?;
+    let pps = load.bits_per_s(w.sizes.mean()) / (8.0 * w.sizes.mean());
+    Ok((flows.into_iter().map(|(_, f)| f).collect(), pps))
+}
+
+/// A load the socket backend cannot offer (one system call per datagram).
+const MAX_SOCKET_PPS: f64 = 2e6;
+
 pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
+    if let Some(load) = &a.workload.load {
+        let (flows, pps) = workload_flows(&a.workload, a.dst, load)?;
+        if a.backend == "socket" && pps > MAX_SOCKET_PPS {
+            bail!(
+                "--load {load:?} is {:.0} packets/s: the socket backend offers at most {MAX_SOCKET_PPS} \
+                 (one send per datagram); use --backend packet --device IFACE",
+                pps
+            );
+        }
+        return run_flows(a, flows, out);
+    }
     let base = FlowSpec::new(a.dst);
     let mut flows = Vec::new();
     for spec in &a.flows {
@@ -138,6 +240,10 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
     if total > MAX_FLOWS as u64 {
         bail!("{total} flows in all (counting `count`): allowed at most {MAX_FLOWS}; keys: {KEYS}");
     }
+    run_flows(a, flows, out)
+}
+
+fn run_flows(a: &GenArgs, flows: Vec<FlowSpec>, out: &mut Stdout) -> Result<()> {
     let d = duration("--duration", &a.duration)?;
     let backend = gen_backend(a)?;
     crate::stop::stop_flag()?;
@@ -151,6 +257,15 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
         &mut |f| bar.set_position((f * 1000.0) as u64),
     )?;
     bar.finish_and_clear();
+    if !r.load_met() && !r.partial {
+        eprintln!(
+            "pktsched gen: the offered load was not met: {:.3} Mbit/s of {:.3} Mbit/s left \
+             (below {:.0} %); the results describe a lower load",
+            r.sent_bps as f64 / 1e6,
+            r.offered_bps as f64 / 1e6,
+            generator::MET_FRACTION * 100.0
+        );
+    }
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;
     } else {
@@ -196,20 +311,45 @@ fn exit_if_signalled(out: &mut Stdout) -> Result<()> {
     crate::stop::interrupted(true)
 }
 
-pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
-    let range: pktsched_io::classify::PortRange = a
-        .ports
-        .parse()
-        .map_err(|e| anyhow::anyhow!("--ports {:?}: {e}", a.ports))?;
-    let ports: Vec<u16> = (range.lo..=range.hi).collect();
+/// The ports to listen on: `--ports`, else the classes' ports, else 5000.
+fn sink_ports(a: &SinkArgs, classes: &[SinkClass]) -> Result<Vec<u16>> {
+    let ports: Vec<u16> = match &a.ports {
+        Some(text) => {
+            let range: pktsched_io::classify::PortRange = text
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--ports {text:?}: {e}"))?;
+            (range.lo..=range.hi).collect()
+        }
+        None if !classes.is_empty() => {
+            let mut p: Vec<u16> = classes
+                .iter()
+                .flat_map(|c| c.ports.lo..=c.ports.hi)
+                .collect();
+            p.sort_unstable();
+            p.dedup();
+            p
+        }
+        None => vec![5000],
+    };
     if ports.len() > sink::MAX_SINK_PORTS {
         bail!(
             "--ports {:?}: {} ports, allowed at most {}",
-            a.ports,
+            a.ports.as_deref().unwrap_or("(the classes' ports)"),
             ports.len(),
             sink::MAX_SINK_PORTS
         );
     }
+    Ok(ports)
+}
+
+pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
+    let classes = a
+        .classes
+        .iter()
+        .map(|c| SinkClass::parse(c).map_err(|e| anyhow::anyhow!("--class: {e}")))
+        .collect::<Result<Vec<_>>>()?;
+    SinkClass::check_set(&classes).map_err(|e| anyhow::anyhow!("--class: {e}"))?;
+    let ports = sink_ports(a, &classes)?;
     let d = a
         .duration
         .as_deref()
@@ -217,8 +357,20 @@ pub(crate) fn sink(a: &SinkArgs, out: &mut Stdout) -> Result<()> {
         .transpose()?;
     let idle = duration("--idle", &a.idle)?;
     crate::stop::stop_flag()?;
-    let bound = sink::Sink::bind(a.addr, &ports)?;
-    eprintln!("pktsched sink: listening on {} ports {}", a.addr, a.ports);
+    let bound = sink::Sink::bind(a.addr, &ports)?
+        .with_classes(classes)
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "--class: {e} (--ports {:?})",
+                a.ports.as_deref().unwrap_or("")
+            )
+        })?;
+    eprintln!(
+        "pktsched sink: listening on {} ports {}-{}",
+        a.addr,
+        ports.first().copied().unwrap_or(0),
+        ports.last().copied().unwrap_or(0)
+    );
     let r = bound.run(d, idle, pktsched_runtime::signal::stop_flag());
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&r)?)?;

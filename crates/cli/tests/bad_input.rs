@@ -827,3 +827,229 @@ fn calc_ingress() {
         },
     ]);
 }
+
+/// `gen --load` (the ingress workload), `sink --class` and `plot ingress`.
+#[test]
+fn gen_workload_sink_classes_and_plot() {
+    const GEN: [&str; 3] = ["gen", "--dst", "127.0.0.1"];
+    macro_rules! gen_row {
+        ([$($a:expr),*], $status:expr, $words:expr) => {
+            row(&[GEN[0], GEN[1], GEN[2], $($a),*], $status, $words)
+        };
+    }
+    run_table(&[
+        gen_row!(
+            ["--load", "10kpps", "--rt-share", "1.5"],
+            2,
+            &["--rt-share 1.5", "0..=1"]
+        ),
+        gen_row!(
+            ["--load", "10kpps", "--rt-share=-0.1"],
+            2,
+            &["--rt-share -0.1", "0..=1"]
+        ),
+        gen_row!(["--load", "fast"], 2, &["--load \"fast\"", "200kpps"]),
+        gen_row!(["--load", "0kpps"], 2, &["--load \"0kpps\"", "positive"]),
+        gen_row!(["--load", "500mpps"], 2, &["at most 100mpps"]),
+        gen_row!(
+            ["--load", "5mpps"],
+            2,
+            &["socket backend offers at most", "--backend packet"]
+        ),
+        gen_row!(["--load", "5bit"], 2, &["below 1 bit/s per flow"]),
+        gen_row!(
+            ["--load", "1kpps", "--be-flows", "0"],
+            2,
+            &["BE flows 0", "1..=512"]
+        ),
+        gen_row!(
+            ["--load", "1kpps", "--rt-flows", "3"],
+            2,
+            &["overlap", "5001-5003"]
+        ),
+        gen_row!(
+            ["--load", "1kpps", "--be-port", "65530"],
+            2,
+            &["BE ports 65530-65537"]
+        ),
+        gen_row!(
+            ["--load", "1kpps", "--rt-dscp", "ef2"],
+            2,
+            &["--rt-dscp", "0..=63"]
+        ),
+        gen_row!(
+            ["--load", "1kpps", "--size", "20"],
+            2,
+            &["--size", "60..=9216"]
+        ),
+        gen_row!(
+            ["--load", "1kpps", "--flow", "rate=1mbit"],
+            2,
+            &["--load", "--flow"]
+        ),
+        gen_row!(["--rt-share", "0.5"], 2, &["--load"]),
+        gen_row!(
+            ["--load", "1kpps", "--rt-pattern", "burst"],
+            2,
+            &["--rt-pattern", "cbr or poisson"]
+        ),
+        row(&["sink", "--class", "rt"], 2, &["--class", "NAME=PORT"]),
+        row(&["sink", "--class", "r:t=5001"], 2, &["class name \"r:t\""]),
+        row(
+            &["sink", "--class", "rt=9-1"],
+            2,
+            &["class rt ports", "LO <= HI"],
+        ),
+        row(
+            &["sink", "--class", "rt=5001", "--class", "be=5001-5009"],
+            2,
+            &["share ports"],
+        ),
+        row(
+            &["sink", "--class", "rt=5001", "--class", "rt=5002"],
+            2,
+            &["class \"rt\" given twice"],
+        ),
+        row(
+            &["sink", "--class", "rt=5001", "--ports", "6000"],
+            2,
+            &["class rt port 5001", "not among the ports"],
+        ),
+        row(&["sink", "--class", "x=1-2000"], 2, &["at most 1024"]),
+        row(
+            &["plot", "ingress", "/nonexistent/ig"],
+            2,
+            &["/nonexistent/ig/points"],
+        ),
+        Row {
+            files: &[("points", "not a directory")],
+            ..row(
+                &["plot", "ingress", "{dir}"],
+                2,
+                &["points", "Not a directory"],
+            )
+        },
+    ]);
+}
+
+/// The `[router]` head of the route rows, on interfaces that do not exist.
+const RT_HEAD: &str = "[router]\ningress = \"rtnosuch0\"\negress = \"rtnosuch1\"\n";
+
+/// `pktsched route`: configs and flags.
+#[test]
+fn route_configs_and_flags() {
+    const CLASS: &str = "[[class]]\nname = \"be\"\n";
+    const ROUTE: &str = "[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"rtnosuch1\"\n";
+    let check = |words| row(&["route", "--check", "{dir}/r.toml"], 2, words);
+    let file = |content: &'static str| -> &'static [(&'static str, &'static str)] {
+        Box::leak(Box::new([("r.toml", content)]))
+    };
+    let cat = |parts: &[&str]| -> &'static str { Box::leak(parts.concat().into_boxed_str()) };
+    run_table(&[
+        row(
+            &["route", "--check", "/nonexistent/r.toml"],
+            2,
+            &["cannot read config"],
+        ),
+        row(&["route"], 2, &["--config FILE", "--check FILE"]),
+        row(
+            &["route", "--config", "a.toml", "--check", "b.toml"],
+            2,
+            &["cannot be used with"],
+        ),
+        Row {
+            files: file(cat(&[RT_HEAD, "backend = \"packet\"\n", CLASS, ROUTE])),
+            ..row(
+                &[
+                    "route",
+                    "--config",
+                    "{dir}/r.toml",
+                    "--control",
+                    "{dir}/c.sock",
+                ],
+                2,
+                &["rtnosuch0", "no such interface"],
+            )
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, ROUTE])),
+            ..row(
+                &["route", "--config", "{dir}/r.toml", "--duration", "soon"],
+                2,
+                &["--duration \"soon\""],
+            )
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "strategy = \"wfq\"\n", CLASS, ROUTE])),
+            ..check(&["r.toml:4:12", "`wfq`", "sq, rr, ll-rr, ll-wfq"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, "budget = 0\n", ROUTE])),
+            ..check(&["r.toml:6:10", "budget = 0", "1..=64"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "device_budget = 0\n", CLASS, ROUTE])),
+            ..check(&["router.device_budget = 0", "1..=65536"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "cost = \"20uss\"\n", CLASS, ROUTE])),
+            ..check(&["router.cost = \"20uss\"", "\"none\"", "acl:N"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "cost = \"acl:0\"\n", CLASS, ROUTE])),
+            ..check(&["acl rule count", "1..=1048576"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, CLASS, ROUTE])),
+            ..check(&["class name \"be\"", "unique"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                "[[route]]\nprefix = \"10.0.0.0/33\"\ndev = \"rtnosuch1\"\n",
+            ])),
+            ..check(&["route.prefix = \"10.0.0.0/33\"", "ADDRESS/LEN"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                "[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"10.0.0.1\"\ndev = \"rtnosuch1\"\n",
+            ])),
+            ..check(&["via = 10.0.0.1 is not a [[neighbour]]"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                "[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"eth7\"\n",
+            ])),
+            ..check(&["route.dev = \"eth7\"", "router's interfaces"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS])),
+            ..check(&["[[route]] entries", "1..=65536"])
+        },
+        Row {
+            files: file(cat(&["[router]\ningress = \"rtnosuch0\"\n", CLASS, ROUTE])),
+            ..check(&["missing field `egress`"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "ring_frames = 3\n", CLASS, ROUTE])),
+            ..check(&["router.ring_frames = 3", "16..=65536"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "[[class]]\nname = \"rt\"\nmatch = [{ dscp = \"xf\" }]\n",
+                ROUTE,
+            ])),
+            ..check(&["match.dscp", "ef"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, "busy_poll = -1\n", CLASS, ROUTE])),
+            ..check(&["router.busy_poll = -1", "0..=10000"])
+        },
+    ]);
+}

@@ -2,8 +2,9 @@
 //! a flooded class overflows its own ring and the others' frames do not
 //! wait behind it. Two implementations: an AF_PACKET fanout group
 //! ([`crate::fanout::FanoutGroup`], the classic-BPF classifier picks the
-//! socket) and AF_XDP sockets sharing one UMEM (the XDP classifier
-//! redirects into the class's socket).
+//! socket) and AF_XDP sockets sharing one UMEM
+//! ([`crate::xdp::XdpClassGroup`]: the XDP classifier redirects into the
+//! class's socket).
 
 use std::time::Duration;
 

@@ -16,12 +16,14 @@
 //! from the classifier's rules) picks the class in the kernel; busy-polling
 //! socket options are in [`packet`].
 //!
+//! Per-class receive rings on AF_XDP: [`xdp::open_class_group`] opens one
+//! socket per class sharing one UMEM and fill ring, the compiled
+//! classifier redirecting each frame into its class's socket; both
+//! groups implement [`ClassRx`].
+//!
 //! Not here yet: AF_XDP zero-copy into pool buffers (frames are copied
 //! between the UMEM and the pool; zero-copy *binding* is tried where the
-//! driver offers it), several queues per interface, and the ingress
-//! router's one AF_XDP socket per class (the compiled classifier already
-//! steers by class, and [`xdp::open_classified`] delivers each frame's
-//! class in its metadata). [`PacketIo`] keeps the devices interchangeable:
+//! driver offers it) and several queues per interface. [`PacketIo`] keeps the devices interchangeable:
 //! batches in, batches out, buffers owned by a pool, one pollable
 //! descriptor ([`PacketIo::poll_fd`]), and counters that name where frames
 //! were lost ([`IoStats`]).

@@ -158,6 +158,77 @@ fn frames_cycle_through_fill_and_rx_without_a_race() {
     });
 }
 
+/// A class group: one fill ring shared by two RX rings (one per class),
+/// each smaller than the pool of frames, as `xdp::open_class_group` sets
+/// them up. The kernel takes a frame from the fill ring for packet `seq`
+/// and posts it on class `seq % 2`'s ring (waiting while that ring is
+/// full); user space reads both rings from one thread and returns each
+/// frame to the one fill ring, so a frame freed by one class is reused
+/// for the other: that reuse must be ordered after the read through the
+/// fill ring, and the fill ring must always have room.
+#[test]
+fn one_fill_ring_feeds_two_class_rings_without_a_race() {
+    const FRAMES: u32 = 2;
+    const RING: u32 = 1;
+    const PACKETS: u64 = 3;
+    loom::model(|| {
+        let fill = Arc::new(Ring::new(FRAMES));
+        let rxs = Arc::new([Ring::new(RING), Ring::new(RING)]);
+        let umem: Arc<Vec<UnsafeCell<u64>>> =
+            Arc::new((0..FRAMES).map(|_| UnsafeCell::new(u64::MAX)).collect());
+        let (kfill, krxs, kumem) = (fill.clone(), rxs.clone(), umem.clone());
+        let kernel = thread::spawn(move || {
+            let mut f = Consumer::new(FRAMES);
+            let mut r = [Producer::new(RING), Producer::new(RING)];
+            let mut seq = 0;
+            while seq < PACKETS {
+                let class = (seq % 2) as usize;
+                if f.available(&kfill.prod, 1) == 0 || r[class].free(&krxs[class].cons, 1) == 0 {
+                    thread::yield_now();
+                    continue;
+                }
+                let frame = get(&kfill.slots[f.slot(0)]);
+                f.release(&kfill.cons, 1);
+                put(&kumem[frame as usize], seq);
+                put(&krxs[class].slots[r[class].slot(0)], frame);
+                r[class].submit(&krxs[class].prod, 1);
+                seq += 1;
+            }
+        });
+        let mut f = Producer::new(FRAMES);
+        let mut r = [Consumer::new(RING), Consumer::new(RING)];
+        for i in 0..FRAMES {
+            put(&fill.slots[f.slot(i)], u64::from(i));
+        }
+        f.submit(&fill.prod, FRAMES);
+        let (mut got, mut next) = (0, [0u64, 1u64]);
+        while got < PACKETS {
+            let mut any = false;
+            for class in 0..2 {
+                if r[class].available(&rxs[class].prod, 1) == 0 {
+                    continue;
+                }
+                let frame = get(&rxs[class].slots[r[class].slot(0)]);
+                assert_eq!(get(&umem[frame as usize]), next[class], "class {class}");
+                next[class] += 2;
+                r[class].release(&rxs[class].cons, 1);
+                assert!(
+                    f.free(&fill.cons, 1) >= 1,
+                    "the fill ring has room for every frame"
+                );
+                put(&fill.slots[f.slot(0)], frame);
+                f.submit(&fill.prod, 1);
+                got += 1;
+                any = true;
+            }
+            if !any {
+                thread::yield_now();
+            }
+        }
+        kernel.join().unwrap();
+    });
+}
+
 /// Publishing without release lets the consumer read a slot before the
 /// producer's write: loom must report it. Loom's failure can abort the
 /// process while unwinding parked threads, so the broken model runs in a

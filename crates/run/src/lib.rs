@@ -18,13 +18,19 @@
 //! * [`stats`]: `tc -s`-style, JSON and Prometheus counters;
 //! * [`control`]: the owner-only Unix socket `pktsched stats` and `reload`
 //!   talk to; [`metrics_http`]: the optional Prometheus endpoint;
+//! * [`router`]: `pktsched route`, a software router whose ingress has
+//!   one receive ring per traffic class, polled with per-ring budgets
+//!   (config, cost model, routing table, forwarding worker, counters,
+//!   daemon);
 //! * [`daemon`]: `pktsched run` as a whole (devices, privileges, pipeline,
 //!   control, reloads, stop); [`demo`]: the live demo; [`traffic`]: `gen`
-//!   and `sink`.
+//!   and `sink` (with the ingress experiment's RT/BE workload and
+//!   per-class results).
 //!
 //! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`),
-//! `engine::wait` (`ppoll` with a nanosecond timeout) and `traffic::ifmac`
-//! (`SIOCGIFHWADDR`).
+//! `engine::wait` (`ppoll` with a nanosecond timeout), `traffic::ifmac`
+//! (`SIOCGIFHWADDR`) and `traffic::rx_sys` (the sink's `poll` and
+//! `SO_RCVBUFFORCE`).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]
@@ -39,6 +45,7 @@ pub mod frame;
 pub mod metrics_http;
 pub mod plan;
 pub mod reload;
+pub mod router;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

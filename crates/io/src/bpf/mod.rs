@@ -14,7 +14,8 @@
 //! * [`classify`]: the classifier of [`crate::classify`] compiled to
 //!   eBPF: the same fields, the same rule for odd frames, the first
 //!   matching rule's class written into the frame's metadata and used as
-//!   the XSKMAP key (or the queue, see [`classify::Steer`]).
+//!   the XSKMAP key (for frames of one queue only, or the queue as key:
+//!   see [`classify::Steer`]).
 
 pub mod classify;
 pub mod insn;

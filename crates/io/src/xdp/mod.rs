@@ -21,8 +21,13 @@
 //!   (`rx_dropped`, `rx_ring_full`, `rx_fill_ring_empty_descs`,
 //!   `tx_ring_empty_descs`, invalid descriptors) folded in.
 //!
+//! [`open_class_group`] opens one socket per traffic class on one queue,
+//! all sharing one UMEM and its fill ring (`XDP_SHARED_UMEM`), with the
+//! classifier steering each frame into its class's socket:
+//! [`XdpClassGroup`], a [`crate::ClassRx`].
+//!
 //! The ring index protocol is in [`ring`] (pure functions, loom-checked);
-//! the system calls in `socket`; the data path in `io`.
+//! the system calls in `socket`; the data path in `io` and `group`.
 
 mod group;
 mod io;

@@ -49,7 +49,10 @@ use pktsched_io::classify::Match;
 pub use class_rates::MIN_CLASS_RATE;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
+pub(crate) use matching::match_rule;
+pub(crate) use parse::{Ctx, interface};
 pub use parse::{load, parse};
+pub(crate) use raw::{RawControl, RawMatch};
 
 /// Most classes in one config.
 pub const MAX_CLASSES: usize = 4096;

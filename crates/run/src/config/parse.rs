@@ -99,7 +99,11 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, Con
 
 /// Interface names: what the kernel accepts (1..=15 bytes, no `/`, no
 /// whitespace, not `.` or `..`).
-fn interface(cx: &Ctx<'_>, v: &Spanned<String>, field: &str) -> Result<String, ConfigError> {
+pub(crate) fn interface(
+    cx: &Ctx<'_>,
+    v: &Spanned<String>,
+    field: &str,
+) -> Result<String, ConfigError> {
     let s = v.get_ref();
     let ok = !s.is_empty()
         && s.len() <= 15

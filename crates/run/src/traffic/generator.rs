@@ -27,8 +27,12 @@ use crate::sys::monotonic_ns;
 const V4_HEADERS: u32 = 42;
 /// Ethernet 14 + IPv6 40 + UDP 8.
 const V6_HEADERS: u32 = 62;
-/// Sleep instead of spinning when the next send is further than this.
-const SPIN_BELOW_NS: u64 = 100_000;
+/// Sleep instead of spinning when the next send is further than this
+/// (with a 1 µs timer slack, a sleep ends within a few µs of its target,
+/// so the generator leaves the CPU to a sink or router sharing it).
+const SPIN_BELOW_NS: u64 = 20_000;
+/// The generator thread's timer slack, ns (the kernel's default is 50 µs).
+const TIMER_SLACK_NS: u64 = 1_000;
 
 /// What one flow sent.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -56,6 +60,21 @@ pub struct GenReport {
     pub seconds: f64,
     /// Stopped early (a signal).
     pub partial: bool,
+    /// Frame bits/s the flows asked for, all together.
+    pub offered_bps: u64,
+    /// Frame bits/s that left, all together.
+    pub sent_bps: u64,
+}
+
+/// Below this fraction of the offered load, the load was not met (the
+/// machine or the backend could not send that fast).
+pub const MET_FRACTION: f64 = 0.95;
+
+impl GenReport {
+    /// Whether what left is at least [`MET_FRACTION`] of what was asked.
+    pub fn load_met(&self) -> bool {
+        self.sent_bps as f64 >= self.offered_bps as f64 * MET_FRACTION
+    }
 }
 
 /// One flow instance being generated.
@@ -198,6 +217,7 @@ pub fn generate_with(
         }
     };
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    crate::sys::set_timer_slack(TIMER_SLACK_NS);
     let start = monotonic_ns();
     let end = start.saturating_add(u64::try_from(duration.as_nanos()).unwrap_or(u64::MAX));
     let mut heap: BinaryHeap<Reverse<(u64, usize)>> =
@@ -284,10 +304,16 @@ pub fn generate_with(
     for r in &mut reports {
         r.rate_bps = (r.frame_bytes as f64 * 8.0 / secs.max(1e-9)) as u64;
     }
+    let offered_bps = flows
+        .iter()
+        .map(|f| f.rate.as_bps().saturating_mul(u64::from(f.count)))
+        .fold(0u64, u64::saturating_add);
     Ok(GenReport {
+        sent_bps: reports.iter().map(|r| r.rate_bps).sum(),
         flows: reports,
         seconds: secs,
         partial,
+        offered_bps,
     })
 }
 
@@ -309,6 +335,16 @@ impl GenReport {
                 f.errors
             );
         }
+        s += &format!(
+            "offered {:.3}Mbit sent {:.3}Mbit{}\n",
+            self.offered_bps as f64 / 1e6,
+            self.sent_bps as f64 / 1e6,
+            if self.load_met() {
+                ""
+            } else {
+                " (offered load not met)"
+            }
+        );
         s += &format!(
             "{:.2} s{}\n",
             self.seconds,

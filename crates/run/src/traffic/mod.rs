@@ -7,13 +7,23 @@
 //!
 //! The kernel has no pktgen here and trafgen aborts when a veth pushes
 //! back; a UDP socket simply blocks, so the generator's rate is what left.
+//!
+//! For the ingress experiment (`scripts/ingress-qos.sh`), [`workload`]
+//! turns one offered load and an RT share into Poisson RT and BE flows
+//! (their own DSCP and ports), and the sink groups flows into classes by
+//! port ([`sink_class`]): received, lost, percentiles and a latency
+//! histogram per class.
 
 pub mod gen_flows;
 pub mod generator;
 #[allow(unsafe_code)]
-mod ifmac;
+pub(crate) mod ifmac;
 pub mod ring_out;
+#[allow(unsafe_code)]
+mod rx_sys;
 pub mod sink;
+pub mod sink_class;
+pub mod workload;
 
 /// The stamp at the start of every generated datagram: the I/O crate's
 /// payload codec, so `gen`, `sink` and the ring-level tests agree on one

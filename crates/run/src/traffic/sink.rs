@@ -1,9 +1,11 @@
 //! `pktsched sink`: receives stamped datagrams on one or more UDP ports and
 //! reports, per flow (sender address and stamp flow number), throughput,
-//! loss, reordering and one-way latency percentiles.
+//! loss, reordering and one-way latency percentiles, and per class (a named
+//! port group, [`super::sink_class`]) the same with a latency histogram.
 
 use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -11,6 +13,7 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::Stamp;
+use super::sink_class::{ClassAcc, SinkClass, SinkClassReport};
 use crate::sys::monotonic_ns;
 
 /// Most flows tracked (further ones are counted as `untracked`).
@@ -48,6 +51,8 @@ pub struct SinkFlowReport {
 pub struct SinkReport {
     /// Per flow, sorted by name.
     pub flows: Vec<SinkFlowReport>,
+    /// Per class, in the order given (empty without classes).
+    pub classes: Vec<SinkClassReport>,
     /// Datagrams without a stamp (not from `pktsched gen`).
     pub unstamped: u64,
     /// Stamped datagrams beyond [`MAX_SINK_FLOWS`] flows.
@@ -120,6 +125,7 @@ impl FlowAcc {
 #[derive(Debug)]
 pub struct Sink {
     sockets: Vec<(u16, UdpSocket)>,
+    classes: Vec<SinkClass>,
 }
 
 /// Most ports one sink listens on.
@@ -139,20 +145,68 @@ impl Sink {
             let s = UdpSocket::bind(SocketAddr::new(addr, p))
                 .map_err(|e| std::io::Error::new(e.kind(), format!("bind {addr} port {p}: {e}")))?;
             s.set_nonblocking(true)?;
+            super::rx_sys::grow_receive_buffer(s.as_fd(), super::rx_sys::RCVBUF);
             sockets.push((p, s));
         }
-        Ok(Sink { sockets })
+        Ok(Sink {
+            sockets,
+            classes: Vec::new(),
+        })
+    }
+
+    /// Reports these classes too; every class port must be one the sink
+    /// listens on.
+    pub fn with_classes(mut self, classes: Vec<SinkClass>) -> Result<Sink, String> {
+        SinkClass::check_set(&classes)?;
+        for c in &classes {
+            for p in c.ports.lo..=c.ports.hi {
+                if !self.sockets.iter().any(|(q, _)| *q == p) {
+                    return Err(format!(
+                        "class {} port {p}: not among the ports the sink listens on",
+                        c.name
+                    ));
+                }
+            }
+        }
+        self.classes = classes;
+        Ok(self)
     }
 
     /// Receives until `duration` has passed, or `idle` passes without a
     /// datagram after the first one, or `stop` is set.
     pub fn run(self, duration: Option<Duration>, idle: Duration, stop: &AtomicBool) -> SinkReport {
-        receive(&self.sockets, duration, idle, stop)
+        receive(&self.sockets, &self.classes, duration, idle, stop)
     }
+}
+
+/// The classes' reports from the flows' accumulators.
+fn class_reports(
+    classes: &[SinkClass],
+    flows: &HashMap<(SocketAddr, u16), FlowAcc>,
+) -> Vec<SinkClassReport> {
+    let mut out = Vec::with_capacity(classes.len());
+    for c in classes {
+        let Some(mut acc) = ClassAcc::new() else {
+            continue;
+        };
+        for ((from, flow), f) in flows.iter().filter(|(_, f)| c.ports.contains(f.port)) {
+            let r = f.report(format!("{from}/{flow}"));
+            acc.add_flow(
+                r.received,
+                r.lost,
+                r.payload_bytes,
+                r.throughput_bps,
+                &f.latency,
+            );
+        }
+        out.push(acc.report(c));
+    }
+    out
 }
 
 fn receive(
     sockets: &[(u16, UdpSocket)],
+    classes: &[SinkClass],
     duration: Option<Duration>,
     idle: Duration,
     stop: &AtomicBool,
@@ -205,7 +259,10 @@ fn receive(
             break;
         }
         if !got {
-            std::thread::sleep(Duration::from_micros(50));
+            // Wakes on the next datagram; the timeout bounds how late a
+            // stop, the end or the idle limit is noticed.
+            let fds: Vec<_> = sockets.iter().map(|(_, s)| s.as_fd()).collect();
+            super::rx_sys::readable(&fds, Duration::from_millis(10));
         }
     }
     let mut out: Vec<SinkFlowReport> = flows
@@ -214,6 +271,7 @@ fn receive(
         .collect();
     out.sort_by(|a, b| a.flow.cmp(&b.flow));
     SinkReport {
+        classes: class_reports(classes, &flows),
         flows: out,
         unstamped,
         untracked,
@@ -250,6 +308,38 @@ impl SinkReport {
                 f.latency_p99_us,
                 f.latency_p999_us,
                 f.latency_max_us
+            );
+        }
+        if !self.classes.is_empty() {
+            s += &format!(
+                "{:<12} {:>11} {:>5} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                "class",
+                "ports",
+                "flows",
+                "received",
+                "lost",
+                "loss %",
+                "p50 us",
+                "p90 us",
+                "p99 us",
+                "p999 us",
+                "max us"
+            );
+        }
+        for c in &self.classes {
+            s += &format!(
+                "{:<12} {:>11} {:>5} {:>10} {:>8} {:>7.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
+                c.class,
+                c.ports,
+                c.flows,
+                c.received,
+                c.lost,
+                c.loss_ratio * 100.0,
+                c.latency_p50_us,
+                c.latency_p90_us,
+                c.latency_p99_us,
+                c.latency_p999_us,
+                c.latency_max_us
             );
         }
         s += &format!(
@@ -305,5 +395,60 @@ mod tests {
         // 2 Mbit/s of 250-byte frames: one every 1 ms, 400 in 0.4 s.
         assert_eq!(g.flows[0].sent, 400, "{g:?}");
         assert_eq!(f.payload_bytes, f.received * (250 - 42));
+    }
+
+    /// Loopback, the ingress workload: every class holds exactly its own
+    /// flows' datagrams (the generator's counts per port), loses none, and
+    /// its histogram buckets hold every datagram it received.
+    #[test]
+    fn classes_gather_their_flows_on_loopback() {
+        use super::super::workload::{Class, Load, Workload};
+        let base = 20000 + (std::process::id() % 2000) as u16 * 10;
+        let lo: std::net::IpAddr = "127.0.0.1".parse().expect("addr");
+        let mut w = Workload::new(lo, Load::Packets(3000.0), 0.3);
+        (w.rt_port, w.rt_flows, w.be_port, w.be_flows) = (base, 2, base + 2, 5);
+        w.sizes = super::super::gen_flows::Sizes::Fixed(100);
+        let flows = w.flows().expect("flows");
+        let classes = vec![
+            SinkClass::parse(&format!("rt={}", w.port_range(Class::Rt))).expect("rt"),
+            SinkClass::parse(&format!("be={}", w.port_range(Class::Be))).expect("be"),
+        ];
+        let ports: Vec<u16> = (base..base + 7).collect();
+        let bound = Sink::bind(lo, &ports)
+            .expect("bind")
+            .with_classes(classes)
+            .expect("classes");
+        let sink_thread = std::thread::spawn(move || {
+            let never = AtomicBool::new(false);
+            bound.run(
+                Some(Duration::from_secs(10)),
+                Duration::from_millis(500),
+                &never,
+            )
+        });
+        let specs: Vec<FlowSpec> = flows.iter().map(|(_, f)| f.clone()).collect();
+        let stop = AtomicBool::new(false);
+        let g = generate(&specs, Duration::from_millis(500), 7, &stop, &mut |_| {}).expect("gen");
+        let r = sink_thread.join().expect("join");
+        let sent = |range: std::ops::Range<u16>| -> u64 {
+            g.flows
+                .iter()
+                .filter(|f| range.clone().any(|p| f.dst.ends_with(&format!(":{p}"))))
+                .map(|f| f.sent)
+                .sum()
+        };
+        let (rt, be) = (&r.classes[0], &r.classes[1]);
+        assert_eq!((rt.class.as_str(), be.class.as_str()), ("rt", "be"));
+        assert_eq!(rt.received, sent(base..base + 2), "{r:?}");
+        assert_eq!(be.received, sent(base + 2..base + 7), "{r:?}");
+        assert!(rt.received > 0 && be.received > rt.received, "{g:?}");
+        assert_eq!((rt.flows, be.flows), (2, 5));
+        for c in [rt, be] {
+            assert_eq!(c.lost, 0);
+            assert_eq!(c.histogram.iter().map(|b| b.count).sum::<u64>(), c.received);
+            assert_eq!(c.payload_bytes, c.received * (100 - 42));
+        }
+        let total: u64 = r.flows.iter().map(|f| f.received).sum();
+        assert_eq!(total, rt.received + be.received);
     }
 }

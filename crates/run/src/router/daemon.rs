@@ -1,0 +1,280 @@
+//! `pktsched route` as a whole: open the devices (the ingress's per-class
+//! rings, the egress's ring, a transmit ring on each), bind the control
+//! socket, drop privileges, run the forwarding loop on one thread, serve
+//! `pktsched stats` (and Prometheus), stop on a signal or after a
+//! duration, and hand back the final counters.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pktsched_core::ingress::Poller;
+use pktsched_io::classify::Classifier;
+use pktsched_io::{BufPool, ClassRx, IoStats, PacketIo};
+
+use super::config::{self, RouteConfig};
+use super::ports::open_ports;
+use super::stats::{RingSnapshot, RouterSnapshot};
+use super::table::Table;
+use super::worker::Worker;
+use crate::control::{ControlServer, ControlThread, Request};
+use crate::metrics_http::MetricsServer;
+
+/// How the router runs.
+#[derive(Debug, Clone)]
+pub struct RouteOptions {
+    /// The config file.
+    pub config: PathBuf,
+    /// Stop after this long (`None`: until `stop`).
+    pub duration: Option<Duration>,
+    /// The control socket instead of the config's.
+    pub control: Option<PathBuf>,
+    /// Keep the capabilities after the sockets are open.
+    pub keep_privileges: bool,
+}
+
+/// Loads and fully checks a config (syntax, ranges, the ring plan, the
+/// routing table).
+pub fn load_checked(path: &std::path::Path) -> Result<RouteConfig, String> {
+    let cfg = config::load(path).map_err(|e| e.to_string())?;
+    Table::build(&cfg).map_err(|e| format!("{}: {e}", path.display()))?;
+    Classifier::new(cfg.rules(), cfg.default_class as u16)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(cfg)
+}
+
+/// What a snapshot needs besides the worker and the poller.
+struct Meta {
+    strategy: String,
+    backend: String,
+    ring_names: Vec<String>,
+    class_names: Vec<String>,
+    started: Instant,
+}
+
+/// A ring's counters. AF_PACKET counts every kernel drop as the ring
+/// being full (`tp_drops`); AF_XDP tells ring-full drops from the others.
+fn ring_snapshot(
+    name: &str,
+    budget: u32,
+    xdp: bool,
+    io: &IoStats,
+    p: &pktsched_core::ingress::RingStats,
+) -> RingSnapshot {
+    let (ring_full, other) = if xdp {
+        (
+            io.rx_ring_full,
+            io.rx_kernel_drops.saturating_sub(io.rx_ring_full),
+        )
+    } else {
+        (io.rx_kernel_drops, 0)
+    };
+    RingSnapshot {
+        name: name.to_string(),
+        budget,
+        received: io.rx_packets,
+        dropped_ring_full: ring_full,
+        dropped_fill_empty: io.rx_fill_empty,
+        dropped_kernel: other + io.rx_no_buffer + io.rx_oversize,
+        visits: p.visits,
+        polls: p.polls,
+        budget_exhausted: p.budget_exhausted,
+        packets_per_poll: p.packets_per_poll(),
+    }
+}
+
+fn snapshot<R: ClassRx, D: PacketIo>(
+    w: &mut Worker<R, D>,
+    poller: &Poller,
+    m: &Meta,
+) -> RouterSnapshot {
+    let io = w.rx_mut().class_stats();
+    let plan = poller.plan();
+    let rings = (0..plan.rings())
+        .map(|i| {
+            let s = io.get(i).copied().unwrap_or_default();
+            ring_snapshot(
+                &m.ring_names[i],
+                plan.budget(i),
+                m.backend == "xdp",
+                &s,
+                &poller.stats()[i],
+            )
+        })
+        .collect();
+    let classes = w
+        .acc
+        .iter()
+        .zip(&m.class_names)
+        .map(|(a, n)| a.snapshot(n))
+        .collect();
+    RouterSnapshot {
+        strategy: m.strategy.clone(),
+        backend: m.backend.clone(),
+        uptime_s: m.started.elapsed().as_secs_f64(),
+        rounds: poller.rounds(),
+        service_ns: if w.busy_packets == 0 {
+            0.0
+        } else {
+            w.busy_ns as f64 / w.busy_packets as f64
+        },
+        icmp_sent: w.icmp_sent,
+        icmp_not_sent: w.icmp_not_sent,
+        rings,
+        classes,
+    }
+}
+
+/// The forwarding loop: rounds of the poller, the reverse direction after
+/// each, a wait when a round found nothing (1 ms at most, or none with
+/// busy polling), a snapshot published every 100 ms and at the end.
+fn forward_loop<R: ClassRx, D: PacketIo>(
+    mut w: Worker<R, D>,
+    mut poller: Poller,
+    meta: Meta,
+    spin: bool,
+    stop: &AtomicBool,
+    out: &Mutex<RouterSnapshot>,
+) {
+    let budget = poller.plan().device_budget() as usize;
+    let mut visits = Vec::new();
+    let mut last = Instant::now();
+    while !stop.load(Ordering::Acquire) {
+        let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
+        if n == 0 && !spin {
+            let _ = w.rx_mut().wait(Duration::from_millis(1));
+        }
+        if last.elapsed() >= Duration::from_millis(100) {
+            let s = snapshot(&mut w, &poller, &meta);
+            if let Ok(mut g) = out.lock() {
+                *g = s;
+            }
+            last = Instant::now();
+        }
+    }
+    let s = snapshot(&mut w, &poller, &meta);
+    if let Ok(mut g) = out.lock() {
+        *g = s;
+    }
+}
+
+fn answer(snap: &Mutex<RouterSnapshot>, req: Request) -> String {
+    let s = match snap.lock() {
+        Ok(g) => g.clone(),
+        Err(_) => return "error: the forwarding thread failed\n".into(),
+    };
+    match req {
+        Request::StatsJson => s.json() + "\n",
+        Request::Prometheus => s.prometheus(),
+        Request::Stats | Request::Dump => s.text(),
+        Request::Reload => "error: pktsched route does not reload; restart it\n".into(),
+    }
+}
+
+/// Runs the router until `stop` is set or the duration has passed;
+/// returns the final counters.
+pub fn run(
+    opts: &RouteOptions,
+    stop: &AtomicBool,
+    log: &mut dyn FnMut(&str),
+) -> Result<RouterSnapshot, String> {
+    let mut cfg = load_checked(&opts.config)?;
+    if let Some(c) = &opts.control {
+        cfg.control.socket = c.clone();
+    }
+    let plan = cfg.plan();
+    let table = Table::build(&cfg)?;
+    let classifier =
+        Classifier::new(cfg.rules(), cfg.default_class as u16).map_err(|e| e.to_string())?;
+    let macs = [&cfg.router.ingress, &cfg.router.egress].map(|d| {
+        crate::traffic::ifmac::mac_of(d).map_err(|e| format!("{d}: reading its MAC: {e}"))
+    });
+    let [m0, m1] = macs;
+    let macs = [m0?, m1?];
+    let (ports, backend, notes) = open_ports(&cfg, &plan)?;
+    for n in &notes {
+        log(n);
+    }
+    let pool = BufPool::new(cfg.router.pool_frames as usize, 2048).ok_or_else(|| {
+        format!(
+            "router.pool_frames = {}: outside the pool's limits",
+            cfg.router.pool_frames
+        )
+    })?;
+    let pool: &'static BufPool = Box::leak(Box::new(pool));
+    let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
+    if opts.keep_privileges {
+        log("--keep-privileges: capabilities are kept");
+    } else if let Err(e) = crate::sys::drop_capabilities() {
+        log(&format!(
+            "could not drop capabilities ({e}); running with them"
+        ));
+    }
+    let mut class_names: Vec<String> = cfg.classes.iter().map(|c| c.name.clone()).collect();
+    class_names.push("reverse".into());
+    let ring_names = if plan.rings() == 1 {
+        vec!["all".to_string()]
+    } else {
+        cfg.classes.iter().map(|c| c.name.clone()).collect()
+    };
+    let meta = Meta {
+        strategy: plan.strategy().name().to_string(),
+        backend: backend.to_string(),
+        ring_names,
+        class_names,
+        started: Instant::now(),
+    };
+    let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
+        .with_icmp(cfg.router.addresses);
+    let poller = Poller::from_plan(plan);
+    let snap = Arc::new(Mutex::new(RouterSnapshot::default()));
+    let halt = Arc::new(AtomicBool::new(false));
+    let spin = cfg.router.busy_poll > 0;
+    let (s2, h2) = (snap.clone(), halt.clone());
+    let fwd = std::thread::Builder::new()
+        .name("pktsched-route".into())
+        .spawn(move || forward_loop(worker, poller, meta, spin, &h2, &s2))
+        .map_err(|e| e.to_string())?;
+    let s3 = snap.clone();
+    let control =
+        ControlThread::spawn(server, move |req| answer(&s3, req)).map_err(|e| e.to_string())?;
+    let metrics = match cfg.control.prometheus {
+        Some(addr) => {
+            let s4 = snap.clone();
+            let m = MetricsServer::start(addr, move || answer(&s4, Request::Prometheus))
+                .map_err(|e| format!("control.prometheus {addr}: {e}"))?;
+            log(&format!("Prometheus metrics on http://{}/metrics", m.addr));
+            Some(m)
+        }
+        None => None,
+    };
+    log(&format!(
+        "routing {} <-> {} ({} classes, {}, cost {}); control socket {}",
+        cfg.router.ingress,
+        cfg.router.egress,
+        cfg.classes.len(),
+        cfg.router.strategy,
+        cfg.router.cost,
+        cfg.control.socket.display()
+    ));
+    let started = Instant::now();
+    while !stop.load(Ordering::Acquire) && opts.duration.is_none_or(|d| started.elapsed() < d) {
+        std::thread::sleep(Duration::from_millis(20));
+        if fwd.is_finished() {
+            break;
+        }
+    }
+    halt.store(true, Ordering::Release);
+    fwd.join()
+        .map_err(|_| "the forwarding thread panicked".to_string())?;
+    control.stop();
+    if let Some(m) = metrics {
+        m.stop();
+    }
+    let s = snap
+        .lock()
+        .map_err(|_| "stats lock poisoned".to_string())?
+        .clone();
+    Ok(s)
+}

@@ -1,0 +1,103 @@
+//! A checked route config printed back as TOML with every default filled
+//! in (`pktsched route --check`).
+
+use std::fmt;
+
+use pktsched_io::classify::Match;
+
+use super::config::RouteConfig;
+
+fn mac_text(m: [u8; 6]) -> String {
+    m.map(|b| format!("{b:02x}")).join(":")
+}
+
+fn match_toml(m: &Match) -> String {
+    let mut f: Vec<String> = Vec::new();
+    if let Some(p) = m.src {
+        f.push(format!("src = \"{p}\""));
+    }
+    if let Some(p) = m.dst {
+        f.push(format!("dst = \"{p}\""));
+    }
+    if let Some(p) = m.proto {
+        f.push(format!("proto = {p}"));
+    }
+    if let Some(r) = m.sport {
+        f.push(format!("sport = \"{r}\""));
+    }
+    if let Some(r) = m.dport {
+        f.push(format!("dport = \"{r}\""));
+    }
+    if let Some(d) = m.dscp {
+        f.push(format!("dscp = {d}"));
+    }
+    if let Some(v) = m.vlan {
+        f.push(format!("vlan = {v}"));
+    }
+    format!("{{ {} }}", f.join(", "))
+}
+
+impl fmt::Display for RouteConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = &self.router;
+        writeln!(f, "[router]")?;
+        writeln!(f, "ingress = {:?}", r.ingress)?;
+        writeln!(f, "egress = {:?}", r.egress)?;
+        writeln!(f, "backend = {:?}", r.backend.name())?;
+        writeln!(f, "strategy = {:?}", r.strategy.name())?;
+        writeln!(f, "device_budget = {}", r.device_budget)?;
+        writeln!(f, "ring_frames = {}", r.ring_frames)?;
+        writeln!(f, "pool_frames = {}", r.pool_frames)?;
+        writeln!(f, "cost = \"{}\"", r.cost)?;
+        writeln!(f, "busy_poll = {}", r.busy_poll)?;
+        for (field, a) in ["ingress_address", "egress_address"]
+            .iter()
+            .zip(r.addresses)
+        {
+            if let Some(a) = a {
+                writeln!(f, "{field} = \"{a}\"")?;
+            }
+        }
+        let plan = self.plan();
+        for (i, c) in self.classes.iter().enumerate() {
+            writeln!(f, "\n[[class]]")?;
+            writeln!(f, "name = {:?}", c.name)?;
+            let ring = plan.ring_of(i);
+            writeln!(
+                f,
+                "budget = {}  # ring {ring}, polled with {} per visit",
+                c.budget,
+                plan.budget(ring)
+            )?;
+            if i == self.default_class {
+                writeln!(f, "# default: frames no rule matches")?;
+            } else {
+                let rules: Vec<String> = c.rules.iter().map(match_toml).collect();
+                writeln!(f, "match = [{}]", rules.join(", "))?;
+            }
+        }
+        for rt in &self.routes {
+            writeln!(f, "\n[[route]]")?;
+            writeln!(f, "prefix = \"{}\"", rt.prefix)?;
+            if let Some(v) = rt.via {
+                writeln!(f, "via = \"{v}\"")?;
+            }
+            writeln!(f, "dev = {:?}", rt.dev)?;
+        }
+        for (ip, mac) in &self.neighbours {
+            writeln!(f, "\n[[neighbour]]")?;
+            writeln!(f, "ip = \"{ip}\"")?;
+            writeln!(f, "mac = \"{}\"", mac_text(*mac))?;
+        }
+        writeln!(f, "\n[control]")?;
+        writeln!(
+            f,
+            "socket = {:?}",
+            self.control.socket.display().to_string()
+        )?;
+        if let Some(p) = self.control.prometheus {
+            writeln!(f, "prometheus = \"{p}\"")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,461 @@
+//! The route config (parsing, errors with positions, normalised output)
+//! and the forwarding worker on in-memory devices: every frame taken from
+//! a ring is forwarded with TTL − 1, a valid checksum and rewritten MACs,
+//! or dropped with its reason; the poller's budgets decide the order.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::time::Duration;
+
+use pktsched_core::ingress::{Poller, Strategy};
+use pktsched_core::route::forward::ipv4_checksum;
+use pktsched_io::classify::Classifier;
+use pktsched_io::frame::{UdpSpec, build_udp};
+use pktsched_io::mem::{MemDevice, MemWire};
+use pktsched_io::{BufPool, ClassRx, IoError, IoStats, PacketBuf, PacketIo};
+
+use super::config::parse;
+use super::cost::Cost;
+use super::stats::{ClassSnapshot, REASONS};
+use super::table::Table;
+use super::worker::{RouterPorts, Worker};
+
+const EXAMPLE: &str = include_str!("../../../../examples/route.toml");
+
+fn err(src: &str) -> String {
+    parse(src, "r.toml")
+        .expect_err("must be refused")
+        .to_string()
+}
+
+const BASE: &str = "[router]\ningress = \"a0\"\negress = \"a1\"\n";
+const ROUTE: &str = "[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n";
+
+#[test]
+fn the_example_parses_and_its_normalised_form_is_the_same_config() {
+    let cfg = parse(EXAMPLE, "route.toml").expect("example");
+    assert_eq!(cfg.router.strategy, Strategy::LlWfq);
+    assert_eq!(cfg.classes.len(), 2);
+    assert_eq!(cfg.default_class, 1);
+    assert_eq!(cfg.plan().budgets(), &[60, 4]);
+    let text = cfg.to_string();
+    let again = parse(&text, "normalised.toml").expect("normalised parses");
+    assert_eq!(again.to_string(), text);
+    assert_eq!(again.routes, cfg.routes);
+    assert_eq!(again.classes, cfg.classes);
+    assert_eq!(again.router, cfg.router);
+}
+
+#[test]
+fn defaults_fill_in_and_sq_ignores_budgets() {
+    let src = format!(
+        "{BASE}strategy = \"sq\"\n[[class]]\nname = \"rt\"\nbudget = 50\nmatch = [{{ dscp = \"ef\" }}]\n[[class]]\nname = \"be\"\n{ROUTE}"
+    );
+    let cfg = parse(&src, "r.toml").expect("config");
+    assert_eq!(cfg.router.device_budget, 64);
+    assert_eq!(cfg.router.ring_frames, 256);
+    assert_eq!(cfg.router.cost, Cost::None);
+    let plan = cfg.plan();
+    assert_eq!(plan.rings(), 1);
+    assert_eq!(plan.ring_of(1), 0);
+    assert_eq!(
+        cfg.classes[1].budget, 32,
+        "default: device budget / classes"
+    );
+}
+
+#[test]
+fn errors_name_the_field_the_value_and_what_is_allowed() {
+    let class = "[[class]]\nname = \"be\"\n";
+    let cases: Vec<(String, &[&str])> = vec![
+        (
+            format!("{BASE}strategy = \"wfq\"\n{class}{ROUTE}"),
+            &["r.toml:4:12", "wfq", "sq, rr, ll-rr, ll-wfq"],
+        ),
+        (
+            format!("{BASE}cost = \"2uss\"\n{class}{ROUTE}"),
+            &["router.cost = \"2uss\"", "acl:N"],
+        ),
+        (
+            format!("{BASE}[[class]]\nname = \"be\"\nbudget = 0\n{ROUTE}"),
+            &["budget = 0", "1..=64"],
+        ),
+        (
+            format!("{BASE}{class}{class}{ROUTE}"),
+            &["class name \"be\"", "unique"],
+        ),
+        (
+            format!("{BASE}[[class]]\nname = \"x\"\nmatch = [{{ dscp = 1 }}]\n{ROUTE}"),
+            &["every class has `match`"],
+        ),
+        (
+            format!("{BASE}{class}[[class]]\nname = \"y\"\n{ROUTE}"),
+            &["no `match`", "exactly one"],
+        ),
+        (
+            format!("{BASE}{class}[[route]]\nprefix = \"10.0.0.1/8\"\ndev = \"a1\"\n"),
+            &["route.prefix = \"10.0.0.1/8\"", "host bits"],
+        ),
+        (
+            format!(
+                "{BASE}{class}[[route]]\nprefix = \"10.0.0.0/8\"\nvia = \"10.0.0.9\"\ndev = \"a1\"\n"
+            ),
+            &["via = 10.0.0.9 is not a [[neighbour]]"],
+        ),
+        (
+            format!("{BASE}{class}[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"eth9\"\n"),
+            &["route.dev = \"eth9\"", "\"a0\" or \"a1\""],
+        ),
+        (format!("{BASE}{class}"), &["0 [[route]] entries"]),
+        (
+            format!("[router]\ningress = \"a0\"\negress = \"a0\"\n{class}{ROUTE}"),
+            &["give two interfaces"],
+        ),
+        (
+            format!(
+                "{BASE}strategy = \"ll-rr\"\n[[class]]\nname = \"a\"\nbudget = 8\nmatch = [{{ dport = 1 }}]\n[[class]]\nname = \"b\"\nbudget = 4\n{ROUTE}"
+            ),
+            &["ll-rr gives every ring the same budget"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"02:00:00:00:00\"\n"
+            ),
+            &["neighbour.mac", "aa:bb:cc:dd:ee:ff"],
+        ),
+    ];
+    for (src, words) in cases {
+        let e = err(&src);
+        for w in words {
+            assert!(e.contains(w), "error {e:?} lacks {w:?} for\n{src}");
+        }
+    }
+}
+
+/// Per-class rings made of in-memory devices.
+struct MemClasses(Vec<MemDevice>);
+
+impl ClassRx for MemClasses {
+    fn classes(&self) -> usize {
+        self.0.len()
+    }
+    fn recv_class(
+        &mut self,
+        class: usize,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError> {
+        match self.0.get_mut(class) {
+            Some(d) => d.recv_batch(pool, out, max),
+            None => Ok(0),
+        }
+    }
+    fn wait(&mut self, _: Duration) -> Result<(), IoError> {
+        Ok(())
+    }
+    fn class_stats(&mut self) -> Vec<IoStats> {
+        self.0.iter().map(|d| d.stats()).collect()
+    }
+}
+
+const ROUTER: &str = r#"
+[router]
+ingress = "in0"
+egress = "out0"
+strategy = "ll-wfq"
+cost = "acl:10"
+
+[[class]]
+name = "rt"
+budget = 3
+match = [{ proto = "udp", dport = 5000 }]
+
+[[class]]
+name = "be"
+budget = 1
+
+[[route]]
+prefix = "10.2.0.0/24"
+dev = "out0"
+
+[[route]]
+prefix = "10.1.0.0/24"
+dev = "in0"
+
+[[route]]
+prefix = "10.9.0.0/16"
+via = "10.2.0.7"
+dev = "out0"
+
+[[neighbour]]
+ip = "10.2.0.2"
+mac = "02:00:00:00:02:02"
+
+[[neighbour]]
+ip = "10.2.0.7"
+mac = "02:00:00:00:02:07"
+
+[[neighbour]]
+ip = "10.1.0.2"
+mac = "02:00:00:00:01:02"
+"#;
+
+const IN_MAC: [u8; 6] = [2, 0xaa, 0, 0, 0, 1];
+const OUT_MAC: [u8; 6] = [2, 0xbb, 0, 0, 0, 1];
+
+fn udp(dst: &str, dport: u16, ttl: u8) -> Vec<u8> {
+    let spec = UdpSpec {
+        src_mac: [2, 0, 0, 0, 1, 2],
+        dst_mac: IN_MAC,
+        vlan: None,
+        src_ip: "10.1.0.2".parse().expect("ip"),
+        dst_ip: dst.parse().expect("ip"),
+        sport: 1000,
+        dport,
+        dscp: 0,
+        ttl,
+        payload: vec![0; 18],
+    };
+    let mut buf = vec![0u8; 256];
+    let n = build_udp(&mut buf, &spec).expect("fits");
+    buf.truncate(n);
+    buf
+}
+
+struct Rig {
+    worker: Worker<MemClasses, MemDevice>,
+    poller: Poller,
+    rings: Vec<MemWire>,
+    reverse: MemWire,
+    to_ingress: MemWire,
+    to_egress: MemWire,
+}
+
+fn rig() -> Rig {
+    rig_with(ROUTER)
+}
+
+fn rig_with(config: &str) -> Rig {
+    let cfg = parse(config, "r.toml").expect("config");
+    let plan = cfg.plan();
+    let (mut devs, mut rings) = (Vec::new(), Vec::new());
+    for _ in 0..plan.rings() {
+        let (d, w) = MemDevice::new();
+        devs.push(d);
+        rings.push(w);
+    }
+    let (reverse_rx, reverse) = MemDevice::new();
+    let (ingress_tx, to_ingress) = MemDevice::new();
+    let (egress_tx, to_egress) = MemDevice::new();
+    let ports = RouterPorts {
+        rx: MemClasses(devs),
+        reverse_rx,
+        ingress_tx,
+        egress_tx,
+    };
+    let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(256, 2048).expect("pool")));
+    let classifier = Classifier::new(cfg.rules(), cfg.default_class as u16).expect("rules");
+    let table = Table::build(&cfg).expect("table");
+    let worker = Worker::new(
+        ports,
+        pool,
+        table,
+        cfg.router.cost,
+        &plan,
+        classifier,
+        [IN_MAC, OUT_MAC],
+    )
+    .with_icmp(cfg.router.addresses);
+    Rig {
+        worker,
+        poller: Poller::from_plan(plan),
+        rings,
+        reverse,
+        to_ingress,
+        to_egress,
+    }
+}
+
+fn push(w: &MemWire, f: Vec<u8>) {
+    w.lock().expect("wire").inbound.push_back(f);
+}
+
+fn class(rig: &Rig, i: usize) -> ClassSnapshot {
+    rig.worker.acc[i].snapshot("c")
+}
+
+#[test]
+fn forwarded_frames_have_ttl_minus_one_a_valid_checksum_and_new_macs() {
+    let mut r = rig();
+    push(&r.rings[0], udp("10.2.0.2", 5000, 64));
+    push(&r.rings[1], udp("10.9.3.4", 80, 2));
+    let mut back = udp("10.1.0.2", 80, 9);
+    back[0..6].copy_from_slice(&OUT_MAC);
+    push(&r.reverse, back);
+    let mut visits = Vec::new();
+    assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 2);
+    assert_eq!(r.worker.serve_reverse(64), 1);
+    let out = r.to_egress.lock().expect("wire").sent.clone();
+    assert_eq!(out.len(), 2);
+    assert_eq!(
+        out[0][0..6],
+        [2, 0, 0, 0, 2, 2],
+        "on-link: the destination's MAC"
+    );
+    assert_eq!(out[1][0..6], [2, 0, 0, 0, 2, 7], "via: the next hop's MAC");
+    for (f, ttl) in out.iter().zip([63, 1]) {
+        assert_eq!(f[6..12], OUT_MAC);
+        let ip = &f[14..34];
+        assert_eq!(ip[8], ttl);
+        assert_eq!(u16::from_be_bytes([ip[10], ip[11]]), ipv4_checksum(ip));
+    }
+    let back = r.to_ingress.lock().expect("wire").sent.clone();
+    assert_eq!(back.len(), 1);
+    assert_eq!(back[0][6..12], IN_MAC);
+    assert_eq!(back[0][14 + 8], 8);
+    assert_eq!(
+        r.worker.table_rules_checked(),
+        30,
+        "the acl:10 cost, 3 frames"
+    );
+}
+
+#[test]
+fn every_frame_is_forwarded_or_dropped_with_its_reason() {
+    let mut r = rig();
+    let mut bad_sum = udp("10.2.0.2", 80, 64);
+    bad_sum[14 + 10] ^= 0xff;
+    let mut runt = vec![0u8; 12];
+    runt[0..6].copy_from_slice(&IN_MAC);
+    let mut broadcast = udp("10.2.0.2", 80, 64);
+    broadcast[0..6].copy_from_slice(&[0xff; 6]);
+    for f in [
+        udp("10.2.0.2", 80, 1),
+        udp("192.0.2.1", 80, 64),
+        udp("10.2.0.3", 80, 64),
+        bad_sum,
+        runt,
+        broadcast,
+        udp("10.2.0.2", 80, 64),
+    ] {
+        push(&r.rings[1], f);
+    }
+    let mut visits = Vec::new();
+    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    let be = class(&r, 1);
+    let want = [
+        ("ttl_expired", 1),
+        ("no_route", 1),
+        ("no_neighbour", 1),
+        ("bad_checksum", 1),
+        ("truncated", 1),
+        ("other_host", 1),
+    ];
+    for (reason, n) in want {
+        assert!(REASONS.contains(&reason));
+        assert_eq!(be.dropped.get(reason), Some(&n), "{reason}: {be:?}");
+    }
+    assert_eq!((be.received, be.forwarded, be.queued), (7, 1, 0));
+    assert!(be.conserved());
+}
+
+#[test]
+fn ll_wfq_budgets_decide_the_order_and_a_full_peer_is_counted() {
+    let mut r = rig();
+    for _ in 0..6 {
+        push(&r.rings[0], udp("10.2.0.2", 5000, 64));
+        push(&r.rings[1], udp("10.2.0.2", 80, 64));
+    }
+    r.to_egress.lock().expect("wire").send_capacity = Some(10);
+    let mut visits = Vec::new();
+    assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 4, "RT 3 + BE 1");
+    let sent = r.to_egress.lock().expect("wire").sent.clone();
+    let ports: Vec<u16> = sent
+        .iter()
+        .map(|f| u16::from_be_bytes([f[36], f[37]]))
+        .collect();
+    assert_eq!(ports, [5000, 5000, 5000, 80]);
+    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    let (rt, be) = (class(&r, 0), class(&r, 1));
+    assert_eq!(rt.received + be.received, 12);
+    assert_eq!(rt.forwarded + be.forwarded, 10);
+    assert_eq!(rt.dropped_total() + be.dropped_total(), 2);
+    assert_eq!(be.dropped.get("tx_failed"), Some(&2), "BE is served last");
+    assert!(rt.conserved() && be.conserved());
+    assert_eq!(r.poller.stats()[0].packets, 6);
+}
+
+#[test]
+fn counters_print_as_text_json_and_prometheus() {
+    let mut r = rig();
+    push(&r.rings[0], udp("10.2.0.2", 5000, 64));
+    push(&r.rings[1], udp("192.0.2.1", 80, 64));
+    let mut visits = Vec::new();
+    r.poller.poll(&mut r.worker, &mut visits);
+    let (rt, be) = (
+        r.worker.acc[0].snapshot("rt"),
+        r.worker.acc[1].snapshot("be"),
+    );
+    let mut snap = super::stats::RouterSnapshot {
+        strategy: "ll-wfq".into(),
+        classes: vec![rt, be],
+        ..Default::default()
+    };
+    let text = snap.text();
+    assert!(
+        text.contains("class rt: received 1 = forwarded 1 + dropped 0"),
+        "{text}"
+    );
+    assert!(
+        text.contains("class be: received 1 = forwarded 0 + dropped 1 [no_route 1]"),
+        "{text}"
+    );
+    assert!(!text.contains("NOT CONSERVED"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+    assert_eq!(json["classes"][1]["dropped"]["no_route"], 1);
+    let prom = snap.prometheus();
+    assert!(
+        prom.contains("pktsched_route_class_dropped_total{class=\"be\",reason=\"no_route\"} 1"),
+        "{prom}"
+    );
+    snap.classes[0].received += 1;
+    assert!(snap.text().contains("NOT CONSERVED"));
+}
+
+#[test]
+fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address = \"10.1.0.1\"");
+    let mut r = rig_with(&cfg);
+    let expired = udp("10.2.0.2", 80, 1);
+    push(&r.rings[1], expired.clone());
+    let mut visits = Vec::new();
+    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    assert!(r.to_egress.lock().expect("wire").sent.is_empty());
+    let back = r.to_ingress.lock().expect("wire").sent.clone();
+    assert_eq!(back.len(), 1);
+    let f = &back[0];
+    assert_eq!(f[0..6], expired[6..12], "to the sender's MAC");
+    assert_eq!(f[6..12], IN_MAC);
+    let ip = &f[14..34];
+    assert_eq!(u16::from_be_bytes([ip[10], ip[11]]), ipv4_checksum(ip));
+    assert_eq!(
+        (ip[9], &ip[12..16], &ip[16..20]),
+        (1, &[10, 1, 0, 1][..], &expired[26..30])
+    );
+    let icmp = &f[34..];
+    assert_eq!((icmp[0], icmp[1]), (11, 0), "time exceeded in transit");
+    assert_eq!(
+        pktsched_io::frame::internet_checksum(icmp, 0),
+        0,
+        "ICMP checksum"
+    );
+    assert_eq!(
+        &icmp[8..],
+        &expired[14..14 + 28],
+        "the header and 8 bytes quoted"
+    );
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&1));
+    assert!(be.conserved());
+    assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}

@@ -1,0 +1,338 @@
+//! The forwarding loop's state: the devices, the table, the cost and the
+//! counters. It implements the core poller's [`Rings`] over the ingress's
+//! per-class rings, so the core [`Poller`](pktsched_core::ingress::Poller)
+//! picks the ring and the quota and a visit receives, processes and
+//! transmits one batch (run to completion: nothing stays queued between
+//! visits).
+//!
+//! Per frame: a destination MAC other than the receiving interface's is
+//! dropped as `other_host`; then the cost ([`Cost`]), the core forwarding step (checks,
+//! access list, LPM, TTL / hop limit − 1 with the checksum update), the
+//! next hop's MAC (static neighbours), the source MAC of the outgoing
+//! interface; frames go out in batches of [`TX_BATCH`] per interface and
+//! what is left at the end of the visit. Every frame taken
+//! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
+//! `ttl_expired`; an IPv4 one also gets an ICMP time exceeded when its
+//! interface has an address, see [`super::icmp`]).
+
+use std::net::Ipv4Addr;
+
+use pktsched_core::ingress::{RingPlan, Rings};
+use pktsched_core::route::forward::Verdict;
+use pktsched_io::classify::Classifier;
+use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
+
+use super::cost::Cost;
+use super::icmp::{RateLimit, time_exceeded};
+use super::stats::{ClassAcc, NO_NEIGHBOUR, OTHER_HOST, TTL_EXPIRED, TX_FAILED, reason_index};
+use super::table::{Port, Table};
+use crate::sys::monotonic_ns;
+
+/// The devices of a router: the ingress's class rings, the egress's
+/// plain ring, and a transmit device per interface.
+#[derive(Debug)]
+pub struct RouterPorts<R, D> {
+    /// Per-class receive rings of the ingress.
+    pub rx: R,
+    /// The egress's receive ring (the reverse direction).
+    pub reverse_rx: D,
+    /// Transmit on the ingress interface.
+    pub ingress_tx: D,
+    /// Transmit on the egress interface.
+    pub egress_tx: D,
+}
+
+/// Frames an output batch collects before it is sent within a visit (a
+/// visit's last frames go out at its end): a frame waits for at most this
+/// many others' processing before it leaves.
+pub const TX_BATCH: usize = 8;
+
+/// The `who` of an ICMP message the router built (no class's frame).
+const ICMP: usize = usize::MAX;
+
+/// Who a frame in an output batch is counted for.
+#[derive(Copy, Clone, Debug)]
+struct Tag {
+    /// Class index, or `classes` for the reverse direction.
+    who: usize,
+    /// The interface it arrived on.
+    from: Port,
+    /// When it was taken from its ring, ns.
+    taken: u64,
+}
+
+/// The forwarding state (owned by the poller thread).
+#[derive(Debug)]
+pub struct Worker<R, D> {
+    ports: RouterPorts<R, D>,
+    pool: &'static BufPool,
+    table: Table,
+    cost: Cost,
+    /// With one ring (SQ) the class of each frame for the counters.
+    classifier: Option<Classifier>,
+    macs: [[u8; 6]; 2],
+    /// Per class, then the reverse direction last.
+    pub(crate) acc: Vec<ClassAcc>,
+    batch: Vec<PacketBuf>,
+    out: [Vec<PacketBuf>; 2],
+    tags: [Vec<Tag>; 2],
+    /// Time spent in visits that found frames, ns, and the frames.
+    pub(crate) busy_ns: u64,
+    pub(crate) busy_packets: u64,
+    /// Receive or transmit errors of the devices (the visit took 0).
+    pub(crate) io_errors: u64,
+    /// Each interface's IPv4 address, for ICMP time exceeded.
+    addresses: [Option<Ipv4Addr>; 2],
+    icmp_limit: RateLimit,
+    /// ICMP time-exceeded messages sent, and those not sent (rate limit,
+    /// no buffer, transmit failed).
+    pub(crate) icmp_sent: u64,
+    pub(crate) icmp_not_sent: u64,
+}
+
+impl<R: ClassRx, D: PacketIo> Worker<R, D> {
+    /// A worker for `classes` classes; `macs`: the ingress's and the
+    /// egress's own MACs (the source of forwarded frames).
+    pub fn new(
+        ports: RouterPorts<R, D>,
+        pool: &'static BufPool,
+        table: Table,
+        cost: Cost,
+        plan: &RingPlan,
+        classifier: Classifier,
+        macs: [[u8; 6]; 2],
+    ) -> Worker<R, D> {
+        let classes = plan.classes();
+        let cap = plan.device_budget() as usize;
+        Worker {
+            ports,
+            pool,
+            table,
+            cost,
+            classifier: (plan.rings() == 1 && classes > 1).then_some(classifier),
+            macs,
+            acc: (0..=classes).map(|_| ClassAcc::new()).collect(),
+            batch: Vec::with_capacity(cap),
+            out: [Vec::with_capacity(cap), Vec::with_capacity(cap)],
+            tags: [Vec::with_capacity(cap), Vec::with_capacity(cap)],
+            busy_ns: 0,
+            busy_packets: 0,
+            io_errors: 0,
+            addresses: [None, None],
+            icmp_limit: RateLimit::new(monotonic_ns()),
+            icmp_sent: 0,
+            icmp_not_sent: 0,
+        }
+    }
+
+    /// Sends ICMP time exceeded out of an interface with an address
+    /// (ingress, egress) for the frames whose TTL ran out there.
+    pub fn with_icmp(mut self, addresses: [Option<Ipv4Addr>; 2]) -> Self {
+        self.addresses = addresses;
+        self
+    }
+
+    /// Access-list rules checked so far, all frames together.
+    pub fn table_rules_checked(&self) -> u64 {
+        self.table.router.stats().acl_rules_checked
+    }
+
+    /// The ingress's class rings (for their counters).
+    pub fn rx_mut(&mut self) -> &mut R {
+        &mut self.ports.rx
+    }
+
+    /// Serves the reverse direction: up to `max` frames.
+    pub fn serve_reverse(&mut self, max: usize) -> usize {
+        let t0 = monotonic_ns();
+        self.batch.clear();
+        let n = match self
+            .ports
+            .reverse_rx
+            .recv_batch(self.pool, &mut self.batch, max)
+        {
+            Ok(n) => n,
+            Err(_) => {
+                self.io_errors += 1;
+                0
+            }
+        };
+        if n == 0 {
+            return 0;
+        }
+        let who = self.acc.len() - 1;
+        let mut batch = std::mem::take(&mut self.batch);
+        for buf in batch.drain(..) {
+            self.acc[who].received += 1;
+            self.process(
+                buf,
+                Tag {
+                    who,
+                    from: Port::Egress,
+                    taken: t0,
+                },
+            );
+        }
+        self.batch = batch;
+        self.flush();
+        n
+    }
+
+    fn serve_ring(&mut self, ring: usize, max: usize) -> usize {
+        let t0 = monotonic_ns();
+        self.batch.clear();
+        let n = match self
+            .ports
+            .rx
+            .recv_class(ring, self.pool, &mut self.batch, max)
+        {
+            Ok(n) => n,
+            Err(_) => {
+                self.io_errors += 1;
+                0
+            }
+        };
+        if n == 0 {
+            return 0;
+        }
+        let mut batch = std::mem::take(&mut self.batch);
+        for buf in batch.drain(..) {
+            let who = match &self.classifier {
+                Some(c) => usize::from(c.classify(buf.as_slice()).class),
+                None => ring,
+            };
+            self.acc[who].received += 1;
+            self.process(
+                buf,
+                Tag {
+                    who,
+                    from: Port::Ingress,
+                    taken: t0,
+                },
+            );
+        }
+        self.batch = batch;
+        self.flush();
+        self.busy_ns += monotonic_ns().saturating_sub(t0);
+        self.busy_packets += n as u64;
+        n
+    }
+
+    fn drop_frame(&mut self, buf: PacketBuf, who: usize, reason: usize) {
+        self.acc[who].drops[reason] += 1;
+        self.pool.put(buf);
+    }
+
+    fn process(&mut self, mut buf: PacketBuf, tag: Tag) {
+        if buf.as_slice().get(0..6) != Some(&self.macs[tag.from as usize][..]) {
+            return self.drop_frame(buf, tag.who, OTHER_HOST);
+        }
+        self.cost.spin();
+        let hop = match self.table.router.forward(buf.as_mut_slice()) {
+            Verdict::Forward(hop) => hop,
+            Verdict::TimeExceeded => {
+                self.time_exceeded(&buf, tag);
+                return self.drop_frame(buf, tag.who, TTL_EXPIRED);
+            }
+            Verdict::Drop(r) => return self.drop_frame(buf, tag.who, reason_index(r)),
+        };
+        let Some(dst) = self.table.next_mac(&hop, buf.as_slice()) else {
+            return self.drop_frame(buf, tag.who, NO_NEIGHBOUR);
+        };
+        let out = hop.port as usize;
+        let frame = buf.as_mut_slice();
+        frame[0..6].copy_from_slice(&dst);
+        frame[6..12].copy_from_slice(&self.macs[out]);
+        self.acc[tag.who].queued += 1;
+        self.out[out].push(buf);
+        self.tags[out].push(tag);
+        if self.out[out].len() >= TX_BATCH {
+            self.flush();
+        }
+    }
+
+    /// Queues an ICMP time exceeded for `expired` on the interface it came
+    /// from, if that interface has an address and the rate allows.
+    fn time_exceeded(&mut self, expired: &PacketBuf, tag: Tag) {
+        let port = tag.from as usize;
+        let Some(addr) = self.addresses[port] else {
+            return;
+        };
+        if expired.as_slice().get(12..14) != Some(&[0x08, 0x00][..]) {
+            return;
+        }
+        let allowed = self.icmp_limit.allow(monotonic_ns());
+        let Some(mut reply) = self.pool.get().filter(|_| allowed) else {
+            self.icmp_not_sent += 1;
+            return;
+        };
+        match time_exceeded(expired.as_slice(), self.macs[port], addr, reply.spare()) {
+            Some(len) => {
+                reply.set_len(len);
+                self.out[port].push(reply);
+                self.tags[port].push(Tag { who: ICMP, ..tag });
+            }
+            None => {
+                self.icmp_not_sent += 1;
+                self.pool.put(reply);
+            }
+        }
+    }
+
+    /// Sends both output batches; what a device could not send after its
+    /// retries is dropped as `tx_failed`.
+    fn flush(&mut self) {
+        for port in [Port::Ingress, Port::Egress] {
+            let i = port as usize;
+            if self.out[i].is_empty() {
+                continue;
+            }
+            let dev = match port {
+                Port::Ingress => &mut self.ports.ingress_tx,
+                Port::Egress => &mut self.ports.egress_tx,
+            };
+            let sent = match dev.send_batch(&mut self.out[i], self.pool) {
+                Ok(n) => n,
+                Err(_) => {
+                    self.io_errors += 1;
+                    0
+                }
+            };
+            let now = monotonic_ns();
+            let mut tags = std::mem::take(&mut self.tags[i]);
+            for (k, tag) in tags.drain(..).enumerate() {
+                if tag.who == ICMP {
+                    if k < sent {
+                        self.icmp_sent += 1;
+                    } else {
+                        self.icmp_not_sent += 1;
+                    }
+                    continue;
+                }
+                let acc = &mut self.acc[tag.who];
+                acc.queued -= 1;
+                if k < sent {
+                    acc.forwarded += 1;
+                    let _ = acc.latency.record(now.saturating_sub(tag.taken).max(1));
+                } else {
+                    acc.drops[TX_FAILED] += 1;
+                }
+            }
+            self.tags[i] = tags;
+            for buf in self.out[i].drain(..) {
+                self.pool.put(buf);
+            }
+        }
+    }
+}
+
+impl<R: ClassRx, D: PacketIo> Rings for Worker<R, D> {
+    fn waiting(&self, ring: usize) -> usize {
+        // A ring that cannot tell is tried (recv_class returns 0 if empty).
+        self.ports.rx.waiting(ring).unwrap_or(1)
+    }
+
+    fn take(&mut self, ring: usize, max: usize) -> usize {
+        self.serve_ring(ring, max)
+    }
+}

@@ -30,7 +30,7 @@ secs="${1:-5}"
 ci/deps.sh >/dev/null 2>&1 || true
 cargo build --release -q -p pktsched
 bin="$PWD/target/release/pktsched"
-p="pscmp$$-"
+p="vccmp$$-"
 gen="${p}gen" dut="${p}dut" sink="${p}sink"
 work="$(mktemp -d)"
 cleanup() {

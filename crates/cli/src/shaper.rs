@@ -34,6 +34,11 @@ pub(crate) struct RunArgs {
     /// default every capability is dropped then: nothing later needs one).
     #[arg(long)]
     keep_privileges: bool,
+    /// Once the sockets are open, run as this user and its group (the
+    /// control socket is handed to it; every capability is dropped). A
+    /// reload then reads the config file as that user.
+    #[arg(long, value_name = "NAME", conflicts_with = "keep_privileges")]
+    user: Option<String>,
 }
 
 /// `pktsched check`.
@@ -131,6 +136,7 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         config: a.config.clone(),
         duration,
         keep_privileges: a.keep_privileges,
+        user: a.user.clone(),
     };
     let fin = daemon::run(
         &opts,

@@ -507,6 +507,37 @@ fn shaper_and_traffic() {
                 &["nosuch0", "no such interface"],
             )
         },
+        Row {
+            files: &[("c.toml", RUN_LINK)],
+            ..row(
+                &[
+                    "run",
+                    "--config",
+                    "{dir}/c.toml",
+                    "--user",
+                    "no-such-user-vc",
+                ],
+                2,
+                &["--user", "\"no-such-user-vc\"", "no such user"],
+            )
+        },
+        row(
+            &["run", "--config", "/nonexistent/c.toml", "--user", ""],
+            2,
+            &["--user \"\"", "1..=256"],
+        ),
+        row(
+            &[
+                "run",
+                "--config",
+                "c.toml",
+                "--user",
+                "nobody",
+                "--keep-privileges",
+            ],
+            2,
+            &["--user", "--keep-privileges", "cannot be used with"],
+        ),
         row(&["stats"], 2, &["--socket PATH or --config FILE"]),
         row(
             &["stats", "--socket", "/nonexistent/s.sock"],

@@ -11,11 +11,12 @@ use std::time::{Duration, Instant};
 
 use crate::config::{self, RunConfig};
 use crate::control::{ControlServer, ControlThread, Request};
-use crate::devices::open_packet_devices;
+use crate::devices::open_devices;
 use crate::engine::{Final, Pipeline};
 use crate::metrics_http::MetricsServer;
 use crate::plan;
 use crate::stats::Snapshot;
+use crate::sys;
 
 /// How the daemon runs.
 #[derive(Debug, Clone)]
@@ -26,6 +27,8 @@ pub struct DaemonOptions {
     pub duration: Option<Duration>,
     /// Keep the capabilities after the sockets are open.
     pub keep_privileges: bool,
+    /// Run as this user (and its group) once the sockets are open.
+    pub user: Option<String>,
 }
 
 /// What the daemon tells its caller while it runs.
@@ -77,6 +80,25 @@ pub fn answer(pipeline: &Pipeline, path: &Path, req: Request) -> String {
     }
 }
 
+/// Hands the control socket to `user` (so `pktsched stats` works as that
+/// user) and switches the process to it; a refusal is an error (running on
+/// as root when a user was asked for would be a surprise).
+fn switch_user(user: &sys::User, control: &Path) -> Result<(), String> {
+    std::os::unix::fs::chown(control, Some(user.uid), Some(user.gid)).map_err(|e| {
+        format!(
+            "--user {}: cannot hand the control socket {} to it: {e}",
+            user.name,
+            control.display()
+        )
+    })?;
+    sys::become_user(user).map_err(|e| {
+        format!(
+            "--user {}: cannot switch to uid {} gid {}: {e} (needs root or CAP_SETUID/CAP_SETGID)",
+            user.name, user.uid, user.gid
+        )
+    })
+}
+
 /// Runs until `stop` is set or the duration has passed; `reload_requested`
 /// is polled (SIGHUP); `dump` asks for [`DaemonEvents::second`].
 pub fn run(
@@ -86,23 +108,34 @@ pub fn run(
     dump: bool,
     events: &mut dyn DaemonEvents,
 ) -> Result<Final, String> {
+    let user = opts.user.as_deref().map(sys::lookup_user).transpose()?;
     let cfg = load_checked(&opts.config)?;
-    let (devices, pool, backend) = open_packet_devices(&cfg.link).map_err(|e| e.to_string())?;
+    let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
     if let Some(why) = &backend.reason {
         events.log(why);
     }
+    events.log(&format!("{}: {}", cfg.link.ingress, backend.rings));
     let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
     // Every socket that needs privilege is open: run on without any (the
     // threads started below inherit the empty sets).
+    if let Some(u) = &user {
+        switch_user(u, &cfg.control.socket)?;
+        events.log(&format!(
+            "running as user {} (uid {}, gid {})",
+            u.name, u.uid, u.gid
+        ));
+    }
     if opts.keep_privileges {
         events.log("--keep-privileges: capabilities are kept");
-    } else if let Err(e) = crate::sys::drop_capabilities() {
+    } else if let Err(e) = sys::drop_capabilities() {
         events.log(&format!(
             "could not drop capabilities ({e}); running with them"
         ));
     }
-    let pipeline =
-        Arc::new(Pipeline::start(cfg.clone(), devices, pool).map_err(|e| e.to_string())?);
+    let pipeline = Pipeline::start(cfg.clone(), devices, pool)
+        .map_err(|e| e.to_string())?
+        .with_ring_board(backend.ring_board);
+    let pipeline = Arc::new(pipeline);
     let (p, path) = (pipeline.clone(), opts.config.clone());
     let control = ControlThread::spawn(server, move |req| answer(&p, &path, req))
         .map_err(|e| e.to_string())?;

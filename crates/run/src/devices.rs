@@ -4,23 +4,31 @@
 //! `link.backend` says; `auto` tries AF_XDP and falls back to AF_PACKET
 //! with the reason.
 
-use std::os::fd::BorrowedFd;
+use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::Duration;
 
+use pktsched_io::fanout::FanoutGroup;
 use pktsched_io::packet::{FrameRing, PacketSocket, Role};
 use pktsched_io::xdp::{self, XdpConfig, XdpRx, XdpTx};
 use pktsched_io::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
 
-use crate::config::{Backend, LinkConfig};
-use crate::engine::Devices;
+use crate::config::{Backend, LinkConfig, RunConfig};
+use crate::engine::{
+    CLASS_GROUP_RX_FRAMES, ClassRingPlan, ClassRings, Devices, RingBoard, SingleRing,
+    class_ring_plan,
+};
 
 /// The chosen backend and, for `auto`, why.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct BackendChoice {
     /// What is used.
     pub backend: &'static str,
     /// Why (a fallback, or what AF_XDP could not have), to log.
     pub reason: Option<String>,
+    /// How the ingress receives: one ring per class, or one ring and why.
+    pub rings: String,
+    /// The per-class ring counters, when the ingress has class rings.
+    pub ring_board: Option<RingBoard>,
 }
 
 /// One device of the pipeline, whichever backend it is on.
@@ -33,6 +41,10 @@ pub enum LinkDevice {
     XdpRx(XdpRx, Option<Box<PacketSocket>>),
     /// The transmit half of an AF_XDP socket.
     XdpTx(XdpTx),
+    /// One receive ring per class, polled as one device; the AF_PACKET
+    /// socket beside it, if any, only holds the interface in promiscuous
+    /// mode (AF_XDP).
+    ClassRings(Box<ClassRings>, Option<Box<PacketSocket>>),
 }
 
 impl PacketIo for LinkDevice {
@@ -46,6 +58,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.recv_batch(pool, out, max),
             LinkDevice::XdpRx(d, _) => d.recv_batch(pool, out, max),
             LinkDevice::XdpTx(d) => d.recv_batch(pool, out, max),
+            LinkDevice::ClassRings(d, _) => d.recv_batch(pool, out, max),
         }
     }
 
@@ -58,6 +71,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.send_batch(frames, pool),
             LinkDevice::XdpRx(d, _) => d.send_batch(frames, pool),
             LinkDevice::XdpTx(d) => d.send_batch(frames, pool),
+            LinkDevice::ClassRings(d, _) => d.send_batch(frames, pool),
         }
     }
 
@@ -66,6 +80,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.wait(timeout),
             LinkDevice::XdpRx(d, _) => d.wait(timeout),
             LinkDevice::XdpTx(d) => d.wait(timeout),
+            LinkDevice::ClassRings(d, _) => d.wait(timeout),
         }
     }
 
@@ -74,6 +89,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.stats(),
             LinkDevice::XdpRx(d, _) => d.stats(),
             LinkDevice::XdpTx(d) => d.stats(),
+            LinkDevice::ClassRings(d, _) => d.stats(),
         }
     }
 
@@ -82,6 +98,7 @@ impl PacketIo for LinkDevice {
             LinkDevice::Packet(d) => d.poll_fd(),
             LinkDevice::XdpRx(d, _) => d.poll_fd(),
             LinkDevice::XdpTx(d) => d.poll_fd(),
+            LinkDevice::ClassRings(d, _) => d.poll_fd(),
         }
     }
 }
@@ -139,21 +156,85 @@ fn open_xdp(link: &LinkConfig, notes: &mut Vec<String>) -> Result<Devices<LinkDe
     for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
         notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
     }
-    let holder = |dev: &str| -> Result<Option<Box<PacketSocket>>, IoError> {
-        link.promiscuous
-            .then(|| promiscuous_holder(dev).map(Box::new))
-            .transpose()
-    };
     Ok(Devices {
-        ingress_rx: LinkDevice::XdpRx(in_rx, holder(&link.ingress)?),
+        ingress_rx: LinkDevice::XdpRx(in_rx, holder(link, &link.ingress)?),
         egress_tx: LinkDevice::XdpTx(eg_tx),
-        egress_rx: LinkDevice::XdpRx(eg_rx, holder(&link.egress)?),
+        egress_rx: LinkDevice::XdpRx(eg_rx, holder(link, &link.egress)?),
         ingress_tx: LinkDevice::XdpTx(in_tx),
     })
 }
 
-/// Opens the four AF_PACKET sockets for `link`.
-fn open_packet(link: &LinkConfig) -> Result<Devices<LinkDevice>, IoError> {
+/// The promiscuous-mode holder of `dev` when the link asks for one.
+fn holder(link: &LinkConfig, dev: &str) -> Result<Option<Box<PacketSocket>>, IoError> {
+    link.promiscuous
+        .then(|| promiscuous_holder(dev).map(Box::new))
+        .transpose()
+}
+
+/// Opens the AF_XDP devices of `cfg` with the ingress's receive side as
+/// one socket per class sharing one UMEM (the XDP classifier steers each
+/// frame into its class's socket); notes as for [`open_xdp`].
+fn open_xdp_class_rings(
+    cfg: &RunConfig,
+    plan: &ClassRingPlan,
+    notes: &mut Vec<String>,
+) -> Result<Devices<LinkDevice>, IoError> {
+    let link = &cfg.link;
+    let xcfg = XdpConfig {
+        rx_frames: CLASS_GROUP_RX_FRAMES,
+        ..xdp_config(link)?
+    };
+    let (group, in_tx, in_info) = xdp::open_class_group(
+        &link.ingress,
+        &xcfg,
+        &plan.rules,
+        plan.default_ring,
+        &plan.frames,
+    )?;
+    let (eg_rx, eg_tx, eg_info) = xdp::open(&link.egress, &xcfg)?;
+    for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
+        notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
+    }
+    let rings = ClassRings::new(Box::new(group), Vec::new(), plan, cfg)?;
+    Ok(Devices {
+        ingress_rx: LinkDevice::ClassRings(Box::new(rings), holder(link, &link.ingress)?),
+        egress_tx: LinkDevice::XdpTx(eg_tx),
+        egress_rx: LinkDevice::XdpRx(eg_rx, holder(link, &link.egress)?),
+        ingress_tx: LinkDevice::XdpTx(in_tx),
+    })
+}
+
+/// The AF_XDP devices of `cfg`: the ingress on one socket per class when
+/// `plan` is there and the group opens, else on one socket; what the
+/// ingress got, in words, and its ring counters.
+fn open_xdp_for(
+    cfg: &RunConfig,
+    plan: Result<ClassRingPlan, SingleRing>,
+    notes: &mut Vec<String>,
+) -> Result<(Devices<LinkDevice>, String, Option<RingBoard>), IoError> {
+    let why = match plan {
+        Err(single) => single.0,
+        Ok(plan) => {
+            let mut group_notes = Vec::new();
+            match open_xdp_class_rings(cfg, &plan, &mut group_notes) {
+                Ok(d) => {
+                    notes.extend(group_notes);
+                    let board = match &d.ingress_rx {
+                        LinkDevice::ClassRings(r, _) => Some(r.board()),
+                        _ => None,
+                    };
+                    return Ok((d, describe_rings(cfg, &plan, "AF_XDP shared UMEM"), board));
+                }
+                Err(e) => format!("the AF_XDP class group could not open ({e})"),
+            }
+        }
+    };
+    let d = open_xdp(&cfg.link, notes)?;
+    Ok((d, format!("one receive ring: {why}"), None))
+}
+
+/// The AF_PACKET ring geometry for frames of up to `max_frame` bytes.
+fn packet_rings(link: &LinkConfig) -> (FrameRing, FrameRing) {
     let tx = FrameRing {
         frame_size: tx_slot(link.max_frame),
         frame_count: 1024,
@@ -164,38 +245,77 @@ fn open_packet(link: &LinkConfig) -> Result<Devices<LinkDevice>, IoError> {
         frame_size: tx.frame_size,
         frame_count: 4096,
     };
+    (tx, rx)
+}
+
+/// Opens the ingress's receive side as one AF_PACKET ring per class: a
+/// fanout group whose classic-BPF classifier picks the ring.
+fn open_packet_class_rings(cfg: &RunConfig, plan: &ClassRingPlan) -> Result<ClassRings, IoError> {
+    let link = &cfg.link;
+    let (_, rx) = packet_rings(link);
+    let roles: Vec<Role> = plan
+        .frames
+        .iter()
+        .map(|&frame_count| {
+            Role::RxFrames(FrameRing {
+                frame_size: rx.frame_size,
+                frame_count,
+            })
+        })
+        .collect();
+    let mut group = FanoutGroup::open_classified(
+        &link.ingress,
+        &roles,
+        &plan.rules,
+        plan.default_ring,
+        link.promiscuous,
+    )?;
+    let fds = group
+        .sockets_mut()
+        .iter()
+        .map(|s| poll_fd_copy(s, &link.ingress))
+        .collect::<Result<Vec<OwnedFd>, IoError>>()?;
+    ClassRings::new(Box::new(group), fds, plan, cfg)
+}
+
+/// A descriptor of `dev`'s own to wait on (the same open socket).
+fn poll_fd_copy(dev: &impl PacketIo, device: &str) -> Result<OwnedFd, IoError> {
+    let fd = dev.poll_fd().ok_or_else(|| IoError::Config {
+        device: device.to_string(),
+        what: "a class ring has no descriptor to wait on".into(),
+    })?;
+    fd.try_clone_to_owned().map_err(|e| IoError::Config {
+        device: device.to_string(),
+        what: format!("dup of a class ring's descriptor: {e}"),
+    })
+}
+
+/// Opens the four AF_PACKET sockets for `link`; with `class_rings`, the
+/// ingress's receive side is that instead of one ring.
+fn open_packet(
+    link: &LinkConfig,
+    class_rings: Option<ClassRings>,
+) -> Result<Devices<LinkDevice>, IoError> {
+    let (tx, rx) = packet_rings(link);
     let open = |dev: &str, role: Role| {
         let promiscuous = link.promiscuous && !matches!(role, Role::Tx(_));
         PacketSocket::open(dev, role, promiscuous).map(LinkDevice::Packet)
     };
+    let ingress_rx = match class_rings {
+        Some(r) => LinkDevice::ClassRings(Box::new(r), None),
+        None => open(&link.ingress, Role::RxFrames(rx))?,
+    };
     Ok(Devices {
-        ingress_rx: open(&link.ingress, Role::RxFrames(rx))?,
+        ingress_rx,
         egress_tx: open(&link.egress, Role::Tx(tx))?,
         egress_rx: open(&link.egress, Role::RxFrames(rx))?,
         ingress_tx: open(&link.ingress, Role::Tx(tx))?,
     })
 }
 
-/// Opens the link's four devices on the configured backend and the buffer
-/// pool (leaked: it lives as long as the process, see
+/// The leaked buffer pool of `link` (it lives as long as the process, see
 /// [`crate::frame::Frame`]).
-pub fn open_packet_devices(
-    link: &LinkConfig,
-) -> Result<(Devices<LinkDevice>, &'static BufPool, BackendChoice), IoError> {
-    let mut notes = Vec::new();
-    let (devices, backend) = match link.backend {
-        Backend::Packet => (open_packet(link)?, "packet"),
-        Backend::Xdp => (open_xdp(link, &mut notes)?, "xdp"),
-        Backend::Auto => match open_xdp(link, &mut notes) {
-            Ok(d) => (d, "xdp"),
-            Err(e) => {
-                notes = vec![format!(
-                    "backend auto: AF_XDP could not open ({e}); using AF_PACKET"
-                )];
-                (open_packet(link)?, "packet")
-            }
-        },
-    };
+fn leak_pool(link: &LinkConfig) -> Result<&'static BufPool, IoError> {
     let frame_size = (link.max_frame as usize + 4).next_power_of_two().max(2048);
     let pool = BufPool::new(link.buffers as usize, frame_size).ok_or_else(|| IoError::Config {
         device: link.ingress.clone(),
@@ -204,9 +324,117 @@ pub fn open_packet_devices(
             link.buffers
         ),
     })?;
-    let pool: &'static BufPool = Box::leak(Box::new(pool));
+    Ok(Box::leak(Box::new(pool)))
+}
+
+/// Opens the link's four devices on the configured backend, each with one
+/// ring, and the buffer pool.
+pub fn open_packet_devices(
+    link: &LinkConfig,
+) -> Result<(Devices<LinkDevice>, &'static BufPool, BackendChoice), IoError> {
+    let mut notes = Vec::new();
+    let (devices, backend) = match link.backend {
+        Backend::Packet => (open_packet(link, None)?, "packet"),
+        Backend::Xdp => (open_xdp(link, &mut notes)?, "xdp"),
+        Backend::Auto => match open_xdp(link, &mut notes) {
+            Ok(d) => (d, "xdp"),
+            Err(e) => {
+                notes = vec![format!(
+                    "backend auto: AF_XDP could not open ({e}); using AF_PACKET"
+                )];
+                (open_packet(link, None)?, "packet")
+            }
+        },
+    };
+    let pool = leak_pool(link)?;
     let reason = (!notes.is_empty()).then(|| notes.join("; "));
-    Ok((devices, pool, BackendChoice { backend, reason }))
+    let choice = BackendChoice {
+        backend,
+        reason,
+        rings: "one receive ring".into(),
+        ring_board: None,
+    };
+    Ok((devices, pool, choice))
+}
+
+/// How a class ring plan reads in the log: each ring's class, budget and
+/// slots, in polling order.
+pub fn describe_rings(cfg: &RunConfig, plan: &ClassRingPlan, how: &str) -> String {
+    let rings: Vec<String> = plan
+        .order
+        .iter()
+        .enumerate()
+        .map(|(r, &c)| {
+            format!(
+                "{} (budget {}, {} slots)",
+                cfg.classes[c].name, plan.budgets[r], plan.frames[r]
+            )
+        })
+        .collect();
+    format!(
+        "one receive ring per class ({how}), polled in order: {}",
+        rings.join(", ")
+    )
+}
+
+/// The AF_PACKET devices of `cfg`, the ingress receiving on one ring per
+/// class when `plan` is there and the fanout group opens; what the ingress
+/// got, in words, and its ring counters.
+fn open_packet_for(
+    cfg: &RunConfig,
+    plan: Result<ClassRingPlan, SingleRing>,
+) -> Result<(Devices<LinkDevice>, String, Option<RingBoard>), IoError> {
+    let (class_rings, rings) = match plan {
+        Err(single) => (None, format!("one receive ring: {}", single.0)),
+        Ok(plan) => match open_packet_class_rings(cfg, &plan) {
+            Ok(r) => (Some(r), describe_rings(cfg, &plan, "AF_PACKET fanout")),
+            Err(e) => (
+                None,
+                format!("one receive ring: the fanout group could not open ({e})"),
+            ),
+        },
+    };
+    let board = class_rings.as_ref().map(ClassRings::board);
+    Ok((open_packet(&cfg.link, class_rings)?, rings, board))
+}
+
+/// Opens the devices of `cfg` and the buffer pool: the ingress receives on
+/// one ring per class where the backend and the config allow it
+/// ([`class_ring_plan`]), else on one ring; [`BackendChoice::rings`] says
+/// which and why.
+pub fn open_devices(
+    cfg: &RunConfig,
+) -> Result<(Devices<LinkDevice>, &'static BufPool, BackendChoice), IoError> {
+    let link = &cfg.link;
+    let plan = class_ring_plan(cfg);
+    let mut notes = Vec::new();
+    let (devices, backend, rings, ring_board) = match link.backend {
+        Backend::Packet => {
+            let (d, rings, board) = open_packet_for(cfg, plan)?;
+            (d, "packet", rings, board)
+        }
+        Backend::Xdp => {
+            let (d, rings, board) = open_xdp_for(cfg, plan, &mut notes)?;
+            (d, "xdp", rings, board)
+        }
+        Backend::Auto => match open_xdp_for(cfg, plan.clone(), &mut notes) {
+            Ok((d, rings, board)) => (d, "xdp", rings, board),
+            Err(e) => {
+                notes = vec![format!(
+                    "backend auto: AF_XDP could not open ({e}); using AF_PACKET"
+                )];
+                let (d, rings, board) = open_packet_for(cfg, plan)?;
+                (d, "packet", rings, board)
+            }
+        },
+    };
+    let choice = BackendChoice {
+        backend,
+        reason: (!notes.is_empty()).then(|| notes.join("; ")),
+        rings,
+        ring_board,
+    };
+    Ok((devices, leak_pool(link)?, choice))
 }
 
 #[cfg(test)]

@@ -2,8 +2,8 @@
 //! flow per class, and the classifier that maps a frame to its class. Pure
 //! (no I/O), so it is tested without interfaces.
 
-use pktsched_core::policy::PolicySched;
-use pktsched_core::{FlowConfig, FlowId, SchedParams};
+use pktsched_core::policy::{FlowParams, Policy, PolicySched};
+use pktsched_core::{Algorithm, FlowConfig, FlowId, Nanos, SchedParams, Scheduler};
 use pktsched_io::classify::{Classifier, Rule};
 use pktsched_runtime::BoxedScheduler;
 
@@ -69,8 +69,29 @@ pub fn classifier(cfg: &RunConfig) -> Result<Classifier, PlanError> {
     Classifier::new(rules, cfg.default_class() as u16).map_err(|e| PlanError::Rules(e.to_string()))
 }
 
+/// The one-node policy the classes hang below when any has a `rate` or
+/// `ceil` (see [`crate::config::ClassConfig::ceiling`]): `prio` for the
+/// prio algorithm, else `hclock` (reservation = rate, limit = ceil, share
+/// by weight; `rr` gives every class weight 1).
+pub fn class_rates_policy(cfg: &RunConfig) -> Result<Policy, PlanError> {
+    let kind = match &cfg.scheduler {
+        SchedulerChoice::Algorithm(Algorithm::Prio) => "prio\"\nlevels = 1024",
+        _ => "hclock",
+    };
+    let src = format!(
+        "[policy]\nmax_len = {}\n\n[[node]]\nname = \"classes\"\nkind = \"{kind}\"\n",
+        cfg.link.wire_len(cfg.link.max_frame)
+    );
+    Policy::from_toml(&src).map_err(|e| PlanError::Rules(format!("class rates: {e}")))
+}
+
 /// An empty scheduler for the config's `[scheduler]`.
 pub fn empty_scheduler<T: Send + 'static>(cfg: &RunConfig) -> BoxedScheduler<T> {
+    if cfg.has_class_rates()
+        && let Ok(p) = class_rates_policy(cfg)
+    {
+        return Box::new(PolicySched::<T>::new(&p));
+    }
     match &cfg.scheduler {
         SchedulerChoice::Algorithm(a) => {
             let params = SchedParams {
@@ -103,9 +124,49 @@ pub fn add_class<T: Send + 'static>(
     })
 }
 
+/// The scheduler of a config whose classes have rates: every class a flow
+/// of the one node of [`class_rates_policy`], with its reservation and
+/// limit.
+fn rated_scheduler<T: Send + 'static>(
+    cfg: &RunConfig,
+) -> Result<(BoxedScheduler<T>, Vec<FlowId>), PlanError> {
+    let mut sched = PolicySched::<T>::new(&class_rates_policy(cfg)?);
+    let rr = matches!(cfg.scheduler, SchedulerChoice::Algorithm(Algorithm::Rr));
+    let mut flows = Vec::with_capacity(cfg.classes.len());
+    for c in &cfg.classes {
+        let mut fc = flow_config(&cfg.link, c);
+        if rr {
+            fc.weight = 1;
+        }
+        let refused = |msg: String| PlanError::Class {
+            class: c.name.clone(),
+            msg,
+        };
+        let flow = sched.add_flow(fc).map_err(|e| refused(e.to_string()))?;
+        let params = FlowParams {
+            rate: c.ceiling(),
+            reservation: c.rate,
+            ..FlowParams::default()
+        };
+        sched
+            .set_flow_params(flow, params, Nanos(0))
+            .map_err(|e| refused(format!("rate/ceil: {e}")))?;
+        flows.push(flow);
+    }
+    Ok((Box::new(sched), flows))
+}
+
 /// Builds the scheduler with every class and the classifier.
 pub fn build<T: Send + 'static>(cfg: &RunConfig) -> Result<Plan<T>, PlanError> {
     let classifier = classifier(cfg)?;
+    if cfg.has_class_rates() {
+        let (sched, flows) = rated_scheduler(cfg)?;
+        return Ok(Plan {
+            sched,
+            flows,
+            classifier,
+        });
+    }
     let mut sched = empty_scheduler(cfg);
     let mut flows = Vec::with_capacity(cfg.classes.len());
     for c in &cfg.classes {
@@ -116,4 +177,90 @@ pub fn build<T: Send + 'static>(cfg: &RunConfig) -> Result<Plan<T>, PlanError> {
         flows,
         classifier,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use pktsched_core::{Nanos, Pkt, Rate};
+
+    use super::*;
+    use crate::config::parse;
+
+    const RATED: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\n\n\
+        [scheduler]\nalgorithm = \"drr\"\n\n\
+        [[class]]\nname = \"guaranteed\"\nweight = 1\nrate = \"30mbit\"\nceil = \"100mbit\"\n\
+        match = [{ dport = 1 }]\n\n\
+        [[class]]\nname = \"capped\"\nweight = 100\nceil = \"20mbit\"\nmatch = [{ dport = 2 }]\n\n\
+        [[class]]\nname = \"rest\"\nweight = 10\ndefault = true\n";
+
+    /// Every class backlogged for one virtual second on the emulated
+    /// link; the bytes each sent.
+    fn one_second(src: &str) -> Vec<u64> {
+        let cfg = parse(src, "t.toml", None).expect("config");
+        let mut plan = build::<()>(&cfg).expect("plan");
+        let len = 1500u32;
+        let link = cfg.link.rate;
+        let mut sent = vec![0u64; plan.flows.len()];
+        let mut now = Nanos(0);
+        let end = Nanos(1_000_000_000);
+        while now < end {
+            for &f in &plan.flows {
+                while plan.sched.flow_stats(f).is_some_and(|s| s.backlog.pkts < 4) {
+                    if plan.sched.enqueue(Pkt::new(f, len, now, ()), now).is_err() {
+                        break;
+                    }
+                }
+            }
+            match plan.sched.dequeue(now) {
+                Some(p) => {
+                    let i = plan.flows.iter().position(|&f| f == p.flow).expect("flow");
+                    sent[i] += u64::from(p.len);
+                    now = Nanos(now.0 + link.tx_time(u64::from(p.len)).0);
+                }
+                None => {
+                    let next = plan.sched.next_ready(now).expect("a parked class");
+                    now = Nanos(next.0.max(now.0 + 1));
+                }
+            }
+        }
+        sent
+    }
+
+    #[test]
+    fn a_guarantee_is_kept_against_heavier_weights_and_a_ceil_caps_a_class() {
+        let sent = one_second(RATED);
+        let mbit = |b: u64| b as f64 * 8.0 / 1e6;
+        let (g, c, r) = (mbit(sent[0]), mbit(sent[1]), mbit(sent[2]));
+        // Weight alone would give "guaranteed" 1/111 of the link (< 1 Mbit/s).
+        assert!(
+            g >= 29.0,
+            "guaranteed got {g:.1} Mbit/s of its 30: {sent:?}"
+        );
+        // Weight 100 alone would give "capped" ~90 Mbit/s.
+        assert!(
+            (19.0..=20.5).contains(&c),
+            "capped got {c:.1} Mbit/s (ceil 20): {sent:?}"
+        );
+        // The rest is work-conserving: the link stays busy.
+        assert!(
+            g + c + r >= 99.0,
+            "link used {:.1} of 100: {sent:?}",
+            g + c + r
+        );
+        assert_eq!(
+            Rate::mbit(100),
+            parse(RATED, "t", None).expect("c").link.rate
+        );
+    }
+
+    #[test]
+    fn without_rates_the_flat_algorithm_is_built() {
+        let plain = RATED
+            .replace("rate = \"30mbit\"\nceil = \"100mbit\"\n", "")
+            .replace("ceil = \"20mbit\"\n", "");
+        let cfg = parse(&plain, "t.toml", None).expect("config");
+        assert_eq!(build::<()>(&cfg).expect("plan").sched.name(), "drr");
+        let cfg = parse(RATED, "t.toml", None).expect("config");
+        assert_ne!(build::<()>(&cfg).expect("plan").sched.name(), "drr");
+    }
 }

@@ -76,6 +76,36 @@ fn scheduler_name(s: &SchedulerChoice) -> String {
     }
 }
 
+/// A class's `rate` and `ceil` are set when its flow is made: a change,
+/// or a class with rates added or removed, takes a restart.
+fn rates_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart> {
+    let rates = |cfg: &RunConfig, name: &str| {
+        cfg.class(name)
+            .map(|c| (c.rate, c.ceil))
+            .unwrap_or((None, None))
+    };
+    let names = old
+        .classes
+        .iter()
+        .chain(&new.classes)
+        .map(|c| c.name.as_str());
+    for name in names {
+        let (a, b) = (rates(old, name), rates(new, name));
+        if a != b {
+            let show = |(r, c): (Option<pktsched_core::Rate>, Option<pktsched_core::Rate>)| {
+                let s = |v: Option<pktsched_core::Rate>| v.map_or("none".into(), |r| r.to_string());
+                format!("rate {} ceil {}", s(r), s(c))
+            };
+            return Err(NeedsRestart {
+                field: "class rate/ceil",
+                old: format!("{name}: {}", show(a)),
+                new: show(b),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// The changes from `old` to `new`, or the first setting that needs a
 /// restart.
 pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestart> {
@@ -126,6 +156,7 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
             new: format!("{:?}", new.control),
         });
     }
+    rates_unchanged(old, new)?;
     let mut changes = Vec::new();
     let mut link = Vec::new();
     if o.rate != n.rate {

@@ -69,6 +69,84 @@ pub fn drop_capabilities() -> std::io::Result<()> {
     Ok(())
 }
 
+/// A user to run as (`pktsched run --user`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct User {
+    /// The name as given.
+    pub name: String,
+    /// Its user id.
+    pub uid: u32,
+    /// Its primary group id.
+    pub gid: u32,
+}
+
+/// Longest user name accepted (Linux's `LOGIN_NAME_MAX` is 256).
+const MAX_USER_NAME: usize = 256;
+
+/// Looks `name` up in the user database (`getpwnam_r`: /etc/passwd, or
+/// whatever NSS is configured). The error names the value and what is
+/// allowed.
+pub fn lookup_user(name: &str) -> Result<User, String> {
+    let bad = |why: &str| format!("--user {name:?}: {why}");
+    if name.is_empty() || name.len() > MAX_USER_NAME {
+        return Err(bad(&format!("a user name is 1..={MAX_USER_NAME} bytes")));
+    }
+    let cname = std::ffi::CString::new(name).map_err(|_| bad("a user name has no NUL byte"))?;
+    // SAFETY: an all-zero passwd (null pointers, zero ids) is a valid
+    // value of the C struct; getpwnam_r fills it.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut result: *mut libc::passwd = std::ptr::null_mut();
+    let mut buf = vec![0 as libc::c_char; 16 * 1024];
+    // SAFETY: `cname` is NUL-terminated; `pwd`, `buf` (of the length
+    // passed) and `result` are valid and writable for the call; the
+    // strings written into `buf` are not read here (only the ids).
+    let rc = unsafe {
+        libc::getpwnam_r(
+            cname.as_ptr(),
+            &mut pwd,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut result,
+        )
+    };
+    if rc != 0 {
+        let e = std::io::Error::from_raw_os_error(rc);
+        return Err(bad(&format!("the user database could not be read ({e})")));
+    }
+    if result.is_null() {
+        return Err(bad(
+            "no such user (allowed: a name in the user database, e.g. /etc/passwd)",
+        ));
+    }
+    Ok(User {
+        name: name.to_string(),
+        uid: pwd.pw_uid,
+        gid: pwd.pw_gid,
+    })
+}
+
+/// Switches the whole process (every thread: the C library's `setgid` and
+/// `setuid` apply to all of them) to `user`: supplementary groups set to
+/// its group alone, then the group, then the user. Changing from root to
+/// another user clears the permitted and effective capabilities. Called
+/// once the sockets are open and before any other thread starts.
+pub fn become_user(user: &User) -> std::io::Result<()> {
+    let groups = [user.gid as libc::gid_t];
+    // SAFETY: one valid gid_t read by the call; no other memory is passed.
+    if unsafe { libc::setgroups(1, groups.as_ptr()) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: plain integer arguments.
+    if unsafe { libc::setgid(user.gid) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: plain integer arguments.
+    if unsafe { libc::setuid(user.uid) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// The calling thread's effective capability set (the low word), from
 /// `/proc/thread-self/status` (tests and diagnostics).
 pub fn effective_capabilities() -> Option<u64> {
@@ -94,6 +172,23 @@ mod tests {
         .expect("thread");
         assert_eq!(after, Some(0));
         assert_eq!(effective_capabilities(), before);
+    }
+
+    #[test]
+    fn users_are_found_by_name_and_unknown_ones_refused_by_name() {
+        let root = lookup_user("root").expect("root exists");
+        assert_eq!((root.uid, root.gid), (0, 0));
+        let e = lookup_user("no-such-user-vc").expect_err("unknown");
+        assert!(
+            e.contains("\"no-such-user-vc\"") && e.contains("no such user"),
+            "{e}"
+        );
+        let e = lookup_user("").expect_err("empty");
+        assert!(e.contains("1..=256"), "{e}");
+        let e = lookup_user("a\0b").expect_err("NUL");
+        assert!(e.contains("NUL"), "{e}");
+        let e = lookup_user(&"x".repeat(300)).expect_err("long");
+        assert!(e.contains("1..=256"), "{e}");
     }
 
     #[test]

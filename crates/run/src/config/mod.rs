@@ -20,6 +20,8 @@
 //! [[class]]
 //! name = "voip"
 //! weight = 10
+//! rate = "2mbit"        # guaranteed (HTB's rate); optional
+//! ceil = "10mbit"       # the most it may borrow up to (default: rate)
 //! match = [{ proto = "udp", dport = "5000-5010" }, { dscp = "ef" }]
 //!
 //! [[class]]
@@ -30,6 +32,7 @@
 //! Every error names the file, line and column, the field, the value and
 //! what is allowed ([`ConfigError`]).
 
+mod class_rates;
 mod file;
 mod matching;
 mod normalise;
@@ -43,6 +46,7 @@ use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
 use pktsched_io::classify::Match;
 
+pub use class_rates::MIN_CLASS_RATE;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::match_rule;
@@ -204,12 +208,23 @@ pub struct ClassConfig {
     pub prio: u32,
     /// Queue limit in packets.
     pub limit: u32,
+    /// Guaranteed rate (HTB's `rate`; see [`ClassConfig::ceiling`]).
+    pub rate: Option<Rate>,
+    /// The most it may send (HTB's `ceil`), as written.
+    pub ceil: Option<Rate>,
     /// With a policy tree: the node the class hangs below.
     pub node: Option<String>,
     /// Frames no rule matches go here.
     pub default: bool,
     /// Match rules (any of them).
     pub rules: Vec<Match>,
+}
+
+impl ClassConfig {
+    /// The class's limit: `ceil`, else `rate` (HTB's default), else none.
+    pub fn ceiling(&self) -> Option<Rate> {
+        self.ceil.or(self.rate)
+    }
 }
 
 /// A checked config.
@@ -231,6 +246,14 @@ impl RunConfig {
     /// Index of the default class (exactly one exists in a checked config).
     pub fn default_class(&self) -> usize {
         self.classes.iter().position(|c| c.default).unwrap_or(0)
+    }
+
+    /// Whether any class has a `rate` or `ceil` (its classes then hang
+    /// below one hClock or prio node, see [`crate::plan`]).
+    pub fn has_class_rates(&self) -> bool {
+        self.classes
+            .iter()
+            .any(|c| c.rate.is_some() || c.ceil.is_some())
     }
 
     /// The class called `name`.

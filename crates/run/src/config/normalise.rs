@@ -43,6 +43,12 @@ impl fmt::Display for RunConfig {
             writeln!(f, "weight = {}", c.weight)?;
             writeln!(f, "prio = {}", c.prio)?;
             writeln!(f, "limit = {}", c.limit)?;
+            if let Some(r) = c.rate {
+                writeln!(f, "rate = \"{r}\"")?;
+            }
+            if let Some(r) = c.ceil {
+                writeln!(f, "ceil = \"{r}\"")?;
+            }
             if let Some(n) = &c.node {
                 writeln!(f, "node = {n:?}")?;
             }

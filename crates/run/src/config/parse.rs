@@ -9,6 +9,7 @@ use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
 use toml::Spanned;
 
+use super::class_rates::class_rates;
 use super::matching::match_rule;
 use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
 use super::{
@@ -86,7 +87,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, Con
              frames no rule matches)",
         ));
     };
-    let classes = parse_classes(&cx, class_list, &scheduler)?;
+    let classes = parse_classes(&cx, class_list, &scheduler, link.rate)?;
     Ok(RunConfig {
         file: file.to_string(),
         link,
@@ -297,6 +298,7 @@ fn parse_classes(
     cx: &Ctx<'_>,
     list: &Spanned<Vec<Spanned<RawClass>>>,
     scheduler: &SchedulerChoice,
+    link_rate: Rate,
 ) -> Result<Vec<ClassConfig>, ConfigError> {
     if list.get_ref().len() > MAX_CLASSES {
         return Err(cx.err(
@@ -328,7 +330,7 @@ fn parse_classes(
                 ),
             ));
         }
-        let class = parse_class(cx, raw, scheduler)?;
+        let class = parse_class(cx, raw, scheduler, link_rate)?;
         rules += class.rules.len();
         if rules > MAX_RULES {
             return Err(cx.err(
@@ -394,8 +396,10 @@ fn parse_class(
     cx: &Ctx<'_>,
     raw: &RawClass,
     scheduler: &SchedulerChoice,
+    link_rate: Rate,
 ) -> Result<ClassConfig, ConfigError> {
     let name = raw.name.get_ref().clone();
+    let (rate, ceil) = class_rates(cx, raw, scheduler, link_rate)?;
     let field = |f: &str| format!("class {name:?}: {f}");
     let weight = match &raw.weight {
         Some(w) => cx.range(w, &field("weight"), 1, 65536)?,
@@ -448,6 +452,8 @@ fn parse_class(
         weight,
         prio,
         limit,
+        rate,
+        ceil,
         node,
         default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
         rules,

@@ -55,6 +55,8 @@ pub(crate) struct RawClass {
     pub(crate) weight: Option<Spanned<i64>>,
     pub(crate) prio: Option<Spanned<i64>>,
     pub(crate) limit: Option<Spanned<i64>>,
+    pub(crate) rate: Option<Spanned<String>>,
+    pub(crate) ceil: Option<Spanned<String>>,
     pub(crate) node: Option<Spanned<String>>,
     pub(crate) default: Option<Spanned<bool>>,
     #[serde(rename = "match")]

@@ -70,6 +70,43 @@ fn the_normalised_form_parses_back_to_itself() {
     assert_eq!(parse_ok(&c.to_string()).link.engine, Engine::Pspat);
 }
 
+#[test]
+fn class_rates_follow_htb_ceil_defaults_to_rate_and_ceil_alone_is_a_limit() {
+    let src = GOOD
+        .replace(
+            "weight = 10\n",
+            "weight = 10\nrate = \"2mbit\"\nceil = \"10mbit\"\n",
+        )
+        .replace("weight = 3\n", "weight = 3\nrate = \"30mbit\"\n")
+        .replace("default = true\n", "default = true\nceil = \"50mbit\"\n");
+    let c = parse_ok(&src);
+    assert!(c.has_class_rates());
+    let got: Vec<_> = c
+        .classes
+        .iter()
+        .map(|k| (k.rate, k.ceil, k.ceiling()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (
+                Some(Rate::mbit(2)),
+                Some(Rate::mbit(10)),
+                Some(Rate::mbit(10))
+            ),
+            (Some(Rate::mbit(30)), None, Some(Rate::mbit(30))),
+            (None, Some(Rate::mbit(50)), Some(Rate::mbit(50))),
+        ]
+    );
+    let once = c.to_string();
+    assert!(
+        once.contains("rate = \"2mbit\"\nceil = \"10mbit\"\n"),
+        "{once}"
+    );
+    assert_eq!(parse_ok(&once).to_string(), once);
+    assert!(!parse_ok(GOOD).has_class_rates());
+}
+
 /// tdc-style: each row is a config change and words its error must hold.
 #[test]
 fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
@@ -260,6 +297,48 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
                 "class \"https\": match rule 1 can never match",
                 "class \"web\"'s rule 1",
             ],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"20mbit\"\nceil = \"10mbit\"\n"
+            ),
+            &["class \"a\": ceil", "below rate", "allowed ceil >= rate"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"2gbit\"\n"),
+            &["class \"a\": rate", "up to link.rate"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}ceil = \"100kbit\"\n"),
+            &["class \"a\": ceil", "allowed 1"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbps\"\n"),
+            &["class \"a\": rate"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = 10\n"),
+            &["t.toml:10:8", "invalid type", "expected a string"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"prio\"\n{class}rate = \"10mbit\"\n"),
+            &[
+                "rate (a guarantee)",
+                "weighted algorithm",
+                "ceil alone is allowed",
+            ],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"fifo\"\n{class}ceil = \"10mbit\"\n"),
+            &["fifo", "drr, wf2q, qfq, rr"],
+        ),
+        (
+            format!("{link}[scheduler]\npolicy = \"hclock\"\n{class}ceil = \"10mbit\"\n"),
+            &["scheduler.algorithm", "reservation"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}burst = 3000\n"),
+            &["unknown field `burst`"],
         ),
         ("not toml [".to_string(), &["t.toml:1:"]),
     ];

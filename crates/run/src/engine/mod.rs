@@ -21,6 +21,7 @@
 //! counters with the accounting per class.
 
 mod arbiter_loop;
+mod class_rings;
 mod ports;
 mod reverse;
 mod rtc;
@@ -39,6 +40,11 @@ use std::time::Duration;
 use pktsched_io::classify::Anomaly;
 use pktsched_io::{BufPool, PacketIo};
 use pktsched_runtime::{Arbiter, Clock, Config};
+
+pub use self::class_rings::{
+    BULK_BUDGET, BULK_RING_FRAMES, CLASS_GROUP_RX_FRAMES, ClassRingPlan, ClassRings, DEVICE_BUDGET,
+    MAX_CLASS_RINGS, RingBoard, SingleRing, URGENT_RING_FRAMES, class_ring_plan,
+};
 
 use self::arbiter_loop::{ArbiterLoop, Command, Stopped};
 use self::ports::Port;
@@ -101,6 +107,8 @@ pub struct Pipeline {
     rx: Vec<JoinHandle<()>>,
     reverse: Option<JoinHandle<()>>,
     arbiter: Option<JoinHandle<Final>>,
+    /// The ingress's per-class ring counters, when it has class rings.
+    ring_board: Option<RingBoard>,
 }
 
 fn spawn<T: Send + 'static>(
@@ -185,7 +193,21 @@ impl Pipeline {
             rx,
             reverse: Some(reverse),
             arbiter: Some(arbiter),
+            ring_board: None,
         })
+    }
+
+    /// Shows `board`'s per-class receive ring counters among the
+    /// devices of every snapshot (see [`ClassRings::board`]).
+    pub fn with_ring_board(mut self, board: Option<RingBoard>) -> Pipeline {
+        self.ring_board = board;
+        self
+    }
+
+    fn add_rings(&self, s: &mut Snapshot) {
+        if let Some(b) = &self.ring_board {
+            s.devices.extend(b.read());
+        }
     }
 
     /// The counters now.
@@ -194,8 +216,11 @@ impl Pipeline {
         self.commands
             .send(Command::Snapshot(tx))
             .map_err(|_| EngineError::ArbiterGone)?;
-        rx.recv_timeout(Duration::from_secs(5))
-            .map_err(|_| EngineError::ArbiterGone)
+        let mut s = rx
+            .recv_timeout(Duration::from_secs(5))
+            .map_err(|_| EngineError::ArbiterGone)?;
+        self.add_rings(&mut s);
+        Ok(s)
     }
 
     /// Applies a new config live (see [`crate::reload`]); on error the
@@ -222,7 +247,9 @@ impl Pipeline {
         }
         self.shared.arbiter_stop.store(true, Ordering::Release);
         let arbiter = self.arbiter.take().ok_or(EngineError::ArbiterGone)?;
-        arbiter.join().map_err(|_| EngineError::ArbiterGone)
+        let mut last = arbiter.join().map_err(|_| EngineError::ArbiterGone)?;
+        self.add_rings(&mut last.after_stop);
+        Ok(last)
     }
 }
 

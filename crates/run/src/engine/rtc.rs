@@ -52,7 +52,7 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             shared.publish_device(device_stats(&port));
             published = Instant::now();
         }
-        if received == RX_BATCH || round.released > 0 {
+        if received >= RX_BATCH || round.released > 0 {
             continue; // more may be waiting: no sleep
         }
         match looper.next_due(&round, now) {

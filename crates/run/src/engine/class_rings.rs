@@ -1,0 +1,599 @@
+//! The ingress receive side split by class: one kernel ring per class (a
+//! [`ClassRx`]: AF_PACKET fanout group or AF_XDP sockets sharing a UMEM),
+//! polled as one [`PacketIo`] so either engine uses it unchanged.
+//!
+//! The rings are numbered in polling order ([`ClassRingPlan`]): with
+//! `algorithm = "prio"` the most urgent classes first, else file order.
+//! Each receive call runs rounds of the core's LL-WFQ [`Poller`]: every
+//! ring is visited in cyclic order and takes at most its budget, a round
+//! at most [`DEVICE_BUDGET`] frames, and rounds follow one another until a
+//! device budget is taken or a round finds nothing (work conserving: a
+//! lone busy ring is not held to its budget). The most urgent
+//! classes (lowest `prio`, or the heaviest weights) get the whole device
+//! budget and a deep ring; the others a small budget and a small ring, so
+//! a flood of bulk frames overflows its own ring in the kernel (counted as
+//! that ring's `rx_kernel_drops`) instead of delaying the urgent ring's
+//! frames or costing a copy first. Between two visits of a ring the others
+//! take at most the sum of their budgets (the bound of
+//! [`pktsched_core::ingress`]).
+
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use pktsched_core::Algorithm;
+use pktsched_core::ingress::{IngressConfig, Poller, Rings, Take};
+use pktsched_io::classify::Rule;
+use pktsched_io::{BufPool, ClassRx, IoError, IoStats, PacketBuf, PacketIo};
+
+use super::wait;
+use crate::config::{RunConfig, SchedulerChoice};
+use crate::stats::DeviceStats;
+
+/// Frames one polling round takes at most (the engines' receive batch).
+pub const DEVICE_BUDGET: u32 = super::rx::RX_BATCH as u32;
+/// The budget of a class that is not among the most urgent.
+pub const BULK_BUDGET: u32 = 8;
+/// Receive ring slots of a most urgent class.
+pub const URGENT_RING_FRAMES: u32 = 4096;
+/// Receive ring slots of any other class: a quarter of an urgent ring,
+/// still ~9 ms of 64-byte frames at 110 kpps (a 256-slot ring lost a
+/// third of such a flow whenever the thread was descheduled for 2 ms on a
+/// busy two-core machine).
+pub const BULK_RING_FRAMES: u32 = 1024;
+/// Receive frames an AF_XDP class group's UMEM holds (every ring must be
+/// smaller, so one class cannot hold them all).
+pub const CLASS_GROUP_RX_FRAMES: u32 = 8192;
+/// Most classes the split receive side takes (the poller's limit); with
+/// more, the ingress keeps one ring.
+pub const MAX_CLASS_RINGS: usize = pktsched_core::ingress::MAX_CLASSES;
+
+/// One ring per class, in polling order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClassRingPlan {
+    /// `order[ring]` is the class (index in the config) ring `ring` holds.
+    pub order: Vec<usize>,
+    /// `ring_of[class]`: the inverse of `order`.
+    pub ring_of: Vec<usize>,
+    /// Each ring's budget (frames per visit).
+    pub budgets: Vec<u32>,
+    /// Each ring's slots.
+    pub frames: Vec<u32>,
+    /// The classifier's rules with ring numbers as classes.
+    pub rules: Vec<Rule>,
+    /// The default class's ring.
+    pub default_ring: u16,
+}
+
+/// Why the ingress keeps one receive ring for every class.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SingleRing(pub String);
+
+/// The per-class rings of `cfg`, or why there are none: with one class
+/// there is nothing to split, and more than [`MAX_CLASS_RINGS`] classes
+/// are past the poller's limit.
+pub fn class_ring_plan(cfg: &RunConfig) -> Result<ClassRingPlan, SingleRing> {
+    let n = cfg.classes.len();
+    if n < 2 {
+        return Err(SingleRing("a single class, nothing to split".into()));
+    }
+    if n > MAX_CLASS_RINGS {
+        return Err(SingleRing(format!(
+            "{n} classes: per-class receive rings take at most {MAX_CLASS_RINGS}; one ring"
+        )));
+    }
+    let prio = matches!(cfg.scheduler, SchedulerChoice::Algorithm(Algorithm::Prio));
+    let mut order: Vec<usize> = (0..n).collect();
+    if prio {
+        order.sort_by_key(|&c| cfg.classes[c].prio); // stable: file order within a level
+    }
+    let urgent = |c: usize| {
+        let class = &cfg.classes[c];
+        if prio {
+            class.prio == cfg.classes[order[0]].prio
+        } else {
+            class.weight == cfg.classes.iter().map(|k| k.weight).max().unwrap_or(0)
+        }
+    };
+    let mut ring_of = vec![0; n];
+    for (ring, &class) in order.iter().enumerate() {
+        ring_of[class] = ring;
+    }
+    let (budgets, frames) = order
+        .iter()
+        .map(|&c| match urgent(c) {
+            true => (DEVICE_BUDGET, URGENT_RING_FRAMES),
+            false => (BULK_BUDGET, BULK_RING_FRAMES),
+        })
+        .unzip();
+    let rules = cfg
+        .classes
+        .iter()
+        .enumerate()
+        .flat_map(|(i, c)| {
+            let ring = ring_of[i] as u16;
+            c.rules.iter().map(move |m| Rule {
+                class: ring,
+                matches: m.clone(),
+            })
+        })
+        .collect();
+    Ok(ClassRingPlan {
+        default_ring: ring_of[cfg.default_class()] as u16,
+        order,
+        ring_of,
+        budgets,
+        frames,
+        rules,
+    })
+}
+
+/// Each class ring's counters as last refreshed, for the stats (role
+/// `rx ring <class>`).
+#[derive(Debug, Clone, Default)]
+pub struct RingBoard(Arc<Mutex<Vec<DeviceStats>>>);
+
+impl RingBoard {
+    /// The counters now (empty before the first refresh).
+    pub fn read(&self) -> Vec<DeviceStats> {
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
+    fn write(&self, v: Vec<DeviceStats>) {
+        *self.0.lock().unwrap_or_else(PoisonError::into_inner) = v;
+    }
+}
+
+/// How often the kernel's drop counters are read.
+const REFRESH_EVERY: Duration = Duration::from_millis(100);
+
+/// A [`ClassRx`] polled by the LL-WFQ poller, as one receive device.
+pub struct ClassRings {
+    rx: Box<dyn ClassRx>,
+    /// Kept open for `pollfds`.
+    _fds: Vec<OwnedFd>,
+    pollfds: Vec<libc::pollfd>,
+    poller: Poller,
+    visits: Vec<Take>,
+    device: String,
+    /// Ring `r`'s class name.
+    names: Vec<String>,
+    stats: Vec<IoStats>,
+    refreshed: Instant,
+    board: RingBoard,
+}
+
+impl std::fmt::Debug for ClassRings {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClassRings")
+            .field("device", &self.device)
+            .field("rings", &self.names)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ClassRings {
+    /// Polls `rx` (whose ring `r` holds class `plan.order[r]` of `cfg`)
+    /// as `plan` says; `fds` are the rings' descriptors to wait on.
+    pub fn new(
+        rx: Box<dyn ClassRx>,
+        fds: Vec<OwnedFd>,
+        plan: &ClassRingPlan,
+        cfg: &RunConfig,
+    ) -> Result<ClassRings, IoError> {
+        let device = cfg.link.ingress.clone();
+        let poller = IngressConfig::ll_wfq(&plan.budgets)
+            .with_device_budget(DEVICE_BUDGET)
+            .plan()
+            .map(Poller::from_plan)
+            .map_err(|e| IoError::Config {
+                device: device.clone(),
+                what: format!("class rings: {e}"),
+            })?;
+        let names = plan
+            .order
+            .iter()
+            .map(|&c| cfg.classes[c].name.clone())
+            .collect();
+        let pollfds = fds.iter().map(|f| wait::pollfd_for(f.as_fd())).collect();
+        let mut rings = ClassRings {
+            rx,
+            _fds: fds,
+            pollfds,
+            poller,
+            visits: Vec::with_capacity(MAX_CLASS_RINGS),
+            device,
+            names,
+            stats: Vec::new(),
+            refreshed: Instant::now(),
+            board: RingBoard::default(),
+        };
+        rings.refresh();
+        Ok(rings)
+    }
+
+    /// The board the rings' counters are published on.
+    pub fn board(&self) -> RingBoard {
+        self.board.clone()
+    }
+
+    /// Reads the kernel's counters and publishes them.
+    fn refresh(&mut self) {
+        self.stats = self.rx.class_stats();
+        self.refreshed = Instant::now();
+        let v = self
+            .stats
+            .iter()
+            .zip(&self.names)
+            .map(|(s, name)| DeviceStats {
+                device: self.device.clone(),
+                role: format!("rx ring {name}"),
+                rx_packets: s.rx_packets,
+                rx_kernel_drops: s.rx_kernel_drops,
+                rx_no_buffer: s.rx_no_buffer,
+                rx_oversize: s.rx_oversize,
+                ..DeviceStats::default()
+            })
+            .collect();
+        self.board.write(v);
+    }
+
+    fn refresh_if_due(&mut self) {
+        if self.refreshed.elapsed() >= REFRESH_EVERY {
+            self.refresh();
+        }
+    }
+}
+
+impl Drop for ClassRings {
+    /// The last counters stay on the board after the rings close.
+    fn drop(&mut self) {
+        self.refresh();
+    }
+}
+
+/// One round's view of the rings for the poller.
+struct Round<'a> {
+    rx: &'a mut dyn ClassRx,
+    pool: &'a BufPool,
+    out: &'a mut Vec<PacketBuf>,
+    error: Option<IoError>,
+}
+
+impl Rings for Round<'_> {
+    fn waiting(&self, ring: usize) -> usize {
+        // A ring that cannot tell is tried (an empty receive is cheap).
+        self.rx.waiting(ring).unwrap_or(1)
+    }
+
+    fn take(&mut self, ring: usize, max: usize) -> usize {
+        match self.rx.recv_class(ring, self.pool, self.out, max) {
+            Ok(n) => n,
+            Err(e) => {
+                self.error.get_or_insert(e);
+                0
+            }
+        }
+    }
+}
+
+impl PacketIo for ClassRings {
+    /// Polling rounds until [`DEVICE_BUDGET`] frames are taken or a round
+    /// finds none (the last round may take up to one device budget more);
+    /// with a smaller `max`, the rings in order up to `max` frames.
+    fn recv_batch(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError> {
+        self.refresh_if_due();
+        let before = out.len();
+        let mut round = Round {
+            rx: self.rx.as_mut(),
+            pool,
+            out,
+            error: None,
+        };
+        if max >= DEVICE_BUDGET as usize {
+            // Rounds until the device budget is used or a round finds
+            // nothing: the budgets bound what the others take between two
+            // visits of a ring, not what one ring may take when the others
+            // are idle (work conserving).
+            loop {
+                let got = self.poller.poll(&mut round, &mut self.visits);
+                if got == 0 || round.out.len() - before >= DEVICE_BUDGET as usize {
+                    break;
+                }
+            }
+        } else {
+            for ring in 0..self.names.len() {
+                let left = max - (round.out.len() - before);
+                if left == 0 {
+                    break;
+                }
+                round.take(ring, left);
+            }
+        }
+        match round.error {
+            Some(e) if round.out.len() == before => Err(e),
+            _ => Ok(round.out.len() - before),
+        }
+    }
+
+    fn send_batch(
+        &mut self,
+        _frames: &mut Vec<PacketBuf>,
+        _pool: &BufPool,
+    ) -> Result<usize, IoError> {
+        Err(IoError::Config {
+            device: self.device.clone(),
+            what: "the per-class receive rings do not transmit".into(),
+        })
+    }
+
+    /// Waits on every ring at once: with the rings' descriptors, in
+    /// `ppoll` with nanosecond precision; without, through the
+    /// [`ClassRx`]'s own millisecond wait, and a shorter wait sleeps
+    /// unless a ring has frames (the engines wait that briefly only for
+    /// the emulated link or a shaper, which a frame arriving meanwhile
+    /// could not overtake).
+    fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
+        self.refresh_if_due();
+        let waited = if !self.pollfds.is_empty() {
+            wait::any_readable_within(&mut self.pollfds, timeout).map(|_| ())
+        } else if timeout >= Duration::from_millis(1) {
+            return self.rx.wait(timeout);
+        } else {
+            let any = (0..self.names.len()).any(|r| self.rx.waiting(r).unwrap_or(1) > 0);
+            if !any {
+                std::thread::sleep(timeout);
+            }
+            Ok(())
+        };
+        waited.map_err(|e| IoError::Config {
+            device: self.device.clone(),
+            what: format!("ppoll on the class rings: {e}"),
+        })
+    }
+
+    /// The rings' counters summed.
+    fn stats(&self) -> IoStats {
+        let mut t = IoStats::default();
+        for s in &self.stats {
+            t.rx_packets += s.rx_packets;
+            t.rx_bytes += s.rx_bytes;
+            t.rx_kernel_drops += s.rx_kernel_drops;
+            t.rx_no_buffer += s.rx_no_buffer;
+            t.rx_oversize += s.rx_oversize;
+        }
+        t
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use super::*;
+    use crate::config::parse;
+
+    const PRIO: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\n\n\
+        [scheduler]\nalgorithm = \"prio\"\n\n\
+        [[class]]\nname = \"bulk\"\nprio = 2\ndefault = true\n\n\
+        [[class]]\nname = \"voip\"\nprio = 0\nmatch = [{ dport = 5000 }]\n\n\
+        [[class]]\nname = \"web\"\nprio = 1\nmatch = [{ dport = 80 }, { dport = 443 }]\n";
+
+    #[test]
+    fn prio_classes_are_polled_most_urgent_first_with_the_whole_budget() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        assert_eq!(plan.order, vec![1, 2, 0]); // voip, web, bulk
+        assert_eq!(plan.ring_of, vec![2, 0, 1]);
+        assert_eq!(plan.budgets, vec![DEVICE_BUDGET, BULK_BUDGET, BULK_BUDGET]);
+        assert_eq!(
+            plan.frames,
+            vec![URGENT_RING_FRAMES, BULK_RING_FRAMES, BULK_RING_FRAMES]
+        );
+        assert_eq!(plan.default_ring, 2);
+        let rings: Vec<(u16, String)> = plan
+            .rules
+            .iter()
+            .map(|r| (r.class, r.matches.to_string()))
+            .collect();
+        assert_eq!(
+            rings,
+            vec![
+                (0, "dport 5000".to_string()),
+                (1, "dport 80".to_string()),
+                (1, "dport 443".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn weighted_classes_keep_file_order_and_the_heaviest_get_the_budget() {
+        let src = PRIO
+            .replace("\"prio\"", "\"drr\"")
+            .replace("prio = 2", "weight = 1")
+            .replace("prio = 0", "weight = 10")
+            .replace("prio = 1", "weight = 10");
+        let cfg = parse(&src, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        assert_eq!(plan.order, vec![0, 1, 2]);
+        assert_eq!(
+            plan.budgets,
+            vec![BULK_BUDGET, DEVICE_BUDGET, DEVICE_BUDGET]
+        );
+        assert_eq!(plan.default_ring, 0);
+    }
+
+    #[test]
+    fn one_class_or_too_many_keep_one_ring_and_say_why() {
+        let one = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\n\
+                   [[class]]\nname = \"a\"\ndefault = true\n";
+        let cfg = parse(one, "t.toml", None).expect("config");
+        let why = class_ring_plan(&cfg).expect_err("one class").0;
+        assert!(why.contains("single class"), "{why}");
+        let mut many = one.to_string();
+        for i in 0..MAX_CLASS_RINGS {
+            many += &format!(
+                "\n[[class]]\nname = \"c{i}\"\nmatch = [{{ dport = {} }}]\n",
+                1000 + i
+            );
+        }
+        let cfg = parse(&many, "t.toml", None).expect("config");
+        let why = class_ring_plan(&cfg).expect_err("too many").0;
+        assert!(
+            why.contains("65 classes") && why.contains("at most 64"),
+            "{why}"
+        );
+    }
+
+    /// Rings in memory: each a queue of frames (their first byte names
+    /// the ring), with a slot limit beyond which arrivals are dropped.
+    /// Each ring's frames, shared with the test.
+    type Frames = Arc<Mutex<Vec<VecDeque<Vec<u8>>>>>;
+
+    struct MemRings {
+        rings: Frames,
+        received: Vec<u64>,
+    }
+
+    fn mem_rings(rings: Vec<VecDeque<Vec<u8>>>) -> (MemRings, Frames) {
+        let shared = Arc::new(Mutex::new(rings));
+        let n = shared.lock().expect("rings").len();
+        let r = MemRings {
+            rings: shared.clone(),
+            received: vec![0; n],
+        };
+        (r, shared)
+    }
+
+    impl ClassRx for MemRings {
+        fn classes(&self) -> usize {
+            self.received.len()
+        }
+        fn recv_class(
+            &mut self,
+            class: usize,
+            pool: &BufPool,
+            out: &mut Vec<PacketBuf>,
+            max: usize,
+        ) -> Result<usize, IoError> {
+            let mut n = 0;
+            while n < max {
+                let mut rings = self.rings.lock().expect("rings");
+                let Some(f) = rings.get_mut(class).and_then(|r| r.pop_front()) else {
+                    break;
+                };
+                let mut b = pool.get().expect("buffer");
+                assert!(b.fill(&f));
+                out.push(b);
+                n += 1;
+            }
+            self.received[class] += n as u64;
+            Ok(n)
+        }
+        fn waiting(&self, class: usize) -> Option<usize> {
+            Some(self.rings.lock().expect("rings")[class].len())
+        }
+        fn wait(&mut self, _timeout: Duration) -> Result<(), IoError> {
+            Ok(())
+        }
+        fn class_stats(&mut self) -> Vec<IoStats> {
+            self.received
+                .iter()
+                .map(|&r| IoStats {
+                    rx_packets: r,
+                    ..IoStats::default()
+                })
+                .collect()
+        }
+    }
+
+    #[test]
+    fn a_round_takes_the_urgent_ring_whole_and_bulk_rings_by_their_budget() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let frame = |ring: u8| vec![ring; 60];
+        let (rings, shared) = mem_rings(vec![
+            (0..10).map(|_| frame(0)).collect(),
+            (0..100).map(|_| frame(1)).collect(),
+            (0..100).map(|_| frame(2)).collect(),
+        ]);
+        let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
+        let pool = BufPool::new(1024, 2048).expect("pool");
+        let mut out = Vec::new();
+        let n = dev.recv_batch(&pool, &mut out, 64).expect("rounds");
+        let firsts: Vec<u8> = out.iter().map(|b| b.as_slice()[0]).collect();
+        // Round 1: the urgent ring whole, each bulk ring its budget; then
+        // rounds of bulk budgets until a device budget is taken.
+        let b = BULK_BUDGET as usize;
+        let mut want = vec![0u8; 10];
+        while want.len() < DEVICE_BUDGET as usize {
+            want.extend(std::iter::repeat_n(1u8, b));
+            want.extend(std::iter::repeat_n(2u8, b));
+        }
+        assert_eq!(n, want.len());
+        assert_eq!(
+            firsts, want,
+            "urgent ring first, whole; then each bulk ring its budget"
+        );
+        let bulk = (want.len() as u64 - 10) / 2;
+        for b in out.drain(..) {
+            pool.put(b);
+        }
+        // The board shows each ring's frames under its class's name.
+        dev.refresh();
+        let board = dev.board().read();
+        let by_role: Vec<(String, u64)> = board
+            .iter()
+            .map(|d| (d.role.clone(), d.rx_packets))
+            .collect();
+        assert_eq!(
+            by_role,
+            vec![
+                ("rx ring voip".to_string(), 10),
+                ("rx ring web".to_string(), bulk),
+                ("rx ring bulk".to_string(), bulk)
+            ]
+        );
+        assert_eq!(dev.stats().rx_packets, n as u64);
+        // An urgent frame arriving now waits behind at most the bulk
+        // rings' budgets once (the bound), not behind their backlog.
+        shared.lock().expect("rings")[0].push_back(frame(0));
+        assert!(dev.recv_batch(&pool, &mut out, 64).expect("rounds") > 0);
+        let at = out
+            .iter()
+            .position(|b| b.as_slice()[0] == 0)
+            .expect("urgent frame");
+        assert!(at <= 2 * b, "the urgent frame came {at}th");
+        for b in out.drain(..) {
+            pool.put(b);
+        }
+    }
+
+    #[test]
+    fn a_receive_smaller_than_a_round_takes_rings_in_order_up_to_it() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let (rings, _) = mem_rings(vec![
+            (0..3).map(|_| vec![0u8; 60]).collect(),
+            (0..9).map(|_| vec![1u8; 60]).collect(),
+            VecDeque::new(),
+        ]);
+        let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
+        let pool = BufPool::new(64, 2048).expect("pool");
+        let mut out = Vec::new();
+        assert_eq!(dev.recv_batch(&pool, &mut out, 5).expect("recv"), 5);
+        let firsts: Vec<u8> = out.iter().map(|b| b.as_slice()[0]).collect();
+        assert_eq!(firsts, vec![0, 0, 0, 1, 1]);
+        for b in out.drain(..) {
+            pool.put(b);
+        }
+    }
+}

@@ -1,0 +1,177 @@
+//! The ingress on one receive ring per class (an AF_PACKET fanout group or
+//! AF_XDP sockets sharing one UMEM), on real
+//! veths in namespaces of its own (prefix `vc-`): a victim class next to
+//! an overload. Needs root (CI runs as root); skipped with a message
+//! otherwise. The namespaces are removed even when a test fails.
+
+#[macro_use]
+mod engines;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use pktsched_io::netns::{Topology, in_namespace, is_root};
+use pktsched_run::config::{Engine, parse};
+use pktsched_run::devices::open_devices;
+use pktsched_run::engine::{Final, Pipeline};
+use pktsched_run::traffic::gen_flows::FlowSpec;
+use pktsched_run::traffic::generator::{GenBackend, generate_with};
+use pktsched_run::traffic::sink::{Sink, SinkReport};
+
+/// One real-wire run at a time in this binary.
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+const CONFIG: &str = r#"
+[link]
+ingress = "d0"
+egress = "d1"
+rate = "100mbit"
+backend = "BACKEND"
+
+[scheduler]
+algorithm = "prio"
+
+[control]
+socket = "/tmp/unused.sock"
+
+[[class]]
+name = "bulk"
+prio = 1
+limit = 200
+default = true
+
+[[class]]
+name = "victim"
+prio = 0
+limit = 200
+match = [{ proto = "udp", dport = 5000 }]
+"#;
+
+/// Runs `flows` through the pipeline on `engine`; returns what the
+/// ingress got (in words), the sink's report and the final counters.
+fn run(
+    engine: Engine,
+    backend: &str,
+    flows: &[&str],
+    ports: &[u16],
+) -> (String, SinkReport, Final) {
+    let _turn = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let topo = Topology::line("vc-rings-").expect("topology");
+    let src = CONFIG.replace("BACKEND", backend).replacen(
+        "[link]\n",
+        &format!("[link]\nengine = \"{}\"\n", engine.name()),
+        1,
+    );
+    let cfg = parse(&src, "test.toml", None).expect("config");
+    let (devices, pool, choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
+        .expect("namespace")
+        .expect("devices");
+    let pipeline = Pipeline::start(cfg, devices, pool)
+        .expect("start")
+        .with_ring_board(choice.ring_board);
+    let sink = in_namespace(&topo.sink_ns, || {
+        Sink::bind("198.18.0.2".parse().expect("ip"), ports)
+    })
+    .expect("namespace")
+    .expect("bind");
+    let base = FlowSpec::new("198.18.0.2".parse().expect("ip"));
+    let specs: Vec<FlowSpec> = flows
+        .iter()
+        .map(|f| FlowSpec::parse_cli(f, &base).expect("flow"))
+        .collect();
+    let never = AtomicBool::new(false);
+    let received = std::thread::scope(|s| {
+        let receiving = s.spawn(|| sink.run(None, Duration::from_secs(2), &never));
+        in_namespace(&topo.gen_ns, || {
+            generate_with(
+                &GenBackend::Socket,
+                &specs,
+                Duration::from_secs(3),
+                7,
+                &never,
+                &mut |_| {},
+            )
+        })
+        .expect("namespace")
+        .expect("generate");
+        receiving.join().expect("sink thread")
+    });
+    (choice.rings, received, pipeline.stop().expect("stop"))
+}
+
+/// `backend` and how the daemon names its class rings.
+fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let (rings, sink, fin) = run(
+        engine,
+        backend,
+        &[
+            "dport=5000,rate=1mbit,size=200",
+            "dport=6000,rate=80mbit,size=1500",
+            "dport=6001,rate=80mbit,size=1500",
+        ],
+        &[5000, 6000, 6001],
+    );
+    let snap = &fin.after_stop;
+    let text = format!("{rings}\n{}\n{}", sink.text(), snap.text());
+    assert!(
+        rings.starts_with(&format!("one receive ring per class ({rings_are})"))
+            && rings.contains("victim (budget 64"),
+        "{text}"
+    );
+    // The kernel's classifier and the daemon's agree: each class ring
+    // delivered exactly the frames the daemon put in that class.
+    for class in &snap.classes {
+        let role = format!("rx ring {}", class.class);
+        let ring = snap
+            .devices
+            .iter()
+            .find(|d| d.role == role)
+            .unwrap_or_else(|| panic!("no {role}: {text}"));
+        assert_eq!(ring.rx_packets, class.received, "{role}: {text}");
+        // Conservation per class.
+        assert_eq!(
+            class.received,
+            class.packets + class.drops + class.qlen + class.moved,
+            "{}: {text}",
+            class.class
+        );
+    }
+    let victim = &snap.classes[1];
+    let bulk = &snap.classes[0];
+    assert!(victim.received > 1000, "{text}");
+    assert_eq!(victim.drops, 0, "{text}");
+    let bulk_lost = bulk.drops
+        + snap
+            .devices
+            .iter()
+            .find(|d| d.role == "rx ring bulk")
+            .map_or(0, |d| d.rx_kernel_drops);
+    assert!(
+        bulk_lost > 0,
+        "160 Mbit/s into 100: the excess is dropped: {text}"
+    );
+    let v = sink
+        .flows
+        .iter()
+        .find(|f| f.port == 5000)
+        .unwrap_or_else(|| panic!("the victim did not arrive: {text}"));
+    assert_eq!(v.lost, 0, "{text}");
+}
+
+fn a_victim_on_its_own_af_packet_ring_loses_nothing_next_to_an_overload(engine: Engine) {
+    victim_next_to_an_overload(engine, "packet", "AF_PACKET fanout");
+}
+
+fn a_victim_on_its_own_af_xdp_socket_loses_nothing_next_to_an_overload(engine: Engine) {
+    victim_next_to_an_overload(engine, "xdp", "AF_XDP shared UMEM");
+}
+
+for_both_engines!(
+    a_victim_on_its_own_af_packet_ring_loses_nothing_next_to_an_overload,
+    a_victim_on_its_own_af_xdp_socket_loses_nothing_next_to_an_overload,
+);

@@ -142,6 +142,7 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let mut last = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
+        w.end_round();
         if n == 0 && !spin {
             let _ = w.rx_mut().wait(Duration::from_millis(1));
         }

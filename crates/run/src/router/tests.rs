@@ -276,6 +276,15 @@ fn rig_with(config: &str) -> Rig {
     }
 }
 
+impl Rig {
+    /// One poll round of the ingress rings and its end (the sends).
+    fn round(&mut self) -> usize {
+        let n = self.poller.poll(&mut self.worker, &mut Vec::new());
+        self.worker.end_round();
+        n
+    }
+}
+
 fn push(w: &MemWire, f: Vec<u8>) {
     w.lock().expect("wire").inbound.push_back(f);
 }
@@ -292,9 +301,9 @@ fn forwarded_frames_have_ttl_minus_one_a_valid_checksum_and_new_macs() {
     let mut back = udp("10.1.0.2", 80, 9);
     back[0..6].copy_from_slice(&OUT_MAC);
     push(&r.reverse, back);
-    let mut visits = Vec::new();
-    assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 2);
+    assert_eq!(r.round(), 2);
     assert_eq!(r.worker.serve_reverse(64), 1);
+    r.worker.end_round();
     let out = r.to_egress.lock().expect("wire").sent.clone();
     assert_eq!(out.len(), 2);
     assert_eq!(
@@ -340,8 +349,7 @@ fn every_frame_is_forwarded_or_dropped_with_its_reason() {
     ] {
         push(&r.rings[1], f);
     }
-    let mut visits = Vec::new();
-    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    while r.round() > 0 {}
     let be = class(&r, 1);
     let want = [
         ("ttl_expired", 1),
@@ -367,15 +375,19 @@ fn ll_wfq_budgets_decide_the_order_and_a_full_peer_is_counted() {
         push(&r.rings[1], udp("10.2.0.2", 80, 64));
     }
     r.to_egress.lock().expect("wire").send_capacity = Some(10);
-    let mut visits = Vec::new();
-    assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 4, "RT 3 + BE 1");
+    assert_eq!(r.round(), 4, "RT 3 + BE 1");
     let sent = r.to_egress.lock().expect("wire").sent.clone();
     let ports: Vec<u16> = sent
         .iter()
         .map(|f| u16::from_be_bytes([f[36], f[37]]))
         .collect();
     assert_eq!(ports, [5000, 5000, 5000, 80]);
-    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    assert_eq!(
+        r.worker.tx_calls(),
+        1,
+        "one send for the round's two visits"
+    );
+    while r.round() > 0 {}
     let (rt, be) = (class(&r, 0), class(&r, 1));
     assert_eq!(rt.received + be.received, 12);
     assert_eq!(rt.forwarded + be.forwarded, 10);
@@ -390,8 +402,7 @@ fn counters_print_as_text_json_and_prometheus() {
     let mut r = rig();
     push(&r.rings[0], udp("10.2.0.2", 5000, 64));
     push(&r.rings[1], udp("192.0.2.1", 80, 64));
-    let mut visits = Vec::new();
-    r.poller.poll(&mut r.worker, &mut visits);
+    r.round();
     let (rt, be) = (
         r.worker.acc[0].snapshot("rt"),
         r.worker.acc[1].snapshot("be"),
@@ -428,8 +439,7 @@ fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
     let mut r = rig_with(&cfg);
     let expired = udp("10.2.0.2", 80, 1);
     push(&r.rings[1], expired.clone());
-    let mut visits = Vec::new();
-    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    while r.round() > 0 {}
     assert!(r.to_egress.lock().expect("wire").sent.is_empty());
     let back = r.to_ingress.lock().expect("wire").sent.clone();
     assert_eq!(back.len(), 1);

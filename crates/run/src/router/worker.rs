@@ -10,7 +10,10 @@
 //! access list, LPM, TTL / hop limit − 1 with the checksum update), the
 //! next hop's MAC (static neighbours), the source MAC of the outgoing
 //! interface; frames go out in batches of [`TX_BATCH`] per interface and
-//! what is left at the end of the visit. Every frame taken
+//! what is left at the end of the poll round ([`Worker::end_round`], which
+//! also makes the ingress's one kernel kick of the round), so a round
+//! makes at most one transmit call per interface besides the full
+//! batches. Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
 //! `ttl_expired`; an IPv4 one also gets an ICMP time exceeded when its
 //! interface has an address, see [`super::icmp`]).
@@ -42,9 +45,9 @@ pub struct RouterPorts<R, D> {
     pub egress_tx: D,
 }
 
-/// Frames an output batch collects before it is sent within a visit (a
-/// visit's last frames go out at its end): a frame waits for at most this
-/// many others' processing before it leaves.
+/// Frames an output batch collects before it is sent within a round (a
+/// round's last frames go out at its end): a frame waits for at most this
+/// many others' processing, plus the rest of its round, before it leaves.
 pub const TX_BATCH: usize = 8;
 
 /// The `who` of an ICMP message the router built (no class's frame).
@@ -88,6 +91,7 @@ pub struct Worker<R, D> {
     /// no buffer, transmit failed).
     pub(crate) icmp_sent: u64,
     pub(crate) icmp_not_sent: u64,
+    tx_calls: u64,
 }
 
 impl<R: ClassRx, D: PacketIo> Worker<R, D> {
@@ -122,6 +126,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             icmp_limit: RateLimit::new(monotonic_ns()),
             icmp_sent: 0,
             icmp_not_sent: 0,
+            tx_calls: 0,
         }
     }
 
@@ -174,8 +179,23 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             );
         }
         self.batch = batch;
-        self.flush();
         n
+    }
+
+    /// Ends a poll round: sends what the output batches hold and lets the
+    /// ingress make its kernel kick (one per round at most).
+    pub fn end_round(&mut self) {
+        if self.out.iter().any(|o| !o.is_empty()) {
+            let t0 = monotonic_ns();
+            self.flush();
+            self.busy_ns += monotonic_ns().saturating_sub(t0);
+        }
+        self.ports.rx.end_round();
+    }
+
+    /// Transmit calls made (`send_batch`, both interfaces).
+    pub fn tx_calls(&self) -> u64 {
+        self.tx_calls
     }
 
     fn serve_ring(&mut self, ring: usize, max: usize) -> usize {
@@ -212,7 +232,6 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             );
         }
         self.batch = batch;
-        self.flush();
         self.busy_ns += monotonic_ns().saturating_sub(t0);
         self.busy_packets += n as u64;
         n
@@ -291,6 +310,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 Port::Ingress => &mut self.ports.ingress_tx,
                 Port::Egress => &mut self.ports.egress_tx,
             };
+            self.tx_calls += 1;
             let sent = match dev.send_batch(&mut self.out[i], self.pool) {
                 Ok(n) => n,
                 Err(_) => {

@@ -916,6 +916,24 @@ fn route_configs_and_flags() {
             files: file(cat(&[RT_HEAD, "busy_poll = -1\n", CLASS, ROUTE])),
             ..check(&["router.busy_poll = -1", "0..=10000"])
         },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "ingress_address6 = \"10.1.0.1\"\n",
+                CLASS,
+                ROUTE,
+            ])),
+            ..check(&["router.ingress_address6 = \"10.1.0.1\"", "unicast IPv6"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "egress_address6 = \"ff02::1\"\n",
+                CLASS,
+                ROUTE,
+            ])),
+            ..check(&["router.egress_address6 = \"ff02::1\"", "unicast IPv6"])
+        },
     ]);
 }
 

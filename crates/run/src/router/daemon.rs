@@ -227,7 +227,8 @@ pub fn run(
         started: Instant::now(),
     };
     let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
-        .with_icmp(cfg.router.addresses);
+        .with_icmp(cfg.router.addresses)
+        .with_icmp6(cfg.router.addresses6);
     let poller = Poller::from_plan(plan);
     let snap = Arc::new(Mutex::new(RouterSnapshot::default()));
     let halt = Arc::new(AtomicBool::new(false));

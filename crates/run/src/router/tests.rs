@@ -265,7 +265,8 @@ fn rig_with(config: &str) -> Rig {
         classifier,
         [IN_MAC, OUT_MAC],
     )
-    .with_icmp(cfg.router.addresses);
+    .with_icmp(cfg.router.addresses)
+    .with_icmp6(cfg.router.addresses6);
     Rig {
         worker,
         poller: Poller::from_plan(plan),
@@ -466,6 +467,50 @@ fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
     );
     let be = class(&r, 1);
     assert_eq!(be.dropped.get("ttl_expired"), Some(&1));
+    assert!(be.conserved());
+    assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}
+
+#[test]
+fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address6 = \"2001:db8:1::1\"");
+    let mut r = rig_with(&cfg);
+    let mut expired = udp("10.2.0.2", 80, 1);
+    let spec = UdpSpec {
+        src_mac: [2, 0, 0, 0, 1, 2],
+        dst_mac: IN_MAC,
+        vlan: None,
+        src_ip: "2001:db8:1::2".parse().expect("ip"),
+        dst_ip: "2001:db8:2::2".parse().expect("ip"),
+        sport: 1000,
+        dport: 80,
+        dscp: 0,
+        ttl: 1,
+        payload: vec![7; 18],
+    };
+    let mut buf = vec![0u8; 256];
+    let n = build_udp(&mut buf, &spec).expect("fits");
+    buf.truncate(n);
+    push(&r.rings[1], buf.clone());
+    push(&r.rings[1], std::mem::take(&mut expired));
+    while r.round() > 0 {}
+    let back = r.to_ingress.lock().expect("wire").sent.clone();
+    assert_eq!(
+        back.len(),
+        1,
+        "one ICMPv6, none for IPv4 (no ingress_address)"
+    );
+    let f = &back[0];
+    assert_eq!((f[12], f[13], f[20], f[54]), (0x86, 0xDD, 58, 3));
+    let (src, dst): ([u8; 16], [u8; 16]) = (
+        f[22..38].try_into().expect("16"),
+        f[38..54].try_into().expect("16"),
+    );
+    assert_eq!(dst[..], buf[22..38], "back to the sender");
+    let sum = super::icmp::icmpv6_checksum(&src.into(), &dst.into(), &f[54..]);
+    assert_eq!(sum, 0, "the checksum verifies");
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&2));
     assert!(be.conserved());
     assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
 }

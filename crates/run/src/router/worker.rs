@@ -15,10 +15,10 @@
 //! makes at most one transmit call per interface besides the full
 //! batches. Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
-//! `ttl_expired`; an IPv4 one also gets an ICMP time exceeded when its
-//! interface has an address, see [`super::icmp`]).
+//! `ttl_expired`; it also gets an ICMP or ICMPv6 time exceeded when its
+//! interface has an address of its family, see [`super::icmp`]).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pktsched_core::ingress::{RingPlan, Rings};
 use pktsched_core::route::forward::Verdict;
@@ -26,7 +26,7 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
-use super::icmp::{RateLimit, time_exceeded};
+use super::icmp::{RateLimit, time_exceeded, time_exceeded6};
 use super::stats::{ClassAcc, NO_NEIGHBOUR, OTHER_HOST, TTL_EXPIRED, TX_FAILED, reason_index};
 use super::table::{Port, Table};
 use crate::sys::monotonic_ns;
@@ -86,6 +86,8 @@ pub struct Worker<R, D> {
     pub(crate) io_errors: u64,
     /// Each interface's IPv4 address, for ICMP time exceeded.
     addresses: [Option<Ipv4Addr>; 2],
+    /// Each interface's IPv6 address, for ICMPv6 time exceeded.
+    addresses6: [Option<Ipv6Addr>; 2],
     icmp_limit: RateLimit,
     /// ICMP time-exceeded messages sent, and those not sent (rate limit,
     /// no buffer, transmit failed).
@@ -123,6 +125,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             busy_packets: 0,
             io_errors: 0,
             addresses: [None, None],
+            addresses6: [None, None],
             icmp_limit: RateLimit::new(monotonic_ns()),
             icmp_sent: 0,
             icmp_not_sent: 0,
@@ -134,6 +137,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
     /// (ingress, egress) for the frames whose TTL ran out there.
     pub fn with_icmp(mut self, addresses: [Option<Ipv4Addr>; 2]) -> Self {
         self.addresses = addresses;
+        self
+    }
+
+    /// Sends ICMPv6 time exceeded out of an interface with an IPv6
+    /// address (ingress, egress) for the frames whose hop limit ran out.
+    pub fn with_icmp6(mut self, addresses: [Option<Ipv6Addr>; 2]) -> Self {
+        self.addresses6 = addresses;
         self
     }
 
@@ -270,14 +280,18 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         }
     }
 
-    /// Queues an ICMP time exceeded for `expired` on the interface it came
-    /// from, if that interface has an address and the rate allows.
+    /// Queues an ICMP (IPv4) or ICMPv6 time exceeded for `expired` on the
+    /// interface it came from, if that interface has an address of the
+    /// frame's family and the rate allows.
     fn time_exceeded(&mut self, expired: &PacketBuf, tag: Tag) {
         let port = tag.from as usize;
-        let Some(addr) = self.addresses[port] else {
-            return;
+        let (v4, v6) = (self.addresses[port], self.addresses6[port]);
+        let due = match expired.as_slice().get(12..14) {
+            Some([0x08, 0x00]) => v4.is_some(),
+            Some([0x86, 0xDD]) => v6.is_some(),
+            _ => false,
         };
-        if expired.as_slice().get(12..14) != Some(&[0x08, 0x00][..]) {
+        if !due {
             return;
         }
         let allowed = self.icmp_limit.allow(monotonic_ns());
@@ -285,7 +299,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             self.icmp_not_sent += 1;
             return;
         };
-        match time_exceeded(expired.as_slice(), self.macs[port], addr, reply.spare()) {
+        let (frame, mac) = (expired.as_slice(), self.macs[port]);
+        let built = match (v4, v6) {
+            (Some(a), _) if frame[12] == 0x08 => time_exceeded(frame, mac, a, reply.spare()),
+            (_, Some(a)) => time_exceeded6(frame, mac, a, reply.spare()),
+            _ => None,
+        };
+        match built {
             Some(len) => {
                 reply.set_len(len);
                 self.out[port].push(reply);

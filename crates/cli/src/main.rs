@@ -78,11 +78,12 @@ enum Cmd {
     /// Validates a `run` config and prints it normalised, every default
     /// filled in (like `nginx -t`).
     Check(shaper::CheckArgs),
-    /// The running shaper's counters (`tc -s` style, --json, --prometheus).
-    Stats(shaper::ControlArgs),
+    /// The running shaper's or router's counters (`tc -s` style, --json,
+    /// --prometheus).
+    Stats(route::ControlArgs),
     /// Makes the running shaper re-read its config and apply the changes
     /// by class name without losing queued frames.
-    Reload(shaper::ControlArgs),
+    Reload(route::ControlArgs),
     /// Sends paced UDP flows with stamps (sequence numbers and send times)
     /// for `pktsched sink`.
     Gen(traffic::GenArgs),
@@ -202,8 +203,8 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
         Cmd::Run(a) => shaper::run(&a, out),
         Cmd::Route(a) => route::route(&a, out),
         Cmd::Check(a) => shaper::check(&a, out),
-        Cmd::Stats(a) => shaper::stats(&a, out),
-        Cmd::Reload(a) => shaper::reload(&a, out),
+        Cmd::Stats(a) => route::stats(&a, out),
+        Cmd::Reload(a) => route::reload(&a, out),
         Cmd::Gen(a) => traffic::generate(&a, out),
         Cmd::Sink(a) => traffic::sink(&a, out),
         Cmd::Plot(p) => plot::run(&p, out),

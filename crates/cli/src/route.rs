@@ -1,12 +1,15 @@
 //! `pktsched route`: a thin shell over `pktsched_run::router` (config,
-//! devices, forwarding loop, control socket).
+//! devices, forwarding loop, control socket); and `pktsched stats` /
+//! `reload`, which find either daemon's control socket from its config.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::{Result, bail};
 use clap::Args;
+use pktsched_run::config::{MAX_CONFIG_BYTES, read_capped};
+use pktsched_run::control::{self, Request};
 use pktsched_run::router::{self, RouteOptions};
 
 use crate::output::Stdout;
@@ -76,4 +79,94 @@ pub(crate) fn route(a: &RouteArgs, out: &mut Stdout) -> Result<()> {
     }
     out.flush()?;
     crate::stop::interrupted(true)
+}
+
+/// `pktsched stats` / `pktsched reload`: which daemon to ask, by its
+/// control socket or by its config (a `pktsched route` or a `pktsched
+/// run` config).
+#[derive(Debug, Args)]
+pub(crate) struct ControlArgs {
+    /// The control socket.
+    #[arg(long)]
+    socket: Option<PathBuf>,
+    /// The running shaper's or router's config file (to find its
+    /// control socket; which kind it is is told by its `[router]` or
+    /// `[link]` table).
+    #[arg(long, short = 'c')]
+    config: Option<PathBuf>,
+    /// JSON instead of text (`stats` only).
+    #[arg(long)]
+    json: bool,
+    /// The Prometheus text format (`stats` only).
+    #[arg(long, conflicts_with = "json")]
+    prometheus: bool,
+}
+
+/// What kind of daemon a config file is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ConfigKind {
+    /// `pktsched route` (`[router]`).
+    Route,
+    /// `pktsched run` (`[link]`).
+    Run,
+}
+
+/// Tells a route config from a run config by its top-level tables.
+fn config_kind(path: &Path) -> Result<ConfigKind> {
+    let text = read_capped(path, "config", MAX_CONFIG_BYTES).map_err(anyhow::Error::msg)?;
+    let table: toml::Table = toml::from_str(&text)
+        .map_err(|e| anyhow::anyhow!("{}: not a TOML file: {}", path.display(), e.message()))?;
+    match (table.contains_key("router"), table.contains_key("link")) {
+        (true, false) => Ok(ConfigKind::Route),
+        (false, true) => Ok(ConfigKind::Run),
+        (true, true) => bail!(
+            "{}: has both [router] (a `pktsched route` config) and [link] (a `pktsched run` \
+             config): allowed one of them",
+            path.display()
+        ),
+        (false, false) => bail!(
+            "{}: neither a `pktsched route` config (no [router] table) nor a `pktsched run` \
+             config (no [link] table)",
+            path.display()
+        ),
+    }
+}
+
+/// The control socket named by `--socket`, else by the config's
+/// `[control] socket` (route or run config).
+fn socket_of(a: &ControlArgs) -> Result<PathBuf> {
+    match (&a.socket, &a.config) {
+        (Some(s), _) => Ok(s.clone()),
+        (None, Some(c)) => match config_kind(c)? {
+            ConfigKind::Route => Ok(router::load(c)?.control.socket),
+            ConfigKind::Run => Ok(pktsched_run::config::load(c)?.control.socket),
+        },
+        (None, None) => {
+            bail!("--socket PATH or --config FILE is needed to find the running shaper or router")
+        }
+    }
+}
+
+/// `pktsched stats` for either daemon.
+pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
+    let req = if a.json {
+        Request::StatsJson
+    } else if a.prometheus {
+        Request::Prometheus
+    } else {
+        Request::Stats
+    };
+    let answer = control::request(&socket_of(a)?, req)?;
+    write!(out, "{answer}")?;
+    Ok(())
+}
+
+/// `pktsched reload` for either daemon: prints what changed.
+pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
+    let answer = control::request(&socket_of(a)?, Request::Reload)?;
+    if let Some(e) = answer.strip_prefix("error: ") {
+        bail!("reload refused: {}", e.trim_end());
+    }
+    write!(out, "{answer}")?;
+    Ok(())
 }

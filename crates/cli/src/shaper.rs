@@ -1,4 +1,4 @@
-//! `pktsched run`, `check`, `stats` and `reload`: thin shells over
+//! `pktsched run` and `check`: thin shells over
 //! `pktsched-run` (config, pipeline, control socket) and `pktsched-io`
 //! (the devices).
 
@@ -6,10 +6,8 @@ use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
+use anyhow::Result;
 use clap::Args;
-use pktsched_run::config;
-use pktsched_run::control::{self, Request};
 use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions};
 
 use crate::output::Stdout;
@@ -48,60 +46,10 @@ pub(crate) struct CheckArgs {
     config: PathBuf,
 }
 
-/// `pktsched stats` / `pktsched reload`: which running shaper.
-#[derive(Debug, Args)]
-pub(crate) struct ControlArgs {
-    /// The control socket (default: from `--config`, else
-    /// /run/pktsched-EGRESS.sock needs `--config` to know EGRESS).
-    #[arg(long)]
-    socket: Option<PathBuf>,
-    /// The running shaper's config file (to find its control socket).
-    #[arg(long, short = 'c')]
-    config: Option<PathBuf>,
-    /// JSON instead of text (`stats` only).
-    #[arg(long)]
-    json: bool,
-    /// The Prometheus text format (`stats` only).
-    #[arg(long, conflicts_with = "json")]
-    prometheus: bool,
-}
-
 pub(crate) fn check(a: &CheckArgs, out: &mut Stdout) -> Result<()> {
     let cfg = daemon::load_checked(&a.config).map_err(anyhow::Error::msg)?;
     writeln!(out, "# {}: ok", a.config.display())?;
     write!(out, "{cfg}")?;
-    Ok(())
-}
-
-fn socket_of(a: &ControlArgs) -> Result<PathBuf> {
-    match (&a.socket, &a.config) {
-        (Some(s), _) => Ok(s.clone()),
-        (None, Some(c)) => Ok(config::load(c)?.control.socket),
-        (None, None) => {
-            bail!("--socket PATH or --config FILE is needed to find the running shaper")
-        }
-    }
-}
-
-pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
-    let req = if a.json {
-        Request::StatsJson
-    } else if a.prometheus {
-        Request::Prometheus
-    } else {
-        Request::Stats
-    };
-    let answer = control::request(&socket_of(a)?, req)?;
-    write!(out, "{answer}")?;
-    Ok(())
-}
-
-pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
-    let answer = control::request(&socket_of(a)?, Request::Reload)?;
-    if let Some(e) = answer.strip_prefix("error: ") {
-        bail!("reload refused: {}", e.trim_end());
-    }
-    write!(out, "{answer}")?;
     Ok(())
 }
 

@@ -1051,5 +1051,71 @@ fn route_configs_and_flags() {
             files: file(cat(&[RT_HEAD, "busy_poll = -1\n", CLASS, ROUTE])),
             ..check(&["router.busy_poll = -1", "0..=10000"])
         },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "ingress_address6 = \"10.1.0.1\"\n",
+                CLASS,
+                ROUTE,
+            ])),
+            ..check(&["router.ingress_address6 = \"10.1.0.1\"", "unicast IPv6"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "egress_address6 = \"ff02::1\"\n",
+                CLASS,
+                ROUTE,
+            ])),
+            ..check(&["router.egress_address6 = \"ff02::1\"", "unicast IPv6"])
+        },
+    ]);
+}
+
+/// `pktsched stats` / `reload --config`: a route config is told from a run
+/// config and its control socket asked.
+#[test]
+fn stats_and_reload_find_the_route_socket() {
+    const RT: &str = "[router]\ningress = \"rtnosuch0\"\negress = \"rtnosuch1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"rtnosuch1\"\n[control]\nsocket = \"{dir}/rt-gone.sock\"\n";
+    let with = |content: &'static str, args: &'static [&'static str], words| Row {
+        files: Box::leak(Box::new([("c.toml", content)])),
+        ..row(args, 2, words)
+    };
+    run_table(&[
+        with(
+            RT,
+            &["stats", "--config", "{dir}/c.toml"],
+            &["cannot reach pktsched", "rt-gone.sock"],
+        ),
+        with(
+            RT,
+            &["reload", "--config", "{dir}/c.toml"],
+            &["cannot reach pktsched", "rt-gone.sock"],
+        ),
+        with(
+            "[scheduler]\nkind = \"drr\"\n",
+            &["stats", "--config", "{dir}/c.toml"],
+            &["c.toml", "neither", "[router]", "[link]"],
+        ),
+        with(
+            "[router]\n[link]\n",
+            &["stats", "--config", "{dir}/c.toml"],
+            &["both [router]", "[link]", "allowed one of them"],
+        ),
+        with(
+            "[router\n",
+            &["stats", "--config", "{dir}/c.toml"],
+            &["c.toml", "not a TOML file"],
+        ),
+        with(
+            "[router]\ningress = 7\n",
+            &["stats", "--config", "{dir}/c.toml"],
+            &["c.toml:2:11", "expected a string"],
+        ),
+        row(
+            &["stats", "--config", "/nonexistent/c.toml"],
+            2,
+            &["cannot read config"],
+        ),
     ]);
 }

@@ -34,6 +34,11 @@ pub trait ClassRx: Send {
         None
     }
 
+    /// Called once at the end of each poll round: a backend that needs
+    /// a system call to keep frames coming (a busy-poll or need-wakeup
+    /// kick) makes it here, once for all classes. Default: nothing.
+    fn end_round(&mut self) {}
+
     /// Waits up to `timeout` until some class's ring may have frames.
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError>;
 

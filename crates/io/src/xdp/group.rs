@@ -18,6 +18,11 @@
 //!   from one thread; the transmit half runs on its own thread, as with
 //!   [`super::open`]. No allocation per frame: each frame is copied into a
 //!   pool buffer and its UMEM frame goes straight back to the fill ring.
+//! * System calls: reading a ring makes none. The kernel is kicked
+//!   (`recvfrom` on class 0's socket, which drives the queue's NAPI for
+//!   every socket of the group) once per poll round by
+//!   [`ClassRx::end_round`], and only when busy polling is on or the fill
+//!   ring asks for a wake-up; [`XdpClassGroup::kicks`] counts them.
 
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::sync::Arc;
@@ -64,6 +69,8 @@ pub struct XdpClassGroup {
     rx_end: u64,
     need_wakeup: bool,
     busy_poll: bool,
+    /// `recvfrom` kicks made.
+    kicks: u64,
 }
 
 /// Checks the group's arguments against `cfg` (already checked).
@@ -205,6 +212,7 @@ impl XdpClassGroup {
             rx_end: u64::from(cfg.rx_frames) * u64::from(cfg.frame_size),
             need_wakeup,
             busy_poll: cfg.busy_poll.is_some(),
+            kicks: 0,
         }
     }
 
@@ -235,6 +243,11 @@ impl XdpClassGroup {
         self.core.zero_copy
     }
 
+    /// The `recvfrom` kicks made so far (at most one per poll round).
+    pub fn kicks(&self) -> u64 {
+        self.kicks
+    }
+
     /// Receives from class `class`'s ring (`class` is in range).
     fn receive(
         &mut self,
@@ -248,9 +261,6 @@ impl XdpClassGroup {
             .rx_c
             .available(ring.rx.producer(), max.min(u32::MAX as usize) as u32);
         if avail == 0 {
-            if self.busy_poll || self.wants_wakeup() {
-                socket::kick_rx(self.rings[class].fd);
-            }
             return 0;
         }
         // Every receive frame is in the fill ring, an RX ring or the
@@ -275,9 +285,6 @@ impl XdpClassGroup {
         let ring = &mut self.rings[class];
         ring.rx_c.release(ring.rx.consumer(), n);
         self.fill_p.submit(self.fill.producer(), n);
-        if self.wants_wakeup() {
-            socket::kick_rx(self.rings[class].fd);
-        }
         got
     }
 }
@@ -298,6 +305,16 @@ impl ClassRx for XdpClassGroup {
             return Ok(0);
         }
         Ok(self.receive(class, pool, out, max))
+    }
+
+    /// One kick for the whole group, and only when the kernel needs one:
+    /// busy polling (the `recvfrom` runs the queue's NAPI) or the fill
+    /// ring's need-wakeup flag.
+    fn end_round(&mut self) {
+        if self.busy_poll || self.wants_wakeup() {
+            socket::kick_rx(self.rings[0].fd);
+            self.kicks += 1;
+        }
     }
 
     /// The kernel's producer index minus ours: exact, since only this

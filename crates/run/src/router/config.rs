@@ -4,7 +4,7 @@
 //! (`pktsched route --check`).
 
 use std::collections::HashSet;
-use std::net::{IpAddr, Ipv4Addr};
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
 use pktsched_core::ingress::{
@@ -55,6 +55,9 @@ pub struct RouterSection {
     /// The IPv4 addresses of the ingress and the egress, the source of
     /// ICMP time-exceeded messages sent out of them (`None`: none sent).
     pub addresses: [Option<Ipv4Addr>; 2],
+    /// The IPv6 addresses of the ingress and the egress, the source of
+    /// ICMPv6 time-exceeded messages sent out of them (`None`: none sent).
+    pub addresses6: [Option<Ipv6Addr>; 2],
 }
 
 /// One `[[class]]`.
@@ -267,8 +270,28 @@ fn parse_router(cx: &Ctx<'_>, raw: &Spanned<RawRouter>) -> Result<RouterSection,
         address(&r.ingress_address, "router.ingress_address")?,
         address(&r.egress_address, "router.egress_address")?,
     ];
+    let address6 =
+        |v: &Option<Spanned<String>>, field: &str| -> Result<Option<Ipv6Addr>, ConfigError> {
+            v.as_ref()
+                .map(|a| match a.get_ref().parse::<Ipv6Addr>() {
+                    Ok(ip) if !ip.is_multicast() && !ip.is_unspecified() => Ok(ip),
+                    _ => Err(cx.err(
+                        a.span(),
+                        format!(
+                            "{field} = {:?}: allowed a unicast IPv6 address",
+                            a.get_ref()
+                        ),
+                    )),
+                })
+                .transpose()
+        };
+    let addresses6 = [
+        address6(&r.ingress_address6, "router.ingress_address6")?,
+        address6(&r.egress_address6, "router.egress_address6")?,
+    ];
     Ok(RouterSection {
         addresses,
+        addresses6,
         ingress,
         egress,
         backend,

@@ -142,6 +142,7 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let mut last = Instant::now();
     while !stop.load(Ordering::Acquire) {
         let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
+        w.end_round();
         if n == 0 && !spin {
             let _ = w.rx_mut().wait(Duration::from_millis(1));
         }
@@ -226,7 +227,8 @@ pub fn run(
         started: Instant::now(),
     };
     let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
-        .with_icmp(cfg.router.addresses);
+        .with_icmp(cfg.router.addresses)
+        .with_icmp6(cfg.router.addresses6);
     let poller = Poller::from_plan(plan);
     let snap = Arc::new(Mutex::new(RouterSnapshot::default()));
     let halt = Arc::new(AtomicBool::new(false));

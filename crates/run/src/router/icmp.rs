@@ -1,13 +1,18 @@
 //! ICMPv4 "time exceeded in transit" (type 11, code 0, RFC 792) for a
 //! frame whose TTL ran out, sent back out of the interface it came in on
 //! from that interface's configured address (`router.ingress_address`,
-//! `router.egress_address`). Only for untagged IPv4 frames; at most
-//! [`MAX_PER_SECOND`] are built per second (a flood of expiring frames
-//! must not become a flood of replies). IPv6 hop-limit expiry sends
-//! nothing. The expired frame itself is counted as `ttl_expired` either
-//! way.
+//! `router.egress_address`); for IPv6 an ICMPv6 "time exceeded, hop limit
+//! exceeded in transit" (type 3, code 0, RFC 4443) from
+//! `router.ingress_address6` / `router.egress_address6`, quoting as much
+//! of the expired packet as keeps the reply within the IPv6 minimum MTU,
+//! its checksum over the IPv6 pseudo-header; none for a packet from an
+//! unspecified or multicast source or to a multicast destination. Only
+//! for untagged frames; at most [`MAX_PER_SECOND`] of both kinds together
+//! are built per second (a flood of expiring frames must not become a
+//! flood of replies). The expired frame itself is counted as
+//! `ttl_expired` either way.
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pktsched_core::route::forward::ipv4_checksum;
 use pktsched_io::frame::internet_checksum;
@@ -86,6 +91,66 @@ pub fn time_exceeded(frame: &[u8], mac: [u8; 6], addr: Ipv4Addr, out: &mut [u8])
     Some(len)
 }
 
+/// The IPv6 minimum MTU (RFC 8200): an ICMPv6 error is no larger.
+const IPV6_MIN_MTU: usize = 1280;
+
+/// The ICMPv6 checksum of `msg` (its checksum field zero) from `src` to
+/// `dst`: the Internet checksum over the pseudo-header (source,
+/// destination, upper-layer length, next header 58) and the message.
+pub fn icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, msg: &[u8]) -> u16 {
+    let mut sum = 0u32;
+    for a in [src, dst] {
+        for w in a.segments() {
+            sum += u32::from(w);
+        }
+    }
+    let len = msg.len() as u32;
+    sum += (len >> 16) + (len & 0xFFFF) + 58;
+    internet_checksum(msg, sum)
+}
+
+/// Writes the ICMPv6 time-exceeded frame for the expired IPv6 `frame`
+/// into `out` (from `mac`/`addr`, to the frame's sender); returns its
+/// length, or `None` when none is due (not untagged IPv6, truncated, an
+/// unspecified or multicast source, a multicast destination, or `out`
+/// too small).
+pub fn time_exceeded6(frame: &[u8], mac: [u8; 6], addr: Ipv6Addr, out: &mut [u8]) -> Option<usize> {
+    if frame.get(12..14)? != [0x86, 0xDD] {
+        return None;
+    }
+    let ip = frame.get(14..)?;
+    let octets = |at: usize| -> Option<Ipv6Addr> {
+        let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
+        Some(Ipv6Addr::from(b))
+    };
+    let (src, dst) = (octets(8)?, octets(24)?);
+    if src.is_unspecified() || src.is_multicast() || dst.is_multicast() {
+        return None;
+    }
+    let declared = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
+    let quoted = &ip[..declared.min(ip.len()).min(IPV6_MIN_MTU - 40 - 8)];
+    let payload = 8 + quoted.len();
+    let len = 14 + 40 + payload;
+    let o = out.get_mut(..len)?;
+    o[0..6].copy_from_slice(&frame[6..12]);
+    o[6..12].copy_from_slice(&mac);
+    o[12..14].copy_from_slice(&[0x86, 0xDD]);
+    let h = &mut o[14..54];
+    h[0..4].copy_from_slice(&[0x6C, 0x00, 0x00, 0x00]); // traffic class CS6
+    h[4..6].copy_from_slice(&(payload as u16).to_be_bytes());
+    h[6] = 58; // ICMPv6
+    h[7] = 64;
+    h[8..24].copy_from_slice(&addr.octets());
+    h[24..40].copy_from_slice(&src.octets());
+    let icmp = &mut o[54..];
+    icmp[..8].fill(0);
+    icmp[0] = 3;
+    icmp[8..].copy_from_slice(quoted);
+    let c = icmpv6_checksum(&addr, &src, icmp);
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    Some(len)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -102,6 +167,110 @@ mod tests {
             .filter(|_| r.allow(10_000_000_000))
             .count();
         assert_eq!(later, MAX_PER_SECOND as usize);
+    }
+
+    /// An IPv6 UDP frame from 2001:db8:1::2 to `dst`, hop limit 1, with
+    /// `data` bytes of payload.
+    fn v6_frame(dst: Ipv6Addr, data: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 40 + 8 + data];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 1, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 2]);
+        f[12..14].copy_from_slice(&[0x86, 0xDD]);
+        f[14] = 0x60;
+        f[18..20].copy_from_slice(&((8 + data) as u16).to_be_bytes());
+        f[20] = 17;
+        f[21] = 1;
+        let src: Ipv6Addr = "2001:db8:1::2".parse().expect("addr");
+        f[22..38].copy_from_slice(&src.octets());
+        f[38..54].copy_from_slice(&dst.octets());
+        for (i, b) in f[54..].iter_mut().enumerate() {
+            *b = i as u8;
+        }
+        f
+    }
+
+    /// The one's-complement sum written out from its definition (RFC
+    /// 1071), byte by byte, over pseudo-header and message.
+    fn checksum_from_scratch(src: &[u8], dst: &[u8], msg: &[u8]) -> u16 {
+        let mut all = Vec::new();
+        all.extend_from_slice(src);
+        all.extend_from_slice(dst);
+        all.extend_from_slice(&(msg.len() as u32).to_be_bytes());
+        all.extend_from_slice(&[0, 0, 0, 58]);
+        all.extend_from_slice(msg);
+        if all.len() % 2 == 1 {
+            all.push(0);
+        }
+        let mut sum: u64 = all
+            .chunks(2)
+            .map(|c| (u64::from(c[0]) << 8) | u64::from(c[1]))
+            .sum();
+        while sum > 0xFFFF {
+            sum = (sum & 0xFFFF) + (sum >> 16);
+        }
+        !(sum as u16)
+    }
+
+    #[test]
+    fn an_icmpv6_time_exceeded_has_the_pseudo_header_checksum() {
+        let router: Ipv6Addr = "2001:db8:1::1".parse().expect("addr");
+        let expired = v6_frame("2001:db8:2::2".parse().expect("addr"), 21);
+        let mut out = [0u8; 2048];
+        let len = time_exceeded6(&expired, [2, 0, 0, 0, 0, 9], router, &mut out).expect("due");
+        let f = &out[..len];
+        assert_eq!(len, 14 + 40 + 8 + (expired.len() - 14));
+        assert_eq!(f[0..6], expired[6..12], "to the sender's MAC");
+        assert_eq!(f[6..12], [2, 0, 0, 0, 0, 9]);
+        assert_eq!(f[12..14], [0x86, 0xDD]);
+        let ip = &f[14..54];
+        assert_eq!(ip[0] >> 4, 6);
+        assert_eq!(usize::from(u16::from_be_bytes([ip[4], ip[5]])), len - 54);
+        assert_eq!((ip[6], ip[7]), (58, 64));
+        assert_eq!(ip[8..24], router.octets());
+        assert_eq!(ip[24..40], expired[22..38], "back to the source");
+        let icmp = &f[54..];
+        assert_eq!((icmp[0], icmp[1]), (3, 0), "hop limit exceeded in transit");
+        assert_eq!(icmp[4..8], [0; 4], "unused");
+        assert_eq!(&icmp[8..], &expired[14..], "the whole packet quoted");
+        let mut zeroed = icmp.to_vec();
+        zeroed[2..4].fill(0);
+        let want = checksum_from_scratch(&ip[8..24], &ip[24..40], &zeroed);
+        assert_eq!(u16::from_be_bytes([icmp[2], icmp[3]]), want);
+        let mut wrong = zeroed.clone();
+        wrong[2..4].copy_from_slice(&want.to_be_bytes());
+        wrong[9] ^= 1;
+        assert_ne!(checksum_from_scratch(&ip[8..24], &ip[24..40], &wrong), 0);
+    }
+
+    #[test]
+    fn an_icmpv6_reply_stays_within_the_minimum_mtu() {
+        let router: Ipv6Addr = "2001:db8:1::1".parse().expect("addr");
+        let expired = v6_frame("2001:db8:2::2".parse().expect("addr"), 1400);
+        let mut out = [0u8; 2048];
+        let len = time_exceeded6(&expired, [2; 6], router, &mut out).expect("due");
+        assert_eq!(len - 14, IPV6_MIN_MTU);
+        let icmp = &out[54..len];
+        let mut zeroed = icmp.to_vec();
+        zeroed[2..4].fill(0);
+        let want = checksum_from_scratch(&out[22..38], &out[38..54], &zeroed);
+        assert_eq!(u16::from_be_bytes([icmp[2], icmp[3]]), want);
+        assert_eq!(&icmp[8..], &expired[14..14 + IPV6_MIN_MTU - 48]);
+    }
+
+    #[test]
+    fn no_icmpv6_for_multicast_or_a_small_buffer() {
+        let router: Ipv6Addr = "2001:db8:1::1".parse().expect("addr");
+        let mut out = [0u8; 2048];
+        let to_group = v6_frame("ff02::1".parse().expect("addr"), 8);
+        assert_eq!(time_exceeded6(&to_group, [2; 6], router, &mut out), None);
+        let mut from_none = v6_frame("2001:db8:2::2".parse().expect("addr"), 8);
+        from_none[22..38].fill(0);
+        assert_eq!(time_exceeded6(&from_none, [2; 6], router, &mut out), None);
+        let ok = v6_frame("2001:db8:2::2".parse().expect("addr"), 8);
+        assert_eq!(time_exceeded6(&ok, [2; 6], router, &mut out[..60]), None);
+        assert_eq!(time_exceeded6(&ok[..40], [2; 6], router, &mut out), None);
+        let v4 = [0u8; 80];
+        assert_eq!(time_exceeded6(&v4, [2; 6], router, &mut out), None);
     }
 
     #[test]

@@ -12,9 +12,12 @@
 //!   the router's MACs, and every next hop is a `[[neighbour]]`;
 //! * [`worker`]: receive, cost, forward (TTL/hop limit − 1, RFC 1624
 //!   checksum), MAC rewrite and batch transmit, implementing the poller's
-//!   `Rings`; every frame counted as forwarded or dropped by reason;
-//! * [`icmp`]: ICMPv4 time exceeded for expired frames (rate-limited,
-//!   when the receiving interface has a configured address);
+//!   `Rings`; the output batches and the ingress's one kernel kick at the
+//!   end of each round; every frame counted as forwarded or dropped by
+//!   reason;
+//! * [`icmp`]: ICMPv4 and ICMPv6 time exceeded for expired frames
+//!   (rate-limited, when the receiving interface has a configured address
+//!   of the frame's family);
 //! * [`stats`]: per ring, per class and the measured service time `x`;
 //! * [`daemon`]: devices, control socket, the forwarding thread, stop.
 //!

@@ -58,6 +58,14 @@ impl fmt::Display for RouteConfig {
                 writeln!(f, "{field} = \"{a}\"")?;
             }
         }
+        for (field, a) in ["ingress_address6", "egress_address6"]
+            .iter()
+            .zip(r.addresses6)
+        {
+            if let Some(a) = a {
+                writeln!(f, "{field} = \"{a}\"")?;
+            }
+        }
         let plan = self.plan();
         for (i, c) in self.classes.iter().enumerate() {
             writeln!(f, "\n[[class]]")?;

@@ -56,6 +56,12 @@ impl ClassRx for ClassRings {
         }
     }
 
+    fn end_round(&mut self) {
+        if let ClassRings::Xdp(g) = self {
+            g.end_round();
+        }
+    }
+
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
         match self {
             ClassRings::Fanout(g) => ClassRx::wait(g, timeout),

@@ -31,6 +31,8 @@ pub(crate) struct RawRouter {
     pub(crate) busy_poll: Option<Spanned<i64>>,
     pub(crate) ingress_address: Option<Spanned<String>>,
     pub(crate) egress_address: Option<Spanned<String>>,
+    pub(crate) ingress_address6: Option<Spanned<String>>,
+    pub(crate) egress_address6: Option<Spanned<String>>,
 }
 
 /// One `[[class]]`.

@@ -265,7 +265,8 @@ fn rig_with(config: &str) -> Rig {
         classifier,
         [IN_MAC, OUT_MAC],
     )
-    .with_icmp(cfg.router.addresses);
+    .with_icmp(cfg.router.addresses)
+    .with_icmp6(cfg.router.addresses6);
     Rig {
         worker,
         poller: Poller::from_plan(plan),
@@ -273,6 +274,15 @@ fn rig_with(config: &str) -> Rig {
         reverse,
         to_ingress,
         to_egress,
+    }
+}
+
+impl Rig {
+    /// One poll round of the ingress rings and its end (the sends).
+    fn round(&mut self) -> usize {
+        let n = self.poller.poll(&mut self.worker, &mut Vec::new());
+        self.worker.end_round();
+        n
     }
 }
 
@@ -292,9 +302,9 @@ fn forwarded_frames_have_ttl_minus_one_a_valid_checksum_and_new_macs() {
     let mut back = udp("10.1.0.2", 80, 9);
     back[0..6].copy_from_slice(&OUT_MAC);
     push(&r.reverse, back);
-    let mut visits = Vec::new();
-    assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 2);
+    assert_eq!(r.round(), 2);
     assert_eq!(r.worker.serve_reverse(64), 1);
+    r.worker.end_round();
     let out = r.to_egress.lock().expect("wire").sent.clone();
     assert_eq!(out.len(), 2);
     assert_eq!(
@@ -340,8 +350,7 @@ fn every_frame_is_forwarded_or_dropped_with_its_reason() {
     ] {
         push(&r.rings[1], f);
     }
-    let mut visits = Vec::new();
-    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    while r.round() > 0 {}
     let be = class(&r, 1);
     let want = [
         ("ttl_expired", 1),
@@ -367,15 +376,19 @@ fn ll_wfq_budgets_decide_the_order_and_a_full_peer_is_counted() {
         push(&r.rings[1], udp("10.2.0.2", 80, 64));
     }
     r.to_egress.lock().expect("wire").send_capacity = Some(10);
-    let mut visits = Vec::new();
-    assert_eq!(r.poller.poll(&mut r.worker, &mut visits), 4, "RT 3 + BE 1");
+    assert_eq!(r.round(), 4, "RT 3 + BE 1");
     let sent = r.to_egress.lock().expect("wire").sent.clone();
     let ports: Vec<u16> = sent
         .iter()
         .map(|f| u16::from_be_bytes([f[36], f[37]]))
         .collect();
     assert_eq!(ports, [5000, 5000, 5000, 80]);
-    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    assert_eq!(
+        r.worker.tx_calls(),
+        1,
+        "one send for the round's two visits"
+    );
+    while r.round() > 0 {}
     let (rt, be) = (class(&r, 0), class(&r, 1));
     assert_eq!(rt.received + be.received, 12);
     assert_eq!(rt.forwarded + be.forwarded, 10);
@@ -390,8 +403,7 @@ fn counters_print_as_text_json_and_prometheus() {
     let mut r = rig();
     push(&r.rings[0], udp("10.2.0.2", 5000, 64));
     push(&r.rings[1], udp("192.0.2.1", 80, 64));
-    let mut visits = Vec::new();
-    r.poller.poll(&mut r.worker, &mut visits);
+    r.round();
     let (rt, be) = (
         r.worker.acc[0].snapshot("rt"),
         r.worker.acc[1].snapshot("be"),
@@ -428,8 +440,7 @@ fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
     let mut r = rig_with(&cfg);
     let expired = udp("10.2.0.2", 80, 1);
     push(&r.rings[1], expired.clone());
-    let mut visits = Vec::new();
-    while r.poller.poll(&mut r.worker, &mut visits) > 0 {}
+    while r.round() > 0 {}
     assert!(r.to_egress.lock().expect("wire").sent.is_empty());
     let back = r.to_ingress.lock().expect("wire").sent.clone();
     assert_eq!(back.len(), 1);
@@ -456,6 +467,50 @@ fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
     );
     let be = class(&r, 1);
     assert_eq!(be.dropped.get("ttl_expired"), Some(&1));
+    assert!(be.conserved());
+    assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}
+
+#[test]
+fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address6 = \"2001:db8:1::1\"");
+    let mut r = rig_with(&cfg);
+    let mut expired = udp("10.2.0.2", 80, 1);
+    let spec = UdpSpec {
+        src_mac: [2, 0, 0, 0, 1, 2],
+        dst_mac: IN_MAC,
+        vlan: None,
+        src_ip: "2001:db8:1::2".parse().expect("ip"),
+        dst_ip: "2001:db8:2::2".parse().expect("ip"),
+        sport: 1000,
+        dport: 80,
+        dscp: 0,
+        ttl: 1,
+        payload: vec![7; 18],
+    };
+    let mut buf = vec![0u8; 256];
+    let n = build_udp(&mut buf, &spec).expect("fits");
+    buf.truncate(n);
+    push(&r.rings[1], buf.clone());
+    push(&r.rings[1], std::mem::take(&mut expired));
+    while r.round() > 0 {}
+    let back = r.to_ingress.lock().expect("wire").sent.clone();
+    assert_eq!(
+        back.len(),
+        1,
+        "one ICMPv6, none for IPv4 (no ingress_address)"
+    );
+    let f = &back[0];
+    assert_eq!((f[12], f[13], f[20], f[54]), (0x86, 0xDD, 58, 3));
+    let (src, dst): ([u8; 16], [u8; 16]) = (
+        f[22..38].try_into().expect("16"),
+        f[38..54].try_into().expect("16"),
+    );
+    assert_eq!(dst[..], buf[22..38], "back to the sender");
+    let sum = super::icmp::icmpv6_checksum(&src.into(), &dst.into(), &f[54..]);
+    assert_eq!(sum, 0, "the checksum verifies");
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&2));
     assert!(be.conserved());
     assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
 }

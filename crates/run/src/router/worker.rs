@@ -10,12 +10,15 @@
 //! access list, LPM, TTL / hop limit − 1 with the checksum update), the
 //! next hop's MAC (static neighbours), the source MAC of the outgoing
 //! interface; frames go out in batches of [`TX_BATCH`] per interface and
-//! what is left at the end of the visit. Every frame taken
+//! what is left at the end of the poll round ([`Worker::end_round`], which
+//! also makes the ingress's one kernel kick of the round), so a round
+//! makes at most one transmit call per interface besides the full
+//! batches. Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
-//! `ttl_expired`; an IPv4 one also gets an ICMP time exceeded when its
-//! interface has an address, see [`super::icmp`]).
+//! `ttl_expired`; it also gets an ICMP or ICMPv6 time exceeded when its
+//! interface has an address of its family, see [`super::icmp`]).
 
-use std::net::Ipv4Addr;
+use std::net::{Ipv4Addr, Ipv6Addr};
 
 use pktsched_core::ingress::{RingPlan, Rings};
 use pktsched_core::route::forward::Verdict;
@@ -23,7 +26,7 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
-use super::icmp::{RateLimit, time_exceeded};
+use super::icmp::{RateLimit, time_exceeded, time_exceeded6};
 use super::stats::{ClassAcc, NO_NEIGHBOUR, OTHER_HOST, TTL_EXPIRED, TX_FAILED, reason_index};
 use super::table::{Port, Table};
 use crate::sys::monotonic_ns;
@@ -42,9 +45,9 @@ pub struct RouterPorts<R, D> {
     pub egress_tx: D,
 }
 
-/// Frames an output batch collects before it is sent within a visit (a
-/// visit's last frames go out at its end): a frame waits for at most this
-/// many others' processing before it leaves.
+/// Frames an output batch collects before it is sent within a round (a
+/// round's last frames go out at its end): a frame waits for at most this
+/// many others' processing, plus the rest of its round, before it leaves.
 pub const TX_BATCH: usize = 8;
 
 /// The `who` of an ICMP message the router built (no class's frame).
@@ -83,11 +86,14 @@ pub struct Worker<R, D> {
     pub(crate) io_errors: u64,
     /// Each interface's IPv4 address, for ICMP time exceeded.
     addresses: [Option<Ipv4Addr>; 2],
+    /// Each interface's IPv6 address, for ICMPv6 time exceeded.
+    addresses6: [Option<Ipv6Addr>; 2],
     icmp_limit: RateLimit,
     /// ICMP time-exceeded messages sent, and those not sent (rate limit,
     /// no buffer, transmit failed).
     pub(crate) icmp_sent: u64,
     pub(crate) icmp_not_sent: u64,
+    tx_calls: u64,
 }
 
 impl<R: ClassRx, D: PacketIo> Worker<R, D> {
@@ -119,9 +125,11 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             busy_packets: 0,
             io_errors: 0,
             addresses: [None, None],
+            addresses6: [None, None],
             icmp_limit: RateLimit::new(monotonic_ns()),
             icmp_sent: 0,
             icmp_not_sent: 0,
+            tx_calls: 0,
         }
     }
 
@@ -129,6 +137,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
     /// (ingress, egress) for the frames whose TTL ran out there.
     pub fn with_icmp(mut self, addresses: [Option<Ipv4Addr>; 2]) -> Self {
         self.addresses = addresses;
+        self
+    }
+
+    /// Sends ICMPv6 time exceeded out of an interface with an IPv6
+    /// address (ingress, egress) for the frames whose hop limit ran out.
+    pub fn with_icmp6(mut self, addresses: [Option<Ipv6Addr>; 2]) -> Self {
+        self.addresses6 = addresses;
         self
     }
 
@@ -174,8 +189,23 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             );
         }
         self.batch = batch;
-        self.flush();
         n
+    }
+
+    /// Ends a poll round: sends what the output batches hold and lets the
+    /// ingress make its kernel kick (one per round at most).
+    pub fn end_round(&mut self) {
+        if self.out.iter().any(|o| !o.is_empty()) {
+            let t0 = monotonic_ns();
+            self.flush();
+            self.busy_ns += monotonic_ns().saturating_sub(t0);
+        }
+        self.ports.rx.end_round();
+    }
+
+    /// Transmit calls made (`send_batch`, both interfaces).
+    pub fn tx_calls(&self) -> u64 {
+        self.tx_calls
     }
 
     fn serve_ring(&mut self, ring: usize, max: usize) -> usize {
@@ -212,7 +242,6 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             );
         }
         self.batch = batch;
-        self.flush();
         self.busy_ns += monotonic_ns().saturating_sub(t0);
         self.busy_packets += n as u64;
         n
@@ -251,14 +280,18 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         }
     }
 
-    /// Queues an ICMP time exceeded for `expired` on the interface it came
-    /// from, if that interface has an address and the rate allows.
+    /// Queues an ICMP (IPv4) or ICMPv6 time exceeded for `expired` on the
+    /// interface it came from, if that interface has an address of the
+    /// frame's family and the rate allows.
     fn time_exceeded(&mut self, expired: &PacketBuf, tag: Tag) {
         let port = tag.from as usize;
-        let Some(addr) = self.addresses[port] else {
-            return;
+        let (v4, v6) = (self.addresses[port], self.addresses6[port]);
+        let due = match expired.as_slice().get(12..14) {
+            Some([0x08, 0x00]) => v4.is_some(),
+            Some([0x86, 0xDD]) => v6.is_some(),
+            _ => false,
         };
-        if expired.as_slice().get(12..14) != Some(&[0x08, 0x00][..]) {
+        if !due {
             return;
         }
         let allowed = self.icmp_limit.allow(monotonic_ns());
@@ -266,7 +299,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             self.icmp_not_sent += 1;
             return;
         };
-        match time_exceeded(expired.as_slice(), self.macs[port], addr, reply.spare()) {
+        let (frame, mac) = (expired.as_slice(), self.macs[port]);
+        let built = match (v4, v6) {
+            (Some(a), _) if frame[12] == 0x08 => time_exceeded(frame, mac, a, reply.spare()),
+            (_, Some(a)) => time_exceeded6(frame, mac, a, reply.spare()),
+            _ => None,
+        };
+        match built {
             Some(len) => {
                 reply.set_len(len);
                 self.out[port].push(reply);
@@ -291,6 +330,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 Port::Ingress => &mut self.ports.ingress_tx,
                 Port::Egress => &mut self.ports.egress_tx,
             };
+            self.tx_calls += 1;
             let sent = match dev.send_batch(&mut self.out[i], self.pool) {
                 Ok(n) => n,
                 Err(_) => {

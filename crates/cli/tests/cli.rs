@@ -291,6 +291,7 @@ fn bench_pspat_json_accounts_for_every_packet() {
     let runs = v["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 2 * 2 * 3, "phases × clients × archs");
     let mut most_decisions = 0.0f64;
+    let mut most_sent = 0;
     for r in runs {
         let (sent, delivered, dropped, returned) = (
             r["sent"].as_u64().unwrap(),
@@ -298,7 +299,9 @@ fn bench_pspat_json_accounts_for_every_packet() {
             r["dropped"].as_u64().unwrap(),
             r["returned"].as_u64().unwrap(),
         );
-        assert!(sent > 0, "{r}");
+        // A starved window (two cores, tests in parallel) may send
+        // nothing; every packet sent is accounted for.
+        most_sent = most_sent.max(sent);
         assert_eq!(sent, delivered + dropped + returned, "{r}");
         // A run's window may see no decision when the machine starves its
         // threads for the whole (short) window: a rate, never NaN.
@@ -315,6 +318,7 @@ fn bench_pspat_json_accounts_for_every_packet() {
             assert!(r["victim"].is_null());
         }
     }
+    assert!(most_sent > 0, "no run sent a packet");
     assert!(most_decisions > 0.0, "no run measured a decision");
     let summary = v["summary"].as_array().unwrap();
     assert_eq!(summary.len(), 12);

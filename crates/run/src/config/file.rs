@@ -24,3 +24,18 @@ pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<String, String> 
     }
     String::from_utf8(bytes).map_err(|_| format!("{what} `{shown}` is not UTF-8 text"))
 }
+
+/// Reads the config file at `path` (capped at [`MAX_CONFIG_BYTES`]):
+/// its name as errors show it and its text, or the error with the name.
+pub(crate) fn read_config(path: &Path) -> Result<(String, String), super::ConfigError> {
+    let file = path.display().to_string();
+    match read_capped(path, "config", MAX_CONFIG_BYTES) {
+        Ok(text) => Ok((file, text)),
+        Err(msg) => Err(super::ConfigError {
+            file,
+            line: 0,
+            col: 0,
+            msg,
+        }),
+    }
+}

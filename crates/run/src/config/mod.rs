@@ -47,10 +47,12 @@ use pktsched_core::{Algorithm, Rate};
 use pktsched_io::classify::Match;
 
 pub use class_rates::MIN_CLASS_RATE;
+pub(crate) use file::read_config;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::match_rule;
-pub(crate) use parse::{Ctx, interface};
+pub(crate) use normalise::rule_toml;
+pub(crate) use parse::{Ctx, interface, parse_control};
 pub use parse::{load, parse};
 pub(crate) use raw::{RawControl, RawMatch};
 

@@ -64,8 +64,9 @@ impl fmt::Display for RunConfig {
     }
 }
 
-/// One rule as an inline TOML table, fields in a fixed order.
-fn rule_toml(m: &Match) -> String {
+/// One rule as an inline TOML table, fields in a fixed order (also the
+/// route config's).
+pub(crate) fn rule_toml(m: &Match) -> String {
     let mut fields = Vec::new();
     if let Some(s) = &m.src {
         fields.push(format!("src = \"{s}\""));

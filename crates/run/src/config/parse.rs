@@ -60,13 +60,7 @@ impl Ctx<'_> {
 /// Reads and checks the config file at `path` (policy paths are relative to
 /// its directory).
 pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
-    let file = path.display().to_string();
-    let text = read_capped(path, "config", MAX_CONFIG_BYTES).map_err(|msg| ConfigError {
-        file: file.clone(),
-        line: 0,
-        col: 0,
-        msg,
-    })?;
+    let (file, text) = super::file::read_config(path)?;
     parse(&text, &file, path.parent())
 }
 
@@ -79,7 +73,9 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, Con
     })?;
     let link = parse_link(&cx, &raw.link)?;
     let scheduler = parse_scheduler(&cx, raw.scheduler.as_ref(), dir)?;
-    let control = parse_control(&cx, raw.control.as_ref(), &link)?;
+    let control = parse_control(&cx, raw.control.as_ref(), || {
+        PathBuf::from(format!("/run/pktsched-{}.sock", link.egress))
+    })?;
     let Some(class_list) = raw.class.as_ref() else {
         return Err(cx.err(
             0..0,
@@ -247,12 +243,14 @@ fn load_policy(
     })
 }
 
-fn parse_control(
+/// `[control]`: the socket (`default_socket` when not given) and the
+/// optional Prometheus address. Shared by `pktsched run` and `route`
+/// configs.
+pub(crate) fn parse_control(
     cx: &Ctx<'_>,
     raw: Option<&super::raw::RawControl>,
-    link: &LinkConfig,
+    default_socket: impl Fn() -> PathBuf,
 ) -> Result<ControlConfig, ConfigError> {
-    let default_socket = || PathBuf::from(format!("/run/pktsched-{}.sock", link.egress));
     let Some(c) = raw else {
         return Ok(ControlConfig {
             socket: default_socket(),

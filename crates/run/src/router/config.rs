@@ -15,9 +15,7 @@ use toml::Spanned;
 
 use super::cost::{COST_FORMS, Cost};
 use super::raw::{RawRoute, RawRouteClass, RawRouteConfig, RawRouter};
-use crate::config::{
-    Backend, ConfigError, ControlConfig, Ctx, MAX_CONFIG_BYTES, interface, match_rule, read_capped,
-};
+use crate::config::{Backend, ConfigError, ControlConfig, Ctx, interface, match_rule};
 use crate::traffic::ring_out::parse_mac;
 
 /// Most routes in a config.
@@ -138,13 +136,7 @@ impl RouteConfig {
 
 /// Reads and checks the config at `path`.
 pub fn load(path: &Path) -> Result<RouteConfig, ConfigError> {
-    let file = path.display().to_string();
-    let text = read_capped(path, "config", MAX_CONFIG_BYTES).map_err(|msg| ConfigError {
-        file: file.clone(),
-        line: 0,
-        col: 0,
-        msg,
-    })?;
+    let (file, text) = crate::config::read_config(path)?;
     parse(&text, &file)
 }
 
@@ -166,7 +158,7 @@ pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
     let (classes, default_class) = parse_classes(&cx, list, &router)?;
     let neighbours = super::table::parse_neighbours(&cx, raw.neighbour.as_deref())?;
     let routes = parse_routes(&cx, raw.route.as_deref(), &router, &neighbours)?;
-    let control = super::table::parse_control(&cx, raw.control.as_ref())?;
+    let control = crate::config::parse_control(&cx, raw.control.as_ref(), default_socket)?;
     let cfg = RouteConfig {
         file: file.to_string(),
         router,

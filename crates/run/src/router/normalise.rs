@@ -3,38 +3,10 @@
 
 use std::fmt;
 
-use pktsched_io::classify::Match;
-
 use super::config::RouteConfig;
 
 fn mac_text(m: [u8; 6]) -> String {
     m.map(|b| format!("{b:02x}")).join(":")
-}
-
-fn match_toml(m: &Match) -> String {
-    let mut f: Vec<String> = Vec::new();
-    if let Some(p) = m.src {
-        f.push(format!("src = \"{p}\""));
-    }
-    if let Some(p) = m.dst {
-        f.push(format!("dst = \"{p}\""));
-    }
-    if let Some(p) = m.proto {
-        f.push(format!("proto = {p}"));
-    }
-    if let Some(r) = m.sport {
-        f.push(format!("sport = \"{r}\""));
-    }
-    if let Some(r) = m.dport {
-        f.push(format!("dport = \"{r}\""));
-    }
-    if let Some(d) = m.dscp {
-        f.push(format!("dscp = {d}"));
-    }
-    if let Some(v) = m.vlan {
-        f.push(format!("vlan = {v}"));
-    }
-    format!("{{ {} }}", f.join(", "))
 }
 
 impl fmt::Display for RouteConfig {
@@ -80,7 +52,7 @@ impl fmt::Display for RouteConfig {
             if i == self.default_class {
                 writeln!(f, "# default: frames no rule matches")?;
             } else {
-                let rules: Vec<String> = c.rules.iter().map(match_toml).collect();
+                let rules: Vec<String> = c.rules.iter().map(crate::config::rule_toml).collect();
                 writeln!(f, "match = [{}]", rules.join(", "))?;
             }
         }

@@ -4,16 +4,15 @@
 //! static: no ARP or ND is sent, learnt or answered.
 
 use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr};
-use std::path::PathBuf;
+use std::net::IpAddr;
 
 use pktsched_core::route::forward::Router;
 use pktsched_io::classify::IpPrefix;
 use toml::Spanned;
 
-use super::config::{MAX_NEIGHBOURS, RouteConfig, default_socket, mac};
+use super::config::{MAX_NEIGHBOURS, RouteConfig, mac};
 use super::raw::RawNeighbour;
-use crate::config::{ConfigError, ControlConfig, Ctx, RawControl};
+use crate::config::{ConfigError, Ctx};
 
 /// The router's two interfaces.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, Hash)]
@@ -158,51 +157,4 @@ pub(crate) fn via(
         ));
     }
     Ok(ip)
-}
-
-/// `[control]`: the socket (default /run/pktsched-route.sock) and the
-/// optional Prometheus address.
-pub(crate) fn parse_control(
-    cx: &Ctx<'_>,
-    raw: Option<&RawControl>,
-) -> Result<ControlConfig, ConfigError> {
-    let Some(c) = raw else {
-        return Ok(ControlConfig {
-            socket: default_socket(),
-            prometheus: None,
-        });
-    };
-    let socket = match &c.socket {
-        Some(s) if s.get_ref().is_empty() || s.get_ref().len() > 100 => {
-            return Err(cx.err(
-                s.span(),
-                format!(
-                    "control.socket = {:?}: allowed a path of 1 to 100 bytes (sun_path)",
-                    s.get_ref()
-                ),
-            ));
-        }
-        Some(s) => PathBuf::from(s.get_ref()),
-        None => default_socket(),
-    };
-    let prometheus = match &c.prometheus {
-        None => None,
-        Some(p) => {
-            let text = p.get_ref();
-            let addr = text.parse::<SocketAddr>().or_else(|_| {
-                text.parse::<u16>()
-                    .map(|port| SocketAddr::from(([127, 0, 0, 1], port)))
-            });
-            Some(addr.map_err(|_| {
-                cx.err(
-                    p.span(),
-                    format!(
-                        "control.prometheus = {text:?}: allowed ADDRESS:PORT or a port (bound \
-                         to 127.0.0.1)"
-                    ),
-                )
-            })?)
-        }
-    };
-    Ok(ControlConfig { socket, prometheus })
 }

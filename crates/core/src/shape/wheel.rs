@@ -254,7 +254,7 @@ impl Wheels {
         self.free = i;
     }
 
-    #[inline]
+    #[inline(always)]
     fn append(&mut self, q: usize, slot: u64, i: u32) {
         let s = (slot & self.mask) as usize;
         let lv = &mut self.levels[q];

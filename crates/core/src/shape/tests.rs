@@ -403,3 +403,39 @@ fn batch_release_matches_one_at_a_time() {
         assert!(one.shape_stats().released > 1000, "the workload releases");
     }
 }
+
+/// An entry beyond its own wheel's horizon is parked in a coarser wheel
+/// (the cold `park` path), comes back to its own wheel when the coarse
+/// slot comes, and is released at its EDT, not before.
+#[test]
+fn mltw_parks_beyond_horizon_and_releases_on_time() {
+    let cfg = WheelConfig {
+        granularity: 1,
+        slots: 4,
+        levels: 3,
+        max_memory: WheelConfig::DEFAULT_MAX_MEMORY,
+    };
+    let mut w = Wheels::new(cfg).expect("wheels");
+    let e = Entry {
+        edt: 10,
+        flow: 7,
+        generation: 0,
+    };
+    // Level 0 covers 4 ns and level 1 8 ns: 10 ns is only reached by
+    // level 2 (4 ns slots), at the floor slot of time 8.
+    w.push(e, 0).expect("within the coarsest horizon");
+    assert_eq!((w.overflowed(), w.cascaded()), (1, 0));
+    assert_eq!(w.next_due(), Some(Nanos(8)));
+    let mut out = VecDeque::new();
+    for now in 0..10 {
+        assert_eq!(w.release(Nanos(now), &mut out), 0, "early at {now} ns");
+    }
+    assert_eq!(w.cascaded(), 1);
+    assert_eq!(w.release(Nanos(10), &mut out), 1);
+    assert_eq!(out.pop_front().map(|e| (e.edt, e.flow)), Some((10, 7)));
+    assert_eq!(w.len(), 0);
+    // Beyond even the coarsest wheel: refused, nothing kept.
+    let far = Entry { edt: 1_000, ..e };
+    assert!(w.push(far, 0).is_err());
+    assert_eq!(w.len(), 0);
+}

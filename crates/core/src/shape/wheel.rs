@@ -254,7 +254,7 @@ impl Wheels {
         self.free = i;
     }
 
-    #[inline]
+    #[inline(always)]
     fn append(&mut self, q: usize, slot: u64, i: u32) {
         let s = (slot & self.mask) as usize;
         let lv = &mut self.levels[q];
@@ -306,9 +306,16 @@ impl Wheels {
             self.append(qq, aa, i);
             return true;
         }
-        // Beyond the horizon: park in the first coarser wheel that reaches
-        // it, at the floor slot (its time <= edt); the entry goes back to
-        // its own wheel when that slot comes.
+        self.park(i, edt, q)
+    }
+
+    /// Files node `i`, beyond its own wheel `q`'s horizon, in the first
+    /// coarser wheel that reaches `edt`, at the floor slot (its time <=
+    /// `edt`); the entry goes back to its own wheel when that slot comes.
+    #[cold]
+    #[inline(never)]
+    fn park(&mut self, i: u32, edt: u64, q: usize) -> bool {
+        let top = self.levels.len() - 1;
         for r in q + 1..=top {
             let sr = self.g_shift + r as u32;
             let b = edt >> sr;

@@ -38,6 +38,25 @@ impl Ctx<'_> {
         }
     }
 
+    /// A TOML or type error from the deserializer, with the `key = value`
+    /// of the line it points at in front (serde's own message names the
+    /// type it wanted but not the field).
+    pub(crate) fn toml_err(&self, e: &toml::de::Error) -> ConfigError {
+        let span = e.span().unwrap_or(0..0);
+        let pos = span.start.min(self.src.len());
+        let line_start = self.src[..pos].rfind('\n').map_or(0, |i| i + 1);
+        let line = self.src[line_start..].lines().next().unwrap_or("").trim();
+        let is_key_value = line
+            .split_once('=')
+            .is_some_and(|(key, _)| !key.trim().is_empty() && !line.starts_with('['));
+        let msg = e.message();
+        if is_key_value && line.len() <= 80 {
+            self.err(span, format!("`{line}`: {msg}"))
+        } else {
+            self.err(span, msg.to_string())
+        }
+    }
+
     /// `v` as u32 if `min ≤ v ≤ max`, else an error naming the field.
     pub(crate) fn range(
         &self,
@@ -67,10 +86,7 @@ pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
 /// Checks config text; `dir` is where relative policy paths start.
 pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, ConfigError> {
     let cx = Ctx { file, src };
-    let raw: RawConfig = toml::from_str(src).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
-        cx.err(span, e.message().to_string())
-    })?;
+    let raw: RawConfig = toml::from_str(src).map_err(|e| cx.toml_err(&e))?;
     let link = parse_link(&cx, &raw.link)?;
     let scheduler = parse_scheduler(&cx, raw.scheduler.as_ref(), dir)?;
     let control = parse_control(&cx, raw.control.as_ref(), || {

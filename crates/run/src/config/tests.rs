@@ -120,6 +120,10 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &["link.rate", "zero"],
         ),
         (link.replace("\"1gbit\"", "\"10\"") + class, &["link.rate"]),
+        (
+            link.replace("\"1gbit\"", "10") + class,
+            &["`rate = 10`", "expected a string"],
+        ),
         (link.replace("1gbit", "1gbps") + class, &["link.rate"]),
         (
             link.replace("1gbit", "999tbit") + class,

@@ -143,10 +143,7 @@ pub fn load(path: &Path) -> Result<RouteConfig, ConfigError> {
 /// Checks config text.
 pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
     let cx = Ctx { file, src };
-    let raw: RawRouteConfig = toml::from_str(src).map_err(|e| {
-        let span = e.span().unwrap_or(0..0);
-        cx.err(span, e.message().to_string())
-    })?;
+    let raw: RawRouteConfig = toml::from_str(src).map_err(|e| cx.toml_err(&e))?;
     let router = parse_router(&cx, &raw.router)?;
     let Some(list) = raw.class.as_ref() else {
         return Err(cx.err(

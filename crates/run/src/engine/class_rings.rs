@@ -318,9 +318,13 @@ impl PacketIo for ClassRings {
                 round.take(ring, left);
             }
         }
-        match round.error {
-            Some(e) if round.out.len() == before => Err(e),
-            _ => Ok(round.out.len() - before),
+        let (got, error) = (round.out.len() - before, round.error);
+        // The backend's kick (busy poll, need-wakeup), once per call and
+        // also when nothing came: a stalled ring needs it most.
+        self.rx.end_round();
+        match error {
+            Some(e) if got == 0 => Err(e),
+            _ => Ok(got),
         }
     }
 
@@ -461,6 +465,8 @@ mod tests {
     struct MemRings {
         rings: Frames,
         received: Vec<u64>,
+        /// `end_round` calls, shared with the test.
+        rounds_ended: Arc<std::sync::atomic::AtomicUsize>,
     }
 
     fn mem_rings(rings: Vec<VecDeque<Vec<u8>>>) -> (MemRings, Frames) {
@@ -469,6 +475,7 @@ mod tests {
         let r = MemRings {
             rings: shared.clone(),
             received: vec![0; n],
+            rounds_ended: Arc::default(),
         };
         (r, shared)
     }
@@ -501,6 +508,10 @@ mod tests {
         fn waiting(&self, class: usize) -> Option<usize> {
             Some(self.rings.lock().expect("rings")[class].len())
         }
+        fn end_round(&mut self) {
+            self.rounds_ended
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         fn wait(&mut self, _timeout: Duration) -> Result<(), IoError> {
             Ok(())
         }
@@ -513,6 +524,27 @@ mod tests {
                 })
                 .collect()
         }
+    }
+
+    /// Every receive ends with the backend's round end (the AF_XDP group
+    /// makes its busy-poll or need-wakeup kick there, and nowhere else),
+    /// also a receive that finds nothing.
+    #[test]
+    fn every_receive_ends_the_backends_round() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let (rings, _shared) = mem_rings(vec![
+            (0..3).map(|_| vec![0u8; 60]).collect(),
+            VecDeque::new(),
+            VecDeque::new(),
+        ]);
+        let ended = rings.rounds_ended.clone();
+        let mut dev = ClassRings::new(Box::new(rings), Vec::new(), &plan, &cfg).expect("rings");
+        let pool = BufPool::new(64, 2048).expect("pool");
+        let mut out = Vec::new();
+        assert_eq!(dev.recv_batch(&pool, &mut out, 64).expect("rounds"), 3);
+        assert_eq!(dev.recv_batch(&pool, &mut out, 8).expect("rings"), 0);
+        assert_eq!(ended.load(std::sync::atomic::Ordering::Relaxed), 2);
     }
 
     #[test]

@@ -60,7 +60,8 @@ struct Tag {
     who: usize,
     /// The interface it arrived on.
     from: Port,
-    /// When it was taken from its ring, ns.
+    /// When its latency starts, ns: the kernel's receive if the buffer
+    /// has it, else when the poller took it from its ring.
     taken: u64,
 }
 
@@ -179,12 +180,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             self.acc[who].received += 1;
+            let taken = self.acc[who].taken(buf.rx_ns(), t0);
             self.process(
                 buf,
                 Tag {
                     who,
                     from: Port::Egress,
-                    taken: t0,
+                    taken,
                 },
             );
         }
@@ -232,12 +234,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 None => ring,
             };
             self.acc[who].received += 1;
+            let taken = self.acc[who].taken(buf.rx_ns(), t0);
             self.process(
                 buf,
                 Tag {
                     who,
                     from: Port::Ingress,
-                    taken: t0,
+                    taken,
                 },
             );
         }

@@ -126,8 +126,10 @@ fn snapshot<R: ClassRx, D: PacketIo>(
     }
 }
 
-/// The forwarding loop: rounds of the poller, the reverse direction after
-/// each, a wait when a round found nothing (1 ms at most, or none with
+/// The forwarding loop: device polls of the poller (rounds until the
+/// device budget is spent or a round finds nothing), the reverse direction
+/// and the round's end (transmit, kernel kick) after each, a wait when a
+/// device poll found nothing (1 ms at most, or none with
 /// busy polling), a snapshot published every 100 ms and at the end.
 fn forward_loop<R: ClassRx, D: PacketIo>(
     mut w: Worker<R, D>,
@@ -141,7 +143,7 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let mut visits = Vec::new();
     let mut last = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
+        let n = poller.poll_device(&mut w, &mut visits) + w.serve_reverse(budget);
         w.end_round();
         if n == 0 && !spin {
             let _ = w.rx_mut().wait(Duration::from_millis(1));

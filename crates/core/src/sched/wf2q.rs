@@ -590,6 +590,19 @@ impl Set {
         if pos & IN_RUN == 0 {
             self.heap.update_at((pos & POS_INDEX) as usize, e, slots);
             self.refresh();
+        } else if self.used == 1
+            && self.heap.len == 0
+            && self.runs[0].tail.wrapping_sub(self.runs[0].head) == 1
+        {
+            // The entry is the set's only one (run 0's sole slot, the
+            // common case of a single backlogged flow): a one-entry run is
+            // sorted whatever its key, so the key is replaced in place
+            // (as a heap of one is) instead of popped and appended.
+            let p = (pos & POS_INDEX) as usize;
+            self.runs[0].ring[p] = e;
+            self.fronts[0] = e;
+            self.backs[0] = e;
+            self.min = e;
         } else {
             self.remove(pos, slots);
             self.insert(e, slots);

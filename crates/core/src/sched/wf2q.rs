@@ -43,6 +43,9 @@
 //!   heap's top; it is cached, as are each run's front and back, so reading
 //!   it is one load and a removal of the minimum costs O(`RUNS`) (plus a heap
 //!   sift-down if it came from the heap);
+//! - re-keying the set's only entry (one backlogged flow, the served flow
+//!   staying eligible) replaces its key in place: a one-entry run is sorted
+//!   whatever its key, as a heap of one is;
 //! - removing an entry from the middle of a run (`deactivate`, a weight
 //!   change) leaves a hole that is skipped when it reaches the front; each
 //!   ring has room for twice the configured flows, so a full ring is at least
@@ -82,7 +85,9 @@
 //! set (each move is paid for by the packet that made the flow ineligible),
 //! then read the eligible minimum; the departure re-keys it (still
 //! eligible) or moves it to the ineligible set (or drops it when the flow
-//! empties). At most two 64-bit divisions per packet. The flow's packets are
+//! empties). At most two 64-bit divisions per packet (none by a
+//! power-of-two weight: a shift and a mask give the same quotient and
+//! remainder; `V`'s advance is a multiply-and-shift). The flow's packets are
 //! never looked at (`pick` ignores its `head` argument): the head length
 //! arrives with `activate` and `depart`.
 //!

@@ -17,6 +17,7 @@ use super::config::{self, RouteConfig};
 use super::ports::open_ports;
 use super::stats::{RingSnapshot, RouterSnapshot};
 use super::table::Table;
+use super::egress::Egress;
 use super::worker::Worker;
 use crate::control::{ControlServer, ControlThread, Request};
 use crate::metrics_http::MetricsServer;
@@ -41,6 +42,9 @@ pub fn load_checked(path: &std::path::Path) -> Result<RouteConfig, String> {
     Table::build(&cfg).map_err(|e| format!("{}: {e}", path.display()))?;
     Classifier::new(cfg.rules(), cfg.default_class as u16)
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(e) = &cfg.egress {
+        Egress::new(e).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     Ok(cfg)
 }
 
@@ -123,12 +127,13 @@ fn snapshot<R: ClassRx, D: PacketIo>(
         icmp_not_sent: w.icmp_not_sent,
         rings,
         classes,
+        egress: w.egress_snapshot(&m.class_names),
     }
 }
 
 /// The forwarding loop: rounds of the poller, the reverse direction after
-/// each, a wait when a round found nothing (1 ms at most, or none with
-/// busy polling), a snapshot published every 100 ms and at the end.
+/// each, a wait when a round found nothing (see [`idle_wait`]), a
+/// snapshot published every 100 ms and at the end.
 fn forward_loop<R: ClassRx, D: PacketIo>(
     mut w: Worker<R, D>,
     mut poller: Poller,
@@ -144,7 +149,7 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
         let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
         w.end_round();
         if n == 0 && !spin {
-            let _ = w.rx_mut().wait(Duration::from_millis(1));
+            idle_wait(&mut w);
         }
         if last.elapsed() >= Duration::from_millis(100) {
             let s = snapshot(&mut w, &poller, &meta);
@@ -157,6 +162,20 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let s = snapshot(&mut w, &poller, &meta);
     if let Ok(mut g) = out.lock() {
         *g = s;
+    }
+}
+
+/// A round found no frame: wait for one on the rings, 1 ms at most, but
+/// no longer than until the egress's next departure. The rings' wait has
+/// millisecond resolution, so a departure due sooner than 1 ms is waited
+/// for by yielding the CPU and polling again.
+fn idle_wait<R: ClassRx, D: PacketIo>(w: &mut Worker<R, D>) {
+    let now = crate::sys::monotonic_ns();
+    match w.egress_due(now) {
+        Some(due) if due.saturating_sub(now) < 1_000_000 => std::thread::yield_now(),
+        _ => {
+            let _ = w.rx_mut().wait(Duration::from_millis(1));
+        }
     }
 }
 
@@ -226,9 +245,12 @@ pub fn run(
         class_names,
         started: Instant::now(),
     };
-    let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
+    let mut worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
         .with_icmp(cfg.router.addresses)
         .with_icmp6(cfg.router.addresses6);
+    if let Some(e) = &cfg.egress {
+        worker = worker.with_egress(Egress::new(e)?);
+    }
     let poller = Poller::from_plan(plan);
     let snap = Arc::new(Mutex::new(RouterSnapshot::default()));
     let halt = Arc::new(AtomicBool::new(false));

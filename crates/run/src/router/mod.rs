@@ -34,6 +34,8 @@
 pub mod config;
 pub mod cost;
 pub mod daemon;
+pub mod egress;
+pub mod egress_config;
 pub mod icmp;
 pub mod normalise;
 pub mod ports;

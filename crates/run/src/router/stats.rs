@@ -12,7 +12,7 @@ use serde::Serialize;
 
 /// Why a received frame was not forwarded: the core forwarding step's
 /// reasons, then the router's own.
-pub const REASONS: [&str; 14] = [
+pub const REASONS: [&str; 16] = [
     "truncated",
     "not_ip",
     "bad_version",
@@ -27,6 +27,8 @@ pub const REASONS: [&str; 14] = [
     "no_neighbour",
     "tx_failed",
     "other_host",
+    "queue_full",
+    "egress_refused",
 ];
 /// Index of `ttl_expired` in [`REASONS`].
 pub const TTL_EXPIRED: usize = 10;
@@ -38,6 +40,11 @@ pub const TX_FAILED: usize = 12;
 /// interface's (broadcast and multicast included: the router answers no
 /// ARP or ND and forwards no multicast).
 pub const OTHER_HOST: usize = 13;
+/// Index of `queue_full`: the class's egress queue was at its `limit`.
+pub const QUEUE_FULL: usize = 14;
+/// Index of `egress_refused`: the egress scheduler refused the frame for
+/// another reason (longer than the egress's largest frame).
+pub const EGRESS_REFUSED: usize = 15;
 
 /// The [`REASONS`] index of a core drop reason.
 pub fn reason_index(r: DropReason) -> usize {
@@ -190,6 +197,9 @@ pub struct RouterSnapshot {
     pub rings: Vec<RingSnapshot>,
     /// Per class, then `reverse` (egress → ingress).
     pub classes: Vec<ClassSnapshot>,
+    /// The egress scheduler and link, with `[egress]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::egress::EgressSnapshot>,
 }
 
 impl RouterSnapshot {
@@ -252,6 +262,9 @@ impl RouterSnapshot {
                 c.latency_p999_ns,
                 c.latency_max_ns
             );
+        }
+        if let Some(e) = &self.egress {
+            s += &e.text();
         }
         s
     }
@@ -316,6 +329,9 @@ impl RouterSnapshot {
                     c.name
                 );
             }
+        }
+        if let Some(e) = &self.egress {
+            s += &e.prometheus();
         }
         s
     }

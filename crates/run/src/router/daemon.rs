@@ -14,10 +14,10 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, IoStats, PacketIo};
 
 use super::config::{self, RouteConfig};
+use super::egress::Egress;
 use super::ports::open_ports;
 use super::stats::{RingSnapshot, RouterSnapshot};
 use super::table::Table;
-use super::egress::Egress;
 use super::worker::Worker;
 use crate::control::{ControlServer, ControlThread, Request};
 use crate::metrics_http::MetricsServer;

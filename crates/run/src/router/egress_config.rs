@@ -158,7 +158,11 @@ pub(crate) fn parse_egress(
             ));
         }
         refuse_run_only_fields(cx, rc)?;
-        out[i] = parse_class(cx, rc, &scheduler, rate)?;
+        // run's messages call the rate the classes share `link.rate`.
+        out[i] = parse_class(cx, rc, &scheduler, rate).map_err(|mut err| {
+            err.msg = err.msg.replace("link.rate", "egress.rate");
+            err
+        })?;
     }
     Ok(EgressSection {
         rate,

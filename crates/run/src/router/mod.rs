@@ -49,4 +49,6 @@ pub use daemon::{RouteOptions, load_checked, run};
 pub use stats::RouterSnapshot;
 
 #[cfg(test)]
+mod egress_tests;
+#[cfg(test)]
 mod tests;

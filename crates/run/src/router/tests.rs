@@ -122,6 +122,52 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
             ),
             &["neighbour.mac", "aa:bb:cc:dd:ee:ff"],
         ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"voip\"\n"
+            ),
+            &["egress.class name \"voip\"", "allowed \"be\""],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"0mbit\"\n"),
+            &["r.toml:10:8", "egress.rate", "0mbit", "at least 1bit"],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"10mbps\"\n"),
+            &["egress.rate", "10mbps"],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\nalgorithm = \"cbq\"\n"),
+            &["egress.algorithm", "cbq", "fifo, prio, rr, drr, wf2q, qfq"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nlimit = 0\n"
+            ),
+            &["class \"be\": limit = 0", "1..="],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\noverhead = 999\n"),
+            &["egress.overhead = 999", "0..=256"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nceil = \"20mbit\"\n"
+            ),
+            &["class \"be\": ceil = 20mbit", "up to egress.rate = 10mbit"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nmatch = [{{ dport = 1 }}]\n"
+            ),
+            &["egress.class \"be\": `match` is not allowed here"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\n[[egress.class]]\nname = \"be\"\n"
+            ),
+            &["given twice"],
+        ),
     ];
     for (src, words) in cases {
         let e = err(&src);
@@ -267,6 +313,10 @@ fn rig_with(config: &str) -> Rig {
     )
     .with_icmp(cfg.router.addresses)
     .with_icmp6(cfg.router.addresses6);
+    let worker = match &cfg.egress {
+        Some(e) => worker.with_egress(super::egress::Egress::new(e).expect("egress")),
+        None => worker,
+    };
     Rig {
         worker,
         poller: Poller::from_plan(plan),
@@ -513,4 +563,77 @@ fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
     assert_eq!(be.dropped.get("ttl_expired"), Some(&2));
     assert!(be.conserved());
     assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}
+
+const EGRESS: &str = "\n[egress]\nrate = \"100bit\"\nalgorithm = \"prio\"\n\
+    [[egress.class]]\nname = \"rt\"\nprio = 0\n\
+    [[egress.class]]\nname = \"be\"\nprio = 1\nlimit = 2\n";
+
+#[test]
+fn with_egress_the_classes_frames_wait_and_every_class_stays_conserved() {
+    // 100 bit/s: a frame takes seconds, so after the first only the
+    // scheduler's order and limits show within the test.
+    let mut r = rig_with(&format!("{ROUTER}{EGRESS}"));
+    for _ in 0..4 {
+        push(&r.rings[1], udp("10.2.0.2", 80, 64));
+    }
+    push(&r.rings[0], udp("10.2.0.2", 5000, 64));
+    let mut back = udp("10.1.0.2", 80, 9);
+    back[0..6].copy_from_slice(&OUT_MAC);
+    push(&r.reverse, back);
+    while r.round() > 0 {}
+    assert_eq!(r.worker.serve_reverse(64), 1);
+    r.worker.end_round();
+    let out = r.to_egress.lock().expect("wire").sent.clone();
+    assert_eq!(out.len(), 1, "the idle link took one frame, the rest wait");
+    assert_eq!(
+        u16::from_be_bytes([out[0][36], out[0][37]]),
+        5000,
+        "RT's ring is served first"
+    );
+    assert_eq!(
+        r.to_ingress.lock().expect("wire").sent.len(),
+        1,
+        "the reverse direction is not scheduled"
+    );
+    let (rt, be) = (class(&r, 0), class(&r, 1));
+    assert!(rt.conserved() && be.conserved(), "{rt:?} {be:?}");
+    assert_eq!(
+        be.dropped.get("queue_full"),
+        Some(&2),
+        "BE's limit is 2: {be:?}"
+    );
+    assert_eq!((rt.received, rt.forwarded, rt.queued), (1, 1, 0));
+    assert_eq!((be.received, be.forwarded, be.queued), (4, 0, 2));
+    let due = r.worker.egress_due(crate::sys::monotonic_ns());
+    assert!(due.is_some(), "a departure is due while frames wait");
+    let names = ["rt".to_string(), "be".to_string()];
+    let snap = r.worker.egress_snapshot(&names).expect("egress");
+    let backlog: u64 = snap.classes.iter().map(|c| c.backlog_packets).sum();
+    assert_eq!(backlog, 2);
+    let stats = super::stats::RouterSnapshot {
+        classes: vec![rt, be],
+        egress: Some(snap),
+        ..Default::default()
+    };
+    let text = stats.text();
+    assert!(text.contains("egress: prio at 100 bit/s"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&stats.json()).expect("json");
+    assert_eq!(json["egress"]["classes"][1]["dropped_queue_full"], 2);
+}
+
+#[test]
+fn the_egress_section_normalises_to_the_same_config() {
+    let cfg = parse(&format!("{ROUTER}{EGRESS}"), "r.toml").expect("config");
+    let text = cfg.to_string();
+    assert!(text.contains("[egress]\nrate = \"100bit\""), "{text}");
+    assert!(
+        text.contains("name = \"be\"\nweight = 1\nprio = 1\nlimit = 2"),
+        "{text}"
+    );
+    let again = parse(&text, "n.toml").expect("normalised parses");
+    assert_eq!(again.egress, cfg.egress);
+    assert_eq!(again.to_string(), text);
+    let plain = parse(ROUTER, "r.toml").expect("config");
+    assert!(plain.egress.is_none() && !plain.to_string().contains("[egress]"));
 }

@@ -18,6 +18,10 @@
 //! * [`icmp`]: ICMPv4 and ICMPv6 time exceeded for expired frames
 //!   (rate-limited, when the receiving interface has a configured address
 //!   of the frame's family);
+//! * [`egress_config`] and [`egress`]: the optional egress policy
+//!   (`[egress]`): the classes' frames to the egress interface wait in a
+//!   core scheduler and leave at the egress link's exact rate (the
+//!   reverse direction and ICMP are not scheduled);
 //! * [`stats`]: per ring, per class and the measured service time `x`;
 //! * [`daemon`]: devices, control socket, the forwarding thread, stop.
 //!

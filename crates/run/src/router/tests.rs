@@ -637,3 +637,28 @@ fn the_egress_section_normalises_to_the_same_config() {
     let plain = parse(ROUTER, "r.toml").expect("config");
     assert!(plain.egress.is_none() && !plain.to_string().contains("[egress]"));
 }
+
+/// The example's commented `[egress]` section, uncommented, is a valid
+/// config.
+#[test]
+fn the_examples_commented_egress_section_parses() {
+    let mut text = String::new();
+    for line in EXAMPLE.lines() {
+        let body = line.strip_prefix("# ").unwrap_or("");
+        let is_toml = body.starts_with('[')
+            || body.split_once(" = ").is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        if is_toml && !body.starts_with("prometheus") && !body.contains("_address6") {
+            text.push_str(body);
+        } else {
+            text.push_str(line);
+        }
+        text.push('\n');
+    }
+    let cfg = parse(&text, "route.toml").expect("the uncommented example");
+    let e = cfg.egress.expect("[egress]");
+    assert_eq!((e.overhead, e.mpu, e.classes[0].weight), (24, 84, 3));
+    assert_eq!(e.classes[0].limit, 256);
+    assert_eq!(e.classes[1].limit, 1024, "run's default");
+}

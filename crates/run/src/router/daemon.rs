@@ -165,17 +165,26 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     }
 }
 
-/// A round found no frame: wait for one on the rings, 1 ms at most, but
-/// no longer than until the egress's next departure. The rings' wait has
-/// millisecond resolution, so a departure due sooner than 1 ms is waited
-/// for by yielding the CPU and polling again.
+/// A round found no frame: wait for one on the rings (see [`idle_wait_for`]),
+/// or yield the CPU and poll again.
 fn idle_wait<R: ClassRx, D: PacketIo>(w: &mut Worker<R, D>) {
     let now = crate::sys::monotonic_ns();
-    match w.egress_due(now) {
-        Some(due) if due.saturating_sub(now) < 1_000_000 => std::thread::yield_now(),
-        _ => {
-            let _ = w.rx_mut().wait(Duration::from_millis(1));
+    match idle_wait_for(now, w.egress_due(now)) {
+        Some(d) => {
+            let _ = w.rx_mut().wait(d);
         }
+        None => std::thread::yield_now(),
+    }
+}
+
+/// How long an idle round may wait in `poll` on the rings: 1 ms, but not
+/// past the egress's next departure `due`. The rings' wait has
+/// millisecond resolution, so a departure due sooner than 1 ms gives
+/// `None`: yield and poll again.
+pub(crate) fn idle_wait_for(now: u64, due: Option<u64>) -> Option<Duration> {
+    match due {
+        Some(due) if due.saturating_sub(now) < 1_000_000 => None,
+        _ => Some(Duration::from_millis(1)),
     }
 }
 

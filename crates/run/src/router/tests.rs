@@ -643,17 +643,15 @@ fn the_egress_section_normalises_to_the_same_config() {
 #[test]
 fn the_examples_commented_egress_section_parses() {
     let mut text = String::new();
+    let mut inside = false;
     for line in EXAMPLE.lines() {
-        let body = line.strip_prefix("# ").unwrap_or("");
-        let is_toml = body.starts_with('[')
+        inside = (inside && line.starts_with('#')) || line == "# [egress]";
+        let body = line.strip_prefix("# ").filter(|_| inside).unwrap_or("");
+        let is_toml = (body.starts_with('[') && body.ends_with(']'))
             || body.split_once(" = ").is_some_and(|(k, _)| {
                 !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
             });
-        if is_toml && !body.starts_with("prometheus") && !body.contains("_address6") {
-            text.push_str(body);
-        } else {
-            text.push_str(line);
-        }
+        text.push_str(if is_toml { body } else { line });
         text.push('\n');
     }
     let cfg = parse(&text, "route.toml").expect("the uncommented example");
@@ -661,4 +659,26 @@ fn the_examples_commented_egress_section_parses() {
     assert_eq!((e.overhead, e.mpu, e.classes[0].weight), (24, 84, 3));
     assert_eq!(e.classes[0].limit, 256);
     assert_eq!(e.classes[1].limit, 1024, "run's default");
+}
+
+/// While frames wait in the egress and the next departure is sooner than
+/// the rings' 1 ms wait, an idle round does not sleep.
+#[test]
+fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
+    use super::daemon::idle_wait_for;
+    let cfg = format!("{ROUTER}\n[egress]\nrate = \"8mbit\"\n");
+    let mut r = rig_with(&cfg);
+    for _ in 0..3 {
+        push(&r.rings[1], udp("10.2.0.2", 80, 64));
+    }
+    while r.round() > 0 {}
+    let now = crate::sys::monotonic_ns();
+    let due = r.worker.egress_due(now).expect("frames wait");
+    assert!(due < now + 1_000_000, "a 60-byte frame takes 60 µs");
+    assert_eq!(idle_wait_for(now, Some(due)), None, "no sleep");
+    assert_eq!(
+        idle_wait_for(now, Some(now + 5_000_000)),
+        Some(Duration::from_millis(1))
+    );
+    assert_eq!(idle_wait_for(now, None), Some(Duration::from_millis(1)));
 }

@@ -356,7 +356,15 @@ fn ll_wfq_case(backend: &str) -> u64 {
         rt <= 0.2 * be,
         "ll-wfq should keep RT frames: RT lost {rt:.3}, BE lost {be:.3}"
     );
-    assert!(be < 0.95, "ll-wfq starved BE: BE lost {be:.3}");
+    // No starvation, whatever the machine's load does to x: with budgets
+    // RT 60 / BE 4 and BE backlogged, BE gets at least 4 of every 64
+    // frames served (less a round's worth at the edges of the run).
+    let served = (seen.rt + seen.be) as f64;
+    assert!(
+        seen.be as f64 >= served * 4.0 / 64.0 - 64.0,
+        "ll-wfq starved BE: {} of {served} frames served were BE (BE lost {be:.3})",
+        seen.be
+    );
     assert_eq!(seen.rt_latency.len() as u64, seen.rt);
     seen.rt_p99()
 }

@@ -131,9 +131,11 @@ fn snapshot<R: ClassRx, D: PacketIo>(
     }
 }
 
-/// The forwarding loop: rounds of the poller, the reverse direction after
-/// each, a wait when a round found nothing (see [`idle_wait`]), a
-/// snapshot published every 100 ms and at the end.
+/// The forwarding loop: device polls of the poller (rounds until the
+/// device budget is spent or a round finds nothing), the reverse direction
+/// and the round's end (egress release, transmit, kernel kick) after each,
+/// a wait when a device poll found nothing (see [`idle_wait`]; none with
+/// busy polling), a snapshot published every 100 ms and at the end.
 fn forward_loop<R: ClassRx, D: PacketIo>(
     mut w: Worker<R, D>,
     mut poller: Poller,
@@ -146,7 +148,7 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let mut visits = Vec::new();
     let mut last = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
+        let n = poller.poll_device(&mut w, &mut visits) + w.serve_reverse(budget);
         w.end_round();
         if n == 0 && !spin {
             idle_wait(&mut w);

@@ -163,7 +163,7 @@ pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
     let egress = raw
         .egress
         .as_ref()
-        .map(|e| parse_egress(&cx, e, &classes))
+        .map(|e| parse_egress(&cx, e, &classes, router.pool_frames))
         .transpose()?;
     let cfg = RouteConfig {
         file: file.to_string(),

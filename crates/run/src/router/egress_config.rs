@@ -114,6 +114,7 @@ pub(crate) fn parse_egress(
     cx: &Ctx<'_>,
     raw: &Spanned<RawEgress>,
     classes: &[RouteClass],
+    pool_frames: u32,
 ) -> Result<EgressSection, ConfigError> {
     let e = raw.get_ref();
     let rate = Rate::parse(e.rate.get_ref())
@@ -163,6 +164,20 @@ pub(crate) fn parse_egress(
             err.msg = err.msg.replace("link.rate", "egress.rate");
             err
         })?;
+    }
+    // Queued frames hold pool buffers: the egress must leave some for
+    // receiving, or a flooded egress would stop every class at the rings.
+    let held: u64 = out.iter().map(|c| u64::from(c.limit)).sum();
+    if held >= u64::from(pool_frames) {
+        return Err(cx.err(
+            raw.span(),
+            format!(
+                "[egress]: the class limits add up to {held} frames, not below \
+                 router.pool_frames = {pool_frames}: the egress could hold every buffer and \
+                 leave none for receiving; allowed a sum below pool_frames (lower the classes' \
+                 `limit`, default 1024, or raise pool_frames)"
+            ),
+        ));
     }
     Ok(EgressSection {
         rate,

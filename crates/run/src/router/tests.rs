@@ -168,6 +168,17 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
             ),
             &["given twice"],
         ),
+        (
+            format!(
+                "{BASE}pool_frames = 2048\n{class}[[class]]\nname = \"rt\"\nmatch = [{{ dport = 1 }}]\n{ROUTE}[egress]\nrate = \"10mbit\"\n"
+            ),
+            &[
+                "r.toml:13:1",
+                "limits add up to 2048",
+                "router.pool_frames = 2048",
+                "below pool_frames",
+            ],
+        ),
     ];
     for (src, words) in cases {
         let e = err(&src);

@@ -29,7 +29,7 @@ use serde::Serialize;
 
 /// Why a received frame was not forwarded: the core forwarding step's
 /// reasons, then the router's own.
-pub const REASONS: [&str; 14] = [
+pub const REASONS: [&str; 16] = [
     "truncated",
     "not_ip",
     "bad_version",
@@ -44,6 +44,8 @@ pub const REASONS: [&str; 14] = [
     "no_neighbour",
     "tx_failed",
     "other_host",
+    "queue_full",
+    "egress_refused",
 ];
 /// Index of `ttl_expired` in [`REASONS`].
 pub const TTL_EXPIRED: usize = 10;
@@ -55,6 +57,11 @@ pub const TX_FAILED: usize = 12;
 /// interface's (broadcast and multicast included: the router answers no
 /// ARP or ND and forwards no multicast).
 pub const OTHER_HOST: usize = 13;
+/// Index of `queue_full`: the class's egress queue was at its `limit`.
+pub const QUEUE_FULL: usize = 14;
+/// Index of `egress_refused`: the egress scheduler refused the frame for
+/// another reason (longer than the egress's largest frame).
+pub const EGRESS_REFUSED: usize = 15;
 
 /// The [`REASONS`] index of a core drop reason.
 pub fn reason_index(r: DropReason) -> usize {
@@ -250,6 +257,9 @@ pub struct RouterSnapshot {
     pub rings: Vec<RingSnapshot>,
     /// Per class, then `reverse` (egress → ingress).
     pub classes: Vec<ClassSnapshot>,
+    /// The egress scheduler and link, with `[egress]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::egress::EgressSnapshot>,
 }
 
 impl RouterSnapshot {
@@ -318,6 +328,9 @@ impl RouterSnapshot {
                 c.ring_wait_max_ns,
                 c.rx_stamped
             );
+        }
+        if let Some(e) = &self.egress {
+            s += &e.text();
         }
         s
     }
@@ -394,6 +407,9 @@ impl RouterSnapshot {
                 "pktsched_route_class_rx_stamped_total{{class=\"{}\"}} {}",
                 c.name, c.rx_stamped
             );
+        }
+        if let Some(e) = &self.egress {
+            s += &e.prometheus();
         }
         s
     }

@@ -446,8 +446,8 @@ fn ll_wfq_budgets_decide_the_order_and_a_full_peer_is_counted() {
     assert_eq!(ports, [5000, 5000, 5000, 80]);
     assert_eq!(
         r.worker.tx_calls(),
-        1,
-        "one send for the round's two visits"
+        2,
+        "RT's visit is sent at once (urgent ring), BE's at the round's end"
     );
     while r.round() > 0 {}
     let (rt, be) = (class(&r, 0), class(&r, 1));

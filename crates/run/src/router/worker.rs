@@ -13,7 +13,11 @@
 //! what is left at the end of the poll round ([`Worker::end_round`], which
 //! also makes the ingress's one kernel kick of the round), so a round
 //! makes at most one transmit call per interface besides the full
-//! batches. Every frame taken
+//! batches. With several rings the first class's ring (RT, the one the
+//! bound is about) is urgent: after a visit that took frames from it the
+//! output batches go out at once, so an RT frame does not wait for up to
+//! [`TX_BATCH`] − 1 best-effort frames to be processed behind it (one
+//! transmit call more per device poll that served RT). Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
 //! `ttl_expired`; it also gets an ICMP or ICMPv6 time exceeded when its
 //! interface has an address of its family, see [`super::icmp`]).
@@ -100,6 +104,8 @@ pub struct Worker<R, D> {
     pub(crate) icmp_sent: u64,
     pub(crate) icmp_not_sent: u64,
     tx_calls: u64,
+    /// Ring 0 is urgent (several rings): flush after its visits.
+    urgent_ring0: bool,
     /// With `[egress]`: the scheduler and link the classes' frames to the
     /// egress interface wait in.
     egress: Option<Egress>,
@@ -140,6 +146,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             icmp_sent: 0,
             icmp_not_sent: 0,
             tx_calls: 0,
+            urgent_ring0: plan.rings() > 1,
             egress: None,
             released: Vec::new(),
         }
@@ -452,6 +459,13 @@ impl<R: ClassRx, D: PacketIo> Rings for Worker<R, D> {
     }
 
     fn take(&mut self, ring: usize, max: usize) -> usize {
-        self.serve_ring(ring, max)
+        let n = self.serve_ring(ring, max);
+        if n > 0 && ring == 0 && self.urgent_ring0 {
+            self.release_egress();
+            let t0 = monotonic_ns();
+            self.flush();
+            self.busy_ns += monotonic_ns().saturating_sub(t0);
+        }
+        n
     }
 }

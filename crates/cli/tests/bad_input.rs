@@ -696,7 +696,7 @@ fn shaper_and_traffic() {
             &["--cpu 5000", "0..=1023"],
         ),
         row(
-            &["run", "--config", "/nonexistent/c.toml", "--cpu", "-1"],
+            &["run", "--config", "/nonexistent/c.toml", "--cpu=-1"],
             2,
             &["--cpu", "'-1'"],
         ),

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use pktsched_io::netns::{Topology, in_namespace, is_root};
@@ -26,7 +27,8 @@ fn thread_placement(name: &str) -> Option<(u32, u32, String)> {
     for task in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
         let dir = task.path();
         let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
-        if comm.trim_end() != name {
+        // The kernel keeps 15 bytes of a thread's name.
+        if comm.trim_end() != &name[..name.len().min(15)] {
             continue;
         }
         let stat = std::fs::read_to_string(dir.join("stat")).ok()?;
@@ -64,6 +66,9 @@ fn with_daemon<T: Send>(
     threads: ThreadOverrides,
     probe: impl FnOnce() -> T + Send,
 ) -> Result<T, String> {
+    // Threads are found by name in this process: one daemon at a time.
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(PoisonError::into_inner);
     let topo = Topology::line(&format!("vx-pl{tag}-")).expect("topology");
     let dir = std::env::temp_dir().join(format!("vx-pl{tag}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");

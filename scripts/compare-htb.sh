@@ -301,7 +301,9 @@ row() { # label, python expression over d (sink JSON), measurement name
         done
         echo "$line"
     done
-    echo "| placement | ${dut_cpu:+DUT on CPU $dut_cpu, gen + sink on CPU 0}${dut_cpu:-no pinning}${rt_args[*]:+, pktsched ${rt_args[*]}} |"
+    placed="no pinning"
+    [ -n "$dut_cpu" ] && placed="DUT on CPU $dut_cpu, gen + sink on CPU 0"
+    echo "| placement | $placed${rt_args[*]:+, pktsched ${rt_args[*]}} |"
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload
     echo

@@ -30,7 +30,8 @@
 # PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched.
 # For pktsched the forwarder's own CPU per frame and its context switches
 # per frame (voluntary = sleeps, involuntary = preemptions) are printed
-# too, from /proc/PID.
+# too, from /proc/PID, and with `perf` its system calls per frame
+# (sendto = TX kicks, ppoll/poll = sleeps).
 #
 #   scripts/compare-htb.sh [SECONDS]      (default 5 per measurement)
 set -euo pipefail
@@ -187,9 +188,16 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     sleep 0.3
     local flows=()
     for f in "$@"; do flows+=(--flow "$f"); done
-    local b0 b1 p0 p1; b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
+    local b0 b1 p0 p1 perf_pid=""
+    if [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
+        perf stat -x, -o "$work/$name.perf" -p "$shaper_pid" \
+            -e syscalls:sys_enter_sendto,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll 2>/dev/null &
+        perf_pid=$!
+    fi
+    b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
     nsr "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
     b1=$(busy_jiffies); p1=($(proc_counters "$shaper_pid"))
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
     # The forwarder's own CPU jiffies, voluntary and involuntary switches.
     echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
     # pktsched's own view: each class's sojourn (received → handed to TX).
@@ -298,6 +306,17 @@ row() { # label, python expression over d (sink JSON), measurement name
                 *sleeps*) line="$line $(( v * 1000 / n )) |" ;;
                 *) line="$line $(( iv * 1000 / n )).$(( iv * 10000 / n % 10 )) |" ;;
             esac
+        done
+        echo "$line"
+    done
+    for sc in sendto ppoll poll; do
+        line="| forwarder $sc calls per 1000 64 B frames (perf) |"
+        for a in $shaped; do
+            f="$work/$a-fwd.perf"
+            if [ "$a" = htb ] || [ ! -s "$f" ]; then line="$line — |"; continue; fi
+            n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
+            c=$(awk -F, -v e="syscalls:sys_enter_$sc" '$3 == e {print $1}' "$f")
+            line="$line $(( ${c:-0} * 1000 / (n > 0 ? n : 1) )) |"
         done
         echo "$line"
     done

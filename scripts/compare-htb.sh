@@ -22,6 +22,17 @@
 #
 # pktsched runs once per engine (link.engine = run-to-completion, pspat).
 #
+# Placement (alike for every row): with two or more CPUs the device under
+# test works on CPU 1 and the generator and sink on CPU 0 — pktsched's
+# forwarding threads with `run --cpu 1`, the bridge + HTB path by steering
+# d0's receive processing to CPU 1 (RPS: the bridge, HTB's enqueue and
+# the transmit to s0 then run in softirq there). PIN=0 turns it off.
+# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched.
+# For pktsched the forwarder's own CPU per frame and its context switches
+# per frame (voluntary = sleeps, involuntary = preemptions) are printed
+# too, from /proc/PID, and with `perf` its system calls per frame
+# (sendto = TX kicks, ppoll/poll = sleeps).
+#
 #   scripts/compare-htb.sh [SECONDS]      (default 5 per measurement)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,6 +53,31 @@ trap cleanup EXIT
 scripts/netns-topology.sh up "$p" >/dev/null
 
 nsx() { local ns="$1"; shift; ip netns exec "$ns" "$@"; }
+
+pin_dut=() pin_rest=() dut_cpu=""
+if [ "${PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ]; then
+    dut_cpu=1 pin_dut=(--cpu 1) pin_rest=(taskset -c 0)
+fi
+rt_args=()
+[ -n "${PKTSCHED_RT:-}" ] && rt_args=(--rt-priority "$PKTSCHED_RT")
+# The generator and sink on the other CPU.
+nsr() { local ns="$1"; shift; ip netns exec "$ns" "${pin_rest[@]}" "$@"; }
+# RPS: d0's receive processing on the DUT's CPU (HTB rows), or back to
+# where the frame arrived ("0").
+rps() { nsx "$dut" sh -c "echo $1 > /sys/class/net/d0/queues/rx-0/rps_cpus" 2>/dev/null || true; }
+
+# proc_counters PID: "cpu_jiffies voluntary involuntary" summed over the
+# process's threads (zeros when there is none).
+proc_counters() {
+    local pid="$1" j=0 v=0 n=0 t
+    if [ -z "$pid" ] || [ ! -d "/proc/$pid" ]; then echo "0 0 0"; return; fi
+    j=$(sed 's/.*) //' "/proc/$pid/stat" | awk '{print $12 + $13}')
+    for t in /proc/"$pid"/task/*/status; do
+        v=$(( v + $(awk '/^voluntary_ctxt_switches/{print $2}' "$t" 2>/dev/null || echo 0) ))
+        n=$(( n + $(awk '/^nonvoluntary_ctxt_switches/{print $2}' "$t" 2>/dev/null || echo 0) ))
+    done
+    echo "$j $v $n"
+}
 
 # busy_jiffies
 . scripts/lib/cpu.sh
@@ -80,12 +116,14 @@ EOF
 start_pktsched() { # $1 rate, $2 engine
     shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$1" "$2"
     # Not through nsx: $! must be the shaper itself (ip netns exec execs it).
-    ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" >"$work/run.out" 2>"$work/run.err" &
+    ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" \
+        "${pin_dut[@]}" "${rt_args[@]}" >"$work/run.out" 2>"$work/run.err" &
     shaper_pid=$!
     for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
     cat "$work/run.err" >&2; exit 1
 }
-stop_pktsched() { kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; rm -f "$work/ctl.sock"; }
+stop_pktsched() { kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; shaper_pid=""; rm -f "$work/ctl.sock"; }
+shaper_pid=""
 
 start_htb() { # $1 rate
     nsx "$dut" ip link add br0 type bridge
@@ -97,8 +135,10 @@ start_htb() { # $1 rate
     nsx "$dut" tc class add dev d1 parent 1:1 classid 1:10 htb rate "$(( ${1%mbit} / 2 ))mbit" ceil "$1" prio 0
     nsx "$dut" tc class add dev d1 parent 1:1 classid 1:20 htb rate "$(( ${1%mbit} / 2 ))mbit" ceil "$1" prio 1
     nsx "$dut" tc filter add dev d1 parent 1: protocol ip u32 match ip dport 6008 0xffff flowid 1:10
+    if [ -n "$dut_cpu" ]; then rps $(( 1 << dut_cpu )); fi
 }
 stop_htb() {
+    rps 0
     nsx "$dut" tc qdisc del dev d1 root 2>/dev/null || true
     nsx "$dut" ip link del br0 2>/dev/null || true
 }
@@ -107,6 +147,7 @@ start_bridge() { # a plain bridge, no qdisc (veths default to noqueue)
     nsx "$dut" ip link set d0 master br0
     nsx "$dut" ip link set d1 master br0
     nsx "$dut" ip link set br0 up
+    if [ -n "$dut_cpu" ]; then rps $(( 1 << dut_cpu )); fi
 }
 
 # Architectures: pktsched with each engine, bridge + HTB, plain bridge.
@@ -130,10 +171,10 @@ s0_rx() { nsx "$sink" cat /sys/class/net/s0/statistics/rx_packets; }
 saturate() { # $1 name: 64-byte frames from the ring generator, far above
     local name="$1"
     # One ordinary datagram first, so ARP has resolved the sink's MAC.
-    nsx "$gen" "$bin" gen --dst 198.18.0.2 --flow dport=6000,rate=1mbit,size=64 --duration 200ms >/dev/null 2>&1 || true
+    nsr "$gen" "$bin" gen --dst 198.18.0.2 --flow dport=6000,rate=1mbit,size=64 --duration 200ms >/dev/null 2>&1 || true
     local r0 b0 r1 b1
     r0=$(s0_rx); b0=$(busy_jiffies)
-    nsx "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
+    nsr "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
         --flow "dport=6000,rate=5gbit,size=64" --duration "${secs}s" --json >"$work/$name.gen.json"
     r1=$(s0_rx); b1=$(busy_jiffies)
     echo $(( (r1 - r0) / secs )) >"$work/$name.pps"
@@ -142,14 +183,23 @@ saturate() { # $1 name: 64-byte frames from the ring generator, far above
 
 measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     local name="$1"; shift
-    nsx "$sink" "$bin" sink --ports 6000-6008 --idle 1s --json >"$work/$name.json" 2>/dev/null &
+    nsr "$sink" "$bin" sink --ports 6000-6008 --idle 1s --json >"$work/$name.json" 2>/dev/null &
     local sink_pid=$!
     sleep 0.3
     local flows=()
     for f in "$@"; do flows+=(--flow "$f"); done
-    local b0; b0=$(busy_jiffies)
-    nsx "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
-    local b1; b1=$(busy_jiffies)
+    local b0 b1 p0 p1 perf_pid=""
+    if [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
+        perf stat -x, -o "$work/$name.perf" -p "$shaper_pid" \
+            -e syscalls:sys_enter_sendto,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll 2>/dev/null &
+        perf_pid=$!
+    fi
+    b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
+    nsr "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
+    b1=$(busy_jiffies); p1=($(proc_counters "$shaper_pid"))
+    if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
+    # The forwarder's own CPU jiffies, voluntary and involuntary switches.
+    echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
     # pktsched's own view: each class's sojourn (received → handed to TX).
     [ -S "$work/ctl.sock" ] && "$bin" stats --socket "$work/ctl.sock" --json >"$work/$name.stats.json" 2>/dev/null || true
     wait "$sink_pid" || true
@@ -239,6 +289,40 @@ row() { # label, python expression over d (sink JSON), measurement name
         line="$line $(( c / (n > 0 ? n : 1) )) |"
     done
     echo "$line"
+    # The forwarder alone (pktsched: its process; HTB works in softirq).
+    for what in "CPU ns per 64 B frame, the forwarder process alone" \
+        "forwarder sleeps (voluntary switches) per 1000 frames" \
+        "forwarder preemptions (involuntary switches) per 1000 frames, 64 B frames" \
+        "forwarder preemptions per 1000 frames, victim run"; do
+        line="| $what |"
+        for a in $shaped; do
+            case "$a" in htb) line="$line — |"; continue ;; esac
+            case "$what" in *victim*) m=victim ;; *) m=fwd ;; esac
+            n=$(jq_py "$work/$a-$m.json" "print(sum(f['received'] for f in d['flows']))")
+            read -r j v iv <"$work/$a-$m.proc"
+            n=$(( n > 0 ? n : 1 ))
+            case "$what" in
+                CPU*) line="$line $(( j * $(ns_per_jiffy) / n )) |" ;;
+                *sleeps*) line="$line $(( v * 1000 / n )) |" ;;
+                *) line="$line $(( iv * 1000 / n )).$(( iv * 10000 / n % 10 )) |" ;;
+            esac
+        done
+        echo "$line"
+    done
+    for sc in sendto ppoll poll; do
+        line="| forwarder $sc calls per 1000 64 B frames (perf) |"
+        for a in $shaped; do
+            f="$work/$a-fwd.perf"
+            if [ "$a" = htb ] || [ ! -s "$f" ]; then line="$line — |"; continue; fi
+            n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
+            c=$(awk -F, -v e="syscalls:sys_enter_$sc" '$3 == e {print $1}' "$f")
+            line="$line $(( ${c:-0} * 1000 / (n > 0 ? n : 1) )) |"
+        done
+        echo "$line"
+    done
+    placed="no pinning"
+    [ -n "$dut_cpu" ] && placed="DUT on CPU $dut_cpu, gen + sink on CPU 0"
+    echo "| placement | $placed${rt_args[*]:+, pktsched ${rt_args[*]}} |"
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload
     echo

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions};
+use pktsched_run::config::{MAX_CPU, ThreadSched};
+use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions, ThreadOverrides};
 
 use crate::output::Stdout;
 
@@ -37,6 +38,16 @@ pub(crate) struct RunArgs {
     /// reload then reads the config file as that user.
     #[arg(long, value_name = "NAME", conflicts_with = "keep_privileges")]
     user: Option<String>,
+    /// Pin the forwarding threads to this CPU (over the config's
+    /// `link.cpu`); the control threads keep every CPU.
+    #[arg(long, value_name = "N")]
+    cpu: Option<u32>,
+    /// Run the forwarding threads under SCHED_FIFO at this priority
+    /// (1..=99, over the config's `link.sched`; needs CAP_SYS_NICE). The
+    /// forwarder sleeps when idle, so it does not starve its CPU; pair
+    /// with `--cpu` to keep other work off that core.
+    #[arg(long, value_name = "N")]
+    rt_priority: Option<u32>,
 }
 
 /// `pktsched check`.
@@ -78,6 +89,14 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         )),
         None => None,
     };
+    let sched = a
+        .rt_priority
+        .map(ThreadSched::fifo)
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--rt-priority: {e}"))?;
+    if let Some(cpu) = a.cpu.filter(|&c| c > MAX_CPU) {
+        anyhow::bail!("--cpu {cpu} is out of range: allowed 0..={MAX_CPU}");
+    }
     let stop = crate::stop::stop_flag()?;
     pktsched_runtime::signal::install_reload()?;
     let opts = DaemonOptions {
@@ -85,6 +104,7 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         duration,
         keep_privileges: a.keep_privileges,
         user: a.user.clone(),
+        threads: ThreadOverrides { cpu: a.cpu, sched },
     };
     let fin = daemon::run(
         &opts,

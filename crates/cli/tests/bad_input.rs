@@ -657,6 +657,71 @@ fn shaper_and_traffic() {
                 &["c.toml:5:10", "link.engine", "run-to-completion, pspat"],
             )
         },
+        row(
+            &[
+                "run",
+                "--config",
+                "/nonexistent/c.toml",
+                "--rt-priority",
+                "0",
+            ],
+            2,
+            &["--rt-priority", "priority 0", "1..=99"],
+        ),
+        row(
+            &[
+                "run",
+                "--config",
+                "/nonexistent/c.toml",
+                "--rt-priority",
+                "100",
+            ],
+            2,
+            &["--rt-priority", "priority 100", "1..=99"],
+        ),
+        row(
+            &[
+                "run",
+                "--config",
+                "/nonexistent/c.toml",
+                "--rt-priority",
+                "x",
+            ],
+            2,
+            &["--rt-priority", "'x'"],
+        ),
+        row(
+            &["run", "--config", "/nonexistent/c.toml", "--cpu", "5000"],
+            2,
+            &["--cpu 5000", "0..=1023"],
+        ),
+        row(
+            &["run", "--config", "/nonexistent/c.toml", "--cpu=-1"],
+            2,
+            &["--cpu", "'-1'"],
+        ),
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\nsched = \"fifo:0\"\ncpu = 9999\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:6:7", "link.cpu = 9999", "0..=1023"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\nsched = \"fifo\"\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:5:9", "link.sched", "\"fifo\" is unknown", "fifo:N"],
+            )
+        },
         row(&["sink", "--ports", "10-1"], 2, &["--ports", "LO <= HI"]),
         row(&["sink", "--ports", "1-2000"], 2, &["at most 1024"]),
         row(&["sink", "--idle", "x"], 2, &["--idle"]),

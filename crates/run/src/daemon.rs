@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::config::{self, RunConfig};
+use crate::config::{self, RunConfig, ThreadSched};
 use crate::control::{ControlServer, ControlThread, Request};
 use crate::devices::open_devices;
 use crate::engine::{Final, Pipeline};
@@ -29,6 +29,39 @@ pub struct DaemonOptions {
     pub keep_privileges: bool,
     /// Run as this user (and its group) once the sockets are open.
     pub user: Option<String>,
+    /// Placement of the forwarder's threads given on the command line,
+    /// over the config's `link.cpu` / `link.sched`.
+    pub threads: ThreadOverrides,
+}
+
+/// `--cpu` and `--rt-priority`: they replace the config's `link.cpu` and
+/// `link.sched` at start and at every reload (so a reload does not see
+/// them as a change).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ThreadOverrides {
+    /// Pin the forwarder's threads to this CPU.
+    pub cpu: Option<u32>,
+    /// Their policy.
+    pub sched: Option<ThreadSched>,
+}
+
+impl ThreadOverrides {
+    fn apply(&self, cfg: &mut RunConfig) {
+        if let Some(cpu) = self.cpu {
+            cfg.link.cpu = Some(cpu);
+        }
+        if let Some(s) = self.sched {
+            cfg.link.sched = s;
+        }
+    }
+
+    /// Where a setting came from, for errors.
+    fn origin(&self, cfg: &RunConfig) -> String {
+        match (self.cpu, self.sched) {
+            (None, None) => format!("{}: link.cpu / link.sched", cfg.file),
+            _ => "--cpu / --rt-priority".into(),
+        }
+    }
 }
 
 /// What the daemon tells its caller while it runs.
@@ -47,13 +80,15 @@ pub fn load_checked(path: &Path) -> Result<RunConfig, String> {
     Ok(cfg)
 }
 
-/// Re-reads `path` and applies it; the answer lists the changes, or says
-/// why not (`error: ...`, the running config kept).
-pub fn apply_reload(pipeline: &Pipeline, path: &Path) -> String {
-    let new = match load_checked(path) {
+/// Re-reads `path` and applies it (with the command line's thread
+/// placement over it); the answer lists the changes, or says why not
+/// (`error: ...`, the running config kept).
+pub fn apply_reload(pipeline: &Pipeline, path: &Path, threads: ThreadOverrides) -> String {
+    let mut new = match load_checked(path) {
         Ok(c) => c,
         Err(e) => return format!("error: {e} (the running config is kept)\n"),
     };
+    threads.apply(&mut new);
     match pipeline.reload(new) {
         Ok(changes) if changes.is_empty() => "reloaded: no changes\n".into(),
         Ok(changes) => {
@@ -65,9 +100,9 @@ pub fn apply_reload(pipeline: &Pipeline, path: &Path) -> String {
 }
 
 /// The answer to one control request.
-pub fn answer(pipeline: &Pipeline, path: &Path, req: Request) -> String {
+pub fn answer(pipeline: &Pipeline, path: &Path, threads: ThreadOverrides, req: Request) -> String {
     if req == Request::Reload {
-        return apply_reload(pipeline, path);
+        return apply_reload(pipeline, path, threads);
     }
     match pipeline.snapshot() {
         Ok(s) => match req {
@@ -109,8 +144,21 @@ pub fn run(
     events: &mut dyn DaemonEvents,
 ) -> Result<Final, String> {
     let user = opts.user.as_deref().map(sys::lookup_user).transpose()?;
-    let cfg = load_checked(&opts.config)?;
+    let mut cfg = load_checked(&opts.config)?;
+    opts.threads.apply(&mut cfg);
     let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
+    // The pipeline's threads inherit this thread's CPU and policy; it goes
+    // back once they are started (`placed` dropped), before the control
+    // threads start.
+    let placed = sys::place_calling_thread(cfg.link.cpu, cfg.link.sched)
+        .map_err(|e| format!("{}: {e}", opts.threads.origin(&cfg)))?;
+    if cfg.link.cpu.is_some() || cfg.link.sched != ThreadSched::Other {
+        events.log(&format!(
+            "forwarder threads: cpu {}, policy {}",
+            cfg.link.cpu.map_or("any".into(), |c| c.to_string()),
+            cfg.link.sched
+        ));
+    }
     if let Some(why) = &backend.reason {
         events.log(why);
     }
@@ -135,9 +183,10 @@ pub fn run(
     let pipeline = Pipeline::start(cfg.clone(), devices, pool)
         .map_err(|e| e.to_string())?
         .with_ring_board(backend.ring_board);
+    drop(placed);
     let pipeline = Arc::new(pipeline);
-    let (p, path) = (pipeline.clone(), opts.config.clone());
-    let control = ControlThread::spawn(server, move |req| answer(&p, &path, req))
+    let (p, path, threads) = (pipeline.clone(), opts.config.clone(), opts.threads);
+    let control = ControlThread::spawn(server, move |req| answer(&p, &path, threads, req))
         .map_err(|e| e.to_string())?;
     let metrics = match cfg.control.prometheus {
         Some(addr) => {
@@ -166,7 +215,7 @@ pub fn run(
         if reload_requested() {
             events.log(&format!(
                 "SIGHUP: {}",
-                apply_reload(&pipeline, &opts.config).trim_end()
+                apply_reload(&pipeline, &opts.config, opts.threads).trim_end()
             ));
         }
         if dump && last_dump.elapsed() >= Duration::from_secs(1) {

@@ -110,7 +110,7 @@ fn rates_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart>
 /// restart.
 pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestart> {
     let (o, n) = (&old.link, &new.link);
-    let fixed: [(&'static str, String, String); 8] = [
+    let fixed: [(&'static str, String, String); 10] = [
         ("link.ingress", o.ingress.clone(), n.ingress.clone()),
         ("link.egress", o.egress.clone(), n.egress.clone()),
         (
@@ -129,6 +129,8 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
             o.engine.name().into(),
             n.engine.name().into(),
         ),
+        ("link.cpu", format!("{:?}", o.cpu), format!("{:?}", n.cpu)),
+        ("link.sched", o.sched.to_string(), n.sched.to_string()),
         (
             "link.promiscuous",
             o.promiscuous.to_string(),
@@ -250,6 +252,16 @@ mod tests {
                 "rate = \"100mbit\"",
                 "rate = \"100mbit\"\nengine = \"pspat\"",
                 "link.engine",
+            ),
+            (
+                "rate = \"100mbit\"",
+                "rate = \"100mbit\"\ncpu = 0",
+                "link.cpu",
+            ),
+            (
+                "rate = \"100mbit\"",
+                "rate = \"100mbit\"\nsched = \"fifo:5\"",
+                "link.sched",
             ),
             (
                 "rate = \"100mbit\"\n",

@@ -1,6 +1,10 @@
 //! The few system calls pktsched-run makes itself (the devices' are in
 //! `pktsched-io`).
 
+mod placement;
+
+pub use placement::{Placed, allowed_cpus, calling_thread_policy, place_calling_thread};
+
 /// Sets the calling thread's timer slack (ns), so the idle arbiter's short
 /// sleeps end on time (the default slack is 50 µs). Best effort.
 pub(crate) fn set_timer_slack(ns: u64) {

@@ -32,6 +32,7 @@ fn child(spec: &str) {
         duration: Some(Duration::from_secs(6)),
         keep_privileges: false,
         user: Some("nobody".into()),
+        threads: Default::default(),
     };
     let stop = AtomicBool::new(false);
     in_namespace(ns, || daemon::run(&opts, &stop, &|| false, false, &mut Log))

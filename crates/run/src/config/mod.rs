@@ -12,6 +12,8 @@
 //! burst = 3028          # bytes it may send ahead of the rate (default: one frame)
 //! engine = "run-to-completion"  # one thread receives, schedules, sends;
 //!                       # or "pspat": receive thread → mailbox → arbiter
+//! cpu = 1               # pin the forwarder's threads to this CPU (default: any)
+//! sched = "fifo:50"     # their policy: "other" (default) or SCHED_FIFO at 1..=99
 //!
 //! [scheduler]
 //! algorithm = "drr"     # fifo | prio | rr | drr | wf2q | qfq
@@ -38,6 +40,7 @@ mod matching;
 mod normalise;
 mod parse;
 mod raw;
+mod threads;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -55,6 +58,7 @@ pub(crate) use normalise::rule_toml;
 pub(crate) use parse::{Ctx, interface, parse_class, parse_control};
 pub use parse::{load, parse};
 pub(crate) use raw::{RawClass, RawControl, RawMatch};
+pub use threads::{MAX_CPU, RT_PRIORITIES, ThreadSched};
 
 /// Most classes in one config.
 pub const MAX_CLASSES: usize = 4096;
@@ -166,6 +170,10 @@ pub struct LinkConfig {
     pub burst: u32,
     /// The threads that move scheduled frames (fixed at start).
     pub engine: Engine,
+    /// The CPU the forwarder's threads are pinned to (`None`: any).
+    pub cpu: Option<u32>,
+    /// The forwarder's threads' scheduling policy.
+    pub sched: ThreadSched,
 }
 
 impl LinkConfig {

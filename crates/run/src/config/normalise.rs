@@ -23,6 +23,10 @@ impl fmt::Display for RunConfig {
         writeln!(f, "buffers = {}", l.buffers)?;
         writeln!(f, "burst = {}", l.burst)?;
         writeln!(f, "engine = \"{}\"", l.engine.name())?;
+        if let Some(cpu) = l.cpu {
+            writeln!(f, "cpu = {cpu}")?;
+        }
+        writeln!(f, "sched = \"{}\"", l.sched)?;
         writeln!(f, "\n[scheduler]")?;
         match &self.scheduler {
             SchedulerChoice::Algorithm(a) => writeln!(f, "algorithm = \"{}\"", a.name())?,

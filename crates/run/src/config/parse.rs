@@ -14,8 +14,8 @@ use super::matching::match_rule;
 use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
 use super::{
     Backend, ClassConfig, ConfigError, ControlConfig, Engine, LinkConfig, MAX_BUFFERS, MAX_BURST,
-    MAX_CLASS_LIMIT, MAX_CLASSES, MAX_CONFIG_BYTES, MAX_FRAME, MAX_LINK_RATE, MAX_OVERHEAD,
-    MAX_RULES, MIN_FRAME, RunConfig, SchedulerChoice, read_capped,
+    MAX_CLASS_LIMIT, MAX_CLASSES, MAX_CONFIG_BYTES, MAX_CPU, MAX_FRAME, MAX_LINK_RATE,
+    MAX_OVERHEAD, MAX_RULES, MIN_FRAME, RunConfig, SchedulerChoice, ThreadSched, read_capped,
 };
 
 /// Where errors point: the file's name and text.
@@ -196,6 +196,16 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
                 )
             })?,
     };
+    let cpu = l
+        .cpu
+        .as_ref()
+        .map(|c| cx.range(c, "link.cpu", 0, MAX_CPU))
+        .transpose()?;
+    let sched = match &l.sched {
+        None => ThreadSched::Other,
+        Some(s) => ThreadSched::parse(s.get_ref())
+            .map_err(|e| cx.err(s.span(), format!("link.sched = {e}")))?,
+    };
     Ok(LinkConfig {
         ingress,
         egress,
@@ -208,6 +218,8 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
         buffers,
         burst,
         engine,
+        cpu,
+        sched,
     })
 }
 

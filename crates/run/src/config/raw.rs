@@ -29,6 +29,8 @@ pub(crate) struct RawLink {
     pub(crate) buffers: Option<Spanned<i64>>,
     pub(crate) burst: Option<Spanned<i64>>,
     pub(crate) engine: Option<Spanned<String>>,
+    pub(crate) cpu: Option<Spanned<i64>>,
+    pub(crate) sched: Option<Spanned<String>>,
 }
 
 /// `[scheduler]`.

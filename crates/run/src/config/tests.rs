@@ -71,6 +71,23 @@ fn the_normalised_form_parses_back_to_itself() {
 }
 
 #[test]
+fn cpu_and_sched_default_to_any_and_other_and_read_back() {
+    let c = parse_ok(GOOD);
+    assert_eq!((c.link.cpu, c.link.sched), (None, ThreadSched::Other));
+    assert!(!c.to_string().contains("cpu ="));
+    let pinned = GOOD.replace("mpu = 84", "mpu = 84\ncpu = 1\nsched = \"fifo:50\"");
+    let c = parse_ok(&pinned);
+    assert_eq!((c.link.cpu, c.link.sched), (Some(1), ThreadSched::Fifo(50)));
+    let text = c.to_string();
+    assert!(text.contains("cpu = 1\nsched = \"fifo:50\"\n"), "{text}");
+    let again = parse_ok(&text);
+    assert_eq!(
+        (again.link.cpu, again.link.sched),
+        (Some(1), ThreadSched::Fifo(50))
+    );
+}
+
+#[test]
 fn class_rates_follow_htb_ceil_defaults_to_rate_and_ceil_alone_is_a_limit() {
     let src = GOOD
         .replace(
@@ -166,6 +183,30 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         (
             format!("{link}engine = 2\n{class}"),
             &["t.toml:5:10", "expected a string"],
+        ),
+        (
+            format!("{link}cpu = 1024\n{class}"),
+            &["link.cpu = 1024", "0..=1023"],
+        ),
+        (
+            format!("{link}cpu = -1\n{class}"),
+            &["link.cpu = -1", "0..=1023"],
+        ),
+        (
+            format!("{link}sched = \"fifo:0\"\n{class}"),
+            &["link.sched", "\"fifo:0\"", "1..=99"],
+        ),
+        (
+            format!("{link}sched = \"fifo:100\"\n{class}"),
+            &["t.toml:5:9", "link.sched", "1..=99"],
+        ),
+        (
+            format!("{link}sched = \"rr:10\"\n{class}"),
+            &["link.sched", "\"rr:10\"", "\"other\" or \"fifo:N\""],
+        ),
+        (
+            format!("{link}sched = 50\n{class}"),
+            &["t.toml:5", "expected a string"],
         ),
         (
             format!("{link}bogus = 1\n{class}"),

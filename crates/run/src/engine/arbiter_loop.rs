@@ -133,6 +133,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 break;
             }
             if round.drained == 0 && round.released == 0 {
+                self.flush_tx();
                 match self.next_due(&round, now) {
                     Some(due)
                         if Duration::from_nanos(due.0.saturating_sub(now.0)) < YIELD_BELOW =>
@@ -148,6 +149,14 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             }
         }
         self.stop_sequence()
+    }
+
+    /// Sends the frames released and waiting in the output (one kick):
+    /// before any sleep or yield.
+    pub(crate) fn flush_tx(&self) {
+        if let Some(o) = self.arbiter.output() {
+            o.flush();
+        }
     }
 
     /// Between rounds: control commands, retired classes whose time is up,
@@ -181,8 +190,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     /// before, everything queued sent at once, the counters after, and the
     /// runtime's report.
     pub(crate) fn stop_sequence(mut self) -> Stopped<P> {
+        self.flush_tx();
         let before = self.snapshot(self.clock.now());
         let flushed = self.flush();
+        self.flush_tx();
         let after = self.snapshot(self.clock.now());
         let report = self.arbiter.stop(StopMode::Drain, self.clock.now());
         Stopped {
@@ -319,8 +330,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         let tx = self
             .arbiter
             .output()
-            .and_then(|o| o.flow(s.flow.index()))
-            .map(|f| (f.summary(), f.tx_failed));
+            .map(|o| {
+                let summary = o.flow(s.flow.index()).map(super::tx::FlowTx::summary);
+                (summary, o.tx_failed(s.flow.index()))
+            })
+            .and_then(|(summary, failed)| summary.map(|sm| (sm, failed)));
         let ((p50, p99, buckets, count, sum), tx_failed) =
             tx.unwrap_or(((0.0, 0.0, vec![0; SOJOURN_BUCKETS_S.len()], 0, 0.0), 0));
         let c = self

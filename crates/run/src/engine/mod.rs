@@ -262,6 +262,11 @@ impl Drop for Pipeline {
 
 /// The final counters of a stopped arbiter (either engine).
 fn finish<P: PacketIo + Send + 'static>(stopped: Stopped<P>, shared: &Shared) -> Final {
+    // What the runtime's own stop released is still waiting in the
+    // output: send it before the device goes.
+    for out in &stopped.report.outputs {
+        out.flush();
+    }
     drop(stopped.report);
     Final {
         flushed_at_stop: stopped.flushed,
@@ -289,5 +294,5 @@ pub(crate) fn device_stats<P: PacketIo>(port: &Port<P>) -> DeviceStats {
 
 /// The egress's counters.
 pub(crate) fn tx_device_stats<P: PacketIo>(out: &TxOutput<P>) -> DeviceStats {
-    device_stats(&out.port)
+    device_stats(&out.tx.borrow().port)
 }

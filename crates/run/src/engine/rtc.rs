@@ -53,8 +53,9 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             published = Instant::now();
         }
         if received >= RX_BATCH || round.released > 0 {
-            continue; // more may be waiting: no sleep
+            continue; // more may be waiting: no sleep (and no kick yet)
         }
+        looper.flush_tx();
         match looper.next_due(&round, now) {
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.
@@ -62,6 +63,7 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             Some(due) => sleep_until_frame_or(&mut port, due, &clock),
         }
     }
+    looper.flush_tx();
     shared.publish_device(device_stats(&port));
     looper.stop_sequence()
 }

@@ -1,7 +1,17 @@
 //! The egress: the runtime's [`Output`] for real frames. It records each
-//! frame's sojourn time (received → handed to the device) per flow and
-//! sends the batch; frames the device will not take after its retries are
-//! dropped, their buffers returned, and counted per flow as `tx_failed`.
+//! frame's sojourn time (received → released to the egress) per flow and
+//! sends; frames the device will not take after its retries are dropped,
+//! their buffers returned, and counted per flow as `tx_failed`.
+//!
+//! Kick moderation: each send is a TX kick (`sendto` on AF_XDP), so
+//! released frames wait here until [`KICK_BATCH`] of them are waiting or
+//! the engine is about to sleep ([`TxOutput::flush`]); a frame waits at
+//! most one pass of the engine's loop (a receive batch and a round). The
+//! engine reaches the output only through `&` (the arbiter owns it), so
+//! the waiting frames and the port are in a `RefCell`, borrowed by one
+//! thread only.
+
+use std::cell::RefCell;
 
 use hdrhistogram::Histogram;
 use pktsched_core::Pkt;
@@ -12,12 +22,14 @@ use super::ports::Port;
 use crate::frame::Frame;
 use crate::stats::SOJOURN_BUCKETS_S;
 
-/// Per-flow sojourn times and transmit failures.
+/// Released frames kept for one send (one kick) at most.
+pub(crate) const KICK_BATCH: usize = 32;
+
+/// Per-flow sojourn times.
 #[derive(Debug, Default)]
 pub(crate) struct FlowTx {
     pub(crate) sojourn: Option<Histogram<u64>>,
     pub(crate) sojourn_sum_ns: u128,
-    pub(crate) tx_failed: u64,
 }
 
 impl FlowTx {
@@ -51,14 +63,24 @@ impl FlowTx {
     }
 }
 
+/// The port and the frames waiting for it.
+#[derive(Debug)]
+pub(crate) struct TxQueue<P> {
+    pub(crate) port: Port<P>,
+    bufs: Vec<PacketBuf>,
+    flow_of: Vec<usize>,
+    /// Frames of each flow the device did not take (`FlowId::index`).
+    failed: Vec<u64>,
+    /// Sends (kicks) made.
+    pub(crate) sends: u64,
+}
+
 /// The egress device as the arbiter's output.
 #[derive(Debug)]
 pub(crate) struct TxOutput<P> {
-    pub(crate) port: Port<P>,
+    pub(crate) tx: RefCell<TxQueue<P>>,
     pool: &'static BufPool,
     clock: Clock,
-    bufs: Vec<PacketBuf>,
-    flow_of: Vec<usize>,
     /// Indexed by `FlowId::index`.
     pub(crate) flows: Vec<FlowTx>,
 }
@@ -66,17 +88,26 @@ pub(crate) struct TxOutput<P> {
 impl<P> TxOutput<P> {
     pub(crate) fn new(port: Port<P>, pool: &'static BufPool, clock: Clock) -> TxOutput<P> {
         TxOutput {
-            port,
+            tx: RefCell::new(TxQueue {
+                port,
+                bufs: Vec::with_capacity(512),
+                flow_of: Vec::with_capacity(512),
+                failed: Vec::new(),
+                sends: 0,
+            }),
             pool,
             clock,
-            bufs: Vec::with_capacity(512),
-            flow_of: Vec::with_capacity(512),
             flows: Vec::new(),
         }
     }
 
     pub(crate) fn flow(&self, index: usize) -> Option<&FlowTx> {
         self.flows.get(index)
+    }
+
+    /// Frames of flow `index` the device did not take.
+    pub(crate) fn tx_failed(&self, index: usize) -> u64 {
+        self.tx.borrow().failed.get(index).copied().unwrap_or(0)
     }
 
     fn flow_mut(&mut self, index: usize) -> &mut FlowTx {
@@ -87,25 +118,169 @@ impl<P> TxOutput<P> {
     }
 }
 
+impl<P: PacketIo> TxOutput<P> {
+    /// Sends every waiting frame (one kick); what the device refuses is
+    /// dropped and counted per flow.
+    pub(crate) fn flush(&self) {
+        let mut tx = self.tx.borrow_mut();
+        if tx.bufs.is_empty() {
+            return;
+        }
+        let q = &mut *tx;
+        q.sends += 1;
+        let sent = q.port.send(&mut q.bufs, self.pool);
+        for flow in q.flow_of.drain(..).skip(sent) {
+            if q.failed.len() <= flow {
+                q.failed.resize(flow + 1, 0);
+            }
+            q.failed[flow] += 1;
+        }
+        for buf in q.bufs.drain(..) {
+            self.pool.put(buf);
+        }
+    }
+}
+
 impl<P: PacketIo + Send + 'static> Output<Frame> for TxOutput<P> {
     fn transmit(&mut self, batch: &mut Vec<Pkt<Frame>>) {
         let now = self.clock.now();
+        let mut waiting = 0;
         for pkt in batch.drain(..) {
             let flow = pkt.flow.index();
             let ns = now.0.saturating_sub(pkt.ts.0);
             self.flow_mut(flow).record(ns);
             if let Some(buf) = pkt.item.into_buf() {
-                self.bufs.push(buf);
-                self.flow_of.push(flow);
+                let tx = self.tx.get_mut();
+                tx.bufs.push(buf);
+                tx.flow_of.push(flow);
+                waiting = tx.bufs.len();
             }
         }
-        let sent = self.port.send(&mut self.bufs, self.pool);
-        let failed: Vec<usize> = self.flow_of.drain(..).skip(sent).collect();
-        for flow in failed {
-            self.flow_mut(flow).tx_failed += 1;
+        if waiting >= KICK_BATCH {
+            self.flush();
         }
-        for buf in self.bufs.drain(..) {
+    }
+}
+
+impl<P> Drop for TxOutput<P> {
+    fn drop(&mut self) {
+        // Frames still waiting go back to the pool (the engines flush
+        // before they stop; this only keeps the buffers).
+        for buf in self.tx.get_mut().bufs.drain(..) {
             self.pool.put(buf);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use pktsched_core::{FlowId, Nanos, Pkt};
+    use pktsched_io::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
+    use pktsched_runtime::{Clock, Output};
+
+    use super::{KICK_BATCH, TxOutput};
+    use crate::engine::ports::Port;
+    use crate::frame::Frame;
+
+    /// A device that takes every frame (or none, `refuse_all`) and counts
+    /// its sends (kicks) and the frames it took.
+    #[derive(Debug, Default)]
+    struct Counting {
+        sends: usize,
+        frames: usize,
+        refuse_all: bool,
+    }
+
+    impl PacketIo for Counting {
+        fn recv_batch(
+            &mut self,
+            _: &BufPool,
+            _: &mut Vec<PacketBuf>,
+            _: usize,
+        ) -> Result<usize, IoError> {
+            Ok(0)
+        }
+        fn send_batch(
+            &mut self,
+            frames: &mut Vec<PacketBuf>,
+            pool: &BufPool,
+        ) -> Result<usize, IoError> {
+            self.sends += 1;
+            if self.refuse_all {
+                return Ok(0);
+            }
+            let n = frames.len();
+            self.frames += n;
+            for b in frames.drain(..) {
+                pool.put(b);
+            }
+            Ok(n)
+        }
+        fn wait(&mut self, _: Duration) -> Result<(), IoError> {
+            Ok(())
+        }
+        fn stats(&self) -> IoStats {
+            IoStats::default()
+        }
+    }
+
+    fn batch(pool: &'static BufPool, n: usize, flow: u32) -> Vec<Pkt<Frame>> {
+        (0..n)
+            .map(|_| {
+                let mut b = pool.get().expect("buffer");
+                assert!(b.fill(&[0u8; 60]));
+                Pkt::new(FlowId(flow), 60, Nanos(0), Frame::new(b, pool))
+            })
+            .collect()
+    }
+
+    fn output(pool: &'static BufPool, dev: Counting) -> TxOutput<Counting> {
+        TxOutput::new(Port::new(dev, "t0", "tx"), pool, Clock::new())
+    }
+
+    #[test]
+    fn released_frames_wait_for_a_full_batch_or_a_flush_one_send_each() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(256, 2048).expect("pool")));
+        let mut out = output(pool, Counting::default());
+        for _ in 0..3 {
+            out.transmit(&mut batch(pool, 5, 0));
+        }
+        assert_eq!(out.tx.borrow().port.io.sends, 0, "15 frames wait");
+        out.flush();
+        out.flush();
+        let (sends, frames) = {
+            let t = out.tx.borrow();
+            (t.port.io.sends, t.port.io.frames)
+        };
+        assert_eq!((sends, frames), (1, 15), "one kick for the three rounds");
+        out.transmit(&mut batch(pool, KICK_BATCH, 1));
+        assert_eq!(
+            out.tx.borrow().port.io.sends,
+            2,
+            "a full batch goes at once"
+        );
+        assert_eq!(out.tx.borrow().port.io.frames, 15 + KICK_BATCH);
+        assert_eq!(pool.stats().free, 256, "every buffer is back");
+    }
+
+    #[test]
+    fn frames_the_device_refuses_are_counted_per_flow_at_the_flush() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
+        let dev = Counting {
+            refuse_all: true,
+            ..Counting::default()
+        };
+        let mut out = output(pool, dev);
+        out.transmit(&mut batch(pool, 3, 2));
+        out.transmit(&mut batch(pool, 2, 0));
+        assert_eq!((out.tx_failed(2), out.tx_failed(0)), (0, 0));
+        out.flush();
+        assert_eq!(
+            (out.tx_failed(2), out.tx_failed(0), out.tx_failed(1)),
+            (3, 2, 0)
+        );
+        assert_eq!(pool.stats().free, 64);
     }
 }

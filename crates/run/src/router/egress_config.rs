@@ -28,7 +28,7 @@ use toml::Spanned;
 use super::config::RouteClass;
 use crate::config::{
     Backend, ClassConfig, ConfigError, ControlConfig, Ctx, Engine, LinkConfig, MAX_LINK_RATE,
-    MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, parse_class,
+    MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, ThreadSched, parse_class,
 };
 
 /// The longest frame the egress queues: the router's pool buffer.
@@ -83,6 +83,8 @@ impl EgressSection {
                 buffers: 64,
                 burst: 0,
                 engine: Engine::RunToCompletion,
+                cpu: None,
+                sched: ThreadSched::Other,
             },
             scheduler: SchedulerChoice::Algorithm(self.algorithm),
             control: ControlConfig {

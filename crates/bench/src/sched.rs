@@ -207,11 +207,13 @@ impl<S: Scheduler<u64>> Scheduler<u64> for PrioByWeight<S> {
     fn remove_flow(&mut self, f: FlowId) -> Result<Vec<Pkt<u64>>, pktsched_core::ConfigError> {
         self.inner.remove_flow(f)
     }
-    #[inline]
+    // Always inlined: the wrapper only maps weights to levels when flows
+    // are added, and must not add a call per packet to PRIO's figures.
+    #[inline(always)]
     fn enqueue(&mut self, p: Pkt<u64>, now: Nanos) -> Result<(), pktsched_core::Rejected<u64>> {
         self.inner.enqueue(p, now)
     }
-    #[inline]
+    #[inline(always)]
     fn dequeue(&mut self, now: Nanos) -> Option<Pkt<u64>> {
         self.inner.dequeue(now)
     }

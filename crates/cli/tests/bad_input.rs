@@ -1069,6 +1069,54 @@ fn route_configs_and_flags() {
             ])),
             ..check(&["router.egress_address6 = \"ff02::1\"", "unicast IPv6"])
         },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"voip\"\n",
+            ])),
+            ..check(&[
+                "r.toml:12:8",
+                "egress.class name \"voip\"",
+                "allowed \"be\"",
+            ])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"0kbit\"\n",
+            ])),
+            ..check(&["r.toml:10:8", "egress.rate", "`0kbit` is zero"])
+        },
+        Row {
+            files: file(cat(&[RT_HEAD, CLASS, ROUTE, "[egress]\nrate = \"10MB\"\n"])),
+            ..check(&["egress.rate", "10MB"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"10mbit\"\nalgorithm = \"htb\"\n",
+            ])),
+            ..check(&[
+                "egress.algorithm",
+                "`htb`",
+                "fifo, prio, rr, drr, wf2q, qfq",
+            ])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nlimit = 0\n",
+            ])),
+            ..check(&["class \"be\": limit = 0", "1..=1048576"])
+        },
     ]);
 }
 

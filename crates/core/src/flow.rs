@@ -378,8 +378,12 @@ pub struct FlowTable<T> {
     totals: Totals,
     /// Scheduler-wide drops (by reason) and overlimits.
     rare: Counters,
-    /// Arrival order: the list of all queued packets, oldest first.
-    arrival: Option<(u32, u32)>,
+    /// True for a table in arrival order (see [`FlowTable::in_arrival_order`]).
+    arrival_order: bool,
+    /// Arrival order: the oldest and newest queued packets (NIL when none;
+    /// always NIL in per-flow order).
+    arrival_head: u32,
+    arrival_tail: u32,
 }
 
 impl<T> Default for FlowTable<T> {
@@ -393,7 +397,9 @@ impl<T> Default for FlowTable<T> {
             live: 0,
             totals: Totals::default(),
             rare: Counters::default(),
-            arrival: None,
+            arrival_order: false,
+            arrival_head: NIL,
+            arrival_tail: NIL,
         }
     }
 }
@@ -461,16 +467,47 @@ impl<T> FlowTable<T> {
         self.count_drop(pkt.flow, reason, pkt.len);
         Rejected { pkt, reason }
     }
+    /// Counts and hands back a packet that failed the admission test (the
+    /// reason is worked out here, off the packet path).
+    #[cold]
+    #[inline(never)]
+    fn refuse_checked(&mut self, pkt: Pkt<T>, extra_full: bool) -> Rejected<T> {
+        let r = self
+            .refusal(&pkt, extra_full)
+            .unwrap_or(DropReason::QueueFull);
+        self.refuse(pkt, r)
+    }
     /// Checks and queues a packet: whether its flow was empty before, or the
     /// packet back with the reason (counted).
+    ///
+    /// The admission test and the queueing share one lookup of the flow's
+    /// hot record; the reason of a refusal is found on the cold path.
     #[inline(always)]
     pub(crate) fn admit(&mut self, pkt: Pkt<T>, extra_full: bool) -> Result<bool, Rejected<T>> {
-        match self.refusal(&pkt, extra_full) {
-            Some(r) => Err(self.refuse(pkt, r)),
-            None => self
-                .push(pkt)
-                .map_err(|p| self.refuse(p, DropReason::QueueFull)),
+        debug_assert!(!self.arrival_order);
+        let len = pkt.len;
+        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
+            return Err(self.refuse_checked(pkt, extra_full));
+        };
+        // A dead flow has limit 0, so it fails the limit test.
+        if len > h.max_len || h.len >= h.limit || extra_full {
+            return Err(self.refuse_checked(pkt, extra_full));
         }
+        let i = match Self::store(&mut self.pool, &mut self.free_slot, pkt) {
+            Ok(i) => i,
+            Err(p) => return Err(self.refuse(p, DropReason::QueueFull)),
+        };
+        let was_empty = h.len == 0;
+        if was_empty {
+            h.head = i;
+            h.head_len = len;
+        } else if let Some(t) = self.pool.get_mut(h.tail as usize) {
+            t.next = i;
+            t.next_len = len;
+        }
+        h.tail = i;
+        Self::count_in(&mut self.totals, h, len);
+        Ok(was_empty)
     }
     /// [`FlowTable::admit`] for a table in arrival order.
     #[inline(always)]
@@ -479,12 +516,25 @@ impl<T> FlowTable<T> {
         pkt: Pkt<T>,
         extra_full: bool,
     ) -> Result<(), Rejected<T>> {
-        match self.refusal(&pkt, extra_full) {
-            Some(r) => Err(self.refuse(pkt, r)),
-            None => self
-                .push_arrival(pkt)
-                .map_err(|p| self.refuse(p, DropReason::QueueFull)),
+        debug_assert!(self.arrival_order);
+        let len = pkt.len;
+        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
+            return Err(self.refuse_checked(pkt, extra_full));
+        };
+        if len > h.max_len || h.len >= h.limit || extra_full {
+            return Err(self.refuse_checked(pkt, extra_full));
         }
+        let i = match Self::store(&mut self.pool, &mut self.free_slot, pkt) {
+            Ok(i) => i,
+            Err(p) => return Err(self.refuse(p, DropReason::QueueFull)),
+        };
+        match self.pool.get_mut(self.arrival_tail as usize) {
+            Some(t) => t.next = i,
+            None => self.arrival_head = i,
+        }
+        self.arrival_tail = i;
+        Self::count_in(&mut self.totals, h, len);
+        Ok(())
     }
     /// Packets queued in all flows.
     #[inline(always)]
@@ -574,7 +624,7 @@ impl<T> FlowTable<T> {
     /// if the pool is full.
     #[inline(always)]
     pub(crate) fn push(&mut self, pkt: Pkt<T>) -> Result<bool, Pkt<T>> {
-        debug_assert!(self.arrival.is_none());
+        debug_assert!(!self.arrival_order);
         let (f, len) = (pkt.flow.index(), pkt.len);
         if f >= self.hot.len() {
             return Err(pkt);
@@ -596,7 +646,7 @@ impl<T> FlowTable<T> {
     /// Takes the head packet of a flow, with the new head's length.
     #[inline(always)]
     pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {
-        debug_assert!(self.arrival.is_none());
+        debug_assert!(!self.arrival_order);
         let h = self.hot.get_mut(id.index())?;
         if h.len == 0 {
             return None;
@@ -621,35 +671,16 @@ impl<T> FlowTable<T> {
             Some((pkt, Some(next_len)))
         }
     }
-    /// Queues a packet that passed [`FlowTable::refusal`] at the tail of a
-    /// table in arrival order, or hands it back if the pool is full.
-    #[inline(always)]
-    pub(crate) fn push_arrival(&mut self, pkt: Pkt<T>) -> Result<(), Pkt<T>> {
-        let (f, len) = (pkt.flow.index(), pkt.len);
-        if f >= self.hot.len() {
-            return Err(pkt);
-        }
-        let i = Self::store(&mut self.pool, &mut self.free_slot, pkt)?;
-        let (head, tail) = self.arrival.get_or_insert((NIL, NIL));
-        match self.pool.get_mut(*tail as usize) {
-            Some(t) => t.next = i,
-            None => *head = i,
-        }
-        *tail = i;
-        let h = &mut self.hot[f];
-        Self::count_in(&mut self.totals, h, len);
-        Ok(())
-    }
     /// Takes the oldest packet of a table in arrival order.
     #[inline(always)]
     pub(crate) fn pop_arrival(&mut self) -> Option<Pkt<T>> {
-        let (head, tail) = self.arrival.as_mut()?;
-        let i = *head;
+        let i = self.arrival_head;
+        // NIL (an empty list, or a table in per-flow order) is past the pool.
         let s = self.pool.get_mut(i as usize)?;
         let pkt = s.pkt.take()?;
-        *head = s.next;
-        if *head == NIL {
-            *tail = NIL;
+        self.arrival_head = s.next;
+        if s.next == NIL {
+            self.arrival_tail = NIL;
         }
         s.next = self.free_slot;
         self.free_slot = i;
@@ -663,7 +694,7 @@ impl<T> FlowTable<T> {
     /// as dropped with reason [`DropReason::Removed`].
     pub(crate) fn remove(&mut self, id: FlowId) -> Vec<Pkt<T>> {
         let mut out = Vec::with_capacity(self.hot[id.index()].len as usize);
-        if self.arrival.is_some() {
+        if self.arrival_order {
             self.unlink_arrivals(id, &mut out);
         } else {
             while let Some((p, _)) = self.pop(id) {
@@ -685,9 +716,7 @@ impl<T> FlowTable<T> {
     /// Takes every packet of flow `id` out of the arrival list, oldest
     /// first, counting each as a departure.
     fn unlink_arrivals(&mut self, id: FlowId, out: &mut Vec<Pkt<T>>) {
-        let Some((mut head, mut tail)) = self.arrival else {
-            return;
-        };
+        let (mut head, mut tail) = (self.arrival_head, self.arrival_tail);
         let (mut prev, mut i) = (NIL, head);
         while let Some(s) = self.pool.get_mut(i as usize) {
             let next = s.next;
@@ -708,7 +737,7 @@ impl<T> FlowTable<T> {
             }
             i = next;
         }
-        self.arrival = Some((head, tail));
+        (self.arrival_head, self.arrival_tail) = (head, tail);
         let h = &mut self.hot[id.index()];
         for p in out.iter() {
             Self::count_out(&mut self.totals, h, p.len);
@@ -733,10 +762,12 @@ impl<T> FlowTable<T> {
     }
     /// The packets queued in a live flow, head first.
     pub fn packets(&self, id: FlowId) -> impl Iterator<Item = &Pkt<T>> + '_ {
-        let (mut i, all) = match self.arrival {
-            _ if !self.contains(id) => (NIL, false),
-            Some((head, _)) => (head, true),
-            None => (self.hot[id.index()].head, false),
+        let (mut i, all) = if !self.contains(id) {
+            (NIL, false)
+        } else if self.arrival_order {
+            (self.arrival_head, true)
+        } else {
+            (self.hot[id.index()].head, false)
         };
         let walk = core::iter::from_fn(move || {
             let s = self.pool.get(i as usize)?;
@@ -750,7 +781,7 @@ impl<T> FlowTable<T> {
     /// (see [`FlowTable`]).
     pub(crate) fn in_arrival_order() -> FlowTable<T> {
         FlowTable {
-            arrival: Some((NIL, NIL)),
+            arrival_order: true,
             ..FlowTable::default()
         }
     }

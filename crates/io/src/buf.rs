@@ -24,6 +24,7 @@ use crossbeam_queue::ArrayQueue;
 pub struct PacketBuf {
     data: Box<[u8]>,
     len: usize,
+    rx_ns: u64,
 }
 
 impl PacketBuf {
@@ -74,6 +75,22 @@ impl PacketBuf {
     #[inline]
     pub fn set_len(&mut self, len: usize) {
         self.len = len.min(self.data.len());
+    }
+
+    /// When the kernel received the frame: CLOCK_MONOTONIC nanoseconds
+    /// (the clock of [`crate::clock::monotonic_ns`]), or 0 if unknown.
+    /// AF_XDP: the stamp the XDP program wrote into the frame's metadata;
+    /// AF_PACKET: the ring header's receive time, converted from
+    /// CLOCK_REALTIME. A buffer from [`BufPool::get`] starts at 0.
+    #[inline]
+    pub fn rx_ns(&self) -> u64 {
+        self.rx_ns
+    }
+
+    /// Sets the receive time ([`PacketBuf::rx_ns`]).
+    #[inline]
+    pub fn set_rx_ns(&mut self, ns: u64) {
+        self.rx_ns = ns;
     }
 
     /// The whole buffer, to write a frame into.
@@ -145,7 +162,11 @@ impl BufPool {
     #[inline]
     pub fn get(&self) -> Option<PacketBuf> {
         match self.inner.free.pop() {
-            Some(data) => Some(PacketBuf { data, len: 0 }),
+            Some(data) => Some(PacketBuf {
+                data,
+                len: 0,
+                rx_ns: 0,
+            }),
             None => {
                 self.inner.empty.fetch_add(1, Ordering::Relaxed);
                 None
@@ -208,6 +229,12 @@ mod tests {
         assert_eq!((pool.stats().free, pool.stats().foreign), (2, 2));
         let mut c = pool.get().expect("c");
         assert!(c.is_empty(), "a buffer comes back empty");
+        assert_eq!(c.rx_ns(), 0, "and without a receive time");
+        c.set_rx_ns(7);
+        assert_eq!(c.rx_ns(), 7);
+        pool.put(c);
+        let mut c = pool.get().expect("c again");
+        assert_eq!(c.rx_ns(), 0, "a reused buffer forgets its receive time");
         c.set_len(1000);
         assert_eq!(c.len(), 64);
     }

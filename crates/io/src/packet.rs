@@ -102,6 +102,8 @@ const BLOCK_FIRST: usize = 16;
 const BLOCK_HEADER_LEN: usize = 48;
 /// Offsets in `struct tpacket3_hdr`.
 const PKT_NEXT: usize = 0;
+const PKT_SEC: usize = 4;
+const PKT_NSEC: usize = 8;
 const PKT_SNAPLEN: usize = 12;
 const PKT_STATUS: usize = 20;
 const PKT_MAC: usize = 24;
@@ -145,6 +147,40 @@ pub struct RxFrame {
     pub vlan: Option<(u16, u16)>,
     /// Offset of the next frame (0: none).
     pub next: usize,
+    /// The kernel's receive time of the frame from the ring header
+    /// (`tp_sec`, `tp_nsec`: CLOCK_REALTIME, the socket's default), in
+    /// nanoseconds; 0 if the header has none.
+    pub rx_real_ns: u64,
+}
+
+/// Nanoseconds of a ring header's `sec`, `nsec` pair.
+fn header_ns(h: &[u8], sec: usize, nsec: usize) -> u64 {
+    let (s, n) = (rd32(h, sec).unwrap_or(0), rd32(h, nsec).unwrap_or(0));
+    u64::from(s) * 1_000_000_000 + u64::from(n)
+}
+
+/// CLOCK_MONOTONIC minus CLOCK_REALTIME now, in nanoseconds: added to a
+/// ring header's (realtime) receive time it gives the monotonic time of
+/// [`crate::clock::monotonic_ns`]. Sampled once per receive call, so a
+/// step of the wall clock (NTP, `date -s`) is wrong for at most the
+/// frames of one batch received across it.
+pub fn realtime_to_monotonic() -> i64 {
+    let mono = crate::clock::monotonic_ns() as i64;
+    let real = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0);
+    mono - real
+}
+
+/// A ring header's realtime receive stamp as CLOCK_MONOTONIC, with the
+/// offset of [`realtime_to_monotonic`]; 0 stays 0 (unknown), and so does
+/// a stamp that would fall before the clock's start.
+pub fn rx_monotonic_ns(rx_real_ns: u64, offset: i64) -> u64 {
+    if rx_real_ns == 0 {
+        return 0;
+    }
+    u64::try_from(rx_real_ns as i64 + offset).unwrap_or(0)
 }
 
 /// The frame whose header is at `at` in `block`, or `None` if the header
@@ -173,12 +209,15 @@ pub fn frame_at(block: &[u8], at: usize) -> Option<RxFrame> {
         data: start..end,
         vlan,
         next: if next == 0 { 0 } else { at.checked_add(next)? },
+        rx_real_ns: header_ns(h, PKT_SEC, PKT_NSEC),
     })
 }
 
 /// Offsets in `struct tpacket2_hdr` (receive side).
 const V2_MAC: usize = 12;
 const V2_STATUS: usize = 0;
+const V2_SEC: usize = 16;
+const V2_NSEC: usize = 20;
 const V2_VLAN_TCI: usize = 24;
 const V2_VLAN_TPID: usize = 26;
 const V2_HEADER_LEN: usize = 32;
@@ -207,6 +246,7 @@ pub fn slot_frame(slot: &[u8]) -> Option<RxFrame> {
         data: start..end,
         vlan,
         next: 0,
+        rx_real_ns: header_ns(h, V2_SEC, V2_NSEC),
     })
 }
 
@@ -575,7 +615,8 @@ impl PacketSocket {
     fn take(
         &mut self,
         bytes: &[u8],
-        vlan: Option<(u16, u16)>,
+        f: &RxFrame,
+        clock_offset: i64,
         pool: &BufPool,
         out: &mut Vec<PacketBuf>,
     ) -> bool {
@@ -583,11 +624,12 @@ impl PacketSocket {
             self.stats.rx_no_buffer += 1;
             return false;
         };
-        if !copy_frame(bytes, vlan, &mut buf) {
+        if !copy_frame(bytes, f.vlan, &mut buf) {
             self.stats.rx_oversize += 1;
             pool.put(buf);
             return false;
         }
+        buf.set_rx_ns(rx_monotonic_ns(f.rx_real_ns, clock_offset));
         self.stats.rx_packets += 1;
         self.stats.rx_bytes += buf.len() as u64;
         out.push(buf);
@@ -603,6 +645,7 @@ impl PacketSocket {
         max: usize,
     ) -> usize {
         let (fsize, fcount) = (ring.frame_size as usize, ring.frame_count as usize);
+        let clock_offset = realtime_to_monotonic();
         let mut n = 0;
         while n < max {
             let off = self.slot * fsize;
@@ -614,7 +657,9 @@ impl PacketSocket {
             // TP_STATUS_KERNEL below; the kernel does not write it meanwhile.
             let slot = unsafe { std::slice::from_raw_parts(self.map.base.add(off), fsize) };
             match slot_frame(slot) {
-                Some(f) => n += usize::from(self.take(&slot[f.data], f.vlan, pool, out)),
+                Some(f) => {
+                    n += usize::from(self.take(&slot[f.data.clone()], &f, clock_offset, pool, out))
+                }
                 None => self.stats.rx_oversize += 1,
             }
             self.status(off + TX_STATUS)
@@ -683,6 +728,7 @@ impl PacketSocket {
 
     fn recv_frames(&mut self, pool: &BufPool, out: &mut Vec<PacketBuf>, max: usize) -> usize {
         let (bsize, bcount) = self.rx_geometry();
+        let clock_offset = realtime_to_monotonic();
         let mut n = 0;
         while n < max && bcount > 0 {
             let off = self.block * bsize;
@@ -703,7 +749,7 @@ impl PacketSocket {
                 };
                 left -= 1;
                 at = f.next;
-                n += usize::from(self.take(&block[f.data], f.vlan, pool, out));
+                n += usize::from(self.take(&block[f.data.clone()], &f, clock_offset, pool, out));
                 if at == 0 {
                     left = 0;
                 }
@@ -1006,5 +1052,33 @@ mod tests {
         )
         .expect_err("bad geometry");
         assert!(e.to_string().contains("power of two"), "{e}");
+    }
+
+    #[test]
+    fn ring_header_receive_times_become_monotonic() {
+        let mut b = block(&[(&[1u8; 60], None)]);
+        let h = BLOCK_HEADER_LEN;
+        b[h + PKT_SEC..h + PKT_SEC + 4].copy_from_slice(&5u32.to_ne_bytes());
+        b[h + PKT_NSEC..h + PKT_NSEC + 4].copy_from_slice(&7u32.to_ne_bytes());
+        let f = frame_at(&b, h).expect("frame");
+        assert_eq!(f.rx_real_ns, 5_000_000_007);
+        assert_eq!(rx_monotonic_ns(f.rx_real_ns, -4_000_000_000), 1_000_000_007);
+        assert_eq!(rx_monotonic_ns(0, 123), 0, "no stamp stays unknown");
+        assert_eq!(rx_monotonic_ns(5, -6), 0, "before the clock's start");
+        let mut slot = vec![0u8; 256];
+        slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&10u32.to_ne_bytes());
+        slot[V2_MAC..V2_MAC + 2].copy_from_slice(&64u16.to_ne_bytes());
+        slot[V2_SEC..V2_SEC + 4].copy_from_slice(&2u32.to_ne_bytes());
+        slot[V2_NSEC..V2_NSEC + 4].copy_from_slice(&3u32.to_ne_bytes());
+        assert_eq!(slot_frame(&slot).expect("slot").rx_real_ns, 2_000_000_003);
+        // Now on both clocks: the offset maps one to the other.
+        let off = realtime_to_monotonic();
+        let real = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("after 1970")
+            .as_nanos() as u64;
+        let mono = rx_monotonic_ns(real, off);
+        let now = crate::clock::monotonic_ns();
+        assert!(mono <= now && now - mono < 1_000_000_000, "{mono} {now}");
     }
 }

@@ -86,7 +86,7 @@ fn one_ring(items: u64, size: u32, relaxed: bool) {
             }
             v += 1;
         }
-        consumer.join().unwrap();
+        consumer.join().expect("consumer thread");
     });
 }
 
@@ -154,7 +154,7 @@ fn frames_cycle_through_fill_and_rx_without_a_race() {
             f.submit(&fill.prod, 1);
             seq += 1;
         }
-        kernel.join().unwrap();
+        kernel.join().expect("kernel thread");
     });
 }
 
@@ -225,7 +225,7 @@ fn one_fill_ring_feeds_two_class_rings_without_a_race() {
                 thread::yield_now();
             }
         }
-        kernel.join().unwrap();
+        kernel.join().expect("kernel thread");
     });
 }
 

@@ -11,7 +11,8 @@
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use pktsched_io::bpf::action;
-use pktsched_io::bpf::classify::{MAX_RULES, Steer, class_of_output, compile, load};
+use pktsched_io::bpf::classify::{MAX_RULES, META_LEN, Steer, class_of_output, compile, load};
+use pktsched_io::bpf::stamp::rx_ns_of_output;
 use pktsched_io::bpf::sys::Map;
 use pktsched_io::classify::{Classifier, IpPrefix, Match, PortRange, Rule};
 use pktsched_io::frame::{UdpSpec, build_udp};
@@ -292,7 +293,9 @@ fn the_compiled_classifier_agrees_with_the_userspace_one() {
         for case in 0..per_set {
             let f = frame(&mut rng);
             let want = userspace.classify(&f).class;
+            let before = pktsched_io::clock::monotonic_ns();
             let run = prog.test_run(&f, &mut out).expect("test run");
+            let after = pktsched_io::clock::monotonic_ns();
             assert_eq!(
                 run.retval,
                 action::PASS,
@@ -307,9 +310,14 @@ fn the_compiled_classifier_agrees_with_the_userspace_one() {
                 pktsched_io::classify::fields(&f)
             );
             assert_eq!(
-                &out[4..run.out_len],
+                &out[META_LEN..run.out_len],
                 &f[..],
                 "the frame itself is untouched"
+            );
+            let rx = rx_ns_of_output(&out[..run.out_len], f.len(), META_LEN);
+            assert!(
+                rx.is_some_and(|t| before <= t && t <= after),
+                "the receive stamp {rx:?} is the run's time ({before}..={after})"
             );
             checked += 1;
             not_default += u64::from(want != default);

@@ -93,9 +93,9 @@ fn model(clients: usize, items: usize, skip_fence: bool) {
             }
         }
         for p in producers {
-            p.join().unwrap();
+            p.join().expect("producer thread");
         }
-        arbiter.join().unwrap();
+        arbiter.join().expect("arbiter thread");
     });
 }
 
@@ -171,7 +171,7 @@ fn busy_model(settle: bool) {
             assert!(tx.try_push(i).is_ok());
             bell.ring(0);
         }
-        arbiter.join().unwrap();
+        arbiter.join().expect("arbiter thread");
     });
 }
 

@@ -15,6 +15,11 @@
 //!   LL-WFQ ≤ 1/3 and ≤ 1/10; no loss ratio when SQ lost no RT packet);
 //! - **the bound**: of the points with ρ_RT ≤ [`BOUND_RHO`] and a bound,
 //!   how many have their measured RT p99 within it.
+//!
+//! The RT p99 judged ([`judged_p99`]) is the router's (kernel receive →
+//! transmit) when every point has it, else the sink's (one-way); the
+//! table and the lines say which, and the sink's overload RT p99 is
+//! shown next to it either way.
 
 use std::fmt::Write as _;
 
@@ -43,10 +48,29 @@ pub(crate) struct Targets {
     pub(crate) loss_free_pps: Option<f64>,
     /// Where the loss crosses [`LOSS_FREE`], interpolated.
     pub(crate) interpolated_pps: Option<f64>,
+    /// The judged RT p99 at overload ([`judged_p99`]).
     pub(crate) overload_rt_p99_us: Option<f64>,
+    /// The sink's RT p99 at overload.
+    pub(crate) overload_sink_rt_p99_us: Option<f64>,
     pub(crate) overload_rt_loss: Option<f64>,
     /// Points with ρ_RT ≤ [`BOUND_RHO`] and a bound: (within, all).
     pub(crate) bound_within: (usize, usize),
+}
+
+/// What the targets call a point's RT p99: the router's (kernel receive
+/// → transmit) if every point has it, else the sink's; with its label.
+pub(crate) fn judged_p99(rows: &[Row]) -> (fn(&Row) -> f64, &'static str) {
+    if !rows.is_empty() && rows.iter().all(|r| r.router_rt_p99_us.is_some()) {
+        (
+            |r| r.router_rt_p99_us.unwrap_or(f64::NAN),
+            "the router's (kernel receive -> transmit)",
+        )
+    } else {
+        (
+            |r| r.rt_p99_us,
+            "the sink's (one-way, generator -> sink; no router figure for every point)",
+        )
+    }
 }
 
 fn total_loss(r: &Row) -> f64 {
@@ -87,6 +111,7 @@ fn overload<'a>(rows: &[&'a Row]) -> Option<&'a Row> {
 
 /// Each strategy's figures, strategies in name order.
 pub(crate) fn targets(rows: &[Row]) -> Vec<Targets> {
+    let (p99, _) = judged_p99(rows);
     let mut names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
     names.sort_unstable();
     names.dedup();
@@ -101,13 +126,14 @@ pub(crate) fn targets(rows: &[Row]) -> Vec<Targets> {
             let checked: Vec<bool> = mine
                 .iter()
                 .filter(|r| r.rho_rt.is_some_and(|rho| rho <= BOUND_RHO))
-                .filter_map(|r| r.bound_us.map(|b| r.rt_p99_us <= b))
+                .filter_map(|r| r.bound_us.map(|b| p99(r) <= b))
                 .collect();
             Targets {
                 strategy: st.to_string(),
                 loss_free_pps,
                 interpolated_pps,
-                overload_rt_p99_us: over.map(|r| r.rt_p99_us),
+                overload_rt_p99_us: over.map(p99),
+                overload_sink_rt_p99_us: over.map(|r| r.rt_p99_us),
                 overload_rt_loss: over.map(|r| r.rt_loss),
                 bound_within: (checked.iter().filter(|ok| **ok).count(), checked.len()),
             }
@@ -133,11 +159,13 @@ fn met(ok: bool) -> &'static str {
 /// The table and one line per target.
 pub(crate) fn markdown(rows: &[Row]) -> String {
     let all = targets(rows);
+    let (_, source) = judged_p99(rows);
     let sq = all.iter().find(|t| t.strategy == "sq");
     let mut s = format!(
-        "| strategy | max loss-free load, pps (total loss ≤ {:.1} %) | interpolated, pps | ÷ SQ (point / interp.) \
-         | overload RT p99, µs | ÷ SQ | overload RT loss, % | ÷ SQ | RT p99 ≤ bound (ρ_RT ≤ {BOUND_RHO}) |\n\
-         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
+        "RT p99 below: {source}.\n\n\
+         | strategy | max loss-free load, pps (total loss ≤ {:.1} %) | interpolated, pps | ÷ SQ (point / interp.) \
+         | overload RT p99, µs | ÷ SQ | sink's overload RT p99, µs | ÷ SQ | overload RT loss, % | ÷ SQ | RT p99 ≤ bound (ρ_RT ≤ {BOUND_RHO}) |\n\
+         | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n",
         LOSS_FREE * 100.0
     );
     for t in &all {
@@ -150,7 +178,7 @@ pub(crate) fn markdown(rows: &[Row]) -> String {
         let (within, n) = t.bound_within;
         let _ = writeln!(
             s,
-            "| {} | {} | {} | {} / {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} / {} | {} | {} | {} | {} | {} | {} | {} |",
             t.strategy,
             cell(t.loss_free_pps, 0),
             cell(t.interpolated_pps, 0),
@@ -159,6 +187,14 @@ pub(crate) fn markdown(rows: &[Row]) -> String {
             cell(t.overload_rt_p99_us, 1),
             cell(
                 ratio(t.overload_rt_p99_us, sq.and_then(|q| q.overload_rt_p99_us)),
+                3
+            ),
+            cell(t.overload_sink_rt_p99_us, 1),
+            cell(
+                ratio(
+                    t.overload_sink_rt_p99_us,
+                    sq.and_then(|q| q.overload_sink_rt_p99_us)
+                ),
                 3
             ),
             cell(t.overload_rt_loss.map(|l| l * 100.0), 3),
@@ -171,12 +207,12 @@ pub(crate) fn markdown(rows: &[Row]) -> String {
         );
     }
     s.push('\n');
-    verdicts(&mut s, &all, sq);
+    verdicts(&mut s, &all, sq, source);
     s
 }
 
 /// One line per target: the figure, met or missed, or why there is none.
-fn verdicts(s: &mut String, all: &[Targets], sq: Option<&Targets>) {
+fn verdicts(s: &mut String, all: &[Targets], sq: Option<&Targets>, source: &str) {
     let Some(sq) = sq else {
         s.push_str("No SQ points: no ratios to SQ.\n");
         return;
@@ -207,7 +243,7 @@ fn verdicts(s: &mut String, all: &[Targets], sq: Option<&Targets>) {
     let _ = match ratio(wfq.overload_rt_p99_us, sq.overload_rt_p99_us) {
         Some(r) => writeln!(
             s,
-            "- LL-WFQ overload RT p99 ÷ SQ's = {r:.3} (target ≤ 1/3): {}",
+            "- LL-WFQ overload RT p99 ÷ SQ's = {r:.3} (target ≤ 1/3; {source}): {}",
             met(r <= P99_TARGET)
         ),
         None => writeln!(
@@ -229,10 +265,16 @@ fn verdicts(s: &mut String, all: &[Targets], sq: Option<&Targets>) {
         ),
         _ => writeln!(s, "- LL-WFQ overload RT loss: no overload point for both"),
     };
+    if let Some(r) = ratio(wfq.overload_sink_rt_p99_us, sq.overload_sink_rt_p99_us) {
+        let _ = writeln!(
+            s,
+            "- for reference, the sink's (one-way) LL-WFQ overload RT p99 ÷ SQ's = {r:.3}"
+        );
+    }
     let (within, n) = wfq.bound_within;
     let _ = writeln!(
         s,
-        "- LL-WFQ RT p99 within the bound at ρ_RT ≤ {BOUND_RHO}: {within} of {n} points{}",
+        "- LL-WFQ RT p99 ({source}) within the bound at ρ_RT ≤ {BOUND_RHO}: {within} of {n} points{}",
         if n == 0 {
             ""
         } else if within == n {
@@ -324,13 +366,15 @@ mod tests {
         assert_eq!(t[0].bound_within, (2, 4));
         assert_eq!(t[1].bound_within, (0, 0));
         let md = markdown(&rows());
-        assert!(md.contains("| ll-wfq | 90000 | 95000 | 0.900 / 0.950 | 600.0 | 0.200 | 0.300 | 0.010 | 2 of 4 |"), "{md}");
+        assert!(md.contains("| ll-wfq | 90000 | 95000 | 0.900 / 0.950 | 600.0 | 0.200 | 600.0 | 0.200 | 0.300 | 0.010 | 2 of 4 |"), "{md}");
+        assert!(md.starts_with("RT p99 below: the sink's"), "{md}");
         assert!(
             md.contains("throughput ÷ SQ's = 0.950 (interpolated; target ≥ 0.95): met"),
             "{md}"
         );
         assert!(
-            md.contains("RT p99 ÷ SQ's = 0.200 (target ≤ 1/3): met"),
+            md.contains("RT p99 ÷ SQ's = 0.200 (target ≤ 1/3; the sink's (one-way")
+                && md.contains("no router figure for every point)): met"),
             "{md}"
         );
         assert!(
@@ -366,5 +410,30 @@ mod tests {
         let lossy = vec![row("ll-rr", 1.0, (5, 0), 1.0, None)];
         assert_eq!(targets(&lossy)[0].loss_free_pps, None);
         assert!(markdown(&lossy).contains("No SQ points"));
+    }
+
+    /// With the router's figure on every point, the targets judge it (a
+    /// tenth of the sink's here): all four bound points within, and the
+    /// sink's overload RT p99 still shown; one point without it and the
+    /// sink's is judged again.
+    #[test]
+    fn the_routers_rt_p99_is_judged_when_every_point_has_it() {
+        let mut r = rows();
+        for row in &mut r {
+            row.router_rt_p99_us = Some(row.rt_p99_us / 10.0);
+        }
+        let t = targets(&r);
+        assert_eq!(t[0].overload_rt_p99_us, Some(60.0));
+        assert_eq!(t[0].overload_sink_rt_p99_us, Some(600.0));
+        assert_eq!(t[0].bound_within, (4, 4));
+        let md = markdown(&r);
+        assert!(
+            md.starts_with("RT p99 below: the router's (kernel receive -> transmit)"),
+            "{md}"
+        );
+        assert!(md.contains("| 60.0 | 0.200 | 600.0 | 0.200 |"), "{md}");
+        assert!(md.contains("4 of 4 points: met"), "{md}");
+        r[0].router_rt_p99_us = None;
+        assert_eq!(targets(&r)[0].bound_within, (2, 4), "back to the sink's");
     }
 }

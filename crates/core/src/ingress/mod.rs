@@ -6,7 +6,8 @@
 //!   and its validation into a [`RingPlan`] (rings, budgets, class → ring).
 //! - [`poller`]: the [`Poller`] over any [`Rings`] (a daemon's real rings,
 //!   the simulator's model, a test's counters), visit by visit
-//!   ([`Poller::step`]) or a round at a time ([`Poller::poll`]), with
+//!   ([`Poller::step`]), a round at a time ([`Poller::poll`]) or a device
+//!   poll at a time ([`Poller::poll_device`]), with
 //!   per-ring [`RingStats`].
 //! - [`bound`]: the RT latency bound `(b+ρ)·x/(1−ρ)` with its derivation,
 //!   and the largest best-effort budget for a target.

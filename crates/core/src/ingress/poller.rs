@@ -6,6 +6,16 @@
 //! every ring was visited once, or when the device budget is used up; the
 //! next round resumes at the ring after the last one visited, so the
 //! cyclic order — and with it the latency bound — holds across rounds.
+//!
+//! A driver whose round boundary is expensive (a system call to the
+//! kernel, a transmit flush) polls a *device* at a time
+//! ([`Poller::poll_device`]): rounds follow each other until the device
+//! budget is spent or a round finds nothing, as the kernel's NAPI polls a
+//! device again while it reports its budget used. Each round still visits
+//! the rings in cyclic order with their budgets, so between two visits of
+//! a ring the others take at most their budgets ([`RingPlan::others_per_cycle`]):
+//! the bound is unchanged, but a ring with a small budget no longer pays
+//! a device round per few packets when the others are idle.
 
 use super::config::{IngressConfig, IngressError, RingPlan};
 
@@ -75,6 +85,9 @@ pub struct Poller {
     cursor: usize,
     round_visits: usize,
     round_packets: usize,
+    /// The most a round may take: the device budget, or what a device
+    /// poll has left of it.
+    round_cap: usize,
     rounds: u64,
     stats: Vec<RingStats>,
 }
@@ -88,8 +101,10 @@ impl Poller {
     /// A poller for a plan.
     pub fn from_plan(plan: RingPlan) -> Poller {
         let stats = vec![RingStats::default(); plan.rings()];
+        let round_cap = plan.device_budget() as usize;
         Poller {
             plan,
+            round_cap,
             cursor: 0,
             round_visits: 0,
             round_packets: 0,
@@ -126,7 +141,7 @@ impl Poller {
         } else {
             self.plan.rings()
         };
-        let device = self.plan.device_budget() as usize;
+        let device = self.round_cap;
         if self.round_visits >= max_visits || self.round_packets >= device {
             let packets = self.round_packets;
             self.round_visits = 0;
@@ -170,5 +185,33 @@ impl Poller {
                 Step::RoundEnd { packets } => return packets,
             }
         }
+    }
+
+    /// One device poll: rounds until the device budget is spent or a
+    /// round takes nothing. Every visit is appended to `visits` (cleared
+    /// first); returns the packets taken (at most the device budget).
+    pub fn poll_device<R: Rings + ?Sized>(
+        &mut self,
+        rings: &mut R,
+        visits: &mut Vec<Take>,
+    ) -> usize {
+        visits.clear();
+        let device = self.plan.device_budget() as usize;
+        let mut total = 0;
+        while total < device {
+            self.round_cap = device - total;
+            let got = loop {
+                match self.step(rings) {
+                    Step::Visit(t) => visits.push(t),
+                    Step::RoundEnd { packets } => break packets,
+                }
+            };
+            total += got;
+            if got == 0 {
+                break;
+            }
+        }
+        self.round_cap = device;
+        total
     }
 }

@@ -356,3 +356,91 @@ fn bound_edge_cases_are_errors_naming_value_and_range() {
     );
     assert!(largest_b_for_target(100, 0, 0.3).is_err());
 }
+
+#[test]
+fn a_device_poll_repeats_rounds_while_rings_have_packets() {
+    // RT idle, BE backlogged: one round takes BE's budget only, a device
+    // poll takes the device budget in BE-sized visits.
+    let mut p = Poller::new(&IngressConfig::ll_wfq(&[60, 4])).unwrap();
+    let mut r = Tagged::new(2);
+    r.rings[1].extend((0..100).map(|s| (1, s)));
+    let mut v = Vec::new();
+    assert_eq!(p.poll_device(&mut r, &mut v), 64);
+    let be: Vec<usize> = v
+        .iter()
+        .filter(|t| t.ring == 1)
+        .map(|t| t.packets)
+        .collect();
+    assert_eq!(be, [4; 16]);
+    assert_eq!(p.rounds(), 16);
+    // 36 left: nine rounds of 4, then a round that finds nothing ends it.
+    assert_eq!(p.poll_device(&mut r, &mut v), 36);
+    assert_eq!(p.rounds(), 16 + 10);
+    assert_eq!(p.poll_device(&mut r, &mut v), 0);
+}
+
+#[test]
+fn a_device_poll_never_takes_more_than_the_device_budget() {
+    // Budgets 40 + 40 over a device budget of 64: the second round is cut
+    // to what the device poll has left.
+    let cfg = IngressConfig::ll_rr(2, 40).with_device_budget(64);
+    let mut p = Poller::new(&cfg).unwrap();
+    let mut r = Tagged::new(2);
+    r.rings[0].extend((0..30).map(|s| (0, s)));
+    r.rings[1].extend((0..1000).map(|s| (1, s)));
+    let mut v = Vec::new();
+    assert_eq!(p.poll_device(&mut r, &mut v), 64);
+    assert_eq!(
+        v.iter()
+            .map(|t| (t.ring, t.quota, t.packets))
+            .collect::<Vec<_>>(),
+        [(0, 40, 30), (1, 34, 34)]
+    );
+    assert_eq!(p.poll_device(&mut r, &mut v), 64);
+    assert_eq!(
+        v[0],
+        Take {
+            ring: 0,
+            quota: 40,
+            packets: 0
+        }
+    );
+}
+
+proptest! {
+    /// Device polls keep the budgets and the bound: between two visits of
+    /// a ring the others take at most `others_per_cycle`, and a device
+    /// poll takes at most the device budget.
+    #[test]
+    fn device_polls_keep_budgets_and_the_bound(
+        seed: u64, budgets in prop::collection::vec(1u32..=32, 2..6), d in 16u32..=128,
+    ) {
+        let budgets: Vec<u32> = budgets.into_iter().map(|b| b.min(d)).collect();
+        let cfg = IngressConfig::ll_wfq(&budgets).with_device_budget(d);
+        let mut p = Poller::new(&cfg).unwrap();
+        let n = budgets.len();
+        let limit: Vec<usize> = (0..n).map(|i| p.plan().others_per_cycle(i) as usize).collect();
+        let mut since = vec![0usize; n];
+        let mut r = Tagged::new(n);
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let mut v = Vec::new();
+        for _ in 0..300 {
+            for (i, ring) in r.rings.iter_mut().enumerate() {
+                ring.extend((0..rng.random_range(0..60)).map(|s| (i, s)));
+            }
+            let total = p.poll_device(&mut r, &mut v);
+            prop_assert!(total <= d as usize);
+            prop_assert_eq!(total, v.iter().map(|t| t.packets).sum::<usize>());
+            for t in &v {
+                prop_assert!(t.packets <= t.quota && t.quota <= budgets[t.ring] as usize);
+                prop_assert!(since[t.ring] <= limit[t.ring], "ring {} waited {} > {}", t.ring, since[t.ring], limit[t.ring]);
+                since[t.ring] = 0;
+                for (j, s) in since.iter_mut().enumerate() {
+                    if j != t.ring {
+                        *s += t.packets;
+                    }
+                }
+            }
+        }
+    }
+}

@@ -43,6 +43,9 @@
 //!   heap's top; it is cached, as are each run's front and back, so reading
 //!   it is one load and a removal of the minimum costs O(`RUNS`) (plus a heap
 //!   sift-down if it came from the heap);
+//! - re-keying the set's only entry (one backlogged flow, the served flow
+//!   staying eligible) replaces its key in place: a one-entry run is sorted
+//!   whatever its key, as a heap of one is;
 //! - removing an entry from the middle of a run (`deactivate`, a weight
 //!   change) leaves a hole that is skipped when it reaches the front; each
 //!   ring has room for twice the configured flows, so a full ring is at least
@@ -82,7 +85,9 @@
 //! set (each move is paid for by the packet that made the flow ineligible),
 //! then read the eligible minimum; the departure re-keys it (still
 //! eligible) or moves it to the ineligible set (or drops it when the flow
-//! empties). At most two 64-bit divisions per packet. The flow's packets are
+//! empties). At most two 64-bit divisions per packet (none by a
+//! power-of-two weight: a shift and a mask give the same quotient and
+//! remainder; `V`'s advance is a multiply-and-shift). The flow's packets are
 //! never looked at (`pick` ignores its `head` argument): the head length
 //! arrives with `activate` and `depart`.
 //!
@@ -590,6 +595,19 @@ impl Set {
         if pos & IN_RUN == 0 {
             self.heap.update_at((pos & POS_INDEX) as usize, e, slots);
             self.refresh();
+        } else if self.used == 1
+            && self.heap.len == 0
+            && self.runs[0].tail.wrapping_sub(self.runs[0].head) == 1
+        {
+            // The entry is the set's only one (run 0's sole slot, the
+            // common case of a single backlogged flow): a one-entry run is
+            // sorted whatever its key, so the key is replaced in place
+            // (as a heap of one is) instead of popped and appended.
+            let p = (pos & POS_INDEX) as usize;
+            self.runs[0].ring[p] = e;
+            self.fronts[0] = e;
+            self.backs[0] = e;
+            self.min = e;
         } else {
             self.remove(pos, slots);
             self.insert(e, slots);
@@ -664,6 +682,14 @@ impl Default for Slot {
 fn finish(s: u128, s_frac: u32, len: u32, w: u32) -> (u128, u32) {
     let n = (u64::from(len) << FRAC_BITS) + u64::from(s_frac);
     let w = u64::from(w.max(1));
+    if w.is_power_of_two() {
+        // The usual weights (1, 2, 4, ...): the same quotient and remainder
+        // by a shift and a mask, without a hardware divide per packet.
+        return (
+            s + u128::from(n >> w.trailing_zeros()),
+            (n & (w - 1)) as u32,
+        );
+    }
     // The remainder is below `w`, itself a `u32`.
     (s + u128::from(n / w), (n % w) as u32)
 }
@@ -1008,6 +1034,25 @@ mod tests {
     use proptest::prelude::*;
     use rand::{Rng, SeedableRng};
     use rand_chacha::ChaCha8Rng;
+
+    #[test]
+    fn finish_is_the_exact_quotient_for_every_weight() {
+        let mut rng = ChaCha8Rng::seed_from_u64(11);
+        for k in 0..20_000u32 {
+            // Every power of two up to the largest weight, and random ones.
+            let w = if k % 2 == 0 {
+                1 << (k / 2 % 21)
+            } else {
+                rng.random_range(1..=Wf2q::LIMITS.max_weight as u32)
+            };
+            let len = rng.random_range(1..=1u32 << 20);
+            let frac = rng.random_range(0..w);
+            let s = u128::from(rng.random::<u64>());
+            let n = (u64::from(len) << FRAC_BITS) + u64::from(frac);
+            let want = (s + u128::from(n / u64::from(w)), (n % u64::from(w)) as u32);
+            assert_eq!(finish(s, frac, len, w), want, "w {w} len {len} frac {frac}");
+        }
+    }
     use std::collections::VecDeque;
 
     type Sched = FlowSched<Wf2q, u64>;

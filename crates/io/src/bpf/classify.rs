@@ -66,6 +66,10 @@ const DPORT: i16 = -24;
 const HDR: i16 = -64;
 /// 8 bytes: small reads.
 const SMALL: i16 = -72;
+/// 8 bytes: the receive stamp.
+const STAMP: i16 = -80;
+/// Bytes of metadata: the class, then the stamp.
+pub const META_LEN: usize = 12;
 const ABSENT: i32 = -1; // u32::MAX
 
 /// The program's parts that need labels.
@@ -98,7 +102,10 @@ impl Gen {
     }
 
     fn init(&mut self) {
-        self.a.mov64_reg(Reg::R6, Reg::R1);
+        self.a
+            .mov64_reg(Reg::R6, Reg::R1)
+            .call(helper::KTIME_GET_NS)
+            .stx(Size::DW, Reg::R10, STAMP, Reg::R0);
         for slot in [VLAN, PROTO, DSCP, SPORT, DPORT] {
             self.a.st_imm(Size::W, Reg::R10, slot, ABSENT);
         }
@@ -330,20 +337,13 @@ impl Gen {
         self.a.bind(miss);
     }
 
-    /// Writes R9 into the metadata (if there is room) and redirects.
+    /// Writes the stamp and R9 into the metadata (if there is room) and
+    /// redirects.
     fn finish(&mut self, map: &Map, steer: Steer) {
         let redirect = self.a.label();
-        self.a
-            .mov64_reg(Reg::R1, Reg::R6)
-            .mov64_imm(Reg::R2, -4)
-            .call(helper::XDP_ADJUST_META)
-            .jmp_imm(Cond::Ne, Reg::R0, 0, redirect)
-            .ldx(Size::W, Reg::R2, Reg::R6, xdp_md::DATA)
-            .ldx(Size::W, Reg::R3, Reg::R6, xdp_md::DATA_META)
-            .mov64_reg(Reg::R1, Reg::R3)
-            .alu64_imm(Alu::Add, Reg::R1, 4)
-            .jmp_reg(Cond::Gt, Reg::R1, Reg::R2, redirect)
-            .stx(Size::W, Reg::R3, 0, Reg::R9);
+        self.a.ldx(Size::DW, Reg::R7, Reg::R10, STAMP);
+        super::stamp::reserve_and_stamp(&mut self.a, Reg::R6, Reg::R7, META_LEN as i32, redirect);
+        self.a.stx(Size::W, Reg::R3, 0, Reg::R9);
         self.a.bind(redirect);
         match steer {
             Steer::ByClass | Steer::ByClassOnQueue(_) => self.a.mov64_reg(Reg::R2, Reg::R9),
@@ -430,7 +430,7 @@ pub fn load(rules: &[Rule], default: u16, map: &Map, steer: Steer) -> Result<Pro
 /// The class a classifier program wrote in front of a frame, from a test
 /// run's output (`None` if it wrote none).
 pub fn class_of_output(out: &[u8], frame_len: usize) -> Option<u16> {
-    if out.len() != frame_len + 4 {
+    if out.len() != frame_len + META_LEN {
         return None;
     }
     Some(u32::from_ne_bytes([out[0], out[1], out[2], out[3]]) as u16)

@@ -10,7 +10,9 @@
 //!   link is dropped), and `BPF_PROG_TEST_RUN`.
 //! * [`redirect`]: the XDP program that hands each frame to the AF_XDP
 //!   socket of its receive queue (`bpf_redirect_map(xskmap,
-//!   rx_queue_index, XDP_PASS)`).
+//!   rx_queue_index, XDP_PASS)`), the frame stamped first.
+//! * [`stamp`]: the receive stamp (`bpf_ktime_get_ns()`, 8 bytes of
+//!   metadata right before the frame) both programs write.
 //! * [`classify`]: the classifier of [`crate::classify`] compiled to
 //!   eBPF: the same fields, the same rule for odd frames, the first
 //!   matching rule's class written into the frame's metadata and used as
@@ -20,11 +22,14 @@
 pub mod classify;
 pub mod insn;
 pub mod redirect;
+pub mod stamp;
 pub mod sys;
 
 /// Helper numbers (`enum bpf_func_id`) used by the programs here; none is
 /// GPL-only.
 pub mod helper {
+    /// `bpf_ktime_get_ns()`: CLOCK_MONOTONIC.
+    pub const KTIME_GET_NS: i32 = 5;
     /// `bpf_redirect_map(map, key, flags)`.
     pub const REDIRECT_MAP: i32 = 51;
     /// `bpf_xdp_adjust_meta(ctx, delta)`.

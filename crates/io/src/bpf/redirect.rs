@@ -1,8 +1,12 @@
 //! The XDP program that hands each frame to the AF_XDP socket bound to its
 //! receive queue, and lets frames of queues without one go on to the
-//! kernel's stack:
+//! kernel's stack; every frame first gets its receive stamp
+//! ([`super::stamp`]: 8 bytes of metadata, skipped where the driver has
+//! no metadata):
 //!
 //! ```text
+//! r6 = ctx; r7 = bpf_ktime_get_ns()
+//! if bpf_xdp_adjust_meta(ctx, -8) == 0 && meta + 8 <= data: *(u64 *)meta = r7
 //! r2 = ctx->rx_queue_index
 //! r1 = xskmap
 //! r3 = XDP_PASS            // the action when the key has no socket
@@ -10,13 +14,20 @@
 //! ```
 
 use super::insn::{Asm, Insn, Reg, Size};
+use super::stamp::{STAMP_LEN, reserve_and_stamp};
 use super::sys::{Map, Program};
 use super::{BpfError, helper, xdp_md};
 
 /// The instructions for `map`.
 pub fn redirect_by_queue(map: &Map) -> Result<Vec<Insn>, BpfError> {
     let mut a = Asm::new();
-    a.ldx(Size::W, Reg::R2, Reg::R1, xdp_md::RX_QUEUE_INDEX)
+    let redirect = a.label();
+    a.mov64_reg(Reg::R6, Reg::R1)
+        .call(helper::KTIME_GET_NS)
+        .mov64_reg(Reg::R7, Reg::R0);
+    reserve_and_stamp(&mut a, Reg::R6, Reg::R7, STAMP_LEN, redirect);
+    a.bind(redirect);
+    a.ldx(Size::W, Reg::R2, Reg::R6, xdp_md::RX_QUEUE_INDEX)
         .ld_map_fd(Reg::R1, map.fd())
         .mov64_imm(Reg::R3, super::action::PASS as i32)
         .call(helper::REDIRECT_MAP)
@@ -44,9 +55,15 @@ mod tests {
         let prog = load_redirect_by_queue(&map).expect("load");
         let frame = [0u8; 60];
         let mut out = [0u8; 256];
+        let before = crate::clock::monotonic_ns();
         let run = prog.test_run(&frame, &mut out).expect("test run");
+        let after = crate::clock::monotonic_ns();
         assert_eq!(run.retval, action::PASS);
-        assert_eq!(&out[..run.out_len], &frame[..]);
+        let meta = STAMP_LEN as usize;
+        assert_eq!(&out[meta..run.out_len], &frame[..]);
+        let rx = crate::bpf::stamp::rx_ns_of_output(&out[..run.out_len], frame.len(), meta)
+            .expect("the frame comes out with its stamp in front");
+        assert!(before <= rx && rx <= after, "{before} <= {rx} <= {after}");
     }
 
     #[test]

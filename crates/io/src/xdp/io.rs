@@ -43,6 +43,27 @@ impl Core {
         // SAFETY: `addr + len` is inside the mapping (checked above).
         Some(unsafe { self.umem.base.add(addr as usize) })
     }
+
+    /// The receive stamp the XDP program wrote in the 8 bytes before the
+    /// frame at `addr` ([`crate::bpf::stamp`]), 0 if there is none; the
+    /// bytes are cleared, so a frame later received into the same UMEM
+    /// frame without a stamp (no metadata support) reads 0, not this one.
+    fn take_rx_stamp(&self, addr: u64) -> u64 {
+        const LEN: u64 = crate::bpf::stamp::STAMP_LEN as u64;
+        if addr % u64::from(self.frame_size) < LEN {
+            return 0;
+        }
+        let Some(p) = self.frame(addr - LEN, LEN as usize) else {
+            return 0;
+        };
+        // SAFETY: 8 bytes inside the frame we own until it goes back to
+        // the fill ring (checked by `frame`); nobody else touches it now.
+        unsafe {
+            let ns = std::ptr::read_unaligned(p.cast::<u64>());
+            std::ptr::write_unaligned(p.cast::<u64>(), 0);
+            ns
+        }
+    }
 }
 
 /// The receive half.
@@ -148,7 +169,8 @@ pub(super) fn split(sock: Socket, shared: Shared, cfg: &XdpConfig) -> (XdpRx, Xd
 }
 
 /// Copies the received frame `d` (of the receive half: below `rx_end`)
-/// into a pool buffer appended to `out`; counted in `stats` either way.
+/// and its receive stamp into a pool buffer appended to `out`; counted in
+/// `stats` either way.
 pub(super) fn copy_out(
     core: &Core,
     rx_end: u64,
@@ -162,6 +184,7 @@ pub(super) fn copy_out(
         stats.rx_oversize += 1;
         return false;
     };
+    let rx_ns = core.take_rx_stamp(d.addr);
     let Some(mut buf) = pool.get() else {
         stats.rx_no_buffer += 1;
         return false;
@@ -174,6 +197,7 @@ pub(super) fn copy_out(
         pool.put(buf);
         return false;
     }
+    buf.set_rx_ns(rx_ns);
     stats.rx_packets += 1;
     stats.rx_bytes += len as u64;
     out.push(buf);
@@ -254,13 +278,15 @@ impl XdpRx {
         self.receive(pool, out, Some(classes), max)
     }
 
-    /// The 4 bytes of metadata before the frame at `addr`, if inside its
-    /// UMEM frame.
+    /// The class in the metadata before the frame at `addr` (its first 4
+    /// bytes of [`crate::bpf::classify::META_LEN`]), if inside its UMEM
+    /// frame.
     fn meta_class(&self, addr: u64) -> Option<u16> {
-        if addr % u64::from(self.core.frame_size) < 4 {
+        const META: u64 = crate::bpf::classify::META_LEN as u64;
+        if addr % u64::from(self.core.frame_size) < META {
             return None;
         }
-        let p = self.core.frame(addr - 4, 4)?;
+        let p = self.core.frame(addr - META, 4)?;
         // SAFETY: 4 bytes inside the frame we own until it is returned to
         // the fill ring (checked by `frame`).
         let b = unsafe { std::ptr::read_unaligned(p.cast::<[u8; 4]>()) };

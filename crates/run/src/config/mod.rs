@@ -52,9 +52,9 @@ pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::match_rule;
 pub(crate) use normalise::rule_toml;
-pub(crate) use parse::{Ctx, interface, parse_control};
+pub(crate) use parse::{Ctx, interface, parse_class, parse_control};
 pub use parse::{load, parse};
-pub(crate) use raw::{RawControl, RawMatch};
+pub(crate) use raw::{RawClass, RawControl, RawMatch};
 
 /// Most classes in one config.
 pub const MAX_CLASSES: usize = 4096;

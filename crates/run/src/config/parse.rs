@@ -406,7 +406,7 @@ fn shadowed_rules(
     Ok(())
 }
 
-fn parse_class(
+pub(crate) fn parse_class(
     cx: &Ctx<'_>,
     raw: &RawClass,
     scheduler: &SchedulerChoice,

@@ -14,6 +14,7 @@ use pktsched_io::classify::{IpPrefix, Match, Rule};
 use toml::Spanned;
 
 use super::cost::{COST_FORMS, Cost};
+use super::egress_config::{EgressSection, parse_egress};
 use super::raw::{RawRoute, RawRouteClass, RawRouteConfig, RawRouter};
 use crate::config::{Backend, ConfigError, ControlConfig, Ctx, interface, match_rule};
 use crate::traffic::ring_out::parse_mac;
@@ -97,6 +98,9 @@ pub struct RouteConfig {
     pub neighbours: Vec<(IpAddr, [u8; 6])>,
     /// `[control]`.
     pub control: ControlConfig,
+    /// `[egress]`: the egress link's rate and scheduler (`None`: frames
+    /// leave in the order they were forwarded).
+    pub egress: Option<EgressSection>,
 }
 
 impl RouteConfig {
@@ -156,6 +160,11 @@ pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
     let neighbours = super::table::parse_neighbours(&cx, raw.neighbour.as_deref())?;
     let routes = parse_routes(&cx, raw.route.as_deref(), &router, &neighbours)?;
     let control = crate::config::parse_control(&cx, raw.control.as_ref(), default_socket)?;
+    let egress = raw
+        .egress
+        .as_ref()
+        .map(|e| parse_egress(&cx, e, &classes, router.pool_frames))
+        .transpose()?;
     let cfg = RouteConfig {
         file: file.to_string(),
         router,
@@ -164,6 +173,7 @@ pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
         routes,
         neighbours,
         control,
+        egress,
     };
     cfg.ingress().plan().map_err(|e| {
         cx.err(

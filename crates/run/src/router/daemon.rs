@@ -14,6 +14,7 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, IoStats, PacketIo};
 
 use super::config::{self, RouteConfig};
+use super::egress::Egress;
 use super::ports::open_ports;
 use super::stats::{RingSnapshot, RouterSnapshot};
 use super::table::Table;
@@ -41,6 +42,9 @@ pub fn load_checked(path: &std::path::Path) -> Result<RouteConfig, String> {
     Table::build(&cfg).map_err(|e| format!("{}: {e}", path.display()))?;
     Classifier::new(cfg.rules(), cfg.default_class as u16)
         .map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(e) = &cfg.egress {
+        Egress::new(e).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
     Ok(cfg)
 }
 
@@ -123,11 +127,14 @@ fn snapshot<R: ClassRx, D: PacketIo>(
         icmp_not_sent: w.icmp_not_sent,
         rings,
         classes,
+        egress: w.egress_snapshot(&m.class_names),
     }
 }
 
-/// The forwarding loop: rounds of the poller, the reverse direction after
-/// each, a wait when a round found nothing (1 ms at most, or none with
+/// The forwarding loop: device polls of the poller (rounds until the
+/// device budget is spent or a round finds nothing), the reverse direction
+/// and the round's end (egress release, transmit, kernel kick) after each,
+/// a wait when a device poll found nothing (see [`idle_wait`]; none with
 /// busy polling), a snapshot published every 100 ms and at the end.
 fn forward_loop<R: ClassRx, D: PacketIo>(
     mut w: Worker<R, D>,
@@ -141,10 +148,10 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let mut visits = Vec::new();
     let mut last = Instant::now();
     while !stop.load(Ordering::Acquire) {
-        let n = poller.poll(&mut w, &mut visits) + w.serve_reverse(budget);
+        let n = poller.poll_device(&mut w, &mut visits) + w.serve_reverse(budget);
         w.end_round();
         if n == 0 && !spin {
-            let _ = w.rx_mut().wait(Duration::from_millis(1));
+            idle_wait(&mut w);
         }
         if last.elapsed() >= Duration::from_millis(100) {
             let s = snapshot(&mut w, &poller, &meta);
@@ -157,6 +164,29 @@ fn forward_loop<R: ClassRx, D: PacketIo>(
     let s = snapshot(&mut w, &poller, &meta);
     if let Ok(mut g) = out.lock() {
         *g = s;
+    }
+}
+
+/// A round found no frame: wait for one on the rings (see [`idle_wait_for`]),
+/// or yield the CPU and poll again.
+fn idle_wait<R: ClassRx, D: PacketIo>(w: &mut Worker<R, D>) {
+    let now = crate::sys::monotonic_ns();
+    match idle_wait_for(now, w.egress_due(now)) {
+        Some(d) => {
+            let _ = w.rx_mut().wait(d);
+        }
+        None => std::thread::yield_now(),
+    }
+}
+
+/// How long an idle round may wait in `poll` on the rings: 1 ms, but not
+/// past the egress's next departure `due`. The rings' wait has
+/// millisecond resolution, so a departure due sooner than 1 ms gives
+/// `None`: yield and poll again.
+pub(crate) fn idle_wait_for(now: u64, due: Option<u64>) -> Option<Duration> {
+    match due {
+        Some(due) if due.saturating_sub(now) < 1_000_000 => None,
+        _ => Some(Duration::from_millis(1)),
     }
 }
 
@@ -226,9 +256,12 @@ pub fn run(
         class_names,
         started: Instant::now(),
     };
-    let worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
+    let mut worker = Worker::new(ports, pool, table, cfg.router.cost, &plan, classifier, macs)
         .with_icmp(cfg.router.addresses)
         .with_icmp6(cfg.router.addresses6);
+    if let Some(e) = &cfg.egress {
+        worker = worker.with_egress(Egress::new(e)?);
+    }
     let poller = Poller::from_plan(plan);
     let snap = Arc::new(Mutex::new(RouterSnapshot::default()));
     let halt = Arc::new(AtomicBool::new(false));

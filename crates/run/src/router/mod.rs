@@ -18,6 +18,10 @@
 //! * [`icmp`]: ICMPv4 and ICMPv6 time exceeded for expired frames
 //!   (rate-limited, when the receiving interface has a configured address
 //!   of the frame's family);
+//! * [`egress_config`] and [`egress`]: the optional egress policy
+//!   (`[egress]`): the classes' frames to the egress interface wait in a
+//!   core scheduler and leave at the egress link's exact rate (the
+//!   reverse direction and ICMP are not scheduled);
 //! * [`stats`]: per ring, per class and the measured service time `x`;
 //! * [`daemon`]: devices, control socket, the forwarding thread, stop.
 //!
@@ -34,6 +38,8 @@
 pub mod config;
 pub mod cost;
 pub mod daemon;
+pub mod egress;
+pub mod egress_config;
 pub mod icmp;
 pub mod normalise;
 pub mod ports;
@@ -46,5 +52,7 @@ pub use config::{RouteConfig, load, parse};
 pub use daemon::{RouteOptions, load_checked, run};
 pub use stats::RouterSnapshot;
 
+#[cfg(test)]
+mod egress_tests;
 #[cfg(test)]
 mod tests;

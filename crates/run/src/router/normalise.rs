@@ -4,6 +4,7 @@
 use std::fmt;
 
 use super::config::RouteConfig;
+use super::egress_config::EgressSection;
 
 fn mac_text(m: [u8; 6]) -> String {
     m.map(|b| format!("{b:02x}")).join(":")
@@ -69,6 +70,9 @@ impl fmt::Display for RouteConfig {
             writeln!(f, "ip = \"{ip}\"")?;
             writeln!(f, "mac = \"{}\"", mac_text(*mac))?;
         }
+        if let Some(e) = &self.egress {
+            write_egress(f, e)?;
+        }
         writeln!(f, "\n[control]")?;
         writeln!(
             f,
@@ -80,4 +84,27 @@ impl fmt::Display for RouteConfig {
         }
         Ok(())
     }
+}
+
+/// `[egress]` and one `[[egress.class]]` per class, defaults filled in.
+fn write_egress(f: &mut fmt::Formatter<'_>, e: &EgressSection) -> fmt::Result {
+    writeln!(f, "\n[egress]")?;
+    writeln!(f, "rate = \"{}\"", e.rate)?;
+    writeln!(f, "overhead = {}", e.overhead)?;
+    writeln!(f, "mpu = {}", e.mpu)?;
+    writeln!(f, "algorithm = \"{}\"", e.algorithm.name())?;
+    for c in &e.classes {
+        writeln!(f, "\n[[egress.class]]")?;
+        writeln!(f, "name = {:?}", c.name)?;
+        writeln!(f, "weight = {}", c.weight)?;
+        writeln!(f, "prio = {}", c.prio)?;
+        writeln!(f, "limit = {}", c.limit)?;
+        if let Some(r) = c.rate {
+            writeln!(f, "rate = \"{r}\"")?;
+        }
+        if let Some(r) = c.ceil {
+            writeln!(f, "ceil = \"{r}\"")?;
+        }
+    }
+    Ok(())
 }

@@ -14,6 +14,7 @@ pub(crate) struct RawRouteConfig {
     pub(crate) route: Option<Vec<Spanned<RawRoute>>>,
     pub(crate) neighbour: Option<Vec<Spanned<RawNeighbour>>>,
     pub(crate) control: Option<RawControl>,
+    pub(crate) egress: Option<Spanned<super::egress_config::RawEgress>>,
 }
 
 /// `[router]`.

@@ -1,7 +1,24 @@
 //! The router's counters: per receive ring (what the kernel and the
 //! poller saw), per class (received, forwarded, dropped by reason, still
-//! queued, latency from the poller's receive to the transmit), and the
-//! measured per-packet service time `x`. Text, JSON and Prometheus.
+//! queued, latency and ring wait), and the measured per-packet service
+//! time `x`. Text, JSON and Prometheus.
+//!
+//! Per class, two latency histograms (ns, 1 ns .. 100 s, 3 digits):
+//!
+//! * `latency`: the kernel's receive of the frame → its transmit, so the
+//!   time it waited in its class's receive ring counts (the quantity the
+//!   bound T_max = b·x/(1 − ρ_RT) is about). The receive time is the
+//!   buffer's [`pktsched_io::PacketBuf::rx_ns`] (XDP metadata stamp or
+//!   AF_PACKET ring header); a frame without one is timed from the
+//!   moment the poller took it, and `rx_stamped` counts those with one.
+//! * `ring_wait`: the kernel's receive → the poller taking the frame
+//!   (stamped frames only).
+//!
+//! Names: JSON `latency_p50_ns` .. `latency_max_ns`, `ring_wait_p50_ns`
+//! .. `ring_wait_max_ns`, `rx_stamped`; Prometheus
+//! `pktsched_route_class_latency_ns{class,quantile}`,
+//! `pktsched_route_class_ring_wait_ns{class,quantile}`,
+//! `pktsched_route_class_rx_stamped_total{class}`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -12,7 +29,7 @@ use serde::Serialize;
 
 /// Why a received frame was not forwarded: the core forwarding step's
 /// reasons, then the router's own.
-pub const REASONS: [&str; 14] = [
+pub const REASONS: [&str; 16] = [
     "truncated",
     "not_ip",
     "bad_version",
@@ -27,6 +44,8 @@ pub const REASONS: [&str; 14] = [
     "no_neighbour",
     "tx_failed",
     "other_host",
+    "queue_full",
+    "egress_refused",
 ];
 /// Index of `ttl_expired` in [`REASONS`].
 pub const TTL_EXPIRED: usize = 10;
@@ -38,6 +57,11 @@ pub const TX_FAILED: usize = 12;
 /// interface's (broadcast and multicast included: the router answers no
 /// ARP or ND and forwards no multicast).
 pub const OTHER_HOST: usize = 13;
+/// Index of `queue_full`: the class's egress queue was at its `limit`.
+pub const QUEUE_FULL: usize = 14;
+/// Index of `egress_refused`: the egress scheduler refused the frame for
+/// another reason (longer than the egress's largest frame).
+pub const EGRESS_REFUSED: usize = 15;
 
 /// The [`REASONS`] index of a core drop reason.
 pub fn reason_index(r: DropReason) -> usize {
@@ -56,8 +80,25 @@ pub struct ClassAcc {
     pub drops: [u64; REASONS.len()],
     /// Frames taken but not yet sent or dropped.
     pub queued: u64,
-    /// Receive → transmit, ns.
+    /// Kernel receive (else the poller's take) → transmit, ns.
     pub latency: Histogram<u64>,
+    /// Kernel receive → taken by the poller, ns (stamped frames only).
+    pub ring_wait: Histogram<u64>,
+    /// Frames taken with a kernel receive time.
+    pub rx_stamped: u64,
+}
+
+fn latency_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 3).expect("constant histogram bounds are valid")
+}
+
+/// Quantile `p` of `h`, 0 if empty.
+fn quantile(h: &Histogram<u64>, p: f64) -> u64 {
+    if h.is_empty() {
+        0
+    } else {
+        h.value_at_quantile(p)
+    }
 }
 
 impl ClassAcc {
@@ -68,20 +109,28 @@ impl ClassAcc {
             forwarded: 0,
             drops: [0; REASONS.len()],
             queued: 0,
-            latency: Histogram::new_with_bounds(1, 100_000_000_000, 3)
-                .expect("constant histogram bounds are valid"),
+            latency: latency_histogram(),
+            ring_wait: latency_histogram(),
+            rx_stamped: 0,
         }
+    }
+
+    /// Counts a frame taken by the poller at `taken` (ns) that the kernel
+    /// received at `rx_ns` (0: unknown); returns when its latency starts
+    /// (the receive, else `taken`).
+    pub fn taken(&mut self, rx_ns: u64, taken: u64) -> u64 {
+        if rx_ns == 0 {
+            return taken;
+        }
+        self.rx_stamped += 1;
+        let _ = self.ring_wait.record(taken.saturating_sub(rx_ns).max(1));
+        rx_ns.min(taken)
     }
 
     /// The published view.
     pub fn snapshot(&self, name: &str) -> ClassSnapshot {
-        let q = |p: f64| {
-            if self.latency.is_empty() {
-                0
-            } else {
-                self.latency.value_at_quantile(p)
-            }
-        };
+        let q = |p: f64| quantile(&self.latency, p);
+        let w = |p: f64| quantile(&self.ring_wait, p);
         ClassSnapshot {
             name: name.to_string(),
             received: self.received,
@@ -97,6 +146,11 @@ impl ClassAcc {
             latency_p99_ns: q(0.99),
             latency_p999_ns: q(0.999),
             latency_max_ns: self.latency.max(),
+            rx_stamped: self.rx_stamped,
+            ring_wait_p50_ns: w(0.5),
+            ring_wait_p99_ns: w(0.99),
+            ring_wait_p999_ns: w(0.999),
+            ring_wait_max_ns: self.ring_wait.max(),
         }
     }
 }
@@ -120,7 +174,8 @@ pub struct ClassSnapshot {
     pub dropped: BTreeMap<String, u64>,
     /// Taken, not yet sent or dropped.
     pub queued: u64,
-    /// Receive → transmit latency percentiles, ns.
+    /// Kernel receive (else the poller's take) → transmit latency
+    /// percentiles, ns.
     pub latency_p50_ns: u64,
     /// 99th percentile.
     pub latency_p99_ns: u64,
@@ -128,6 +183,18 @@ pub struct ClassSnapshot {
     pub latency_p999_ns: u64,
     /// Largest.
     pub latency_max_ns: u64,
+    /// Frames taken with a kernel receive time (the others' latency
+    /// starts when the poller took them).
+    pub rx_stamped: u64,
+    /// Kernel receive → taken by the poller (the wait in the receive
+    /// ring) percentiles, ns.
+    pub ring_wait_p50_ns: u64,
+    /// 99th percentile.
+    pub ring_wait_p99_ns: u64,
+    /// 99.9th percentile.
+    pub ring_wait_p999_ns: u64,
+    /// Largest.
+    pub ring_wait_max_ns: u64,
 }
 
 impl ClassSnapshot {
@@ -190,6 +257,9 @@ pub struct RouterSnapshot {
     pub rings: Vec<RingSnapshot>,
     /// Per class, then `reverse` (egress → ingress).
     pub classes: Vec<ClassSnapshot>,
+    /// The egress scheduler and link, with `[egress]`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub egress: Option<super::egress::EgressSnapshot>,
 }
 
 impl RouterSnapshot {
@@ -235,7 +305,8 @@ impl RouterSnapshot {
             let _ = writeln!(
                 s,
                 "class {}: received {} = forwarded {} + dropped {} [{}] + queued {}{} | latency \
-                 p50 {} p99 {} p99.9 {} max {} ns",
+                 (kernel receive -> transmit) p50 {} p99 {} p99.9 {} max {} ns | ring wait p50 {} \
+                 p99 {} p99.9 {} max {} ns ({} stamped)",
                 c.name,
                 c.received,
                 c.forwarded,
@@ -250,8 +321,16 @@ impl RouterSnapshot {
                 c.latency_p50_ns,
                 c.latency_p99_ns,
                 c.latency_p999_ns,
-                c.latency_max_ns
+                c.latency_max_ns,
+                c.ring_wait_p50_ns,
+                c.ring_wait_p99_ns,
+                c.ring_wait_p999_ns,
+                c.ring_wait_max_ns,
+                c.rx_stamped
             );
+        }
+        if let Some(e) = &self.egress {
+            s += &e.text();
         }
         s
     }
@@ -305,18 +384,78 @@ impl RouterSnapshot {
                     c.name
                 );
             }
-            for (q, v) in [
-                ("0.5", c.latency_p50_ns),
-                ("0.99", c.latency_p99_ns),
-                ("0.999", c.latency_p999_ns),
+            for (metric, qs) in [
+                (
+                    "latency_ns",
+                    [c.latency_p50_ns, c.latency_p99_ns, c.latency_p999_ns],
+                ),
+                (
+                    "ring_wait_ns",
+                    [c.ring_wait_p50_ns, c.ring_wait_p99_ns, c.ring_wait_p999_ns],
+                ),
             ] {
-                let _ = writeln!(
-                    s,
-                    "pktsched_route_class_latency_ns{{class=\"{}\",quantile=\"{q}\"}} {v}",
-                    c.name
-                );
+                for (q, v) in ["0.5", "0.99", "0.999"].iter().zip(qs) {
+                    let _ = writeln!(
+                        s,
+                        "pktsched_route_class_{metric}{{class=\"{}\",quantile=\"{q}\"}} {v}",
+                        c.name
+                    );
+                }
             }
+            let _ = writeln!(
+                s,
+                "pktsched_route_class_rx_stamped_total{{class=\"{}\"}} {}",
+                c.name, c.rx_stamped
+            );
+        }
+        if let Some(e) = &self.egress {
+            s += &e.prometheus();
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn latency_starts_at_the_kernel_receive_when_known() {
+        let mut c = ClassAcc::new();
+        assert_eq!(c.taken(0, 5_000), 5_000, "no stamp: from the take");
+        assert_eq!(c.taken(4_000, 5_000), 4_000, "stamped: from the receive");
+        assert_eq!(
+            c.taken(9_000, 5_000),
+            5_000,
+            "a stamp after the take is clamped"
+        );
+        assert_eq!(c.rx_stamped, 2);
+        let _ = c.latency.record(7_000);
+        let snap = c.snapshot("rt");
+        assert_eq!(snap.ring_wait_max_ns, 1_000);
+        assert_eq!(snap.ring_wait_p50_ns, 1, "the clamped one waited ~0");
+        assert_eq!(snap.rx_stamped, 2);
+        let all = RouterSnapshot {
+            classes: vec![snap],
+            ..RouterSnapshot::default()
+        };
+        let prom = all.prometheus();
+        assert!(
+            prom.contains("pktsched_route_class_ring_wait_ns{class=\"rt\",quantile=\"0.99\"} 1000")
+                && prom.contains("pktsched_route_class_rx_stamped_total{class=\"rt\"} 2")
+                && prom
+                    .contains("pktsched_route_class_latency_ns{class=\"rt\",quantile=\"0.5\"} 7"),
+            "{prom}"
+        );
+        let json = all.json();
+        assert!(
+            json.contains("\"ring_wait_p99_ns\"") && json.contains("\"rx_stamped\": 2"),
+            "{json}"
+        );
+        assert!(
+            all.text().contains("ring wait p50 1 p99 1000"),
+            "{}",
+            all.text()
+        );
     }
 }

@@ -122,6 +122,63 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
             ),
             &["neighbour.mac", "aa:bb:cc:dd:ee:ff"],
         ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"voip\"\n"
+            ),
+            &["egress.class name \"voip\"", "allowed \"be\""],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"0mbit\"\n"),
+            &["r.toml:10:8", "egress.rate", "0mbit", "at least 1bit"],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"10mbps\"\n"),
+            &["egress.rate", "10mbps"],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\nalgorithm = \"cbq\"\n"),
+            &["egress.algorithm", "cbq", "fifo, prio, rr, drr, wf2q, qfq"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nlimit = 0\n"
+            ),
+            &["class \"be\": limit = 0", "1..="],
+        ),
+        (
+            format!("{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\noverhead = 999\n"),
+            &["egress.overhead = 999", "0..=256"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nceil = \"20mbit\"\n"
+            ),
+            &["class \"be\": ceil = 20mbit", "up to egress.rate = 10mbit"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nmatch = [{{ dport = 1 }}]\n"
+            ),
+            &["egress.class \"be\": `match` is not allowed here"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\n[[egress.class]]\nname = \"be\"\n"
+            ),
+            &["given twice"],
+        ),
+        (
+            format!(
+                "{BASE}pool_frames = 2048\n{class}[[class]]\nname = \"rt\"\nmatch = [{{ dport = 1 }}]\n{ROUTE}[egress]\nrate = \"10mbit\"\n"
+            ),
+            &[
+                "r.toml:13:1",
+                "limits add up to 2048",
+                "router.pool_frames = 2048",
+                "below pool_frames",
+            ],
+        ),
     ];
     for (src, words) in cases {
         let e = err(&src);
@@ -267,6 +324,10 @@ fn rig_with(config: &str) -> Rig {
     )
     .with_icmp(cfg.router.addresses)
     .with_icmp6(cfg.router.addresses6);
+    let worker = match &cfg.egress {
+        Some(e) => worker.with_egress(super::egress::Egress::new(e).expect("egress")),
+        None => worker,
+    };
     Rig {
         worker,
         poller: Poller::from_plan(plan),
@@ -385,8 +446,8 @@ fn ll_wfq_budgets_decide_the_order_and_a_full_peer_is_counted() {
     assert_eq!(ports, [5000, 5000, 5000, 80]);
     assert_eq!(
         r.worker.tx_calls(),
-        1,
-        "one send for the round's two visits"
+        2,
+        "RT's visit is sent at once (urgent ring), BE's at the round's end"
     );
     while r.round() > 0 {}
     let (rt, be) = (class(&r, 0), class(&r, 1));
@@ -513,4 +574,122 @@ fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
     assert_eq!(be.dropped.get("ttl_expired"), Some(&2));
     assert!(be.conserved());
     assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}
+
+const EGRESS: &str = "\n[egress]\nrate = \"100bit\"\nalgorithm = \"prio\"\n\
+    [[egress.class]]\nname = \"rt\"\nprio = 0\n\
+    [[egress.class]]\nname = \"be\"\nprio = 1\nlimit = 2\n";
+
+#[test]
+fn with_egress_the_classes_frames_wait_and_every_class_stays_conserved() {
+    // 100 bit/s: a frame takes seconds, so after the first only the
+    // scheduler's order and limits show within the test.
+    let mut r = rig_with(&format!("{ROUTER}{EGRESS}"));
+    for _ in 0..4 {
+        push(&r.rings[1], udp("10.2.0.2", 80, 64));
+    }
+    push(&r.rings[0], udp("10.2.0.2", 5000, 64));
+    let mut back = udp("10.1.0.2", 80, 9);
+    back[0..6].copy_from_slice(&OUT_MAC);
+    push(&r.reverse, back);
+    while r.round() > 0 {}
+    assert_eq!(r.worker.serve_reverse(64), 1);
+    r.worker.end_round();
+    let out = r.to_egress.lock().expect("wire").sent.clone();
+    assert_eq!(out.len(), 1, "the idle link took one frame, the rest wait");
+    assert_eq!(
+        u16::from_be_bytes([out[0][36], out[0][37]]),
+        5000,
+        "RT's ring is served first"
+    );
+    assert_eq!(
+        r.to_ingress.lock().expect("wire").sent.len(),
+        1,
+        "the reverse direction is not scheduled"
+    );
+    let (rt, be) = (class(&r, 0), class(&r, 1));
+    assert!(rt.conserved() && be.conserved(), "{rt:?} {be:?}");
+    assert_eq!(
+        be.dropped.get("queue_full"),
+        Some(&2),
+        "BE's limit is 2: {be:?}"
+    );
+    assert_eq!((rt.received, rt.forwarded, rt.queued), (1, 1, 0));
+    assert_eq!((be.received, be.forwarded, be.queued), (4, 0, 2));
+    let due = r.worker.egress_due(crate::sys::monotonic_ns());
+    assert!(due.is_some(), "a departure is due while frames wait");
+    let names = ["rt".to_string(), "be".to_string()];
+    let snap = r.worker.egress_snapshot(&names).expect("egress");
+    let backlog: u64 = snap.classes.iter().map(|c| c.backlog_packets).sum();
+    assert_eq!(backlog, 2);
+    let stats = super::stats::RouterSnapshot {
+        classes: vec![rt, be],
+        egress: Some(snap),
+        ..Default::default()
+    };
+    let text = stats.text();
+    assert!(text.contains("egress: prio at 100 bit/s"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&stats.json()).expect("json");
+    assert_eq!(json["egress"]["classes"][1]["dropped_queue_full"], 2);
+}
+
+#[test]
+fn the_egress_section_normalises_to_the_same_config() {
+    let cfg = parse(&format!("{ROUTER}{EGRESS}"), "r.toml").expect("config");
+    let text = cfg.to_string();
+    assert!(text.contains("[egress]\nrate = \"100bit\""), "{text}");
+    assert!(
+        text.contains("name = \"be\"\nweight = 1\nprio = 1\nlimit = 2"),
+        "{text}"
+    );
+    let again = parse(&text, "n.toml").expect("normalised parses");
+    assert_eq!(again.egress, cfg.egress);
+    assert_eq!(again.to_string(), text);
+    let plain = parse(ROUTER, "r.toml").expect("config");
+    assert!(plain.egress.is_none() && !plain.to_string().contains("[egress]"));
+}
+
+/// The example's commented `[egress]` section, uncommented, is a valid
+/// config.
+#[test]
+fn the_examples_commented_egress_section_parses() {
+    let mut text = String::new();
+    let mut inside = false;
+    for line in EXAMPLE.lines() {
+        inside = (inside && line.starts_with('#')) || line == "# [egress]";
+        let body = line.strip_prefix("# ").filter(|_| inside).unwrap_or("");
+        let is_toml = (body.starts_with('[') && body.ends_with(']'))
+            || body.split_once(" = ").is_some_and(|(k, _)| {
+                !k.is_empty() && k.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+            });
+        text.push_str(if is_toml { body } else { line });
+        text.push('\n');
+    }
+    let cfg = parse(&text, "route.toml").expect("the uncommented example");
+    let e = cfg.egress.expect("[egress]");
+    assert_eq!((e.overhead, e.mpu, e.classes[0].weight), (24, 84, 3));
+    assert_eq!(e.classes[0].limit, 256);
+    assert_eq!(e.classes[1].limit, 1024, "run's default");
+}
+
+/// While frames wait in the egress and the next departure is sooner than
+/// the rings' 1 ms wait, an idle round does not sleep.
+#[test]
+fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
+    use super::daemon::idle_wait_for;
+    let cfg = format!("{ROUTER}\n[egress]\nrate = \"8mbit\"\n");
+    let mut r = rig_with(&cfg);
+    for _ in 0..3 {
+        push(&r.rings[1], udp("10.2.0.2", 80, 64));
+    }
+    while r.round() > 0 {}
+    let now = crate::sys::monotonic_ns();
+    let due = r.worker.egress_due(now).expect("frames wait");
+    assert!(due < now + 1_000_000, "a 60-byte frame takes 60 µs");
+    assert_eq!(idle_wait_for(now, Some(due)), None, "no sleep");
+    assert_eq!(
+        idle_wait_for(now, Some(now + 5_000_000)),
+        Some(Duration::from_millis(1))
+    );
+    assert_eq!(idle_wait_for(now, None), Some(Duration::from_millis(1)));
 }

@@ -13,21 +13,30 @@
 //! what is left at the end of the poll round ([`Worker::end_round`], which
 //! also makes the ingress's one kernel kick of the round), so a round
 //! makes at most one transmit call per interface besides the full
-//! batches. Every frame taken
+//! batches. With several rings the first class's ring (RT, the one the
+//! bound is about) is urgent: after a visit that took frames from it the
+//! output batches go out at once, so an RT frame does not wait for up to
+//! [`TX_BATCH`] − 1 best-effort frames to be processed behind it (one
+//! transmit call more per device poll that served RT). Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
 //! `ttl_expired`; it also gets an ICMP or ICMPv6 time exceeded when its
 //! interface has an address of its family, see [`super::icmp`]).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
+use pktsched_core::Nanos;
 use pktsched_core::ingress::{RingPlan, Rings};
 use pktsched_core::route::forward::Verdict;
 use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
+use super::egress::{Egress, EgressSnapshot, Released};
 use super::icmp::{RateLimit, time_exceeded, time_exceeded6};
-use super::stats::{ClassAcc, NO_NEIGHBOUR, OTHER_HOST, TTL_EXPIRED, TX_FAILED, reason_index};
+use super::stats::{
+    ClassAcc, EGRESS_REFUSED, NO_NEIGHBOUR, OTHER_HOST, QUEUE_FULL, TTL_EXPIRED, TX_FAILED,
+    reason_index,
+};
 use super::table::{Port, Table};
 use crate::sys::monotonic_ns;
 
@@ -60,7 +69,8 @@ struct Tag {
     who: usize,
     /// The interface it arrived on.
     from: Port,
-    /// When it was taken from its ring, ns.
+    /// When its latency starts, ns: the kernel's receive if the buffer
+    /// has it, else when the poller took it from its ring.
     taken: u64,
 }
 
@@ -94,6 +104,12 @@ pub struct Worker<R, D> {
     pub(crate) icmp_sent: u64,
     pub(crate) icmp_not_sent: u64,
     tx_calls: u64,
+    /// Ring 0 is urgent (several rings): flush after its visits.
+    urgent_ring0: bool,
+    /// With `[egress]`: the scheduler and link the classes' frames to the
+    /// egress interface wait in.
+    egress: Option<Egress>,
+    released: Vec<Released>,
 }
 
 impl<R: ClassRx, D: PacketIo> Worker<R, D> {
@@ -130,7 +146,31 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             icmp_sent: 0,
             icmp_not_sent: 0,
             tx_calls: 0,
+            urgent_ring0: plan.rings() > 1,
+            egress: None,
+            released: Vec::new(),
         }
+    }
+
+    /// Schedules the classes' frames to the egress interface through
+    /// `egress` (see [`super::egress`]).
+    pub fn with_egress(mut self, egress: Egress) -> Self {
+        self.egress = Some(egress);
+        self
+    }
+
+    /// When the egress's next frame may leave (`None`: no egress policy or
+    /// nothing queued).
+    pub fn egress_due(&self, now: u64) -> Option<u64> {
+        self.egress
+            .as_ref()
+            .and_then(|e| e.next_due(Nanos(now)))
+            .map(|n| n.0)
+    }
+
+    /// The egress's counters (`names[i]`: class `i`).
+    pub fn egress_snapshot(&self, names: &[String]) -> Option<EgressSnapshot> {
+        self.egress.as_ref().map(|e| e.snapshot(names))
     }
 
     /// Sends ICMP time exceeded out of an interface with an address
@@ -179,12 +219,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             self.acc[who].received += 1;
+            let taken = self.acc[who].taken(buf.rx_ns(), t0);
             self.process(
                 buf,
                 Tag {
                     who,
                     from: Port::Egress,
-                    taken: t0,
+                    taken,
                 },
             );
         }
@@ -195,12 +236,51 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
     /// Ends a poll round: sends what the output batches hold and lets the
     /// ingress make its kernel kick (one per round at most).
     pub fn end_round(&mut self) {
+        self.release_egress();
         if self.out.iter().any(|o| !o.is_empty()) {
             let t0 = monotonic_ns();
             self.flush();
             self.busy_ns += monotonic_ns().saturating_sub(t0);
         }
         self.ports.rx.end_round();
+    }
+
+    /// Moves what the egress link allows by now into the egress's output
+    /// batch.
+    fn release_egress(&mut self) {
+        let Some(egress) = &mut self.egress else {
+            return;
+        };
+        if egress.release(Nanos(monotonic_ns()), &mut self.released) == 0 {
+            return;
+        }
+        let e = Port::Egress as usize;
+        for r in self.released.drain(..) {
+            self.out[e].push(r.buf);
+            self.tags[e].push(Tag {
+                who: r.class,
+                from: Port::Ingress,
+                taken: r.taken,
+            });
+        }
+    }
+
+    /// Hands a class's frame for the egress interface to the egress
+    /// scheduler; a refused frame is dropped with its reason.
+    fn enqueue_egress(&mut self, buf: PacketBuf, tag: Tag) {
+        let Some(egress) = &mut self.egress else {
+            return self.drop_frame(buf, tag.who, EGRESS_REFUSED);
+        };
+        match egress.enqueue(tag.who, buf, tag.taken, Nanos(monotonic_ns())) {
+            Ok(()) => self.acc[tag.who].queued += 1,
+            Err((buf, reason)) => {
+                let why = match reason {
+                    pktsched_core::DropReason::QueueFull => QUEUE_FULL,
+                    _ => EGRESS_REFUSED,
+                };
+                self.drop_frame(buf, tag.who, why);
+            }
+        }
     }
 
     /// Transmit calls made (`send_batch`, both interfaces).
@@ -232,12 +312,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 None => ring,
             };
             self.acc[who].received += 1;
+            let taken = self.acc[who].taken(buf.rx_ns(), t0);
             self.process(
                 buf,
                 Tag {
                     who,
                     from: Port::Ingress,
-                    taken: t0,
+                    taken,
                 },
             );
         }
@@ -272,6 +353,11 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         let frame = buf.as_mut_slice();
         frame[0..6].copy_from_slice(&dst);
         frame[6..12].copy_from_slice(&self.macs[out]);
+        // The classes' frames to the egress wait in its scheduler; the
+        // reverse direction (the last counter) is not scheduled.
+        if out == Port::Egress as usize && self.egress.is_some() && tag.who + 1 < self.acc.len() {
+            return self.enqueue_egress(buf, tag);
+        }
         self.acc[tag.who].queued += 1;
         self.out[out].push(buf);
         self.tags[out].push(tag);
@@ -373,6 +459,13 @@ impl<R: ClassRx, D: PacketIo> Rings for Worker<R, D> {
     }
 
     fn take(&mut self, ring: usize, max: usize) -> usize {
-        self.serve_ring(ring, max)
+        let n = self.serve_ring(ring, max);
+        if n > 0 && ring == 0 && self.urgent_ring0 {
+            self.release_egress();
+            let t0 = monotonic_ns();
+            self.flush();
+            self.busy_ns += monotonic_ns().saturating_sub(t0);
+        }
+        n
     }
 }

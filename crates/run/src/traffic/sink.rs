@@ -15,6 +15,7 @@ use serde::Serialize;
 use super::Stamp;
 use super::sink_class::{ClassAcc, SinkClass, SinkClassReport};
 use crate::sys::monotonic_ns;
+use pktsched_io::packet::{realtime_to_monotonic, rx_monotonic_ns};
 
 /// Most flows tracked (further ones are counted as `untracked`).
 pub const MAX_SINK_FLOWS: usize = 65536;
@@ -36,7 +37,8 @@ pub struct SinkFlowReport {
     pub reordered: u64,
     /// Payload throughput from the first to the last datagram, bits/s.
     pub throughput_bps: u64,
-    /// One-way latency percentiles, µs.
+    /// One-way latency percentiles, µs: send stamp → the kernel's
+    /// receive at the sink (`SO_TIMESTAMPNS`, else the sink's read).
     pub latency_p50_us: f64,
     /// 99th percentile.
     pub latency_p99_us: f64,
@@ -44,6 +46,10 @@ pub struct SinkFlowReport {
     pub latency_p999_us: f64,
     /// Largest.
     pub latency_max_us: f64,
+    /// Send stamp → the sink's read, 99th percentile, µs.
+    pub read_latency_p99_us: f64,
+    /// Datagrams with the kernel's receive time.
+    pub rx_stamped: u64,
 }
 
 /// What the sink saw.
@@ -70,6 +76,8 @@ struct FlowAcc {
     first_ns: u64,
     last_ns: u64,
     latency: Histogram<u64>,
+    read_latency: Histogram<u64>,
+    rx_stamped: u64,
 }
 
 impl FlowAcc {
@@ -83,10 +91,14 @@ impl FlowAcc {
             first_ns: now,
             last_ns: now,
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
+            read_latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
+            rx_stamped: 0,
         })
     }
 
-    fn add(&mut self, s: &Stamp, len: usize, now: u64) {
+    /// A datagram read at `now` that the kernel received at `rx_ns`
+    /// (CLOCK_MONOTONIC, 0 if unknown: then timed at `now`).
+    fn add(&mut self, s: &Stamp, len: usize, now: u64, rx_ns: u64) {
         self.received += 1;
         self.bytes += len as u64;
         self.last_ns = now;
@@ -94,7 +106,10 @@ impl FlowAcc {
             Some(m) if s.seq < m => self.reordered += 1,
             _ => self.max_seq = Some(s.seq),
         }
-        let _ = self.latency.record(now.saturating_sub(s.tx_ns).max(1));
+        let arrived = if rx_ns == 0 { now } else { rx_ns.min(now) };
+        self.rx_stamped += u64::from(rx_ns != 0);
+        let _ = self.latency.record(arrived.saturating_sub(s.tx_ns).max(1));
+        let _ = self.read_latency.record(now.saturating_sub(s.tx_ns).max(1));
     }
 
     fn report(&self, flow: String) -> SinkFlowReport {
@@ -117,6 +132,8 @@ impl FlowAcc {
             latency_p99_us: q(0.99),
             latency_p999_us: q(0.999),
             latency_max_us: self.latency.max() as f64 / 1e3,
+            read_latency_p99_us: self.read_latency.value_at_quantile(0.99) as f64 / 1e3,
+            rx_stamped: self.rx_stamped,
         }
     }
 }
@@ -146,6 +163,7 @@ impl Sink {
                 .map_err(|e| std::io::Error::new(e.kind(), format!("bind {addr} port {p}: {e}")))?;
             s.set_nonblocking(true)?;
             super::rx_sys::grow_receive_buffer(s.as_fd(), super::rx_sys::RCVBUF);
+            super::rx_sys::enable_rx_timestamps(s.as_fd());
             sockets.push((p, s));
         }
         Ok(Sink {
@@ -197,6 +215,8 @@ fn class_reports(
                 r.payload_bytes,
                 r.throughput_bps,
                 &f.latency,
+                &f.read_latency,
+                f.rx_stamped,
             );
         }
         out.push(acc.report(c));
@@ -219,12 +239,17 @@ fn receive(
     let mut buf = vec![0u8; 65536];
     loop {
         let mut got = false;
+        // The kernel's receive stamps are CLOCK_REALTIME, the generator's
+        // CLOCK_MONOTONIC: converted with an offset sampled each pass.
+        let clock_offset = realtime_to_monotonic();
         for (port, s) in sockets {
             // Up to 64 datagrams per socket per pass.
             for _ in 0..64 {
-                let Ok((len, from)) = s.recv_from(&mut buf) else {
+                let Some(d) = super::rx_sys::recv_stamped(s.as_fd(), &mut buf) else {
                     break;
                 };
+                let (len, from) = (d.len, d.from);
+                let rx_ns = rx_monotonic_ns(d.rx_real_ns, clock_offset);
                 got = true;
                 let now = monotonic_ns();
                 last_rx = Some(now);
@@ -243,7 +268,7 @@ fn receive(
                     }
                 }
                 if let Some(acc) = flows.get_mut(&key) {
-                    acc.add(&stamp, len, now);
+                    acc.add(&stamp, len, now, rx_ns);
                 }
             }
         }
@@ -395,6 +420,13 @@ mod tests {
         // 2 Mbit/s of 250-byte frames: one every 1 ms, 400 in 0.4 s.
         assert_eq!(g.flows[0].sent, 400, "{g:?}");
         assert_eq!(f.payload_bytes, f.received * (250 - 42));
+        assert!(f.flow.starts_with("127.0.0.1:"), "the sender: {}", f.flow);
+        // Latency to the kernel's receive: every datagram stamped, each no
+        // later than its read, and on the generator's clock (a realtime
+        // stamp left unconverted would be decades off).
+        assert_eq!(f.rx_stamped, f.received, "{f:?}");
+        assert!(f.latency_p99_us <= f.read_latency_p99_us, "{f:?}");
+        assert!(f.latency_max_us > 0.0 && f.latency_max_us < 1e6, "{f:?}");
     }
 
     /// Loopback, the ingress workload: every class holds exactly its own

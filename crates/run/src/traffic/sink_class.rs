@@ -111,7 +111,10 @@ pub struct SinkClassReport {
     pub payload_bytes: u64,
     /// Sum of the flows' payload throughputs, bits/s.
     pub throughput_bps: u64,
-    /// One-way latency percentiles, µs.
+    /// One-way latency percentiles, µs: the generator's send stamp → the
+    /// kernel's receive of the datagram at the sink (`SO_TIMESTAMPNS`;
+    /// the sink's read time where the kernel gave none), so the sink's
+    /// own scheduling delay does not count.
     pub latency_p50_us: f64,
     /// 90th percentile.
     pub latency_p90_us: f64,
@@ -123,6 +126,11 @@ pub struct SinkClassReport {
     pub latency_max_us: f64,
     /// Latency histogram: buckets doubling from 1 µs, up to the largest.
     pub histogram: Vec<Bucket>,
+    /// Send stamp → the sink's read of the datagram, 99th percentile, µs
+    /// (the latency above plus the sink's scheduling delay).
+    pub read_latency_p99_us: f64,
+    /// Datagrams that came with the kernel's receive time.
+    pub rx_stamped: u64,
 }
 
 /// Adds the flows of one class, one flow at a time.
@@ -133,6 +141,8 @@ pub(super) struct ClassAcc {
     bytes: u64,
     throughput: u64,
     latency: Histogram<u64>,
+    read_latency: Histogram<u64>,
+    rx_stamped: u64,
 }
 
 impl ClassAcc {
@@ -144,10 +154,14 @@ impl ClassAcc {
             bytes: 0,
             throughput: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
+            read_latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
+            rx_stamped: 0,
         })
     }
 
-    /// One flow's totals and latencies.
+    /// One flow's totals and latencies (to the kernel's receive, to the
+    /// sink's read) and how many datagrams had a receive time.
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn add_flow(
         &mut self,
         received: u64,
@@ -155,7 +169,11 @@ impl ClassAcc {
         bytes: u64,
         throughput: u64,
         latency: &Histogram<u64>,
+        read_latency: &Histogram<u64>,
+        rx_stamped: u64,
     ) {
+        self.rx_stamped += rx_stamped;
+        let _ = self.read_latency.add(read_latency);
         self.flows += 1;
         self.received += received;
         self.lost += lost;
@@ -207,6 +225,12 @@ impl ClassAcc {
             latency_p999_us: q(0.999),
             latency_max_us: h.max() as f64 / 1e3,
             histogram,
+            read_latency_p99_us: if self.read_latency.is_empty() {
+                0.0
+            } else {
+                self.read_latency.value_at_quantile(0.99) as f64 / 1e3
+            },
+            rx_stamped: self.rx_stamped,
         }
     }
 }
@@ -247,8 +271,11 @@ mod tests {
             h1.record(ns).expect("record");
         }
         h2.record(100_000).expect("record");
-        a.add_flow(4, 1, 400, 1000, &h1);
-        a.add_flow(1, 0, 100, 500, &h2);
+        let mut read = h1.clone();
+        read.reset();
+        read.record(200_000).expect("record");
+        a.add_flow(4, 1, 400, 1000, &h1, &read, 4);
+        a.add_flow(1, 0, 100, 500, &h2, &read, 0);
         let class = SinkClass::parse("rt=1-2").expect("class");
         let r = a.report(&class);
         assert_eq!(
@@ -268,5 +295,7 @@ mod tests {
         assert!((r.latency_max_us - 100.0).abs() < 0.1, "{r:?}");
         assert!(r.latency_p50_us <= r.latency_p90_us && r.latency_p90_us <= r.latency_p99_us);
         assert!((r.latency_p50_us - 3.0).abs() < 0.01, "{r:?}");
+        assert!((r.read_latency_p99_us - 200.0).abs() < 0.2, "{r:?}");
+        assert_eq!(r.rx_stamped, 4);
     }
 }

@@ -1,0 +1,212 @@
+//! The optional `[egress]` table of a route config: the egress link's
+//! rate with its link-layer accounting (`overhead`, `mpu`, as in
+//! `pktsched run`'s `[link]`), the scheduling `algorithm` (the names
+//! `pktsched run` accepts) and per-class parameters in `[[egress.class]]`
+//! keyed by the route's `[[class]]` names. The class fields (`weight`,
+//! `prio`, `limit`, `rate`, `ceil`) are checked by `pktsched run`'s own
+//! class parser; a class without an entry gets `pktsched run`'s defaults.
+//!
+//! ```toml
+//! [egress]
+//! rate = "100mbit"
+//! overhead = 24
+//! algorithm = "drr"
+//!
+//! [[egress.class]]
+//! name = "rt"
+//! weight = 3
+//! limit = 256
+//! ```
+
+use std::collections::HashSet;
+use std::path::PathBuf;
+
+use pktsched_core::{Algorithm, Rate};
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::config::RouteClass;
+use crate::config::{
+    Backend, ClassConfig, ConfigError, ControlConfig, Ctx, Engine, LinkConfig, MAX_LINK_RATE,
+    MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, parse_class,
+};
+
+/// The longest frame the egress queues: the router's pool buffer.
+pub const EGRESS_MAX_FRAME: u32 = 2048;
+
+/// `[egress]` as TOML gives it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RawEgress {
+    pub(crate) rate: Spanned<String>,
+    pub(crate) overhead: Option<Spanned<i64>>,
+    pub(crate) mpu: Option<Spanned<i64>>,
+    pub(crate) algorithm: Option<Spanned<String>>,
+    pub(crate) class: Option<Vec<Spanned<RawClass>>>,
+}
+
+/// A checked `[egress]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct EgressSection {
+    /// The egress link's rate.
+    pub rate: Rate,
+    /// Bytes added to every frame's length on the wire.
+    pub overhead: u32,
+    /// Smallest wire length a frame counts for (after `overhead`).
+    pub mpu: u32,
+    /// How the classes share the rate.
+    pub algorithm: Algorithm,
+    /// Per route class (same order as `[[class]]`), its egress settings.
+    pub classes: Vec<ClassConfig>,
+}
+
+impl EgressSection {
+    /// The length a frame of `len` bytes counts for on the wire.
+    pub fn wire_len(&self, len: u32) -> u32 {
+        (len + self.overhead).max(self.mpu)
+    }
+
+    /// The same settings as a `pktsched run` config, so its scheduler
+    /// builder ([`crate::plan::build`]) makes the egress scheduler.
+    pub fn as_run_config(&self, ingress: &str, egress: &str) -> RunConfig {
+        RunConfig {
+            file: String::new(),
+            link: LinkConfig {
+                ingress: ingress.to_string(),
+                egress: egress.to_string(),
+                rate: self.rate,
+                overhead: self.overhead,
+                mpu: self.mpu,
+                max_frame: EGRESS_MAX_FRAME,
+                backend: Backend::Auto,
+                promiscuous: false,
+                buffers: 64,
+                burst: 0,
+                engine: Engine::RunToCompletion,
+            },
+            scheduler: SchedulerChoice::Algorithm(self.algorithm),
+            control: ControlConfig {
+                socket: PathBuf::new(),
+                prometheus: None,
+            },
+            classes: self.classes.clone(),
+        }
+    }
+}
+
+/// `pktsched run`'s defaults for a class with no `[[egress.class]]`.
+fn default_class(name: &str) -> ClassConfig {
+    ClassConfig {
+        name: name.to_string(),
+        weight: 1,
+        prio: 0,
+        limit: 1024,
+        rate: None,
+        ceil: None,
+        node: None,
+        default: false,
+        rules: Vec::new(),
+    }
+}
+
+/// Checks `[egress]` against the route's classes.
+pub(crate) fn parse_egress(
+    cx: &Ctx<'_>,
+    raw: &Spanned<RawEgress>,
+    classes: &[RouteClass],
+    pool_frames: u32,
+) -> Result<EgressSection, ConfigError> {
+    let e = raw.get_ref();
+    let rate = Rate::parse(e.rate.get_ref())
+        .map_err(|err| cx.err(e.rate.span(), format!("egress.rate: {err}")))?;
+    if rate > MAX_LINK_RATE {
+        return Err(cx.err(
+            e.rate.span(),
+            format!("egress.rate = {rate} is too fast: allowed up to {MAX_LINK_RATE}"),
+        ));
+    }
+    let opt = |v: &Option<Spanned<i64>>, field: &str| {
+        v.as_ref()
+            .map_or(Ok(0), |v| cx.range(v, field, 0, MAX_OVERHEAD))
+    };
+    let overhead = opt(&e.overhead, "egress.overhead")?;
+    let mpu = opt(&e.mpu, "egress.mpu")?;
+    let algorithm = match &e.algorithm {
+        None => Algorithm::Drr,
+        Some(a) => Algorithm::parse(a.get_ref())
+            .map_err(|err| cx.err(a.span(), format!("egress.algorithm: {err}")))?,
+    };
+    let scheduler = SchedulerChoice::Algorithm(algorithm);
+    let mut out: Vec<ClassConfig> = classes.iter().map(|c| default_class(&c.name)).collect();
+    let mut seen = HashSet::new();
+    for c in e.class.as_deref().unwrap_or(&[]) {
+        let rc = c.get_ref();
+        let name = rc.name.get_ref();
+        let Some(i) = classes.iter().position(|k| k.name == *name) else {
+            let names: Vec<String> = classes.iter().map(|k| format!("{:?}", k.name)).collect();
+            return Err(cx.err(
+                rc.name.span(),
+                format!(
+                    "egress.class name {name:?} is not a [[class]] of the router: allowed {}",
+                    names.join(", ")
+                ),
+            ));
+        };
+        if !seen.insert(i) {
+            return Err(cx.err(
+                rc.name.span(),
+                format!("egress.class {name:?} is given twice: allowed one entry per class"),
+            ));
+        }
+        refuse_run_only_fields(cx, rc)?;
+        // run's messages call the rate the classes share `link.rate`.
+        out[i] = parse_class(cx, rc, &scheduler, rate).map_err(|mut err| {
+            err.msg = err.msg.replace("link.rate", "egress.rate");
+            err
+        })?;
+    }
+    // Queued frames hold pool buffers: the egress must leave some for
+    // receiving, or a flooded egress would stop every class at the rings.
+    let held: u64 = out.iter().map(|c| u64::from(c.limit)).sum();
+    if held >= u64::from(pool_frames) {
+        return Err(cx.err(
+            raw.span(),
+            format!(
+                "[egress]: the class limits add up to {held} frames, not below \
+                 router.pool_frames = {pool_frames}: the egress could hold every buffer and \
+                 leave none for receiving; allowed a sum below pool_frames (lower the classes' \
+                 `limit`, default 1024, or raise pool_frames)"
+            ),
+        ));
+    }
+    Ok(EgressSection {
+        rate,
+        overhead,
+        mpu,
+        algorithm,
+        classes: out,
+    })
+}
+
+/// `match`, `default` and `node` belong to `pktsched run`: the router's
+/// `[[class]]` already classifies, and the egress has no policy tree.
+fn refuse_run_only_fields(cx: &Ctx<'_>, rc: &RawClass) -> Result<(), ConfigError> {
+    let name = rc.name.get_ref();
+    let why = if let Some(m) = &rc.matches {
+        Some((m.span(), "match"))
+    } else if let Some(d) = &rc.default {
+        Some((d.span(), "default"))
+    } else {
+        rc.node.as_ref().map(|n| (n.span(), "node"))
+    };
+    match why {
+        None => Ok(()),
+        Some((span, field)) => Err(cx.err(
+            span,
+            format!(
+                "egress.class {name:?}: `{field}` is not allowed here (frames are classified by \
+                 the [[class]] of the same name): allowed name, weight, prio, limit, rate, ceil"
+            ),
+        )),
+    }
+}

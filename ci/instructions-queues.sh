@@ -9,7 +9,10 @@
 #   * MLTW enqueue + release: `pktsched bench shape --structs mltw
 #     --outstanding 2` (the closed loop: stamp, file, release, refill),
 #     1 000 and 10 000 flows at 10 Gbit/s and 1 000 flows at 1 Mbit/s
-#     staggered.
+#     staggered;
+#   * FlowBundler's MLTW (sch_dfb in the peers' `shapebench`, the same
+#     closed loop in C) on the same three cases, for reference, when the
+#     C peers are found (PKTSCHED_PEERS, default ../shared/peers).
 #
 #   ci/instructions-queues.sh            # this tree
 #   ci/instructions-queues.sh BASE_REV   # also BASE_REV, as "before"
@@ -23,6 +26,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BASE=${1:-}
+PEERS=${PKTSCHED_PEERS:-$ROOT/../shared/peers}
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
 work="$(mktemp -d)"
 cleanup() {
@@ -80,6 +84,21 @@ measure() { # mailbox-bench pktsched -> one figure per case, one per line
     done
 }
 
+# FlowBundler's MLTW under the same count, if the peers are there: one
+# figure per shape case, one per line (nothing without the peers).
+measure_peer() {
+    local label kind args bin
+    [ -x "$PEERS/run" ] || return 0
+    "$PEERS/run" shape mltw 1 -n 10 >/dev/null
+    bin=${PEERS_BUILD:-${TMPDIR:-/tmp}/pktsched-peers}/shape/shapebench
+    for c in "${CASES[@]}"; do
+        IFS='|' read -r label kind args <<<"$c"
+        [ "$kind" = shape ] || continue
+        # shellcheck disable=SC2086 # the argument list is meant to split
+        echo "FlowBundler $label (reference)|$(per_item 200000 1200000 "$bin" --struct mltw --outstanding 2 -n @N@ $args)"
+    done
+}
+
 read -r mb ps <<<"$(build "$ROOT")"
 mapfile -t AFTER < <(measure "$mb" "$ps")
 BEFORE=()
@@ -103,5 +122,14 @@ for i in "${!CASES[@]}"; do
         echo "| $label | ${BEFORE[$i]} | ${AFTER[$i]} |"
     else
         echo "| $label | ${AFTER[$i]} |"
+    fi
+done
+mapfile -t PEER < <(measure_peer)
+for row in "${PEER[@]}"; do
+    IFS='|' read -r label n <<<"$row"
+    if [ -n "$BASE" ]; then
+        echo "| $label | — | $n |"
+    else
+        echo "| $label | $n |"
     fi
 done

@@ -1,7 +1,5 @@
 //! The Eiffel shaper: one [`Cffs`] over departure times.
 
-use std::collections::VecDeque;
-
 use super::{Entry, ShapeConfigError, TimeQueue};
 use crate::pq::{BucketConfig, Cffs, IntPq, OutOfRange};
 use crate::units::Nanos;
@@ -101,12 +99,12 @@ impl TimeQueue for CffsShaper {
         self.q.push(t, e).map(|_| ()).map_err(|err| err.value)
     }
 
-    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
+    fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
         let mut n = 0;
         while self.q.peek_min_rank().is_some_and(|t| t <= now.0) {
             match self.q.pop_min() {
                 Some((_, e)) => {
-                    out.push_back(e);
+                    out.push(e);
                     n += 1;
                 }
                 None => break,

@@ -49,19 +49,22 @@ impl FlowRecord {
 
     #[inline]
     fn record(&mut self, now: u64, len: u32) {
+        let len = u64::from(len);
         if self.released == 0 {
             self.first = now;
+            self.burst_t = now;
+            self.burst = len;
         } else {
-            self.bytes_after_first += u64::from(len);
+            self.bytes_after_first += len;
+            if self.burst_t == now {
+                self.burst += len;
+            } else {
+                self.burst_t = now;
+                self.burst = len;
+            }
         }
         self.released += 1;
         self.last = now;
-        if self.released > 1 && self.burst_t == now {
-            self.burst += u64::from(len);
-        } else {
-            self.burst_t = now;
-            self.burst = u64::from(len);
-        }
         self.max_burst = self.max_burst.max(self.burst);
     }
 }

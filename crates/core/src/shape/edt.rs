@@ -32,6 +32,9 @@ pub struct Pacer {
     /// (`rem < rate`).
     ns: u64,
     rem: u64,
+    /// `ns + (rem != 0)` (saturating): the previous stamp, kept so the
+    /// idle test costs one compare.
+    due: u64,
     /// Memo: `memo_len · 8·10⁹ = memo_ns · rate + memo_rem` (0: empty;
     /// `memo_ns` saturates at `u64::MAX`).
     memo_len: Bytes,
@@ -44,6 +47,7 @@ pub struct Pacer {
 pub struct PacerClock {
     ns: u64,
     rem: u64,
+    due: u64,
 }
 
 impl Pacer {
@@ -53,6 +57,7 @@ impl Pacer {
             rate,
             ns: 0,
             rem: 0,
+            due: 0,
             memo_len: 0,
             memo_ns: 0,
             memo_rem: 0,
@@ -80,6 +85,7 @@ impl Pacer {
                 self.rem = rem as u64;
             }
             self.rate = rate;
+            self.due = self.ns.saturating_add(u64::from(self.rem != 0));
             self.memo_len = 0;
         }
     }
@@ -91,6 +97,7 @@ impl Pacer {
         PacerClock {
             ns: self.ns,
             rem: self.rem,
+            due: self.due,
         }
     }
 
@@ -100,12 +107,13 @@ impl Pacer {
     pub fn restore(&mut self, c: PacerClock) {
         self.ns = c.ns;
         self.rem = c.rem;
+        self.due = c.due;
     }
 
     /// Departure time of the previous packet, rounded up to a nanosecond
     /// (zero before the first packet).
     pub fn last(&self) -> Nanos {
-        Nanos(self.ns.saturating_add(u64::from(self.rem != 0)))
+        Nanos(self.due)
     }
 
     /// Stamps a packet of `len` bytes offered at `now` and returns its
@@ -113,7 +121,7 @@ impl Pacer {
     #[inline]
     pub fn stamp(&mut self, len: Bytes, now: Nanos) -> Nanos {
         // `now >= ceil(previous departure)`: the flow was idle.
-        if now.0 >= self.ns.saturating_add(u64::from(self.rem != 0)) {
+        if now.0 >= self.due {
             self.ns = now.0;
             self.rem = 0;
         }
@@ -130,7 +138,8 @@ impl Pacer {
             .ns
             .saturating_add(self.memo_ns)
             .saturating_add(u64::from(carry));
-        Nanos(self.ns.saturating_add(u64::from(self.rem != 0)))
+        self.due = self.ns.saturating_add(u64::from(self.rem != 0));
+        Nanos(self.due)
     }
 
     /// Spacing of a `len`-byte packet: whole ns and remainder.

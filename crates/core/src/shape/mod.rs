@@ -121,7 +121,14 @@ pub trait TimeQueue {
     fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry>;
     /// Appends every entry whose slot time is `<= now` to `out` (one batch);
     /// returns how many.
-    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize;
+    fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize;
+    /// [`TimeQueue::release_to`] into a `VecDeque`.
+    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
+        let mut batch = Vec::new();
+        let n = self.release_to(now, &mut batch);
+        out.extend(batch);
+        n
+    }
     /// Time of the first non-empty slot, if any.
     fn next_due(&self) -> Option<Nanos>;
     /// Entries filed.

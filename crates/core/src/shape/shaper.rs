@@ -1,7 +1,5 @@
 //! [`Shaper`]: the EDT shaping scheduler over any [`TimeQueue`].
 
-use std::collections::VecDeque;
-
 use super::{Entry, Pacer, TimeQueue};
 use crate::flow::{DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::sched::{ConfigError, Limits, Scheduler};
@@ -52,7 +50,10 @@ pub struct Shaper<Q, T> {
     flows: FlowTable<T>,
     shape: Vec<FlowShape>,
     q: Q,
-    ready: VecDeque<Entry>,
+    /// The batch of the last release; `ready[ready_pos..]` is still to be
+    /// handed out.
+    ready: Vec<Entry>,
+    ready_pos: usize,
 
     default_rate: Rate,
     st: ShapeStats,
@@ -65,7 +66,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             flows: FlowTable::default(),
             shape: Vec::new(),
             q,
-            ready: VecDeque::new(),
+            ready: Vec::new(),
+            ready_pos: 0,
 
             default_rate,
             st: ShapeStats::default(),
@@ -186,15 +188,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     #[inline]
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
         loop {
-            if self.ready.is_empty() && !self.refill(now) {
-                return None;
-            }
-            let e = self.ready.pop_front()?;
-            let fid = FlowId(e.flow);
-            if self.shape[fid.index()].generation != e.generation || !self.flows.contains(fid) {
-                continue;
-            }
-            let Some((pkt, _)) = self.flows.pop(fid) else {
+            let e = self.next_entry(now)?;
+            let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
             let late = now.0.saturating_sub(e.edt);
@@ -203,6 +198,36 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.st.max_lateness = self.st.max_lateness.max(late);
             return Some((pkt, Nanos(e.edt)));
         }
+    }
+
+    /// The next entry of the ready batch, refilling it from the time queue
+    /// when it has run dry; `None` when nothing is due (see
+    /// [`Shaper::refill`]).
+    #[inline(always)]
+    fn next_entry(&mut self, now: Nanos) -> Option<Entry> {
+        if let Some(&e) = self.ready.get(self.ready_pos) {
+            self.ready_pos += 1;
+            return Some(e);
+        }
+        if !self.refill(now) {
+            return None;
+        }
+        let e = *self.ready.first()?;
+        self.ready_pos = 1;
+        Some(e)
+    }
+
+    /// The packet an entry stands for: its flow's head, unless the entry is
+    /// stale. A matching generation means the flow is live: removing a flow
+    /// and adding one under the same index each bump it, so entries filed
+    /// before a removal never match again.
+    #[inline(always)]
+    fn pop_for(&mut self, e: Entry) -> Option<Pkt<T>> {
+        let s = self.shape.get(e.flow as usize)?;
+        if s.generation != e.generation {
+            return None;
+        }
+        self.flows.pop(FlowId(e.flow)).map(|(p, _)| p)
     }
 
     /// Like [`Scheduler::dequeue_batch`], also giving each packet's EDT:
@@ -232,17 +257,10 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     ) -> usize {
         let (mut n, mut late_sum, mut late_max) = (0usize, 0u128, self.st.max_lateness);
         while n < max {
-            if self.ready.is_empty() && !self.refill(now) {
-                break;
-            }
-            let Some(e) = self.ready.pop_front() else {
+            let Some(e) = self.next_entry(now) else {
                 break;
             };
-            let fid = FlowId(e.flow);
-            if self.shape[fid.index()].generation != e.generation || !self.flows.contains(fid) {
-                continue;
-            }
-            let Some((pkt, _)) = self.flows.pop(fid) else {
+            let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
             let late = now.0.saturating_sub(e.edt);
@@ -271,7 +289,9 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.flows.count_overlimit();
             return false;
         }
-        let n = self.q.release(now, &mut self.ready) as u64;
+        self.ready.clear();
+        self.ready_pos = 0;
+        let n = self.q.release_to(now, &mut self.ready) as u64;
         if n == 0 {
             self.st.empty_wakeups += 1;
             return false;
@@ -366,7 +386,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         if self.flows.total_queued() == 0 {
             return None;
         }
-        if !self.ready.is_empty() {
+        if self.ready_pos < self.ready.len() {
             return Some(now);
         }
         self.q.next_due().map(|t| t.max(now))

@@ -1,8 +1,6 @@
 //! Timing wheels: Carousel's single wheel and FlowBundler's multi-level
 //! timing wheel (MLTW), one implementation with 1 or many levels.
 
-use std::collections::VecDeque;
-
 use super::{Entry, ShapeConfigError, TimeQueue};
 use crate::bitmap::HierBitmap;
 use crate::units::Nanos;
@@ -18,13 +16,8 @@ struct Node {
     level: u8,
 }
 
-#[derive(Clone, Debug)]
-struct Level {
-    /// Head and tail node of each slot's FIFO.
-    slots: Vec<(u32, u32)>,
-    bits: HierBitmap,
-    count: usize,
-}
+/// Most levels a [`Wheels`] may have (see [`WheelConfig::levels`]).
+const MAX_LEVELS: usize = 48;
 
 /// Parameters of a [`Wheels`] structure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -142,7 +135,10 @@ impl WheelConfig {
             ));
         }
         let top = self.granularity.trailing_zeros() + u32::from(self.levels);
-        if self.levels == 0 || self.levels > 48 || top + self.slots.trailing_zeros() > 63 {
+        if self.levels == 0
+            || usize::from(self.levels) > MAX_LEVELS
+            || top + self.slots.trailing_zeros() > 63
+        {
             return Err(ShapeConfigError::new(
                 name,
                 "levels",
@@ -167,7 +163,16 @@ impl WheelConfig {
 pub struct Wheels {
     name: &'static str,
     cfg: WheelConfig,
-    levels: Vec<Level>,
+    /// Head and tail node of every slot's FIFO, all levels in one table:
+    /// slot `s` of level `q` is at `q · slots + s` (one bounds check per
+    /// filed entry instead of one per level and one per slot).
+    slots: Vec<(u32, u32)>,
+    /// Non-empty slots, one bitmap per level.
+    bits: Vec<HierBitmap>,
+    /// `log2(slots)`: the shift from a level to its first slot.
+    slot_bits: u32,
+    /// Index of the coarsest level.
+    top: usize,
     g_shift: u32,
     mask: u64,
     nodes: Vec<Node>,
@@ -194,17 +199,15 @@ impl Wheels {
     pub fn new(cfg: WheelConfig) -> Result<Wheels, ShapeConfigError> {
         let name = if cfg.levels == 1 { "wheel" } else { "mltw" };
         cfg.validate(name)?;
-        let levels = (0..cfg.levels)
-            .map(|_| Level {
-                slots: vec![(NIL, NIL); cfg.slots],
-                bits: HierBitmap::new(cfg.slots),
-                count: 0,
-            })
-            .collect();
+        let levels = usize::from(cfg.levels);
+        debug_assert!(levels <= MAX_LEVELS);
         Ok(Wheels {
             name,
             cfg,
-            levels,
+            slots: vec![(NIL, NIL); cfg.slots * levels],
+            bits: (0..levels).map(|_| HierBitmap::new(cfg.slots)).collect(),
+            slot_bits: cfg.slots.trailing_zeros(),
+            top: levels - 1,
             g_shift: cfg.granularity.trailing_zeros(),
             mask: cfg.slots as u64 - 1,
             nodes: Vec::new(),
@@ -254,23 +257,31 @@ impl Wheels {
         self.free = i;
     }
 
+    /// Index in the flat slot table of slot `s` of level `q`.
+    #[inline(always)]
+    fn slot_index(&self, q: usize, s: usize) -> usize {
+        (q << self.slot_bits) | s
+    }
+
+    /// Appends node `i` to slot `slot` of level `q`. Only a slot that was
+    /// empty changes the level's bitmap, the active levels and the cached
+    /// next time: a non-empty slot's time is already `>= next`.
     #[inline(always)]
     fn append(&mut self, q: usize, slot: u64, i: u32) {
         let s = (slot & self.mask) as usize;
-        let lv = &mut self.levels[q];
-        let (h, t) = lv.slots[s];
+        let x = self.slot_index(q, s);
+        let (h, t) = self.slots[x];
         if h == NIL {
-            lv.slots[s] = (i, i);
-            lv.bits.set(s);
+            self.slots[x] = (i, i);
+            self.bits[q].set(s);
+            self.active |= 1 << q;
+            let time = slot << (self.g_shift + q as u32);
+            if time < self.next {
+                self.next = time;
+            }
         } else {
             self.nodes[t as usize].next = i;
-            lv.slots[s].1 = i;
-        }
-        lv.count += 1;
-        self.active |= 1 << q;
-        let time = slot << (self.g_shift + q as u32);
-        if time < self.next {
-            self.next = time;
+            self.slots[x].1 = i;
         }
     }
 
@@ -278,13 +289,15 @@ impl Wheels {
     /// own wheel is `q`.
     #[inline]
     fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
-        let top = self.levels.len() - 1;
+        let top = self.top;
         let s = self.g_shift + q as u32;
         // Ceil slot: the slot's time is the first multiple of g_q >= edt
         // (shifts, not a division: `s < 64` by the configuration check).
         let a = (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0);
-        let cur = (self.last >> s) + 1;
-        if a < cur {
+        // A slot whose time is `<= last` has been emptied: the entry is
+        // due. Only an `edt <= last` can have such a ceil slot, so the
+        // common case (a future departure) skips the slot comparison.
+        if edt <= self.last && a < (self.last >> s) + 1 {
             // Already due.
             let (h, t) = self.due;
             if h == NIL {
@@ -301,8 +314,9 @@ impl Wheels {
         // Merge into the coarsest level whose slot has the same time.
         let k = (a.trailing_zeros() as usize).min(top - q);
         let (qq, aa) = (q + k, a >> k);
+        // `aa >= cur2`: the slot's time is `>= edt`, and not due.
         let cur2 = (self.last >> (s + k as u32)) + 1;
-        if aa - cur2 <= self.mask {
+        if aa.wrapping_sub(cur2) <= self.mask {
             self.append(qq, aa, i);
             return true;
         }
@@ -315,8 +329,7 @@ impl Wheels {
     #[cold]
     #[inline(never)]
     fn park(&mut self, i: u32, edt: u64, q: usize) -> bool {
-        let top = self.levels.len() - 1;
-        for r in q + 1..=top {
+        for r in q + 1..=self.top {
             let sr = self.g_shift + r as u32;
             let b = edt >> sr;
             let cur_r = (self.last >> sr) + 1;
@@ -334,7 +347,7 @@ impl Wheels {
         let s = self.g_shift + q as u32;
         let cur = (self.last >> s) + 1;
         let p = (cur & self.mask) as usize;
-        let bits = &self.levels[q].bits;
+        let bits = &self.bits[q];
         let a = match bits.next_set(p) {
             Some(x) => cur + (x - p) as u64,
             None => match bits.first_set() {
@@ -361,48 +374,32 @@ impl Wheels {
     }
 
     /// Moves the list starting at `h` to `out` (or to `back` if an entry is
-    /// not due yet), freeing its nodes; returns the list's length.
+    /// not due yet), freeing its nodes.
     #[inline]
-    fn drain_list(
-        &mut self,
-        mut h: u32,
-        now: u64,
-        out: &mut VecDeque<Entry>,
-        back: &mut u32,
-    ) -> usize {
-        let mut len = 0;
+    fn drain_list(&mut self, mut h: u32, now: u64, out: &mut Vec<Entry>, back: &mut u32) {
         while h != NIL {
-            len += 1;
-            let n = self.nodes[h as usize];
-            if n.e.edt <= now {
-                out.push_back(n.e);
-                self.release_node(h);
+            let Some(n) = self.nodes.get_mut(h as usize) else {
+                break;
+            };
+            let (e, next) = (n.e, n.next);
+            if e.edt <= now {
+                out.push(e);
+                n.next = self.free;
+                self.free = h;
             } else {
-                self.nodes[h as usize].next = *back;
+                n.next = *back;
                 *back = h;
             }
-            h = n.next;
+            h = next;
         }
-        len
     }
 
-    fn drain_slot(
-        &mut self,
-        q: usize,
-        s: usize,
-        now: u64,
-        out: &mut VecDeque<Entry>,
-        back: &mut u32,
-    ) {
-        let lv = &mut self.levels[q];
-        let (h, _) = lv.slots[s];
-        lv.slots[s] = (NIL, NIL);
-        lv.bits.clear(s);
-        // One walk: drain and count together.
-        let n = self.drain_list(h, now, out, back);
-        let lv = &mut self.levels[q];
-        lv.count -= n;
-        if lv.count == 0 {
+    fn drain_slot(&mut self, q: usize, s: usize, now: u64, out: &mut Vec<Entry>, back: &mut u32) {
+        let x = self.slot_index(q, s);
+        let (h, _) = core::mem::replace(&mut self.slots[x], (NIL, NIL));
+        self.bits[q].clear(s);
+        self.drain_list(h, now, out, back);
+        if self.bits[q].none() {
             self.active &= !(1 << q);
         }
     }
@@ -451,7 +448,7 @@ impl TimeQueue for Wheels {
         }
     }
 
-    fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
+    fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
         let now = now.0;
         if now < self.next || now < self.last {
             return 0;
@@ -460,7 +457,7 @@ impl TimeQueue for Wheels {
         let mut back = NIL;
         let (dh, _) = self.due;
         self.due = (NIL, NIL);
-        let _ = self.drain_list(dh, now, out, &mut back);
+        self.drain_list(dh, now, out, &mut back);
         let mut m = self.active;
         while m != 0 {
             let q = m.trailing_zeros() as usize;
@@ -474,10 +471,10 @@ impl TimeQueue for Wheels {
             let span = end - cur + 1;
             let n = self.cfg.slots;
             if span >= n as u64 {
-                let mut p = self.levels[q].bits.first_set();
+                let mut p = self.bits[q].first_set();
                 while let Some(x) = p {
                     self.drain_slot(q, x, now, out, &mut back);
-                    p = self.levels[q].bits.next_set(x + 1);
+                    p = self.bits[q].next_set(x + 1);
                 }
                 continue;
             }
@@ -486,7 +483,7 @@ impl TimeQueue for Wheels {
             let mut from = p0;
             loop {
                 let hi = p1.min(n);
-                match self.levels[q].bits.next_set(from) {
+                match self.bits[q].next_set(from) {
                     Some(x) if x < hi => {
                         self.drain_slot(q, x, now, out, &mut back);
                         from = x + 1;
@@ -496,7 +493,7 @@ impl TimeQueue for Wheels {
             }
             if p1 > n {
                 let mut from = 0;
-                while let Some(x) = self.levels[q].bits.next_set(from) {
+                while let Some(x) = self.bits[q].next_set(from) {
                     if x >= p1 - n {
                         break;
                     }
@@ -521,7 +518,7 @@ impl TimeQueue for Wheels {
                 // only moved towards it. Keep it due rather than lose it.
                 let e = n.e;
                 self.release_node(i);
-                out.push_back(e);
+                out.push(e);
                 self.len -= 1;
             }
         }
@@ -538,11 +535,13 @@ impl TimeQueue for Wheels {
     }
 
     fn memory_bytes(&self) -> usize {
-        self.levels
-            .iter()
-            .map(|l| l.slots.capacity() * 8 + l.bits.memory_bytes())
-            .sum::<usize>()
-            + self.levels.capacity() * core::mem::size_of::<Level>()
+        self.slots.capacity() * 8
+            + self
+                .bits
+                .iter()
+                .map(HierBitmap::memory_bytes)
+                .sum::<usize>()
+            + self.bits.capacity() * core::mem::size_of::<HierBitmap>()
             + self.nodes.capacity() * core::mem::size_of::<Node>()
     }
 }

@@ -50,7 +50,9 @@
 # STRATEGIES (default "sq rr ll-rr ll-wfq"), ROUTE_BACKEND (auto|xdp|packet,
 # default auto), GEN_BACKEND (socket|packet, default socket), RT_PATTERN
 # (poisson|cbr: the RT flows' arrivals, default poisson; the bound's
-# envelope holds for cbr, not for Poisson), PKTSCHED
+# envelope holds for cbr, not for Poisson), BUSY_POLL (the router's
+# busy_poll µs, default 0: it sleeps in poll(2) when its rings are empty;
+# > 0: it spins on its core and the kernel busy-polls), PKTSCHED
 # (a built binary; default: cargo build --release).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -84,6 +86,8 @@ strategies="${STRATEGIES:-sq rr ll-rr ll-wfq}"
 route_backend="${ROUTE_BACKEND:-auto}"
 gen_backend="${GEN_BACKEND:-socket}"
 rt_pattern="${RT_PATTERN:-poisson}"
+busy_poll="${BUSY_POLL:-0}"
+[[ "$busy_poll" =~ ^[0-9]+$ ]] || { echo "BUSY_POLL=$busy_poll: expected µs, a whole number (0 = the router sleeps when idle)" >&2; exit 2; }
 overload=1.5 rt_share=0.3
 # The router's busy loop on a core of its own, generator and sink on the
 # other (with one CPU, no pinning).
@@ -165,6 +169,7 @@ device_budget = 64
 ring_frames = 256
 pool_frames = 4096
 cost = "$route_cost"
+busy_poll = $busy_poll
 
 [[class]]
 name = "rt"

@@ -200,21 +200,26 @@ impl Drop for RemoveOnDrop {
     }
 }
 
-/// Runs the router with `strategy` on `backend`; returns the router's final counters
-/// and what the sink saw.
-fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
-    if !is_root() {
-        eprintln!("skipped: needs root for network namespaces (CI runs as root)");
-        return None;
-    }
-    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let t = Topology::line("rt").expect("topology");
+/// A topology with the router's config written, and the sink's and the
+/// generator's sockets open (the scratch directory goes with it).
+struct Rig {
+    t: Topology,
+    dir: std::path::PathBuf,
+    _dir: RemoveOnDrop,
+    d0: [u8; 6],
+    d1: [u8; 6],
+    rx: PacketSocket,
+    tx: PacketSocket,
+}
+
+/// Builds the namespaces with `prefix` and writes `config(topology, dir)`
+/// as the router's config.
+fn rig(prefix: &str, config: impl FnOnce(&Topology, &std::path::Path) -> String) -> Rig {
+    let t = Topology::line(prefix).expect("topology");
     t.quiet().expect("ipv6 off");
     let dir = std::env::temp_dir().join(format!("{}-route", t.dut_ns));
     std::fs::create_dir_all(&dir).expect("dir");
-    let _dir = RemoveOnDrop(dir.clone());
-    let path = dir.join("route.toml");
-    std::fs::write(&path, config(strategy, backend, &t, &dir)).expect("config");
+    std::fs::write(dir.join("route.toml"), config(&t, &dir)).expect("config");
     let d0 = Topology::mac(&t.dut_ns, "d0").expect("d0 mac");
     let d1 = Topology::mac(&t.dut_ns, "d1").expect("d1 mac");
     let ring = FrameRing {
@@ -235,35 +240,50 @@ fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
     })
     .expect("ns")
     .expect("gen socket");
+    Rig {
+        _dir: RemoveOnDrop(dir.clone()),
+        t,
+        dir,
+        d0,
+        d1,
+        rx,
+        tx,
+    }
+}
 
+/// Starts the router and `sink` (on the sink's socket, until told to
+/// stop), runs `drive` (the generator's socket, the control socket) once
+/// the router answers, then stops the router and the sink; returns the
+/// router's final counters, what the sink saw and what `drive` returned.
+fn run_router<S: Send + 'static, D>(
+    rig: Rig,
+    sink: impl FnOnce(PacketSocket, &AtomicBool) -> S + Send + 'static,
+    drive: impl FnOnce(PacketSocket, &std::path::Path) -> D,
+) -> (RouterSnapshot, S, D) {
     let stop_router = Arc::new(AtomicBool::new(false));
     let stop_sink = Arc::new(AtomicBool::new(false));
     let opts = RouteOptions {
-        config: path,
+        config: rig.dir.join("route.toml"),
         duration: None,
         control: None,
         keep_privileges: true,
     };
-    let (ns, flag) = (t.dut_ns.clone(), stop_router.clone());
+    let (ns, flag) = (rig.t.dut_ns.clone(), stop_router.clone());
     let router = std::thread::spawn(move || {
         in_namespace(&ns, || {
             router::run(&opts, &flag, &mut |l| eprintln!("router: {l}"))
         })
     });
-    let flag = stop_sink.clone();
-    let sink = std::thread::spawn(move || sink(rx, d1, &flag));
+    let (flag, rx) = (stop_sink.clone(), rig.rx);
+    let sink = std::thread::spawn(move || sink(rx, &flag));
     // The router is up once its control socket answers.
-    let sock = dir.join("ctl.sock");
+    let sock = rig.dir.join("ctl.sock");
     let up = Instant::now();
     while !sock.exists() && up.elapsed() < Duration::from_secs(10) && !router.is_finished() {
         std::thread::sleep(Duration::from_millis(20));
     }
     assert!(sock.exists(), "the router did not start");
-    generate(tx, d0);
-    std::thread::sleep(Duration::from_millis(500));
-    let live = pktsched_run::control::request(&sock, pktsched_run::control::Request::StatsJson)
-        .expect("stats over the control socket");
-    assert!(live.contains("\"service_ns\""), "{live}");
+    let driven = drive(rig.tx, &sock);
     stop_router.store(true, Ordering::Release);
     let snap = router
         .join()
@@ -273,6 +293,31 @@ fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
     std::thread::sleep(Duration::from_millis(100));
     stop_sink.store(true, Ordering::Release);
     let seen = sink.join().expect("sink thread");
+    (snap, seen, driven)
+}
+
+/// Runs the router with `strategy` on `backend`; returns the router's final counters
+/// and what the sink saw.
+fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen)> {
+    if !is_root() {
+        eprintln!("skipped: needs root for network namespaces (CI runs as root)");
+        return None;
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
+    let rig = rig("rt", |t, dir| config(strategy, backend, t, dir));
+    let (d0, d1) = (rig.d0, rig.d1);
+    let (snap, seen, ()) = run_router(
+        rig,
+        move |rx, stop| sink(rx, d1, stop),
+        |tx, sock| {
+            generate(tx, d0);
+            std::thread::sleep(Duration::from_millis(500));
+            let live =
+                pktsched_run::control::request(sock, pktsched_run::control::Request::StatsJson)
+                    .expect("stats over the control socket");
+            assert!(live.contains("\"service_ns\""), "{live}");
+        },
+    );
     eprintln!("{strategy} on {backend}:\n{}sink: {seen:?}", snap.text());
     assert_eq!(snap.backend, backend);
     Some((snap, seen))
@@ -477,72 +522,19 @@ fn the_egress_policy_sends_at_its_rate_and_the_weights_share_it() {
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
-    let t = Topology::line("eg").expect("topology");
-    t.quiet().expect("ipv6 off");
-    let dir = std::env::temp_dir().join(format!("{}-route", t.dut_ns));
-    std::fs::create_dir_all(&dir).expect("dir");
-    let _dir = RemoveOnDrop(dir.clone());
-    let path = dir.join("route.toml");
-    std::fs::write(&path, egress_config(&t, &dir)).expect("config");
-    let d0 = Topology::mac(&t.dut_ns, "d0").expect("d0 mac");
-    let ring = FrameRing {
-        frame_size: 2048,
-        frame_count: 8192,
-    };
-    let rx = in_namespace(&t.sink_ns, || {
-        PacketSocket::open("s0", Role::RxFrames(ring), false)
-    })
-    .expect("ns")
-    .expect("sink socket");
-    let tx_ring = FrameRing {
-        frame_size: 2048,
-        frame_count: 1024,
-    };
-    let tx = in_namespace(&t.gen_ns, || {
-        PacketSocket::open("g0", Role::Tx(tx_ring), false)
-    })
-    .expect("ns")
-    .expect("gen socket");
-    let (stop_router, stop_sink) = (
-        Arc::new(AtomicBool::new(false)),
-        Arc::new(AtomicBool::new(false)),
-    );
-    let opts = RouteOptions {
-        config: path,
-        duration: None,
-        control: None,
-        keep_privileges: true,
-    };
-    let (ns, flag) = (t.dut_ns.clone(), stop_router.clone());
-    let router = std::thread::spawn(move || {
-        in_namespace(&ns, || {
-            router::run(&opts, &flag, &mut |l| eprintln!("router: {l}"))
-        })
+    let rig = rig("eg", egress_config);
+    let d0 = rig.d0;
+    let (snap, seen, gen_end) = run_router(rig, egress_sink, |tx, sock| {
+        let gen_end = egress_generate(tx, d0);
+        std::thread::sleep(Duration::from_millis(500));
+        let prom = pktsched_run::control::request(sock, pktsched_run::control::Request::Prometheus)
+            .expect("stats over the control socket");
+        assert!(
+            prom.contains("pktsched_route_egress_backlog_packets{class=\"rt\"} 0"),
+            "{prom}"
+        );
+        gen_end
     });
-    let flag = stop_sink.clone();
-    let sink = std::thread::spawn(move || egress_sink(rx, &flag));
-    let sock = dir.join("ctl.sock");
-    let up = Instant::now();
-    while !sock.exists() && up.elapsed() < Duration::from_secs(10) && !router.is_finished() {
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    assert!(sock.exists(), "the router did not start");
-    let gen_end = egress_generate(tx, d0);
-    std::thread::sleep(Duration::from_millis(500));
-    let prom = pktsched_run::control::request(&sock, pktsched_run::control::Request::Prometheus)
-        .expect("stats over the control socket");
-    assert!(
-        prom.contains("pktsched_route_egress_backlog_packets{class=\"rt\"} 0"),
-        "{prom}"
-    );
-    stop_router.store(true, Ordering::Release);
-    let snap = router
-        .join()
-        .expect("router thread")
-        .expect("namespace")
-        .expect("router run");
-    stop_sink.store(true, Ordering::Release);
-    let seen = sink.join().expect("sink thread");
     eprintln!("egress:\n{}sink: {} frames", snap.text(), seen.len());
     check_egress(&snap, &seen, gen_end);
 }

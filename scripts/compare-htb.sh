@@ -27,7 +27,9 @@
 # forwarding threads with `run --cpu 1`, the bridge + HTB path by steering
 # d0's receive processing to CPU 1 (RPS: the bridge, HTB's enqueue and
 # the transmit to s0 then run in softirq there). PIN=0 turns it off.
-# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched.
+# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched. KEEP=DIR
+# keeps the run's files (configs, each measurement's JSON, pktsched's
+# stats) in DIR.
 # For pktsched the forwarder's own CPU per frame and its context switches
 # per frame (voluntary = sleeps, involuntary = preemptions) are printed
 # too, from /proc/PID, and with `perf` its system calls per frame
@@ -47,6 +49,7 @@ work="$(mktemp -d)"
 cleanup() {
     pkill -f "$work/" 2>/dev/null || true
     for ns in "$gen" "$dut" "$sink"; do ip netns del "$ns" 2>/dev/null || true; done
+    if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp -r "$work"/. "$KEEP"/; fi
     rm -rf "$work"
 }
 trap cleanup EXIT

@@ -203,7 +203,7 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
     # The forwarder's own CPU jiffies, voluntary and involuntary switches.
     echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
-    # pktsched's own view: each class's sojourn (received → handed to TX).
+    # pktsched's own view: each class's sojourn (received → released to the output).
     [ -S "$work/ctl.sock" ] && "$bin" stats --socket "$work/ctl.sock" --json >"$work/$name.stats.json" 2>/dev/null || true
     wait "$sink_pid" || true
     echo $(( (b1 - b0) * 10000000 )) >"$work/$name.cpu_ns" # jiffies at HZ=100 in /proc/stat (USER_HZ)
@@ -271,7 +271,7 @@ row() { # label, python expression over d (sink JSON), measurement name
         row "victim $q latency, 1 Mbit/s next to 8 greedy flows (µs)" \
             "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')" victim
     done
-    line="| victim sojourn inside pktsched p50 / p99 (µs; received → handed to TX) |"
+    line="| victim sojourn inside pktsched p50 / p99 (µs; received → released to the output) |"
     for a in $shaped; do
         f="$work/$a-victim.stats.json"
         if [ -s "$f" ]; then

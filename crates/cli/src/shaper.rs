@@ -44,8 +44,10 @@ pub(crate) struct RunArgs {
     cpu: Option<u32>,
     /// Run the forwarding threads under SCHED_FIFO at this priority
     /// (1..=99, over the config's `link.sched`; needs CAP_SYS_NICE). The
-    /// forwarder sleeps when idle, so it does not starve its CPU; pair
-    /// with `--cpu` to keep other work off that core.
+    /// forwarder sleeps when idle but polls without sleeping under load,
+    /// when normal threads on its CPU get only the kernel's real-time
+    /// throttling share; pair with `--cpu` to give it a core of its own
+    /// (with the pspat engine, its threads then share that core).
     #[arg(long, value_name = "N")]
     rt_priority: Option<u32>,
 }

@@ -162,8 +162,10 @@ fn header_ns(h: &[u8], sec: usize, nsec: usize) -> u64 {
 /// CLOCK_MONOTONIC minus CLOCK_REALTIME now, in nanoseconds: added to a
 /// ring header's (realtime) receive time it gives the monotonic time of
 /// [`crate::clock::monotonic_ns`]. Sampled once per receive call, so a
-/// step of the wall clock (NTP, `date -s`) is wrong for at most the
-/// frames of one batch received across it.
+/// step of the wall clock (NTP, `date -s`) mis-times the frames that were
+/// already in the ring when it happened (up to the ring's size), not
+/// later ones; a stamp that would land after the read is clamped by the
+/// router.
 pub fn realtime_to_monotonic() -> i64 {
     let mono = crate::clock::monotonic_ns() as i64;
     let real = std::time::SystemTime::now()

@@ -57,10 +57,15 @@ impl ThreadOverrides {
 
     /// Where a setting came from, for errors.
     fn origin(&self, cfg: &RunConfig) -> String {
-        match (self.cpu, self.sched) {
-            (None, None) => format!("{}: link.cpu / link.sched", cfg.file),
-            _ => "--cpu / --rt-priority".into(),
-        }
+        let cpu = match self.cpu {
+            Some(_) => "--cpu".to_string(),
+            None => format!("{}: link.cpu", cfg.file),
+        };
+        let sched = match self.sched {
+            Some(_) => "--rt-priority".to_string(),
+            None => format!("{}: link.sched", cfg.file),
+        };
+        format!("{cpu} / {sched}")
     }
 }
 

@@ -130,11 +130,13 @@ fn the_forwarder_runs_pinned_under_sched_fifo_and_the_control_thread_does_not() 
     assert_eq!(seen.1, Some((fifo, 7, cpu.to_string())), "reverse thread");
     let control = seen.2.expect("control thread");
     assert_eq!((control.0, control.1), (libc::SCHED_OTHER as u32, 0));
-    assert_ne!(
-        control.2,
-        cpu.to_string(),
-        "the control thread is not pinned"
-    );
+    if all.len() > 1 {
+        assert_ne!(
+            control.2,
+            cpu.to_string(),
+            "the control thread is not pinned"
+        );
+    }
 }
 
 #[test]

@@ -132,8 +132,12 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             if self.shared.arbiter_stop.load(Ordering::Acquire) {
                 break;
             }
-            if round.drained == 0 && round.released == 0 {
+            if round.released == 0 {
+                // Nothing more is due now: what earlier rounds released
+                // goes out, also while the mailboxes keep the arbiter busy.
                 self.flush_tx();
+            }
+            if round.drained == 0 && round.released == 0 {
                 match self.next_due(&round, now) {
                     Some(due)
                         if Duration::from_nanos(due.0.saturating_sub(now.0)) < YIELD_BELOW =>

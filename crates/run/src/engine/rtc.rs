@@ -52,10 +52,15 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             shared.publish_device(device_stats(&port));
             published = Instant::now();
         }
-        if received >= RX_BATCH || round.released > 0 {
-            continue; // more may be waiting: no sleep (and no kick yet)
+        if round.released == 0 {
+            // Nothing more is due now: what earlier passes released goes
+            // out (under load too, so the link's pacing is kept; back to
+            // back releases still share a kick).
+            looper.flush_tx();
         }
-        looper.flush_tx();
+        if received >= RX_BATCH || round.released > 0 {
+            continue; // more may be waiting: no sleep
+        }
         match looper.next_due(&round, now) {
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.

@@ -5,8 +5,10 @@
 //!
 //! Kick moderation: each send is a TX kick (`sendto` on AF_XDP), so
 //! released frames wait here until [`KICK_BATCH`] of them are waiting or
-//! the engine is about to sleep ([`TxOutput::flush`]); a frame waits at
-//! most one pass of the engine's loop (a receive batch and a round). The
+//! a pass of the engine's loop releases nothing ([`TxOutput::flush`]):
+//! frames released back to back share a kick, and a frame waits only
+//! while the frames after it are released (the link's pacing is kept:
+//! under load too, a pass with nothing due sends what waits). The
 //! engine reaches the output only through `&` (the arbiter owns it), so
 //! the waiting frames and the port are in a `RefCell`, borrowed by one
 //! thread only.

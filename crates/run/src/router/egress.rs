@@ -24,15 +24,17 @@ use super::egress_config::EgressSection;
 /// next call, at most one poll round later).
 pub const MAX_RELEASE: usize = 256;
 
-/// A frame the egress released: its class, its buffer and when it was
-/// taken from its ring.
+/// A frame the egress released: its class, its buffer and when its
+/// latency started (the kernel's receive when stamped, else when the
+/// poller took it).
 #[derive(Debug)]
 pub struct Released {
     /// Class index.
     pub class: usize,
     /// The frame.
     pub buf: PacketBuf,
-    /// When it was taken from its ring (ns, monotonic).
+    /// When its latency started (ns, monotonic): the kernel's receive
+    /// when the frame was stamped, else when the poller took it.
     pub taken: u64,
 }
 
@@ -119,7 +121,7 @@ impl Egress {
         })
     }
 
-    /// Queues `buf` (taken from its ring at `taken`) for `class` at `now`;
+    /// Queues `buf` (its latency started at `taken`) for `class` at `now`;
     /// a refused frame comes back with the reason.
     pub fn enqueue(
         &mut self,
@@ -144,8 +146,15 @@ impl Egress {
     /// Moves into `out` what the link allows by `now` (at most
     /// [`MAX_RELEASE`] frames); returns how many.
     pub fn release(&mut self, now: Nanos, out: &mut Vec<Released>) -> usize {
+        self.release_at_most(now, out, MAX_RELEASE)
+    }
+
+    /// [`Egress::release`], at most `max` frames (a transmit batch's room:
+    /// a frame the link has been charged for should find a place in the
+    /// device's next send).
+    pub fn release_at_most(&mut self, now: Nanos, out: &mut Vec<Released>, max: usize) -> usize {
         let mut n = 0;
-        while n < MAX_RELEASE {
+        while n < max.min(MAX_RELEASE) {
             if self.sched.backlog().pkts == 0 {
                 self.link.idle(now);
                 break;

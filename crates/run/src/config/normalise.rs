@@ -6,7 +6,7 @@ use std::fmt;
 
 use pktsched_io::classify::Match;
 
-use super::{RunConfig, SchedulerChoice};
+use super::{ClassConfig, RunConfig, SchedulerChoice};
 
 impl fmt::Display for RunConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -43,16 +43,7 @@ impl fmt::Display for RunConfig {
         }
         for c in &self.classes {
             writeln!(f, "\n[[class]]")?;
-            writeln!(f, "name = {:?}", c.name)?;
-            writeln!(f, "weight = {}", c.weight)?;
-            writeln!(f, "prio = {}", c.prio)?;
-            writeln!(f, "limit = {}", c.limit)?;
-            if let Some(r) = c.rate {
-                writeln!(f, "rate = \"{r}\"")?;
-            }
-            if let Some(r) = c.ceil {
-                writeln!(f, "ceil = \"{r}\"")?;
-            }
+            write_class_settings(f, c)?;
             if let Some(n) = &c.node {
                 writeln!(f, "node = {n:?}")?;
             }
@@ -66,6 +57,22 @@ impl fmt::Display for RunConfig {
         }
         Ok(())
     }
+}
+
+/// A class's scheduling settings, defaults filled in: its name, weight,
+/// prio, limit and HTB-style rate/ceil (also the route's `[[egress.class]]`).
+pub(crate) fn write_class_settings(f: &mut fmt::Formatter<'_>, c: &ClassConfig) -> fmt::Result {
+    writeln!(f, "name = {:?}", c.name)?;
+    writeln!(f, "weight = {}", c.weight)?;
+    writeln!(f, "prio = {}", c.prio)?;
+    writeln!(f, "limit = {}", c.limit)?;
+    if let Some(r) = c.rate {
+        writeln!(f, "rate = \"{r}\"")?;
+    }
+    if let Some(r) = c.ceil {
+        writeln!(f, "ceil = \"{r}\"")?;
+    }
+    Ok(())
 }
 
 /// One rule as an inline TOML table, fields in a fixed order (also the

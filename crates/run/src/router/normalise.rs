@@ -5,6 +5,7 @@ use std::fmt;
 
 use super::config::RouteConfig;
 use super::egress_config::EgressSection;
+use crate::config::write_class_settings;
 
 fn mac_text(m: [u8; 6]) -> String {
     m.map(|b| format!("{b:02x}")).join(":")
@@ -95,16 +96,7 @@ fn write_egress(f: &mut fmt::Formatter<'_>, e: &EgressSection) -> fmt::Result {
     writeln!(f, "algorithm = \"{}\"", e.algorithm.name())?;
     for c in &e.classes {
         writeln!(f, "\n[[egress.class]]")?;
-        writeln!(f, "name = {:?}", c.name)?;
-        writeln!(f, "weight = {}", c.weight)?;
-        writeln!(f, "prio = {}", c.prio)?;
-        writeln!(f, "limit = {}", c.limit)?;
-        if let Some(r) = c.rate {
-            writeln!(f, "rate = \"{r}\"")?;
-        }
-        if let Some(r) = c.ceil {
-            writeln!(f, "ceil = \"{r}\"")?;
-        }
+        write_class_settings(f, c)?;
     }
     Ok(())
 }

@@ -106,6 +106,10 @@ pub struct Worker<R, D> {
     tx_calls: u64,
     /// Ring 0 is urgent (several rings): flush after its visits.
     urgent_ring0: bool,
+    /// When the current visit's receive call returned (ns): the `now` of
+    /// every frame of the batch the egress scheduler takes (one clock
+    /// read per batch, not per frame).
+    visit_ns: u64,
     /// With `[egress]`: the scheduler and link the classes' frames to the
     /// egress interface wait in.
     egress: Option<Egress>,
@@ -147,6 +151,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             icmp_not_sent: 0,
             tx_calls: 0,
             urgent_ring0: plan.rings() > 1,
+            visit_ns: 0,
             egress: None,
             released: Vec::new(),
         }
@@ -216,6 +221,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         }
         let who = self.acc.len() - 1;
         let got = monotonic_ns();
+        self.visit_ns = got;
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             self.acc[who].received += 1;
@@ -280,7 +286,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         let Some(egress) = &mut self.egress else {
             return self.drop_frame(buf, tag.who, EGRESS_REFUSED);
         };
-        match egress.enqueue(tag.who, buf, tag.taken, Nanos(monotonic_ns())) {
+        match egress.enqueue(tag.who, buf, tag.taken, Nanos(self.visit_ns)) {
             Ok(()) => self.acc[tag.who].queued += 1,
             Err((buf, reason)) => {
                 let why = match reason {
@@ -317,6 +323,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         // Taken when the receive call returned: a frame the kernel put in
         // the ring during the call has its receive time after `t0`.
         let got = monotonic_ns();
+        self.visit_ns = got;
         let mut batch = std::mem::take(&mut self.batch);
         for buf in batch.drain(..) {
             let who = match &self.classifier {

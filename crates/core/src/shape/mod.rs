@@ -119,9 +119,17 @@ pub trait TimeQueue {
     fn horizon(&self) -> Nanos;
     /// Files an entry; it comes back if it lies beyond the horizon.
     fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry>;
-    /// Appends every entry whose slot time is `<= now` to `out` (one batch);
-    /// returns how many.
+    /// Appends every entry whose slot time is `<= now` to `out` (one batch),
+    /// after any entries still in the ready list; returns how many.
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize;
+    /// Moves every entry whose slot time is `<= now` to the queue's ready
+    /// list (one batch, after what is still there), to be taken with
+    /// [`TimeQueue::pop_ready`]; true if the ready list is not empty.
+    fn release_ready(&mut self, now: Nanos) -> bool;
+    /// Takes the first entry of the ready list.
+    fn pop_ready(&mut self) -> Option<Entry>;
+    /// True if the ready list is not empty.
+    fn has_ready(&self) -> bool;
     /// [`TimeQueue::release_to`] into a `VecDeque`.
     fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
         let mut batch = Vec::new();
@@ -129,9 +137,9 @@ pub trait TimeQueue {
         out.extend(batch);
         n
     }
-    /// Time of the first non-empty slot, if any.
+    /// Time of the first non-empty slot, if any (the ready list aside).
     fn next_due(&self) -> Option<Nanos>;
-    /// Entries filed.
+    /// Entries filed or ready, not yet taken.
     fn len(&self) -> usize;
     /// True if nothing is filed.
     fn is_empty(&self) -> bool {

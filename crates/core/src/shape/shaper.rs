@@ -37,6 +37,19 @@ pub struct ShapeStats {
     pub beyond_horizon: u64,
 }
 
+impl ShapeStats {
+    /// Counts a wake-up that released `n` entries (nothing if `n` is 0).
+    fn close_batch(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.wakeups += 1;
+        let b = (63 - n.leading_zeros() as usize).min(15);
+        self.batches[b] += 1;
+        self.max_batch = self.max_batch.max(n);
+    }
+}
+
 /// An EDT shaper: every flow has a rate ([`Pacer`]); each accepted packet
 /// is stamped and filed in the time queue `Q`; `dequeue(now)` releases
 /// packets whose slot time is `<= now`, a whole batch per wake-up.
@@ -50,10 +63,10 @@ pub struct Shaper<Q, T> {
     flows: FlowTable<T>,
     shape: Vec<FlowShape>,
     q: Q,
-    /// The batch of the last release; `ready[ready_pos..]` is still to be
-    /// handed out.
-    ready: Vec<Entry>,
-    ready_pos: usize,
+    /// Entries taken from the time queue's ready list since the last
+    /// release (the open batch; counted in the statistics when the next
+    /// release closes it, or when they are read).
+    batch: u64,
 
     default_rate: Rate,
     st: ShapeStats,
@@ -66,8 +79,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             flows: FlowTable::default(),
             shape: Vec::new(),
             q,
-            ready: Vec::new(),
-            ready_pos: 0,
+            batch: 0,
 
             default_rate,
             st: ShapeStats::default(),
@@ -79,17 +91,19 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         &self.q
     }
 
-    /// Release statistics.
-    pub fn shape_stats(&self) -> &ShapeStats {
-        &self.st
+    /// Release statistics. A batch counts the entries handed out of it so
+    /// far (all of them once the next release happens).
+    pub fn shape_stats(&self) -> ShapeStats {
+        let mut st = self.st;
+        st.close_batch(self.batch);
+        st
     }
 
-    /// Heap memory: flow table, per-flow state, time queue, batch buffer.
+    /// Heap memory: flow table, per-flow state, time queue.
     pub fn memory_bytes(&self) -> usize {
         self.flows.memory_bytes()
             + self.shape.capacity() * core::mem::size_of::<FlowShape>()
             + self.q.memory_bytes()
-            + self.ready.capacity() * core::mem::size_of::<Entry>()
     }
 
     /// Allowed rates (bits/s) for packets of up to `max_len` bytes:
@@ -200,20 +214,21 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         }
     }
 
-    /// The next entry of the ready batch, refilling it from the time queue
-    /// when it has run dry; `None` when nothing is due (see
+    /// The next entry of the time queue's ready list, releasing the next
+    /// batch when it has run dry; `None` when nothing is due (see
     /// [`Shaper::refill`]).
     #[inline(always)]
     fn next_entry(&mut self, now: Nanos) -> Option<Entry> {
-        if let Some(&e) = self.ready.get(self.ready_pos) {
-            self.ready_pos += 1;
-            return Some(e);
-        }
-        if !self.refill(now) {
-            return None;
-        }
-        let e = *self.ready.first()?;
-        self.ready_pos = 1;
+        let e = match self.q.pop_ready() {
+            Some(e) => e,
+            None => {
+                if !self.refill(now) {
+                    return None;
+                }
+                self.q.pop_ready()?
+            }
+        };
+        self.batch += 1;
         Some(e)
     }
 
@@ -275,11 +290,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         n
     }
 
-    /// The ready batch is empty: moves every entry due at `now` from the
-    /// time queue into it (one wake-up). `false` when there is none, the
-    /// outcome a `dequeue` returning `None` counts: nothing queued,
-    /// nothing due yet (an overlimit), or a due slot with only stale
-    /// entries (an empty wake-up).
+    /// The ready list is empty: closes the open batch and releases every
+    /// entry due at `now` into it (one wake-up). `false` when there is
+    /// none, the outcome a `dequeue` returning `None` counts: nothing
+    /// queued, nothing due yet (an overlimit), or a due slot with only
+    /// entries moved back to a finer wheel (an empty wake-up).
     #[inline(always)]
     fn refill(&mut self, now: Nanos) -> bool {
         if self.flows.total_queued() == 0 {
@@ -289,17 +304,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.flows.count_overlimit();
             return false;
         }
-        self.ready.clear();
-        self.ready_pos = 0;
-        let n = self.q.release_to(now, &mut self.ready) as u64;
-        if n == 0 {
+        self.st.close_batch(core::mem::take(&mut self.batch));
+        if !self.q.release_ready(now) {
             self.st.empty_wakeups += 1;
             return false;
         }
-        self.st.wakeups += 1;
-        let b = (63 - n.leading_zeros() as usize).min(15);
-        self.st.batches[b] += 1;
-        self.st.max_batch = self.st.max_batch.max(n);
         true
     }
 }
@@ -386,7 +395,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         if self.flows.total_queued() == 0 {
             return None;
         }
-        if self.ready_pos < self.ready.len() {
+        if self.q.has_ready() {
             return Some(now);
         }
         self.q.next_due().map(|t| t.max(now))

@@ -439,3 +439,50 @@ fn mltw_parks_beyond_horizon_and_releases_on_time() {
     assert!(w.push(far, 0).is_err());
     assert_eq!(w.len(), 0);
 }
+
+/// While an entry is parked, due slots are walked entry by entry: a slot
+/// holding the parked entry and entries due at its time gives the due
+/// ones, keeps the parked one, and the ready list hands them out in
+/// release order; once nothing is parked, whole slot lists join it.
+#[test]
+fn mltw_ready_list_with_and_without_parked_entries() {
+    let cfg = WheelConfig {
+        granularity: 1,
+        slots: 4,
+        levels: 3,
+        max_memory: WheelConfig::DEFAULT_MAX_MEMORY,
+    };
+    let mut w = Wheels::new(cfg).expect("wheels");
+    let e = |edt, flow| Entry {
+        edt,
+        flow,
+        generation: 0,
+    };
+    // Parked at level 2's floor slot of time 8; 7 and 8 merge into the
+    // same slot (level 2, time 8).
+    w.push(e(10, 1), 0).expect("parked");
+    w.push(e(7, 2), 1).expect("filed");
+    w.push(e(8, 3), 2).expect("filed");
+    assert_eq!(w.overflowed(), 1);
+    assert!(!w.release_ready(Nanos(6)));
+    assert!(w.release_ready(Nanos(8)), "7 and 8 are due at 8");
+    assert!(w.has_ready());
+    let got: Vec<u32> = core::iter::from_fn(|| w.pop_ready())
+        .map(|x| x.flow)
+        .collect();
+    assert_eq!(got, vec![2, 3]);
+    assert!(!w.has_ready());
+    assert_eq!((w.cascaded(), w.len()), (1, 1));
+    assert!(w.release_ready(Nanos(10)));
+    assert_eq!(w.pop_ready().map(|x| (x.edt, x.flow)), Some((10, 1)));
+    // Nothing parked now: a due slot joins the ready list whole, in order.
+    for f in 0..3 {
+        w.push(e(12, 10 + f), 0).expect("filed");
+    }
+    assert!(w.release_ready(Nanos(12)));
+    let got: Vec<u32> = core::iter::from_fn(|| w.pop_ready())
+        .map(|x| x.flow)
+        .collect();
+    assert_eq!(got, vec![10, 11, 12]);
+    assert_eq!(w.len(), 0);
+}

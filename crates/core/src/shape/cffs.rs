@@ -1,7 +1,7 @@
 //! The Eiffel shaper: one [`Cffs`] over departure times.
 
 use super::{Entry, ShapeConfigError, TimeQueue};
-use crate::pq::{BucketConfig, Cffs, IntPq, OutOfRange};
+use crate::pq::{BucketConfig, Cffs, Handle, IntPq, OutOfRange};
 use crate::units::Nanos;
 
 /// An EDT shaper on Eiffel's circular hierarchical FFS queue: bucket width
@@ -108,10 +108,20 @@ impl TimeQueue for CffsShaper {
         Nanos(self.g.saturating_mul(self.buckets as u64))
     }
 
+    /// The entry is filed at once; cancelling removes it again.
+    type Ticket = Handle;
+
     #[inline]
-    fn push(&mut self, e: Entry, _level: u8) -> Result<(), Entry> {
+    fn reserve(&mut self, e: Entry, _level: u8) -> Option<Handle> {
         let t = e.edt.div_ceil(self.g).saturating_mul(self.g);
-        self.q.push(t, e).map(|_| ()).map_err(|err| err.value)
+        self.q.push(t, e).ok()
+    }
+
+    #[inline]
+    fn commit(&mut self, _t: Handle) {}
+
+    fn cancel(&mut self, t: Handle) {
+        self.q.remove(t);
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {

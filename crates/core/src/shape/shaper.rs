@@ -313,6 +313,21 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     }
 }
 
+impl<Q: TimeQueue, T> Shaper<Q, T> {
+    /// Refuses a packet the time queue cannot file: for the reason the flow
+    /// table would give if it has one (the packet was never admissible),
+    /// else as `QueueFull`, counted in `beyond_horizon`.
+    #[cold]
+    #[inline(never)]
+    fn refuse_beyond_horizon(&mut self, pkt: Pkt<T>) -> Rejected<T> {
+        if let Some(r) = self.flows.refusal(&pkt, self.flows.pool_full()) {
+            return self.flows.refuse(pkt, r);
+        }
+        self.st.beyond_horizon += 1;
+        self.flows.refuse(pkt, DropReason::QueueFull)
+    }
+}
+
 impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
     fn name(&self) -> &'static str {
         self.q.name()
@@ -355,30 +370,35 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         Ok(pkts)
     }
 
+    /// Stamps the packet, reserves its place in the time queue, then lets
+    /// the flow table admit it (one lookup of the flow's record for the
+    /// tests and the queueing); the pacer and the time queue change only
+    /// once it is admitted.
     #[inline]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        // A full pool is checked before the entry is filed, so the push
-        // below cannot fail.
-        if let Some(r) = self.flows.refusal(&pkt, self.flows.pool_full()) {
-            return Err(self.flows.refuse(pkt, r));
-        }
-        let s = &mut self.shape[pkt.flow.index()];
-        let saved = s.pacer.checkpoint();
-        let edt = s.pacer.stamp(pkt.len, now);
+        let Some(s) = self.shape.get_mut(pkt.flow.index()) else {
+            return Err(self.flows.refuse(pkt, DropReason::UnknownFlow));
+        };
+        let (edt, clock) = s.pacer.peek(pkt.len, now);
         let e = Entry {
             edt: edt.0,
             flow: pkt.flow.0,
             generation: s.generation,
         };
-        if self.q.push(e, s.level).is_err() {
-            self.shape[pkt.flow.index()].pacer.restore(saved);
-            self.st.beyond_horizon += 1;
-            return Err(self.flows.refuse(pkt, DropReason::QueueFull));
+        let Some(ticket) = self.q.reserve(e, s.level) else {
+            return Err(self.refuse_beyond_horizon(pkt));
+        };
+        match self.flows.admit(pkt, false) {
+            Ok(_) => {
+                s.pacer.restore(clock);
+                self.q.commit(ticket);
+                Ok(())
+            }
+            Err(r) => {
+                self.q.cancel(ticket);
+                Err(r)
+            }
         }
-        self.flows
-            .push(pkt)
-            .map(|_| ())
-            .map_err(|p| self.flows.refuse(p, DropReason::QueueFull))
     }
 
     #[inline]

@@ -486,3 +486,58 @@ fn mltw_ready_list_with_and_without_parked_entries() {
     assert_eq!(got, vec![10, 11, 12]);
     assert_eq!(w.len(), 0);
 }
+
+/// A packet the flow table refuses after its place in the time queue was
+/// reserved leaves no entry behind and does not move the pacer; one the
+/// time queue cannot file is refused for the flow's own reason if it has
+/// one, else counted as beyond the horizon. MLTW and cFFS alike.
+#[test]
+fn refused_packets_leave_no_entry_and_keep_the_pacer() {
+    fn check<Q: TimeQueue>(q: Q) {
+        let mut sh: Shaper<Q, u64> = Shaper::new(q, Rate::gbit(1));
+        let f = sh
+            .add_flow_bps(FlowConfig::default().with_limit(2), 1_000_000_000)
+            .expect("flow");
+        let t = Nanos::ZERO;
+        for i in 0..2 {
+            sh.enqueue(Pkt::new(f, 125, t, i), t).expect("queued");
+        }
+        let full = sh.enqueue(Pkt::new(f, 125, t, 2), t).expect_err("limit");
+        assert_eq!(full.reason, crate::DropReason::QueueFull);
+        let big = sh.enqueue(Pkt::new(f, 9000, t, 3), t).expect_err("max_len");
+        assert_eq!(big.reason, crate::DropReason::TooLarge);
+        assert_eq!(sh.queue().len(), 2, "{}: refused packets filed", sh.name());
+        assert_eq!(sh.shape_stats().beyond_horizon, 0);
+        // The two queued packets leave at 1 and 2 µs: the refused ones did
+        // not advance the flow's clock.
+        let mut got = Vec::new();
+        let mut now = Nanos::ZERO;
+        while let Some(n) = sh.next_ready(now) {
+            now = n;
+            while let Some((p, edt)) = sh.dequeue_edt(now) {
+                got.push((p.item, edt.0));
+            }
+        }
+        assert_eq!(got, vec![(0, 1000), (1, 2000)], "{}", sh.name());
+        // A flow that queues far beyond the horizon is refused there.
+        let g = sh
+            .add_flow_bps(FlowConfig::default().with_limit(1 << 20), 1_000_000_000)
+            .expect("flow");
+        let mut queued = 0u64;
+        let refused = loop {
+            match sh.enqueue(Pkt::new(g, 1500, now, queued), now) {
+                Ok(()) => queued += 1,
+                Err(r) => break r,
+            }
+            assert!(queued < 1 << 20, "{}: never refused", sh.name());
+        };
+        assert_eq!(refused.reason, crate::DropReason::QueueFull);
+        assert_eq!(sh.shape_stats().beyond_horizon, 1, "{}", sh.name());
+        assert_eq!(sh.queue().len() as u64, queued);
+        let c = sh.stats();
+        assert_eq!(c.backlog.pkts, queued);
+        assert!(c.conserved());
+    }
+    check(mltw(64, Nanos::from_millis(1)));
+    check(CffsShaper::new(64, Nanos::from_millis(1), 64 << 20).expect("cffs"));
+}

@@ -19,6 +19,25 @@ struct Node {
     parked: bool,
 }
 
+/// Where [`Wheels::locate`] files an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// Already due: the due list.
+    Due,
+    /// Level and slot (absolute slot number) of its ceil slot time.
+    Slot(usize, u64),
+    /// Beyond its own wheel: parked in a coarser level at its floor slot.
+    Parked(usize, u64),
+}
+
+/// A filing prepared by [`TimeQueue::reserve`] on [`Wheels`]: the entry's
+/// node and where it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WheelTicket {
+    node: u32,
+    at: Place,
+}
+
 /// Most levels a [`Wheels`] may have (see [`WheelConfig::levels`]).
 const MAX_LEVELS: usize = 48;
 
@@ -310,10 +329,10 @@ impl Wheels {
         }
     }
 
-    /// Places node `i` (already allocated, `next = NIL`) for an entry whose
-    /// own wheel is `q`.
-    #[inline]
-    fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
+    /// Where an entry of EDT `edt` for a flow on wheel `q` goes now, or
+    /// `None` if no wheel reaches it. Changes nothing.
+    #[inline(always)]
+    fn locate(&self, edt: u64, q: usize) -> Option<Place> {
         let top = self.top;
         let s = self.g_shift + q as u32;
         // Ceil slot: the slot's time is the first multiple of g_q >= edt
@@ -323,18 +342,7 @@ impl Wheels {
         // due. Only an `edt <= last` can have such a ceil slot, so the
         // common case (a future departure) skips the slot comparison.
         if edt <= self.last && a < (self.last >> s) + 1 {
-            // Already due.
-            let (h, t) = self.due;
-            if h == NIL {
-                self.due = (i, i);
-            } else {
-                self.nodes[t as usize].next = i;
-                self.due.1 = i;
-            }
-            if self.last < self.next {
-                self.next = self.last;
-            }
-            return true;
+            return Some(Place::Due);
         }
         // Merge into the coarsest level whose slot has the same time.
         let k = (a.trailing_zeros() as usize).min(top - q);
@@ -342,33 +350,67 @@ impl Wheels {
         // `aa >= cur2`: the slot's time is `>= edt`, and not due.
         let cur2 = (self.last >> (s + k as u32)) + 1;
         if aa.wrapping_sub(cur2) <= self.mask {
-            self.append(qq, aa, i);
-            return true;
+            return Some(Place::Slot(qq, aa));
         }
-        self.park(i, edt, q)
+        self.park_place(edt, q)
     }
 
-    /// Files node `i`, beyond its own wheel `q`'s horizon, in the first
-    /// coarser wheel that reaches `edt`, at the floor slot (its time <=
-    /// `edt`); the entry goes back to its own wheel when that slot comes.
+    /// For an entry beyond its own wheel `q`'s horizon: the first coarser
+    /// wheel that reaches `edt`, at the floor slot (its time <= `edt`); the
+    /// entry goes back to its own wheel when that slot comes.
     #[cold]
     #[inline(never)]
-    fn park(&mut self, i: u32, edt: u64, q: usize) -> bool {
-        for r in q + 1..=self.top {
+    fn park_place(&self, edt: u64, q: usize) -> Option<Place> {
+        (q + 1..=self.top).find_map(|r| {
             let sr = self.g_shift + r as u32;
             let b = edt >> sr;
             let cur_r = (self.last >> sr) + 1;
-            if b >= cur_r && b - cur_r <= self.mask {
-                self.overflowed += 1;
-                self.parked += 1;
-                if let Some(n) = self.nodes.get_mut(i as usize) {
-                    n.parked = true;
+            (b >= cur_r && b - cur_r <= self.mask).then_some(Place::Parked(r, b))
+        })
+    }
+
+    /// Files node `i` (allocated, `next = NIL`) at `at`, found by
+    /// [`Wheels::locate`] with nothing changed since.
+    #[inline(always)]
+    fn file(&mut self, i: u32, at: Place) {
+        match at {
+            Place::Slot(q, a) => self.append(q, a, i),
+            Place::Due => {
+                match self.nodes.get_mut(self.due.1 as usize) {
+                    Some(t) if self.due.0 != NIL => t.next = i,
+                    _ => self.due.0 = i,
                 }
-                self.append(r, b, i);
-                return true;
+                self.due.1 = i;
+                if self.last < self.next {
+                    self.next = self.last;
+                }
             }
+            Place::Parked(r, b) => self.park(i, r, b),
         }
-        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn park(&mut self, i: u32, r: usize, b: u64) {
+        self.overflowed += 1;
+        self.parked += 1;
+        if let Some(n) = self.nodes.get_mut(i as usize) {
+            n.parked = true;
+        }
+        self.append(r, b, i);
+    }
+
+    /// Places node `i` (allocated, `next = NIL`) for an entry whose own
+    /// wheel is `q`; false if no wheel reaches it.
+    #[inline]
+    fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
+        match self.locate(edt, q) {
+            Some(at) => {
+                self.file(i, at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// First non-empty slot time of level `q` (which must be non-empty).
@@ -576,23 +618,29 @@ impl TimeQueue for Wheels {
         self.cfg.horizon()
     }
 
-    #[inline]
-    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
-        let Some(i) = self.alloc(Node {
+    type Ticket = WheelTicket;
+
+    #[inline(always)]
+    fn reserve(&mut self, e: Entry, level: u8) -> Option<WheelTicket> {
+        let at = self.locate(e.edt, usize::from(level))?;
+        let node = self.alloc(Node {
             e,
             next: NIL,
             level,
             parked: false,
-        }) else {
-            return Err(e);
-        };
-        if self.place(i, e.edt, usize::from(level)) {
-            self.len += 1;
-            Ok(())
-        } else {
-            self.release_node(i);
-            Err(e)
-        }
+        })?;
+        Some(WheelTicket { node, at })
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, t: WheelTicket) {
+        self.file(t.node, t.at);
+        self.len += 1;
+    }
+
+    #[cold]
+    fn cancel(&mut self, t: WheelTicket) {
+        self.release_node(t.node);
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {

@@ -374,7 +374,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
     /// the flow table admit it (one lookup of the flow's record for the
     /// tests and the queueing); the pacer and the time queue change only
     /// once it is admitted.
-    #[inline]
+    #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
         let Some(s) = self.shape.get_mut(pkt.flow.index()) else {
             return Err(self.flows.refuse(pkt, DropReason::UnknownFlow));

@@ -143,17 +143,26 @@ fn rated_scheduler<T: Send + 'static>(
             msg,
         };
         let flow = sched.add_flow(fc).map_err(|e| refused(e.to_string()))?;
-        let params = FlowParams {
-            rate: c.ceiling(),
-            reservation: c.rate,
-            ..FlowParams::default()
-        };
+        let params = class_params(c);
         sched
             .set_flow_params(flow, params, Nanos(0))
-            .map_err(|e| refused(format!("rate/ceil: {e}")))?;
+            .map_err(|e| refused(format!("rate/ceil/burst: {e}")))?;
         flows.push(flow);
     }
     Ok((Box::new(sched), flows))
+}
+
+/// A rated class's shaping in the policy tree: reservation = `rate` with
+/// `burst`, limit = [`ClassConfig::ceiling`] with
+/// [`ClassConfig::ceiling_burst`] (lengths and bursts are wire bytes).
+pub fn class_params(c: &ClassConfig) -> FlowParams {
+    FlowParams {
+        rate: c.ceiling(),
+        reservation: c.rate,
+        burst: c.burst.map(u64::from),
+        cburst: c.ceiling_burst().map(u64::from),
+        ..FlowParams::default()
+    }
 }
 
 /// Builds the scheduler with every class and the classifier.
@@ -251,6 +260,33 @@ mod tests {
             Rate::mbit(100),
             parse(RATED, "t", None).expect("c").link.rate
         );
+    }
+
+    /// Frames of class `capped` (20 Mbit/s ceil) that leave at once after
+    /// a second idle, with `extra` added to its settings.
+    fn at_once_after_idle(extra: &str) -> usize {
+        let src = RATED.replace(
+            "ceil = \"20mbit\"\n",
+            &format!("ceil = \"20mbit\"\n{extra}"),
+        );
+        let cfg = parse(&src, "t.toml", None).expect("config");
+        let mut plan = build::<()>(&cfg).expect("plan");
+        let f = plan.flows[1];
+        let t = Nanos(1_000_000_000);
+        for _ in 0..30 {
+            plan.sched
+                .enqueue(Pkt::new(f, 1500, t, ()), t)
+                .expect("enqueue");
+        }
+        std::iter::from_fn(|| plan.sched.dequeue(t)).count()
+    }
+
+    #[test]
+    fn a_class_s_cburst_is_the_credit_of_its_ceil() {
+        // 15 KiB of credit: 10 frames of 1500 bytes ahead of the ceil, plus
+        // the one the ceil allows at once; the default is one frame ahead.
+        assert_eq!(at_once_after_idle("cburst = \"15k\"\n"), 11);
+        assert_eq!(at_once_after_idle(""), 2);
     }
 
     #[test]

@@ -105,6 +105,8 @@ fn default_class(name: &str) -> ClassConfig {
         limit: 1024,
         rate: None,
         ceil: None,
+        burst: None,
+        cburst: None,
         node: None,
         default: false,
         rules: Vec::new(),
@@ -191,13 +193,18 @@ pub(crate) fn parse_egress(
 }
 
 /// `match`, `default` and `node` belong to `pktsched run`: the router's
-/// `[[class]]` already classifies, and the egress has no policy tree.
+/// `[[class]]` already classifies, and the egress has no policy tree;
+/// `burst`/`cburst` too (the egress shaper keeps no credit).
 fn refuse_run_only_fields(cx: &Ctx<'_>, rc: &RawClass) -> Result<(), ConfigError> {
     let name = rc.name.get_ref();
     let why = if let Some(m) = &rc.matches {
         Some((m.span(), "match"))
     } else if let Some(d) = &rc.default {
         Some((d.span(), "default"))
+    } else if let Some(b) = &rc.burst {
+        Some((b.span(), "burst"))
+    } else if let Some(b) = &rc.cburst {
+        Some((b.span(), "cburst"))
     } else {
         rc.node.as_ref().map(|n| (n.span(), "node"))
     };

@@ -327,7 +327,64 @@ fn the_ring_generator_s_frames_cross_the_shaper_stamped(engine: Engine) {
     assert!(run.received.unstamped == 0, "{text}");
 }
 
+/// Every class overloaded 3×: per class, frames received = sent +
+/// dropped by reason + queued, just before the stop and after it (when
+/// the queues have been sent), and the egress sent what the classes did.
+fn every_class_conserves_its_frames_under_overload(engine: Engine) {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let run = through_pipeline(
+        &LINK.replace("RATE", "30mbit"),
+        engine,
+        &[
+            "dport=5000,rate=30mbit,size=1500",
+            "dport=5001,rate=30mbit,size=1500",
+            "dport=5002,rate=30mbit,size=1500",
+        ],
+        &[5000, 5001, 5002],
+        4,
+    );
+    let fin = &run.fin;
+    for (when, snap) in [
+        ("before stop", &fin.before_stop),
+        ("after stop", &fin.after_stop),
+    ] {
+        let text = snap.text();
+        for c in &snap.classes {
+            let dropped: u64 = c.drops_by_reason.iter().sum();
+            assert_eq!(c.drops, dropped, "{when}, class {}: {text}", c.class);
+            assert_eq!(
+                c.received,
+                c.packets + dropped + c.qlen + c.moved,
+                "{when}, class {}: received = sent + dropped + queued + moved\n{text}",
+                c.class
+            );
+            assert!(
+                c.drops_by_reason[0] > 0,
+                "{when}, class {} was overloaded: {text}",
+                c.class
+            );
+        }
+    }
+    let after = &fin.after_stop;
+    assert!(
+        after.classes.iter().all(|c| c.qlen == 0),
+        "{}",
+        after.text()
+    );
+    let sent: u64 = after.classes.iter().map(|c| c.packets).sum();
+    let egress = after
+        .devices
+        .iter()
+        .find(|d| d.device == "d1" && d.role == "tx")
+        .unwrap_or_else(|| panic!("no d1 tx device: {}", after.text()));
+    assert_eq!(egress.tx_packets, sent, "{}", after.text());
+}
+
 for_both_engines!(
+    every_class_conserves_its_frames_under_overload,
     the_ring_generator_s_frames_cross_the_shaper_stamped,
     a_single_overloading_flow_gets_the_configured_rate,
     weighted_shares_follow_the_weights_under_overload,

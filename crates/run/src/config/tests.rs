@@ -533,3 +533,26 @@ fn errors_point_at_the_line_of_the_bad_value() {
     let e = parse(src, "t.toml", None).expect_err("weight 0");
     assert_eq!((e.line, e.col), (9, 10), "{e}");
 }
+
+#[test]
+fn the_example_configs_check() {
+    for (name, src) in [
+        (
+            "three-classes",
+            include_str!("../../../../examples/run/three-classes.toml"),
+        ),
+        (
+            "htb-classes",
+            include_str!("../../../../examples/run/htb-classes.toml"),
+        ),
+    ] {
+        let c = parse(src, name, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parse_ok(&c.to_string()).to_string(), c.to_string());
+    }
+    let htb = parse_ok(include_str!("../../../../examples/run/htb-classes.toml"));
+    let video = htb.class("video").expect("video");
+    assert_eq!(
+        (video.burst, video.ceiling_burst()),
+        (Some(65536), Some(65536))
+    );
+}

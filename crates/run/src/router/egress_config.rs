@@ -3,7 +3,7 @@
 //! `pktsched run`'s `[link]`), the scheduling `algorithm` (the names
 //! `pktsched run` accepts) and per-class parameters in `[[egress.class]]`
 //! keyed by the route's `[[class]]` names. The class fields (`weight`,
-//! `prio`, `limit`, `rate`, `ceil`) are checked by `pktsched run`'s own
+//! `prio`, `limit`, `rate`, `ceil`, `burst`, `cburst`) are checked by `pktsched run`'s own
 //! class parser; a class without an entry gets `pktsched run`'s defaults.
 //!
 //! ```toml
@@ -193,18 +193,13 @@ pub(crate) fn parse_egress(
 }
 
 /// `match`, `default` and `node` belong to `pktsched run`: the router's
-/// `[[class]]` already classifies, and the egress has no policy tree;
-/// `burst`/`cburst` too (the egress shaper keeps no credit).
+/// `[[class]]` already classifies, and the egress has no policy tree.
 fn refuse_run_only_fields(cx: &Ctx<'_>, rc: &RawClass) -> Result<(), ConfigError> {
     let name = rc.name.get_ref();
     let why = if let Some(m) = &rc.matches {
         Some((m.span(), "match"))
     } else if let Some(d) = &rc.default {
         Some((d.span(), "default"))
-    } else if let Some(b) = &rc.burst {
-        Some((b.span(), "burst"))
-    } else if let Some(b) = &rc.cburst {
-        Some((b.span(), "cburst"))
     } else {
         rc.node.as_ref().map(|n| (n.span(), "node"))
     };
@@ -214,7 +209,8 @@ fn refuse_run_only_fields(cx: &Ctx<'_>, rc: &RawClass) -> Result<(), ConfigError
             span,
             format!(
                 "egress.class {name:?}: `{field}` is not allowed here (frames are classified by \
-                 the [[class]] of the same name): allowed name, weight, prio, limit, rate, ceil"
+                 the [[class]] of the same name): allowed name, weight, prio, limit, rate, ceil, \
+                 burst, cburst"
             ),
         )),
     }

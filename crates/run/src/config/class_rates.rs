@@ -144,21 +144,22 @@ pub(super) fn class_bursts(
         if let Some(why) = needs {
             return Err(cx.err(v.span(), format!("{what}: {why}")));
         }
-        let bytes = match v.get_ref() {
-            NumOrText::Num(n) => u64::try_from(*n).unwrap_or(0),
+        // A number is bytes as written; a size with a unit is shown in
+        // bytes when out of range.
+        let (bytes, shown) = match v.get_ref() {
+            NumOrText::Num(n) => (u64::try_from(*n).ok(), String::new()),
             NumOrText::Text(t) => {
-                parse_size(t).map_err(|e| cx.err(v.span(), format!("{what}: {e}")))?
+                let b = parse_size(t).map_err(|e| cx.err(v.span(), format!("{what}: {e}")))?;
+                (Some(b), format!(" ({b} bytes)"))
             }
         };
-        if bytes == 0 || bytes > u64::from(MAX_CLASS_BURST) {
-            return Err(cx.err(
+        match bytes.and_then(|b| u32::try_from(b).ok()) {
+            Some(b) if (1..=MAX_CLASS_BURST).contains(&b) => Ok(Some(b)),
+            _ => Err(cx.err(
                 v.span(),
-                format!(
-                    "{what} ({bytes} bytes) is out of range: allowed 1..={MAX_CLASS_BURST} bytes"
-                ),
-            ));
+                format!("{what}{shown} is out of range: allowed 1..={MAX_CLASS_BURST} bytes"),
+            )),
         }
-        Ok(Some(bytes as u32))
     };
     let burst = one(
         &raw.burst,

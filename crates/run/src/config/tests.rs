@@ -457,7 +457,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             format!(
                 "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = -5\n"
             ),
-            &["burst = -5", "1..=1048576 bytes"],
+            &["burst = -5 is out of range", "1..=1048576 bytes"],
         ),
         (
             format!(

@@ -497,7 +497,10 @@ impl Wheels {
     }
 
     /// Moves every entry whose slot time is `<= now` to the ready list (one
-    /// batch); true if the ready list is not empty afterwards.
+    /// batch); true if the ready list is not empty afterwards. Once per
+    /// wake-up: kept out of line so that the per-packet loop around
+    /// [`TimeQueue::pop_ready`] stays small.
+    #[inline(never)]
     fn release_slots(&mut self, now: u64) -> bool {
         if now < self.next || now < self.last {
             return self.ready.0 != NIL;

@@ -233,7 +233,7 @@ fn run_one<Q: TimeQueue>(q: Q, o: &ShapeOptions, n: usize, stop: &AtomicBool) ->
         .filter_map(|(i, r)| r.rate_err(rate_of(i)))
         .collect();
     let released = cl.released();
-    let st = *sh.shape_stats();
+    let st = sh.shape_stats();
     let hist_len = st.batches.iter().rposition(|&b| b > 0).map_or(0, |p| p + 1);
     Ok(Res {
         structure: sh.name(),

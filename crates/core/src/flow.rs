@@ -619,30 +619,6 @@ impl<T> FlowTable<T> {
         h.deq_bytes += u64::from(len);
         totals.deq.add(len);
     }
-    /// Queues a packet that passed [`FlowTable::refusal`] in its flow's
-    /// FIFO; returns whether the flow was empty before, or the packet back
-    /// if the pool is full.
-    #[inline(always)]
-    pub(crate) fn push(&mut self, pkt: Pkt<T>) -> Result<bool, Pkt<T>> {
-        debug_assert!(!self.arrival_order);
-        let (f, len) = (pkt.flow.index(), pkt.len);
-        if f >= self.hot.len() {
-            return Err(pkt);
-        }
-        let i = Self::store(&mut self.pool, &mut self.free_slot, pkt)?;
-        let h = &mut self.hot[f];
-        let was_empty = h.len == 0;
-        if was_empty {
-            h.head = i;
-            h.head_len = len;
-        } else if let Some(t) = self.pool.get_mut(h.tail as usize) {
-            t.next = i;
-            t.next_len = len;
-        }
-        h.tail = i;
-        Self::count_in(&mut self.totals, h, len);
-        Ok(was_empty)
-    }
     /// Takes the head packet of a flow, with the new head's length.
     #[inline(always)]
     pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {

@@ -1,7 +1,7 @@
 //! The Eiffel shaper: one [`Cffs`] over departure times.
 
 use super::{Entry, ShapeConfigError, TimeQueue};
-use crate::pq::{BucketConfig, Cffs, IntPq, OutOfRange};
+use crate::pq::{BucketConfig, Cffs, Handle, IntPq, OutOfRange};
 use crate::units::Nanos;
 
 /// An EDT shaper on Eiffel's circular hierarchical FFS queue: bucket width
@@ -17,6 +17,9 @@ pub struct CffsShaper {
     q: Cffs<Entry>,
     g: u64,
     buckets: usize,
+    /// The released batch; `ready[ready_pos..]` is still to be taken.
+    ready: Vec<Entry>,
+    ready_pos: usize,
 }
 
 impl CffsShaper {
@@ -68,7 +71,19 @@ impl CffsShaper {
             q,
             g: granularity,
             buckets,
+            ready: Vec::new(),
+            ready_pos: 0,
         })
+    }
+}
+
+/// Moves every entry of `q` ranked `<= now` to `out`, in rank order.
+fn pop_due(q: &mut Cffs<Entry>, now: Nanos, out: &mut Vec<Entry>) {
+    while q.peek_min_rank().is_some_and(|t| t <= now.0) {
+        match q.pop_min() {
+            Some((_, e)) => out.push(e),
+            None => break,
+        }
     }
 }
 
@@ -93,24 +108,49 @@ impl TimeQueue for CffsShaper {
         Nanos(self.g.saturating_mul(self.buckets as u64))
     }
 
+    /// The entry is filed at once; cancelling removes it again.
+    type Ticket = Handle;
+
     #[inline]
-    fn push(&mut self, e: Entry, _level: u8) -> Result<(), Entry> {
+    fn reserve(&mut self, e: Entry, _level: u8) -> Option<Handle> {
         let t = e.edt.div_ceil(self.g).saturating_mul(self.g);
-        self.q.push(t, e).map(|_| ()).map_err(|err| err.value)
+        self.q.push(t, e).ok()
+    }
+
+    #[inline]
+    fn commit(&mut self, _t: Handle) {}
+
+    fn cancel(&mut self, t: Handle) {
+        self.q.remove(t);
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
-        let mut n = 0;
-        while self.q.peek_min_rank().is_some_and(|t| t <= now.0) {
-            match self.q.pop_min() {
-                Some((_, e)) => {
-                    out.push(e);
-                    n += 1;
-                }
-                None => break,
-            }
+        let before = out.len();
+        out.extend_from_slice(&self.ready[self.ready_pos..]);
+        self.ready.clear();
+        self.ready_pos = 0;
+        pop_due(&mut self.q, now, out);
+        out.len() - before
+    }
+
+    fn release_ready(&mut self, now: Nanos) -> bool {
+        if self.ready_pos == self.ready.len() {
+            self.ready.clear();
+            self.ready_pos = 0;
         }
-        n
+        pop_due(&mut self.q, now, &mut self.ready);
+        self.ready_pos < self.ready.len()
+    }
+
+    #[inline]
+    fn pop_ready(&mut self) -> Option<Entry> {
+        let e = *self.ready.get(self.ready_pos)?;
+        self.ready_pos += 1;
+        Some(e)
+    }
+
+    fn has_ready(&self) -> bool {
+        self.ready_pos < self.ready.len()
     }
 
     fn next_due(&self) -> Option<Nanos> {
@@ -118,10 +158,10 @@ impl TimeQueue for CffsShaper {
     }
 
     fn len(&self) -> usize {
-        self.q.len()
+        self.q.len() + (self.ready.len() - self.ready_pos)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.q.memory_bytes()
+        self.q.memory_bytes() + self.ready.capacity() * core::mem::size_of::<Entry>()
     }
 }

@@ -101,8 +101,8 @@ impl Pacer {
         }
     }
 
-    /// Puts the clock back to a [`Pacer::checkpoint`] taken at the same
-    /// rate.
+    /// Sets the clock to a [`Pacer::checkpoint`] or a [`Pacer::peek`]
+    /// taken at the same rate.
     #[inline]
     pub fn restore(&mut self, c: PacerClock) {
         self.ns = c.ns;
@@ -120,26 +120,36 @@ impl Pacer {
     /// departure time, rounded up to a whole nanosecond.
     #[inline]
     pub fn stamp(&mut self, len: Bytes, now: Nanos) -> Nanos {
+        let (edt, c) = self.peek(len, now);
+        self.restore(c);
+        edt
+    }
+
+    /// What [`Pacer::stamp`] would return, and the clock it would leave,
+    /// without moving the clock (only the memo of the spacing changes):
+    /// [`Pacer::restore`] the clock to accept the stamp.
+    #[inline]
+    pub fn peek(&mut self, len: Bytes, now: Nanos) -> (Nanos, PacerClock) {
         // `now >= ceil(previous departure)`: the flow was idle.
-        if now.0 >= self.due {
-            self.ns = now.0;
-            self.rem = 0;
-        }
+        let (ns, rem) = if now.0 >= self.due {
+            (now.0, 0)
+        } else {
+            (self.ns, self.rem)
+        };
         let r = self.rate.as_bps();
         if len != self.memo_len || len == 0 {
             self.memoise(len);
         }
         // rem < r and memo_rem < r: the true sum is < 2r, so one carry; it
         // may exceed u64 (r > 2^63), which the overflow flag reports.
-        let (sum, over) = self.rem.overflowing_add(self.memo_rem);
+        let (sum, over) = rem.overflowing_add(self.memo_rem);
         let carry = over || sum >= r;
-        self.rem = if carry { sum.wrapping_sub(r) } else { sum };
-        self.ns = self
-            .ns
+        let rem = if carry { sum.wrapping_sub(r) } else { sum };
+        let ns = ns
             .saturating_add(self.memo_ns)
             .saturating_add(u64::from(carry));
-        self.due = self.ns.saturating_add(u64::from(self.rem != 0));
-        Nanos(self.due)
+        let due = ns.saturating_add(u64::from(rem != 0));
+        (Nanos(due), PacerClock { ns, rem, due })
     }
 
     /// Spacing of a `len`-byte packet: whole ns and remainder.

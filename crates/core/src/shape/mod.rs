@@ -90,7 +90,7 @@ pub use closed_loop::{ClosedLoop, FlowRecord, LoopError};
 pub use edt::{Pacer, PacerClock};
 pub use shaper::{ShapeStats, Shaper};
 pub use tbf::{Tbf, TokenBucket};
-pub use wheel::{WheelConfig, Wheels};
+pub use wheel::{WheelConfig, WheelTicket, Wheels};
 
 /// One stamped packet as a time queue sees it: its departure time, its
 /// flow and the flow's generation (entries of a removed flow are skipped).
@@ -117,11 +117,34 @@ pub trait TimeQueue {
     fn min_spacing(&self) -> Nanos;
     /// How far ahead of the last release an entry can be filed.
     fn horizon(&self) -> Nanos;
+    /// A filing prepared by [`TimeQueue::reserve`].
+    type Ticket: Copy;
+    /// Prepares to file an entry for a flow on `level`: everything that
+    /// can refuse it happens here (`None`: it lies beyond the horizon).
+    /// The ticket must be committed or cancelled before the queue is used
+    /// otherwise.
+    fn reserve(&mut self, e: Entry, level: u8) -> Option<Self::Ticket>;
+    /// Files a reserved entry.
+    fn commit(&mut self, t: Self::Ticket);
+    /// Gives a reservation up: the entry is not filed.
+    fn cancel(&mut self, t: Self::Ticket);
     /// Files an entry; it comes back if it lies beyond the horizon.
-    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry>;
-    /// Appends every entry whose slot time is `<= now` to `out` (one batch);
-    /// returns how many.
+    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
+        let t = self.reserve(e, level).ok_or(e)?;
+        self.commit(t);
+        Ok(())
+    }
+    /// Appends every entry whose slot time is `<= now` to `out` (one batch),
+    /// after any entries still in the ready list; returns how many.
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize;
+    /// Moves every entry whose slot time is `<= now` to the queue's ready
+    /// list (one batch, after what is still there), to be taken with
+    /// [`TimeQueue::pop_ready`]; true if the ready list is not empty.
+    fn release_ready(&mut self, now: Nanos) -> bool;
+    /// Takes the first entry of the ready list.
+    fn pop_ready(&mut self) -> Option<Entry>;
+    /// True if the ready list is not empty.
+    fn has_ready(&self) -> bool;
     /// [`TimeQueue::release_to`] into a `VecDeque`.
     fn release(&mut self, now: Nanos, out: &mut VecDeque<Entry>) -> usize {
         let mut batch = Vec::new();
@@ -129,9 +152,9 @@ pub trait TimeQueue {
         out.extend(batch);
         n
     }
-    /// Time of the first non-empty slot, if any.
+    /// Time of the first non-empty slot, if any (the ready list aside).
     fn next_due(&self) -> Option<Nanos>;
-    /// Entries filed.
+    /// Entries filed or ready, not yet taken.
     fn len(&self) -> usize;
     /// True if nothing is filed.
     fn is_empty(&self) -> bool {

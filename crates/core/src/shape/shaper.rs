@@ -37,6 +37,19 @@ pub struct ShapeStats {
     pub beyond_horizon: u64,
 }
 
+impl ShapeStats {
+    /// Counts a wake-up that released `n` entries (nothing if `n` is 0).
+    fn close_batch(&mut self, n: u64) {
+        if n == 0 {
+            return;
+        }
+        self.wakeups += 1;
+        let b = (63 - n.leading_zeros() as usize).min(15);
+        self.batches[b] += 1;
+        self.max_batch = self.max_batch.max(n);
+    }
+}
+
 /// An EDT shaper: every flow has a rate ([`Pacer`]); each accepted packet
 /// is stamped and filed in the time queue `Q`; `dequeue(now)` releases
 /// packets whose slot time is `<= now`, a whole batch per wake-up.
@@ -50,10 +63,10 @@ pub struct Shaper<Q, T> {
     flows: FlowTable<T>,
     shape: Vec<FlowShape>,
     q: Q,
-    /// The batch of the last release; `ready[ready_pos..]` is still to be
-    /// handed out.
-    ready: Vec<Entry>,
-    ready_pos: usize,
+    /// Entries taken from the time queue's ready list since the last
+    /// release (the open batch; counted in the statistics when the next
+    /// release closes it, or when they are read).
+    batch: u64,
 
     default_rate: Rate,
     st: ShapeStats,
@@ -66,8 +79,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             flows: FlowTable::default(),
             shape: Vec::new(),
             q,
-            ready: Vec::new(),
-            ready_pos: 0,
+            batch: 0,
 
             default_rate,
             st: ShapeStats::default(),
@@ -79,17 +91,19 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         &self.q
     }
 
-    /// Release statistics.
-    pub fn shape_stats(&self) -> &ShapeStats {
-        &self.st
+    /// Release statistics. A batch counts the entries handed out of it so
+    /// far (all of them once the next release happens).
+    pub fn shape_stats(&self) -> ShapeStats {
+        let mut st = self.st;
+        st.close_batch(self.batch);
+        st
     }
 
-    /// Heap memory: flow table, per-flow state, time queue, batch buffer.
+    /// Heap memory: flow table, per-flow state, time queue.
     pub fn memory_bytes(&self) -> usize {
         self.flows.memory_bytes()
             + self.shape.capacity() * core::mem::size_of::<FlowShape>()
             + self.q.memory_bytes()
-            + self.ready.capacity() * core::mem::size_of::<Entry>()
     }
 
     /// Allowed rates (bits/s) for packets of up to `max_len` bytes:
@@ -200,20 +214,21 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         }
     }
 
-    /// The next entry of the ready batch, refilling it from the time queue
-    /// when it has run dry; `None` when nothing is due (see
+    /// The next entry of the time queue's ready list, releasing the next
+    /// batch when it has run dry; `None` when nothing is due (see
     /// [`Shaper::refill`]).
     #[inline(always)]
     fn next_entry(&mut self, now: Nanos) -> Option<Entry> {
-        if let Some(&e) = self.ready.get(self.ready_pos) {
-            self.ready_pos += 1;
-            return Some(e);
-        }
-        if !self.refill(now) {
-            return None;
-        }
-        let e = *self.ready.first()?;
-        self.ready_pos = 1;
+        let e = match self.q.pop_ready() {
+            Some(e) => e,
+            None => {
+                if !self.refill(now) {
+                    return None;
+                }
+                self.q.pop_ready()?
+            }
+        };
+        self.batch += 1;
         Some(e)
     }
 
@@ -275,11 +290,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         n
     }
 
-    /// The ready batch is empty: moves every entry due at `now` from the
-    /// time queue into it (one wake-up). `false` when there is none, the
-    /// outcome a `dequeue` returning `None` counts: nothing queued,
-    /// nothing due yet (an overlimit), or a due slot with only stale
-    /// entries (an empty wake-up).
+    /// The ready list is empty: closes the open batch and releases every
+    /// entry due at `now` into it (one wake-up). `false` when there is
+    /// none, the outcome a `dequeue` returning `None` counts: nothing
+    /// queued, nothing due yet (an overlimit), or a due slot with only
+    /// entries moved back to a finer wheel (an empty wake-up).
     #[inline(always)]
     fn refill(&mut self, now: Nanos) -> bool {
         if self.flows.total_queued() == 0 {
@@ -289,18 +304,27 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.flows.count_overlimit();
             return false;
         }
-        self.ready.clear();
-        self.ready_pos = 0;
-        let n = self.q.release_to(now, &mut self.ready) as u64;
-        if n == 0 {
+        self.st.close_batch(core::mem::take(&mut self.batch));
+        if !self.q.release_ready(now) {
             self.st.empty_wakeups += 1;
             return false;
         }
-        self.st.wakeups += 1;
-        let b = (63 - n.leading_zeros() as usize).min(15);
-        self.st.batches[b] += 1;
-        self.st.max_batch = self.st.max_batch.max(n);
         true
+    }
+}
+
+impl<Q: TimeQueue, T> Shaper<Q, T> {
+    /// Refuses a packet the time queue cannot file: for the reason the flow
+    /// table would give if it has one (the packet was never admissible),
+    /// else as `QueueFull`, counted in `beyond_horizon`.
+    #[cold]
+    #[inline(never)]
+    fn refuse_beyond_horizon(&mut self, pkt: Pkt<T>) -> Rejected<T> {
+        if let Some(r) = self.flows.refusal(&pkt, self.flows.pool_full()) {
+            return self.flows.refuse(pkt, r);
+        }
+        self.st.beyond_horizon += 1;
+        self.flows.refuse(pkt, DropReason::QueueFull)
     }
 }
 
@@ -346,30 +370,35 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         Ok(pkts)
     }
 
-    #[inline]
+    /// Stamps the packet, reserves its place in the time queue, then lets
+    /// the flow table admit it (one lookup of the flow's record for the
+    /// tests and the queueing); the pacer and the time queue change only
+    /// once it is admitted.
+    #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        // A full pool is checked before the entry is filed, so the push
-        // below cannot fail.
-        if let Some(r) = self.flows.refusal(&pkt, self.flows.pool_full()) {
-            return Err(self.flows.refuse(pkt, r));
-        }
-        let s = &mut self.shape[pkt.flow.index()];
-        let saved = s.pacer.checkpoint();
-        let edt = s.pacer.stamp(pkt.len, now);
+        let Some(s) = self.shape.get_mut(pkt.flow.index()) else {
+            return Err(self.flows.refuse(pkt, DropReason::UnknownFlow));
+        };
+        let (edt, clock) = s.pacer.peek(pkt.len, now);
         let e = Entry {
             edt: edt.0,
             flow: pkt.flow.0,
             generation: s.generation,
         };
-        if self.q.push(e, s.level).is_err() {
-            self.shape[pkt.flow.index()].pacer.restore(saved);
-            self.st.beyond_horizon += 1;
-            return Err(self.flows.refuse(pkt, DropReason::QueueFull));
+        let Some(ticket) = self.q.reserve(e, s.level) else {
+            return Err(self.refuse_beyond_horizon(pkt));
+        };
+        match self.flows.admit(pkt, false) {
+            Ok(_) => {
+                s.pacer.restore(clock);
+                self.q.commit(ticket);
+                Ok(())
+            }
+            Err(r) => {
+                self.q.cancel(ticket);
+                Err(r)
+            }
         }
-        self.flows
-            .push(pkt)
-            .map(|_| ())
-            .map_err(|p| self.flows.refuse(p, DropReason::QueueFull))
     }
 
     #[inline]
@@ -386,7 +415,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         if self.flows.total_queued() == 0 {
             return None;
         }
-        if self.ready_pos < self.ready.len() {
+        if self.q.has_ready() {
             return Some(now);
         }
         self.q.next_due().map(|t| t.max(now))

@@ -439,3 +439,105 @@ fn mltw_parks_beyond_horizon_and_releases_on_time() {
     assert!(w.push(far, 0).is_err());
     assert_eq!(w.len(), 0);
 }
+
+/// While an entry is parked, due slots are walked entry by entry: a slot
+/// holding the parked entry and entries due at its time gives the due
+/// ones, keeps the parked one, and the ready list hands them out in
+/// release order; once nothing is parked, whole slot lists join it.
+#[test]
+fn mltw_ready_list_with_and_without_parked_entries() {
+    let cfg = WheelConfig {
+        granularity: 1,
+        slots: 4,
+        levels: 3,
+        max_memory: WheelConfig::DEFAULT_MAX_MEMORY,
+    };
+    let mut w = Wheels::new(cfg).expect("wheels");
+    let e = |edt, flow| Entry {
+        edt,
+        flow,
+        generation: 0,
+    };
+    // Parked at level 2's floor slot of time 8; 7 and 8 merge into the
+    // same slot (level 2, time 8).
+    w.push(e(10, 1), 0).expect("parked");
+    w.push(e(7, 2), 1).expect("filed");
+    w.push(e(8, 3), 2).expect("filed");
+    assert_eq!(w.overflowed(), 1);
+    assert!(!w.release_ready(Nanos(6)));
+    assert!(w.release_ready(Nanos(8)), "7 and 8 are due at 8");
+    assert!(w.has_ready());
+    let got: Vec<u32> = core::iter::from_fn(|| w.pop_ready())
+        .map(|x| x.flow)
+        .collect();
+    assert_eq!(got, vec![2, 3]);
+    assert!(!w.has_ready());
+    assert_eq!((w.cascaded(), w.len()), (1, 1));
+    assert!(w.release_ready(Nanos(10)));
+    assert_eq!(w.pop_ready().map(|x| (x.edt, x.flow)), Some((10, 1)));
+    // Nothing parked now: a due slot joins the ready list whole, in order.
+    for f in 0..3 {
+        w.push(e(12, 10 + f), 0).expect("filed");
+    }
+    assert!(w.release_ready(Nanos(12)));
+    let got: Vec<u32> = core::iter::from_fn(|| w.pop_ready())
+        .map(|x| x.flow)
+        .collect();
+    assert_eq!(got, vec![10, 11, 12]);
+    assert_eq!(w.len(), 0);
+}
+
+/// A packet the flow table refuses after its place in the time queue was
+/// reserved leaves no entry behind and does not move the pacer; one the
+/// time queue cannot file is refused for the flow's own reason if it has
+/// one, else counted as beyond the horizon. MLTW and cFFS alike.
+#[test]
+fn refused_packets_leave_no_entry_and_keep_the_pacer() {
+    fn check<Q: TimeQueue>(q: Q) {
+        let mut sh: Shaper<Q, u64> = Shaper::new(q, Rate::gbit(1));
+        let f = sh
+            .add_flow_bps(FlowConfig::default().with_limit(2), 1_000_000_000)
+            .expect("flow");
+        let t = Nanos::ZERO;
+        for i in 0..2 {
+            sh.enqueue(Pkt::new(f, 125, t, i), t).expect("queued");
+        }
+        let full = sh.enqueue(Pkt::new(f, 125, t, 2), t).expect_err("limit");
+        assert_eq!(full.reason, crate::DropReason::QueueFull);
+        let big = sh.enqueue(Pkt::new(f, 9000, t, 3), t).expect_err("max_len");
+        assert_eq!(big.reason, crate::DropReason::TooLarge);
+        assert_eq!(sh.queue().len(), 2, "{}: refused packets filed", sh.name());
+        assert_eq!(sh.shape_stats().beyond_horizon, 0);
+        // The two queued packets leave at 1 and 2 µs: the refused ones did
+        // not advance the flow's clock.
+        let mut got = Vec::new();
+        let mut now = Nanos::ZERO;
+        while let Some(n) = sh.next_ready(now) {
+            now = n;
+            while let Some((p, edt)) = sh.dequeue_edt(now) {
+                got.push((p.item, edt.0));
+            }
+        }
+        assert_eq!(got, vec![(0, 1000), (1, 2000)], "{}", sh.name());
+        // A flow that queues far beyond the horizon is refused there.
+        let g = sh
+            .add_flow_bps(FlowConfig::default().with_limit(1 << 20), 1_000_000_000)
+            .expect("flow");
+        let mut queued = 0u64;
+        let refused = loop {
+            match sh.enqueue(Pkt::new(g, 1500, now, queued), now) {
+                Ok(()) => queued += 1,
+                Err(r) => break r,
+            }
+            assert!(queued < 1 << 20, "{}: never refused", sh.name());
+        };
+        assert_eq!(refused.reason, crate::DropReason::QueueFull);
+        assert_eq!(sh.shape_stats().beyond_horizon, 1, "{}", sh.name());
+        assert_eq!(sh.queue().len() as u64, queued);
+        let c = sh.stats();
+        assert_eq!(c.backlog.pkts, queued);
+        assert!(c.conserved());
+    }
+    check(mltw(64, Nanos::from_millis(1)));
+    check(CffsShaper::new(64, Nanos::from_millis(1), 64 << 20).expect("cffs"));
+}

@@ -14,6 +14,28 @@ struct Node {
     /// Level of the flow's own wheel (where the entry goes back to if it
     /// was parked in a coarser wheel and comes out before its EDT).
     level: u8,
+    /// Filed at its floor slot in a coarser wheel (see [`Wheels::park`]):
+    /// its slot may come before its EDT.
+    parked: bool,
+}
+
+/// Where [`Wheels::locate`] files an entry.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Place {
+    /// Already due: the due list.
+    Due,
+    /// Level and slot (absolute slot number) of its ceil slot time.
+    Slot(usize, u64),
+    /// Beyond its own wheel: parked in a coarser level at its floor slot.
+    Parked(usize, u64),
+}
+
+/// A filing prepared by [`TimeQueue::reserve`] on [`Wheels`]: the entry's
+/// node and where it goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct WheelTicket {
+    node: u32,
+    at: Place,
 }
 
 /// Most levels a [`Wheels`] may have (see [`WheelConfig::levels`]).
@@ -180,6 +202,13 @@ pub struct Wheels {
     len: usize,
     /// Entries already due when pushed (head, tail).
     due: (u32, u32),
+    /// Released entries not yet handed out, in release order (head,
+    /// tail; the tail is stale once the head is NIL).
+    ready: (u32, u32),
+    /// Entries parked in a coarser wheel, anywhere in the slots. While
+    /// there are none, a due slot's whole list joins the ready list at
+    /// once; otherwise its entries are looked at one by one.
+    parked: u64,
     /// Levels with at least one entry.
     active: u64,
     /// Time of the last release: every slot whose time is `<= last` has
@@ -214,6 +243,8 @@ impl Wheels {
             free: NIL,
             len: 0,
             due: (NIL, NIL),
+            ready: (NIL, NIL),
+            parked: 0,
             active: 0,
             last: 0,
             next: u64::MAX,
@@ -238,17 +269,30 @@ impl Wheels {
         self.cascaded
     }
 
-    #[inline]
-    fn alloc(&mut self, n: Node) -> u32 {
-        if self.free != NIL {
-            let i = self.free;
-            self.free = self.nodes[i as usize].next;
-            self.nodes[i as usize] = n;
-            i
-        } else {
-            self.nodes.push(n);
-            (self.nodes.len() - 1) as u32
+    /// A node for `n`: the most recently freed one, or a new one; `None`
+    /// when `u32` indexes are exhausted (NIL is reserved, so a NIL index is
+    /// always past the end of `nodes`).
+    #[inline(always)]
+    fn alloc(&mut self, n: Node) -> Option<u32> {
+        let i = self.free;
+        match self.nodes.get_mut(i as usize) {
+            Some(slot) => {
+                self.free = slot.next;
+                *slot = n;
+                Some(i)
+            }
+            None => self.grow(n),
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, n: Node) -> Option<u32> {
+        if self.nodes.len() >= NIL as usize {
+            return None;
+        }
+        self.nodes.push(n);
+        Some((self.nodes.len() - 1) as u32)
     }
 
     #[inline]
@@ -285,10 +329,10 @@ impl Wheels {
         }
     }
 
-    /// Places node `i` (already allocated, `next = NIL`) for an entry whose
-    /// own wheel is `q`.
-    #[inline]
-    fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
+    /// Where an entry of EDT `edt` for a flow on wheel `q` goes now, or
+    /// `None` if no wheel reaches it. Changes nothing.
+    #[inline(always)]
+    fn locate(&self, edt: u64, q: usize) -> Option<Place> {
         let top = self.top;
         let s = self.g_shift + q as u32;
         // Ceil slot: the slot's time is the first multiple of g_q >= edt
@@ -298,18 +342,7 @@ impl Wheels {
         // due. Only an `edt <= last` can have such a ceil slot, so the
         // common case (a future departure) skips the slot comparison.
         if edt <= self.last && a < (self.last >> s) + 1 {
-            // Already due.
-            let (h, t) = self.due;
-            if h == NIL {
-                self.due = (i, i);
-            } else {
-                self.nodes[t as usize].next = i;
-                self.due.1 = i;
-            }
-            if self.last < self.next {
-                self.next = self.last;
-            }
-            return true;
+            return Some(Place::Due);
         }
         // Merge into the coarsest level whose slot has the same time.
         let k = (a.trailing_zeros() as usize).min(top - q);
@@ -317,29 +350,67 @@ impl Wheels {
         // `aa >= cur2`: the slot's time is `>= edt`, and not due.
         let cur2 = (self.last >> (s + k as u32)) + 1;
         if aa.wrapping_sub(cur2) <= self.mask {
-            self.append(qq, aa, i);
-            return true;
+            return Some(Place::Slot(qq, aa));
         }
-        self.park(i, edt, q)
+        self.park_place(edt, q)
     }
 
-    /// Files node `i`, beyond its own wheel `q`'s horizon, in the first
-    /// coarser wheel that reaches `edt`, at the floor slot (its time <=
-    /// `edt`); the entry goes back to its own wheel when that slot comes.
+    /// For an entry beyond its own wheel `q`'s horizon: the first coarser
+    /// wheel that reaches `edt`, at the floor slot (its time <= `edt`); the
+    /// entry goes back to its own wheel when that slot comes.
     #[cold]
     #[inline(never)]
-    fn park(&mut self, i: u32, edt: u64, q: usize) -> bool {
-        for r in q + 1..=self.top {
+    fn park_place(&self, edt: u64, q: usize) -> Option<Place> {
+        (q + 1..=self.top).find_map(|r| {
             let sr = self.g_shift + r as u32;
             let b = edt >> sr;
             let cur_r = (self.last >> sr) + 1;
-            if b >= cur_r && b - cur_r <= self.mask {
-                self.overflowed += 1;
-                self.append(r, b, i);
-                return true;
+            (b >= cur_r && b - cur_r <= self.mask).then_some(Place::Parked(r, b))
+        })
+    }
+
+    /// Files node `i` (allocated, `next = NIL`) at `at`, found by
+    /// [`Wheels::locate`] with nothing changed since.
+    #[inline(always)]
+    fn file(&mut self, i: u32, at: Place) {
+        match at {
+            Place::Slot(q, a) => self.append(q, a, i),
+            Place::Due => {
+                match self.nodes.get_mut(self.due.1 as usize) {
+                    Some(t) if self.due.0 != NIL => t.next = i,
+                    _ => self.due.0 = i,
+                }
+                self.due.1 = i;
+                if self.last < self.next {
+                    self.next = self.last;
+                }
             }
+            Place::Parked(r, b) => self.park(i, r, b),
         }
-        false
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn park(&mut self, i: u32, r: usize, b: u64) {
+        self.overflowed += 1;
+        self.parked += 1;
+        if let Some(n) = self.nodes.get_mut(i as usize) {
+            n.parked = true;
+        }
+        self.append(r, b, i);
+    }
+
+    /// Places node `i` (allocated, `next = NIL`) for an entry whose own
+    /// wheel is `q`; false if no wheel reaches it.
+    #[inline]
+    fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
+        match self.locate(edt, q) {
+            Some(at) => {
+                self.file(i, at);
+                true
+            }
+            None => false,
+        }
     }
 
     /// First non-empty slot time of level `q` (which must be non-empty).
@@ -373,19 +444,34 @@ impl Wheels {
         self.next = next;
     }
 
-    /// Moves the list starting at `h` to `out` (or to `back` if an entry is
-    /// not due yet), freeing its nodes.
-    #[inline]
-    fn drain_list(&mut self, mut h: u32, now: u64, out: &mut Vec<Entry>, back: &mut u32) {
+    /// Appends the list `h ..= t` (linked through `next`, `t`'s next
+    /// NIL) to the ready list.
+    #[inline(always)]
+    fn chain(&mut self, h: u32, t: u32) {
+        match self.nodes.get_mut(self.ready.1 as usize) {
+            Some(n) if self.ready.0 != NIL => n.next = h,
+            _ => self.ready.0 = h,
+        }
+        self.ready.1 = t;
+    }
+
+    /// Moves the due entries of the list starting at `h` to the ready list
+    /// and the others (parked, not due yet) to `back`, one by one.
+    #[cold]
+    #[inline(never)]
+    fn drain_list(&mut self, mut h: u32, now: u64, back: &mut u32) {
         while h != NIL {
             let Some(n) = self.nodes.get_mut(h as usize) else {
                 break;
             };
-            let (e, next) = (n.e, n.next);
-            if e.edt <= now {
-                out.push(e);
-                n.next = self.free;
-                self.free = h;
+            let next = n.next;
+            if n.parked {
+                n.parked = false;
+                self.parked -= 1;
+            }
+            if n.e.edt <= now {
+                n.next = NIL;
+                self.chain(h, h);
             } else {
                 n.next = *back;
                 *back = h;
@@ -394,14 +480,117 @@ impl Wheels {
         }
     }
 
-    fn drain_slot(&mut self, q: usize, s: usize, now: u64, out: &mut Vec<Entry>, back: &mut u32) {
+    fn drain_slot(&mut self, q: usize, s: usize, now: u64, back: &mut u32) {
         let x = self.slot_index(q, s);
-        let (h, _) = core::mem::replace(&mut self.slots[x], (NIL, NIL));
+        let (h, t) = core::mem::replace(&mut self.slots[x], (NIL, NIL));
         self.bits[q].clear(s);
-        self.drain_list(h, now, out, back);
+        if self.parked == 0 {
+            // Every entry of a slot that is not parked has an EDT at or
+            // before the slot's time: the whole list is due.
+            self.chain(h, t);
+        } else {
+            self.drain_list(h, now, back);
+        }
         if self.bits[q].none() {
             self.active &= !(1 << q);
         }
+    }
+
+    /// Moves every entry whose slot time is `<= now` to the ready list (one
+    /// batch); true if the ready list is not empty afterwards. Once per
+    /// wake-up: kept out of line so that the per-packet loop around
+    /// [`TimeQueue::pop_ready`] stays small.
+    #[inline(never)]
+    fn release_slots(&mut self, now: u64) -> bool {
+        if now < self.next || now < self.last {
+            return self.ready.0 != NIL;
+        }
+        let mut back = NIL;
+        let (dh, dt) = core::mem::replace(&mut self.due, (NIL, NIL));
+        if dh != NIL {
+            // Due when pushed (EDT <= last <= now), never parked.
+            self.chain(dh, dt);
+        }
+        let mut m = self.active;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            self.drain_level(q, now, &mut back);
+        }
+        self.last = now;
+        // Entries parked in a coarser wheel whose slot came before their
+        // EDT go back to their own wheel (they are not due yet).
+        while back != NIL {
+            let i = back;
+            back = self.nodes[i as usize].next;
+            self.nodes[i as usize].next = NIL;
+            self.cascaded += 1;
+            let n = self.nodes[i as usize];
+            if !self.place(i, n.e.edt, usize::from(n.level)) {
+                // Cannot happen: it fitted a coarser wheel before, and time
+                // only moved towards it. Keep it due rather than lose it.
+                self.chain(i, i);
+            }
+        }
+        self.recompute_next();
+        self.ready.0 != NIL
+    }
+
+    /// Drains every slot of level `q` whose time is `<= now`.
+    fn drain_level(&mut self, q: usize, now: u64, back: &mut u32) {
+        let s = self.g_shift + q as u32;
+        let cur = (self.last >> s) + 1;
+        let end = now >> s;
+        if end < cur {
+            return;
+        }
+        let span = end - cur + 1;
+        let n = self.cfg.slots;
+        if span >= n as u64 {
+            let mut p = self.bits[q].first_set();
+            while let Some(x) = p {
+                self.drain_slot(q, x, now, back);
+                p = self.bits[q].next_set(x + 1);
+            }
+            return;
+        }
+        let p0 = (cur & self.mask) as usize;
+        let p1 = p0 + span as usize; // exclusive, may exceed n
+        let mut from = p0;
+        loop {
+            let hi = p1.min(n);
+            match self.bits[q].next_set(from) {
+                Some(x) if x < hi => {
+                    self.drain_slot(q, x, now, back);
+                    from = x + 1;
+                }
+                _ => break,
+            }
+        }
+        if p1 > n {
+            let mut from = 0;
+            while let Some(x) = self.bits[q].next_set(from) {
+                if x >= p1 - n {
+                    break;
+                }
+                self.drain_slot(q, x, now, back);
+                from = x + 1;
+            }
+        }
+    }
+
+    /// Takes the first ready entry, freeing its node.
+    #[inline(always)]
+    fn pop_ready_node(&mut self) -> Option<Entry> {
+        let i = self.ready.0;
+        // NIL (nothing ready) is past the end of `nodes` (see `alloc`).
+        let n = self.nodes.get_mut(i as usize)?;
+        let e = n.e;
+        self.ready.0 = n.next;
+        n.next = self.free;
+        self.free = i;
+        self.len -= 1;
+        Some(e)
     }
 }
 
@@ -432,98 +621,53 @@ impl TimeQueue for Wheels {
         self.cfg.horizon()
     }
 
-    #[inline]
-    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
-        let i = self.alloc(Node {
+    type Ticket = WheelTicket;
+
+    #[inline(always)]
+    fn reserve(&mut self, e: Entry, level: u8) -> Option<WheelTicket> {
+        let at = self.locate(e.edt, usize::from(level))?;
+        let node = self.alloc(Node {
             e,
             next: NIL,
             level,
-        });
-        if self.place(i, e.edt, usize::from(level)) {
-            self.len += 1;
-            Ok(())
-        } else {
-            self.release_node(i);
-            Err(e)
-        }
+            parked: false,
+        })?;
+        Some(WheelTicket { node, at })
+    }
+
+    #[inline(always)]
+    fn commit(&mut self, t: WheelTicket) {
+        self.file(t.node, t.at);
+        self.len += 1;
+    }
+
+    #[cold]
+    fn cancel(&mut self, t: WheelTicket) {
+        self.release_node(t.node);
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
-        let now = now.0;
-        if now < self.next || now < self.last {
-            return 0;
-        }
+        self.release_slots(now.0);
         let before = out.len();
-        let mut back = NIL;
-        let (dh, _) = self.due;
-        self.due = (NIL, NIL);
-        self.drain_list(dh, now, out, &mut back);
-        let mut m = self.active;
-        while m != 0 {
-            let q = m.trailing_zeros() as usize;
-            m &= m - 1;
-            let s = self.g_shift + q as u32;
-            let cur = (self.last >> s) + 1;
-            let end = now >> s;
-            if end < cur {
-                continue;
-            }
-            let span = end - cur + 1;
-            let n = self.cfg.slots;
-            if span >= n as u64 {
-                let mut p = self.bits[q].first_set();
-                while let Some(x) = p {
-                    self.drain_slot(q, x, now, out, &mut back);
-                    p = self.bits[q].next_set(x + 1);
-                }
-                continue;
-            }
-            let p0 = (cur & self.mask) as usize;
-            let p1 = p0 + span as usize; // exclusive, may exceed n
-            let mut from = p0;
-            loop {
-                let hi = p1.min(n);
-                match self.bits[q].next_set(from) {
-                    Some(x) if x < hi => {
-                        self.drain_slot(q, x, now, out, &mut back);
-                        from = x + 1;
-                    }
-                    _ => break,
-                }
-            }
-            if p1 > n {
-                let mut from = 0;
-                while let Some(x) = self.bits[q].next_set(from) {
-                    if x >= p1 - n {
-                        break;
-                    }
-                    self.drain_slot(q, x, now, out, &mut back);
-                    from = x + 1;
-                }
-            }
+        while let Some(e) = self.pop_ready_node() {
+            out.push(e);
         }
-        self.last = now;
-        let released = out.len() - before;
-        self.len -= released;
-        // Entries parked in a coarser wheel whose slot came before their
-        // EDT go back to their own wheel (they are not due yet).
-        while back != NIL {
-            let i = back;
-            back = self.nodes[i as usize].next;
-            self.nodes[i as usize].next = NIL;
-            self.cascaded += 1;
-            let n = self.nodes[i as usize];
-            if !self.place(i, n.e.edt, usize::from(n.level)) {
-                // Cannot happen: it fitted a coarser wheel before, and time
-                // only moved towards it. Keep it due rather than lose it.
-                let e = n.e;
-                self.release_node(i);
-                out.push(e);
-                self.len -= 1;
-            }
-        }
-        self.recompute_next();
         out.len() - before
+    }
+
+    #[inline]
+    fn release_ready(&mut self, now: Nanos) -> bool {
+        self.release_slots(now.0)
+    }
+
+    #[inline(always)]
+    fn pop_ready(&mut self) -> Option<Entry> {
+        self.pop_ready_node()
+    }
+
+    #[inline(always)]
+    fn has_ready(&self) -> bool {
+        self.ready.0 != NIL
     }
 
     fn next_due(&self) -> Option<Nanos> {

@@ -401,13 +401,17 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
+        if D::ARRIVAL_ORDER {
+            // The ring's length is the backlog: one compare covers the
+            // scheduler-wide limit and the ring's own cap.
+            let cap = self.total_limit.min(FlowTable::<T>::ARRIVAL_CAP);
+            let full = self.flows.arrival_queued() >= cap;
+            return self.flows.admit_arrival(pkt, full);
+        }
         let (id, len) = (pkt.flow, pkt.len);
         // Without a scheduler-wide limit (the usual case) the backlog is not
         // computed at all.
         let full = self.total_limit != u64::MAX && self.flows.total_queued() >= self.total_limit;
-        if D::ARRIVAL_ORDER {
-            return self.flows.admit_arrival(pkt, full);
-        }
         if self.flows.admit(pkt, full)? {
             self.disc.activate(id, len, now);
         }

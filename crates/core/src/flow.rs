@@ -526,8 +526,20 @@ impl<T> FlowTable<T> {
             return Err(self.refuse_checked(pkt, extra_full));
         }
         Self::count_in(&mut self.totals, h, len);
+        if self.ring.len() == self.ring.capacity() {
+            Self::grow_ring(&mut self.ring);
+        }
         self.ring.push_back(pkt);
         Ok(())
+    }
+    /// Grows a full arrival ring by a quarter (at least 64 packets) rather
+    /// than doubling it: a ring sweeps its whole capacity, so its working
+    /// set is the capacity, and this keeps it within 1.25× the peak backlog
+    /// (still amortised O(1) per packet).
+    #[cold]
+    #[inline(never)]
+    fn grow_ring(ring: &mut VecDeque<Pkt<T>>) {
+        ring.reserve_exact((ring.len() / 4).max(64));
     }
     /// Most packets a table in arrival order holds (as many as the pool's
     /// u32 slot indices allow in per-flow order): the caller refuses

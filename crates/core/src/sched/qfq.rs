@@ -1338,6 +1338,31 @@ mod tests {
         }
     }
 
+    /// Removing backlogged flows from the middle, the head and the tail of
+    /// one slot list (singly linked: the walk finds the predecessor) keeps
+    /// the structure consistent and the other flows' packets all leave.
+    #[test]
+    fn removal_from_anywhere_in_a_slot_list() {
+        let mut s = S::new(Qfq::new());
+        let ids: Vec<FlowId> = (0..5).map(|_| add(&mut s, 1, 1000)).collect();
+        for (k, &f) in ids.iter().enumerate() {
+            for j in 0..3 {
+                enq(&mut s, f, 1000, (k * 10 + j) as u64);
+            }
+        }
+        // Same group, same start: one slot, listed 4, 3, 2, 1, 0.
+        check(&s);
+        for k in [2, 4, 0] {
+            let pkts = s.remove_flow(ids[k]).expect("live");
+            assert_eq!(pkts.len(), 3, "flow {k}");
+            check(&s);
+        }
+        let mut out = drain(&mut s);
+        out.sort_unstable();
+        assert_eq!(out, vec![10, 11, 12, 30, 31, 32]);
+        assert!(s.stats().conserved());
+    }
+
     /// A live weight change while backlogged moves the shares to the new
     /// weights, loses nothing and keeps the structure consistent.
     #[test]

@@ -5,9 +5,10 @@
 //! touches packets (as dummynet and Linux classful qdiscs do).
 //!
 //! Packets sit in one pool of slots shared by all flows; each flow's FIFO is
-//! a linked list through it and free slots are reused last-in first-out.
-//! The pool grows to the peak backlog and then keeps its size, so there is
-//! no heap allocation per packet in steady state.
+//! a linked list through it and free slots are reused last-in first-out
+//! (a table in arrival order, for FIFO, keeps one ring of packets instead).
+//! The pool (or ring) grows to the peak backlog and then keeps its size, so
+//! there is no heap allocation per packet in steady state.
 
 use std::collections::VecDeque;
 

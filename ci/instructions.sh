@@ -11,6 +11,10 @@
 # dequeue, emulated link, null output; the client's send included) for QFQ
 # and FIFO on 1 and 64 flows.
 #
+# With the peers folder (PKTSCHED_PEERS, default ../shared/peers) the first
+# table has a second column: dummynet's own harness and schedulers
+# (`run sched`, test_sched) counted the same way, as a reference.
+#
 #   ci/instructions.sh [FLOWSETS]     (default 1::512,8::64)
 set -euxo pipefail
 cd "$(dirname "$0")/.."
@@ -32,14 +36,41 @@ instructions() { # alg ops -> total instructions of the run
     awk '/^summary:/{print $2}' "$work/out"
 }
 
+peers="${PKTSCHED_PEERS:-../shared/peers}"
+dn=""
+if [ -x "$peers/run" ]; then
+    # `run` builds dummynet's harness on first use.
+    "$peers/run" sched none 1::1 1000 >/dev/null 2>&1 || true
+    dn="${PEERS_BUILD:-${TMPDIR:-/tmp}/pktsched-peers}/dummynet/test/test_sched"
+    [ -x "$dn" ] || dn=""
+fi
+theirs() { # alg ops -> total instructions of dummynet's run
+    local a="$1"
+    case "$a" in drr) a=rr ;; wf2q) a=wf2q+ ;; esac
+    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$dn" -n "$2" \
+        -qmin 4n -qmax 30n -alg "$a" -flowsets "$flowsets" >/dev/null 2>"$work/log"
+    awk '/^summary:/{print $2}' "$work/out"
+}
+
 set +x
-echo "| algorithm | instructions per pair ($flowsets) |"
-echo "| --- | ---: |"
+if [ -n "$dn" ]; then
+    echo "| algorithm | instructions per pair ($flowsets) | dummynet |"
+    echo "| --- | ---: | ---: |"
+else
+    echo "| algorithm | instructions per pair ($flowsets) |"
+    echo "| --- | ---: |"
+fi
 for alg in none fifo prio rr drr wf2q qfq; do
     a=$(instructions "$alg" "$short")
     b=$(instructions "$alg" "$long")
     # Each loop iteration is one enqueue or one dequeue: a pair is two.
-    echo "| $alg | $(( (b - a) * 2 / (long - short) )) |"
+    row="| $alg | $(( (b - a) * 2 / (long - short) )) |"
+    if [ -n "$dn" ]; then
+        c=$(theirs "$alg" "$short")
+        d=$(theirs "$alg" "$long")
+        row="$row $(( (d - c) * 2 / (long - short) )) |"
+    fi
+    echo "$row"
 done
 
 ir() { # command... -> total instructions of the run

@@ -5,9 +5,12 @@
 //! touches packets (as dummynet and Linux classful qdiscs do).
 //!
 //! Packets sit in one pool of slots shared by all flows; each flow's FIFO is
-//! a linked list through it and free slots are reused last-in first-out.
-//! The pool grows to the peak backlog and then keeps its size, so there is
-//! no heap allocation per packet in steady state.
+//! a linked list through it and free slots are reused last-in first-out
+//! (a table in arrival order, for FIFO, keeps one ring of packets instead).
+//! The pool (or ring) grows to the peak backlog and then keeps its size, so
+//! there is no heap allocation per packet in steady state.
+
+use std::collections::VecDeque;
 
 use serde::Serialize;
 
@@ -352,14 +355,15 @@ pub(crate) struct Cold {
 /// by access frequency, and one pool of packet slots shared by all flows
 /// (see ARCHITECTURE.md).
 ///
-/// Packets are linked through the pool in one of two orders, fixed when
-/// the table is made:
-/// - per flow (the default): each flow's FIFO is a singly linked list, so an
-///   algorithm can serve any flow's head;
-/// - arrival order ([`FlowTable::in_arrival_order`], for FIFO): one list
-///   for all flows, so a dequeue takes the pool's oldest packet directly;
-///   per-flow lengths and counters are kept the same way, and the rare
-///   per-flow walks (removal, `packets`) filter the one list.
+/// Packets are kept in one of two orders, fixed when the table is made:
+/// - per flow (the default): each flow's FIFO is a singly linked list
+///   through the pool, so an algorithm can serve any flow's head;
+/// - arrival order ([`FlowTable::in_arrival_order`], for FIFO): one ring of
+///   packets for all flows (the pool stays empty), so an enqueue appends
+///   and a dequeue takes the oldest with no links, no free list and no
+///   per-slot tag: the same memory per packet as a plain queue. Per-flow
+///   lengths, limits and counters are kept the same way, and the rare
+///   per-flow walks (removal, `packets`) filter the ring.
 ///
 /// Free slots form a LIFO list, so the slot a new packet takes is the one
 /// most recently freed: in steady state the pool is swept in order and
@@ -380,10 +384,9 @@ pub struct FlowTable<T> {
     rare: Counters,
     /// True for a table in arrival order (see [`FlowTable::in_arrival_order`]).
     arrival_order: bool,
-    /// Arrival order: the oldest and newest queued packets (NIL when none;
-    /// always NIL in per-flow order).
-    arrival_head: u32,
-    arrival_tail: u32,
+    /// Arrival order: every queued packet, oldest first (always empty in
+    /// per-flow order). Grows to the peak backlog, then keeps its size.
+    ring: VecDeque<Pkt<T>>,
 }
 
 impl<T> Default for FlowTable<T> {
@@ -398,8 +401,7 @@ impl<T> Default for FlowTable<T> {
             totals: Totals::default(),
             rare: Counters::default(),
             arrival_order: false,
-            arrival_head: NIL,
-            arrival_tail: NIL,
+            ring: VecDeque::new(),
         }
     }
 }
@@ -524,17 +526,31 @@ impl<T> FlowTable<T> {
         if len > h.max_len || h.len >= h.limit || extra_full {
             return Err(self.refuse_checked(pkt, extra_full));
         }
-        let i = match Self::store(&mut self.pool, &mut self.free_slot, pkt) {
-            Ok(i) => i,
-            Err(p) => return Err(self.refuse(p, DropReason::QueueFull)),
-        };
-        match self.pool.get_mut(self.arrival_tail as usize) {
-            Some(t) => t.next = i,
-            None => self.arrival_head = i,
-        }
-        self.arrival_tail = i;
         Self::count_in(&mut self.totals, h, len);
+        if self.ring.len() == self.ring.capacity() {
+            Self::grow_ring(&mut self.ring);
+        }
+        self.ring.push_back(pkt);
         Ok(())
+    }
+    /// Grows a full arrival ring by a quarter (at least 64 packets) rather
+    /// than doubling it: a ring sweeps its whole capacity, so its working
+    /// set is the capacity, and this keeps it within 1.25× the peak backlog
+    /// (still amortised O(1) per packet).
+    #[cold]
+    #[inline(never)]
+    fn grow_ring(ring: &mut VecDeque<Pkt<T>>) {
+        ring.reserve_exact((ring.len() / 4).max(64));
+    }
+    /// Most packets a table in arrival order holds (as many as the pool's
+    /// u32 slot indices allow in per-flow order): the caller refuses
+    /// arrivals beyond it as a full queue.
+    pub(crate) const ARRIVAL_CAP: u64 = NIL as u64 - 1;
+    /// Packets queued in a table in arrival order (one load: the ring's
+    /// length).
+    #[inline(always)]
+    pub(crate) fn arrival_queued(&self) -> u64 {
+        self.ring.len() as u64
     }
     /// Packets queued in all flows.
     #[inline(always)]
@@ -597,14 +613,6 @@ impl<T> FlowTable<T> {
         });
         Ok(pool.len() as u32 - 1)
     }
-    /// Frees slot `i`, whose packet was taken.
-    #[inline(always)]
-    fn release(&mut self, i: u32) {
-        if let Some(s) = self.pool.get_mut(i as usize) {
-            s.next = self.free_slot;
-            self.free_slot = i;
-        }
-    }
     /// Counts an arrival of `len` bytes in flow `h`.
     #[inline(always)]
     fn count_in(totals: &mut Totals, h: &mut Hot, len: Bytes) {
@@ -650,16 +658,7 @@ impl<T> FlowTable<T> {
     /// Takes the oldest packet of a table in arrival order.
     #[inline(always)]
     pub(crate) fn pop_arrival(&mut self) -> Option<Pkt<T>> {
-        let i = self.arrival_head;
-        // NIL (an empty list, or a table in per-flow order) is past the pool.
-        let s = self.pool.get_mut(i as usize)?;
-        let pkt = s.pkt.take()?;
-        self.arrival_head = s.next;
-        if s.next == NIL {
-            self.arrival_tail = NIL;
-        }
-        s.next = self.free_slot;
-        self.free_slot = i;
+        let pkt = self.ring.pop_front()?;
         // Only packets of live flows are queued.
         if let Some(h) = self.hot.get_mut(pkt.flow.index()) {
             Self::count_out(&mut self.totals, h, pkt.len);
@@ -689,31 +688,21 @@ impl<T> FlowTable<T> {
         self.free.push(id.0);
         out
     }
-    /// Takes every packet of flow `id` out of the arrival list, oldest
-    /// first, counting each as a departure.
+    /// Takes every packet of flow `id` out of the arrival ring, oldest
+    /// first, counting each as a departure. The others keep their order;
+    /// the ring keeps its capacity.
     fn unlink_arrivals(&mut self, id: FlowId, out: &mut Vec<Pkt<T>>) {
-        let (mut head, mut tail) = (self.arrival_head, self.arrival_tail);
-        let (mut prev, mut i) = (NIL, head);
-        while let Some(s) = self.pool.get_mut(i as usize) {
-            let next = s.next;
-            if s.pkt.as_ref().is_some_and(|p| p.flow == id) {
-                if let Some(p) = s.pkt.take() {
-                    out.push(p);
-                }
-                match self.pool.get_mut(prev as usize) {
-                    Some(ps) => ps.next = next,
-                    None => head = next,
-                }
-                if tail == i {
-                    tail = prev;
-                }
-                self.release(i);
+        let n = self.ring.len();
+        for _ in 0..n {
+            let Some(p) = self.ring.pop_front() else {
+                break;
+            };
+            if p.flow == id {
+                out.push(p);
             } else {
-                prev = i;
+                self.ring.push_back(p);
             }
-            i = next;
         }
-        (self.arrival_head, self.arrival_tail) = (head, tail);
         let h = &mut self.hot[id.index()];
         for p in out.iter() {
             Self::count_out(&mut self.totals, h, p.len);
@@ -738,20 +727,21 @@ impl<T> FlowTable<T> {
     }
     /// The packets queued in a live flow, head first.
     pub fn packets(&self, id: FlowId) -> impl Iterator<Item = &Pkt<T>> + '_ {
-        let (mut i, all) = if !self.contains(id) {
-            (NIL, false)
-        } else if self.arrival_order {
-            (self.arrival_head, true)
+        let live = self.contains(id);
+        let mut i = if live && !self.arrival_order {
+            self.hot[id.index()].head
         } else {
-            (self.hot[id.index()].head, false)
+            NIL
         };
         let walk = core::iter::from_fn(move || {
             let s = self.pool.get(i as usize)?;
             i = s.next;
             s.pkt.as_ref()
         });
-        // In arrival order the list holds every flow's packets.
-        walk.filter(move |p| !all || p.flow == id)
+        // In arrival order the ring holds every flow's packets (in per-flow
+        // order it is empty).
+        let ring = self.ring.iter().filter(move |p| live && p.flow == id);
+        ring.chain(walk)
     }
     /// A table whose packets are linked in arrival order across all flows
     /// (see [`FlowTable`]).
@@ -810,15 +800,17 @@ impl<T> FlowTable<T> {
             .filter(|(_, h)| h.limit != 0)
             .map(|(i, _)| FlowId(i as u32))
     }
-    /// Slots in the packet pool (its peak backlog so far).
+    /// Slots in the packet pool, or in the arrival ring (at least the peak
+    /// backlog so far).
     pub fn pool_slots(&self) -> usize {
-        self.pool.len()
+        self.pool.len().max(self.ring.capacity())
     }
     /// Approximate heap memory held by the table, in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.hot.capacity() * core::mem::size_of::<Hot>()
             + self.cold.capacity() * core::mem::size_of::<Cold>()
             + self.pool.capacity() * core::mem::size_of::<Slot<T>>()
+            + self.ring.capacity() * core::mem::size_of::<Pkt<T>>()
             + self.free.capacity() * 4
     }
 }

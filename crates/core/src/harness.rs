@@ -261,7 +261,6 @@ pub struct Harness<S> {
     qmax: u64,
     pending: u64,
     filling: bool,
-    seq: u64,
     stats: RunStats,
     wfi: Option<Wfi>,
 }
@@ -336,7 +335,6 @@ impl<S: Scheduler<u64>> Harness<S> {
             qmax,
             pending: 0,
             filling: true,
-            seq: 0,
             stats: RunStats::default(),
             wfi: None,
         };
@@ -473,9 +471,9 @@ impl<S: Scheduler<u64>> Harness<S> {
                     flow: FlowId(f),
                     len,
                     ts: now,
-                    item: self.seq,
+                    // The packet's id is its arrival number.
+                    item: self.stats.enqueues,
                 };
-                self.seq += 1;
                 self.stats.enqueues += 1;
                 match self.sched.enqueue(pkt, now) {
                     Ok(()) => {
@@ -502,8 +500,9 @@ impl<S: Scheduler<u64>> Harness<S> {
                 // Nothing queued and nothing to send: flip to filling.
                 self.filling = true;
             }
-            self.stats.loops += 1;
         }
+        // Every iteration is one loop (counted once, outside the loop).
+        self.stats.loops += loops;
     }
 
     fn wfi_start(&mut self, f: u32) {

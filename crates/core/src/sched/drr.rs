@@ -85,15 +85,12 @@ impl Discipline for Drr {
         self.active.unlink(&mut self.links, id);
     }
     #[inline(always)]
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, head: H) -> FlowId {
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, head: H) -> Option<FlowId> {
         loop {
-            let f = match self.active.front() {
-                Some(f) => f,
-                None => unreachable!("pick called with no active flow"),
-            };
+            let f = self.active.front()?;
             let s = &mut self.st[f.index()];
             if u64::from(head(f)) <= s.deficit {
-                return f;
+                return Some(f);
             }
             s.deficit += s.quantum;
             self.active.rotate(&self.links);

@@ -32,8 +32,9 @@ impl Discipline for Fifo {
     fn remove(&mut self, _id: FlowId, _cfg: &FlowConfig) {}
     fn activate(&mut self, _id: FlowId, _head: Bytes, _now: Nanos) {}
     fn deactivate(&mut self, _id: FlowId) {}
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
-        unreachable!("a FIFO is served from the flow table's arrival order")
+    /// Never asked: a FIFO is served from the flow table's arrival order.
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> Option<FlowId> {
+        None
     }
     fn depart(&mut self, _id: FlowId, _len: Bytes, _next: Option<Bytes>) {}
 }

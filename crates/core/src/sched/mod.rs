@@ -204,9 +204,10 @@ pub trait Scheduler<T> {
 /// - `add`/`remove` bracket a flow's life; `change` may come in between.
 /// - `activate(f, head)` when `f` goes from empty to backlogged;
 ///   `arrive(f, len)` on every accepted packet (after `activate`).
-/// - `pick` only while some flow is backlogged; it is followed by exactly one
-///   `depart(f, len, next)` for the flow it returned, where `next` is the new
-///   head length or `None` if `f` became empty.
+/// - `pick` returns `None` exactly when no flow is backlogged (so the caller
+///   needs no emptiness test of its own); a `Some(f)` is followed by exactly
+///   one `depart(f, len, next)`, where `next` is the new head length or
+///   `None` if `f` became empty.
 /// - `deactivate(f)` takes a backlogged flow out (for removal or a change).
 pub trait Discipline {
     /// True if packets leave in arrival order across all flows (FIFO): the
@@ -261,9 +262,9 @@ pub trait Discipline {
     }
     /// Takes a backlogged flow out of the schedule.
     fn deactivate(&mut self, id: FlowId);
-    /// The flow whose head packet leaves next. `head(f)` gives the head
-    /// length of any backlogged flow.
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, head: H) -> FlowId;
+    /// The flow whose head packet leaves next, `None` if no flow is
+    /// backlogged. `head(f)` gives the head length of any backlogged flow.
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, head: H) -> Option<FlowId>;
     /// The head of `id` (`len` bytes) left; `next` is the new head length.
     fn depart(&mut self, id: FlowId, len: Bytes, next: Option<Bytes>);
     /// Heap memory held by the discipline's own state, in bytes.
@@ -401,13 +402,17 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
 
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
+        if D::ARRIVAL_ORDER {
+            // The ring's length is the backlog: one compare covers the
+            // scheduler-wide limit and the ring's own cap.
+            let cap = self.total_limit.min(FlowTable::<T>::ARRIVAL_CAP);
+            let full = self.flows.arrival_queued() >= cap;
+            return self.flows.admit_arrival(pkt, full);
+        }
         let (id, len) = (pkt.flow, pkt.len);
         // Without a scheduler-wide limit (the usual case) the backlog is not
         // computed at all.
         let full = self.total_limit != u64::MAX && self.flows.total_queued() >= self.total_limit;
-        if D::ARRIVAL_ORDER {
-            return self.flows.admit_arrival(pkt, full);
-        }
         if self.flows.admit(pkt, full)? {
             self.disc.activate(id, len, now);
         }
@@ -420,11 +425,10 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         if D::ARRIVAL_ORDER {
             return self.flows.pop_arrival();
         }
-        if self.flows.total_queued() == 0 {
-            return None;
-        }
+        // The discipline knows when nothing is backlogged: no separate
+        // emptiness test.
         let flows = &self.flows;
-        let id = self.disc.pick(|f| flows.head_len(f));
+        let id = self.disc.pick(|f| flows.head_len(f))?;
         let (pkt, next) = self.flows.pop(id)?;
         self.disc.depart(id, pkt.len, next);
         Some(pkt)
@@ -440,7 +444,9 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
                 self.flows.pop_arrival()
             } else {
                 let flows = &self.flows;
-                let id = self.disc.pick(|f| flows.head_len(f));
+                let Some(id) = self.disc.pick(|f| flows.head_len(f)) else {
+                    return k;
+                };
                 self.flows.pop(id).map(|(pkt, next)| {
                     self.disc.depart(id, pkt.len, next);
                     pkt

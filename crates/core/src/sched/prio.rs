@@ -66,15 +66,9 @@ impl Discipline for Prio {
         }
     }
     #[inline(always)]
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
-        let l = match self.nonempty.first_set() {
-            Some(l) => l,
-            None => unreachable!("pick called with no active flow"),
-        };
-        match self.levels[l].front() {
-            Some(f) => f,
-            None => unreachable!("bitmap and level lists disagree"),
-        }
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> Option<FlowId> {
+        let l = self.nonempty.first_set()?;
+        self.levels.get(l)?.front()
     }
     #[inline(always)]
     fn depart(&mut self, id: FlowId, _len: Bytes, next: Option<Bytes>) {

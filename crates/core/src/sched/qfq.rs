@@ -36,7 +36,11 @@
 //!   QFQ+ does): a bounded advantage of less than the group's lag, which is
 //!   itself bounded by the service the group is owed.
 //! - The order of flows inside one slot is LIFO (any order is allowed by the
-//!   analysis; pushing at the front touches one cache line less).
+//!   analysis; pushing at the front touches one cache line less). Slot
+//!   lists are singly linked, as in the paper: a departure always takes the
+//!   head of the front slot, so moving a flow touches no other flow's
+//!   record; `deactivate` (removal, change) walks the flow's slot list to
+//!   find its predecessor.
 //! - `deactivate` (removal, change) recomputes the ready/blocked state of the
 //!   lower groups from its definition instead of the paper's shortcut.
 //!
@@ -124,9 +128,8 @@ struct QFlow {
     f: u64,
     /// `⌊ONE / weight⌋`.
     inv_w: u32,
-    /// Next/previous flow in the same slot list.
+    /// Next flow in the same slot list.
     next: u32,
-    prev: u32,
     /// Group index.
     grp: u8,
     /// Physical slot index (0..32) while backlogged.
@@ -138,7 +141,6 @@ const IDLE_FLOW: QFlow = QFlow {
     f: 0,
     inv_w: ONE as u32,
     next: NIL,
-    prev: NIL,
     grp: 0,
     slot: 0,
 };
@@ -352,45 +354,69 @@ impl Qfq {
         let head = grp.slots[phys as usize];
         grp.slots[phys as usize] = id;
         grp.full |= 1 << rel;
-        if head != NIL {
-            self.flows[head as usize].prev = id;
-        }
         let fl = &mut self.flows[id as usize];
         fl.next = head;
-        fl.prev = NIL;
         fl.slot = phys as u8;
     }
 
-    /// Takes flow `id` out of its slot list.
-    #[inline]
+    /// Takes flow `id` (with successor `next`) out of group `g`'s front
+    /// slot, whose head it is (the flow `pick` returned); any other flow
+    /// takes the general path.
+    #[inline(always)]
+    fn unlink_front(&mut self, id: u32, g: usize, next: u32) {
+        let grp = &mut self.groups[g];
+        let phys = (grp.front & (NSLOTS - 1)) as usize;
+        if grp.slots[phys] != id {
+            return self.unlink(id);
+        }
+        grp.slots[phys] = next;
+        if next == NIL {
+            grp.full &= !1;
+        }
+    }
+
+    /// Takes flow `id` out of its slot list, wherever it is in it (walks
+    /// the list from its head to find the predecessor).
+    #[inline(never)]
     fn unlink(&mut self, id: u32) {
         let fl = self.flows[id as usize];
-        let g = fl.grp as usize;
-        if fl.next != NIL {
-            self.flows[fl.next as usize].prev = fl.prev;
-        }
-        if fl.prev != NIL {
-            self.flows[fl.prev as usize].next = fl.next;
-        } else {
-            let grp = &mut self.groups[g];
-            let phys = u32::from(fl.slot) & (NSLOTS - 1);
+        let grp = &mut self.groups[fl.grp as usize];
+        let phys = u32::from(fl.slot) & (NSLOTS - 1);
+        let head = grp.slots[phys as usize];
+        if head == id {
             grp.slots[phys as usize] = fl.next;
             if fl.next == NIL {
                 grp.full &= !(1 << (phys.wrapping_sub(grp.front) & (NSLOTS - 1)));
             }
+            return;
+        }
+        let mut cur = head;
+        while let Some(c) = self.flows.get(cur as usize) {
+            let n = c.next;
+            if n == id {
+                self.flows[cur as usize].next = fl.next;
+                return;
+            }
+            cur = n;
         }
     }
 
     /// After a flow left group `g`: if the front slot emptied, move the
     /// group to its next non-empty slot (or out of the sets) and fix the
     /// states that depended on its finish time.
-    #[inline]
+    #[inline(always)]
     fn after_leave(&mut self, g: usize) {
-        let old_f = self.group_f(g);
-        let grp = &mut self.groups[g];
-        if grp.full & 1 != 0 {
+        if self.groups[g].full & 1 != 0 {
             return;
         }
+        self.front_emptied(g);
+    }
+
+    /// [`Qfq::after_leave`] once group `g`'s front slot is empty.
+    #[inline(never)]
+    fn front_emptied(&mut self, g: usize) {
+        let old_f = self.group_f(g);
+        let grp = &mut self.groups[g];
         if grp.full == 0 {
             self.clear_group(g);
         } else {
@@ -482,12 +508,10 @@ impl Qfq {
                     grp.full & (1 << rel) != 0,
                     "group {g} slot bit {rel}"
                 );
-                let mut prev = NIL;
                 while id != NIL {
                     let fl = self.flows[id as usize];
                     assert!(!seen[id as usize], "flow {id} twice");
                     seen[id as usize] = true;
-                    assert_eq!(fl.prev, prev);
                     assert_eq!(fl.grp as usize, g);
                     assert_eq!(u32::from(fl.slot), phys);
                     let rs = round_down(fl.s, shift);
@@ -501,7 +525,6 @@ impl Qfq {
                     assert!(!gt(rs, lim), "flow {id} starts too far ahead of V");
                     let d = fl.f.wrapping_sub(fl.s);
                     assert!(d > 0 && d <= 1 << shift, "flow {id} F - S out of range");
-                    prev = id;
                     id = fl.next;
                 }
             }
@@ -686,15 +709,17 @@ impl Discipline for Qfq {
     }
 
     #[inline]
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> Option<FlowId> {
         if self.set[ER] == 0 {
+            if self.set[IR] | self.set[EB] | self.set[IB] == 0 {
+                return None;
+            }
             self.recover();
         }
+        // An empty ER (a failed recovery) gives 64: past the groups.
         let g = self.set[ER].trailing_zeros() as usize;
-        match self.groups.get(g) {
-            Some(grp) => FlowId(grp.slots[(grp.front & (NSLOTS - 1)) as usize]),
-            None => unreachable!("pick called with no backlogged flow"),
-        }
+        let grp = self.groups.get(g)?;
+        Some(FlowId(grp.slots[(grp.front & (NSLOTS - 1)) as usize]))
     }
 
     #[inline(always)]
@@ -706,7 +731,7 @@ impl Discipline for Qfq {
         self.v = old_v.wrapping_add(q);
         self.v_rem = r;
         let fl = &mut self.flows[id.index()];
-        let g = fl.grp as usize;
+        let (g, fl_next) = (fl.grp as usize, fl.next);
         match next {
             Some(nl) => {
                 let shift = shift_of(g);
@@ -720,11 +745,11 @@ impl Discipline for Qfq {
                     self.update_eligible(old_v);
                     return;
                 }
-                self.unlink(id.0);
+                self.unlink_front(id.0, g, fl_next);
                 let rel = (rs.wrapping_sub(gs) >> shift).min(MAX_SLOT);
                 self.link(id.0, g, rel as u32);
             }
-            None => self.unlink(id.0),
+            None => self.unlink_front(id.0, g, fl_next),
         }
         self.after_leave(g);
         self.update_eligible(old_v);
@@ -1311,6 +1336,31 @@ mod tests {
             assert!(s.stats().conserved());
             assert_eq!(s.backlog().pkts, 0);
         }
+    }
+
+    /// Removing backlogged flows from the middle, the head and the tail of
+    /// one slot list (singly linked: the walk finds the predecessor) keeps
+    /// the structure consistent and the other flows' packets all leave.
+    #[test]
+    fn removal_from_anywhere_in_a_slot_list() {
+        let mut s = S::new(Qfq::new());
+        let ids: Vec<FlowId> = (0..5).map(|_| add(&mut s, 1, 1000)).collect();
+        for (k, &f) in ids.iter().enumerate() {
+            for j in 0..3 {
+                enq(&mut s, f, 1000, (k * 10 + j) as u64);
+            }
+        }
+        // Same group, same start: one slot, listed 4, 3, 2, 1, 0.
+        check(&s);
+        for k in [2, 4, 0] {
+            let pkts = s.remove_flow(ids[k]).expect("live");
+            assert_eq!(pkts.len(), 3, "flow {k}");
+            check(&s);
+        }
+        let mut out = drain(&mut s);
+        out.sort_unstable();
+        assert_eq!(out, vec![10, 11, 12, 30, 31, 32]);
+        assert!(s.stats().conserved());
     }
 
     /// A live weight change while backlogged moves the shares to the new

@@ -41,11 +41,8 @@ impl Discipline for Rr {
         self.active.unlink(&mut self.links, id);
     }
     #[inline(always)]
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
-        match self.active.front() {
-            Some(f) => f,
-            None => unreachable!("pick called with no active flow"),
-        }
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> Option<FlowId> {
+        self.active.front()
     }
     #[inline(always)]
     fn depart(&mut self, id: FlowId, _len: Bytes, next: Option<Bytes>) {

@@ -943,7 +943,7 @@ impl Discipline for Wf2q {
     }
 
     #[inline]
-    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> FlowId {
+    fn pick<H: Fn(FlowId) -> Bytes>(&mut self, _head: H) -> Option<FlowId> {
         loop {
             // Flows whose start time V has reached become eligible.
             while let Some(k) = self.ineligible.min() {
@@ -959,16 +959,12 @@ impl Discipline for Wf2q {
                 self.eligible.insert(key(f, id), &mut self.slots);
             }
             if let Some(k) = self.eligible.min() {
-                return FlowId(key_id(k));
+                return Some(FlowId(key_id(k)));
             }
             // Nothing eligible: V = max(V, min S) = min S.
-            match self.ineligible.min() {
-                Some(k) => {
-                    self.v = key_ts(k);
-                    self.v_frac = 0;
-                }
-                None => unreachable!("pick called with no backlogged flow"),
-            }
+            let k = self.ineligible.min()?;
+            self.v = key_ts(k);
+            self.v_frac = 0;
         }
     }
 

@@ -32,7 +32,10 @@
 # forwarding threads with `run --cpu 1`, the bridge + HTB path by steering
 # d0's receive processing to CPU 1 (RPS: the bridge, HTB's enqueue and
 # the transmit to s0 then run in softirq there). PIN=0 turns it off.
-# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched. KEEP=DIR
+# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched.
+# PERF_RECORD=1 records the forwarder's profile in each measurement
+# (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
+# symbols in NAME.profile.txt; use with KEEP). KEEP=DIR
 # keeps the run's files (configs, each measurement's JSON, pktsched's
 # stats) in DIR.
 # For pktsched the forwarder's own CPU per frame and its context switches
@@ -213,6 +216,11 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
         perf_pid=$!
     fi
     local d0=0 d1=0
+    local rec_pid=""
+    if [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
+        perf record -q -e cpu-clock -g -p "$shaper_pid" -o "$work/$name.perf.data" 2>/dev/null &
+        rec_pid=$!
+    fi
     b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
     [ -n "$dut_cpu" ] && d0=$(cpu_busy_jiffies "$dut_cpu")
     nsr "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
@@ -220,6 +228,11 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     [ -n "$dut_cpu" ] && d1=$(cpu_busy_jiffies "$dut_cpu")
     echo $(( d1 - d0 )) >"$work/$name.dut_jiffies"
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
+    if [ -n "$rec_pid" ]; then
+        kill -INT "$rec_pid" 2>/dev/null || true; wait "$rec_pid" 2>/dev/null || true
+        perf report -i "$work/$name.perf.data" --no-children --sort sym --stdio 2>/dev/null \
+            | grep -v '^#' | grep '%' | head -40 >"$work/$name.profile.txt" || true
+    fi
     # The forwarder's own CPU jiffies, voluntary and involuntary switches.
     echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
     # pktsched's own view: each class's sojourn (received → released to the output).

@@ -362,7 +362,7 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_sum{{{labels}}} {}", c.sojourn_sum_s);
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
-        self.rx_split_metrics(&mut s, &dev);
+        self.rx_split_metrics(&mut s, dev);
         for d in &self.devices {
             for (metric, v) in [
                 ("rx_packets", d.rx_packets),

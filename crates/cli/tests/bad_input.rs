@@ -499,6 +499,76 @@ fn shaper_and_traffic() {
         Row {
             files: &[(
                 "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nburst = 3000\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &[
+                    "c.toml:8:9",
+                    "class \"a\": burst = 3000",
+                    "burst needs rate",
+                ],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"10mbit\"\ncburst = \"3k\"\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:9:10", "cburst needs ceil"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"10mbit\"\nburst = 0\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:9:9", "burst = 0", "1..=1048576 bytes"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"10mbit\"\nburst = \"4m\"\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["burst = \"4m\" (4194304 bytes)", "1..=1048576 bytes"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"10mbit\"\nburst = \"15kbit\"\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["\"15kbit\" is a rate, not a size", "\"15k\""],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"10mbit\"\nburst = \"15 kilo\"\n",
+            )],
+            ..row(
+                &["run", "--config", "{dir}/c.toml"],
+                2,
+                &["c.toml:9:9", "\"15 kilo\" is not a size", "k, kb, kib"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
                 "[link]\ningress = \"nosuch0\"\negress = \"nosuch1\"\nrate = \"1gbit\"\n[control]\nsocket = \"{dir}/s.sock\"\n[[class]]\nname = \"a\"\ndefault = true\n",
             )],
             ..row(

@@ -143,17 +143,26 @@ fn rated_scheduler<T: Send + 'static>(
             msg,
         };
         let flow = sched.add_flow(fc).map_err(|e| refused(e.to_string()))?;
-        let params = FlowParams {
-            rate: c.ceiling(),
-            reservation: c.rate,
-            ..FlowParams::default()
-        };
+        let params = class_params(c);
         sched
             .set_flow_params(flow, params, Nanos(0))
-            .map_err(|e| refused(format!("rate/ceil: {e}")))?;
+            .map_err(|e| refused(format!("rate/ceil/burst: {e}")))?;
         flows.push(flow);
     }
     Ok((Box::new(sched), flows))
+}
+
+/// A rated class's shaping in the policy tree: reservation = `rate` with
+/// `burst`, limit = [`ClassConfig::ceiling`] with
+/// [`ClassConfig::ceiling_burst`] (lengths and bursts are wire bytes).
+pub fn class_params(c: &ClassConfig) -> FlowParams {
+    FlowParams {
+        rate: c.ceiling(),
+        reservation: c.rate,
+        burst: c.burst.map(u64::from),
+        cburst: c.ceiling_burst().map(u64::from),
+        ..FlowParams::default()
+    }
 }
 
 /// Builds the scheduler with every class and the classifier.
@@ -251,6 +260,134 @@ mod tests {
             Rate::mbit(100),
             parse(RATED, "t", None).expect("c").link.rate
         );
+    }
+
+    /// Frames of class `capped` (20 Mbit/s ceil) that leave at once after
+    /// a second idle, with `extra` added to its settings.
+    fn at_once_after_idle(extra: &str) -> usize {
+        let src = RATED.replace(
+            "ceil = \"20mbit\"\n",
+            &format!("ceil = \"20mbit\"\n{extra}"),
+        );
+        let cfg = parse(&src, "t.toml", None).expect("config");
+        let mut plan = build::<()>(&cfg).expect("plan");
+        let f = plan.flows[1];
+        let t = Nanos(1_000_000_000);
+        for _ in 0..30 {
+            plan.sched
+                .enqueue(Pkt::new(f, 1500, t, ()), t)
+                .expect("enqueue");
+        }
+        std::iter::from_fn(|| plan.sched.dequeue(t)).count()
+    }
+
+    #[test]
+    fn a_class_s_cburst_is_the_credit_of_its_ceil() {
+        // 15 KiB of credit: 10 frames of 1500 bytes ahead of the ceil, plus
+        // the one the ceil allows at once; the default is one frame ahead.
+        assert_eq!(at_once_after_idle("cburst = \"15k\"\n"), 11);
+        assert_eq!(at_once_after_idle(""), 2);
+    }
+
+    const BURSTY: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\n\n\
+        [[class]]\nname = \"bursty\"\nrate = \"20mbit\"\nburst = BURST\nmatch = [{ dport = 1 }]\n\n\
+        [[class]]\nname = \"rest\"\ndefault = true\n";
+
+    /// A class with `rate` and `burst` (its ceil is its rate, with the
+    /// burst as credit) next to a greedy class on a 100 Mbit/s link, its
+    /// arrivals random on/off: over any interval `t` between two of its
+    /// departures it sends at most `rate·t + burst` bytes before the last,
+    /// and after idling it sends `burst` bytes as fast as the link goes.
+    #[test]
+    fn a_class_never_sends_more_than_its_rate_times_t_plus_its_burst() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+        for case in 0..12 {
+            let burst = rng.random_range(1..=64u64) * 1000;
+            let cfg = parse(&BURSTY.replace("BURST", &burst.to_string()), "t.toml", None)
+                .expect("config");
+            let mut plan = build::<()>(&cfg).expect("plan");
+            let (bursty, rest) = (plan.flows[0], plan.flows[1]);
+            let (link, rate) = (cfg.link.rate, Rate::mbit(20));
+            let mut now = 0u64;
+            let mut sent: Vec<(u64, u64)> = Vec::new();
+            while now < 2_000_000_000 {
+                let backlog = |p: &Plan<()>, f| p.sched.flow_stats(f).map_or(0, |s| s.backlog.pkts);
+                if backlog(&plan, rest) < 4 {
+                    let _ = plan
+                        .sched
+                        .enqueue(Pkt::new(rest, 1500, Nanos(now), ()), Nanos(now));
+                }
+                if rng.random_range(0..2000) == 0 {
+                    // An idle gap, then a burst of arrivals.
+                    now += rng.random_range(0..50_000_000);
+                    for _ in 0..rng.random_range(1..200) {
+                        let len = rng.random_range(64..=1514);
+                        let _ = plan
+                            .sched
+                            .enqueue(Pkt::new(bursty, len, Nanos(now), ()), Nanos(now));
+                    }
+                }
+                match plan.sched.dequeue(Nanos(now)) {
+                    Some(p) => {
+                        if p.flow == bursty {
+                            sent.push((now, u64::from(p.len)));
+                        }
+                        now += link.tx_time(u64::from(p.len)).0;
+                    }
+                    None => {
+                        now = plan
+                            .sched
+                            .next_ready(Nanos(now))
+                            .map_or(now + 1000, |t| t.0.max(now + 1))
+                    }
+                }
+            }
+            assert!(sent.len() > 100, "case {case}: {} sent", sent.len());
+            for i in 0..sent.len() {
+                let mut bytes = 0u128;
+                for j in i + 1..sent.len() {
+                    bytes += u128::from(sent[j - 1].1);
+                    let t = u128::from(sent[j].0 - sent[i].0);
+                    let allowed = u128::from(rate.as_bps()) * t + u128::from(burst) * 8_000_000_000;
+                    assert!(
+                        bytes * 8_000_000_000 <= allowed,
+                        "case {case}: {bytes} bytes in {t} ns before the send at {}, burst {burst}",
+                        sent[j].0
+                    );
+                }
+            }
+            // The credit is there to use: idle for a second, then 1000-byte
+            // frames; the class sends `burst` bytes in the time the link
+            // takes for them (and one frame of the other class), where its
+            // rate alone would allow a fifth of that.
+            let t0 = now + 1_000_000_000;
+            for _ in 0..burst / 1000 + 10 {
+                plan.sched
+                    .enqueue(Pkt::new(bursty, 1000, Nanos(t0), ()), Nanos(t0))
+                    .expect("enqueue");
+            }
+            let _ = plan
+                .sched
+                .enqueue(Pkt::new(rest, 1500, Nanos(t0), ()), Nanos(t0));
+            let within = t0 + link.tx_time(burst + 2 * 1514).0;
+            let (mut t, mut early) = (t0, 0u64);
+            while t <= within {
+                match plan.sched.dequeue(Nanos(t)) {
+                    Some(p) => {
+                        if p.flow == bursty {
+                            early += u64::from(p.len);
+                        }
+                        t += link.tx_time(u64::from(p.len)).0;
+                    }
+                    None => break,
+                }
+            }
+            assert!(
+                early >= burst,
+                "case {case}: {early} bytes at once, burst {burst}"
+            );
+        }
     }
 
     #[test]

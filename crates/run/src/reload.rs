@@ -4,6 +4,8 @@
 
 use std::fmt;
 
+use pktsched_core::Rate;
+
 use crate::config::{ClassConfig, RunConfig, SchedulerChoice};
 
 /// One class-level change.
@@ -76,13 +78,43 @@ fn scheduler_name(s: &SchedulerChoice) -> String {
     }
 }
 
-/// A class's `rate` and `ceil` are set when its flow is made: a change,
-/// or a class with rates added or removed, takes a restart.
+/// A class's shaping as the running scheduler holds it.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Shaping {
+    rate: Option<Rate>,
+    ceil: Option<Rate>,
+    burst: Option<u32>,
+    cburst: Option<u32>,
+}
+
+impl fmt::Display for Shaping {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = |v: Option<Rate>| v.map_or("none".into(), |r| r.to_string());
+        let b = |v: Option<u32>| v.map_or("default".into(), |b| b.to_string());
+        write!(
+            f,
+            "rate {} ceil {} burst {} cburst {}",
+            r(self.rate),
+            r(self.ceil),
+            b(self.burst),
+            b(self.cburst)
+        )
+    }
+}
+
+/// A class's `rate`, `ceil`, `burst` and `cburst` are set when its flow
+/// is made (the engines change a live class's weight, prio and limit
+/// only): a change, or a class with rates added or removed, takes a
+/// restart.
 fn rates_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart> {
     let rates = |cfg: &RunConfig, name: &str| {
-        cfg.class(name)
-            .map(|c| (c.rate, c.ceil))
-            .unwrap_or((None, None))
+        let c = cfg.class(name);
+        Shaping {
+            rate: c.and_then(|c| c.rate),
+            ceil: c.and_then(|c| c.ceil),
+            burst: c.and_then(|c| c.burst),
+            cburst: c.and_then(|c| c.cburst),
+        }
     };
     let names = old
         .classes
@@ -92,14 +124,10 @@ fn rates_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart>
     for name in names {
         let (a, b) = (rates(old, name), rates(new, name));
         if a != b {
-            let show = |(r, c): (Option<pktsched_core::Rate>, Option<pktsched_core::Rate>)| {
-                let s = |v: Option<pktsched_core::Rate>| v.map_or("none".into(), |r| r.to_string());
-                format!("rate {} ceil {}", s(r), s(c))
-            };
             return Err(NeedsRestart {
-                field: "class rate/ceil",
-                old: format!("{name}: {}", show(a)),
-                new: show(b),
+                field: "class rate/ceil/burst/cburst",
+                old: format!("{name}: {a}"),
+                new: b.to_string(),
             });
         }
     }
@@ -236,6 +264,23 @@ mod tests {
             d[0].to_string(),
             "removed class a (its queue moves to the default class)"
         );
+    }
+
+    #[test]
+    fn a_changed_burst_is_named_and_one_size_in_two_spellings_is_no_change() {
+        let rated = BASE.replace(
+            "weight = 2\n",
+            "weight = 2\nrate = \"10mbit\"\nburst = \"15k\"\n",
+        );
+        let old = cfg(&rated);
+        assert_eq!(
+            diff(&old, &cfg(&rated.replace("\"15k\"", "15360"))),
+            Ok(vec![])
+        );
+        let e = diff(&old, &cfg(&rated.replace("\"15k\"", "\"30k\""))).expect_err("burst");
+        assert_eq!(e.field, "class rate/ceil/burst/cburst");
+        assert_eq!(e.old, "a: rate 10mbit ceil none burst 15360 cburst default");
+        assert_eq!(e.new, "rate 10mbit ceil none burst 30720 cburst default");
     }
 
     #[test]

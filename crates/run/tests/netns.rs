@@ -269,13 +269,29 @@ fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
     );
     // The shaper's departures between the two samples: what it sent on the
     // wire per second (frames of 1500 bytes, no overhead configured).
+    let dt = run.at_3s.uptime_s - run.at_1s.uptime_s;
     let a = |s: &Snapshot| s.classes[0].bytes as f64;
-    let rate = (a(&run.at_3s) - a(&run.at_1s)) * 8.0 / (run.at_3s.uptime_s - run.at_1s.uptime_s);
+    let rate = (a(&run.at_3s) - a(&run.at_1s)) * 8.0 / dt;
+    // What reached the shaper meanwhile, and whether its queue stayed
+    // full: a shortfall with an empty queue is the offered load's, not
+    // the shaper's (the generator's own figure is in the message too).
+    let rx = |s: &Snapshot| {
+        s.devices
+            .iter()
+            .find(|d| d.role == "rx")
+            .map_or(0, |d| d.rx_packets) as f64
+    };
+    let arrived = (rx(&run.at_3s) - rx(&run.at_1s)) * 1500.0 * 8.0 / dt;
     let err = (rate - 1e9).abs() / 1e9;
     assert!(
         err < 0.01,
-        "sent {rate:.0} bit/s, {:.2} % off 1 Gbit/s\n{}",
+        "sent {rate:.0} bit/s, {:.2} % off 1 Gbit/s; the generator sent {} bit/s, \
+         {arrived:.0} bit/s reached the shaper between the samples, class queue {} then {} \
+         frames\n{}",
         err * 100.0,
+        run.sent.sent_bps,
+        run.at_1s.classes[0].qlen,
+        run.at_3s.classes[0].qlen,
         run.at_3s.text()
     );
     // And it crossed the wire. The sink is one UDP socket in a debug build
@@ -327,19 +343,77 @@ fn the_ring_generator_s_frames_cross_the_shaper_stamped(engine: Engine) {
     assert!(run.received.unstamped == 0, "{text}");
 }
 
+/// Every class overloaded 3×: per class, frames received = sent +
+/// dropped by reason + queued, just before the stop and after it (when
+/// the queues have been sent), and the egress sent what the classes did.
+fn every_class_conserves_its_frames_under_overload(engine: Engine) {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let run = through_pipeline(
+        &LINK.replace("RATE", "30mbit"),
+        engine,
+        &[
+            "dport=5000,rate=30mbit,size=1500",
+            "dport=5001,rate=30mbit,size=1500",
+            "dport=5002,rate=30mbit,size=1500",
+        ],
+        &[5000, 5001, 5002],
+        4,
+    );
+    let fin = &run.fin;
+    for (when, snap) in [
+        ("before stop", &fin.before_stop),
+        ("after stop", &fin.after_stop),
+    ] {
+        let text = snap.text();
+        for c in &snap.classes {
+            let dropped: u64 = c.drops_by_reason.iter().sum();
+            assert_eq!(c.drops, dropped, "{when}, class {}: {text}", c.class);
+            assert_eq!(
+                c.received,
+                c.packets + dropped + c.qlen + c.moved,
+                "{when}, class {}: received = sent + dropped + queued + moved\n{text}",
+                c.class
+            );
+            assert!(
+                c.drops_by_reason[0] > 0,
+                "{when}, class {} was overloaded: {text}",
+                c.class
+            );
+        }
+    }
+    let after = &fin.after_stop;
+    assert!(
+        after.classes.iter().all(|c| c.qlen == 0),
+        "{}",
+        after.text()
+    );
+    let sent: u64 = after.classes.iter().map(|c| c.packets).sum();
+    let egress = after
+        .devices
+        .iter()
+        .find(|d| d.device == "d1" && d.role == "tx")
+        .unwrap_or_else(|| panic!("no d1 tx device: {}", after.text()));
+    assert_eq!(egress.tx_packets, sent, "{}", after.text());
+}
+
 for_both_engines!(
+    every_class_conserves_its_frames_under_overload,
     the_ring_generator_s_frames_cross_the_shaper_stamped,
     a_single_overloading_flow_gets_the_configured_rate,
     weighted_shares_follow_the_weights_under_overload,
     a_strict_priority_class_takes_the_link_under_overload,
 );
 
-/// 1 Gbit/s with the default engine only. The pspat engine's three
-/// threads (receive, arbiter, reverse) next to the generator and the sink
-/// on two vCPUs read 1–2 % low in some idle runs (its arbiter is
-/// descheduled while the emulated link's time passes); the 100 Mbit/s
-/// accuracy test above covers that engine.
+/// 1 Gbit/s of 1500-byte frames offered at 1.3 Gbit/s, once per engine.
 #[test]
 fn a_gigabit_limit_is_kept_within_one_percent_run_to_completion() {
     a_gigabit_limit_is_kept_within_one_percent(Engine::RunToCompletion);
+}
+
+#[test]
+fn a_gigabit_limit_is_kept_within_one_percent_pspat() {
+    a_gigabit_limit_is_kept_within_one_percent(Engine::Pspat);
 }

@@ -69,3 +69,8 @@ pub const MAX_SHAPER_BUCKETS: usize = 1 << 24;
 
 /// Largest `policy.max_len` (bytes).
 pub const MAX_PACKET_LEN: u32 = 1 << 20;
+
+/// Largest `burst`/`cburst` of a flow (bytes,
+/// [`FlowParams`](super::FlowParams)): 1 GiB, a second of credit at
+/// 8.6 Gbit/s.
+pub const MAX_BURST: u64 = 1 << 30;

@@ -44,7 +44,14 @@
 //! parent's queue, and a dequeue at or after `ceil(T/unit)·unit` moves it
 //! back into the work-conserving tree (re-activating ancestors that had
 //! gone idle). A release is never early; it may be late by less than one
-//! unit. Everything else is work conserving: a node whose descendants are
+//! unit. A flow's credit can be set with
+//! [`FlowParams::cburst`] (bytes ahead of its limit, HTB's `cburst`:
+//! after idling it sends that much plus one packet back to back, and over
+//! any interval `t` between two of its sends at most `rate·t + cburst`
+//! bytes before the last) and [`FlowParams::burst`] (bytes ahead of its
+//! hclock reservation: its reservation clock starts up to that much
+//! before `now` when it becomes backlogged; without it, at `now`).
+//! Both are at most [`limits::MAX_BURST`]. Everything else is work conserving: a node whose descendants are
 //! all parked is not in its parent's queue, so siblings are served.
 //! [`Scheduler::next_ready`](crate::Scheduler::next_ready) returns the next
 //! release when nothing is eligible. A limit on the root shapes the whole
@@ -112,6 +119,8 @@ pub mod limits;
 mod sched;
 mod spec;
 
+#[cfg(test)]
+mod burst_tests;
 #[cfg(test)]
 mod tests;
 

@@ -2,6 +2,7 @@
 //! one shared shaper.
 
 use super::compile::Policy;
+use super::limits::MAX_BURST;
 use super::spec::{Kind, QueueKind, default_queue};
 use crate::flow::{FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::pq::{
@@ -44,6 +45,13 @@ pub struct FlowParams {
     pub rate: Option<Rate>,
     /// Reservation (hclock parent).
     pub reservation: Option<Rate>,
+    /// Bytes the flow may send ahead of its reservation (HTB's `burst`):
+    /// when it becomes backlogged its reservation clock starts up to this
+    /// much before `now`. `None`: it starts at `now` (no credit).
+    pub burst: Option<u64>,
+    /// Bytes the flow may send ahead of its rate limit (HTB's `cburst`):
+    /// the credit its limiter keeps. `None`: one `max_len` packet.
+    pub cburst: Option<u64>,
 }
 
 /// A flow or node as a child of its parent node.
@@ -63,6 +71,15 @@ struct Member {
     by_res: bool,
     limit: Option<Rate>,
     reservation: Option<Rate>,
+    /// `FlowParams::burst` / `cburst` as given (bytes).
+    burst: Option<u64>,
+    cburst: Option<u64>,
+    /// The reservation's credit (ns at `reservation`, rounded down); 0 when
+    /// `burst` is `None`.
+    res_credit: u64,
+    /// The limiter's credit (ns at `limit`, rounded down), if `cburst` is
+    /// given; otherwise one `max_len` packet (rounded up).
+    limit_credit: Option<u64>,
     /// Earliest time the rate limit lets it send (virtual clock, ns).
     next_tx: u64,
     /// Bytes queued in its subtree.
@@ -88,6 +105,10 @@ impl Member {
             by_res: false,
             limit: None,
             reservation: None,
+            burst: None,
+            cburst: None,
+            res_credit: 0,
+            limit_credit: None,
             next_tx: 0,
             bytes: 0,
             sent: 0,
@@ -273,15 +294,35 @@ pub struct PolicySched<T> {
 }
 
 /// The rate limiter's clock after sending `len` bytes at `now`:
-/// `T = max(T, now − L_max/rate) + len/rate`. A member served late (the
-/// link was busy with another packet when it became eligible) keeps up to
-/// one maximum packet of credit, so its long-run rate is its limit even
-/// though releases fall on packet boundaries; it can never send more than
-/// one extra maximum packet back to back.
+/// `T = max(T, now − credit) + len/rate`, the member sending while
+/// `T ≤ now` (HTB's "tokens not negative"). `credit` is `cburst/rate`
+/// (rounded down) when given, else one maximum packet `L_max/rate`: a
+/// member served late (the link was busy with another packet when it
+/// became eligible) keeps that much, so its long-run rate is its limit even
+/// though releases fall on packet boundaries. Over any interval of length
+/// `t` between two of its sends it sends at most `rate·t + credit·rate`
+/// bytes plus the last packet (every packet's time is rounded up).
 #[inline]
-fn next_tx(t: u64, now: u64, rate: Rate, len: u64, max_len: u64) -> u64 {
-    let credit = rate.tx_time(max_len).as_u64();
+fn next_tx(t: u64, now: u64, rate: Rate, len: u64, credit: u64) -> u64 {
     t.max(now.saturating_sub(credit)) + rate.tx_time(len).as_u64()
+}
+
+/// `bytes` at `rate` in ns, rounded down (a credit never exceeds the bytes
+/// it stands for), saturating.
+fn credit_ns(rate: Rate, bytes: u64) -> u64 {
+    let t = u128::from(bytes) * 8_000_000_000 / u128::from(rate.as_bps().max(1));
+    u64::try_from(t).unwrap_or(u64::MAX)
+}
+
+impl Member {
+    /// The limiter's credit in ns (see [`next_tx`]).
+    #[inline]
+    fn limit_credit(&self, rate: Rate, max_len: u64) -> u64 {
+        match self.limit_credit {
+            Some(c) => c,
+            None => rate.tx_time(max_len).as_u64(),
+        }
+    }
 }
 
 #[inline]
@@ -461,6 +502,8 @@ impl<T> PolicySched<T> {
                 slack: m.slack,
                 rate: m.limit,
                 reservation: m.reservation,
+                burst: m.burst,
+                cburst: m.cburst,
             }
         })
     }
@@ -491,6 +534,19 @@ impl<T> PolicySched<T> {
                 });
             }
         }
+        for (field, v) in [("burst", p.burst), ("cburst", p.cburst)] {
+            if let Some(b) = v
+                && b > MAX_BURST
+            {
+                return Err(ConfigError::OutOfRange {
+                    alg: "policy",
+                    field,
+                    value: b,
+                    min: 0,
+                    max: MAX_BURST,
+                });
+            }
+        }
         let r = flow.0;
         let queued = self.fm[flow.index()].slot != Slot::Idle;
         if queued {
@@ -502,6 +558,16 @@ impl<T> PolicySched<T> {
         m.slack = p.slack;
         m.limit = p.rate;
         m.reservation = p.reservation;
+        m.burst = p.burst;
+        m.cburst = p.cburst;
+        m.res_credit = match (p.reservation, p.burst) {
+            (Some(res), Some(b)) => credit_ns(res, b),
+            _ => 0,
+        };
+        m.limit_credit = match (p.rate, p.cburst) {
+            (Some(rate), Some(b)) => Some(credit_ns(rate, b)),
+            _ => None,
+        };
         if queued {
             self.activate(r, now.as_u64(), false);
         }
@@ -598,7 +664,7 @@ impl<T> PolicySched<T> {
             let m = self.member_mut(r);
             m.start = m.start.max(vt).max(m.finish);
             if fresh {
-                m.rtag = m.rtag.max(now);
+                m.rtag = m.rtag.max(now.saturating_sub(m.res_credit));
             }
         }
         let rank = self.rank(n, r);
@@ -746,7 +812,8 @@ impl<T> PolicySched<T> {
             _ => {}
         }
         if let Some(rate) = m.limit {
-            m.next_tx = next_tx(m.next_tx, now, rate, len, max_len);
+            let credit = m.limit_credit(rate, max_len);
+            m.next_tx = next_tx(m.next_tx, now, rate, len, credit);
         }
         self.nodes[n].vt = vt;
     }
@@ -891,8 +958,8 @@ impl<T> Scheduler<T> for PolicySched<T> {
         rm.bytes -= len;
         rm.sent += len;
         if let Some(rate) = rm.limit {
-            let max_len = u64::from(self.policy.max_len);
-            rm.next_tx = next_tx(rm.next_tx, now, rate, len, max_len);
+            let credit = rm.limit_credit(rate, u64::from(self.policy.max_len));
+            rm.next_tx = next_tx(rm.next_tx, now, rate, len, credit);
         }
         self.path = path;
         Some(pkt)

@@ -6,6 +6,15 @@
 //! on the shared shaper). With `prio`, `ceil` limits a class and `rate`
 //! is refused (strict priority has no shares to guarantee). As in HTB,
 //! `ceil` defaults to `rate`; `ceil` alone limits without a guarantee.
+//!
+//! `burst` and `cburst` are HTB's: the bytes (on the wire) a class may
+//! send ahead of its `rate` (its reservation starts that much early when
+//! it becomes backlogged) and ahead of its `ceil` (the credit of its
+//! limit: after idling it sends `cburst` plus one frame back to back, then
+//! keeps its `ceil`). `cburst` defaults to `burst` (as `ceil` defaults to
+//! `rate`), else one maximum frame. Sizes are bytes, as a number or with
+//! a unit: `"15k"` (k, kb, kib = 1024 bytes, m, mb, mib = 1024², as tc
+//! reads them), at most [`MAX_CLASS_BURST`].
 
 use pktsched_core::{Algorithm, Rate};
 use toml::Spanned;
@@ -13,6 +22,7 @@ use toml::Spanned;
 use super::ConfigError;
 use super::SchedulerChoice;
 use super::parse::Ctx;
+use super::raw::NumOrText;
 use super::raw::RawClass;
 
 /// Slowest class rate: one 1538-byte frame within the shaper's 16 ms
@@ -74,4 +84,98 @@ pub(super) fn class_rates(
         ),
         _ => Ok((rate, ceil)),
     }
+}
+
+/// Largest class `burst`/`cburst` (bytes): 1 MiB, as `link.burst`.
+pub const MAX_CLASS_BURST: u32 = super::MAX_BURST;
+
+/// Units of a size, and their bytes (1024-based, as tc reads them).
+const SIZE_UNITS: [(&str, u64); 8] = [
+    ("", 1),
+    ("b", 1),
+    ("k", 1 << 10),
+    ("kb", 1 << 10),
+    ("kib", 1 << 10),
+    ("m", 1 << 20),
+    ("mb", 1 << 20),
+    ("mib", 1 << 20),
+];
+
+/// Bytes of a size written as digits and an optional unit (`"1500"`,
+/// `"15k"`, `"2mb"`; see [`SIZE_UNITS`]), or why not: a rate or a time
+/// where a size belongs is named as such.
+pub fn parse_size(text: &str) -> Result<u64, String> {
+    let t = text.trim().to_ascii_lowercase();
+    let digits = t.len() - t.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    let (num, unit) = t.split_at(digits);
+    let allowed = "allowed bytes as a whole number with an optional unit b, k, kb, kib, m, \
+                   mb, mib (1024-based, as tc), e.g. \"15k\" or 15000";
+    if ["bit", "bps", "bit/s", "b/s"]
+        .iter()
+        .any(|u| unit.ends_with(u))
+    {
+        return Err(format!("{text:?} is a rate, not a size: {allowed}"));
+    }
+    if ["ns", "us", "ms", "s", "sec"].contains(&unit) {
+        return Err(format!("{text:?} is a time, not a size: {allowed}"));
+    }
+    let Some(&(_, mult)) = SIZE_UNITS.iter().find(|(u, _)| *u == unit) else {
+        return Err(format!("{text:?} is not a size: {allowed}"));
+    };
+    num.parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(mult))
+        .ok_or_else(|| format!("{text:?} is not a size: {allowed}"))
+}
+
+/// `(burst, cburst)` of `raw` as written, in bytes: each needs the rate it
+/// runs ahead of (`burst` a `rate`, `cburst` a `ceil`) and is
+/// 1..=[`MAX_CLASS_BURST`].
+pub(super) fn class_bursts(
+    cx: &Ctx<'_>,
+    raw: &RawClass,
+    rate: Option<Rate>,
+    ceil: Option<Rate>,
+) -> Result<(Option<u32>, Option<u32>), ConfigError> {
+    let name = raw.name.get_ref();
+    let one = |v: &Option<Spanned<NumOrText>>, field: &str, needs: Option<&str>| {
+        let Some(v) = v else { return Ok(None) };
+        let what = format!("class {name:?}: {field} = {}", v.get_ref());
+        if let Some(why) = needs {
+            return Err(cx.err(v.span(), format!("{what}: {why}")));
+        }
+        // A number is bytes as written; a size with a unit is shown in
+        // bytes when out of range.
+        let (bytes, shown) = match v.get_ref() {
+            NumOrText::Num(n) => (u64::try_from(*n).ok(), String::new()),
+            NumOrText::Text(t) => {
+                let b = parse_size(t).map_err(|e| cx.err(v.span(), format!("{what}: {e}")))?;
+                (Some(b), format!(" ({b} bytes)"))
+            }
+        };
+        match bytes.and_then(|b| u32::try_from(b).ok()) {
+            Some(b) if (1..=MAX_CLASS_BURST).contains(&b) => Ok(Some(b)),
+            _ => Err(cx.err(
+                v.span(),
+                format!("{what}{shown} is out of range: allowed 1..={MAX_CLASS_BURST} bytes"),
+            )),
+        }
+    };
+    let burst = one(
+        &raw.burst,
+        "burst",
+        rate.is_none().then_some(
+            "burst needs rate (it is credit ahead of the guaranteed rate); ahead of a ceil \
+             alone use cburst",
+        ),
+    )?;
+    let cburst = one(
+        &raw.cburst,
+        "cburst",
+        ceil.is_none().then_some(
+            "cburst needs ceil (it is credit ahead of ceil); without ceil the limit is rate \
+             and burst sets its credit",
+        ),
+    )?;
+    Ok((burst, cburst))
 }

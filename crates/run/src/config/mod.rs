@@ -26,6 +26,9 @@
 //! weight = 10
 //! rate = "2mbit"        # guaranteed (HTB's rate); optional
 //! ceil = "10mbit"       # the most it may borrow up to (default: rate)
+//! burst = "15k"         # bytes it may send ahead of rate (needs rate)
+//! cburst = "15k"        # bytes ahead of ceil (needs ceil; default: burst,
+//!                       # else one frame)
 //! match = [{ proto = "udp", dport = "5000-5010" }, { dscp = "ef" }]
 //!
 //! [[class]]
@@ -51,7 +54,7 @@ use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
 use pktsched_io::classify::Match;
 
-pub use class_rates::MIN_CLASS_RATE;
+pub use class_rates::{MAX_CLASS_BURST, MIN_CLASS_RATE, parse_size};
 pub(crate) use file::read_config;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
@@ -229,6 +232,12 @@ pub struct ClassConfig {
     pub rate: Option<Rate>,
     /// The most it may send (HTB's `ceil`), as written.
     pub ceil: Option<Rate>,
+    /// Bytes (on the wire) it may send ahead of its `rate` (HTB's
+    /// `burst`), as written; see [`ClassConfig::ceiling_burst`].
+    pub burst: Option<u32>,
+    /// Bytes (on the wire) it may send ahead of its `ceil` (HTB's
+    /// `cburst`), as written.
+    pub cburst: Option<u32>,
     /// With a policy tree: the node the class hangs below.
     pub node: Option<String>,
     /// Frames no rule matches go here.
@@ -241,6 +250,13 @@ impl ClassConfig {
     /// The class's limit: `ceil`, else `rate` (HTB's default), else none.
     pub fn ceiling(&self) -> Option<Rate> {
         self.ceil.or(self.rate)
+    }
+
+    /// The credit of the class's limit ([`ClassConfig::ceiling`]):
+    /// `cburst`, else `burst` (as `ceil` defaults to `rate`), else `None`:
+    /// one maximum frame on the wire.
+    pub fn ceiling_burst(&self) -> Option<u32> {
+        self.cburst.or(self.burst)
     }
 }
 

@@ -64,7 +64,7 @@ impl fmt::Display for RunConfig {
 }
 
 /// A class's scheduling settings, defaults filled in: its name, weight,
-/// prio, limit and HTB-style rate/ceil (also the route's `[[egress.class]]`).
+/// prio, limit and HTB-style rate/ceil/burst/cburst (also the route's `[[egress.class]]`).
 pub(crate) fn write_class_settings(f: &mut fmt::Formatter<'_>, c: &ClassConfig) -> fmt::Result {
     writeln!(f, "name = {:?}", c.name)?;
     writeln!(f, "weight = {}", c.weight)?;
@@ -75,6 +75,12 @@ pub(crate) fn write_class_settings(f: &mut fmt::Formatter<'_>, c: &ClassConfig) 
     }
     if let Some(r) = c.ceil {
         writeln!(f, "ceil = \"{r}\"")?;
+    }
+    if let Some(b) = c.burst {
+        writeln!(f, "burst = {b}")?;
+    }
+    if let Some(b) = c.cburst {
+        writeln!(f, "cburst = {b}")?;
     }
     Ok(())
 }

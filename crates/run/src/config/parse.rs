@@ -9,7 +9,7 @@ use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
 use toml::Spanned;
 
-use super::class_rates::class_rates;
+use super::class_rates::{class_bursts, class_rates};
 use super::matching::match_rule;
 use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
 use super::{
@@ -427,6 +427,7 @@ pub(crate) fn parse_class(
 ) -> Result<ClassConfig, ConfigError> {
     let name = raw.name.get_ref().clone();
     let (rate, ceil) = class_rates(cx, raw, scheduler, link_rate)?;
+    let (burst, cburst) = class_bursts(cx, raw, rate, ceil)?;
     let field = |f: &str| format!("class {name:?}: {f}");
     let weight = match &raw.weight {
         Some(w) => cx.range(w, &field("weight"), 1, 65536)?,
@@ -481,6 +482,8 @@ pub(crate) fn parse_class(
         limit,
         rate,
         ceil,
+        burst,
+        cburst,
         node,
         default: raw.default.as_ref().is_some_and(|d| *d.get_ref()),
         rules,

@@ -68,6 +68,8 @@ pub(crate) struct RawClass {
     pub(crate) limit: Option<Spanned<i64>>,
     pub(crate) rate: Option<Spanned<String>>,
     pub(crate) ceil: Option<Spanned<String>>,
+    pub(crate) burst: Option<Spanned<NumOrText>>,
+    pub(crate) cburst: Option<Spanned<NumOrText>>,
     pub(crate) node: Option<Spanned<String>>,
     pub(crate) default: Option<Spanned<bool>>,
     #[serde(rename = "match")]

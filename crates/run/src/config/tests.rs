@@ -124,6 +124,52 @@ fn class_rates_follow_htb_ceil_defaults_to_rate_and_ceil_alone_is_a_limit() {
     assert!(!parse_ok(GOOD).has_class_rates());
 }
 
+#[test]
+fn class_bursts_read_units_default_cburst_to_burst_and_print_back_as_bytes() {
+    let src = GOOD
+        .replace(
+            "weight = 10\n",
+            "weight = 10\nrate = \"2mbit\"\nceil = \"10mbit\"\nburst = \"15k\"\ncburst = \"1kb\"\n",
+        )
+        .replace(
+            "weight = 3\n",
+            "weight = 3\nrate = \"30mbit\"\nburst = 4500\n",
+        )
+        .replace(
+            "default = true\n",
+            "default = true\nceil = \"50mbit\"\ncburst = \"1m\"\n",
+        );
+    let c = parse_ok(&src);
+    let got: Vec<_> = c
+        .classes
+        .iter()
+        .map(|k| (k.burst, k.cburst, k.ceiling_burst()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![
+            (Some(15 * 1024), Some(1024), Some(1024)),
+            (Some(4500), None, Some(4500)),
+            (None, Some(1 << 20), Some(1 << 20)),
+        ]
+    );
+    let once = c.to_string();
+    assert!(once.contains("burst = 15360\ncburst = 1024\n"), "{once}");
+    assert_eq!(parse_ok(&once).to_string(), once);
+    // Without the fields: no credit beyond the default, nothing printed.
+    let plain = parse_ok(GOOD);
+    assert!(plain.classes.iter().all(|k| k.ceiling_burst().is_none()));
+    assert!(!plain.to_string().contains("cburst"));
+    for (text, bytes) in [
+        ("1500", 1500),
+        ("1500b", 1500),
+        ("2KiB", 2048),
+        (" 3mb ", 3 << 20),
+    ] {
+        assert_eq!(parse_size(text), Ok(bytes), "{text}");
+    }
+}
+
 /// tdc-style: each row is a config change and words its error must hold.
 #[test]
 fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
@@ -383,7 +429,89 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}burst = 3000\n"),
-            &["unknown field `burst`"],
+            &["class \"a\": burst = 3000", "burst needs rate"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}ceil = \"10mbit\"\nburst = 3000\n"
+            ),
+            &["burst needs rate", "cburst"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\ncburst = 3000\n"
+            ),
+            &[
+                "class \"a\": cburst = 3000",
+                "cburst needs ceil",
+                "burst sets its credit",
+            ],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = 0\n"
+            ),
+            &["t.toml:11:9", "burst = 0", "1..=1048576 bytes"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = -5\n"
+            ),
+            &["burst = -5 is out of range", "1..=1048576 bytes"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"2m\"\n"
+            ),
+            &["burst = \"2m\" (2097152 bytes)", "1..=1048576 bytes"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nceil = \"20mbit\"\ncburst = 1048577\n"
+            ),
+            &["cburst = 1048577", "1..=1048576"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"15kbit\"\n"
+            ),
+            &["burst = \"15kbit\"", "is a rate, not a size", "\"15k\""],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"10ms\"\n"
+            ),
+            &["is a time, not a size"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"15q\"\n"
+            ),
+            &["\"15q\" is not a size", "k, kb, kib"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"1.5k\"\n"
+            ),
+            &["\"1.5k\" is not a size", "whole number"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"k\"\n"
+            ),
+            &["\"k\" is not a size"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = \"99999999999999999999k\"\n"
+            ),
+            &["is not a size"],
+        ),
+        (
+            format!(
+                "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = 1.5\n"
+            ),
+            &["`burst = 1.5`"],
         ),
         ("not toml [".to_string(), &["t.toml:1:"]),
     ];
@@ -404,4 +532,27 @@ fn errors_point_at_the_line_of_the_bad_value() {
     let src = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\n[[class]]\nname = \"a\"\ndefault = true\nweight = 0\n";
     let e = parse(src, "t.toml", None).expect_err("weight 0");
     assert_eq!((e.line, e.col), (9, 10), "{e}");
+}
+
+#[test]
+fn the_example_configs_check() {
+    for (name, src) in [
+        (
+            "three-classes",
+            include_str!("../../../../examples/run/three-classes.toml"),
+        ),
+        (
+            "htb-classes",
+            include_str!("../../../../examples/run/htb-classes.toml"),
+        ),
+    ] {
+        let c = parse(src, name, None).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parse_ok(&c.to_string()).to_string(), c.to_string());
+    }
+    let htb = parse_ok(include_str!("../../../../examples/run/htb-classes.toml"));
+    let video = htb.class("video").expect("video");
+    assert_eq!(
+        (video.burst, video.ceiling_burst()),
+        (Some(65536), Some(65536))
+    );
 }

@@ -3,7 +3,7 @@
 //! `pktsched run`'s `[link]`), the scheduling `algorithm` (the names
 //! `pktsched run` accepts) and per-class parameters in `[[egress.class]]`
 //! keyed by the route's `[[class]]` names. The class fields (`weight`,
-//! `prio`, `limit`, `rate`, `ceil`) are checked by `pktsched run`'s own
+//! `prio`, `limit`, `rate`, `ceil`, `burst`, `cburst`) are checked by `pktsched run`'s own
 //! class parser; a class without an entry gets `pktsched run`'s defaults.
 //!
 //! ```toml
@@ -106,6 +106,8 @@ fn default_class(name: &str) -> ClassConfig {
         limit: 1024,
         rate: None,
         ceil: None,
+        burst: None,
+        cburst: None,
         node: None,
         default: false,
         rules: Vec::new(),
@@ -208,7 +210,8 @@ fn refuse_run_only_fields(cx: &Ctx<'_>, rc: &RawClass) -> Result<(), ConfigError
             span,
             format!(
                 "egress.class {name:?}: `{field}` is not allowed here (frames are classified by \
-                 the [[class]] of the same name): allowed name, weight, prio, limit, rate, ceil"
+                 the [[class]] of the same name): allowed name, weight, prio, limit, rate, ceil, \
+                 burst, cburst"
             ),
         )),
     }

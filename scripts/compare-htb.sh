@@ -21,19 +21,33 @@
 #      through a plain bridge with no qdisc.
 #
 # pktsched runs once per engine (link.engine = run-to-completion, pspat).
+# ARCHS picks the architectures and their order (default "rtc pspat htb
+# bridge"); `rtc-bp` is the run-to-completion engine with busy polling
+# (`run --busy-poll`, needs the pinning below), so `ARCHS="rtc rtc-bp htb"`
+# compares both in one interleaved run. PKTSCHED_BUSY_POLL=1 turns busy
+# polling on for every pktsched architecture.
 #
 # Placement (alike for every row): with two or more CPUs the device under
 # test works on CPU 1 and the generator and sink on CPU 0 — pktsched's
 # forwarding threads with `run --cpu 1`, the bridge + HTB path by steering
 # d0's receive processing to CPU 1 (RPS: the bridge, HTB's enqueue and
 # the transmit to s0 then run in softirq there). PIN=0 turns it off.
-# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched. KEEP=DIR
+# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched.
+# PERF_RECORD=1 records the forwarder's profile in each measurement
+# (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
+# symbols in NAME.profile.txt; use with KEEP). KEEP=DIR
 # keeps the run's files (configs, each measurement's JSON, pktsched's
 # stats) in DIR.
 # For pktsched the forwarder's own CPU per frame and its context switches
 # per frame (voluntary = sleeps, involuntary = preemptions) are printed
 # too, from /proc/PID, and with `perf` its system calls per frame
-# (sendto = TX kicks, ppoll/poll = sleeps).
+# (sendto = TX kicks, ppoll/poll = sleeps). The victim's time is split
+# from pktsched's stats: kernel receive → taken from the ring (ring wait),
+# received → released (inside), kernel receive → released; the rest of the
+# sink's one-way latency is the generator → XDP and the transmit. Besides
+# whole-machine CPU, the DUT core's busy time per frame (its /proc/stat
+# cpuN line) is printed for every architecture: both pktsched and the HTB
+# path work on that core.
 #
 #   scripts/compare-htb.sh [SECONDS]      (default 5 per measurement)
 set -euo pipefail
@@ -63,6 +77,8 @@ if [ "${PIN:-1}" != 0 ] && [ "$(nproc)" -ge 2 ]; then
 fi
 rt_args=()
 [ -n "${PKTSCHED_RT:-}" ] && rt_args=(--rt-priority "$PKTSCHED_RT")
+bp_args=()
+[ "${PKTSCHED_BUSY_POLL:-0}" != 0 ] && bp_args=(--busy-poll)
 # The generator and sink on the other CPU.
 nsr() { local ns="$1"; shift; ip netns exec "$ns" "${pin_rest[@]}" "$@"; }
 # RPS: d0's receive processing on the DUT's CPU (HTB rows), or back to
@@ -116,11 +132,12 @@ EOF
 # copy mode on veth, else AF_PACKET; packet or xdp to force one).
 # PKTSCHED_ALG: the algorithm for pktsched's two classes (default prio,
 # as HTB's victim class has prio 0; drr weighs them 50:1 instead).
-start_pktsched() { # $1 rate, $2 engine
-    shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$1" "$2"
+start_pktsched() { # $1 rate, $2 engine, rest: more `run` arguments
+    local rate="$1" engine="$2"; shift 2
+    shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$rate" "$engine"
     # Not through nsx: $! must be the shaper itself (ip netns exec execs it).
     ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" \
-        "${pin_dut[@]}" "${rt_args[@]}" >"$work/run.out" 2>"$work/run.err" &
+        "${pin_dut[@]}" "${rt_args[@]}" "${bp_args[@]}" "$@" >"$work/run.out" 2>"$work/run.err" &
     shaper_pid=$!
     for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
     cat "$work/run.err" >&2; exit 1
@@ -157,6 +174,7 @@ start_bridge() { # a plain bridge, no qdisc (veths default to noqueue)
 start_arch() { # $1 arch, $2 rate
     case "$1" in
         rtc) start_pktsched "$2" run-to-completion ;;
+        rtc-bp) start_pktsched "$2" run-to-completion --busy-poll ;;
         pspat) start_pktsched "$2" pspat ;;
         htb) start_htb "$2" ;;
         bridge) start_bridge ;;
@@ -164,7 +182,7 @@ start_arch() { # $1 arch, $2 rate
 }
 stop_arch() {
     case "$1" in
-        rtc|pspat) stop_pktsched ;;
+        rtc|rtc-bp|pspat) stop_pktsched ;;
         *) stop_htb ;;
     esac
 }
@@ -197,10 +215,24 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
             -e syscalls:sys_enter_sendto,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll 2>/dev/null &
         perf_pid=$!
     fi
+    local d0=0 d1=0
+    local rec_pid=""
+    if [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
+        perf record -q -e cpu-clock -g -p "$shaper_pid" -o "$work/$name.perf.data" 2>/dev/null &
+        rec_pid=$!
+    fi
     b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
+    [ -n "$dut_cpu" ] && d0=$(cpu_busy_jiffies "$dut_cpu")
     nsr "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
     b1=$(busy_jiffies); p1=($(proc_counters "$shaper_pid"))
+    [ -n "$dut_cpu" ] && d1=$(cpu_busy_jiffies "$dut_cpu")
+    echo $(( d1 - d0 )) >"$work/$name.dut_jiffies"
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
+    if [ -n "$rec_pid" ]; then
+        kill -INT "$rec_pid" 2>/dev/null || true; wait "$rec_pid" 2>/dev/null || true
+        perf report -i "$work/$name.perf.data" --no-children --sort sym --stdio 2>/dev/null \
+            | grep -v '^#' | grep '%' | head -40 >"$work/$name.profile.txt" || true
+    fi
     # The forwarder's own CPU jiffies, voluntary and involuntary switches.
     echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
     # pktsched's own view: each class's sojourn (received → released to the output).
@@ -253,7 +285,7 @@ for a in $archs; do run_all "$a"; done
 
 shaped=""
 for a in $archs; do [ "$a" = bridge ] || shaped="$shaped $a"; done
-name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; esac; }
+name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; esac; }
 
 row() { # label, python expression over d (sink JSON), measurement name
     local label="$1" expr="$2" line
@@ -271,16 +303,24 @@ row() { # label, python expression over d (sink JSON), measurement name
         row "victim $q latency, 1 Mbit/s next to 8 greedy flows (µs)" \
             "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')" victim
     done
-    line="| victim sojourn inside pktsched p50 / p99 (µs; received → released to the output) |"
-    for a in $shaped; do
-        f="$work/$a-victim.stats.json"
-        if [ -s "$f" ]; then
-            line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['sojourn_p50_us'], v['sojourn_p99_us']))") |"
-        else
-            line="$line — |"
-        fi
+    # The victim's time split by pktsched's stats (stamped frames): ring
+    # wait (kernel receive → taken), inside (taken → released), kernel
+    # receive → released; each p50 / p99 µs.
+    for part in "ring_wait:ring wait, kernel receive → taken from the ring" \
+        "sojourn:inside pktsched, taken → released to the output" \
+        "latency:kernel receive → released to the output"; do
+        key="${part%%:*}"
+        line="| victim ${part#*:}, p50 / p99 (µs) |"
+        for a in $shaped; do
+            f="$work/$a-victim.stats.json"
+            if [ -s "$f" ]; then
+                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']))") |"
+            else
+                line="$line — |"
+            fi
+        done
+        echo "$line"
     done
-    echo "$line"
     row "victim datagrams lost" \
         "v=[f for f in d['flows'] if f['port']==6008]; print(v[0]['lost'] if v else 'all')" victim
     row "64 B frames received per second (not limiting)" \
@@ -292,6 +332,14 @@ row() { # label, python expression over d (sink JSON), measurement name
         line="$line $(( c / (n > 0 ? n : 1) )) |"
     done
     echo "$line"
+    if [ -n "$dut_cpu" ]; then
+        line="| DUT core (CPU $dut_cpu) busy CPU ns per 64 B frame |"
+        for a in $shaped; do
+            n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
+            line="$line $(cpu_ns_per_frame "$(cat "$work/$a-fwd.dut_jiffies")" "$n") |"
+        done
+        echo "$line"
+    fi
     # The forwarder alone (pktsched: its process; HTB works in softirq).
     for what in "CPU ns per 64 B frame, the forwarder process alone" \
         "forwarder sleeps (voluntary switches) per 1000 frames" \

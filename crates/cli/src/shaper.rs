@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use clap::Args;
-use pktsched_run::config::{MAX_CPU, ThreadSched};
+use pktsched_run::config::{BusyPolling, DEFAULT_BUSY_POLL_BUDGET, MAX_CPU, ThreadSched};
 use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions, ThreadOverrides};
 
 use crate::output::Stdout;
@@ -50,6 +50,33 @@ pub(crate) struct RunArgs {
     /// (with the pspat engine, its threads then share that core).
     #[arg(long, value_name = "N")]
     rt_priority: Option<u32>,
+    /// Busy-poll the ingress (over the config's `link.busy_poll`): the
+    /// forwarder never sleeps and drives the ingress's NAPI itself
+    /// (`SO_PREFER_BUSY_POLL`), BUDGET frames per poll (default 64,
+    /// 1..=1024). It takes its core whole: needs `--cpu` (or `link.cpu`)
+    /// and the run-to-completion engine.
+    #[arg(long, value_name = "BUDGET", num_args = 0..=1,
+          default_missing_value = DEFAULT_BUSY_POLL_BUDGET_TEXT)]
+    busy_poll: Option<String>,
+}
+
+/// [`DEFAULT_BUSY_POLL_BUDGET`] as clap's default text.
+const DEFAULT_BUSY_POLL_BUDGET_TEXT: &str = "64";
+
+/// `--busy-poll [BUDGET]`: the error names the value and what is allowed.
+fn busy_poll_arg(v: Option<&str>) -> Result<Option<BusyPolling>> {
+    let Some(v) = v else {
+        return Ok(None);
+    };
+    let n: u32 = v.parse().map_err(|_| {
+        anyhow::anyhow!(
+            "--busy-poll {v:?} is not a number: allowed a budget of 1..=1024 frames per poll \
+             (default {DEFAULT_BUSY_POLL_BUDGET})"
+        )
+    })?;
+    BusyPolling::with_budget(n)
+        .map(Some)
+        .map_err(|e| anyhow::anyhow!("--busy-poll: {e}"))
 }
 
 /// `pktsched check`.
@@ -99,6 +126,7 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
     if let Some(cpu) = a.cpu.filter(|&c| c > MAX_CPU) {
         anyhow::bail!("--cpu {cpu} is out of range: allowed 0..={MAX_CPU}");
     }
+    let busy_poll = busy_poll_arg(a.busy_poll.as_deref())?;
     let stop = crate::stop::stop_flag()?;
     pktsched_runtime::signal::install_reload()?;
     let opts = DaemonOptions {
@@ -106,7 +134,11 @@ pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
         duration,
         keep_privileges: a.keep_privileges,
         user: a.user.clone(),
-        threads: ThreadOverrides { cpu: a.cpu, sched },
+        threads: ThreadOverrides {
+            cpu: a.cpu,
+            sched,
+            busy_poll,
+        },
     };
     let fin = daemon::run(
         &opts,

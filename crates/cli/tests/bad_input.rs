@@ -761,6 +761,59 @@ fn shaper_and_traffic() {
             &["--rt-priority", "'x'"],
         ),
         row(
+            &["run", "--config", "/nonexistent/c.toml", "--busy-poll", "0"],
+            2,
+            &["--busy-poll", "budget 0", "1..=1024"],
+        ),
+        row(
+            &["run", "--config", "/nonexistent/c.toml", "--busy-poll=x"],
+            2,
+            &["--busy-poll \"x\" is not a number", "1..=1024"],
+        ),
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\nbusy_poll = 5000\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:5:13", "link.busy_poll = 5000", "1..=1024"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"fwnodev0\"\negress = \"fwnodev1\"\nrate = \"1gbit\"\nbusy_poll = true\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["run", "--config", "{dir}/c.toml"],
+                2,
+                &["link.busy_poll needs a pinned core", "link.cpu", "--cpu"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"fwnodev0\"\negress = \"fwnodev1\"\nrate = \"1gbit\"\nengine = \"pspat\"\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &[
+                    "run",
+                    "--config",
+                    "{dir}/c.toml",
+                    "--busy-poll",
+                    "--cpu",
+                    "0",
+                ],
+                2,
+                &[
+                    "--busy-poll needs link.engine = \"run-to-completion\"",
+                    "\"pspat\"",
+                ],
+            )
+        },
+        row(
             &["run", "--config", "/nonexistent/c.toml", "--cpu", "5000"],
             2,
             &["--cpu 5000", "0..=1023"],

@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use crate::config::{self, RunConfig, ThreadSched};
+use crate::config::{self, BusyPolling, Engine, RunConfig, ThreadSched};
 use crate::control::{ControlServer, ControlThread, Request};
 use crate::devices::open_devices;
 use crate::engine::{Final, Pipeline};
@@ -34,25 +34,62 @@ pub struct DaemonOptions {
     pub threads: ThreadOverrides,
 }
 
-/// `--cpu` and `--rt-priority`: they replace the config's `link.cpu` and
-/// `link.sched` at start and at every reload (so a reload does not see
-/// them as a change).
+/// `--cpu`, `--rt-priority` and `--busy-poll`: they replace the config's
+/// `link.cpu`, `link.sched` and `link.busy_poll` at start and at every
+/// reload (so a reload does not see them as a change).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ThreadOverrides {
     /// Pin the forwarder's threads to this CPU.
     pub cpu: Option<u32>,
     /// Their policy.
     pub sched: Option<ThreadSched>,
+    /// Busy-poll the ingress.
+    pub busy_poll: Option<BusyPolling>,
 }
 
 impl ThreadOverrides {
-    fn apply(&self, cfg: &mut RunConfig) {
+    /// Puts the command line's settings over `cfg`'s.
+    pub fn apply(&self, cfg: &mut RunConfig) {
         if let Some(cpu) = self.cpu {
             cfg.link.cpu = Some(cpu);
         }
         if let Some(s) = self.sched {
             cfg.link.sched = s;
         }
+        if let Some(b) = self.busy_poll {
+            cfg.link.busy_poll = Some(b);
+        }
+    }
+
+    /// Busy polling burns its core whole: it needs a pinned core and the
+    /// run-to-completion engine (the pspat engine's two threads would
+    /// share that core, one spinning). The error names both settings and
+    /// where each came from.
+    pub fn check_busy_poll(&self, cfg: &RunConfig) -> Result<(), String> {
+        if cfg.link.busy_poll.is_none() {
+            return Ok(());
+        }
+        let bp = match self.busy_poll {
+            Some(_) => "--busy-poll".to_string(),
+            None => format!("{}: link.busy_poll", cfg.file),
+        };
+        if cfg.link.cpu.is_none() {
+            return Err(format!(
+                "{bp} needs a pinned core, and no CPU is given: set link.cpu in {} or \
+                 --cpu N (busy polling never sleeps: it takes that core whole)",
+                cfg.file
+            ));
+        }
+        if cfg.link.engine != Engine::RunToCompletion {
+            return Err(format!(
+                "{bp} needs link.engine = \"run-to-completion\", and {}: link.engine is \
+                 {:?} (its receive and arbiter threads would share the pinned core, one \
+                 spinning)",
+                cfg.file,
+                cfg.link.engine.name()
+            ));
+        }
+        Ok(())
     }
 
     /// Where a setting came from, for errors.
@@ -151,7 +188,10 @@ pub fn run(
     let user = opts.user.as_deref().map(sys::lookup_user).transpose()?;
     let mut cfg = load_checked(&opts.config)?;
     opts.threads.apply(&mut cfg);
+    opts.threads.check_busy_poll(&cfg)?;
     let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
+    // Restored when dropped: at the end of this function, also on error.
+    let napi = busy_poll_device_settings(&cfg, events)?;
     // The pipeline's threads inherit this thread's CPU and policy; it goes
     // back once they are started (`placed` dropped), before the control
     // threads start.
@@ -178,9 +218,16 @@ pub fn run(
             u.name, u.uid, u.gid
         ));
     }
+    // Busy polling keeps CAP_NET_ADMIN: restoring the device's settings at
+    // exit needs it.
+    let keep = if napi.is_some() {
+        sys::CAP_NET_ADMIN
+    } else {
+        0
+    };
     if opts.keep_privileges {
         events.log("--keep-privileges: capabilities are kept");
-    } else if let Err(e) = sys::drop_capabilities() {
+    } else if let Err(e) = sys::drop_capabilities_except(keep) {
         events.log(&format!(
             "could not drop capabilities ({e}); running with them"
         ));
@@ -236,5 +283,96 @@ pub fn run(
     }
     let pipeline = Arc::try_unwrap(pipeline)
         .map_err(|_| "the control thread still holds the pipeline".to_string())?;
-    pipeline.stop().map_err(|e| e.to_string())
+    let last = pipeline.stop().map_err(|e| e.to_string());
+    if let Some(Err(e)) = napi.map(sys::NapiSettings::restore) {
+        events.log(&format!("restoring the busy-poll device settings: {e}"));
+    }
+    last
+}
+
+/// With busy polling: the ingress's NAPI settings written (and logged).
+fn busy_poll_device_settings(
+    cfg: &RunConfig,
+    events: &mut dyn DaemonEvents,
+) -> Result<Option<sys::NapiSettings>, String> {
+    let Some(b) = cfg.link.busy_poll else {
+        return Ok(None);
+    };
+    let dev = &cfg.link.ingress;
+    let index = pktsched_io::packet::if_index(dev).map_err(|e| format!("busy polling: {e}"))?;
+    let napi = match sys::NapiSettings::apply(Path::new("/sys/class/net"), dev, Some(index)) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            events.log(&format!(
+                "busy polling {dev}: device settings not written: {e}"
+            ));
+            None
+        }
+    };
+    events.log(&format!(
+        "busy polling {dev}: budget {} frames{}; the forwarder never sleeps",
+        b.budget,
+        match napi {
+            Some(_) => format!(
+                ", napi_defer_hard_irqs {}, gro_flush_timeout {} ns (restored at exit)",
+                sys::BUSY_POLL_DEFER_HARD_IRQS,
+                sys::BUSY_POLL_GRO_FLUSH_NS
+            ),
+            None => String::new(),
+        }
+    ));
+    Ok(napi)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg(extra: &str) -> RunConfig {
+        let src = format!(
+            "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n{extra}\n\n\
+             [[class]]\nname = \"a\"\ndefault = true\n"
+        );
+        config::parse(&src, "t.toml", None).expect("config")
+    }
+
+    #[test]
+    fn busy_polling_needs_a_pinned_core_and_the_rtc_engine_naming_both_settings() {
+        let none = ThreadOverrides::default();
+        none.check_busy_poll(&cfg(""))
+            .expect("off: nothing to check");
+        none.check_busy_poll(&cfg("busy_poll = true\ncpu = 1"))
+            .expect("pinned, rtc");
+        let e = none
+            .check_busy_poll(&cfg("busy_poll = true"))
+            .expect_err("no cpu");
+        assert!(
+            e.contains("t.toml: link.busy_poll needs a pinned core") && e.contains("--cpu N"),
+            "{e}"
+        );
+        let e = none
+            .check_busy_poll(&cfg("busy_poll = 8\ncpu = 1\nengine = \"pspat\""))
+            .expect_err("pspat");
+        assert!(
+            e.contains("run-to-completion") && e.contains("link.engine is \"pspat\""),
+            "{e}"
+        );
+        // From the command line: named as such, and --cpu satisfies it.
+        let cli = ThreadOverrides {
+            busy_poll: Some(BusyPolling { budget: 8 }),
+            ..ThreadOverrides::default()
+        };
+        let mut c = cfg("");
+        cli.apply(&mut c);
+        let e = cli.check_busy_poll(&c).expect_err("no cpu");
+        assert!(e.starts_with("--busy-poll needs a pinned core"), "{e}");
+        let pinned = ThreadOverrides {
+            cpu: Some(0),
+            ..cli
+        };
+        let mut c = cfg("");
+        pinned.apply(&mut c);
+        pinned.check_busy_poll(&c).expect("pinned by --cpu");
+        assert_eq!(c.link.busy_poll, Some(BusyPolling { budget: 8 }));
+    }
 }

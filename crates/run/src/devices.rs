@@ -8,7 +8,7 @@ use std::os::fd::{BorrowedFd, OwnedFd};
 use std::time::Duration;
 
 use pktsched_io::fanout::FanoutGroup;
-use pktsched_io::packet::{FrameRing, PacketSocket, Role};
+use pktsched_io::packet::{BusyPoll, FrameRing, PacketSocket, Role};
 use pktsched_io::xdp::{self, XdpConfig, XdpRx, XdpTx};
 use pktsched_io::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
 
@@ -136,6 +136,31 @@ fn xdp_config(link: &LinkConfig) -> Result<XdpConfig, IoError> {
     })
 }
 
+/// `SO_BUSY_POLL` µs of a busy-polling ingress: how long one receive
+/// call may poll the NAPI context (a non-blocking receive polls once).
+pub const BUSY_POLL_USECS: u32 = 20;
+
+/// The ingress's AF_XDP geometry: `xcfg` with the link's busy polling.
+fn ingress_xdp(link: &LinkConfig, xcfg: XdpConfig) -> XdpConfig {
+    XdpConfig {
+        busy_poll: link.busy_poll.map(|b| xdp::BusyPoll {
+            usecs: BUSY_POLL_USECS,
+            budget: b.budget,
+        }),
+        ..xcfg
+    }
+}
+
+/// The AF_PACKET busy-poll settings of the link's ingress (preferred, so
+/// the forwarder's receive calls do the NAPI work), if it busy-polls.
+fn packet_busy_poll(link: &LinkConfig) -> Option<BusyPoll> {
+    link.busy_poll.map(|b| BusyPoll {
+        usecs: BUSY_POLL_USECS,
+        prefer: true,
+        budget: u16::try_from(b.budget).unwrap_or(u16::MAX),
+    })
+}
+
 /// Holds `device` in promiscuous mode for as long as the returned socket
 /// is open (AF_XDP has no option of its own for it); its one-slot ring
 /// sees nothing, the XDP program takes the frames first.
@@ -151,7 +176,7 @@ fn promiscuous_holder(device: &str) -> Result<PacketSocket, IoError> {
 /// offer (zero-copy, native XDP) go to `notes`.
 fn open_xdp(link: &LinkConfig, notes: &mut Vec<String>) -> Result<Devices<LinkDevice>, IoError> {
     let cfg = xdp_config(link)?;
-    let (in_rx, in_tx, in_info) = xdp::open(&link.ingress, &cfg)?;
+    let (in_rx, in_tx, in_info) = xdp::open(&link.ingress, &ingress_xdp(link, cfg))?;
     let (eg_rx, eg_tx, eg_info) = xdp::open(&link.egress, &cfg)?;
     for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
         notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
@@ -186,7 +211,7 @@ fn open_xdp_class_rings(
     };
     let (group, in_tx, in_info) = xdp::open_class_group(
         &link.ingress,
-        &xcfg,
+        &ingress_xdp(link, xcfg),
         &plan.rules,
         plan.default_ring,
         &plan.frames,
@@ -270,6 +295,9 @@ fn open_packet_class_rings(cfg: &RunConfig, plan: &ClassRingPlan) -> Result<Clas
         plan.default_ring,
         link.promiscuous,
     )?;
+    if let Some(b) = packet_busy_poll(link) {
+        group.set_busy_poll(b)?;
+    }
     let fds = group
         .sockets_mut()
         .iter()
@@ -303,7 +331,13 @@ fn open_packet(
     };
     let ingress_rx = match class_rings {
         Some(r) => LinkDevice::ClassRings(Box::new(r), None),
-        None => open(&link.ingress, Role::RxFrames(rx))?,
+        None => {
+            let mut s = PacketSocket::open(&link.ingress, Role::RxFrames(rx), link.promiscuous)?;
+            if let Some(b) = packet_busy_poll(link) {
+                s.set_busy_poll(b)?;
+            }
+            LinkDevice::Packet(s)
+        }
     };
     Ok(Devices {
         ingress_rx,

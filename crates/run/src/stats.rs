@@ -53,6 +53,24 @@ pub struct ClassStats {
     pub sojourn_count: u64,
     /// Sum of sojourn times, seconds.
     pub sojourn_sum_s: f64,
+    /// Frames sent that carried the kernel's receive time (AF_XDP: the
+    /// XDP program's stamp; AF_PACKET: the ring header); the `ring_wait`
+    /// and `latency` percentiles count only these.
+    pub rx_stamped: u64,
+    /// Kernel receive → taken from the device (the wait in the receive
+    /// ring and the receive call), p50, µs.
+    pub ring_wait_p50_us: f64,
+    /// 99th percentile, µs.
+    pub ring_wait_p99_us: f64,
+    /// 99.9th percentile, µs.
+    pub ring_wait_p999_us: f64,
+    /// Kernel receive → released to the egress (ring wait + sojourn),
+    /// p50, µs.
+    pub latency_p50_us: f64,
+    /// 99th percentile, µs.
+    pub latency_p99_us: f64,
+    /// 99.9th percentile, µs.
+    pub latency_p999_us: f64,
 }
 
 /// One device direction's packet I/O counters.
@@ -151,6 +169,20 @@ impl Snapshot {
                 c.sojourn_p50_us,
                 c.sojourn_p99_us
             );
+            if c.rx_stamped > 0 {
+                let _ = writeln!(
+                    s,
+                    " from kernel receive ({} stamped): ring wait p50 {:.0}us p99 {:.0}us \
+                     p999 {:.0}us, to the egress p50 {:.0}us p99 {:.0}us p999 {:.0}us",
+                    c.rx_stamped,
+                    c.ring_wait_p50_us,
+                    c.ring_wait_p99_us,
+                    c.ring_wait_p999_us,
+                    c.latency_p50_us,
+                    c.latency_p99_us,
+                    c.latency_p999_us
+                );
+            }
             let reasons: Vec<String> = DROP_REASONS
                 .iter()
                 .zip(c.drops_by_reason)
@@ -330,6 +362,7 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_sum{{{labels}}} {}", c.sojourn_sum_s);
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
+        self.rx_split_metrics(&mut s, dev);
         for d in &self.devices {
             for (metric, v) in [
                 ("rx_packets", d.rx_packets),
@@ -348,6 +381,44 @@ impl Snapshot {
             }
         }
         s
+    }
+
+    /// The kernel-receive split per class as summaries (seconds, by
+    /// quantile): `pktsched_class_ring_wait_seconds`,
+    /// `pktsched_class_rx_latency_seconds`, and
+    /// `pktsched_class_rx_stamped_total`.
+    fn rx_split_metrics(&self, s: &mut String, dev: &str) {
+        type Pick = fn(&ClassStats) -> [f64; 3];
+        let split: [(&str, &str, Pick); 2] = [
+            (
+                "pktsched_class_ring_wait_seconds",
+                "Kernel receive to taken from the device (stamped frames).",
+                |c| [c.ring_wait_p50_us, c.ring_wait_p99_us, c.ring_wait_p999_us],
+            ),
+            (
+                "pktsched_class_rx_latency_seconds",
+                "Kernel receive to released to the egress (stamped frames).",
+                |c| [c.latency_p50_us, c.latency_p99_us, c.latency_p999_us],
+            ),
+        ];
+        for (name, help, pick) in split {
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} summary");
+            for c in &self.classes {
+                for (q, us) in ["0.5", "0.99", "0.999"].iter().zip(pick(c)) {
+                    let _ = writeln!(
+                        s,
+                        "{name}{{device=\"{dev}\",class=\"{}\",quantile=\"{q}\"}} {}",
+                        c.class,
+                        us / 1e6
+                    );
+                }
+                let _ = writeln!(
+                    s,
+                    "{name}_count{{device=\"{dev}\",class=\"{}\"}} {}",
+                    c.class, c.rx_stamped
+                );
+            }
+        }
     }
 }
 
@@ -370,6 +441,10 @@ mod tests {
                 sojourn_buckets: vec![0, 1, 1, 1, 1, 1, 1, 1],
                 sojourn_count: 1,
                 rate_bps: 12_500_000,
+                rx_stamped: 1,
+                ring_wait_p50_us: 3.0,
+                ring_wait_p99_us: 40.0,
+                latency_p99_us: 250.0,
                 ..ClassStats::default()
             }],
             ..Snapshot::default()
@@ -385,6 +460,11 @@ mod tests {
         );
         assert!(t.contains("rate 12.50Mbit"), "{t}");
         assert!(t.contains("queue_full 2"), "{t}");
+        assert!(
+            t.contains("from kernel receive (1 stamped): ring wait p50 3us p99 40us"),
+            "{t}"
+        );
+        assert!(t.contains("to the egress p50 0us p99 250us"), "{t}");
     }
 
     #[test]
@@ -395,6 +475,9 @@ mod tests {
             assert!(c.get(k).is_some(), "no {k} in {c}");
         }
         assert_eq!(c["drops"], 2);
+        assert_eq!(c["ring_wait_p99_us"], 40.0);
+        assert_eq!(c["latency_p99_us"], 250.0);
+        assert_eq!(c["rx_stamped"], 1);
     }
 
     #[test]
@@ -407,6 +490,12 @@ mod tests {
         assert!(p.contains(
             "pktsched_class_sojourn_seconds_bucket{device=\"d1\",class=\"voip\",le=\"+Inf\"} 1"
         ));
+        assert!(p.contains(
+            "pktsched_class_ring_wait_seconds{device=\"d1\",class=\"voip\",quantile=\"0.99\"} 0.00004"
+        ), "{p}");
+        assert!(
+            p.contains("pktsched_class_rx_latency_seconds_count{device=\"d1\",class=\"voip\"} 1")
+        );
         // Every sample line is NAME{LABELS} VALUE.
         for line in p.lines().filter(|l| !l.starts_with('#')) {
             let (_, value) = line.rsplit_once(' ').expect("value");

@@ -1,8 +1,10 @@
 //! The few system calls pktsched-run makes itself (the devices' are in
 //! `pktsched-io`).
 
+mod napi;
 mod placement;
 
+pub use napi::{BUSY_POLL_DEFER_HARD_IRQS, BUSY_POLL_GRO_FLUSH_NS, NapiSettings};
 pub use placement::{Placed, allowed_cpus, calling_thread_policy, place_calling_thread};
 
 /// Sets the calling thread's timer slack (ns), so the idle arbiter's short
@@ -36,6 +38,17 @@ pub fn monotonic_ns() -> u64 {
 /// needs no privilege to run, reload or stop. Returns the OS error if the
 /// kernel refused.
 pub fn drop_capabilities() -> std::io::Result<()> {
+    drop_capabilities_except(0)
+}
+
+/// `CAP_NET_ADMIN`'s bit in a capability mask.
+pub const CAP_NET_ADMIN: u64 = 1 << 12;
+
+/// Like [`drop_capabilities`], but keeps those of `keep` (a mask of
+/// capability bits, e.g. [`CAP_NET_ADMIN`]) that the thread has, in its
+/// effective and permitted sets.
+pub fn drop_capabilities_except(keep: u64) -> std::io::Result<()> {
+    let keep = keep & effective_capabilities().unwrap_or(0);
     /// `_LINUX_CAPABILITY_VERSION_3`: two 32-bit words per set.
     const VERSION_3: u32 = 0x2008_0522;
     #[repr(C)]
@@ -54,11 +67,12 @@ pub fn drop_capabilities() -> std::io::Result<()> {
         version: VERSION_3,
         pid: 0,
     };
-    let data = [Data {
-        effective: 0,
-        permitted: 0,
+    let word = |i: u32| (keep >> (32 * i)) as u32;
+    let data = [0, 1].map(|i| Data {
+        effective: word(i),
+        permitted: word(i),
         inheritable: 0,
-    }; 2];
+    });
     // SAFETY: PR_SET_NO_NEW_PRIVS takes plain integer arguments.
     let rc = unsafe { libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1 as libc::c_ulong, 0, 0, 0) };
     if rc != 0 {

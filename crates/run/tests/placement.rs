@@ -149,6 +149,7 @@ fn the_command_line_overrides_the_config_and_bad_cpus_are_refused() {
     let over = ThreadOverrides {
         cpu: Some(cpu),
         sched: Some(pktsched_run::config::ThreadSched::Fifo(3)),
+        busy_poll: None,
     };
     let seen = with_daemon("o", "cpu = 1000\nsched = \"other\"", over, || {
         thread_placement("pktsched-rtc")

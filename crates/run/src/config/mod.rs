@@ -14,6 +14,8 @@
 //!                       # or "pspat": receive thread → mailbox → arbiter
 //! cpu = 1               # pin the forwarder's threads to this CPU (default: any)
 //! sched = "fifo:50"     # their policy: "other" (default) or SCHED_FIFO at 1..=99
+//! busy_poll = true      # never sleep, drive the ingress's NAPI (needs cpu;
+//!                       # a number: frames per poll, default 64)
 //!
 //! [scheduler]
 //! algorithm = "drr"     # fifo | prio | rr | drr | wf2q | qfq
@@ -61,7 +63,10 @@ pub(crate) use normalise::{rule_toml, write_class_settings};
 pub(crate) use parse::{Ctx, interface, parse_class, parse_control};
 pub use parse::{load, parse};
 pub(crate) use raw::{RawClass, RawControl, RawMatch};
-pub use threads::{MAX_CPU, RT_PRIORITIES, ThreadSched};
+pub use threads::{
+    BusyPolling, DEFAULT_BUSY_POLL_BUDGET, MAX_BUSY_POLL_BUDGET, MAX_CPU, RT_PRIORITIES,
+    ThreadSched,
+};
 
 /// Most classes in one config.
 pub const MAX_CLASSES: usize = 4096;
@@ -177,6 +182,8 @@ pub struct LinkConfig {
     pub cpu: Option<u32>,
     /// The forwarder's threads' scheduling policy.
     pub sched: ThreadSched,
+    /// Busy polling of the ingress (`None`: the forwarder sleeps when idle).
+    pub busy_poll: Option<BusyPolling>,
 }
 
 impl LinkConfig {

@@ -27,6 +27,10 @@ impl fmt::Display for RunConfig {
             writeln!(f, "cpu = {cpu}")?;
         }
         writeln!(f, "sched = \"{}\"", l.sched)?;
+        match l.busy_poll {
+            None => writeln!(f, "busy_poll = false")?,
+            Some(b) => writeln!(f, "busy_poll = {}", b.budget)?,
+        }
         writeln!(f, "\n[scheduler]")?;
         match &self.scheduler {
             SchedulerChoice::Algorithm(a) => writeln!(f, "algorithm = \"{}\"", a.name())?,

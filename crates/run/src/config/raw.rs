@@ -31,6 +31,15 @@ pub(crate) struct RawLink {
     pub(crate) engine: Option<Spanned<String>>,
     pub(crate) cpu: Option<Spanned<i64>>,
     pub(crate) sched: Option<Spanned<String>>,
+    pub(crate) busy_poll: Option<Spanned<BoolOrNum>>,
+}
+
+/// `true`/`false` or a number (`link.busy_poll`: on, off, or a budget).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+pub(crate) enum BoolOrNum {
+    Bool(bool),
+    Num(i64),
 }
 
 /// `[scheduler]`.

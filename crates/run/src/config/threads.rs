@@ -1,9 +1,71 @@
-//! Where the forwarder's threads run (`link.cpu`) and with which
-//! scheduling policy (`link.sched`): the pinning and real-time priority a
-//! software router offers so the forwarder is not queued behind other work
-//! on its core.
+//! Where the forwarder's threads run (`link.cpu`), with which
+//! scheduling policy (`link.sched`), and whether the forwarder busy-polls
+//! its ingress (`link.busy_poll`): the pinning, real-time priority and
+//! polling a software router offers so the forwarder is not queued behind
+//! other work on its core.
 
 use std::fmt;
+
+use toml::Spanned;
+
+use super::ConfigError;
+use super::parse::Ctx;
+use super::raw::BoolOrNum;
+
+/// Frames one busy poll of the ingress's NAPI context takes
+/// (`SO_BUSY_POLL_BUDGET`) with `link.busy_poll = true`.
+pub const DEFAULT_BUSY_POLL_BUDGET: u32 = 64;
+/// Largest busy-poll budget accepted.
+pub const MAX_BUSY_POLL_BUDGET: u32 = 1024;
+
+/// Busy polling (`link.busy_poll`, `run --busy-poll`): the forwarder never
+/// sleeps; each receive call drives the ingress's NAPI context itself
+/// (`SO_PREFER_BUSY_POLL`, `SO_BUSY_POLL_BUDGET`), so the kernel's receive
+/// work for it runs on the forwarder's core, not in a softirq elsewhere.
+/// It burns that core whole: it needs `link.cpu` and the
+/// run-to-completion engine.
+#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+pub struct BusyPolling {
+    /// Frames per busy poll (1..=[`MAX_BUSY_POLL_BUDGET`]).
+    pub budget: u32,
+}
+
+impl BusyPolling {
+    /// Busy polling with `budget` frames per poll, if in range; the error
+    /// names the value and what is allowed.
+    pub fn with_budget(budget: u32) -> Result<BusyPolling, String> {
+        if (1..=MAX_BUSY_POLL_BUDGET).contains(&budget) {
+            Ok(BusyPolling { budget })
+        } else {
+            Err(format!(
+                "busy-poll budget {budget} is out of range: allowed 1..={MAX_BUSY_POLL_BUDGET} \
+                 frames (or true for {DEFAULT_BUSY_POLL_BUDGET}, false for off)"
+            ))
+        }
+    }
+}
+
+/// `link.busy_poll`: absent or `false` is off, `true` the default budget,
+/// a number that budget.
+pub(crate) fn parse_busy_poll(
+    cx: &Ctx<'_>,
+    raw: Option<&Spanned<BoolOrNum>>,
+) -> Result<Option<BusyPolling>, ConfigError> {
+    let Some(v) = raw else {
+        return Ok(None);
+    };
+    match v.get_ref() {
+        BoolOrNum::Bool(false) => Ok(None),
+        BoolOrNum::Bool(true) => Ok(Some(BusyPolling {
+            budget: DEFAULT_BUSY_POLL_BUDGET,
+        })),
+        BoolOrNum::Num(n) => u32::try_from(*n)
+            .map_err(|_| format!("busy-poll budget {n} is out of range: allowed 1..={MAX_BUSY_POLL_BUDGET} frames (or true for {DEFAULT_BUSY_POLL_BUDGET}, false for off)"))
+            .and_then(BusyPolling::with_budget)
+            .map(Some)
+            .map_err(|e| cx.err(v.span(), format!("link.busy_poll = {n}: {e}"))),
+    }
+}
 
 /// Highest CPU number accepted (`CPU_SETSIZE` − 1).
 pub const MAX_CPU: u32 = 1023;
@@ -64,7 +126,45 @@ impl fmt::Display for ThreadSched {
 
 #[cfg(test)]
 mod tests {
-    use super::ThreadSched;
+    use super::{BusyPolling, DEFAULT_BUSY_POLL_BUDGET, ThreadSched};
+
+    fn link_with(extra: &str) -> Result<Option<BusyPolling>, String> {
+        let src = format!(
+            "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n{extra}\n\n\
+             [[class]]\nname = \"a\"\ndefault = true\n"
+        );
+        crate::config::parse(&src, "t.toml", None)
+            .map(|c| c.link.busy_poll)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn busy_poll_is_off_true_or_a_budget_and_bad_ones_name_the_value() {
+        assert_eq!(link_with(""), Ok(None));
+        assert_eq!(link_with("busy_poll = false"), Ok(None));
+        let default = Some(BusyPolling {
+            budget: DEFAULT_BUSY_POLL_BUDGET,
+        });
+        assert_eq!(link_with("busy_poll = true"), Ok(default));
+        assert_eq!(
+            link_with("busy_poll = 16"),
+            Ok(Some(BusyPolling { budget: 16 }))
+        );
+        for (bad, says) in [
+            (
+                "busy_poll = 0",
+                "link.busy_poll = 0: busy-poll budget 0 is out of range: allowed 1..=1024",
+            ),
+            ("busy_poll = 1025", "budget 1025 is out of range"),
+            ("busy_poll = -3", "link.busy_poll = -3"),
+            ("busy_poll = 99999999999", "99999999999"),
+        ] {
+            let e = link_with(bad).expect_err(bad);
+            assert!(e.contains(says) && e.contains("t.toml:5"), "{bad}: {e}");
+        }
+        let e = link_with("busy_poll = \"yes\"").expect_err("a string");
+        assert!(e.contains("busy_poll"), "{e}");
+    }
 
     #[test]
     fn policies_read_back_as_written_and_bad_ones_name_the_value() {

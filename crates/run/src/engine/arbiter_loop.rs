@@ -15,7 +15,7 @@ use pktsched_io::classify::Anomaly;
 use pktsched_runtime::{Arbiter, Clock, Report, Round, StopMode};
 
 use super::shared::{ClassMap, Shared};
-use super::tx::TxOutput;
+use super::tx::{RxSplit, TxOutput};
 use crate::config::RunConfig;
 use crate::frame::Frame;
 use crate::plan::{self, flow_config};
@@ -335,12 +335,18 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .arbiter
             .output()
             .map(|o| {
-                let summary = o.flow(s.flow.index()).map(super::tx::FlowTx::summary);
+                let flow = o.flow(s.flow.index());
+                let summary = flow.map(|f| (f.summary(), f.rx_split()));
                 (summary, o.tx_failed(s.flow.index()))
             })
             .and_then(|(summary, failed)| summary.map(|sm| (sm, failed)));
-        let ((p50, p99, buckets, count, sum), tx_failed) =
-            tx.unwrap_or(((0.0, 0.0, vec![0; SOJOURN_BUCKETS_S.len()], 0, 0.0), 0));
+        let (((p50, p99, buckets, count, sum), split), tx_failed) = tx.unwrap_or((
+            (
+                (0.0, 0.0, vec![0; SOJOURN_BUCKETS_S.len()], 0, 0.0),
+                RxSplit::default(),
+            ),
+            0,
+        ));
         let c = self
             .arbiter
             .scheduler()
@@ -371,6 +377,13 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             sojourn_buckets: buckets,
             sojourn_count: count,
             sojourn_sum_s: sum,
+            rx_stamped: split.stamped,
+            ring_wait_p50_us: split.ring_wait_us[0],
+            ring_wait_p99_us: split.ring_wait_us[1],
+            ring_wait_p999_us: split.ring_wait_us[2],
+            latency_p50_us: split.latency_us[0],
+            latency_p99_us: split.latency_us[1],
+            latency_p999_us: split.latency_us[2],
         }
     }
 

@@ -158,8 +158,12 @@ impl Pipeline {
                     receiver,
                 );
                 let sh = shared.clone();
+                let busy = link.busy_poll.is_some();
                 spawn("pktsched-rtc", move || {
-                    finish(rtc::rtc_loop(looper, port, sh.clone(), pool, clock), &sh)
+                    finish(
+                        rtc::rtc_loop(looper, port, sh.clone(), pool, clock, busy),
+                        &sh,
+                    )
                 })?
             }
             Engine::Pspat => {

@@ -6,6 +6,12 @@
 //! until a frame arrives or the next link or shaper deadline. No frame
 //! crosses a thread; the control commands are answered between batches by
 //! the same [`ArbiterLoop`] the PSPAT engine uses.
+//!
+//! Busy polling (`link.busy_poll`): the thread never sleeps. Every receive
+//! call drives the ingress's NAPI context (the device's busy-poll kick),
+//! and a pass that finds nothing to receive or release yields the core
+//! (`sched_yield`) instead of waiting, so the reverse thread pinned to the
+//! same core still runs.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,6 +34,7 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
     shared: Arc<Shared>,
     pool: &'static BufPool,
     clock: Clock,
+    busy_poll: bool,
 ) -> Stopped<P> {
     crate::sys::set_timer_slack(1000);
     let mut bufs: Vec<PacketBuf> = Vec::with_capacity(RX_BATCH);
@@ -60,6 +67,12 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         }
         if received >= RX_BATCH || round.released > 0 {
             continue; // more may be waiting: no sleep
+        }
+        if busy_poll {
+            if received == 0 {
+                std::thread::yield_now();
+            }
+            continue;
         }
         match looper.next_due(&round, now) {
             // Idle: the device's own wait (it also refreshes the kernel's

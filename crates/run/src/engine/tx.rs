@@ -1,6 +1,10 @@
-//! The egress: the runtime's [`Output`] for real frames. It records each
-//! frame's sojourn time (received → released to the egress) per flow and
-//! sends; frames the device will not take after its retries are dropped,
+//! The egress: the runtime's [`Output`] for real frames. It records per
+//! flow each frame's sojourn time (taken from the device → released to
+//! the egress) and, for frames the kernel stamped at receive
+//! ([`PacketBuf::rx_ns`]: the XDP program's metadata, the AF_PACKET ring
+//! header), the split of the rest: `ring_wait` (kernel receive → taken
+//! from the device) and `latency` (kernel receive → released to the
+//! egress); it sends; frames the device will not take after its retries are dropped,
 //! their buffers returned, and counted per flow as `tx_failed`.
 //!
 //! Kick moderation: each send is a TX kick (`sendto` on AF_XDP), so
@@ -27,23 +31,66 @@ use crate::stats::SOJOURN_BUCKETS_S;
 /// Released frames kept for one send (one kick) at most.
 pub(crate) const KICK_BATCH: usize = 32;
 
-/// Per-flow sojourn times.
+/// Per-flow sojourn times, and the kernel-receive split of stamped frames.
 #[derive(Debug, Default)]
 pub(crate) struct FlowTx {
     pub(crate) sojourn: Option<Histogram<u64>>,
     pub(crate) sojourn_sum_ns: u128,
+    /// Kernel receive → taken from the device (stamped frames).
+    pub(crate) ring_wait: Option<Histogram<u64>>,
+    /// Kernel receive → released to the egress (stamped frames).
+    pub(crate) latency: Option<Histogram<u64>>,
 }
+
+/// 1 ns .. 100 s, two significant digits: a few KiB per class.
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 100_000_000_000, 2).unwrap_or_else(|_| {
+        Histogram::new(2).unwrap_or_else(|_| unreachable!("2 significant digits is valid"))
+    })
+}
+
+fn record_in(h: &mut Option<Histogram<u64>>, ns: u64) {
+    let _ = h.get_or_insert_with(histogram).record(ns.max(1));
+}
+
+/// Quantile `q` of `h` in µs (0 when empty).
+fn quantile_us(h: &Option<Histogram<u64>>, q: f64) -> f64 {
+    h.as_ref()
+        .filter(|h| !h.is_empty())
+        .map_or(0.0, |h| h.value_at_quantile(q) as f64 / 1e3)
+}
+
+/// A flow's kernel-receive split: how many frames had a receive stamp and
+/// the p50 / p99 / p999 (µs) of their ring wait and latency.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub(crate) struct RxSplit {
+    pub(crate) stamped: u64,
+    pub(crate) ring_wait_us: [f64; 3],
+    pub(crate) latency_us: [f64; 3],
+}
+
+const SPLIT_QUANTILES: [f64; 3] = [0.5, 0.99, 0.999];
 
 impl FlowTx {
     fn record(&mut self, ns: u64) {
-        let h = self.sojourn.get_or_insert_with(|| {
-            // 1 ns .. 100 s, two significant digits: a few KiB per class.
-            Histogram::new_with_bounds(1, 100_000_000_000, 2).unwrap_or_else(|_| {
-                Histogram::new(2).unwrap_or_else(|_| unreachable!("2 significant digits is valid"))
-            })
-        });
-        let _ = h.record(ns.max(1));
+        record_in(&mut self.sojourn, ns);
         self.sojourn_sum_ns += u128::from(ns);
+    }
+
+    /// A frame the kernel received at `rx` (runtime clock), taken from
+    /// the device at `taken` and released at `now`.
+    fn record_rx(&mut self, rx: u64, taken: u64, now: u64) {
+        record_in(&mut self.ring_wait, taken.saturating_sub(rx));
+        record_in(&mut self.latency, now.saturating_sub(rx));
+    }
+
+    /// The kernel-receive split.
+    pub(crate) fn rx_split(&self) -> RxSplit {
+        RxSplit {
+            stamped: self.latency.as_ref().map_or(0, |h| h.len()),
+            ring_wait_us: SPLIT_QUANTILES.map(|q| quantile_us(&self.ring_wait, q)),
+            latency_us: SPLIT_QUANTILES.map(|q| quantile_us(&self.latency, q)),
+        }
     }
 
     /// p50, p99 (µs), cumulative counts at the buckets, count, sum (s).
@@ -83,6 +130,8 @@ pub(crate) struct TxOutput<P> {
     pub(crate) tx: RefCell<TxQueue<P>>,
     pool: &'static BufPool,
     clock: Clock,
+    /// CLOCK_MONOTONIC (the kernel's receive stamps) at `clock`'s zero.
+    clock_origin_ns: u64,
     /// Indexed by `FlowId::index`.
     pub(crate) flows: Vec<FlowTx>,
 }
@@ -98,6 +147,7 @@ impl<P> TxOutput<P> {
                 sends: 0,
             }),
             pool,
+            clock_origin_ns: pktsched_io::clock::monotonic_ns().saturating_sub(clock.now().0),
             clock,
             flows: Vec::new(),
         }
@@ -150,13 +200,19 @@ impl<P: PacketIo + Send + 'static> Output<Frame> for TxOutput<P> {
         for pkt in batch.drain(..) {
             let flow = pkt.flow.index();
             let ns = now.0.saturating_sub(pkt.ts.0);
-            self.flow_mut(flow).record(ns);
-            if let Some(buf) = pkt.item.into_buf() {
-                let tx = self.tx.get_mut();
-                tx.bufs.push(buf);
-                tx.flow_of.push(flow);
-                waiting = tx.bufs.len();
+            let origin = self.clock_origin_ns;
+            let f = self.flow_mut(flow);
+            f.record(ns);
+            let Some(buf) = pkt.item.into_buf() else {
+                continue;
+            };
+            if buf.rx_ns() != 0 {
+                f.record_rx(buf.rx_ns().saturating_sub(origin), pkt.ts.0, now.0);
             }
+            let tx = self.tx.get_mut();
+            tx.bufs.push(buf);
+            tx.flow_of.push(flow);
+            waiting = tx.bufs.len();
         }
         if waiting >= KICK_BATCH {
             self.flush();
@@ -284,5 +340,30 @@ mod tests {
             (3, 2, 0)
         );
         assert_eq!(pool.stats().free, 64);
+    }
+
+    #[test]
+    fn stamped_frames_split_into_ring_wait_and_latency_unstamped_ones_do_not() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
+        let mut out = output(pool, Counting::default());
+        // Received by the kernel at 1 µs on the engine's clock, taken from
+        // the device at 5 µs: 4 µs in the ring.
+        let mut b = pool.get().expect("buffer");
+        assert!(b.fill(&[0u8; 60]));
+        b.set_rx_ns(out.clock_origin_ns + 1_000);
+        let stamped = Pkt::new(FlowId(1), 60, Nanos(5_000), Frame::new(b, pool));
+        let mut batch_ = vec![stamped];
+        batch_.extend(batch(pool, 2, 1)); // no stamp
+        out.transmit(&mut batch_);
+        let flow = out.flow(1).expect("flow 1");
+        let split = flow.rx_split();
+        assert_eq!(split.stamped, 1, "only the stamped frame is split");
+        // Two significant digits: 4 µs reads back within 1 %.
+        for w in split.ring_wait_us {
+            assert!((4.0..=4.04).contains(&w), "{split:?}");
+        }
+        assert!(split.latency_us[0] >= 4.0, "{split:?}");
+        assert_eq!(flow.summary().3, 3, "every frame has a sojourn");
+        out.flush();
     }
 }

@@ -85,6 +85,7 @@ impl EgressSection {
                 engine: Engine::RunToCompletion,
                 cpu: None,
                 sched: ThreadSched::Other,
+                busy_poll: None,
             },
             scheduler: SchedulerChoice::Algorithm(self.algorithm),
             control: ControlConfig {

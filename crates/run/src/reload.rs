@@ -138,7 +138,7 @@ fn rates_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart>
 /// restart.
 pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestart> {
     let (o, n) = (&old.link, &new.link);
-    let fixed: [(&'static str, String, String); 10] = [
+    let fixed: [(&'static str, String, String); 11] = [
         ("link.ingress", o.ingress.clone(), n.ingress.clone()),
         ("link.egress", o.egress.clone(), n.egress.clone()),
         (
@@ -159,6 +159,11 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
         ),
         ("link.cpu", format!("{:?}", o.cpu), format!("{:?}", n.cpu)),
         ("link.sched", o.sched.to_string(), n.sched.to_string()),
+        (
+            "link.busy_poll",
+            format!("{:?}", o.busy_poll),
+            format!("{:?}", n.busy_poll),
+        ),
         (
             "link.promiscuous",
             o.promiscuous.to_string(),
@@ -318,5 +323,10 @@ mod tests {
             assert_eq!(e.field, field);
             assert!(e.to_string().contains("takes a restart"), "{e}");
         }
+        // Busy polling needs a pinned core, so both sides pin one.
+        let pinned = BASE.replace("rate = \"100mbit\"", "rate = \"100mbit\"\ncpu = 0");
+        let polling = pinned.replace("cpu = 0", "cpu = 0\nbusy_poll = true");
+        let e = diff(&cfg(&pinned), &cfg(&polling)).expect_err("busy_poll");
+        assert_eq!(e.field, "link.busy_poll");
     }
 }

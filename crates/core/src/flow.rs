@@ -860,6 +860,13 @@ pub enum ConfigError {
         /// Algorithm name.
         alg: &'static str,
     },
+    /// A flow's shaping (rate, reservation, bursts) was to be changed, but
+    /// the scheduler keeps no shaping per flow.
+    #[error("{alg} keeps no per-flow shaping: rates and bursts belong to a policy tree")]
+    NoShaping {
+        /// Algorithm name.
+        alg: &'static str,
+    },
     /// `max_len` would be smaller than a packet already queued in the flow.
     #[error(
         "max_len = {max_len} is smaller than a {queued}-byte packet queued in flow {flow}; wait for it to leave or choose max_len >= {queued}"

@@ -3,11 +3,11 @@
 //! (no I/O), so it is tested without interfaces.
 
 use pktsched_core::policy::{FlowParams, Policy, PolicySched};
-use pktsched_core::{Algorithm, FlowConfig, FlowId, Nanos, SchedParams, Scheduler};
+use pktsched_core::{Algorithm, FlowConfig, FlowId, Nanos, SchedParams};
 use pktsched_io::classify::{Classifier, Rule};
 use pktsched_runtime::BoxedScheduler;
 
-use crate::config::{ClassConfig, LinkConfig, RunConfig, SchedulerChoice};
+use crate::config::{ClassConfig, RunConfig, SchedulerChoice};
 
 /// Why a config could not be turned into a scheduler.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -44,10 +44,17 @@ impl<T> std::fmt::Debug for Plan<T> {
     }
 }
 
-/// The flow settings of a class on this link: lengths are wire lengths.
-pub fn flow_config(link: &LinkConfig, class: &ClassConfig) -> FlowConfig {
+/// The flow settings of a class on the config's link: lengths are wire
+/// lengths. Round robin over classes with rates weighs every class 1.
+pub fn flow_config(cfg: &RunConfig, class: &ClassConfig) -> FlowConfig {
+    let link = &cfg.link;
+    let rr = matches!(cfg.scheduler, SchedulerChoice::Algorithm(Algorithm::Rr));
     FlowConfig {
-        weight: class.weight,
+        weight: if rr && cfg.has_class_rates() {
+            1
+        } else {
+            class.weight
+        },
         quantum: None,
         max_len: link.wire_len(link.max_frame),
         limit: class.limit,
@@ -104,13 +111,26 @@ pub fn empty_scheduler<T: Send + 'static>(cfg: &RunConfig) -> BoxedScheduler<T> 
     }
 }
 
-/// Adds class `class`'s flow to `sched`.
+/// Adds class `class`'s flow to `sched`: below its node in a policy tree,
+/// and, when the config's classes have rates (the scheduler is then
+/// [`class_rates_policy`]'s), with its shaping ([`class_params`]).
 pub fn add_class<T: Send + 'static>(
     sched: &mut BoxedScheduler<T>,
     cfg: &RunConfig,
     class: &ClassConfig,
 ) -> Result<FlowId, PlanError> {
-    let fc = flow_config(&cfg.link, class);
+    let refused = |msg: String| PlanError::Class {
+        class: class.name.clone(),
+        msg,
+    };
+    let fc = flow_config(cfg, class);
+    if cfg.has_class_rates() {
+        let flow = sched.add_flow(fc).map_err(|e| refused(e.to_string()))?;
+        sched
+            .set_flow_params(flow, class_params(class), Nanos(0))
+            .map_err(|e| refused(format!("rate/ceil/burst: {e}")))?;
+        return Ok(flow);
+    }
     let added = match (&cfg.scheduler, &class.node) {
         (SchedulerChoice::Policy { policy, .. }, Some(node)) => match policy.node(node) {
             Some(idx) => sched.add_flow_at(idx, fc).map_err(|e| e.to_string()),
@@ -118,10 +138,7 @@ pub fn add_class<T: Send + 'static>(
         },
         _ => sched.add_flow(fc).map_err(|e| e.to_string()),
     };
-    added.map_err(|msg| PlanError::Class {
-        class: class.name.clone(),
-        msg,
-    })
+    added.map_err(refused)
 }
 
 /// The scheduler of a config whose classes have rates: every class a flow
@@ -130,26 +147,13 @@ pub fn add_class<T: Send + 'static>(
 fn rated_scheduler<T: Send + 'static>(
     cfg: &RunConfig,
 ) -> Result<(BoxedScheduler<T>, Vec<FlowId>), PlanError> {
-    let mut sched = PolicySched::<T>::new(&class_rates_policy(cfg)?);
-    let rr = matches!(cfg.scheduler, SchedulerChoice::Algorithm(Algorithm::Rr));
-    let mut flows = Vec::with_capacity(cfg.classes.len());
-    for c in &cfg.classes {
-        let mut fc = flow_config(&cfg.link, c);
-        if rr {
-            fc.weight = 1;
-        }
-        let refused = |msg: String| PlanError::Class {
-            class: c.name.clone(),
-            msg,
-        };
-        let flow = sched.add_flow(fc).map_err(|e| refused(e.to_string()))?;
-        let params = class_params(c);
-        sched
-            .set_flow_params(flow, params, Nanos(0))
-            .map_err(|e| refused(format!("rate/ceil/burst: {e}")))?;
-        flows.push(flow);
-    }
-    Ok((Box::new(sched), flows))
+    let mut sched: BoxedScheduler<T> = Box::new(PolicySched::<T>::new(&class_rates_policy(cfg)?));
+    let flows = cfg
+        .classes
+        .iter()
+        .map(|c| add_class(&mut sched, cfg, c))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((sched, flows))
 }
 
 /// A rated class's shaping in the policy tree: reservation = `rate` with

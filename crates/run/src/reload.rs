@@ -4,8 +4,6 @@
 
 use std::fmt;
 
-use pktsched_core::Rate;
-
 use crate::config::{ClassConfig, RunConfig, SchedulerChoice};
 
 /// One class-level change.
@@ -68,6 +66,18 @@ fn class_fields(old: &ClassConfig, new: &ClassConfig) -> Vec<&'static str> {
     if old.rules != new.rules {
         v.push("match");
     }
+    if old.rate != new.rate {
+        v.push("rate");
+    }
+    if old.ceil != new.ceil {
+        v.push("ceil");
+    }
+    if old.burst != new.burst {
+        v.push("burst");
+    }
+    if old.cburst != new.cburst {
+        v.push("cburst");
+    }
     v
 }
 
@@ -78,58 +88,25 @@ fn scheduler_name(s: &SchedulerChoice) -> String {
     }
 }
 
-/// A class's shaping as the running scheduler holds it.
-#[derive(Clone, Copy, PartialEq, Eq)]
-struct Shaping {
-    rate: Option<Rate>,
-    ceil: Option<Rate>,
-    burst: Option<u32>,
-    cburst: Option<u32>,
-}
-
-impl fmt::Display for Shaping {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let r = |v: Option<Rate>| v.map_or("none".into(), |r| r.to_string());
-        let b = |v: Option<u32>| v.map_or("default".into(), |b| b.to_string());
-        write!(
-            f,
-            "rate {} ceil {} burst {} cburst {}",
-            r(self.rate),
-            r(self.ceil),
-            b(self.burst),
-            b(self.cburst)
-        )
-    }
-}
-
-/// A class's `rate`, `ceil`, `burst` and `cburst` are set when its flow
-/// is made (the engines change a live class's weight, prio and limit
-/// only): a change, or a class with rates added or removed, takes a
-/// restart.
-fn rates_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart> {
-    let rates = |cfg: &RunConfig, name: &str| {
-        let c = cfg.class(name);
-        Shaping {
-            rate: c.and_then(|c| c.rate),
-            ceil: c.and_then(|c| c.ceil),
-            burst: c.and_then(|c| c.burst),
-            cburst: c.and_then(|c| c.cburst),
+/// Whether the classes have rates decides the scheduler's kind (the one
+/// node of [`class_rates_policy`](crate::plan::class_rates_policy), or
+/// `[scheduler]` as configured): a reload that gives the first class a
+/// rate or ceil, or takes the last one's away, takes a restart. Within a
+/// kind, `rate`, `ceil`, `burst` and `cburst` change live.
+fn rates_kind_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart> {
+    let kind = |c: &RunConfig| {
+        if c.has_class_rates() {
+            "classes with rates".to_string()
+        } else {
+            "no class rates".to_string()
         }
     };
-    let names = old
-        .classes
-        .iter()
-        .chain(&new.classes)
-        .map(|c| c.name.as_str());
-    for name in names {
-        let (a, b) = (rates(old, name), rates(new, name));
-        if a != b {
-            return Err(NeedsRestart {
-                field: "class rate/ceil/burst/cburst",
-                old: format!("{name}: {a}"),
-                new: b.to_string(),
-            });
-        }
+    if old.has_class_rates() != new.has_class_rates() {
+        return Err(NeedsRestart {
+            field: "class rate/ceil",
+            old: kind(old),
+            new: kind(new),
+        });
     }
     Ok(())
 }
@@ -191,7 +168,7 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
             new: format!("{:?}", new.control),
         });
     }
-    rates_unchanged(old, new)?;
+    rates_kind_unchanged(old, new)?;
     let mut changes = Vec::new();
     let mut link = Vec::new();
     if o.rate != n.rate {
@@ -272,7 +249,7 @@ mod tests {
     }
 
     #[test]
-    fn a_changed_burst_is_named_and_one_size_in_two_spellings_is_no_change() {
+    fn class_shaping_changes_live_but_not_the_scheduler_kind() {
         let rated = BASE.replace(
             "weight = 2\n",
             "weight = 2\nrate = \"10mbit\"\nburst = \"15k\"\n",
@@ -282,10 +259,23 @@ mod tests {
             diff(&old, &cfg(&rated.replace("\"15k\"", "15360"))),
             Ok(vec![])
         );
-        let e = diff(&old, &cfg(&rated.replace("\"15k\"", "\"30k\""))).expect_err("burst");
-        assert_eq!(e.field, "class rate/ceil/burst/cburst");
-        assert_eq!(e.old, "a: rate 10mbit ceil none burst 15360 cburst default");
-        assert_eq!(e.new, "rate 10mbit ceil none burst 30720 cburst default");
+        let edited = rated
+            .replace("\"15k\"", "\"30k\"")
+            .replace("\"10mbit\"", "\"20mbit\"\nceil = \"50mbit\"");
+        assert_eq!(
+            diff(&old, &cfg(&edited)),
+            Ok(vec![Change::Changed(
+                "a".into(),
+                vec!["rate", "ceil", "burst"]
+            )])
+        );
+        // The first rate makes the scheduler a different kind: a restart.
+        let e = diff(&cfg(BASE), &old).expect_err("kind");
+        assert_eq!(e.field, "class rate/ceil");
+        assert_eq!(
+            (e.old.as_str(), e.new.as_str()),
+            ("no class rates", "classes with rates")
+        );
     }
 
     #[test]

@@ -290,6 +290,37 @@ name = \"",
     assert!(video.moved > 0, "video had a backlog when it was removed");
 }
 
+/// A class capped at 1 Mbit/s holds 7 000 frames of 1 400 bytes (about
+/// 80 s of its ceil); a reload raises its rate and ceil to the link's. Only a live
+/// change lets them all out before the 60 s guard; none is lost.
+fn a_class_rate_changes_live(engine: Engine) {
+    let capped = CONFIG.replace(
+        "weight = 3\n",
+        "weight = 3\nrate = \"1mbit\"\nceil = \"1mbit\"\nlimit = 8000\n",
+    );
+    let rig = start(&capped, engine);
+    push(&rig.ingress, (0..7000).map(|_| udp(5000, 1400)));
+    wait_for("frames to be queued", || {
+        rig.pipeline
+            .snapshot()
+            .map(|s| s.classes[0].received == 7000)
+            .unwrap_or(false)
+    });
+    let raised = capped.replace("\"1mbit\"", "\"200mbit\"");
+    let changes = rig
+        .pipeline
+        .reload(parse(&with_engine(&raised, engine), "new.toml", None).expect("new config"))
+        .expect("reload");
+    let text: Vec<String> = changes.iter().map(ToString::to_string).collect();
+    assert_eq!(text, ["changed class voice: rate, ceil"]);
+    wait_for("the held frames to leave at the new ceil", || {
+        sent(&rig.egress) == 7000
+    });
+    let fin = rig.pipeline.stop().expect("stop");
+    check_conservation(&fin.after_stop, sent(&rig.egress));
+    assert_eq!(fin.after_stop.classes[0].drops, 0);
+}
+
 fn a_reload_that_needs_a_restart_is_refused(engine: Engine) {
     let rig = start(CONFIG, engine);
     let e = rig
@@ -315,6 +346,7 @@ for_both_engines!(
     stop_sends_what_is_queued_and_counts_it,
     a_reload_under_load_loses_no_frame,
     a_reload_that_needs_a_restart_is_refused,
+    a_class_rate_changes_live,
 );
 
 #[test]

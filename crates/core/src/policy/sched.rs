@@ -828,6 +828,15 @@ impl<T> Scheduler<T> for PolicySched<T> {
         PolicySched::add_flow_at(self, node, cfg)
     }
 
+    fn set_flow_params(
+        &mut self,
+        flow: FlowId,
+        params: FlowParams,
+        now: Nanos,
+    ) -> Result<(), ConfigError> {
+        PolicySched::set_flow_params(self, flow, params, now)
+    }
+
     fn limits(&self) -> Limits {
         Limits {
             max_len: u64::from(self.policy.max_len),

@@ -195,6 +195,18 @@ pub trait Scheduler<T> {
         let _ = (node, cfg);
         Err(ConfigError::NoNodes { alg: self.name() })
     }
+    /// Changes a flow's shaping (rate, reservation, bursts) while packets
+    /// may be queued; nothing is dropped. Schedulers without per-flow
+    /// shaping refuse with [`ConfigError::NoShaping`].
+    fn set_flow_params(
+        &mut self,
+        flow: FlowId,
+        params: crate::policy::FlowParams,
+        now: Nanos,
+    ) -> Result<(), ConfigError> {
+        let _ = (flow, params, now);
+        Err(ConfigError::NoShaping { alg: self.name() })
+    }
 }
 
 /// The algorithm part of a flow-based scheduler: decides which backlogged

@@ -237,7 +237,8 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     }
 
     /// Applies `new` in place: link rate and accounting, changed classes
-    /// (`change_flow` keeps their queues), new classes, removed classes
+    /// (`change_flow` and, with class rates, `set_flow_params` keep their
+    /// queues), new classes, removed classes
     /// retired; then the receive threads switch to the new class map.
     fn reload(&mut self, new: RunConfig, now: Nanos) -> Result<Vec<Change>, String> {
         let changes = diff(&self.cfg, &new).map_err(|e| e.to_string())?;
@@ -248,15 +249,26 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         let limits = sched.limits();
         for c in &new.classes {
             limits
-                .check(&flow_config(&new.link, c))
+                .check(&flow_config(&new, c))
                 .map_err(|e| format!("class {:?}: {e}", c.name))?;
         }
+        // Shaping is checked by building the new config's scheduler aside
+        // (same kind and horizon as the running one: `diff` refused a
+        // change of kind), so no class is half changed when one is refused.
+        if new.has_class_rates() {
+            plan::build::<()>(&new).map_err(|e| e.to_string())?;
+        }
         for c in &new.classes {
-            let fc = flow_config(&new.link, c);
+            let fc = flow_config(&new, c);
             if let Some(slot) = self.classes.iter().find(|s| s.name == c.name) {
                 sched
                     .change_flow(slot.flow, fc, now)
                     .map_err(|e| format!("class {:?}: {e}", c.name))?;
+                if new.has_class_rates() {
+                    sched
+                        .set_flow_params(slot.flow, plan::class_params(c), now)
+                        .map_err(|e| format!("class {:?}: rate/ceil/burst: {e}", c.name))?;
+                }
             }
         }
         let mut slots = Vec::with_capacity(new.classes.len());

@@ -23,6 +23,14 @@
 //! Because the producer must see the line *after* the one it fills released,
 //! one line always stays free: **capacity = entries − one line**.
 //!
+//! A third refinement serves the batch pops ([`Consumer::pop_many`],
+//! [`Consumer::pop_batch`], [`Consumer::pop_into`]): the producer fills a
+//! line in order, so when the consumer reaches a slot it has not seen
+//! published it first loads the stamp of the line's *last* slot; if that
+//! one is published, so is the whole line, and the consumer takes the rest
+//! of it without loading a stamp or branching on one per slot. A single
+//! [`Consumer::pop`] loads only its own slot's stamp.
+//!
 //! # Slot representation (generic `T`)
 //!
 //! The ring is an array of *lines*; a line holds `L` slots laid out as
@@ -60,7 +68,13 @@
 //! * **Publication** (producer → consumer): the producer writes the value,
 //!   then stores the pass tag into the stamp with `Release`; the consumer
 //!   loads the stamp with `Acquire`. Seeing the tag therefore makes the value
-//!   write happen-before the consumer's read of it.
+//!   write happen-before the consumer's read of it — and the writes of every
+//!   earlier slot of the line, which the producer made before that store:
+//!   the last slot's tag publishes the whole line. A last stamp carrying the
+//!   tag is not a leftover of two passes ago: before taking that pass's
+//!   last slot the consumer saw the stamp carry the tag of the pass in
+//!   between (its own load, or the load of the last stamp that let it take
+//!   the line), and coherence keeps later loads from seeing the older value.
 //! * **Release of a line** (consumer → producer): after moving every value of
 //!   a line out, the consumer stores `0` into the first stamp of that line
 //!   with `Release`; the producer's look-ahead loads it with `Acquire`. The
@@ -87,8 +101,9 @@
 //!
 //! * `Producer::fill` writes a value into a `MaybeUninit` slot of a line
 //!   the look-ahead proved released;
-//! * `Consumer::pop` moves a value out of a slot whose stamp it has seen
-//!   (Acquire) carry the current pass tag;
+//! * `Consumer::take` moves a value out of a slot whose stamp, or the stamp
+//!   of a later slot of its line, it has seen (Acquire) carry the current
+//!   pass tag;
 //! * `Shared::drop` drops the values still queued when both handles are
 //!   gone;
 //! * `unsafe impl Sync for Line` (the cells are partitioned by the protocol).

@@ -2,9 +2,19 @@
 # pktsched's queues side by side with the original C peers, interleaved:
 #
 #   * the PSPAT mailbox (`cargo bench -p pktsched-runtime --bench mailbox`,
-#     u64 items, capacity 1024, cores 0 and 1) against the PSPAT authors'
-#     spscq `iffq` and `ffq` (`run spscq iffq ffq`: pointers only, QLEN 1024,
-#     cores 0 and 1) and against rtrb (measured in the mailbox bench itself);
+#     u64 items, capacity 1024, producer on core 0, consumer on core 1)
+#     against the PSPAT authors' spscq `iffq` and `ffq` (the same command
+#     line as `run spscq`: pointers only, QLEN 1024, 32-entry lines, producer
+#     on core 0, consumer on core 1, 2 s) and against rtrb (measured in the
+#     mailbox bench itself). A round counts as *clean* for a queue when its
+#     two threads were on a CPU for >= 90 % of the run: the bench measures
+#     this per thread; for spscq it is the process's CPU time / (2 x wall).
+#     Medians are over the clean rounds when there are >= 3, else over all
+#     (the table says which). spscq's runs have a time limit (its producer
+#     can spin forever on a full queue after its consumer has stopped) and a
+#     run that hits it counts as missing. The "P run" / "C run" columns are
+#     items per stretch between two stalls on a full / empty queue (spscq's
+#     "avg batch"): the regime the queue ran in;
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
 #     1 000 and 10 000 flows at 10 Gbit/s in phase, 1 000 flows at 1 Mbit/s
@@ -50,6 +60,11 @@ executable() { grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4; }
 MAILBOX=$(cargo bench -q -p pktsched-runtime --bench mailbox --no-run --message-format=json | executable)
 PKTSCHED=$(cargo build -q --release -p pktsched --message-format=json | executable)
 [ -x "$MAILBOX" ] || { echo "compare-peers-queues: mailbox bench not built" >&2; exit 1; }
+# `run spscq` builds spscq on first use; then it is run directly (same
+# arguments as `run spscq`), with a time limit and its CPU time measured.
+SPSCQ=${PEERS_BUILD:-${TMPDIR:-/tmp}/pktsched-peers}/spscq/spscq
+[ -x "$SPSCQ" ] || DURATION=1 timeout 120 "$PEERS/run" spscq iffq >/dev/null 2>&1 || true
+[ -x "$SPSCQ" ] || { echo "compare-peers-queues: spscq not built at '$SPSCQ' (by '$PEERS/run spscq')" >&2; exit 1; }
 [ -x "$PKTSCHED" ] || { echo "compare-peers-queues: pktsched not built" >&2; exit 1; }
 
 median() {
@@ -59,6 +74,58 @@ median() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
+# One spscq run of TEST: "rate clean p_run c_run", or "nan 0 nan nan" if it
+# failed or hit the time limit.
+spscq_run() {
+    local out t
+    out=$(mktemp)
+    t=$(mktemp)
+    TIMEFORMAT='%R %U %S'
+    if { time timeout 20 "$SPSCQ" -t "$1" -D 2 -l 1024 -L 32 -b 32 -b 32 -c 0 -c 1 >"$out" 2>&1; } 2>"$t"; then
+        awk -v t="$(tail -1 "$t")" '
+            / Mpps/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mpps") rate = $i }
+            /^\[P\] avg batch/ { p = $NF }
+            /^\[C\] avg batch/ { c = $NF }
+            END {
+                split(t, a, " ")
+                clean = (a[1] > 0 && (a[2] + a[3]) / (2 * a[1]) >= 0.9) ? 1 : 0
+                if (rate == "") print "nan 0 nan nan"
+                else printf "%s %d %s %s\n", rate, clean, (p == "" ? "nan" : p), (c == "" ? "nan" : c)
+            }' "$out"
+    else
+        echo "nan 0 nan nan"
+    fi
+    rm -f "$out" "$t"
+}
+
+# One line of the mailbox bench's table for NAME: "rate clean p_run c_run"
+# (clean = 1 if at least 2 of its 3 runs were clean).
+bench_row() {
+    awk -v name="$1" '
+        index($0, name) == 1 {
+            rest = substr($0, length(name) + 1)
+            if (rest !~ /^ +[0-9]/) next
+            n = split(rest, f, " ")
+            split(f[2], c, "/")
+            print f[1], (c[1] >= 2 ? 1 : 0), f[n - 1], f[n]
+        }' <<<"$2"
+}
+
+# Median of the values of the clean rounds if there are >= 3, else of all;
+# arguments: "value clean" pairs as single words "value:clean".
+clean_median() {
+    local v c vals=() all=()
+    for x in "$@"; do
+        v=${x%%:*}
+        c=${x##*:}
+        [ "$v" = nan ] && continue
+        all+=("$v")
+        [ "$c" = 1 ] && vals+=("$v")
+    done
+    if [ "${#vals[@]}" -ge 3 ]; then median "${vals[@]}"; else median "${all[@]}"; fi
+}
+clean_count() { printf '%s\n' "$@" | grep -c ':1$' || true; }
+
 # Shape cases: label | pktsched arguments | peer arguments.
 SHAPE_CASES=(
     "1000 flows 10 Gbit/s|--flows 1000 --rate 10gbit|1000 --rate 10gbit"
@@ -66,16 +133,32 @@ SHAPE_CASES=(
     "1000 flows 1 Mbit/s staggered|--flows 1000 --rate 1mbit --stagger|1000 --rate 1mbit --stagger"
 )
 
-declare -a MB RT IFFQ FFQ
+# Queue rows: label | source (bench row name, or spscq:TEST).
+QUEUES=(
+    "pktsched mailbox|pspat mailbox"
+    "mailbox, batch 32|pspat mailbox, batch 32"
+    "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
+    "rtrb (same bench)|rtrb 0.3"
+    "spscq iffq|spscq:iffq"
+    "spscq ffq|spscq:ffq"
+)
+declare -A RATE PRUN CRUN
 declare -A OURS PEER
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
     out=$("$MAILBOX" --runs 3 --only mailbox --capacity 1024)
-    MB+=("$(awk '/^pspat mailbox +[0-9]/ { print $3 }' <<<"$out")")
-    RT+=("$(awk '/^rtrb / { print $3 }' <<<"$out")")
-    peer=$("$PEERS/run" spscq iffq ffq)
-    IFFQ+=("$(awk '$1 == "iffq" { print $2 }' <<<"$peer")")
-    FFQ+=("$(awk '$1 == "ffq" { print $2 }' <<<"$peer")")
+    for i in "${!QUEUES[@]}"; do
+        IFS='|' read -r label src <<<"${QUEUES[$i]}"
+        case "$src" in
+        spscq:*) row=$(spscq_run "${src#spscq:}") ;;
+        *) row=$(bench_row "$src" "$out") ;;
+        esac
+        read -r rate clean prun crun <<<"${row:-nan 0 nan nan}"
+        echo "  $label: $rate M/s, clean $clean, P run $prun, C run $crun" >&2
+        RATE[$i]="${RATE[$i]:-} $rate:$clean"
+        PRUN[$i]="${PRUN[$i]:-} $prun:$clean"
+        CRUN[$i]="${CRUN[$i]:-} $crun:$clean"
+    done
     for i in "${!SHAPE_CASES[@]}"; do
         IFS='|' read -r _ ours theirs <<<"${SHAPE_CASES[$i]}"
         # shellcheck disable=SC2086 # the argument lists are meant to split
@@ -89,17 +172,25 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 
-mb=$(median "${MB[@]}")
-rt=$(median "${RT[@]}")
-iffq=$(median "${IFFQ[@]}")
-ffq=$(median "${FFQ[@]}")
 echo
-echo "SPSC queue, u64 / pointer items, capacity 1024, cores 0 and 1: median M items/s over $ROUNDS rounds"
-printf '%-24s %10s %10s %10s\n' "queue" "M items/s" "mailbox/x" "target"
-printf '%-24s %10s %10s %10s\n' "pktsched mailbox" "$mb" "1.00" ""
-printf '%-24s %10s %10s %10s\n' "rtrb (same bench)" "$rt" "$(ratio "$mb" "$rt")" ">= 1.2"
-printf '%-24s %10s %10s %10s\n' "spscq iffq" "$iffq" "$(ratio "$mb" "$iffq")" ">= 1.0"
-printf '%-24s %10s %10s %10s\n' "spscq ffq" "$ffq" "$(ratio "$mb" "$ffq")" ""
+echo "SPSC queue, u64 / pointer items, capacity 1024, producer core 0, consumer core 1:"
+echo "median M items/s over the clean rounds (>= 3, else all $ROUNDS)"
+printf '%-24s %10s %6s %10s %8s %8s %10s\n' "queue" "M items/s" "clean" "mailbox/x" "P run" "C run" "target"
+# shellcheck disable=SC2086 # the lists are meant to split
+mb=$(clean_median ${RATE[0]})
+for i in "${!QUEUES[@]}"; do
+    IFS='|' read -r label src <<<"${QUEUES[$i]}"
+    # shellcheck disable=SC2086
+    m=$(clean_median ${RATE[$i]})
+    case "$src" in
+    "rtrb 0.3") target=">= 1.2" ;;
+    spscq:iffq) target=">= 1.0" ;;
+    *) target="" ;;
+    esac
+    # shellcheck disable=SC2086
+    printf '%-24s %10s %3s/%-2s %10s %8s %8s %10s\n' "$label" "$m" "$(clean_count ${RATE[$i]})" "$ROUNDS" \
+        "$(ratio "$mb" "$m")" "$(clean_median ${PRUN[$i]})" "$(clean_median ${CRUN[$i]})" "$target"
+done
 echo
 echo "MLTW shaping, 1500 B packets, 2 outstanding per flow: median CPU ns/packet over $ROUNDS rounds"
 printf '%-32s %10s %12s %12s %8s\n' "case" "pktsched" "FlowBundler" "pktsched/FB" "target"

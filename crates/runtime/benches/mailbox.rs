@@ -10,6 +10,16 @@
 //! all runs. Min and max are over all runs. Hypervisor steal time is not
 //! visible to this filter.
 //!
+//! Besides the default mailbox (14-slot lines), a row with 7-slot lines
+//! measures the layout in which a slot's stamp and value always share one
+//! 64-byte hardware line. The `P run` and `C run` columns say in which
+//! regime a queue ran: items per stretch between two stalls of the producer
+//! on a full queue, and of the consumer on an empty one (spscq prints the
+//! same as "avg batch"). A small `C run` means the consumer keeps catching
+//! up and both threads write and read the same line item by item; a small
+//! `P run` means the queue runs full and they work a ring apart. The same
+//! queue may run in either regime, which moves its rate.
+//!
 //! ```text
 //! cargo bench -p pktsched-runtime --bench mailbox               # ~15 s
 //! cargo bench -p pktsched-runtime --bench mailbox -- --runs 11 --scale 2
@@ -17,7 +27,8 @@
 //! ```
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
-//! pops of 64) through each queue named by `--only` (default: the mailbox)
+//! pops of 64) through the queue named by `--only` (`mailbox`, the default;
+//! `mailbox7`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -56,6 +67,36 @@ impl Queue for PspatMailbox {
     type Rx = Consumer<u64>;
     fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
         Mailbox::with_capacity(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
+        u64::from(tx.try_push(first).is_ok())
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        match rx.pop() {
+            Some(v) => {
+                check(v);
+                1
+            }
+            None => 0,
+        }
+    }
+}
+
+/// The mailbox with 7-slot lines: the stamps and values of a line share one
+/// 64-byte hardware line (the other half of the 128-byte line stays
+/// unused), so a hand-over of one item between the cores moves one hardware
+/// line instead of two (with 14-slot lines, slots 6..13 keep their value in
+/// the second 64 bytes and their stamp in the first).
+struct PspatMailbox7;
+impl Queue for PspatMailbox7 {
+    const NAME: &'static str = "pspat mailbox, 7-slot lines";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = Producer<u64, 7>;
+    type Rx = Consumer<u64, 7>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        Mailbox::with_line_slots(capacity)
     }
     #[inline]
     fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
@@ -200,10 +241,15 @@ fn run_once<Q: Queue>(capacity: usize, items: u64, cores: &[core_affinity::CoreI
         let start = Instant::now();
         let cpu = thread_cpu_ns();
         let mut next = 0;
+        let (mut stalls, mut stalled) = (0u64, false);
         while next < items {
             let n = Q::push(&mut tx, next, items - next);
             if n == 0 {
+                stalls += u64::from(!stalled);
+                stalled = true;
                 spin_loop();
+            } else {
+                stalled = false;
             }
             next += n;
         }
@@ -211,7 +257,7 @@ fn run_once<Q: Queue>(capacity: usize, items: u64, cores: &[core_affinity::CoreI
         // Keep the producer alive until the consumer is done (an `mpsc`
         // receiver would otherwise see a disconnect, not an empty queue).
         b.wait();
-        share
+        (share, stalls)
     });
     let consumer = thread::spawn(move || {
         if let Some(c) = ccore {
@@ -226,30 +272,48 @@ fn run_once<Q: Queue>(capacity: usize, items: u64, cores: &[core_affinity::CoreI
             expect += 1;
         };
         let mut got = 0;
+        let (mut stalls, mut stalled) = (0u64, false);
         while got < items {
             let n = Q::pop(&mut rx, &mut check);
             if n == 0 {
+                stalls += u64::from(!stalled);
+                stalled = true;
                 spin_loop();
+            } else {
+                stalled = false;
             }
             got += n;
         }
         let elapsed = start.elapsed();
         let share = on_cpu_fraction(cpu, elapsed);
         barrier.wait();
-        (elapsed, share)
+        (elapsed, share, stalls)
     });
-    let pshare = producer.join().unwrap();
-    let (elapsed, cshare) = consumer.join().unwrap();
+    let (pshare, pstalls) = producer.join().unwrap();
+    let (elapsed, cshare, cstalls) = consumer.join().unwrap();
     Run {
         rate: items as f64 / elapsed.as_secs_f64(),
         clean: pshare >= CLEAN_ON_CPU && cshare >= CLEAN_ON_CPU,
+        full_run: items as f64 / pstalls.max(1) as f64,
+        empty_run: items as f64 / cstalls.max(1) as f64,
     }
 }
 
+/// One timed run of one queue.
 #[derive(Clone, Copy)]
 struct Run {
+    /// Items per second (consumer's wall time).
     rate: f64,
+    /// Both threads were on a CPU for at least [`CLEAN_ON_CPU`] of the run.
     clean: bool,
+    /// Items per stretch of pushes between two "full" stalls of the
+    /// producer (spscq's "[P] avg batch"): large when the queue rarely
+    /// fills.
+    full_run: f64,
+    /// Items per stretch of pops between two "empty" stalls of the consumer
+    /// (spscq's "[C] avg batch"): small when the consumer keeps catching up
+    /// with the producer and both work on the same line.
+    empty_run: f64,
 }
 
 fn median(v: &mut [f64]) -> f64 {
@@ -265,22 +329,34 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
-/// Median over the clean runs if there are at least 3, else over all runs.
-fn summary(runs: &[Run]) -> (f64, usize, f64, f64) {
-    let mut clean: Vec<f64> = runs.iter().filter(|r| r.clean).map(|r| r.rate).collect();
-    let n_clean = clean.len();
+/// The figures of one queue over its runs.
+struct Summary {
+    /// Median rate over the clean runs if there are at least 3, else over
+    /// all runs.
+    median: f64,
+    clean: usize,
+    min: f64,
+    max: f64,
+    /// Medians, over the same runs, of [`Run::full_run`] and
+    /// [`Run::empty_run`].
+    full_run: f64,
+    empty_run: f64,
+}
+
+fn summary(runs: &[Run]) -> Summary {
+    let n_clean = runs.iter().filter(|r| r.clean).count();
+    let counted: Vec<&Run> = runs.iter().filter(|r| r.clean || n_clean < 3).collect();
+    let med = |f: fn(&Run) -> f64| median(&mut counted.iter().map(|r| f(r)).collect::<Vec<_>>());
     let mut all: Vec<f64> = runs.iter().map(|r| r.rate).collect();
-    let m = if n_clean >= 3 {
-        median(&mut clean)
-    } else {
-        median(&mut all)
-    };
     all.sort_by(f64::total_cmp);
-    let (min, max) = (
-        all.first().copied().unwrap_or(f64::NAN),
-        all.last().copied().unwrap_or(f64::NAN),
-    );
-    (m, n_clean, min, max)
+    Summary {
+        median: med(|r| r.rate),
+        clean: n_clean,
+        min: all.first().copied().unwrap_or(f64::NAN),
+        max: all.last().copied().unwrap_or(f64::NAN),
+        full_run: med(|r| r.full_run),
+        empty_run: med(|r| r.empty_run),
+    }
 }
 
 struct Args {
@@ -366,6 +442,7 @@ fn main() {
         let sum = match args.only.as_deref() {
             Some("rtrb") => single_thread::<Rtrb>(cap, n),
             Some("batch") => single_thread::<PspatMailboxBatch>(cap, n),
+            Some("mailbox7") => single_thread::<PspatMailbox7>(cap, n),
             _ => single_thread::<PspatMailbox>(cap, n),
         };
         println!("{sum}");
@@ -375,11 +452,16 @@ fn main() {
     if cores.len() < 2 {
         eprintln!("warning: fewer than 2 cores visible; threads are not pinned");
     }
-    let queues: [(&str, u64, Runner); 5] = [
+    let queues: [(&str, u64, Runner); 6] = [
         (
             PspatMailbox::NAME,
             PspatMailbox::ITEMS,
             run_once::<PspatMailbox>,
+        ),
+        (
+            PspatMailbox7::NAME,
+            PspatMailbox7::ITEMS,
+            run_once::<PspatMailbox7>,
         ),
         (
             PspatMailboxBatch::NAME,
@@ -424,29 +506,37 @@ fn main() {
                 }
             }
         }
-        let sums: Vec<(f64, usize, f64, f64)> = results.iter().map(|r| summary(r)).collect();
-        let (rtrb_m, aq_m) = (sums[2].0, sums[3].0);
+        let sums: Vec<Summary> = results.iter().map(|r| summary(r)).collect();
+        let rate_of = |name: &str| {
+            queues
+                .iter()
+                .position(|q| q.0 == name)
+                .map_or(f64::NAN, |i| sums[i].median)
+        };
+        let (rtrb_m, aq_m) = (rate_of(Rtrb::NAME), rate_of(CrossbeamArrayQueue::NAME));
         println!();
         println!("capacity {capacity}");
         println!(
-            "{:<26} {:>10} {:>6} {:>8} {:>8} {:>7} {:>8}",
-            "queue", "median M/s", "clean", "min", "max", "/rtrb", "/ArrayQ"
+            "{:<28} {:>10} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8}",
+            "queue", "median M/s", "clean", "min", "max", "/rtrb", "/ArrayQ", "P run", "C run"
         );
         for (i, (name, _, _)) in queues.iter().enumerate() {
             if results[i].is_empty() {
                 continue;
             }
-            let (m, n_clean, min, max) = sums[i];
+            let s = &sums[i];
             println!(
-                "{:<26} {:>10.1} {:>3}/{:<2} {:>8.1} {:>8.1} {:>7.2} {:>8.2}",
+                "{:<28} {:>10.1} {:>3}/{:<2} {:>8.1} {:>8.1} {:>7.2} {:>8.2} {:>8.0} {:>8.0}",
                 name,
-                m / 1e6,
-                n_clean,
+                s.median / 1e6,
+                s.clean,
                 results[i].len(),
-                min / 1e6,
-                max / 1e6,
-                m / rtrb_m,
-                m / aq_m
+                s.min / 1e6,
+                s.max / 1e6,
+                s.median / rtrb_m,
+                s.median / aq_m,
+                s.full_run,
+                s.empty_run
             );
         }
     }
@@ -454,5 +544,9 @@ fn main() {
     println!(
         "median over clean runs (both threads on a CPU >= {:.0}% of the run) when >= 3, else over all",
         CLEAN_ON_CPU * 100.0
+    );
+    println!(
+        "P run / C run: items per stretch between two full (producer) / empty (consumer) stalls, \
+         as spscq's [P] / [C] avg batch"
     );
 }

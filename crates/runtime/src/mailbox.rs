@@ -23,6 +23,14 @@
 //! Because the producer must see the line *after* the one it fills released,
 //! one line always stays free: **capacity = entries − one line**.
 //!
+//! A third refinement serves the batch pops ([`Consumer::pop_many`],
+//! [`Consumer::pop_batch`], [`Consumer::pop_into`]): the producer fills a
+//! line in order, so when the consumer reaches a slot it has not seen
+//! published it first loads the stamp of the line's *last* slot; if that
+//! one is published, so is the whole line, and the consumer takes the rest
+//! of it without loading a stamp or branching on one per slot. A single
+//! [`Consumer::pop`] loads only its own slot's stamp.
+//!
 //! # Slot representation (generic `T`)
 //!
 //! The ring is an array of *lines*; a line holds `L` slots laid out as
@@ -60,7 +68,13 @@
 //! * **Publication** (producer → consumer): the producer writes the value,
 //!   then stores the pass tag into the stamp with `Release`; the consumer
 //!   loads the stamp with `Acquire`. Seeing the tag therefore makes the value
-//!   write happen-before the consumer's read of it.
+//!   write happen-before the consumer's read of it — and the writes of every
+//!   earlier slot of the line, which the producer made before that store:
+//!   the last slot's tag publishes the whole line. A last stamp carrying the
+//!   tag is not a leftover of two passes ago: before taking that pass's
+//!   last slot the consumer saw the stamp carry the tag of the pass in
+//!   between (its own load, or the load of the last stamp that let it take
+//!   the line), and coherence keeps later loads from seeing the older value.
 //! * **Release of a line** (consumer → producer): after moving every value of
 //!   a line out, the consumer stores `0` into the first stamp of that line
 //!   with `Release`; the producer's look-ahead loads it with `Acquire`. The
@@ -87,8 +101,9 @@
 //!
 //! * `Producer::fill` writes a value into a `MaybeUninit` slot of a line
 //!   the look-ahead proved released;
-//! * `Consumer::pop` moves a value out of a slot whose stamp it has seen
-//!   (Acquire) carry the current pass tag;
+//! * `Consumer::take` moves a value out of a slot whose stamp, or the stamp
+//!   of a later slot of its line, it has seen (Acquire) carry the current
+//!   pass tag;
 //! * `Shared::drop` drops the values still queued when both handles are
 //!   gone;
 //! * `unsafe impl Sync for Line` (the cells are partitioned by the protocol).
@@ -361,6 +376,7 @@ impl Mailbox {
             shared,
             line: 0,
             offset: 0,
+            ready: 0,
             tag: FIRST_TAG,
             popped: 0,
             #[cfg(loom)]
@@ -451,11 +467,27 @@ impl<T, const L: usize> Producer<T, L> {
     /// Pushes `value`, or hands it back if the mailbox is full.
     #[inline]
     pub fn try_push(&mut self, value: T) -> Result<(), T> {
-        if self.offset >= L && !self.claim_line() {
+        let Some(offset) = self.free_offset() else {
             return Err(value);
-        }
-        self.fill(value);
+        };
+        self.fill(offset, value);
         Ok(())
+    }
+
+    /// The slot of the claimed line the next push fills (claiming the next
+    /// line first if the current one is full), or `None` if the mailbox is
+    /// full. The result is `< L` on every path, which the compiler sees, so
+    /// indexing the line with it needs no bounds check.
+    #[inline(always)]
+    fn free_offset(&mut self) -> Option<usize> {
+        let offset = self.offset;
+        if offset < L {
+            Some(offset)
+        } else if self.claim_line() {
+            Some(0)
+        } else {
+            None
+        }
     }
 
     /// Pushes items taken from `items` while there is room; returns how many
@@ -464,14 +496,11 @@ impl<T, const L: usize> Producer<T, L> {
     /// `items`.
     pub fn try_push_many<I: Iterator<Item = T>>(&mut self, items: &mut I) -> usize {
         let mut pushed = 0;
-        loop {
-            if self.offset >= L && !self.claim_line() {
-                break;
-            }
+        while let Some(offset) = self.free_offset() {
             let Some(value) = items.next() else {
                 break;
             };
-            self.fill(value);
+            self.fill(offset, value);
             pushed += 1;
         }
         pushed
@@ -515,11 +544,10 @@ impl<T, const L: usize> Producer<T, L> {
         true
     }
 
-    /// Writes `value` into the next slot of the claimed line and publishes
-    /// it.
+    /// Writes `value` into slot `offset` (the next one, from
+    /// [`Producer::free_offset`]) of the claimed line and publishes it.
     #[inline(always)]
-    fn fill(&mut self, value: T) {
-        let offset = self.offset;
+    fn fill(&mut self, offset: usize, value: T) {
         let Some(line) = self.lines.get(self.line) else {
             // `line < lines.len()` always holds; a `get` keeps the access
             // checked without a panic path in the hot loop.
@@ -571,6 +599,9 @@ pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS> {
     line: usize,
     /// Next slot to read in `line` (`0..L`).
     offset: usize,
+    /// Slots `offset..ready` of `line` are known to be published (`ready ≤
+    /// L`): they are taken without loading their stamps again.
+    ready: usize,
     /// Stamp of the current pass.
     tag: u8,
     /// Items popped so far (wrapping).
@@ -639,13 +670,18 @@ impl<T, const L: usize> Consumer<T, L> {
 
     /// `true` if [`Consumer::pop`] would return `None` right now.
     pub fn is_empty(&self) -> bool {
-        self.lines[self.line].stamps[self.offset].load(Ordering::Acquire) != self.tag
+        self.offset >= self.ready
+            && self
+                .lines
+                .get(self.line)
+                .and_then(|l| l.stamps.get(self.offset))
+                .is_none_or(|s| s.load(Ordering::Acquire) != self.tag)
     }
 
     /// Takes the oldest item, if any.
     #[inline]
     pub fn pop(&mut self) -> Option<T> {
-        let value = self.take()?;
+        let value = self.take(false)?;
         self.publish_popped(0);
         Some(value)
     }
@@ -657,7 +693,7 @@ impl<T, const L: usize> Consumer<T, L> {
     pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
         let mut taken = 0;
         while taken < max {
-            let Some(value) = self.take() else { break };
+            let Some(value) = self.take(true) else { break };
             out.push_back(value);
             taken += 1;
         }
@@ -686,20 +722,37 @@ impl<T, const L: usize> Consumer<T, L> {
 
     /// Moves the oldest item out of its slot, if any, and advances (the
     /// popped count is published by the caller).
+    ///
+    /// With `whole_line` (the batch pops), a slot before `ready` is known
+    /// published and its stamp is not loaded; past it, [`published_run`]
+    /// looks at the line's stamps. Without (a single [`Consumer::pop`]),
+    /// the slot's own stamp is loaded, which is all a lone pop needs.
+    ///
+    /// The position and the line are read into locals before the first
+    /// Acquire load, which the compiler may not move later loads of `self`
+    /// above: everything after it uses the locals.
     #[inline(always)]
-    fn take(&mut self) -> Option<T> {
-        let offset = self.offset;
+    fn take(&mut self, whole_line: bool) -> Option<T> {
+        let (offset, tag) = (self.offset, self.tag);
         let line = self.lines.get(self.line)?;
-        if line.stamps[offset].load(Ordering::Acquire) != self.tag {
+        // `offset < L` always holds; `get` keeps a panic path out and lets
+        // the compiler drop the bounds checks below.
+        let stamp = line.stamps.get(offset)?;
+        if whole_line {
+            if offset >= self.ready {
+                self.ready = published_run(line, offset, tag)?;
+            }
+        } else if stamp.load(Ordering::Acquire) != tag {
             return None;
         }
         let value = line.values[offset].with(|p| {
-            // SAFETY: the stamp holds this pass's tag, loaded with Acquire
-            // after the producer stored it with Release right after
-            // initialising the value; the producer will not write this slot
-            // again before the consumer releases its line, and the consumer
-            // is unique (`&mut self`) and advances past the slot below, so the
-            // value is moved out exactly once.
+            // SAFETY: this pass's tag was seen (Acquire) in this slot's stamp
+            // or in a later slot's of the line, which the producer stored
+            // with Release after initialising this value (it fills a line
+            // in order); the producer will not write this slot again before
+            // the consumer releases its line, and the consumer is unique
+            // (`&mut self`) and advances past the slot below, so the value
+            // is moved out exactly once.
             unsafe { (*p).assume_init_read() }
         });
         self.popped = self.popped.wrapping_add(1);
@@ -713,32 +766,36 @@ impl<T, const L: usize> Consumer<T, L> {
 
     /// Pops up to `max` items, handing each to `sink`; returns how many.
     ///
-    /// The consumer's state is updated before each call of `sink`, so a
-    /// panicking `sink` loses nothing but the item it was given.
+    /// The consumer's position is updated before each call of `sink`, so a
+    /// panicking `sink` loses nothing but the item it was given; the count
+    /// the producer's length estimate reads is stored once, at the end.
     pub fn pop_batch(&mut self, max: usize, mut sink: impl FnMut(T)) -> usize {
         let mut taken = 0;
         while taken < max {
-            let Some(value) = self.pop() else {
+            let Some(value) = self.take(true) else {
                 break;
             };
             sink(value);
             taken += 1;
         }
+        self.publish_popped(0);
         taken
     }
 
     /// Pops up to `max` items into `out` (a `Vec`, `VecDeque`, …); returns
-    /// how many.
+    /// how many. The count the producer's length estimate reads is stored
+    /// once, at the end.
     pub fn pop_into<E: Extend<T>>(&mut self, out: &mut E, max: usize) -> usize {
         let mut taken = 0;
         out.extend(std::iter::from_fn(|| {
             if taken == max {
                 return None;
             }
-            let value = self.pop()?;
+            let value = self.take(true)?;
             taken += 1;
             Some(value)
         }));
+        self.publish_popped(0);
         taken
     }
 
@@ -750,6 +807,7 @@ impl<T, const L: usize> Consumer<T, L> {
             l.stamps[0].store(EMPTY, self.release_ordering());
         }
         self.offset = 0;
+        self.ready = 0;
         self.line += 1;
         if self.line == self.lines.len() {
             self.line = 0;
@@ -776,6 +834,26 @@ impl<T, const L: usize> Consumer<T, L> {
     pub fn loom_weaken_release(&mut self) {
         self.release = Ordering::Relaxed;
     }
+}
+
+/// How far the published slots of `line` reach from `offset` (the end of
+/// the run, `offset + 1..=L`), or `None` if the slot at `offset` is not
+/// published in the pass of `tag`.
+///
+/// The producer fills a line in order and publishes each slot with a
+/// Release store of its stamp, so the *last* stamp of the line carrying the
+/// tag (Acquire) means every slot of the line is published: the rest of the
+/// line is then taken with no further stamp loads and no branch on each
+/// slot's stamp. That stamp cannot be a stale tag of two passes ago: the
+/// consumer saw it overwritten with the tag of the pass in between before
+/// it took that pass's last slot.
+#[inline]
+fn published_run<T, const L: usize>(line: &Line<T, L>, offset: usize, tag: u8) -> Option<usize> {
+    if line.stamps[L - 1].load(Ordering::Acquire) == tag {
+        return Some(L);
+    }
+    let own = line.stamps.get(offset)?;
+    (offset + 1 < L && own.load(Ordering::Acquire) == tag).then_some(offset + 1)
 }
 
 impl<T, const L: usize> Drop for Consumer<T, L> {

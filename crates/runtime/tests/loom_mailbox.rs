@@ -130,6 +130,33 @@ fn push_batch_and_pop_batch() {
     });
 }
 
+/// Batch pops over three-slot lines while single pushes fill them: the
+/// consumer finds lines partly published (it takes the published prefix
+/// from the slot's own stamp, then looks again) and wholly published (the
+/// last stamp vouches for the rest of the line, which it then takes
+/// without loading those stamps), across a wrap of the ring.
+#[test]
+fn batch_pops_of_partly_published_lines() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::with_line_slots::<Box<usize>, 3>(3);
+        let producer = thread::spawn(move || {
+            for i in 0..7 {
+                push_spin(&mut tx, Box::new(i));
+            }
+        });
+        let mut got = std::collections::VecDeque::new();
+        while got.len() < 7 {
+            if rx.pop_many(&mut got, 7) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().ok();
+        let got: Vec<usize> = got.into_iter().map(|b| *b).collect();
+        assert_eq!(got, (0..7).collect::<Vec<_>>());
+        assert!(rx.is_empty());
+    });
+}
+
 /// Length estimates while the other side runs: the consumer's counts the
 /// published stamps, the producer's subtracts the consumer's count from its
 /// own position. Both stay within the capacity at every interleaving and

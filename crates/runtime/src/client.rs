@@ -10,14 +10,14 @@
 //! [`barrier::light`] (a compiler fence where `membarrier` is available).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 
 use crossbeam_utils::CachePadded;
 use pktsched_core::{DropReason, Nanos, Pkt};
 use serde::Serialize;
 
 use crate::barrier;
-use crate::config::{Config, RuntimeError, Sent};
+use crate::config::{Clock, Config, RuntimeError, Sent};
 use crate::doorbell::Doorbell;
 use crate::mailbox::{Consumer, Mailbox, Producer};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
@@ -136,6 +136,37 @@ pub(crate) struct Shared<T> {
     max_clients: usize,
     /// Return mailbox capacity, or 0 when clients do not transmit.
     return_capacity: usize,
+    /// The arbiter behind its hand-off lock, once it is there (clients
+    /// made after that may run late rounds).
+    assist: OnceLock<AssistSetup>,
+}
+
+/// A round clients can run when the arbiter is late: implemented by the
+/// arbiter behind its hand-off lock ([`crate::handoff::RoundLock`]).
+pub(crate) trait LateRound: Send + Sync {
+    /// `true` if no round started within `after` ns before `now`.
+    fn is_late(&self, now: Nanos, after: u64) -> bool;
+    /// Runs one round at `now` if the lock is free and the arbiter is
+    /// still late; `true` if it ran.
+    fn try_late_round(&self, now: Nanos, after: u64) -> bool;
+}
+
+/// How clients of a runtime reach its late rounds.
+pub(crate) struct AssistSetup {
+    /// Weak: the arbiter's state holds `Shared`, which holds this.
+    pub(crate) round: Weak<dyn LateRound>,
+    /// The runtime's clock; `None` (sans I/O): only
+    /// [`Client::assist_at`] with an explicit `now` runs rounds.
+    pub(crate) clock: Option<Clock>,
+    /// Lateness threshold, ns.
+    pub(crate) after: u64,
+}
+
+/// A client's end of [`AssistSetup`].
+struct Assist {
+    round: std::sync::Arc<dyn LateRound>,
+    clock: Option<Clock>,
+    after: u64,
 }
 
 impl<T: Send> Shared<T> {
@@ -155,7 +186,14 @@ impl<T: Send> Shared<T> {
             } else {
                 0
             },
+            assist: OnceLock::new(),
         }
+    }
+
+    /// Lets clients made from now on run late rounds through `setup`
+    /// (once; later calls are ignored).
+    pub(crate) fn set_assist(&self, setup: AssistSetup) {
+        let _ = self.assist.set(setup);
     }
 
     /// Moves the clients created since the last call to the end of
@@ -186,6 +224,11 @@ pub struct Client<T> {
     meta: Arc<ClientMeta>,
     shared: Arc<Shared<T>>,
     sent: u64,
+    /// Late rounds (`None`: the arbiter is not behind a hand-off lock, or
+    /// `Config::assist_after` is `None`).
+    assist: Option<Assist>,
+    /// Rounds this client ran.
+    assisted: u64,
 }
 
 impl<T: Send> Client<T> {
@@ -211,13 +254,16 @@ impl<T: Send> Client<T> {
         own.busy.store(false, Ordering::Release);
         if let Err(pkt) = pushed {
             own.full.fetch_add(1, Ordering::Relaxed);
+            self.assist_if_late();
             return Err(SendError::Full(pkt));
         }
         self.sent += 1;
         own.sent.store(self.sent, Ordering::Relaxed);
         self.shared.doorbell.ring(self.id);
+        self.assist_if_late();
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            let own = &self.meta.own;
             own.backpressure_events.fetch_add(1, Ordering::Relaxed);
             return Ok(Sent::Backpressure);
         }
@@ -247,13 +293,16 @@ impl<T: Send> Client<T> {
             own.full.fetch_add(1, Ordering::Relaxed);
         }
         if n == 0 {
+            self.assist_if_late();
             return Ok((0, Sent::Queued));
         }
         self.sent += n as u64;
         own.sent.store(self.sent, Ordering::Relaxed);
         self.shared.doorbell.ring(self.id);
+        self.assist_if_late();
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            let own = &self.meta.own;
             own.backpressure_events.fetch_add(1, Ordering::Relaxed);
             return Ok((n, Sent::Backpressure));
         }
@@ -269,6 +318,39 @@ impl<T: Send> Client<T> {
         match &mut self.ret {
             Some(r) => r.pop_into(out, usize::MAX),
             None => 0,
+        }
+    }
+
+    /// Hand-off: if no arbiter round started within
+    /// `Config::assist_after` before `now`, and no one is running one, runs
+    /// one round at `now` on this thread; `true` if it ran. The round is the
+    /// arbiter's own (same scheduler, link and order), so the packets and
+    /// decisions are those the arbiter would have produced at `now`.
+    /// [`Client::send`] and [`Client::send_batch`] call this with the
+    /// runtime's clock (also when they find the mailbox full, and for an
+    /// empty batch, so an idle client can poll); call it directly with a
+    /// virtual clock. Always `false` without a hand-off lock.
+    pub fn assist_at(&mut self, now: Nanos) -> bool {
+        let Some(a) = &self.assist else {
+            return false;
+        };
+        if !a.round.is_late(now, a.after) || !a.round.try_late_round(now, a.after) {
+            return false;
+        }
+        self.assisted += 1;
+        true
+    }
+
+    /// Rounds this client has run for a late arbiter.
+    pub fn assisted_rounds(&self) -> u64 {
+        self.assisted
+    }
+
+    /// [`Client::assist_at`] with the runtime's clock (nothing sans I/O).
+    #[inline]
+    fn assist_if_late(&mut self) {
+        if let Some(clock) = self.assist.as_ref().and_then(|a| a.clock) {
+            self.assist_at(clock.now());
         }
     }
 
@@ -444,6 +526,13 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         .unwrap_or_else(PoisonError::into_inner)
         .push(meta.clone());
     drop(reg);
+    let assist = shared.assist.get().and_then(|s| {
+        Some(Assist {
+            round: s.round.upgrade()?,
+            clock: s.clock,
+            after: s.after,
+        })
+    });
     Ok(Client {
         id,
         tx,
@@ -451,6 +540,8 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         meta,
         shared: shared.clone(),
         sent: 0,
+        assist,
+        assisted: 0,
     })
 }
 

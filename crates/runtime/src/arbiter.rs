@@ -31,6 +31,8 @@ use crate::output::Output;
 use crate::report::{ArbiterStats, Report};
 use crate::sync::{Arc, AtomicBool, Ordering};
 
+#[cfg(test)]
+mod handoff_tests;
 mod shared;
 #[cfg(test)]
 mod tests;

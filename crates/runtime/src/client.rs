@@ -144,8 +144,8 @@ pub(crate) struct Shared<T> {
 /// A round clients can run when the arbiter is late: implemented by the
 /// arbiter behind its hand-off lock ([`crate::handoff::RoundLock`]).
 pub(crate) trait LateRound: Send + Sync {
-    /// `true` if no round started within `after` ns before `now`.
-    fn is_late(&self, now: Nanos, after: u64) -> bool;
+    /// When the last round started (ns).
+    fn last_round(&self) -> u64;
     /// Runs one round at `now` if the lock is free and the arbiter is
     /// still late; `true` if it ran.
     fn try_late_round(&self, now: Nanos, after: u64) -> bool;
@@ -167,6 +167,11 @@ struct Assist {
     round: std::sync::Arc<dyn LateRound>,
     clock: Option<Clock>,
     after: u64,
+    /// The last round's start as this client last read it. Rounds start
+    /// later and later, so while this copy says "not late" the arbiter is
+    /// not late, and the shared stamp (a line the round runner writes
+    /// every round) is not read.
+    seen: u64,
 }
 
 impl<T: Send> Shared<T> {
@@ -331,12 +336,18 @@ impl<T: Send> Client<T> {
     /// empty batch, so an idle client can poll); call it directly with a
     /// virtual clock. Always `false` without a hand-off lock.
     pub fn assist_at(&mut self, now: Nanos) -> bool {
-        let Some(a) = &self.assist else {
+        let Some(a) = &mut self.assist else {
             return false;
         };
-        if !a.round.is_late(now, a.after) || !a.round.try_late_round(now, a.after) {
+        let late = |seen: u64| now.0.saturating_sub(seen) > a.after;
+        if !late(a.seen) {
             return false;
         }
+        a.seen = a.round.last_round();
+        if !late(a.seen) || !a.round.try_late_round(now, a.after) {
+            return false;
+        }
+        a.seen = now.0;
         self.assisted += 1;
         true
     }
@@ -531,6 +542,7 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
             round: s.round.upgrade()?,
             clock: s.clock,
             after: s.after,
+            seen: 0,
         })
     });
     Ok(Client {

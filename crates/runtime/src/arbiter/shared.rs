@@ -18,8 +18,8 @@ use crate::report::Report;
 type Slot<T, O> = RoundLock<Option<Arbiter<T, O>>>;
 
 impl<T: Send + 'static, O: Output<T>> LateRound for Slot<T, O> {
-    fn is_late(&self, now: Nanos, after: u64) -> bool {
-        RoundLock::is_late(self, now.0, after)
+    fn last_round(&self) -> u64 {
+        RoundLock::last_round(self)
     }
 
     fn try_late_round(&self, now: Nanos, after: u64) -> bool {

@@ -259,13 +259,12 @@ impl<T: Send> Client<T> {
         own.busy.store(false, Ordering::Release);
         if let Err(pkt) = pushed {
             own.full.fetch_add(1, Ordering::Relaxed);
-            self.assist_if_late();
             return Err(SendError::Full(pkt));
         }
         self.sent += 1;
         own.sent.store(self.sent, Ordering::Relaxed);
         self.shared.doorbell.ring(self.id);
-        self.assist_if_late();
+        self.assist_if_late(1);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
             let own = &self.meta.own;
@@ -298,13 +297,13 @@ impl<T: Send> Client<T> {
             own.full.fetch_add(1, Ordering::Relaxed);
         }
         if n == 0 {
-            self.assist_if_late();
+            self.assist_if_late(0);
             return Ok((0, Sent::Queued));
         }
         self.sent += n as u64;
         own.sent.store(self.sent, Ordering::Relaxed);
         self.shared.doorbell.ring(self.id);
-        self.assist_if_late();
+        self.assist_if_late(n);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
             let own = &self.meta.own;
@@ -332,8 +331,9 @@ impl<T: Send> Client<T> {
     /// arbiter's own (same scheduler, link and order), so the packets and
     /// decisions are those the arbiter would have produced at `now`.
     /// [`Client::send`] and [`Client::send_batch`] call this with the
-    /// runtime's clock (also when they find the mailbox full, and for an
-    /// empty batch, so an idle client can poll); call it directly with a
+    /// runtime's clock when what they pushed is all the mailbox holds
+    /// (the client is not backlogged), and `send_batch` with an empty
+    /// batch does too, so an idle client can poll; call it directly with a
     /// virtual clock. Always `false` without a hand-off lock.
     pub fn assist_at(&mut self, now: Nanos) -> bool {
         let Some(a) = &mut self.assist else {
@@ -357,12 +357,26 @@ impl<T: Send> Client<T> {
         self.assisted
     }
 
-    /// [`Client::assist_at`] with the runtime's clock (nothing sans I/O).
+    /// [`Client::assist_at`] with the runtime's clock (nothing sans I/O),
+    /// after this client pushed `pushed` packets, if they are all its
+    /// mailbox holds: a client with older packets still waiting is
+    /// backlogged (its packets wait for their share, not for the arbiter),
+    /// and a backlogged client running rounds only takes the core from
+    /// the arbiter and the other clients (and may lose it holding the
+    /// lock).
     #[inline]
-    fn assist_if_late(&mut self) {
-        if let Some(clock) = self.assist.as_ref().and_then(|a| a.clock) {
-            self.assist_at(clock.now());
+    fn assist_if_late(&mut self, pushed: usize) {
+        let Some(a) = &self.assist else {
+            return;
+        };
+        let Some(clock) = a.clock else {
+            return;
+        };
+        let now = clock.now();
+        if now.0.saturating_sub(a.seen) <= a.after || self.tx.len_estimate() > pushed {
+            return;
         }
+        self.assist_at(now);
     }
 
     /// Approximate number of packets waiting in this client's mailbox.

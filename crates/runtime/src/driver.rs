@@ -346,6 +346,10 @@ impl IdlePolicy {
     }
 }
 
+/// How long the arbiter thread waits on the CPU for a client's round
+/// before it yields, ns: several times a full round (`round_cap` packets).
+const HOLDER_SPIN: u64 = 20_000;
+
 /// The arbiter thread: the arbiter with the real clock and the loop's
 /// timing parameters.
 struct ArbiterThread<T, O> {
@@ -410,7 +414,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                     if self.shared.stop.load(Ordering::Relaxed) {
                         return;
                     }
-                    std::hint::spin_loop();
+                    self.wait_for_client_round();
                     continue;
                 }
             };
@@ -450,6 +454,26 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                     std::hint::spin_loop();
                 }
             }
+        }
+    }
+
+    /// Waits while a client runs a round: on the CPU for a round's time
+    /// ([`HOLDER_SPIN`]), then, if the client still holds the lock, it has
+    /// likely lost its core, maybe to this thread: yield, so that spinning
+    /// at the arbiter's priority does not keep it (and every round) from
+    /// running.
+    ///
+    /// It stamps the lock as a round would: the arbiter thread is on its
+    /// core, so clients need not run the rounds after this one.
+    fn wait_for_client_round(&self) {
+        let t0 = self.clock.now().0;
+        self.arbiter.stamp_alive(t0);
+        while self.arbiter.is_held() {
+            if self.clock.now().0.saturating_sub(t0) > HOLDER_SPIN {
+                std::thread::yield_now();
+                return;
+            }
+            std::hint::spin_loop();
         }
     }
 

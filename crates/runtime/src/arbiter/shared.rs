@@ -134,6 +134,17 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
         self.slot.try_with(|slot| slot.as_mut().map(f)).flatten()
     }
 
+    /// `true` while a round (or a `with`) runs.
+    pub fn is_held(&self) -> bool {
+        self.slot.is_held()
+    }
+
+    /// Records that the arbiter thread is running at `now` (as the start
+    /// of a round does): clients see it as not late.
+    pub(crate) fn stamp_alive(&self, now: u64) {
+        self.slot.stamp_round(now);
+    }
+
     /// When the last round started.
     pub fn last_round(&self) -> Nanos {
         Nanos(self.slot.last_round())

@@ -82,16 +82,25 @@ fn a_client_runs_the_missed_rounds_and_departures_are_unchanged() {
         if miss.random_bool(0.4) {
             missed += 1;
             let helper = (step as usize) % flows;
-            assert!(cs[helper].assist_at(now), "step {step}: the client ran no round");
+            assert!(
+                cs[helper].assist_at(now),
+                "step {step}: the client ran no round"
+            );
             // The round just ran: the arbiter is not late any more.
             assert!(!cs[(helper + 1) % flows].assist_at(now));
         } else {
             assert!(s.do_scan(now).is_some());
         }
-        ends.push(s.with(|a| a.output().map_or(0, |o| o.pkts.len())).unwrap_or(0));
+        ends.push(
+            s.with(|a| a.output().map_or(0, |o| o.pkts.len()))
+                .unwrap_or(0),
+        );
     }
     let got = s.with(|a| a.output().map(|o| releases(o, &ends))).flatten();
-    assert!(want.as_ref().is_some_and(|w| w.len() > 500), "too few releases");
+    assert!(
+        want.as_ref().is_some_and(|w| w.len() > 500),
+        "too few releases"
+    );
     assert_eq!(got, want);
     let stats = s.with(|a| a.stats()).unwrap_or_default();
     assert_eq!(stats.assisted_rounds, missed);
@@ -101,7 +110,10 @@ fn a_client_runs_the_missed_rounds_and_departures_are_unchanged() {
     // Stop accounts for every packet.
     let r = s.stop(StopMode::Return, Nanos((steps + 1) * 3_000));
     let r = r.unwrap_or_else(|| panic!("stopped twice"));
-    assert_eq!(r.arbiter.decisions + r.returned.len() as u64 + r.arbiter.dropped, seq);
+    assert_eq!(
+        r.arbiter.decisions + r.returned.len() as u64 + r.arbiter.dropped,
+        seq
+    );
 }
 
 /// Each client sends 0–2 packets of 125–1500 bytes (seeded).
@@ -158,5 +170,8 @@ fn without_assist_after_or_a_lock_clients_never_run_rounds() {
         ..Config::new(Rate::gbit(1))
     };
     let e = bad.validate().map(|_| ()).unwrap_err().to_string();
-    assert!(e.contains("assist_after") && e.contains("at most 1s"), "{e}");
+    assert!(
+        e.contains("assist_after") && e.contains("at most 1s"),
+        "{e}"
+    );
 }

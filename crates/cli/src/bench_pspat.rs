@@ -98,6 +98,11 @@ pub(crate) struct PspatArgs {
     /// meanwhile) or `spin`.
     #[arg(long, default_value = "yield")]
     arbiter_wait: String,
+    /// PSPAT hand-off: when no arbiter round started within this time
+    /// (the arbiter waits for a core, or sleeps), a sending client runs
+    /// the round itself under the arbiter's try-lock; `off`: never.
+    #[arg(long, default_value = "2us")]
+    assist_after: String,
     /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
@@ -141,6 +146,7 @@ impl PspatArgs {
             placement: self.placement.clone(),
             arbiter_nice: self.arbiter_nice.clone(),
             arbiter_wait: self.arbiter_wait.clone(),
+            assist_after: self.assist_after.clone(),
             no_pin: self.no_pin,
         }
     }

@@ -32,7 +32,12 @@ use crate::report::{ArbiterStats, Report};
 use crate::sync::{Arc, AtomicBool, Ordering};
 
 #[cfg(test)]
+mod handoff_tests;
+mod shared;
+#[cfg(test)]
 mod tests;
+
+pub use shared::SharedArbiter;
 
 /// One round's outcome.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -136,6 +141,8 @@ pub struct Arbiter<T, O> {
     trim_after: u32,
     settle_interval: Nanos,
     last_settle: Option<Nanos>,
+    /// [`Config::assist_after`], for [`SharedArbiter`].
+    assist_after: Option<Nanos>,
     stats: ArbiterStats,
 }
 
@@ -205,6 +212,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             trim_after: cfg.trim_after,
             settle_interval: dur_nanos(cfg.settle_interval),
             last_settle: None,
+            assist_after: cfg.assist_after.map(dur_nanos),
             stats: ArbiterStats::default(),
         }
     }

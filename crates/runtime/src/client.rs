@@ -10,14 +10,14 @@
 //! [`barrier::light`] (a compiler fence where `membarrier` is available).
 
 use std::collections::VecDeque;
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Mutex, OnceLock, PoisonError, Weak};
 
 use crossbeam_utils::CachePadded;
 use pktsched_core::{DropReason, Nanos, Pkt};
 use serde::Serialize;
 
 use crate::barrier;
-use crate::config::{Config, RuntimeError, Sent};
+use crate::config::{Clock, Config, RuntimeError, Sent};
 use crate::doorbell::Doorbell;
 use crate::mailbox::{Consumer, Mailbox, Producer};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
@@ -136,6 +136,42 @@ pub(crate) struct Shared<T> {
     max_clients: usize,
     /// Return mailbox capacity, or 0 when clients do not transmit.
     return_capacity: usize,
+    /// The arbiter behind its hand-off lock, once it is there (clients
+    /// made after that may run late rounds).
+    assist: OnceLock<AssistSetup>,
+}
+
+/// A round clients can run when the arbiter is late: implemented by the
+/// arbiter behind its hand-off lock ([`crate::handoff::RoundLock`]).
+pub(crate) trait LateRound: Send + Sync {
+    /// When the last round started (ns).
+    fn last_round(&self) -> u64;
+    /// Runs one round at `now` if the lock is free and the arbiter is
+    /// still late; `true` if it ran.
+    fn try_late_round(&self, now: Nanos, after: u64) -> bool;
+}
+
+/// How clients of a runtime reach its late rounds.
+pub(crate) struct AssistSetup {
+    /// Weak: the arbiter's state holds `Shared`, which holds this.
+    pub(crate) round: Weak<dyn LateRound>,
+    /// The runtime's clock; `None` (sans I/O): only
+    /// [`Client::assist_at`] with an explicit `now` runs rounds.
+    pub(crate) clock: Option<Clock>,
+    /// Lateness threshold, ns.
+    pub(crate) after: u64,
+}
+
+/// A client's end of [`AssistSetup`].
+struct Assist {
+    round: std::sync::Arc<dyn LateRound>,
+    clock: Option<Clock>,
+    after: u64,
+    /// The last round's start as this client last read it. Rounds start
+    /// later and later, so while this copy says "not late" the arbiter is
+    /// not late, and the shared stamp (a line the round runner writes
+    /// every round) is not read.
+    seen: u64,
 }
 
 impl<T: Send> Shared<T> {
@@ -155,7 +191,14 @@ impl<T: Send> Shared<T> {
             } else {
                 0
             },
+            assist: OnceLock::new(),
         }
+    }
+
+    /// Lets clients made from now on run late rounds through `setup`
+    /// (once; later calls are ignored).
+    pub(crate) fn set_assist(&self, setup: AssistSetup) {
+        let _ = self.assist.set(setup);
     }
 
     /// Moves the clients created since the last call to the end of
@@ -186,6 +229,11 @@ pub struct Client<T> {
     meta: Arc<ClientMeta>,
     shared: Arc<Shared<T>>,
     sent: u64,
+    /// Late rounds (`None`: the arbiter is not behind a hand-off lock, or
+    /// `Config::assist_after` is `None`).
+    assist: Option<Assist>,
+    /// Rounds this client ran.
+    assisted: u64,
 }
 
 impl<T: Send> Client<T> {
@@ -216,8 +264,10 @@ impl<T: Send> Client<T> {
         self.sent += 1;
         own.sent.store(self.sent, Ordering::Relaxed);
         self.shared.doorbell.ring(self.id);
+        self.assist_if_late(1);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            let own = &self.meta.own;
             own.backpressure_events.fetch_add(1, Ordering::Relaxed);
             return Ok(Sent::Backpressure);
         }
@@ -247,13 +297,16 @@ impl<T: Send> Client<T> {
             own.full.fetch_add(1, Ordering::Relaxed);
         }
         if n == 0 {
+            self.assist_if_late(0);
             return Ok((0, Sent::Queued));
         }
         self.sent += n as u64;
         own.sent.store(self.sent, Ordering::Relaxed);
         self.shared.doorbell.ring(self.id);
+        self.assist_if_late(n);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
+            let own = &self.meta.own;
             own.backpressure_events.fetch_add(1, Ordering::Relaxed);
             return Ok((n, Sent::Backpressure));
         }
@@ -270,6 +323,60 @@ impl<T: Send> Client<T> {
             Some(r) => r.pop_into(out, usize::MAX),
             None => 0,
         }
+    }
+
+    /// Hand-off: if no arbiter round started within
+    /// `Config::assist_after` before `now`, and no one is running one, runs
+    /// one round at `now` on this thread; `true` if it ran. The round is the
+    /// arbiter's own (same scheduler, link and order), so the packets and
+    /// decisions are those the arbiter would have produced at `now`.
+    /// [`Client::send`] and [`Client::send_batch`] call this with the
+    /// runtime's clock when what they pushed is all the mailbox holds
+    /// (the client is not backlogged), and `send_batch` with an empty
+    /// batch does too, so an idle client can poll; call it directly with a
+    /// virtual clock. Always `false` without a hand-off lock.
+    pub fn assist_at(&mut self, now: Nanos) -> bool {
+        let Some(a) = &mut self.assist else {
+            return false;
+        };
+        let late = |seen: u64| now.0.saturating_sub(seen) > a.after;
+        if !late(a.seen) {
+            return false;
+        }
+        a.seen = a.round.last_round();
+        if !late(a.seen) || !a.round.try_late_round(now, a.after) {
+            return false;
+        }
+        a.seen = now.0;
+        self.assisted += 1;
+        true
+    }
+
+    /// Rounds this client has run for a late arbiter.
+    pub fn assisted_rounds(&self) -> u64 {
+        self.assisted
+    }
+
+    /// [`Client::assist_at`] with the runtime's clock (nothing sans I/O),
+    /// after this client pushed `pushed` packets, if they are all its
+    /// mailbox holds: a client with older packets still waiting is
+    /// backlogged (its packets wait for their share, not for the arbiter),
+    /// and a backlogged client running rounds only takes the core from
+    /// the arbiter and the other clients (and may lose it holding the
+    /// lock).
+    #[inline]
+    fn assist_if_late(&mut self, pushed: usize) {
+        let Some(a) = &self.assist else {
+            return;
+        };
+        let Some(clock) = a.clock else {
+            return;
+        };
+        let now = clock.now();
+        if now.0.saturating_sub(a.seen) <= a.after || self.tx.len_estimate() > pushed {
+            return;
+        }
+        self.assist_at(now);
     }
 
     /// Approximate number of packets waiting in this client's mailbox.
@@ -444,6 +551,14 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         .unwrap_or_else(PoisonError::into_inner)
         .push(meta.clone());
     drop(reg);
+    let assist = shared.assist.get().and_then(|s| {
+        Some(Assist {
+            round: s.round.upgrade()?,
+            clock: s.clock,
+            after: s.after,
+            seen: 0,
+        })
+    });
     Ok(Client {
         id,
         tx,
@@ -451,6 +566,8 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         meta,
         shared: shared.clone(),
         sent: 0,
+        assist,
+        assisted: 0,
     })
 }
 

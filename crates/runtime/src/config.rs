@@ -83,6 +83,11 @@ pub struct Config {
     /// these bytes take. 0 (the default): never early. The long-run rate is
     /// exact either way; a lead saves the arbiter a wake-up per packet.
     pub burst: u32,
+    /// Hand-off: a client whose send finds that no arbiter round started
+    /// within this time (the arbiter thread waits for a core, or sleeps)
+    /// runs the round itself, if no one else is running one (see
+    /// `handoff`). `None`: clients never run rounds. Default 2 µs.
+    pub assist_after: Option<Duration>,
 }
 
 impl Config {
@@ -108,6 +113,7 @@ impl Config {
             dispatcher_cores: Vec::new(),
             arbiter_nice: None,
             burst: 0,
+            assist_after: Some(Duration::from_micros(2)),
         }
     }
 
@@ -173,6 +179,11 @@ impl Config {
                 format!("{:?}", self.settle_interval),
                 "at most 1s",
             );
+        }
+        if let Some(d) = self.assist_after
+            && d > Duration::from_secs(1)
+        {
+            return bad("assist_after", format!("{d:?}"), "at most 1s, or None");
         }
         if self.read_interval > Duration::from_secs(1) {
             return bad(

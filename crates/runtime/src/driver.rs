@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use pktsched_core::{Nanos, Pkt};
 
-use crate::arbiter::{Arbiter, DispatchTx, Sink};
+use crate::arbiter::{Arbiter, DispatchTx, SharedArbiter, Sink};
 use crate::client::{Client, Shared, new_client};
 use crate::config::{BoxedScheduler, Clock, Config, RuntimeError, StopMode, dur_nanos};
 use crate::doorbell::Doorbell;
@@ -78,6 +78,7 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         let (sink, dispatchers) = start_sink(cfg, outputs)?;
         let arbiter = Arbiter::build(cfg, sched, sink);
         let shared = arbiter.shared().clone();
+        let arbiter = SharedArbiter::with_clock(arbiter, clock);
         let published = Arc::new(Mutex::new(ArbiterStats::default()));
         let mode = Arc::new(Mutex::new(StopMode::Drain));
         let thread = ArbiterThread {
@@ -345,10 +346,15 @@ impl IdlePolicy {
     }
 }
 
+/// How long the arbiter thread waits on the CPU for a client's round
+/// before it yields, ns: several times a full round (`round_cap` packets).
+const HOLDER_SPIN: u64 = 20_000;
+
 /// The arbiter thread: the arbiter with the real clock and the loop's
 /// timing parameters.
 struct ArbiterThread<T, O> {
-    arbiter: Arbiter<T, O>,
+    /// Behind the hand-off lock: clients run the rounds it is late for.
+    arbiter: SharedArbiter<T, O>,
     shared: Arc<Shared<T>>,
     clock: Clock,
     /// Δ_A: minimum time between the starts of two rounds.
@@ -365,40 +371,63 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     fn run(mut self) -> Result<Report<T, O>, RuntimeError> {
         self.run_rounds();
         let mode = *self.mode.lock().unwrap_or_else(PoisonError::into_inner);
-        let left = self.arbiter.close_and_empty(mode, self.clock.now());
+        // From here on clients run no round.
+        let Some(mut arbiter) = self.arbiter.take() else {
+            return Err(RuntimeError::Stopped);
+        };
+        let left = arbiter.close_and_empty(mode, self.clock.now());
         // Everything is in the TX mailboxes or waiting: push the rest.
-        while self.arbiter.tx_waiting() > 0 {
-            self.arbiter.flush();
+        while arbiter.tx_waiting() > 0 {
+            arbiter.flush();
             std::thread::yield_now();
         }
-        self.arbiter.mark_dispatchers_done();
-        self.publish_now();
-        Ok(self.arbiter.into_report(left))
+        arbiter.mark_dispatchers_done();
+        self.publish_now(arbiter.stats());
+        Ok(arbiter.into_report(left))
     }
 
-    /// The arbiter loop: rounds until stop.
+    /// The arbiter loop: rounds until stop. A round is skipped while a
+    /// client runs one (the arbiter was late, see `handoff`).
     fn run_rounds(&mut self) {
         self.shared.doorbell.register_consumer();
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
         loop {
             let start = self.clock.now();
-            let r = self.arbiter.do_scan(start);
-            let end = self.clock.now();
-            if end >= next_publish {
-                self.publish();
+            let clock = self.clock;
+            let step = self.arbiter.try_scan_then(start, |a, r| {
+                let end = clock.now();
+                let did_work = r.drained + r.released > 0;
+                if did_work {
+                    a.record_busy_round(end.0.saturating_sub(start.0));
+                }
+                let waiting = r.backlog > 0 || a.tx_waiting() > 0;
+                let stats = (end >= next_publish).then(|| a.stats());
+                (r, did_work, waiting, end, stats)
+            });
+            let (r, did_work, waiting, end, stats) = match step {
+                Some(Some(s)) => s,
+                // Stopped from outside the loop: nothing left to run.
+                Some(None) => return,
+                // A client is running a round.
+                None => {
+                    if self.shared.stop.load(Ordering::Relaxed) {
+                        return;
+                    }
+                    self.wait_for_client_round();
+                    continue;
+                }
+            };
+            if let Some(st) = stats {
+                self.publish(st);
                 next_publish = Nanos(end.0 + 1_000_000);
             }
             if self.shared.stop.load(Ordering::Relaxed) {
                 return;
             }
-            let did_work = r.drained + r.released > 0;
             if did_work {
-                self.arbiter
-                    .record_busy_round(end.0.saturating_sub(start.0));
                 idle_since = None;
             }
-            let waiting = r.backlog > 0 || self.arbiter.tx_waiting() > 0;
             let since = if did_work || waiting {
                 end
             } else {
@@ -428,17 +457,47 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         }
     }
 
+    /// Waits while a client runs a round: on the CPU for a round's time
+    /// ([`HOLDER_SPIN`]), then, if the client still holds the lock, it has
+    /// likely lost its core, maybe to this thread: yield, so that spinning
+    /// at the arbiter's priority does not keep it (and every round) from
+    /// running.
+    ///
+    /// It stamps the lock as a round would: the arbiter thread is on its
+    /// core, so clients need not run the rounds after this one.
+    fn wait_for_client_round(&self) {
+        let t0 = self.clock.now().0;
+        self.arbiter.stamp_alive(t0);
+        while self.arbiter.is_held() {
+            if self.clock.now().0.saturating_sub(t0) > HOLDER_SPIN {
+                std::thread::yield_now();
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
     /// Sleeps until a client rings (or `timeout`), unless something arrived
-    /// since the last round.
+    /// since the last round (or a client is running a round).
     fn sleep(&mut self, timeout: Option<Duration>) {
         let bell = &self.shared.doorbell;
         bell.announce_sleep();
-        if bell.any() || self.arbiter.any_mail() || self.shared.stop.load(Ordering::Relaxed) {
+        if bell.any() || self.shared.stop.load(Ordering::Relaxed) {
             bell.cancel_sleep();
             return;
         }
-        self.arbiter.record_sleep();
-        self.publish_now();
+        let quiet = self.arbiter.try_with(|a| {
+            if a.any_mail() {
+                return None;
+            }
+            a.record_sleep();
+            Some(a.stats())
+        });
+        let Some(Some(stats)) = quiet else {
+            self.shared.doorbell.cancel_sleep();
+            return;
+        };
+        self.publish_now(stats);
         let bell = &self.shared.doorbell;
         match timeout {
             Some(t) => bell.sleep_timeout(t),
@@ -448,19 +507,19 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
 
     /// Publishes the counters if no reader holds them right now (the hot
     /// loop must never wait).
-    fn publish(&self) {
+    fn publish(&self, stats: ArbiterStats) {
         if let Ok(mut p) = self.published.try_lock() {
-            *p = self.arbiter.stats();
+            *p = stats;
         }
     }
 
     /// Publishes the counters, waiting for a reader if need be: before a
     /// sleep, so what readers see is never older than the last activity.
-    fn publish_now(&self) {
+    fn publish_now(&self, stats: ArbiterStats) {
         *self
             .published
             .lock()
-            .unwrap_or_else(PoisonError::into_inner) = self.arbiter.stats();
+            .unwrap_or_else(PoisonError::into_inner) = stats;
     }
 }
 

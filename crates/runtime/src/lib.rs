@@ -11,6 +11,7 @@
 //! * [`mailbox`]: the lock-free SPSC client mailbox (IFFQ style);
 //! * [`barrier`]: asymmetric barriers (compiler fence / `membarrier`);
 //! * [`doorbell`]: the client lists and the arbiter's sleep/wake-up;
+//! * [`handoff`]: the try-lock a late arbiter's round is handed off under;
 //! * [`link`]: the emulated link (exact leaky bucket);
 //! * [`output`]: where cleared packets go;
 //! * `signal`: SIGINT/SIGTERM as a flag long runs poll (Linux).
@@ -39,7 +40,8 @@
 //! # Unsafe code
 //!
 //! `unsafe` is denied crate-wide and allowed only where the tree below says
-//! so: [`mailbox`] (moving values in and out of its ring's cells) and
+//! so: [`mailbox`] (moving values in and out of its ring's cells),
+//! [`handoff`] (the arbiter state behind its try-lock) and
 //! [`barrier`] (the `membarrier` system call) and `signal` (installing the
 //! handlers with `sigaction`). Every block has its
 //! `// SAFETY:` argument.
@@ -48,9 +50,9 @@
 //!
 //! * Lock-free code takes its atomics, cells and `Arc` from a private `sync`
 //!   facade, so that `RUSTFLAGS="--cfg loom"` swaps in loom's; `ci/loom.sh`
-//!   runs the model tests in `tests/loom_mailbox.rs` and
-//!   `tests/loom_doorbell.rs`, including deliberately broken orderings that
-//!   loom must reject.
+//!   runs the model tests in `tests/loom_mailbox.rs`,
+//!   `tests/loom_doorbell.rs` and `tests/loom_handoff.rs`, including
+//!   deliberately broken orderings that loom must reject.
 //! * `ci/miri.sh` runs the ordinary tests under Miri (it installs a nightly
 //!   toolchain with the `miri` component if there is none).
 
@@ -86,6 +88,8 @@
 #[allow(unsafe_code)]
 pub mod barrier;
 pub mod doorbell;
+#[allow(unsafe_code)]
+pub mod handoff;
 pub mod link;
 #[allow(unsafe_code)]
 pub mod mailbox;
@@ -117,5 +121,6 @@ pub use output::{NullOutput, Output, VecOutput};
 #[cfg(not(loom))]
 pub use pspat::{
     Arbiter, ArbiterStats, BoxedScheduler, Client, ClientStats, Clock, Config, Pspat, Report,
-    Round, RuntimeError, SendError, Sent, Stats, StopMode, Stopped, add_flows, thread_cpu_ns,
+    Round, RuntimeError, SendError, Sent, SharedArbiter, Stats, StopMode, Stopped, add_flows,
+    thread_cpu_ns,
 };

@@ -21,7 +21,7 @@
 //!   or returns what is queued and reports where every packet went
 //!   ([`Report`]).
 
-pub use crate::arbiter::{Arbiter, Round};
+pub use crate::arbiter::{Arbiter, Round, SharedArbiter};
 pub use crate::client::{Client, ClientStats, SendError, Stopped};
 pub use crate::config::{
     BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode, add_flows, thread_cpu_ns,

@@ -39,6 +39,9 @@ pub struct ArbiterStats {
     pub sleeps: u64,
     /// Times a TX mailbox was full (the packet waited in the arbiter).
     pub tx_full: u64,
+    /// Rounds run by a client because the arbiter was late (counted in
+    /// `loops` too; see `handoff`).
+    pub assisted_rounds: u64,
 }
 
 impl ArbiterStats {
@@ -148,7 +151,7 @@ impl<T, O> Report<T, O> {
             s,
             " arbiter: {} decisions, {} rounds ({} busy, {:.1} pkts/busy round, \
              avg {:.0} ns, max {} ns), {} mailbox reads, {} settles, {} sleeps, \
-             {} tx-full",
+             {} tx-full, {} rounds run by clients",
             a.decisions,
             a.loops,
             a.busy_loops,
@@ -158,7 +161,8 @@ impl<T, O> Report<T, O> {
             a.mailbox_reads,
             a.settles,
             a.sleeps,
-            a.tx_full
+            a.tx_full,
+            a.assisted_rounds
         );
         for (i, cl) in self.clients.iter().enumerate() {
             let _ = writeln!(

@@ -15,14 +15,14 @@ pub(crate) use loom::sync::atomic::{
     AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence,
 };
 #[cfg(loom)]
-pub(crate) use loom::thread::{Thread, current, park};
+pub(crate) use loom::thread::{Thread, current, park, yield_now};
 
 #[cfg(not(loom))]
 pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU64, AtomicUsize, Ordering, fence};
 #[cfg(not(loom))]
-pub(crate) use std::thread::{Thread, current, park};
+pub(crate) use std::thread::{Thread, current, park, yield_now};
 
 /// `std::cell::UnsafeCell` with loom's access API.
 ///

@@ -213,3 +213,56 @@ fn idle_arbiter_sleeps_and_a_send_wakes_it() {
     assert_eq!(r.outputs[0].0, 1);
     assert_eq!(r.flushed, 0, "released at the link's pace, not at stop");
 }
+
+/// An arbiter thread that runs one round every 200 ms (`scan_interval`)
+/// is late for almost every send: the clients run the rounds themselves
+/// (the hand-off), packets leave while the arbiter waits, nothing is lost
+/// and per-flow order is kept.
+#[test]
+fn clients_run_the_rounds_of_a_stalled_arbiter() {
+    let cfg = Config {
+        scan_interval: std::time::Duration::from_millis(200),
+        ..Config::new(Rate::gbit(400))
+    };
+    let mut sched = Algorithm::Qfq.build_send::<u64>();
+    // Limits above what is sent: the stop's drain enqueues every mailbox
+    // at once, and this test wants no drop.
+    add_flows(sched.as_mut(), &[1, 2], 2, 8192).unwrap();
+    let rt = Pspat::start(&cfg, sched, vec![VecOutput::default()], Clock::new()).unwrap();
+    let per_client = 3_000u64;
+    let handles: Vec<_> = (0..2u32)
+        .map(|i| {
+            let mut c = rt.client().unwrap();
+            std::thread::spawn(move || {
+                let mut seq = 0;
+                while seq < per_client {
+                    let p = Pkt::new(FlowId(i), 200, Nanos(0), u64::from(i) << 32 | seq);
+                    match c.send(p) {
+                        Ok(_) => seq += 1,
+                        Err(SendError::Full(_)) => std::thread::yield_now(),
+                        Err(SendError::Stopped(_)) => unreachable!("not stopped yet"),
+                    }
+                }
+                c.assisted_rounds()
+            })
+        })
+        .collect();
+    let by_clients: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let report = rt.stop(StopMode::Drain).unwrap();
+    assert!(by_clients > 0, "no client ran a round");
+    assert_eq!(report.arbiter.assisted_rounds, by_clients);
+    // The clients' rounds released packets (not only the stop's flush).
+    assert!(report.arbiter.decisions > 0, "{:?}", report.arbiter);
+    let out: Vec<Pkt<u64>> = report.outputs.into_iter().flat_map(|o| o.pkts).collect();
+    assert_eq!(report.arbiter.dropped, 0);
+    assert_eq!(out.len() as u64, 2 * per_client);
+    assert_eq!(out.len() as u64, report.arbiter.decisions + report.flushed);
+    for f in 0..2u64 {
+        let seqs: Vec<u64> = out
+            .iter()
+            .filter(|p| p.item >> 32 == f)
+            .map(|p| p.item & 0xffff_ffff)
+            .collect();
+        assert_eq!(seqs, (0..per_client).collect::<Vec<_>>(), "flow {f}");
+    }
+}

@@ -103,7 +103,7 @@ impl Ctx<'_> {
 /// The generators of a run: `n` clients (paced in proportion to their
 /// weights under overload, greedy otherwise) and, under overload, the
 /// victim.
-fn generators(c: &Ctx<'_>, weights: &[u32]) -> Vec<Gen> {
+fn generators(c: &Ctx<'_>, arch: Arch, weights: &[u32]) -> Vec<Gen> {
     let p = c.p;
     let (len, link) = p.flow_shape(c.ph);
     // Offered load f × link, split in proportion to the weights, so that
@@ -136,7 +136,9 @@ fn generators(c: &Ctx<'_>, weights: &[u32]) -> Vec<Gen> {
             burst: 1,
             stamp: true,
             alone: false,
-            poll_idle: p.client_transmit,
+            // PSPAT: between packets the victim polls (an empty batch), so
+            // it runs the round a late arbiter owes its last packet.
+            poll_idle: p.client_transmit || arch == Arch::Pspat,
         });
     }
     gens
@@ -289,6 +291,7 @@ fn run_pspat(
     res.arbiter_p99_loop_ns = r.arbiter.loop_ns_quantile(0.99);
     res.arbiter_pkts_per_loop = r.arbiter.pkts_per_loop();
     res.arbiter_sleeps = r.arbiter.sleeps;
+    res.assisted_rounds = r.arbiter.assisted_rounds;
     res.tc = Some(r.tc_style(c.p.alg.name()));
     let lat = Latency::of(r.outputs.iter().chain(&client_outs))?;
     let out_total: u64 = r
@@ -450,7 +453,7 @@ pub(super) fn run_one(
         interrupt,
     };
     let weights: Vec<u32> = (0..n).map(|i| p.weights[i % p.weights.len()]).collect();
-    let gens = generators(&c, &weights);
+    let gens = generators(&c, arch, &weights);
     let mut sched = p.alg.build_send::<u64>();
     p.add_flows(sched.as_mut(), n, ph)
         .map_err(|e| anyhow!("flows: {e}"))?;

@@ -90,6 +90,9 @@ pub struct PspatOptions {
     pub arbiter_nice: String,
     /// How PSPAT's arbiter waits on the CPU: `yield` or `spin`.
     pub arbiter_wait: String,
+    /// PSPAT hand-off: `off`, or how long after the last arbiter round a
+    /// client runs one itself.
+    pub assist_after: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
 }
@@ -214,6 +217,8 @@ pub struct Plan {
     arbiter_nice: Option<i32>,
     /// The arbiter yields (rather than spins) while it waits.
     arbiter_yield: bool,
+    /// Hand-off threshold (`None`: clients never run rounds).
+    assist_after: Option<Duration>,
 }
 
 fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
@@ -315,6 +320,10 @@ impl Plan {
                 "spin" => false,
                 s => bail!("--arbiter-wait `{s}`; allowed: yield, spin"),
             },
+            assist_after: match a.assist_after.as_str() {
+                "off" => None,
+                s => Some(named(INTERVAL, "--assist-after").duration(s)?),
+            },
         };
         plan.check_rates(a)?;
         // Let the scheduler and the runtime check their own ranges now,
@@ -407,6 +416,7 @@ impl Plan {
             max_clients: 129,
             arbiter_nice: self.arbiter_nice,
             yield_when_idle: self.arbiter_yield,
+            assist_after: self.assist_after,
             ..Config::new(link)
         }
     }
@@ -466,6 +476,8 @@ pub struct RunRes {
     arbiter_p99_loop_ns: u64,
     arbiter_pkts_per_loop: f64,
     arbiter_sleeps: u64,
+    /// PSPAT: rounds run by clients because the arbiter was late.
+    assisted_rounds: u64,
     /// The `tc -s`-style report (PSPAT runs).
     #[serde(skip)]
     tc: Option<String>,

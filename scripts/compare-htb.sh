@@ -32,7 +32,8 @@
 # forwarding threads with `run --cpu 1`, the bridge + HTB path by steering
 # d0's receive processing to CPU 1 (RPS: the bridge, HTB's enqueue and
 # the transmit to s0 then run in softirq there). PIN=0 turns it off.
-# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched.
+# PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched, except
+# to a busy-polling one (it would starve its core's softirq work).
 # PERF_RECORD=1 records the forwarder's profile in each measurement
 # (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
 # symbols in NAME.profile.txt; use with KEEP). KEEP=DIR
@@ -136,8 +137,12 @@ start_pktsched() { # $1 rate, $2 engine, rest: more `run` arguments
     local rate="$1" engine="$2"; shift 2
     shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$rate" "$engine"
     # Not through nsx: $! must be the shaper itself (ip netns exec execs it).
+    # A busy poller keeps the normal policy: under SCHED_FIFO it would
+    # starve the softirq work of its own core.
+    local rt=("${rt_args[@]}")
+    case " $* ${bp_args[*]} " in *" --busy-poll "*) rt=() ;; esac
     ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" \
-        "${pin_dut[@]}" "${rt_args[@]}" "${bp_args[@]}" "$@" >"$work/run.out" 2>"$work/run.err" &
+        "${pin_dut[@]}" "${rt[@]}" "${bp_args[@]}" "$@" >"$work/run.out" 2>"$work/run.err" &
     shaper_pid=$!
     for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
     cat "$work/run.err" >&2; exit 1

@@ -100,8 +100,9 @@ pub(crate) struct PspatArgs {
     arbiter_wait: String,
     /// PSPAT hand-off: when no arbiter round started within this time
     /// (the arbiter waits for a core, or sleeps), a sending client runs
-    /// the round itself under the arbiter's try-lock; `off`: never.
-    #[arg(long, default_value = "2us")]
+    /// the round itself under the arbiter's try-lock; `off` (the
+    /// default): never.
+    #[arg(long, default_value = "off")]
     assist_after: String,
     /// Same as `--placement none`.
     #[arg(long)]

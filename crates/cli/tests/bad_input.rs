@@ -813,6 +813,32 @@ fn shaper_and_traffic() {
                 ],
             )
         },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\nengine = \"pspat\"\ncpu = 0\nbusy_poll = true\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &[
+                    "c.toml:7",
+                    "link.busy_poll needs link.engine = \"run-to-completion\"",
+                    "\"pspat\"",
+                ],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"fwnodev0\"\negress = \"fwnodev1\"\nrate = \"1gbit\"\ncpu = 0\nbusy_poll = true\n[[class]]\nname = \"a\"\ndefault = true\n",
+            )],
+            ..row(
+                &["run", "--config", "{dir}/c.toml", "--user", "nobody"],
+                2,
+                &["busy polling with --user nobody", "CAP_NET_ADMIN"],
+            )
+        },
         row(
             &["run", "--config", "/nonexistent/c.toml", "--cpu", "5000"],
             2,

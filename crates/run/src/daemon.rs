@@ -189,9 +189,17 @@ pub fn run(
     let mut cfg = load_checked(&opts.config)?;
     opts.threads.apply(&mut cfg);
     opts.threads.check_busy_poll(&cfg)?;
+    if cfg.link.busy_poll.is_some() && user.is_some() {
+        return Err(format!(
+            "busy polling with --user {}: switching user drops CAP_NET_ADMIN, and the \
+             ingress's NAPI settings could not be written back at exit; run busy polling \
+             without --user (it keeps CAP_NET_ADMIN only) or --user without busy polling",
+            opts.user.as_deref().unwrap_or_default()
+        ));
+    }
     let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
     // Restored when dropped: at the end of this function, also on error.
-    let napi = busy_poll_device_settings(&cfg, events)?;
+    let napi = busy_poll_device_settings(&cfg, backend.backend, events)?;
     // The pipeline's threads inherit this thread's CPU and policy; it goes
     // back once they are started (`placed` dropped), before the control
     // threads start.
@@ -293,12 +301,22 @@ pub fn run(
 /// With busy polling: the ingress's NAPI settings written (and logged).
 fn busy_poll_device_settings(
     cfg: &RunConfig,
+    backend: &str,
     events: &mut dyn DaemonEvents,
 ) -> Result<Option<sys::NapiSettings>, String> {
     let Some(b) = cfg.link.busy_poll else {
         return Ok(None);
     };
     let dev = &cfg.link.ingress;
+    if backend != "xdp" {
+        // AF_PACKET sockets record no NAPI instance: deferring the device's
+        // interrupts would only leave frames to the flush timer.
+        events.log(&format!(
+            "busy polling {dev}: backend {backend} has no NAPI to drive; the forwarder \
+             spins on its rings, the device's settings are left as they are"
+        ));
+        return Ok(None);
+    }
     let index = pktsched_io::packet::if_index(dev).map_err(|e| format!("busy polling: {e}"))?;
     let napi = match sys::NapiSettings::apply(Path::new("/sys/class/net"), dev, Some(index)) {
         Ok(n) => Some(n),

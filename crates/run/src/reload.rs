@@ -108,6 +108,17 @@ fn rates_kind_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRes
             new: kind(new),
         });
     }
+    // The classes' policy node was built for the largest wire frame; a
+    // change of it would leave the running node checking rates against
+    // the old one.
+    let wire = |c: &RunConfig| c.link.wire_len(c.link.max_frame);
+    if new.has_class_rates() && wire(old) != wire(new) {
+        return Err(NeedsRestart {
+            field: "link.overhead/mpu (with class rates)",
+            old: format!("largest wire frame {} bytes", wire(old)),
+            new: format!("{} bytes", wire(new)),
+        });
+    }
     Ok(())
 }
 
@@ -269,6 +280,12 @@ mod tests {
                 vec!["rate", "ceil", "burst"]
             )])
         );
+        let e = diff(
+            &old,
+            &cfg(&rated.replace("[link]\n", "[link]\noverhead = 24\n")),
+        )
+        .expect_err("overhead");
+        assert_eq!(e.field, "link.overhead/mpu (with class rates)");
         // The first rate makes the scheduler a different kind: a restart.
         let e = diff(&cfg(BASE), &old).expect_err("kind");
         assert_eq!(e.field, "class rate/ceil");

@@ -233,6 +233,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         self.stats
     }
 
+    /// Rounds run so far (by the arbiter thread or by clients).
+    pub(crate) fn rounds(&self) -> u64 {
+        self.stats.loops
+    }
+
     /// The emulated link's rate.
     pub fn link_rate(&self) -> pktsched_core::Rate {
         self.link.rate()

@@ -86,7 +86,9 @@ pub struct Config {
     /// Hand-off: a client whose send finds that no arbiter round started
     /// within this time (the arbiter thread waits for a core, or sleeps)
     /// runs the round itself, if no one else is running one (see
-    /// `handoff`). `None`: clients never run rounds. Default 2 µs.
+    /// `handoff`). `None` (the default): clients never run rounds. On
+    /// this project's 2-vCPU machine 2 µs cost 30–45 % of the decisions
+    /// per second at 1–64 clients (BENCHMARKS.md), so it is opt-in.
     pub assist_after: Option<Duration>,
 }
 
@@ -113,7 +115,7 @@ impl Config {
             dispatcher_cores: Vec::new(),
             arbiter_nice: None,
             burst: 0,
-            assist_after: Some(Duration::from_micros(2)),
+            assist_after: None,
         }
     }
 

@@ -403,9 +403,9 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 }
                 let waiting = r.backlog > 0 || a.tx_waiting() > 0;
                 let stats = (end >= next_publish).then(|| a.stats());
-                (r, did_work, waiting, end, stats)
+                (r, did_work, waiting, end, stats, a.rounds())
             });
-            let (r, did_work, waiting, end, stats) = match step {
+            let (r, did_work, waiting, end, stats, rounds) = match step {
                 Some(Some(s)) => s,
                 // Stopped from outside the loop: nothing left to run.
                 Some(None) => return,
@@ -444,7 +444,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 Next::Spin => std::hint::spin_loop(),
                 Next::Yield => std::thread::yield_now(),
                 Next::Sleep(t) => {
-                    self.sleep(t.map(Duration::from_nanos));
+                    self.sleep(t.map(Duration::from_nanos), rounds);
                     idle_since = None;
                 }
             }
@@ -478,8 +478,11 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     }
 
     /// Sleeps until a client rings (or `timeout`), unless something arrived
-    /// since the last round (or a client is running a round).
-    fn sleep(&mut self, timeout: Option<Duration>) {
+    /// since the last round, a client is running a round, or one ran a
+    /// round since this thread's (`rounds` is the count after it): that
+    /// round took the doorbell's bits and may have left packets queued for
+    /// a busy link, so the thread runs a round of its own and decides again.
+    fn sleep(&mut self, timeout: Option<Duration>, rounds: u64) {
         let bell = &self.shared.doorbell;
         bell.announce_sleep();
         if bell.any() || self.shared.stop.load(Ordering::Relaxed) {
@@ -487,7 +490,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             return;
         }
         let quiet = self.arbiter.try_with(|a| {
-            if a.any_mail() {
+            if a.any_mail() || a.rounds() != rounds {
                 return None;
             }
             a.record_sleep();

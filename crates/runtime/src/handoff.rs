@@ -11,7 +11,10 @@
 //! on taking, Release on giving back) make the rounds one sequence, as if
 //! a single thread ran them: no packet is reordered or lost, and every
 //! scheduling decision is the one the arbiter would have taken at that
-//! `now`.
+//! `now`. A round's `now` is read before the lock, so the arbiter
+//! thread's is raised to the last round's start when a client's round ran
+//! meanwhile (a client runs only when later than that start): the rounds'
+//! times never go back.
 //!
 //! [`RoundLock::stamp_round`] records when a round starts; clients compare
 //! it with their clock ([`RoundLock::is_late`]). The stamp is a hint (a

@@ -222,6 +222,7 @@ fn idle_arbiter_sleeps_and_a_send_wakes_it() {
 fn clients_run_the_rounds_of_a_stalled_arbiter() {
     let cfg = Config {
         scan_interval: std::time::Duration::from_millis(200),
+        assist_after: Some(std::time::Duration::from_micros(2)),
         ..Config::new(Rate::gbit(400))
     };
     let mut sched = Algorithm::Qfq.build_send::<u64>();

@@ -296,7 +296,8 @@ pub struct PolicySched<T> {
 /// The rate limiter's clock after sending `len` bytes at `now`:
 /// `T = max(T, now − credit) + len/rate`, the member sending while
 /// `T ≤ now` (HTB's "tokens not negative"). `credit` is `cburst/rate`
-/// (rounded down) when given, else one maximum packet `L_max/rate`: a
+/// (rounded down) when given, but never less than one maximum packet
+/// `L_max/rate`, which is also the default: a
 /// member served late (the link was busy with another packet when it
 /// became eligible) keeps that much, so its long-run rate is its limit even
 /// though releases fall on packet boundaries. Over any interval of length
@@ -564,8 +565,12 @@ impl<T> PolicySched<T> {
             (Some(res), Some(b)) => credit_ns(res, b),
             _ => 0,
         };
+        // Never less than one maximum packet: below that a member served
+        // late would lose the lateness on every packet and fall below its
+        // limit in the long run.
+        let one_packet = |rate: Rate| rate.tx_time(u64::from(self.policy.max_len)).as_u64();
         m.limit_credit = match (p.rate, p.cburst) {
-            (Some(rate), Some(b)) => Some(credit_ns(rate, b)),
+            (Some(rate), Some(b)) => Some(credit_ns(rate, b).max(one_packet(rate))),
             _ => None,
         };
         if queued {

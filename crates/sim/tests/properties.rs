@@ -578,7 +578,13 @@ impl pktsched_core::Discipline for RefWf2q {
     fn deactivate(&mut self, id: pktsched_core::FlowId) {
         self.busy[id.0 as usize] = false;
     }
-    fn pick<H: Fn(pktsched_core::FlowId) -> u32>(&mut self, head: H) -> pktsched_core::FlowId {
+    fn pick<H: Fn(pktsched_core::FlowId) -> u32>(
+        &mut self,
+        head: H,
+    ) -> Option<pktsched_core::FlowId> {
+        if !self.busy.iter().any(|&b| b) {
+            return None;
+        }
         let min_s = (0..self.w.len())
             .filter(|&i| self.busy[i])
             .map(|i| self.s[i])
@@ -599,7 +605,9 @@ impl pktsched_core::Discipline for RefWf2q {
                 best = Some(i);
             }
         }
-        pktsched_core::FlowId(best.expect("a backlogged flow") as u32)
+        Some(pktsched_core::FlowId(
+            best.expect("a backlogged flow is eligible") as u32,
+        ))
     }
     fn depart(&mut self, id: pktsched_core::FlowId, len: u32, next: Option<u32>) {
         let i = id.0 as usize;

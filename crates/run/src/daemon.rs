@@ -368,9 +368,13 @@ mod tests {
             e.contains("t.toml: link.busy_poll needs a pinned core") && e.contains("--cpu N"),
             "{e}"
         );
-        let e = none
-            .check_busy_poll(&cfg("busy_poll = 8\ncpu = 1\nengine = \"pspat\""))
-            .expect_err("pspat");
+        // In the file, the pair is refused when the config is read.
+        let src = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\
+                   busy_poll = 8\ncpu = 1\nengine = \"pspat\"\n[[class]]\nname = \"a\"\n\
+                   default = true\n";
+        let e = config::parse(src, "t.toml", None)
+            .expect_err("pspat")
+            .to_string();
         assert!(
             e.contains("run-to-completion") && e.contains("link.engine is \"pspat\""),
             "{e}"

@@ -74,7 +74,7 @@ fn an_idle_flow_sends_its_cburst_at_once_then_keeps_its_rate() {
 }
 
 #[test]
-fn a_flow_never_sends_more_than_rate_times_t_plus_cburst_over_any_interval() {
+fn a_flow_never_sends_more_than_rate_times_t_plus_its_credit_over_any_interval() {
     let mut rng = ChaCha8Rng::seed_from_u64(15);
     for case in 0..40 {
         let rate = Rate::kbit(rng.random_range(1_000..=1_000_000));
@@ -105,13 +105,16 @@ fn a_flow_never_sends_more_than_rate_times_t_plus_cburst_over_any_interval() {
         }
         sent.extend(drain(&mut s, now));
         assert!(sent.len() > 500, "case {case}: only {} sent", sent.len());
-        // Every window [i, j]: the bytes before the last send ≤ rate·t + cburst.
+        // Every window [i, j]: the bytes before the last send ≤ rate·t +
+        // the credit, which is cburst but never less than one maximum
+        // packet (the policy's max_len, 1514).
+        let credit = cburst.max(1514);
         for i in 0..sent.len() {
             let mut bytes = 0u128;
             for j in i + 1..sent.len() {
                 bytes += u128::from(sent[j - 1].1);
                 let t = u128::from(sent[j].0 - sent[i].0);
-                let allowed = u128::from(rate.as_bps()) * t + u128::from(cburst) * 8_000_000_000;
+                let allowed = u128::from(rate.as_bps()) * t + u128::from(credit) * 8_000_000_000;
                 assert!(
                     bytes * 8_000_000_000 <= allowed,
                     "case {case}: {bytes} bytes before the send at {} in {t} ns at {rate} \

@@ -36,7 +36,10 @@ pub(crate) struct RawLink {
 
 /// `true`/`false` or a number (`link.busy_poll`: on, off, or a budget).
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "true, false or a whole number (link.busy_poll: a budget of 1..=1024 frames)"
+)]
 pub(crate) enum BoolOrNum {
     Bool(bool),
     Num(i64),
@@ -78,7 +81,11 @@ pub(crate) struct RawClass {
 
 /// A number or a string (ports: `80` or `"1000-2000"`; DSCP: `46` or `"ef"`).
 #[derive(Debug, Deserialize)]
-#[serde(untagged)]
+#[serde(
+    untagged,
+    expecting = "a whole number or a string (ports: 80 or \"1000-2000\"; dscp: 46 or \"ef\"; \
+                 proto: 17 or \"udp\"; burst: 15360 or \"15k\")"
+)]
 pub(crate) enum NumOrText {
     Num(i64),
     Text(String),

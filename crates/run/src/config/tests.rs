@@ -511,7 +511,11 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             format!(
                 "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = 1.5\n"
             ),
-            &["`burst = 1.5`"],
+            &[
+                "`burst = 1.5`",
+                "a whole number or a string",
+                "15360 or \"15k\"",
+            ],
         ),
         ("not toml [".to_string(), &["t.toml:1:"]),
     ];

@@ -178,7 +178,10 @@ mod tests {
             assert!(e.contains(says) && e.contains("t.toml:"), "{bad}: {e}");
         }
         let e = link_with("busy_poll = \"yes\"").expect_err("a string");
-        assert!(e.contains("busy_poll"), "{e}");
+        assert!(
+            e.contains("busy_poll") && e.contains("true, false or a whole number"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -319,7 +319,7 @@ row() { # label, python expression over d (sink JSON), measurement name
         for a in $shaped; do
             f="$work/$a-victim.stats.json"
             if [ -s "$f" ]; then
-                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']))") |"
+                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']) if '${key}' == 'sojourn' or v['rx_stamped'] > 0 else '— (no stamped frame)')") |"
             else
                 line="$line — |"
             fi

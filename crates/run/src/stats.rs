@@ -405,11 +405,17 @@ impl Snapshot {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} summary");
             for c in &self.classes {
                 for (q, us) in ["0.5", "0.99", "0.999"].iter().zip(pick(c)) {
+                    // No stamped frame yet: no quantile (Prometheus' NaN),
+                    // not a latency of 0.
+                    let value = if c.rx_stamped == 0 {
+                        "NaN".to_string()
+                    } else {
+                        (us / 1e6).to_string()
+                    };
                     let _ = writeln!(
                         s,
-                        "{name}{{device=\"{dev}\",class=\"{}\",quantile=\"{q}\"}} {}",
+                        "{name}{{device=\"{dev}\",class=\"{}\",quantile=\"{q}\"}} {value}",
                         c.class,
-                        us / 1e6
                     );
                 }
                 let _ = writeln!(
@@ -501,5 +507,12 @@ mod tests {
             let (_, value) = line.rsplit_once(' ').expect("value");
             assert!(value.parse::<f64>().is_ok(), "{line}");
         }
+        // A class with no stamped frame has no quantiles, not zeros.
+        let mut unstamped = sample();
+        unstamped.classes[0].rx_stamped = 0;
+        let p = unstamped.prometheus();
+        assert!(p.contains(
+            "pktsched_class_ring_wait_seconds{device=\"d1\",class=\"voip\",quantile=\"0.99\"} NaN"
+        ), "{p}");
     }
 }

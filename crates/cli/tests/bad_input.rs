@@ -530,7 +530,12 @@ fn shaper_and_traffic() {
             ..row(
                 &["check", "{dir}/c.toml"],
                 2,
-                &["c.toml:8:8", "`ceil = 100`", "a rate with its unit", "ambiguous"],
+                &[
+                    "c.toml:8:8",
+                    "`ceil = 100`",
+                    "a rate with its unit",
+                    "ambiguous",
+                ],
             )
         },
         Row {

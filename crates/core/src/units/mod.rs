@@ -555,7 +555,12 @@ mod tests {
 
     #[test]
     fn slowest_for_is_the_boundary_of_tx_time() {
-        for (bytes, within) in [(1538u64, 16_382_000u64), (9048, 16_382_000), (1, 1), (64, 7)] {
+        for (bytes, within) in [
+            (1538u64, 16_382_000u64),
+            (9048, 16_382_000),
+            (1, 1),
+            (64, 7),
+        ] {
             let r = Rate::slowest_for(bytes, Nanos(within)).expect("a rate");
             assert!(r.tx_time(bytes).0 <= within, "{r} too slow for {bytes} B");
             let slower = Rate::from_bps(r.as_bps() - 1);

@@ -50,8 +50,8 @@ impl ClassRateRange {
             pktsched_core::policy::DEFAULT_SHAPER_UNIT_NS,
             pktsched_core::policy::DEFAULT_SHAPER_BUCKETS,
         );
-        let kbit = Rate::from_bps(fits.as_bps().div_ceil(1000).saturating_mul(1000))
-            .unwrap_or(Rate::MAX);
+        let kbit =
+            Rate::from_bps(fits.as_bps().div_ceil(1000).saturating_mul(1000)).unwrap_or(Rate::MAX);
         ClassRateRange {
             slowest: kbit.max(MIN_CLASS_RATE),
             link_rate,

@@ -185,7 +185,12 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         (link.replace("\"1gbit\"", "\"10\"") + class, &["link.rate"]),
         (
             link.replace("\"1gbit\"", "10") + class,
-            &["`rate = 10`", "a rate with its unit", "\"100mbit\"", "ambiguous"],
+            &[
+                "`rate = 10`",
+                "a rate with its unit",
+                "\"100mbit\"",
+                "ambiguous",
+            ],
         ),
         (link.replace("1gbit", "1gbps") + class, &["link.rate"]),
         (
@@ -425,7 +430,11 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = 10\n"),
-            &["t.toml:10:8", "invalid type", "expected a rate with its unit"],
+            &[
+                "t.toml:10:8",
+                "invalid type",
+                "expected a rate with its unit",
+            ],
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"prio\"\n{class}rate = \"10mbit\"\n"),

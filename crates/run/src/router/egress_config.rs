@@ -27,8 +27,8 @@ use toml::Spanned;
 
 use super::config::RouteClass;
 use crate::config::{
-    Backend, ClassConfig, ConfigError, ControlConfig, Ctx, Engine, LinkConfig, MAX_LINK_RATE,
-    ClassRateRange, MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, ThreadSched, parse_class,
+    Backend, ClassConfig, ClassRateRange, ConfigError, ControlConfig, Ctx, Engine, LinkConfig,
+    MAX_LINK_RATE, MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, ThreadSched, parse_class,
 };
 
 /// The longest frame the egress queues: the router's pool buffer.

@@ -277,7 +277,7 @@ impl Default for FlowConfig {
 
 /// The per-packet part of a flow, on one 64-byte cache line: its FIFO's
 /// head and tail in the packet pool, the admission limits, the queue length
-/// and the counters. A packet costs four counter updates here: `len`,
+/// and the counters. A packet costs five counter updates here: `len`,
 /// `enq_pkts` and `enq_bytes` on arrival, `len` and `deq_bytes` on
 /// departure. Departed packets are derived: `enq_pkts − len`, since a live
 /// flow never drops a packet it accepted.

@@ -277,12 +277,18 @@ impl Default for FlowConfig {
 
 /// The per-packet part of a flow, on one 64-byte cache line: its FIFO's
 /// head and tail in the packet pool, the admission limits, the queue length
-/// and the byte counters. A packet costs four counter updates here: `len`
-/// and `enq` (packets, bytes) on arrival, `len` and `deq_bytes` on
-/// departure. Departed packets are derived: `enq.pkts − len`, since a live
+/// and the counters. A packet costs five counter updates here: `len`,
+/// `enq_pkts` and `enq_bytes` on arrival, `len` and `deq_bytes` on
+/// departure. Departed packets are derived: `enq_pkts − len`, since a live
 /// flow never drops a packet it accepted.
+///
+/// The counters one end updates together are not adjacent (`deq_bytes`
+/// sits between the two arrival counters): two neighbouring 64-bit adds
+/// are compiled into a 128-bit vector add that takes three times the
+/// instructions of two scalar adds to memory (the constant, the packing,
+/// the load and the store).
 #[derive(Debug, Clone)]
-#[repr(align(64))]
+#[repr(C, align(64))]
 pub(crate) struct Hot {
     head: u32,
     tail: u32,
@@ -295,9 +301,12 @@ pub(crate) struct Hot {
     /// Queue limit in packets; 0 marks a dead flow (a live flow's limit is
     /// at least 1).
     pub(crate) limit: u32,
-    pub(crate) enq: Counter,
+    /// Packets accepted.
+    pub(crate) enq_pkts: u64,
     /// Bytes that left through a dequeue.
     pub(crate) deq_bytes: u64,
+    /// Bytes accepted.
+    pub(crate) enq_bytes: u64,
 }
 
 impl Hot {
@@ -309,18 +318,35 @@ impl Hot {
             head_len: 0,
             max_len: cfg.max_len,
             limit: cfg.limit.max(1),
-            enq: Counter::default(),
+            enq_pkts: 0,
             deq_bytes: 0,
+            enq_bytes: 0,
         }
     }
 }
 
-/// Scheduler-wide arrivals and departures: two counters, each updated once
-/// per packet. The backlog is derived: `enq − deq − dropped(Removed)`.
+/// Scheduler-wide arrivals and departures, each updated once per packet.
+/// The backlog is derived: `enq − deq − dropped(Removed)`. In arrival order
+/// the ring's length is the backlog, so departed packets are derived
+/// instead and `deq_pkts` stays 0. Packets and
+/// bytes of one end are not adjacent, so each is one scalar add to memory
+/// (see [`Hot`]).
 #[derive(Debug, Default, Clone, Copy)]
+#[repr(C)]
 struct Totals {
-    enq: Counter,
-    deq: Counter,
+    enq_pkts: u64,
+    deq_pkts: u64,
+    enq_bytes: u64,
+    deq_bytes: u64,
+}
+
+impl Totals {
+    fn enq(&self) -> Counter {
+        Counter {
+            pkts: self.enq_pkts,
+            bytes: self.enq_bytes,
+        }
+    }
 }
 
 const NIL: u32 = u32::MAX;
@@ -387,6 +413,12 @@ pub struct FlowTable<T> {
     /// Arrival order: every queued packet, oldest first (always empty in
     /// per-flow order). Grows to the peak backlog, then keeps its size.
     ring: VecDeque<Pkt<T>>,
+    /// Arrival order: the most packets the ring may hold (a scheduler-wide
+    /// limit, at most [`FlowTable::ARRIVAL_CAP`]).
+    arrival_cap: u64,
+    /// Arrival order: `min(ring capacity, arrival_cap)`, so one compare of
+    /// the ring's length finds both a full ring and a reached cap.
+    ring_room: u64,
 }
 
 impl<T> Default for FlowTable<T> {
@@ -402,6 +434,8 @@ impl<T> Default for FlowTable<T> {
             rare: Counters::default(),
             arrival_order: false,
             ring: VecDeque::new(),
+            arrival_cap: Self::ARRIVAL_CAP,
+            ring_room: 0,
         }
     }
 }
@@ -511,27 +545,46 @@ impl<T> FlowTable<T> {
         Self::count_in(&mut self.totals, h, len);
         Ok(was_empty)
     }
-    /// [`FlowTable::admit`] for a table in arrival order.
+    /// [`FlowTable::admit`] for a table in arrival order. One compare with
+    /// `ring_room` covers the ring's capacity and the scheduler-wide cap;
+    /// reaching it takes the cold path, which grows the ring or finds the
+    /// cap reached.
     #[inline(always)]
-    pub(crate) fn admit_arrival(
-        &mut self,
-        pkt: Pkt<T>,
-        extra_full: bool,
-    ) -> Result<(), Rejected<T>> {
+    pub(crate) fn admit_arrival(&mut self, pkt: Pkt<T>) -> Result<(), Rejected<T>> {
         debug_assert!(self.arrival_order);
+        if self.ring.len() as u64 >= self.ring_room && !self.make_room() {
+            return Err(self.refuse_checked(pkt, true));
+        }
         let len = pkt.len;
         let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
-            return Err(self.refuse_checked(pkt, extra_full));
+            return Err(self.refuse_checked(pkt, false));
         };
-        if len > h.max_len || h.len >= h.limit || extra_full {
-            return Err(self.refuse_checked(pkt, extra_full));
+        if len > h.max_len || h.len >= h.limit {
+            return Err(self.refuse_checked(pkt, false));
         }
         Self::count_in(&mut self.totals, h, len);
+        self.ring.push_back(pkt);
+        Ok(())
+    }
+    /// Makes room for one more packet in the arrival ring: false if the
+    /// cap is reached, else true, the ring grown first if it was full.
+    #[cold]
+    #[inline(never)]
+    fn make_room(&mut self) -> bool {
+        if self.ring.len() as u64 >= self.arrival_cap {
+            return false;
+        }
         if self.ring.len() == self.ring.capacity() {
             Self::grow_ring(&mut self.ring);
         }
-        self.ring.push_back(pkt);
-        Ok(())
+        self.ring_room = (self.ring.capacity() as u64).min(self.arrival_cap);
+        true
+    }
+    /// Sets the most packets a table in arrival order holds (a
+    /// scheduler-wide limit, at most [`FlowTable::ARRIVAL_CAP`]).
+    pub(crate) fn set_arrival_cap(&mut self, cap: u64) {
+        self.arrival_cap = cap.min(Self::ARRIVAL_CAP);
+        self.ring_room = (self.ring.capacity() as u64).min(self.arrival_cap);
     }
     /// Grows a full arrival ring by a quarter (at least 64 packets) rather
     /// than doubling it: a ring sweeps its whole capacity, so its working
@@ -555,13 +608,29 @@ impl<T> FlowTable<T> {
     /// Packets queued in all flows.
     #[inline(always)]
     pub fn total_queued(&self) -> u64 {
-        self.totals.enq.pkts - self.totals.deq.pkts - self.rare.dropped_after_enqueue().pkts
+        if self.arrival_order {
+            self.arrival_queued()
+        } else {
+            self.totals.enq_pkts - self.totals.deq_pkts - self.rare.dropped_after_enqueue().pkts
+        }
+    }
+    /// Packets that left through a dequeue, scheduler-wide.
+    fn deq_pkts(&self) -> u64 {
+        if self.arrival_order {
+            let removed = self.rare.dropped_after_enqueue().pkts;
+            self.totals.enq_pkts - removed - self.arrival_queued()
+        } else {
+            self.totals.deq_pkts
+        }
     }
     /// Scheduler-wide counters (`backlog` derived).
     pub fn totals(&self) -> Counters {
         Counters {
-            enqueued: self.totals.enq,
-            dequeued: self.totals.deq,
+            enqueued: self.totals.enq(),
+            dequeued: Counter {
+                pkts: self.deq_pkts(),
+                bytes: self.totals.deq_bytes,
+            },
             ..self.rare
         }
         .with_backlog()
@@ -617,15 +686,26 @@ impl<T> FlowTable<T> {
     #[inline(always)]
     fn count_in(totals: &mut Totals, h: &mut Hot, len: Bytes) {
         h.len += 1;
-        h.enq.add(len);
-        totals.enq.add(len);
+        h.enq_pkts += 1;
+        h.enq_bytes += u64::from(len);
+        totals.enq_pkts += 1;
+        totals.enq_bytes += u64::from(len);
     }
     /// Counts a departure of `len` bytes from flow `h`.
     #[inline(always)]
     fn count_out(totals: &mut Totals, h: &mut Hot, len: Bytes) {
         h.len -= 1;
         h.deq_bytes += u64::from(len);
-        totals.deq.add(len);
+        totals.deq_pkts += 1;
+        totals.deq_bytes += u64::from(len);
+    }
+    /// [`FlowTable::count_out`] in arrival order, where the scheduler-wide
+    /// departed packets are derived from the ring's length.
+    #[inline(always)]
+    fn count_out_arrival(totals: &mut Totals, h: &mut Hot, len: Bytes) {
+        h.len -= 1;
+        h.deq_bytes += u64::from(len);
+        totals.deq_bytes += u64::from(len);
     }
     /// Takes the head packet of a flow, with the new head's length.
     #[inline(always)]
@@ -661,7 +741,7 @@ impl<T> FlowTable<T> {
         let pkt = self.ring.pop_front()?;
         // Only packets of live flows are queued.
         if let Some(h) = self.hot.get_mut(pkt.flow.index()) {
-            Self::count_out(&mut self.totals, h, pkt.len);
+            Self::count_out_arrival(&mut self.totals, h, pkt.len);
         }
         Some(pkt)
     }
@@ -678,8 +758,10 @@ impl<T> FlowTable<T> {
         }
         for p in &out {
             // The packet was counted as a departure; it is a removal.
-            self.totals.deq.pkts -= 1;
-            self.totals.deq.bytes -= u64::from(p.len);
+            if !self.arrival_order {
+                self.totals.deq_pkts -= 1;
+            }
+            self.totals.deq_bytes -= u64::from(p.len);
             self.rare.drop(DropReason::Removed, p.len);
         }
         let h = &mut self.hot[id.index()];
@@ -705,7 +787,7 @@ impl<T> FlowTable<T> {
         }
         let h = &mut self.hot[id.index()];
         for p in out.iter() {
-            Self::count_out(&mut self.totals, h, p.len);
+            Self::count_out_arrival(&mut self.totals, h, p.len);
         }
     }
     /// True if `id` names a live flow.
@@ -780,9 +862,12 @@ impl<T> FlowTable<T> {
         self.contains(id).then(|| {
             let h = &self.hot[id.index()];
             let mut c = self.cold[id.index()].dropped;
-            c.enqueued = h.enq;
+            c.enqueued = Counter {
+                pkts: h.enq_pkts,
+                bytes: h.enq_bytes,
+            };
             c.dequeued = Counter {
-                pkts: h.enq.pkts - u64::from(h.len),
+                pkts: h.enq_pkts - u64::from(h.len),
                 bytes: h.deq_bytes,
             };
             c.with_backlog()

@@ -38,3 +38,51 @@ impl Discipline for Fifo {
     }
     fn depart(&mut self, _id: FlowId, _len: Bytes, _next: Option<Bytes>) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flow::{DropReason, Pkt};
+    use crate::sched::{FlowSched, Scheduler};
+
+    /// The arrival ring grows past its first capacity (64) below a total
+    /// limit of 150, refuses at the limit, takes a packet again once one
+    /// left, and the derived departures stay exact across a removal.
+    #[test]
+    fn ring_grows_below_the_total_limit_and_refuses_at_it() {
+        let mut s = FlowSched::<_, u64>::new(Fifo::new()).with_total_limit(150);
+        let cfg = FlowConfig::default().with_limit(100);
+        let (a, b) = (s.add_flow(cfg).unwrap(), s.add_flow(cfg).unwrap());
+        let t = Nanos::ZERO;
+        for i in 0..150u64 {
+            let f = if i % 3 == 0 { a } else { b };
+            s.enqueue(Pkt::new(f, 100, t, i), t).unwrap();
+        }
+        assert!(s.flows().pool_slots() >= 150);
+        let r = s.enqueue(Pkt::new(a, 100, t, 150), t).unwrap_err();
+        assert_eq!(r.reason, DropReason::QueueFull);
+        assert_eq!(s.dequeue(t).map(|p| p.item), Some(0));
+        s.enqueue(Pkt::new(a, 100, t, 151), t).unwrap();
+        let r = s.enqueue(Pkt::new(a, 100, t, 152), t).unwrap_err();
+        assert_eq!(r.reason, DropReason::QueueFull);
+        // Flow b's 100 packets leave through removal, not a dequeue.
+        assert_eq!(s.remove_flow(b).unwrap().len(), 100);
+        let st = s.stats();
+        assert_eq!(st.enqueued.pkts, 151);
+        assert_eq!(st.dequeued.pkts, 1);
+        assert_eq!(st.dropped(DropReason::Removed).pkts, 100);
+        assert_eq!(st.backlog.pkts, 50);
+        assert!(st.conserved());
+        let mut items = Vec::new();
+        while let Some(p) = s.dequeue(t) {
+            items.push(p.item);
+        }
+        assert_eq!(items.len(), 50);
+        assert_eq!(items.last(), Some(&151));
+        let st = s.stats();
+        assert_eq!((st.dequeued.pkts, st.dequeued.bytes), (51, 5100));
+        assert_eq!(st.backlog.pkts, 0);
+        let fa = s.flow_stats(a).unwrap();
+        assert_eq!((fa.enqueued.pkts, fa.dequeued.pkts), (51, 51));
+    }
+}

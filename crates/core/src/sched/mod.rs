@@ -306,7 +306,6 @@ impl<D: Discipline, T> FlowSched<D, T> {
                 FlowTable::default()
             },
             disc,
-
             weight_sum: 0,
             total_limit: u64::MAX,
         }
@@ -314,6 +313,7 @@ impl<D: Discipline, T> FlowSched<D, T> {
     /// Sets a scheduler-wide packet limit, on top of the per-flow limits.
     pub fn with_total_limit(mut self, pkts: u64) -> FlowSched<D, T> {
         self.total_limit = pkts.max(1);
+        self.flows.set_arrival_cap(self.total_limit);
         self
     }
     /// The flow table (read only).
@@ -415,11 +415,9 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
         if D::ARRIVAL_ORDER {
-            // The ring's length is the backlog: one compare covers the
-            // scheduler-wide limit and the ring's own cap.
-            let cap = self.total_limit.min(FlowTable::<T>::ARRIVAL_CAP);
-            let full = self.flows.arrival_queued() >= cap;
-            return self.flows.admit_arrival(pkt, full);
+            // The ring's length is the backlog: the table compares it with
+            // the scheduler-wide limit (set in `with_total_limit`).
+            return self.flows.admit_arrival(pkt);
         }
         let (id, len) = (pkt.flow, pkt.len);
         // Without a scheduler-wide limit (the usual case) the backlog is not

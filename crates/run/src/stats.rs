@@ -127,6 +127,9 @@ pub struct Snapshot {
     pub arbiter_decisions: u64,
     /// Reloads applied.
     pub reloads: u64,
+    /// The run-to-completion forwarder's own account of its passes
+    /// (absent with the pspat engine).
+    pub forwarder: Option<crate::engine::ForwarderStats>,
 }
 
 fn rate_text(bps: u64) -> String {

@@ -17,7 +17,7 @@
 //! take at most the sum of their budgets (the bound of
 //! [`pktsched_core::ingress`]).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -153,8 +153,8 @@ const REFRESH_EVERY: Duration = Duration::from_millis(100);
 /// A [`ClassRx`] polled by the LL-WFQ poller, as one receive device.
 pub struct ClassRings {
     rx: Box<dyn ClassRx>,
-    /// Kept open for `pollfds`.
-    _fds: Vec<OwnedFd>,
+    /// Each ring's descriptor (ring order), kept open for `pollfds`.
+    fds: Vec<OwnedFd>,
     pollfds: Vec<libc::pollfd>,
     poller: Poller,
     visits: Vec<Take>,
@@ -201,7 +201,7 @@ impl ClassRings {
         let pollfds = fds.iter().map(|f| wait::pollfd_for(f.as_fd())).collect();
         let mut rings = ClassRings {
             rx,
-            _fds: fds,
+            fds,
             pollfds,
             poller,
             visits: Vec::with_capacity(MAX_CLASS_RINGS),
@@ -334,15 +334,28 @@ impl PacketIo for ClassRings {
         })
     }
 
-    /// Waits on every ring at once: with the rings' descriptors, in
-    /// `ppoll` with nanosecond precision; without, through the
-    /// [`ClassRx`]'s own millisecond wait, and a shorter wait sleeps
-    /// unless a ring has frames (the engines wait that briefly only for
-    /// the emulated link or a shaper, which a frame arriving meanwhile
-    /// could not overtake).
+    /// Waits until a frame arrives or `timeout` has passed. With the
+    /// rings' descriptors, in `ppoll` with nanosecond precision on the
+    /// rings that are empty now: a ring that already holds frames is read
+    /// at the next pass anyway, and waking for more of them would only
+    /// spin (under overload a bulk ring is never empty), while a frame of
+    /// an empty ring — the urgent class's, typically — ends the wait at
+    /// once. When every ring holds frames it returns at once. Without
+    /// descriptors, through the [`ClassRx`]'s own millisecond wait, and a
+    /// shorter wait sleeps unless a ring has frames.
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
         self.refresh_if_due();
         let waited = if !self.pollfds.is_empty() {
+            let mut empty = 0;
+            for (ring, (p, fd)) in self.pollfds.iter_mut().zip(&self.fds).enumerate() {
+                let has_frames = self.rx.waiting(ring).is_some_and(|n| n > 0);
+                // ppoll skips a negative descriptor.
+                p.fd = if has_frames { -1 } else { fd.as_raw_fd() };
+                empty += usize::from(!has_frames);
+            }
+            if empty == 0 {
+                return Ok(());
+            }
             wait::any_readable_within(&mut self.pollfds, timeout).map(|_| ())
         } else if timeout >= Duration::from_millis(1) {
             return self.rx.wait(timeout);
@@ -540,6 +553,62 @@ mod tests {
         assert_eq!(dev.recv_batch(&pool, &mut out, 64).expect("rounds"), 3);
         assert_eq!(dev.recv_batch(&pool, &mut out, 8).expect("rings"), 0);
         assert_eq!(ended.load(std::sync::atomic::Ordering::Relaxed), 2);
+    }
+
+    /// Three rings with a socket pair each: the `ClassRings` waits on
+    /// one end, the test makes a ring "readable" through the other.
+    fn rings_with_fds(
+        frames: Vec<VecDeque<Vec<u8>>>,
+    ) -> (ClassRings, Vec<std::os::unix::net::UnixDatagram>) {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let (rings, _shared) = mem_rings(frames);
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let (a, b) = std::os::unix::net::UnixDatagram::pair().expect("pair");
+            ours.push(OwnedFd::from(b));
+            theirs.push(a);
+        }
+        let dev = ClassRings::new(Box::new(rings), ours, &plan, &cfg).expect("rings");
+        (dev, theirs)
+    }
+
+    /// The wait watches only the rings that are empty: the bulk ring that
+    /// holds frames (and whose descriptor is readable) does not end it, a
+    /// frame on the empty urgent ring does.
+    #[test]
+    fn a_wait_ignores_rings_that_hold_frames_and_ends_on_an_empty_rings_frame() {
+        let (mut dev, peers) = rings_with_fds(vec![
+            VecDeque::new(),
+            VecDeque::new(),
+            (0..3).map(|_| vec![2u8; 60]).collect(),
+        ]);
+        peers[2].send(b"x").expect("send"); // the bulk ring is readable
+        let started = Instant::now();
+        dev.wait(Duration::from_micros(300)).expect("wait");
+        assert!(
+            started.elapsed() >= Duration::from_micros(300),
+            "a ring already holding frames ended the wait"
+        );
+        peers[0].send(b"x").expect("send"); // a frame on the urgent ring
+        let started = Instant::now();
+        dev.wait(Duration::from_secs(20)).expect("wait");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the urgent ring's frame did not end the wait"
+        );
+    }
+
+    #[test]
+    fn a_wait_returns_at_once_when_every_ring_holds_frames() {
+        let (mut dev, _peers) = rings_with_fds(vec![
+            VecDeque::from([vec![0u8; 60]]),
+            VecDeque::from([vec![1u8; 60]]),
+            VecDeque::from([vec![2u8; 60]]),
+        ]);
+        let started = Instant::now();
+        dev.wait(Duration::from_secs(20)).expect("wait");
+        assert!(started.elapsed() < Duration::from_secs(20));
     }
 
     #[test]

@@ -365,3 +365,85 @@ impl PassTrace {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{LOG_SEGMENTS, PassTrace, Phase, TAIL_WAIT_NS};
+
+    /// Times in µs on a virtual clock.
+    const US: u64 = 1_000;
+
+    #[test]
+    fn a_tail_frame_stamped_in_a_sleep_that_ran_late_is_charged_to_that_sleep() {
+        let mut t = PassTrace::new(0);
+        t.pass();
+        t.received(5 * US, 0);
+        t.kicked(20 * US, 1); // a kick of 15 µs
+        t.slept(60 * US, 900 * US); // asked 60 µs, slept 880 µs
+        t.received(910 * US, 1);
+        t.taken(0, 100 * US); // stamped at 100 µs, taken at 910 µs
+        t.taken(0, 800 * US); // 110 µs: not a tail frame
+        let s = t.stats(|_| "victim".to_string());
+        assert_eq!(
+            (s.sleeps, s.sleeps_woken, s.tx_kicks, s.frames_received),
+            (1, 0, 1, 1)
+        );
+        // Two significant digits: 820 µs reads back within 1 %.
+        let over = s.sleep_overshoot_max_us;
+        assert!((820.0..=828.2).contains(&over), "{over}");
+        assert_eq!(s.ring_wait_tail.len(), 1);
+        let v = &s.ring_wait_tail[0];
+        assert_eq!(v.class, "victim");
+        assert_eq!(v.frames, 1);
+        assert_eq!(v.wait_us, 810.0);
+        assert_eq!((v.sleep_timeout_us, v.rx_us), (800.0, 10.0));
+        assert_eq!(
+            (v.tx_us, v.sched_us, v.sleep_woken_us, v.unlogged_us),
+            (0.0, 0.0, 0.0, 0.0)
+        );
+        assert_eq!(
+            (v.stamped_asleep, v.asleep_asked_us, v.asleep_slept_us),
+            (1, 60.0, 880.0)
+        );
+        assert_eq!(v.missed_by_rx, 0);
+    }
+
+    #[test]
+    fn receive_calls_after_the_stamp_that_did_not_find_the_frame_are_counted() {
+        let mut t = PassTrace::new(0);
+        t.received(10 * US, 0);
+        t.segment(Phase::Sched, 20 * US);
+        t.received(30 * US, 0); // began at 20 µs, after the stamp: missed it
+        t.kicked(260 * US, 4); // a long kick
+        t.received(300 * US, 1);
+        t.taken(3, 15 * US);
+        let s = t.stats(|f| format!("flow {f}"));
+        let v = &s.ring_wait_tail[0];
+        assert_eq!(v.class, "flow 3");
+        assert_eq!((v.missed_by_rx, v.missed_rx_calls), (1, 1));
+        assert_eq!(v.wait_us, 285.0);
+        assert_eq!((v.rx_us, v.sched_us, v.tx_us), (50.0, 5.0, 230.0));
+        assert_eq!(v.stamped_asleep, 0, "stamped while scheduling");
+        assert_eq!(s.tx_kick_frames, 4);
+    }
+
+    #[test]
+    fn a_wait_older_than_the_log_is_counted_unlogged_and_short_waits_are_not_split() {
+        let mut t = PassTrace::new(0);
+        for i in 1..=(LOG_SEGMENTS as u64 + 10) {
+            t.segment(Phase::Sched, i * US);
+        }
+        let now = (LOG_SEGMENTS as u64 + 11) * US;
+        t.received(now, 2);
+        t.taken(0, now - TAIL_WAIT_NS + 1); // shorter than the tail
+        t.taken(0, 0); // no stamp
+        t.taken(1, US / 2); // stamped before the oldest kept segment
+        let s = t.stats(|f| f.to_string());
+        assert_eq!(s.ring_wait_tail.len(), 1);
+        let v = &s.ring_wait_tail[0];
+        assert_eq!(v.class, "1");
+        assert!(v.unlogged_us > 10.0, "{v:?}");
+        let parts = v.rx_us + v.sched_us + v.unlogged_us;
+        assert!((parts - v.wait_us).abs() < 1e-6, "{v:?}");
+    }
+}

@@ -59,8 +59,14 @@ cd "$(dirname "$0")/.."
 secs="${1:-5}"
 [ "$(id -u)" = 0 ] || { echo "compare-htb.sh needs root (network namespaces)" >&2; exit 2; }
 ci/deps.sh >/dev/null 2>&1 || true
-cargo build --release -q -p pktsched
-bin="$PWD/target/release/pktsched"
+# PKTSCHED_BIN=PATH uses that binary instead of building one (e.g. to
+# interleave two builds: before and after a change).
+if [ -n "${PKTSCHED_BIN:-}" ]; then
+    bin="$PKTSCHED_BIN"
+else
+    cargo build --release -q -p pktsched
+    bin="$PWD/target/release/pktsched"
+fi
 p="vccmp$$-"
 gen="${p}gen" dut="${p}dut" sink="${p}sink"
 work="$(mktemp -d)"

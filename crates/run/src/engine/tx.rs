@@ -357,6 +357,8 @@ mod tests {
         let stamped = Pkt::new(FlowId(1), 60, Nanos(5_000), Frame::new(b, pool));
         let mut batch_ = vec![stamped];
         batch_.extend(batch(pool, 2, 1)); // no stamp
+        // Released after it was taken: the output's clock is past 5 µs.
+        std::thread::sleep(Duration::from_micros(10));
         out.transmit(&mut batch_);
         let flow = out.flow(1).expect("flow 1");
         let split = flow.rx_split();

@@ -60,10 +60,7 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         let now = clock.now();
         trace.received(now.0, received);
         stamps.clear();
-        stamps.extend(
-            bufs.iter()
-                .map(|b| b.rx_ns().checked_sub(origin).unwrap_or(0)),
-        );
+        stamps.extend(bufs.iter().map(|b| b.rx_ns().saturating_sub(origin)));
         let mut stamp = stamps.iter();
         let sched = looper.arbiter.scheduler();
         // A refused frame is counted by the scheduler under its class and

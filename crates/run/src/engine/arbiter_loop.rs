@@ -404,6 +404,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             backlog: c.backlog.bytes,
             qlen: c.backlog.pkts,
             moved: 0,
+            dropped_at_stop: self.shared.dropped_at_stop(s.flow),
             removed: false,
             rate_bps: s.rate.0,
             pps: s.rate.1,

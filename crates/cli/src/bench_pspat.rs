@@ -115,7 +115,11 @@ pub(crate) struct PspatArgs {
     json: bool,
     /// After the tables, print every PSPAT run's counters the way `tc -s`
     /// does (sent, dropped by reason, backlog, where the rest went) plus
-    /// the arbiter's and each client's.
+    /// the arbiter's and each client's, and a table of what the arbiter
+    /// thread did in each run's measured window (share of wall time on a
+    /// core and in busy rounds, empty rounds, packets per busy round,
+    /// yields, spins and sleeps per second, mailbox-full sends per
+    /// decision).
     #[arg(long)]
     stats: bool,
 }

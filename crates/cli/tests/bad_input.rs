@@ -514,6 +514,33 @@ fn shaper_and_traffic() {
         Row {
             files: &[(
                 "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\nmax_frame = 9000\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"1mbit\"\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:9:8", "rate = 1mbit", "allowed 4.396mbit", "horizon"],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nceil = 100\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &[
+                    "c.toml:8:8",
+                    "`ceil = 100`",
+                    "a rate with its unit",
+                    "ambiguous",
+                ],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
                 "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nrate = \"10mbit\"\ncburst = \"3k\"\n",
             )],
             ..row(

@@ -14,7 +14,7 @@ use std::collections::VecDeque;
 
 use serde::Serialize;
 
-use crate::units::{Bytes, Nanos};
+use crate::units::{Bytes, Nanos, Rate};
 
 /// A dense index into one scheduler's flow table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -831,6 +831,25 @@ pub enum ConfigError {
         min: u64,
         /// Largest allowed.
         max: u64,
+    },
+    /// A rate so slow that one packet of the largest size would take
+    /// longer than the shaper's horizon.
+    #[error(
+        "{field} = {value} is too slow for {alg}'s shaper: a {max_len}-byte packet would take longer than its horizon of {horizon}; allowed {field} >= {slowest} (or a longer horizon: policy.shaper_buckets, shaper_unit_ns)"
+    )]
+    RateBeyondHorizon {
+        /// Algorithm name.
+        alg: &'static str,
+        /// Field name (`rate`).
+        field: &'static str,
+        /// The rate given.
+        value: Rate,
+        /// The slowest rate allowed.
+        slowest: Rate,
+        /// The largest packet, in bytes.
+        max_len: u32,
+        /// The shaper's horizon.
+        horizon: Nanos,
     },
     /// The sum of weights would exceed the algorithm's maximum.
     #[error("sum of weights would be {sum}, above {alg}'s maximum of {max}")]

@@ -239,6 +239,32 @@ mod tests {
         sent
     }
 
+    /// What the config accepts, the scheduler builds: a class at the
+    /// slowest rate `check` allows (for the link's largest frame) gets its
+    /// flow, with standard and jumbo frames.
+    #[test]
+    fn the_slowest_class_rate_the_config_allows_builds() {
+        for (max_frame, overhead, mpu) in [(1514u32, 24u32, 84u32), (4000, 0, 0), (9216, 24, 84)] {
+            let range = crate::config::ClassRateRange::for_link(
+                Rate::gbit(1),
+                (max_frame + overhead).max(mpu),
+            );
+            let src = format!(
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\
+                 max_frame = {max_frame}\noverhead = {overhead}\nmpu = {mpu}\n\
+                 [scheduler]\nalgorithm = \"drr\"\n\
+                 [[class]]\nname = \"slow\"\ndefault = true\nrate = \"{}\"\n",
+                range.slowest
+            );
+            let cfg = parse(&src, "t.toml", None).expect("the slowest rate parses");
+            build::<()>(&cfg).unwrap_or_else(|e| panic!("max_frame {max_frame}: {e}"));
+            let slower = Rate::from_bps(range.slowest.as_bps() - 1000).expect("rate");
+            let below = src.replace(&range.slowest.to_string(), &slower.to_string());
+            let err = parse(&below, "t.toml", None).expect_err("1 kbit/s slower");
+            assert!(err.to_string().contains("allowed"), "{err}");
+        }
+    }
+
     #[test]
     fn a_guarantee_is_kept_against_heavier_weights_and_a_ceil_caps_a_class() {
         let sent = one_second(RATED);

@@ -28,7 +28,7 @@ use crate::doorbell::Doorbell;
 use crate::link::Link;
 use crate::mailbox::Producer;
 use crate::output::Output;
-use crate::report::{ArbiterStats, Report};
+use crate::report::{ArbiterStats, Report, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering};
 
 #[cfg(test)]
@@ -120,6 +120,9 @@ pub struct Arbiter<T, O> {
     link: Link,
     /// [`Config::burst`]: bytes the link may run ahead of the clock.
     burst: u32,
+    /// How far ahead of the clock that is at the link's rate (kept with
+    /// `burst` and the rate, not divided out every round).
+    lead: Nanos,
     shared: Arc<Shared<T>>,
     /// Every client picked up so far, indexed by id.
     clients: Vec<ClientEnd<T>>,
@@ -198,6 +201,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             sched,
             link: Link::new(cfg.link),
             burst: cfg.burst,
+            lead: cfg.link.tx_time(u64::from(cfg.burst)),
             shared: Arc::new(Shared::new(cfg)),
             clients: Vec::new(),
             active: Vec::new(),
@@ -246,18 +250,20 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// How far ahead of `now` the emulated link may be when a packet is
     /// released ([`Config::burst`] bytes at the link's rate).
     pub fn link_lead(&self) -> Nanos {
-        self.link.rate().tx_time(u64::from(self.burst))
+        self.lead
     }
 
     /// Changes [`Config::burst`] live.
     pub fn set_burst(&mut self, bytes: u32) {
         self.burst = bytes;
+        self.lead = self.link.rate().tx_time(u64::from(bytes));
     }
 
     /// Changes the emulated link's rate (live reconfiguration): packets
     /// released from now on are paced at `rate`.
     pub fn set_link_rate(&mut self, rate: pktsched_core::Rate) {
         self.link.set_rate(rate);
+        self.lead = rate.tx_time(u64::from(self.burst));
     }
 
     /// The output, when the arbiter transmits itself.
@@ -288,6 +294,12 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// Counts a sleep of the driver's arbiter thread.
     pub(crate) fn record_sleep(&mut self) {
         self.stats.sleeps += 1;
+    }
+
+    /// Records the driver thread's own counters (how it waited between
+    /// rounds, its CPU time) for the final report.
+    pub(crate) fn record_thread(&mut self, t: &ThreadCounts) {
+        t.fill(&mut self.stats);
     }
 
     /// Packets released but still waiting for a full TX (or return) mailbox.
@@ -375,6 +387,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             if c.last_read
                 .is_some_and(|t| now.0 < t.0.saturating_add(self.read_interval.0))
             {
+                self.stats.deferred_reads += 1;
                 i += 1;
                 continue;
             }
@@ -448,7 +461,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// that many (one call through the `dyn Scheduler` per run).
     fn release(&mut self, now: Nanos, round: &mut Round) {
         let cap = self.round_cap.max(round.drained);
-        let ahead = Nanos(now.0.saturating_add(self.link_lead().0));
+        let ahead = Nanos(now.0.saturating_add(self.lead.0));
         while round.released < cap {
             let want = self
                 .link
@@ -516,15 +529,10 @@ fn read_one<T, O>(
     if inbox.is_empty() {
         return 0;
     }
-    let mut longest = *cx.max_len;
+    *cx.max_len = inbox.iter().fold(*cx.max_len, |m, p| m.max(p.len));
     // Client-transmit: remember who sent each flow's packets.
-    let mut owners = match cx.sink {
-        Sink::Clients { owner, .. } => Some(owner),
-        _ => None,
-    };
-    for p in inbox.iter() {
-        longest = longest.max(p.len);
-        if let Some(owner) = owners.as_deref_mut() {
+    if let Sink::Clients { owner, .. } = cx.sink {
+        for p in inbox.iter() {
             let flow = p.flow.index();
             if owner.len() <= flow {
                 owner.resize(flow + 1, u32::MAX);
@@ -532,7 +540,6 @@ fn read_one<T, O>(
             owner[flow] = id as u32;
         }
     }
-    *cx.max_len = longest;
     let offered = inbox.len();
     let r = cx.sched.enqueue_batch(inbox, cx.now);
     let n = offered - inbox.len();

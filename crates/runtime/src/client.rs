@@ -18,7 +18,7 @@ use serde::Serialize;
 
 use crate::barrier;
 use crate::config::{Clock, Config, RuntimeError, Sent};
-use crate::doorbell::Doorbell;
+use crate::doorbell::{BellBit, Doorbell};
 use crate::mailbox::{Consumer, Mailbox, Producer};
 use crate::sync::{Arc, AtomicBool, AtomicU64, Ordering};
 
@@ -223,6 +223,8 @@ impl<T: Send> Shared<T> {
 /// A sending thread's handle. `Send`, not `Clone`: one per thread.
 pub struct Client<T> {
     id: usize,
+    /// This client's bit in the doorbell.
+    bell: BellBit,
     tx: Producer<Pkt<T>>,
     /// Client-transmit mode: packets the arbiter cleared for this client.
     ret: Option<Consumer<Pkt<T>>>,
@@ -263,7 +265,7 @@ impl<T: Send> Client<T> {
         }
         self.sent += 1;
         own.sent.store(self.sent, Ordering::Relaxed);
-        self.shared.doorbell.ring(self.id);
+        self.shared.doorbell.ring_bit(self.bell);
         self.assist_if_late(1);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
@@ -302,7 +304,7 @@ impl<T: Send> Client<T> {
         }
         self.sent += n as u64;
         own.sent.store(self.sent, Ordering::Relaxed);
-        self.shared.doorbell.ring(self.id);
+        self.shared.doorbell.ring_bit(self.bell);
         self.assist_if_late(n);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
@@ -561,6 +563,7 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
     });
     Ok(Client {
         id,
+        bell: BellBit::of(id),
         tx,
         ret: ret_rx,
         meta,

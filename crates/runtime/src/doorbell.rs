@@ -62,6 +62,24 @@ use crate::sync::{AtomicBool, AtomicU64, Ordering, Thread, current, park};
 /// Bits per bitmap word.
 const WORD: usize = 64;
 
+/// Where producer `id`'s bit is in the doorbell's bitmap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BellBit {
+    word: usize,
+    mask: u64,
+}
+
+impl BellBit {
+    /// Producer `id`'s bit (ids at or above a doorbell's
+    /// [`Doorbell::capacity`] ring no bit there, as with [`Doorbell::ring`]).
+    pub fn of(id: usize) -> BellBit {
+        BellBit {
+            word: id / WORD,
+            mask: 1u64 << (id % WORD),
+        }
+    }
+}
+
 /// A bitmap of producers with news plus one sleeping consumer.
 pub struct Doorbell {
     words: Box<[CachePadded<AtomicU64>]>,
@@ -108,6 +126,13 @@ impl Doorbell {
     /// assigns ids; the runtime never hands out such an id).
     #[inline]
     pub fn ring(&self, id: usize) -> bool {
+        self.ring_bit(BellBit::of(id))
+    }
+
+    /// [`Doorbell::ring`] for the producer whose bit is `b` (worked out
+    /// once, when the producer is made: no division per ring).
+    #[inline]
+    pub fn ring_bit(&self, b: BellBit) -> bool {
         #[cfg(loom)]
         let fenced = !self.skip_fence.load(Ordering::Relaxed);
         #[cfg(not(loom))]
@@ -115,11 +140,10 @@ impl Doorbell {
         if fenced {
             barrier::light();
         }
-        if let Some(word) = self.words.get(id / WORD) {
-            let bit = 1u64 << (id % WORD);
-            if word.load(Ordering::Relaxed) & bit == 0 {
-                word.fetch_or(bit, Ordering::Release);
-            }
+        if let Some(word) = self.words.get(b.word)
+            && word.load(Ordering::Relaxed) & b.mask == 0
+        {
+            word.fetch_or(b.mask, Ordering::Release);
         }
         self.wake()
     }
@@ -231,9 +255,10 @@ mod tests {
             d.ring(id);
         }
         d.ring(1000); // out of range: ignored
+        d.ring_bit(BellBit::of(5)); // the bit `ring(5)` sets
         let mut got = Vec::new();
         d.take(|id| got.push(id));
-        assert_eq!(got, vec![0, 63, 64, 129]);
+        assert_eq!(got, vec![0, 5, 63, 64, 129]);
         assert!(!d.any());
         let mut again = Vec::new();
         d.take(|id| again.push(id));

@@ -25,7 +25,7 @@ use crate::config::{BoxedScheduler, Clock, Config, RuntimeError, StopMode, dur_n
 use crate::doorbell::Doorbell;
 use crate::mailbox::{Consumer, Mailbox};
 use crate::output::Output;
-use crate::report::{ArbiterStats, Report, Stats};
+use crate::report::{ArbiterStats, Report, Stats, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering, fence};
 
 /// The dispatcher threads, each returning its output when joined.
@@ -93,6 +93,7 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             },
             published: published.clone(),
             mode: mode.clone(),
+            counts: ThreadCounts::default(),
         };
         let core = cfg.arbiter_core;
         let nice = cfg.arbiter_nice;
@@ -187,7 +188,8 @@ fn pin(core: Option<usize>) {
     }
 }
 
-/// The arbiter thread's priority (the one unsafe call of the driver).
+/// The arbiter thread's priority (one of the driver's two unsafe calls,
+/// with `cpu`).
 #[allow(unsafe_code)]
 mod prio {
     /// Sets the calling thread's nice value, if any (best effort: without
@@ -206,6 +208,33 @@ mod prio {
         }
         #[cfg(not(target_os = "linux"))]
         let _ = nice;
+    }
+}
+
+/// The calling thread's CPU time (one `clock_gettime`, unlike reading
+/// `/proc`: cheap enough for every publication of the counters).
+#[allow(unsafe_code)]
+mod cpu {
+    /// CPU time of the calling thread, ns (0 where unknown).
+    pub(super) fn thread_ns() -> u64 {
+        #[cfg(target_os = "linux")]
+        {
+            let mut ts = libc::timespec {
+                tv_sec: 0,
+                tv_nsec: 0,
+            };
+            // SAFETY: `ts` is a valid, writable timespec for the call's
+            // duration; CLOCK_THREAD_CPUTIME_ID needs nothing else.
+            let rc = unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+            if rc != 0 {
+                return 0;
+            }
+            let secs = u64::try_from(ts.tv_sec).unwrap_or(0);
+            let nanos = u64::try_from(ts.tv_nsec).unwrap_or(0);
+            secs.saturating_mul(1_000_000_000).saturating_add(nanos)
+        }
+        #[cfg(not(target_os = "linux"))]
+        0
     }
 }
 
@@ -364,6 +393,8 @@ struct ArbiterThread<T, O> {
     /// Where the counters are published for [`Pspat::stats`].
     published: Arc<Mutex<ArbiterStats>>,
     mode: Arc<Mutex<StopMode>>,
+    /// How the thread waited between rounds, its CPU time.
+    counts: ThreadCounts,
 }
 
 impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
@@ -382,6 +413,8 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             std::thread::yield_now();
         }
         arbiter.mark_dispatchers_done();
+        self.counts.cpu_ns = cpu::thread_ns();
+        arbiter.record_thread(&self.counts);
         self.publish_now(arbiter.stats());
         Ok(arbiter.into_report(left))
     }
@@ -441,8 +474,14 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             };
             match self.policy.after(state) {
                 Next::Round => {}
-                Next::Spin => std::hint::spin_loop(),
-                Next::Yield => std::thread::yield_now(),
+                Next::Spin => {
+                    self.counts.spins += 1;
+                    std::hint::spin_loop();
+                }
+                Next::Yield => {
+                    self.counts.yields += 1;
+                    std::thread::yield_now();
+                }
                 Next::Sleep(t) => {
                     self.sleep(t.map(Duration::from_nanos), rounds);
                     idle_since = None;
@@ -465,7 +504,8 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     ///
     /// It stamps the lock as a round would: the arbiter thread is on its
     /// core, so clients need not run the rounds after this one.
-    fn wait_for_client_round(&self) {
+    fn wait_for_client_round(&mut self) {
+        self.counts.held_waits += 1;
         let t0 = self.clock.now().0;
         self.arbiter.stamp_alive(t0);
         while self.arbiter.is_held() {
@@ -481,23 +521,15 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     /// since the last round, a client is running a round, or one ran a
     /// round since this thread's (`rounds` is the count after it): that
     /// round took the doorbell's bits and may have left packets queued for
-    /// a busy link, so the thread runs a round of its own and decides again.
+    /// a busy link, so the thread runs a round of its own and decides again
+    /// (see `handoff`, "Sleeping while clients run rounds").
     fn sleep(&mut self, timeout: Option<Duration>, rounds: u64) {
         let bell = &self.shared.doorbell;
-        bell.announce_sleep();
-        if bell.any() || self.shared.stop.load(Ordering::Relaxed) {
-            bell.cancel_sleep();
-            return;
-        }
-        let quiet = self.arbiter.try_with(|a| {
-            if a.any_mail() || a.rounds() != rounds {
-                return None;
-            }
+        let quiet = self.arbiter.announce_sleep_if_quiet(bell, rounds, |a| {
             a.record_sleep();
-            Some(a.stats())
+            a.stats()
         });
-        let Some(Some(stats)) = quiet else {
-            self.shared.doorbell.cancel_sleep();
+        let Some(stats) = quiet else {
             return;
         };
         self.publish_now(stats);
@@ -508,9 +540,11 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         }
     }
 
-    /// Publishes the counters if no reader holds them right now (the hot
-    /// loop must never wait).
-    fn publish(&self, stats: ArbiterStats) {
+    /// Publishes the counters (with the thread's own) if no reader holds
+    /// them right now (the hot loop must never wait).
+    fn publish(&mut self, mut stats: ArbiterStats) {
+        self.counts.cpu_ns = cpu::thread_ns();
+        self.counts.fill(&mut stats);
         if let Ok(mut p) = self.published.try_lock() {
             *p = stats;
         }
@@ -518,7 +552,9 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
 
     /// Publishes the counters, waiting for a reader if need be: before a
     /// sleep, so what readers see is never older than the last activity.
-    fn publish_now(&self, stats: ArbiterStats) {
+    fn publish_now(&mut self, mut stats: ArbiterStats) {
+        self.counts.cpu_ns = cpu::thread_ns();
+        self.counts.fill(&mut stats);
         *self
             .published
             .lock()

@@ -22,8 +22,34 @@
 //!
 //! `tests/loom_handoff.rs` model-checks the hand-off, including a variant
 //! with `Relaxed` taking and giving back that loom must reject.
+//!
+//! # Sleeping while clients run rounds
+//!
+//! The arbiter thread sleeps without a timeout only when nothing is left to
+//! do: it announces sleep on the [`Doorbell`] (heavy barrier), then looks at
+//! the doorbell's bits and, under the lock, at every mailbox
+//! ([`SleepCheck::has_news`]). A client's round in the window between the
+//! arbiter's last round and that look takes the doorbell's bits and empties
+//! the mailboxes, yet may leave packets queued for a busy link that no
+//! client will ring about again. So the look also compares the rounds run
+//! so far with the count after the arbiter's own last round
+//! ([`SleepCheck::rounds`]): if someone ran a round since, the arbiter runs
+//! another one and decides again ([`RoundLock::announce_sleep_if_quiet`]).
+//! `tests/loom_sleep.rs` model-checks this, with a variant without the
+//! round count that loom must catch as a lost wake-up.
 
+use crate::doorbell::Doorbell;
 use crate::sync::{AtomicBool, AtomicU64, Ordering, UnsafeCell};
+
+/// What the round runner's thread looks at, under the lock, before it
+/// sleeps without a timeout.
+pub trait SleepCheck {
+    /// Rounds run so far, by anyone.
+    fn rounds(&self) -> u64;
+    /// Work the doorbell's bits may not show: packets in a mailbox (or held
+    /// back from one), or a stop request.
+    fn has_news(&self) -> bool;
+}
 
 /// A try-lock around the arbiter state `A`, with the time the last round
 /// started.
@@ -37,6 +63,10 @@ pub struct RoundLock<A> {
     take: Ordering,
     #[cfg(loom)]
     give: Ordering,
+    /// Loom builds only: sleep without comparing round counts (a
+    /// deliberate bug).
+    #[cfg(loom)]
+    ignore_rounds: bool,
 }
 
 // SAFETY: `value` is only reached through `try_with` / `with`, which hand
@@ -77,6 +107,8 @@ impl<A> RoundLock<A> {
             take: Ordering::Acquire,
             #[cfg(loom)]
             give: Ordering::Release,
+            #[cfg(loom)]
+            ignore_rounds: false,
         }
     }
 
@@ -173,5 +205,57 @@ impl<A> RoundLock<A> {
     pub fn loom_weaken(&mut self) {
         self.take = Ordering::Relaxed;
         self.give = Ordering::Relaxed;
+    }
+
+    /// Loom builds only: [`RoundLock::announce_sleep_if_quiet`] without the
+    /// round count — a deliberate bug the model checker must catch.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_ignore_rounds(&mut self) {
+        self.ignore_rounds = true;
+    }
+}
+
+impl<A: SleepCheck> RoundLock<A> {
+    /// The round runner's thread, about to sleep until a ring, after its
+    /// own round left the count at `rounds_seen`: announces sleep on
+    /// `bell`, then looks at the bits and, under the lock, at the state.
+    /// If nothing rang, nothing waits and no one ran a round since, runs
+    /// `then` on the state (still under the lock) and returns its result:
+    /// the caller then sleeps ([`Doorbell::sleep`]), and any later ring
+    /// wakes it. Otherwise the announcement is cancelled and `None` says
+    /// to run another round first.
+    pub fn announce_sleep_if_quiet<R>(
+        &self,
+        bell: &Doorbell,
+        rounds_seen: u64,
+        then: impl FnOnce(&mut A) -> R,
+    ) -> Option<R> {
+        bell.announce_sleep();
+        let r = if bell.any() {
+            None
+        } else {
+            self.try_with(|a| {
+                let moved = a.rounds() != rounds_seen && !self.rounds_ignored();
+                (!moved && !a.has_news()).then(|| then(a))
+            })
+            .flatten()
+        };
+        if r.is_none() {
+            bell.cancel_sleep();
+        }
+        r
+    }
+
+    #[inline(always)]
+    fn rounds_ignored(&self) -> bool {
+        #[cfg(loom)]
+        {
+            self.ignore_rounds
+        }
+        #[cfg(not(loom))]
+        {
+            false
+        }
     }
 }

@@ -42,6 +42,41 @@ pub struct ArbiterStats {
     /// Rounds run by a client because the arbiter was late (counted in
     /// `loops` too; see `handoff`).
     pub assisted_rounds: u64,
+    /// Mailbox reads put off because the client's mailbox was read less
+    /// than `read_interval` before.
+    pub deferred_reads: u64,
+    /// Times the arbiter thread waited on the CPU between rounds by
+    /// yielding it (`Config::yield_when_idle`) ...
+    pub yields: u64,
+    /// ... or by a spin-loop hint.
+    pub spins: u64,
+    /// Times the arbiter thread found a client running a round and waited
+    /// for it.
+    pub held_waits: u64,
+    /// CPU time of the arbiter thread so far, ns (threaded runs, Linux;
+    /// as of the last publication): against wall time, how much of it the
+    /// thread got a core.
+    pub cpu_ns: u64,
+}
+
+/// What the driver's arbiter thread counts of itself (see the fields of
+/// the same names in [`ArbiterStats`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct ThreadCounts {
+    pub(crate) yields: u64,
+    pub(crate) spins: u64,
+    pub(crate) held_waits: u64,
+    pub(crate) cpu_ns: u64,
+}
+
+impl ThreadCounts {
+    /// Writes these counters into `s`.
+    pub(crate) fn fill(&self, s: &mut ArbiterStats) {
+        s.yields = self.yields;
+        s.spins = self.spins;
+        s.held_waits = self.held_waits;
+        s.cpu_ns = self.cpu_ns;
+    }
 }
 
 impl ArbiterStats {
@@ -150,8 +185,9 @@ impl<T, O> Report<T, O> {
         let _ = writeln!(
             s,
             " arbiter: {} decisions, {} rounds ({} busy, {:.1} pkts/busy round, \
-             avg {:.0} ns, max {} ns), {} mailbox reads, {} settles, {} sleeps, \
-             {} tx-full, {} rounds run by clients",
+             avg {:.0} ns, max {} ns), {} mailbox reads ({} put off), {} settles, \
+             {} sleeps, {} yields, {} spins, {} waits for a client's round, \
+             {} tx-full, {} rounds run by clients, {:.1} ms CPU",
             a.decisions,
             a.loops,
             a.busy_loops,
@@ -159,10 +195,15 @@ impl<T, O> Report<T, O> {
             a.avg_loop_ns(),
             a.max_loop_ns,
             a.mailbox_reads,
+            a.deferred_reads,
             a.settles,
             a.sleeps,
+            a.yields,
+            a.spins,
+            a.held_waits,
             a.tx_full,
-            a.assisted_rounds
+            a.assisted_rounds,
+            a.cpu_ns as f64 / 1e6
         );
         for (i, cl) in self.clients.iter().enumerate() {
             let _ = writeln!(

@@ -108,10 +108,22 @@ fn idle_runtime_stops_cleanly() {
         Clock::new(),
     )
     .unwrap();
-    std::thread::sleep(std::time::Duration::from_millis(5));
+    // Until it has slept once (a hang guard, not a timing goal).
+    for _ in 0..10_000 {
+        if rt.stats().arbiter.sleeps > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
     let r = rt.stop(StopMode::Drain).unwrap();
     assert_eq!(r.outputs[0].0, 0);
     assert!(r.arbiter.loops > 0);
+    // The thread's own counters reach the report: idle, it first waits on
+    // the CPU (yielding, the default) for `spin`, then sleeps; it ran.
+    let a = r.arbiter;
+    assert!(a.sleeps > 0 && a.yields > 0 && a.spins == 0, "{a:?}");
+    assert!(a.cpu_ns > 0, "{a:?}");
+    assert!(a.loops > a.busy_loops, "{a:?}");
 }
 
 /// Client-transmit mode on real threads: every packet comes back to the

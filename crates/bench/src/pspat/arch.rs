@@ -10,11 +10,11 @@ use hdrhistogram::Histogram;
 use pktsched_core::{FlowId, Nanos, Pkt, Scheduler};
 use pktsched_runtime::locked::Locked;
 use pktsched_runtime::output::Output;
-use pktsched_runtime::pspat::{Clock, Pspat, StopMode, Stopped};
+use pktsched_runtime::pspat::{ArbiterStats, Clock, Pspat, Stats, StopMode, Stopped};
 
 use super::breakdown::{Breakdown, PartHists, Stamped, Stamps};
 use super::load::{BenchOut, Gen, GenDone, generate, pin, sample};
-use super::{Arch, Phase, Plan, RunRes, Victim};
+use super::{ArbiterWindow, Arch, Phase, Plan, RunRes, Victim};
 use crate::stats::jain;
 
 /// Longest the main thread sleeps before it looks at the interrupt flag.
@@ -25,6 +25,11 @@ struct Window {
     c0: Vec<u64>,
     c1: Vec<u64>,
     secs: f64,
+    /// PSPAT: the arbiter's counters at both ends (as last published, at
+    /// most a millisecond old).
+    arbiter: Option<(ArbiterStats, ArbiterStats)>,
+    /// PSPAT: the clients' mailbox-full counts at both ends.
+    full: (u64, u64),
 }
 
 /// What every architecture needs for one run.
@@ -81,18 +86,30 @@ impl Ctx<'_> {
 
     /// Warm-up, then the measured window (cut short by an interrupt;
     /// `None` if interrupted during the warm-up); then stops the
-    /// generators.
-    fn measure(&self, outs: &[Arc<Vec<AtomicU64>>]) -> Option<Window> {
+    /// generators. `runtime` samples a PSPAT runtime's counters.
+    fn measure(
+        &self,
+        outs: &[Arc<Vec<AtomicU64>>],
+        runtime: impl Fn() -> Option<Stats>,
+    ) -> Option<Window> {
         let w = self.nap(self.p.warmup).then(|| {
             let t0 = self.clock.now();
             let c0 = sample(outs, self.flows);
+            let r0 = runtime();
             self.nap(self.p.duration);
             let t1 = self.clock.now();
             let c1 = sample(outs, self.flows);
+            let r1 = runtime();
+            let full = |r: &Option<Stats>| {
+                r.as_ref()
+                    .map_or(0, |s| s.clients.iter().map(|c| c.mailbox_full).sum())
+            };
             Window {
                 c0,
                 c1,
                 secs: (t1.0 - t0.0) as f64 / 1e9,
+                full: (full(&r0), full(&r1)),
+                arbiter: r0.zip(r1).map(|(a, b)| (a.arbiter, b.arbiter)),
             }
         });
         self.stop.store(true, Ordering::Relaxed);
@@ -227,6 +244,7 @@ fn run_pspat(
         outs.push(o);
     }
     let rt = Pspat::start(&cfg, sched, outs, c.clock).map_err(|e| anyhow!("{e}"))?;
+    let rt_stats = || Some(rt.stats());
     let mut handles = Vec::new();
     for g in gens {
         let mut cl = rt.client().map_err(|e| anyhow!("{e}"))?;
@@ -262,7 +280,7 @@ fn run_pspat(
             (done, cl, out)
         }));
     }
-    let w = c.measure(&counters);
+    let w = c.measure(&counters, rt_stats);
     let mut done = Vec::new();
     for h in handles {
         done.push(joined(h)?);
@@ -328,7 +346,7 @@ fn run_locked(
             })
         })
         .collect();
-    let w = c.measure(&counters);
+    let w = c.measure(&counters, || None);
     // The clients end here: the scheduler stops only once they are gone.
     let done: Vec<(GenDone, u64)> = handles
         .into_iter()
@@ -352,7 +370,7 @@ fn run_none(c: &Ctx<'_>, gens: Vec<Gen>, res: &mut RunRes) -> Result<(Option<Win
         counters.push(out.counts.clone());
         handles.push(spawn_direct(c, g, out, |o, b| o.transmit(b)));
     }
-    let w = c.measure(&counters);
+    let w = c.measure(&counters, || None);
     let mut outs = Vec::new();
     for t in handles {
         let (d, out) = joined(t)?;
@@ -489,6 +507,9 @@ pub(super) fn run_one(
     res.decisions_per_s = total as f64 / w.secs.max(1e-9);
     res.gbit_per_s = res.decisions_per_s * f64::from(c.len) * 8.0 / 1e9;
     (res.jain, res.max_share_err) = jain_and_err(&window[..n], &weights);
+    if let Some((a, b)) = &w.arbiter {
+        res.window = Some(ArbiterWindow::between(a, b, w.secs, w.full));
+    }
     if ph == Phase::Overload {
         res.victim = Some(victim(&c, &weights, arch, res.arbiter_p99_loop_ns, &lat));
     }

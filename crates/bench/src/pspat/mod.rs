@@ -478,9 +478,72 @@ pub struct RunRes {
     arbiter_sleeps: u64,
     /// PSPAT: rounds run by clients because the arbiter was late.
     assisted_rounds: u64,
+    /// PSPAT: what the arbiter thread did during the measured window.
+    window: Option<ArbiterWindow>,
     /// The `tc -s`-style report (PSPAT runs).
     #[serde(skip)]
     tc: Option<String>,
+}
+
+/// What PSPAT's arbiter thread did during a run's measured window, from
+/// its counters at both ends: where a decision's wall time goes.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct ArbiterWindow {
+    /// Share of the window the thread ran on a core (its CPU time).
+    pub cpu_share: f64,
+    /// Share of the window spent in rounds that moved packets.
+    pub busy_share: f64,
+    /// Rounds per second, and of them the share that moved nothing.
+    pub rounds_per_s: f64,
+    /// See `rounds_per_s`.
+    pub empty_share: f64,
+    /// Packets released per round that moved packets.
+    pub pkts_per_busy_round: f64,
+    /// Mailbox reads put off by the read interval, per second.
+    pub deferred_reads_per_s: f64,
+    /// Yields, spins, sleeps and waits for a client's round, per second.
+    pub yields_per_s: f64,
+    /// See `yields_per_s`.
+    pub spins_per_s: f64,
+    /// See `yields_per_s`.
+    pub sleeps_per_s: f64,
+    /// See `yields_per_s`.
+    pub held_waits_per_s: f64,
+    /// Sends that found their mailbox full, per released packet: above 0
+    /// the clients wait for the arbiter; near 0 with many empty rounds the
+    /// arbiter waits for the clients.
+    pub full_per_decision: f64,
+}
+
+impl ArbiterWindow {
+    /// From counters `a` (start) and `b` (end) over `secs`, with the
+    /// clients' mailbox-full counts at both ends.
+    pub(crate) fn between(
+        a: &pktsched_runtime::pspat::ArbiterStats,
+        b: &pktsched_runtime::pspat::ArbiterStats,
+        secs: f64,
+        full: (u64, u64),
+    ) -> ArbiterWindow {
+        let d =
+            |f: fn(&pktsched_runtime::pspat::ArbiterStats) -> u64| f(b).saturating_sub(f(a)) as f64;
+        let secs = secs.max(1e-9);
+        let rounds = d(|s| s.loops);
+        let busy = d(|s| s.busy_loops);
+        let decisions = d(|s| s.decisions);
+        ArbiterWindow {
+            cpu_share: d(|s| s.cpu_ns) / 1e9 / secs,
+            busy_share: d(|s| s.busy_loop_ns) / 1e9 / secs,
+            rounds_per_s: rounds / secs,
+            empty_share: (rounds - busy) / rounds.max(1.0),
+            pkts_per_busy_round: decisions / busy.max(1.0),
+            deferred_reads_per_s: d(|s| s.deferred_reads) / secs,
+            yields_per_s: d(|s| s.yields) / secs,
+            spins_per_s: d(|s| s.spins) / secs,
+            sleeps_per_s: d(|s| s.sleeps) / secs,
+            held_waits_per_s: d(|s| s.held_waits) / secs,
+            full_per_decision: full.1.saturating_sub(full.0) as f64 / decisions.max(1.0),
+        }
+    }
 }
 
 /// Medians over runs of one (phase, arch, clients).
@@ -744,8 +807,10 @@ fn write_breakdown(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resul
     Ok(())
 }
 
-/// Every PSPAT run's `tc -s`-style counters.
+/// Every PSPAT run's `tc -s`-style counters, then what the arbiter
+/// thread did in each run's measured window.
 pub fn write_stats(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
+    write_windows(out, runs)?;
     for r in runs {
         if let Some(t) = &r.tc {
             writeln!(
@@ -754,6 +819,53 @@ pub fn write_stats(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
                 r.phase, r.clients, r.run
             )?;
         }
+    }
+    Ok(())
+}
+
+/// One row per PSPAT run: the arbiter thread's time in the window.
+fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
+    writeln!(
+        out,
+        "\npspat arbiter in the measured window: cpu = share of wall time on a core, busy = in rounds that moved packets, empty = rounds that moved nothing; per second: rounds, yields, spins, sleeps, reads put off; full = mailbox-full sends per decision"
+    )?;
+    writeln!(
+        out,
+        "{:>10} {:>7} {:>3} {:>5} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}",
+        "phase",
+        "clients",
+        "run",
+        "cpu",
+        "busy",
+        "empty",
+        "pkts/r",
+        "rounds/s",
+        "yields/s",
+        "spins/s",
+        "sleep/s",
+        "putoff/s",
+        "full"
+    )?;
+    for r in runs {
+        let Some(w) = &r.window else { continue };
+        let k = |x: f64| format!("{:.0}k", x / 1e3);
+        writeln!(
+            out,
+            "{:>10} {:>7} {:>3} {:>5.2} {:>5.2} {:>6.2} {:>7.1} {:>8} {:>8} {:>8} {:>7.0} {:>8} {:>6.3}",
+            r.phase,
+            r.clients,
+            r.run,
+            w.cpu_share,
+            w.busy_share,
+            w.empty_share,
+            w.pkts_per_busy_round,
+            k(w.rounds_per_s),
+            k(w.yields_per_s),
+            k(w.spins_per_s),
+            w.sleeps_per_s,
+            k(w.deferred_reads_per_s),
+            w.full_per_decision
+        )?;
     }
     Ok(())
 }
@@ -792,4 +904,46 @@ pub fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
             .collect(),
     }
     .draw(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use pktsched_runtime::pspat::ArbiterStats;
+
+    use super::ArbiterWindow;
+
+    #[test]
+    fn the_window_is_the_difference_of_the_counters_over_its_length() {
+        let a = ArbiterStats {
+            loops: 1_000,
+            busy_loops: 400,
+            decisions: 4_000,
+            busy_loop_ns: 1_000_000,
+            cpu_ns: 5_000_000,
+            yields: 10,
+            ..ArbiterStats::default()
+        };
+        let b = ArbiterStats {
+            loops: 3_000,
+            busy_loops: 1_400,
+            decisions: 54_000,
+            busy_loop_ns: 251_000_000,
+            cpu_ns: 405_000_000,
+            yields: 1_010,
+            sleeps: 5,
+            ..a
+        };
+        let w = ArbiterWindow::between(&a, &b, 0.5, (100, 600));
+        assert!((w.cpu_share - 0.8).abs() < 1e-9, "{w:?}");
+        assert!((w.busy_share - 0.5).abs() < 1e-9, "{w:?}");
+        assert!((w.rounds_per_s - 4_000.0).abs() < 1e-9, "{w:?}");
+        assert!((w.empty_share - 0.5).abs() < 1e-9, "{w:?}");
+        assert!((w.pkts_per_busy_round - 50.0).abs() < 1e-9, "{w:?}");
+        assert!((w.yields_per_s - 2_000.0).abs() < 1e-9, "{w:?}");
+        assert!((w.sleeps_per_s - 10.0).abs() < 1e-9, "{w:?}");
+        assert!((w.full_per_decision - 0.01).abs() < 1e-9, "{w:?}");
+        // Counters that went back (a run that restarted) give no negatives.
+        let back = ArbiterWindow::between(&b, &a, 0.5, (600, 100));
+        assert!(back.rounds_per_s == 0.0 && back.full_per_decision == 0.0);
+    }
 }

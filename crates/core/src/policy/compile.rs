@@ -136,9 +136,7 @@ impl Policy {
                 loc: spec.nodes[deepest].loc,
             });
         }
-        let horizon = spec
-            .shaper_unit
-            .saturating_mul(spec.shaper_buckets.saturating_sub(2) as u64);
+        let horizon = super::spec::shaper_horizon(spec.shaper_unit, spec.shaper_buckets).as_u64();
         let max_len = u64::from(spec.max_len);
         let check_rate = |n: &NodeSpec, field: &'static str, r: Option<crate::Rate>| {
             if let Some(r) = r {

@@ -126,7 +126,10 @@ mod tests;
 
 pub use compile::Policy;
 pub use sched::{FlowParams, PolicySched, PolicyStats};
-pub use spec::{Attach, Kind, Loc, NodeSpec, PolicyError, PolicySpec, QueueKind};
+pub use spec::{
+    Attach, DEFAULT_SHAPER_BUCKETS, DEFAULT_SHAPER_UNIT_NS, Kind, Loc, NodeSpec, PolicyError,
+    PolicySpec, QueueKind, shaper_horizon, slowest_shaped_rate,
+};
 
 /// The built-in policies, by name, as TOML.
 pub const BUILTINS: [(&str, &str); 7] = [

@@ -521,17 +521,16 @@ impl<T> PolicySched<T> {
             return Err(ConfigError::UnknownFlow(flow));
         }
         if let Some(r) = p.rate {
-            let horizon = self
-                .policy
-                .shaper_unit
-                .saturating_mul(self.policy.shaper_buckets.saturating_sub(2) as u64);
-            if r.tx_time(u64::from(self.policy.max_len)).as_u64() > horizon {
-                return Err(ConfigError::OutOfRange {
+            let (unit, buckets) = (self.policy.shaper_unit, self.policy.shaper_buckets);
+            let slowest = super::spec::slowest_shaped_rate(self.policy.max_len, unit, buckets);
+            if r < slowest {
+                return Err(ConfigError::RateBeyondHorizon {
                     alg: "policy",
                     field: "rate",
-                    value: r.as_bps(),
-                    min: 0,
-                    max: u64::MAX,
+                    value: r,
+                    slowest,
+                    max_len: self.policy.max_len,
+                    horizon: super::spec::shaper_horizon(unit, buckets),
                 });
             }
         }

@@ -1333,3 +1333,38 @@ mod hostile {
         }
     }
 }
+
+#[test]
+fn a_rate_beyond_the_shaper_horizon_is_refused_with_the_slowest_allowed() {
+    let p = Policy::from_toml(
+        "[policy]\nmax_len = 9048\n\n[[node]]\nname = \"classes\"\nkind = \"hclock\"\n",
+    )
+    .expect("policy");
+    let mut s: PolicySched<u64> = PolicySched::new(&p);
+    let f = s
+        .add_flow(FlowConfig::default().with_max_len(9048))
+        .expect("flow");
+    let slowest = crate::policy::slowest_shaped_rate(
+        9048,
+        crate::policy::DEFAULT_SHAPER_UNIT_NS,
+        crate::policy::DEFAULT_SHAPER_BUCKETS,
+    );
+    let with_rate = |bps: u64| FlowParams {
+        rate: Rate::from_bps(bps),
+        ..FlowParams::default()
+    };
+    let err = s
+        .set_flow_params(f, with_rate(slowest.as_bps() - 1), Nanos::ZERO)
+        .expect_err("one bit/s too slow");
+    let msg = err.to_string();
+    for w in [
+        "rate = ",
+        "9048-byte packet",
+        "horizon of 16.382ms",
+        &format!("allowed rate >= {slowest}"),
+    ] {
+        assert!(msg.contains(w), "{msg:?} lacks {w:?}");
+    }
+    s.set_flow_params(f, with_rate(slowest.as_bps()), Nanos::ZERO)
+        .expect("the slowest allowed rate is accepted");
+}

@@ -18,8 +18,8 @@ pub struct ShapeStats {
     /// Releases that produced at least one packet (a caller sleeping until
     /// `next_ready` wakes this often).
     pub wakeups: u64,
-    /// Releases at a due slot that produced nothing (entries of removed
-    /// flows, or entries moved back from a coarser wheel).
+    /// Releases at a due slot that produced no packet (only entries of
+    /// removed flows, or only entries moved back from a coarser wheel).
     pub empty_wakeups: u64,
     /// Batch sizes: `batches[i]` counts releases of `2^i ..= 2^(i+1) − 1`
     /// packets (the last bucket takes everything larger).
@@ -38,9 +38,11 @@ pub struct ShapeStats {
 }
 
 impl ShapeStats {
-    /// Counts a wake-up that released `n` entries (nothing if `n` is 0).
-    fn close_batch(&mut self, n: u64) {
+    /// Counts the batch of a release (`open`) that handed out `n` packets:
+    /// a wake-up, or an empty one when every entry it released was stale.
+    fn close_batch(&mut self, open: bool, n: u64) {
         if n == 0 {
+            self.empty_wakeups += u64::from(open);
             return;
         }
         self.wakeups += 1;
@@ -63,10 +65,12 @@ pub struct Shaper<Q, T> {
     flows: FlowTable<T>,
     shape: Vec<FlowShape>,
     q: Q,
-    /// Entries taken from the time queue's ready list since the last
-    /// release (the open batch; counted in the statistics when the next
+    /// `st.released` when the open batch was released: the batch is the
+    /// packets released since (counted in the statistics when the next
     /// release closes it, or when they are read).
-    batch: u64,
+    batch_start: u64,
+    /// The open batch came from a release (false before the first one).
+    batch_open: bool,
 
     default_rate: Rate,
     st: ShapeStats,
@@ -79,7 +83,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             flows: FlowTable::default(),
             shape: Vec::new(),
             q,
-            batch: 0,
+            batch_start: 0,
+            batch_open: false,
 
             default_rate,
             st: ShapeStats::default(),
@@ -91,11 +96,12 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         &self.q
     }
 
-    /// Release statistics. A batch counts the entries handed out of it so
-    /// far (all of them once the next release happens).
+    /// Release statistics. A batch counts the packets handed out of it so
+    /// far (all of them once the next release happens); the open batch is
+    /// counted here only once it has handed out a packet.
     pub fn shape_stats(&self) -> ShapeStats {
         let mut st = self.st;
-        st.close_batch(self.batch);
+        st.close_batch(false, st.released - self.batch_start);
         st
     }
 
@@ -202,7 +208,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     #[inline]
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
         loop {
-            let e = self.next_entry(now)?;
+            let e = self.next_entry(now, 0)?;
             let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
@@ -218,18 +224,16 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// batch when it has run dry; `None` when nothing is due (see
     /// [`Shaper::refill`]).
     #[inline(always)]
-    fn next_entry(&mut self, now: Nanos) -> Option<Entry> {
-        let e = match self.q.pop_ready() {
-            Some(e) => e,
+    fn next_entry(&mut self, now: Nanos, pending: u64) -> Option<Entry> {
+        match self.q.pop_ready() {
+            Some(e) => Some(e),
             None => {
-                if !self.refill(now) {
+                if !self.refill(now, pending) {
                     return None;
                 }
-                self.q.pop_ready()?
+                self.q.pop_ready()
             }
-        };
-        self.batch += 1;
-        Some(e)
+        }
     }
 
     /// The packet an entry stands for: its flow's head, unless the entry is
@@ -272,7 +276,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     ) -> usize {
         let (mut n, mut late_sum, mut late_max) = (0usize, 0u128, self.st.max_lateness);
         while n < max {
-            let Some(e) = self.next_entry(now) else {
+            let Some(e) = self.next_entry(now, n as u64) else {
                 break;
             };
             let Some(pkt) = self.pop_for(e) else {
@@ -296,7 +300,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// queued, nothing due yet (an overlimit), or a due slot with only
     /// entries moved back to a finer wheel (an empty wake-up).
     #[inline(always)]
-    fn refill(&mut self, now: Nanos) -> bool {
+    fn refill(&mut self, now: Nanos, pending: u64) -> bool {
         if self.flows.total_queued() == 0 {
             return false;
         }
@@ -304,12 +308,15 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.flows.count_overlimit();
             return false;
         }
-        self.st.close_batch(core::mem::take(&mut self.batch));
-        if !self.q.release_ready(now) {
+        let released = self.st.released + pending;
+        self.st
+            .close_batch(self.batch_open, released - self.batch_start);
+        self.batch_start = released;
+        self.batch_open = self.q.release_ready(now);
+        if !self.batch_open {
             self.st.empty_wakeups += 1;
-            return false;
         }
-        true
+        self.batch_open
     }
 }
 

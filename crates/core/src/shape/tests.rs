@@ -404,6 +404,43 @@ fn batch_release_matches_one_at_a_time() {
     }
 }
 
+/// A release whose only entries belong to a removed flow hands out no
+/// packet: it is an empty wake-up, not a batch, and the batches count
+/// packets, not entries.
+#[test]
+fn a_release_of_stale_entries_only_is_an_empty_wakeup() {
+    let q = Wheels::new(WheelConfig::single(64, Nanos::from_micros(64))).expect("wheel");
+    let mut sh: Shaper<Wheels, u64> = Shaper::new(q, Rate::gbit(1));
+    let f = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("f");
+    let g = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("g");
+    // f: EDTs 1000 and 2000 (slots 1024 and 2048); g: 1496 (slot 1536).
+    for (flow, len, item) in [(f, 125, 0), (f, 125, 1), (g, 187, 2)] {
+        sh.enqueue(Pkt::new(flow, len, Nanos::ZERO, item), Nanos::ZERO)
+            .expect("enqueue");
+    }
+    assert_eq!(sh.remove_flow(g).expect("remove").len(), 1);
+    let mut got = Vec::new();
+    let mut now = Nanos::ZERO;
+    let mut polls = 0;
+    while let Some(t) = sh.next_ready(now) {
+        now = t;
+        polls += 1;
+        while let Some(p) = sh.dequeue(now) {
+            got.push((p.item, now.0));
+        }
+    }
+    assert_eq!(got, vec![(0, 1024), (1, 2048)]);
+    assert_eq!(polls, 3, "woken at 1024, at g's stale slot 1536, at 2048");
+    let st = sh.shape_stats();
+    assert_eq!((st.wakeups, st.empty_wakeups), (2, 1), "{st:?}");
+    assert_eq!((st.batches[0], st.max_batch, st.released), (2, 1, 2));
+    assert!(sh.stats().conserved());
+}
+
 /// An entry beyond its own wheel's horizon is parked in a coarser wheel
 /// (the cold `park` path), comes back to its own wheel when the coarse
 /// slot comes, and is released at its EDT, not before.

@@ -198,8 +198,9 @@ pub struct Wheels {
     g_shift: u32,
     mask: u64,
     nodes: Vec<Node>,
+    /// Free nodes, linked through `next` (LIFO). The entries filed are
+    /// the nodes that are not on it: no per-entry counter.
     free: u32,
-    len: usize,
     /// Entries already due when pushed (head, tail).
     due: (u32, u32),
     /// Released entries not yet handed out, in release order (head,
@@ -241,7 +242,6 @@ impl Wheels {
             mask: cfg.slots as u64 - 1,
             nodes: Vec::new(),
             free: NIL,
-            len: 0,
             due: (NIL, NIL),
             ready: (NIL, NIL),
             parked: 0,
@@ -589,7 +589,6 @@ impl Wheels {
         self.ready.0 = n.next;
         n.next = self.free;
         self.free = i;
-        self.len -= 1;
         Some(e)
     }
 }
@@ -638,7 +637,6 @@ impl TimeQueue for Wheels {
     #[inline(always)]
     fn commit(&mut self, t: WheelTicket) {
         self.file(t.node, t.at);
-        self.len += 1;
     }
 
     #[cold]
@@ -674,8 +672,20 @@ impl TimeQueue for Wheels {
         (self.next != u64::MAX).then_some(Nanos(self.next))
     }
 
+    /// Counted by walking the free list (`O(nodes)`, at most the peak
+    /// number of entries): a diagnostic, kept off the per-packet path.
     fn len(&self) -> usize {
-        self.len
+        let mut free = 0usize;
+        let mut i = self.free;
+        // At most one step per node: a free list is never longer.
+        while free < self.nodes.len() {
+            let Some(n) = self.nodes.get(i as usize) else {
+                break;
+            };
+            free += 1;
+            i = n.next;
+        }
+        self.nodes.len() - free
     }
 
     fn memory_bytes(&self) -> usize {

@@ -237,6 +237,22 @@ impl Rate {
         }
     }
 
+    /// The slowest rate at which `bytes` take at most `within` to
+    /// transmit ([`Rate::tx_time`] rounds up, so this rounds up too);
+    /// `None` if `within` is zero or the rate would exceed `u64::MAX`
+    /// bits/s.
+    pub const fn slowest_for(bytes: u64, within: Nanos) -> Option<Rate> {
+        if within.0 == 0 || bytes == 0 {
+            return None;
+        }
+        let bps = (bytes as u128 * 8 * 1_000_000_000).div_ceil(within.0 as u128);
+        if bps > u64::MAX as u128 {
+            None
+        } else {
+            Some(Rate(bps as u64))
+        }
+    }
+
     /// Time to transmit `bytes` at this rate in picoseconds, exact when it
     /// fits, rounded up otherwise. Useful to accumulate without drift.
     pub const fn tx_time_ps(self, bytes: u64) -> u128 {
@@ -536,6 +552,26 @@ impl Decimal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slowest_for_is_the_boundary_of_tx_time() {
+        for (bytes, within) in [
+            (1538u64, 16_382_000u64),
+            (9048, 16_382_000),
+            (1, 1),
+            (64, 7),
+        ] {
+            let r = Rate::slowest_for(bytes, Nanos(within)).expect("a rate");
+            assert!(r.tx_time(bytes).0 <= within, "{r} too slow for {bytes} B");
+            let slower = Rate::from_bps(r.as_bps() - 1);
+            if let Some(s) = slower {
+                assert!(s.tx_time(bytes).0 > within, "{s} also fits {bytes} B");
+            }
+        }
+        assert_eq!(Rate::slowest_for(1, Nanos(0)), None);
+        assert_eq!(Rate::slowest_for(0, Nanos(5)), None);
+        assert_eq!(Rate::slowest_for(u64::MAX, Nanos(1)), None);
+    }
 
     #[test]
     fn parses_examples() {

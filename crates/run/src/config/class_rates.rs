@@ -23,29 +23,65 @@ use super::ConfigError;
 use super::SchedulerChoice;
 use super::parse::Ctx;
 use super::raw::NumOrText;
-use super::raw::RawClass;
+use super::raw::{RateText, RawClass};
 
-/// Slowest class rate: one 1538-byte frame within the shaper's 16 ms
-/// horizon (1 µs × 16382 buckets) needs at least 0.77 Mbit/s.
+/// Slowest class rate with standard frames: one 1538-byte frame within
+/// the shaper's 16 ms horizon (1 µs × 16382 buckets) needs at least 0.76
+/// Mbit/s. Larger frames raise it ([`ClassRateRange::for_link`]).
 pub const MIN_CLASS_RATE: Rate = Rate::kbit(1000);
 
+/// The rates a class's `rate` and `ceil` may take on a link.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClassRateRange {
+    /// The slowest: [`MIN_CLASS_RATE`], or more when one frame of the
+    /// link's largest wire length would not fit the shaper's horizon at it.
+    pub slowest: Rate,
+    /// The fastest: the link's rate.
+    pub link_rate: Rate,
+}
+
+impl ClassRateRange {
+    /// The range on a link of `link_rate` whose largest frame takes
+    /// `max_wire_len` bytes on the wire; the slowest rate is rounded up to
+    /// a whole kbit/s.
+    pub fn for_link(link_rate: Rate, max_wire_len: u32) -> ClassRateRange {
+        let fits = pktsched_core::policy::slowest_shaped_rate(
+            max_wire_len,
+            pktsched_core::policy::DEFAULT_SHAPER_UNIT_NS,
+            pktsched_core::policy::DEFAULT_SHAPER_BUCKETS,
+        );
+        let kbit =
+            Rate::from_bps(fits.as_bps().div_ceil(1000).saturating_mul(1000)).unwrap_or(Rate::MAX);
+        ClassRateRange {
+            slowest: kbit.max(MIN_CLASS_RATE),
+            link_rate,
+        }
+    }
+}
+
 /// `(rate, ceil)` of `raw` as written (`ceil` not yet defaulted), checked
-/// against the scheduler and the link's rate.
+/// against the scheduler and the link's range of rates.
 pub(super) fn class_rates(
     cx: &Ctx<'_>,
     raw: &RawClass,
     scheduler: &SchedulerChoice,
-    link_rate: Rate,
+    range: ClassRateRange,
 ) -> Result<(Option<Rate>, Option<Rate>), ConfigError> {
     let name = raw.name.get_ref();
-    let one = |v: &Option<Spanned<String>>, field: &str| -> Result<Option<Rate>, ConfigError> {
+    let ClassRateRange { slowest, link_rate } = range;
+    let one = |v: &Option<Spanned<RateText>>, field: &str| -> Result<Option<Rate>, ConfigError> {
         let Some(v) = v else { return Ok(None) };
         let what = format!("class {name:?}: {field}");
         let r = Rate::parse(v.get_ref()).map_err(|e| cx.err(v.span(), format!("{what}: {e}")))?;
-        if r < MIN_CLASS_RATE || r > link_rate {
+        if r < slowest || r > link_rate {
+            let why = if slowest > MIN_CLASS_RATE {
+                " (the slowest at which one largest frame fits the shaper's 16 ms horizon)"
+            } else {
+                ""
+            };
             return Err(cx.err(
                 v.span(),
-                format!("{what} = {r}: allowed {MIN_CLASS_RATE} up to link.rate = {link_rate}"),
+                format!("{what} = {r}: allowed {slowest}{why} up to link.rate = {link_rate}"),
             ));
         }
         Ok(Some(r))

@@ -54,7 +54,7 @@ use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
 use pktsched_io::classify::Match;
 
-pub use class_rates::{MAX_CLASS_BURST, MIN_CLASS_RATE, parse_size};
+pub use class_rates::{ClassRateRange, MAX_CLASS_BURST, MIN_CLASS_RATE, parse_size};
 pub(crate) use file::read_config;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
@@ -62,7 +62,7 @@ pub(crate) use matching::match_rule;
 pub(crate) use normalise::{rule_toml, write_class_settings};
 pub(crate) use parse::{Ctx, interface, parse_class, parse_control};
 pub use parse::{load, parse};
-pub(crate) use raw::{RawClass, RawControl, RawMatch};
+pub(crate) use raw::{RateText, RawClass, RawControl, RawMatch};
 pub use threads::{
     BusyPolling, DEFAULT_BUSY_POLL_BUDGET, MAX_BUSY_POLL_BUDGET, MAX_CPU, RT_PRIORITIES,
     ThreadSched,

@@ -9,7 +9,7 @@ use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
 use toml::Spanned;
 
-use super::class_rates::{class_bursts, class_rates};
+use super::class_rates::{ClassRateRange, class_bursts, class_rates};
 use super::matching::match_rule;
 use super::raw::{RawClass, RawConfig, RawLink, RawScheduler};
 use super::{
@@ -99,7 +99,12 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, Con
              frames no rule matches)",
         ));
     };
-    let classes = parse_classes(&cx, class_list, &scheduler, link.rate)?;
+    let classes = parse_classes(
+        &cx,
+        class_list,
+        &scheduler,
+        ClassRateRange::for_link(link.rate, link.wire_len(link.max_frame)),
+    )?;
     Ok(RunConfig {
         file: file.to_string(),
         link,
@@ -325,7 +330,7 @@ fn parse_classes(
     cx: &Ctx<'_>,
     list: &Spanned<Vec<Spanned<RawClass>>>,
     scheduler: &SchedulerChoice,
-    link_rate: Rate,
+    range: ClassRateRange,
 ) -> Result<Vec<ClassConfig>, ConfigError> {
     if list.get_ref().len() > MAX_CLASSES {
         return Err(cx.err(
@@ -357,7 +362,7 @@ fn parse_classes(
                 ),
             ));
         }
-        let class = parse_class(cx, raw, scheduler, link_rate)?;
+        let class = parse_class(cx, raw, scheduler, range)?;
         rules += class.rules.len();
         if rules > MAX_RULES {
             return Err(cx.err(
@@ -423,10 +428,10 @@ pub(crate) fn parse_class(
     cx: &Ctx<'_>,
     raw: &RawClass,
     scheduler: &SchedulerChoice,
-    link_rate: Rate,
+    range: ClassRateRange,
 ) -> Result<ClassConfig, ConfigError> {
     let name = raw.name.get_ref().clone();
-    let (rate, ceil) = class_rates(cx, raw, scheduler, link_rate)?;
+    let (rate, ceil) = class_rates(cx, raw, scheduler, range)?;
     let (burst, cburst) = class_bursts(cx, raw, rate, ceil)?;
     let field = |f: &str| format!("class {name:?}: {f}");
     let weight = match &raw.weight {

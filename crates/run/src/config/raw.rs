@@ -20,7 +20,7 @@ pub(crate) struct RawConfig {
 pub(crate) struct RawLink {
     pub(crate) ingress: Spanned<String>,
     pub(crate) egress: Spanned<String>,
-    pub(crate) rate: Spanned<String>,
+    pub(crate) rate: Spanned<RateText>,
     pub(crate) overhead: Option<Spanned<i64>>,
     pub(crate) mpu: Option<Spanned<i64>>,
     pub(crate) max_frame: Option<Spanned<i64>>,
@@ -43,6 +43,38 @@ pub(crate) struct RawLink {
 pub(crate) enum BoolOrNum {
     Bool(bool),
     Num(i64),
+}
+
+/// A rate as written: a string with its unit. A bare number is refused by
+/// name (bits or bytes per second? `10` could be either).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RateText(pub(crate) String);
+
+/// What a rate field takes, for serde's "invalid type" message.
+pub(crate) const RATE_EXPECTED: &str = "a rate with its unit, as a string: \"100mbit\", \"1.5gbit\", \
+     \"125MB/s\" (bit, kbit, mbit, gbit, tbit, bps...; a bare number is ambiguous)";
+
+impl std::ops::Deref for RateText {
+    type Target = str;
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl<'de> Deserialize<'de> for RateText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RateText, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = RateText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(RATE_EXPECTED)
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<RateText, E> {
+                Ok(RateText(v.to_string()))
+            }
+        }
+        d.deserialize_str(Visitor)
+    }
 }
 
 /// `[scheduler]`.
@@ -69,8 +101,8 @@ pub(crate) struct RawClass {
     pub(crate) weight: Option<Spanned<i64>>,
     pub(crate) prio: Option<Spanned<i64>>,
     pub(crate) limit: Option<Spanned<i64>>,
-    pub(crate) rate: Option<Spanned<String>>,
-    pub(crate) ceil: Option<Spanned<String>>,
+    pub(crate) rate: Option<Spanned<RateText>>,
+    pub(crate) ceil: Option<Spanned<RateText>>,
     pub(crate) burst: Option<Spanned<NumOrText>>,
     pub(crate) cburst: Option<Spanned<NumOrText>>,
     pub(crate) node: Option<Spanned<String>>,

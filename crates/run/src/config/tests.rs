@@ -185,7 +185,12 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         (link.replace("\"1gbit\"", "\"10\"") + class, &["link.rate"]),
         (
             link.replace("\"1gbit\"", "10") + class,
-            &["`rate = 10`", "expected a string"],
+            &[
+                "`rate = 10`",
+                "a rate with its unit",
+                "\"100mbit\"",
+                "ambiguous",
+            ],
         ),
         (link.replace("1gbit", "1gbps") + class, &["link.rate"]),
         (
@@ -401,7 +406,23 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}ceil = \"100kbit\"\n"),
-            &["class \"a\": ceil", "allowed 1"],
+            &["class \"a\": ceil", "allowed 1mbit up to link.rate"],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}ceil = 1.5\n"),
+            &["`ceil = 1.5`", "a rate with its unit"],
+        ),
+        (
+            // A 9024-byte wire frame takes 72 ms at 1 Mbit/s, beyond the
+            // shaper's 16.4 ms horizon: 9024 · 8 / 16.382 ms = 4.407 Mbit/s.
+            format!(
+                "{link}max_frame = 9000\noverhead = 24\n[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"1mbit\"\n"
+            ),
+            &[
+                "class \"a\": rate = 1mbit",
+                "allowed 4.407mbit",
+                "shaper's 16 ms horizon",
+            ],
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbps\"\n"),
@@ -409,7 +430,11 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = 10\n"),
-            &["t.toml:10:8", "invalid type", "expected a string"],
+            &[
+                "t.toml:10:8",
+                "invalid type",
+                "expected a rate with its unit",
+            ],
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"prio\"\n{class}rate = \"10mbit\"\n"),

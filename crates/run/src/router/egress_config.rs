@@ -27,8 +27,8 @@ use toml::Spanned;
 
 use super::config::RouteClass;
 use crate::config::{
-    Backend, ClassConfig, ConfigError, ControlConfig, Ctx, Engine, LinkConfig, MAX_LINK_RATE,
-    MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, ThreadSched, parse_class,
+    Backend, ClassConfig, ClassRateRange, ConfigError, ControlConfig, Ctx, Engine, LinkConfig,
+    MAX_LINK_RATE, MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, ThreadSched, parse_class,
 };
 
 /// The longest frame the egress queues: the router's pool buffer.
@@ -38,7 +38,7 @@ pub const EGRESS_MAX_FRAME: u32 = 2048;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RawEgress {
-    pub(crate) rate: Spanned<String>,
+    pub(crate) rate: Spanned<crate::config::RateText>,
     pub(crate) overhead: Option<Spanned<i64>>,
     pub(crate) mpu: Option<Spanned<i64>>,
     pub(crate) algorithm: Option<Spanned<String>>,
@@ -165,7 +165,9 @@ pub(crate) fn parse_egress(
         }
         refuse_run_only_fields(cx, rc)?;
         // run's messages call the rate the classes share `link.rate`.
-        out[i] = parse_class(cx, rc, &scheduler, rate).map_err(|mut err| {
+        let wire_max = (EGRESS_MAX_FRAME + overhead).max(mpu);
+        let range = ClassRateRange::for_link(rate, wire_max);
+        out[i] = parse_class(cx, rc, &scheduler, range).map_err(|mut err| {
             err.msg = err.msg.replace("link.rate", "egress.rate");
             err
         })?;

@@ -10,7 +10,8 @@ use pktsched_core::Nanos;
 use super::{Arbiter, Round};
 use crate::client::{AssistSetup, Client, LateRound};
 use crate::config::{Clock, RuntimeError, StopMode};
-use crate::handoff::RoundLock;
+use crate::doorbell::Doorbell;
+use crate::handoff::{RoundLock, SleepCheck};
 use crate::output::Output;
 use crate::report::Report;
 
@@ -32,12 +33,38 @@ impl<T: Send + 'static, O: Output<T>> LateRound for Slot<T, O> {
             if !RoundLock::is_late(self, now.0, after) {
                 return false;
             }
-            self.stamp_round(now.0);
-            a.do_scan(now);
+            stamped_round(self, a, now);
             a.stats.assisted_rounds += 1;
             true
         })
         .unwrap_or(false)
+    }
+}
+
+/// One round of `a` (behind `lock`, held by the caller) at `now`, raised to
+/// the last round's start if that is later: `now` was read before the
+/// lock, and another holder's round may have run at a later time
+/// meanwhile. Rounds never go back in time. Stamps the round's start for
+/// clients that look for a late arbiter.
+fn stamped_round<T: Send + 'static, O: Output<T>>(
+    lock: &Slot<T, O>,
+    a: &mut Arbiter<T, O>,
+    now: Nanos,
+) -> Round {
+    let now = Nanos(now.0.max(lock.last_round()));
+    lock.stamp_round(now.0);
+    a.do_scan(now)
+}
+
+/// Stopped (taken out): never quiet, so the thread does not sleep.
+impl<T: Send + 'static, O: Output<T>> SleepCheck for Option<Arbiter<T, O>> {
+    fn rounds(&self) -> u64 {
+        self.as_ref().map_or(u64::MAX, Arbiter::rounds)
+    }
+
+    fn has_news(&self) -> bool {
+        self.as_ref()
+            .is_none_or(|a| a.any_mail() || a.shared().stop.load(crate::sync::Ordering::Relaxed))
     }
 }
 
@@ -117,12 +144,22 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
     }
 
     fn round(&self, slot: &mut Option<Arbiter<T, O>>, now: Nanos) -> Option<Round> {
-        let a = slot.as_mut()?;
-        // `now` was read before the lock: a client's round may have run
-        // at a later time meanwhile. Rounds never go back in time.
-        let now = Nanos(now.0.max(self.slot.last_round()));
-        self.slot.stamp_round(now.0);
-        Some(a.do_scan(now))
+        Some(stamped_round(&self.slot, slot.as_mut()?, now))
+    }
+
+    /// The arbiter thread, about to sleep until a ring after a round that
+    /// left the count at `rounds_seen`: see
+    /// [`RoundLock::announce_sleep_if_quiet`]. `Some` (with what `then`
+    /// returned) means sleep now.
+    pub(crate) fn announce_sleep_if_quiet<R>(
+        &self,
+        bell: &Doorbell,
+        rounds_seen: u64,
+        then: impl FnOnce(&mut Arbiter<T, O>) -> R,
+    ) -> Option<R> {
+        self.slot
+            .announce_sleep_if_quiet(bell, rounds_seen, |slot| slot.as_mut().map(then))
+            .flatten()
     }
 
     /// Runs `f` on the arbiter, waiting while a client runs a round;

@@ -186,10 +186,12 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         }
     }
 
-    /// Between rounds: control commands, retired classes whose time is up,
-    /// the per-class rate samples.
+    /// Between rounds: a control command (one per round, so a reply
+    /// always describes the state after the previous round, also when
+    /// the next command arrives at once), retired classes whose time is
+    /// up, the per-class rate samples.
     pub(crate) fn housekeeping(&mut self, now: Nanos) {
-        while let Ok(cmd) = self.commands.try_recv() {
+        if let Ok(cmd) = self.commands.try_recv() {
             self.command(cmd, now);
         }
         self.retire_due(now);

@@ -38,7 +38,10 @@
 # (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
 # symbols in NAME.profile.txt; use with KEEP). KEEP=DIR
 # keeps the run's files (configs, each measurement's JSON, pktsched's
-# stats) in DIR.
+# stats) in DIR. ONLY="victim fwd" runs only the listed measurements
+# (rate, victim, fwd, reload, sat) of each architecture, e.g. to look at
+# the forwarder's pass trace (the `forwarder` object of NAME.stats.json);
+# the summary table then prints only what was measured.
 # For pktsched the forwarder's own CPU per frame and its context switches
 # per frame (voluntary = sleeps, involuntary = preemptions) are printed
 # too, from /proc/PID, and with `perf` its system calls per frame
@@ -56,8 +59,14 @@ cd "$(dirname "$0")/.."
 secs="${1:-5}"
 [ "$(id -u)" = 0 ] || { echo "compare-htb.sh needs root (network namespaces)" >&2; exit 2; }
 ci/deps.sh >/dev/null 2>&1 || true
-cargo build --release -q -p pktsched
-bin="$PWD/target/release/pktsched"
+# PKTSCHED_BIN=PATH uses that binary instead of building one (e.g. to
+# interleave two builds: before and after a change).
+if [ -n "${PKTSCHED_BIN:-}" ]; then
+    bin="$PKTSCHED_BIN"
+else
+    cargo build --release -q -p pktsched
+    bin="$PWD/target/release/pktsched"
+fi
 p="vccmp$$-"
 gen="${p}gen" dut="${p}dut" sink="${p}sink"
 work="$(mktemp -d)"
@@ -248,21 +257,31 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
 
 jq_py() { python3 -c "import json,sys; d=json.load(open('$1')); $2"; }
 
+wanted() { case " ${ONLY:-rate victim fwd reload sat} " in *" $1 "*) return 0 ;; esac; return 1; }
+
 run_all() { # $1 arch
     local a="$1"
     if [ "$a" != bridge ]; then
         # 1. rate accuracy
-        start_arch "$a" 100mbit
-        measure "$a-rate" "dport=6000,rate=150mbit,size=1500"
-        stop_arch "$a"
+        if wanted rate; then
+            start_arch "$a" 100mbit
+            measure "$a-rate" "dport=6000,rate=150mbit,size=1500"
+            stop_arch "$a"
+        fi
         # 2. victim latency under overload
-        start_arch "$a" 100mbit
-        measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
-        stop_arch "$a"
+        if wanted victim; then
+            start_arch "$a" 100mbit
+            measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
+            stop_arch "$a"
+        fi
         # 3. forwarding cost, 64-byte frames, limit far above the offered load
-        start_arch "$a" 10000mbit
-        measure "$a-fwd" "dport=6000,rate=60mbit,size=64"
-        stop_arch "$a"
+        if wanted fwd; then
+            start_arch "$a" 10000mbit
+            measure "$a-fwd" "dport=6000,rate=60mbit,size=64"
+            stop_arch "$a"
+        fi
+    fi
+    if [ "$a" != bridge ] && wanted reload; then
         # 4. a change under load (half load, nothing should be lost)
         start_arch "$a" 100mbit
         (
@@ -279,6 +298,7 @@ run_all() { # $1 arch
         wait "$change_pid"
         stop_arch "$a"
     fi
+    wanted sat || return 0
     # 5. saturation with the ring generator, limit far above
     start_arch "$a" 10000mbit
     saturate "$a-sat"
@@ -287,6 +307,39 @@ run_all() { # $1 arch
 
 archs="${ARCHS:-rtc pspat htb bridge}"
 for a in $archs; do run_all "$a"; done
+
+# The run-to-completion forwarder's own account (its stats' `forwarder`):
+# per measurement, passes, sleeps and kicks per 1000 frames, and how the
+# ring wait of the frames that waited >= 200 µs divides by what the
+# forwarder was doing meanwhile.
+forwarder_trace() {
+    for f in "$work"/*.stats.json; do
+        [ -e "$f" ] || continue
+        python3 - "$f" <<'PY'
+import json, os, sys
+d = json.load(open(sys.argv[1])).get("forwarder")
+if d:
+    n = max(d["frames_received"], 1)
+    name = os.path.basename(sys.argv[1])[:-len(".stats.json")]
+    print(f"{name}: per 1000 frames: {d['passes']*1000/n:.0f} passes, "
+          f"{d['sleeps']*1000/n:.0f} sleeps ({d['sleeps_woken']*1000/n:.0f} woken by a frame), "
+          f"{d['tx_kicks']*1000/n:.0f} kicks; sleep overshoot p99 {d['sleep_overshoot_p99_us']:.0f} "
+          f"max {d['sleep_overshoot_max_us']:.0f} µs; kick p99 {d['tx_kick_p99_us']:.0f} "
+          f"max {d['tx_kick_max_us']:.0f} µs; receive call p99 {d['rx_call_p99_us']:.0f} µs")
+    for t in d["ring_wait_tail"]:
+        w = max(t["wait_us"], 1e-9)
+        parts = ", ".join(f"{k[:-3]} {100*t[k]/w:.0f} %" for k in
+            ("sleep_timeout_us", "sleep_woken_us", "tx_us", "rx_us", "sched_us", "unlogged_us"))
+        print(f"  {t['class']}: {t['frames']} frames waited >= 200 µs (mean {t['wait_us']/max(t['frames'],1):.0f} µs): "
+              f"{parts}; stamped asleep {t['stamped_asleep']} (their sleep asked {t['asleep_asked_us']/max(t['stamped_asleep'],1):.0f} µs, "
+              f"slept {t['asleep_slept_us']/max(t['stamped_asleep'],1):.0f} µs on average), missed by a receive call {t['missed_by_rx']}")
+PY
+    done
+}
+if [ -n "${ONLY:-}" ]; then
+    forwarder_trace
+    exit 0
+fi
 
 shaped=""
 for a in $archs; do [ "$a" = bridge ] || shaped="$shaped $a"; done
@@ -388,3 +441,4 @@ row() { # label, python expression over d (sink JSON), measurement name
     echo "| whole-machine CPU ns per arriving frame |$(for a in $archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"
     echo "| frames/s offered by the generator |$(for a in $archs; do printf ' %s |' "$(jq_py "$work/$a-sat.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))")"; done)"
 } | tee target/compare-htb.md
+forwarder_trace

@@ -220,7 +220,14 @@ fn open_xdp_class_rings(
     for (dev, info) in [(&link.ingress, in_info), (&link.egress, eg_info)] {
         notes.extend(info.notes.iter().map(|n| format!("{dev}: {n}")));
     }
-    let rings = ClassRings::new(Box::new(group), Vec::new(), plan, cfg)?;
+    // The rings' own descriptors: a short wait (the emulated link's
+    // next free time) ends when a frame arrives, not only at its timeout.
+    let fds = group
+        .ring_fds()
+        .into_iter()
+        .map(|fd| dup_fd(fd, &link.ingress))
+        .collect::<Result<Vec<OwnedFd>, IoError>>()?;
+    let rings = ClassRings::new(Box::new(group), fds, plan, cfg)?;
     Ok(Devices {
         ingress_rx: LinkDevice::ClassRings(Box::new(rings), holder(link, &link.ingress)?),
         egress_tx: LinkDevice::XdpTx(eg_tx),
@@ -312,6 +319,10 @@ fn poll_fd_copy(dev: &impl PacketIo, device: &str) -> Result<OwnedFd, IoError> {
         device: device.to_string(),
         what: "a class ring has no descriptor to wait on".into(),
     })?;
+    dup_fd(fd, device)
+}
+
+fn dup_fd(fd: BorrowedFd<'_>, device: &str) -> Result<OwnedFd, IoError> {
     fd.try_clone_to_owned().map_err(|e| IoError::Config {
         device: device.to_string(),
         what: format!("dup of a class ring's descriptor: {e}"),

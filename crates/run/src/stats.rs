@@ -37,6 +37,9 @@ pub struct ClassStats {
     /// Frames that were queued when a reload removed the class, moved to
     /// the default class.
     pub moved: u64,
+    /// Frames classified into this class that a receive thread held when
+    /// the pipeline stopped (pspat), never scheduled: dropped.
+    pub dropped_at_stop: u64,
     /// Removed by a reload (counters final once `qlen` is 0).
     pub removed: bool,
     /// Sent rate over the last second, bits/s.
@@ -127,6 +130,9 @@ pub struct Snapshot {
     pub arbiter_decisions: u64,
     /// Reloads applied.
     pub reloads: u64,
+    /// The run-to-completion forwarder's own account of its passes
+    /// (absent with the pspat engine).
+    pub forwarder: Option<crate::engine::ForwarderStats>,
 }
 
 fn rate_text(bps: u64) -> String {

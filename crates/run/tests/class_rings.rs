@@ -157,6 +157,21 @@ fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
     }
     let class_total: u64 = snap.classes.iter().map(|c| c.received).sum();
     assert_eq!(ring_total, class_total, "{text}");
+    // The run-to-completion forwarder's pass trace saw every frame it
+    // classified, and its kicks sent no more than the egress sent.
+    match (engine, &snap.forwarder) {
+        (Engine::RunToCompletion, Some(f)) => {
+            assert_eq!(f.frames_received, class_total, "{f:?}");
+            assert!(
+                f.passes >= f.passes_with_rx && f.passes_with_rx > 0,
+                "{f:?}"
+            );
+            let sent: u64 = snap.classes.iter().map(|c| c.packets).sum();
+            assert!(f.tx_kicks > 0 && f.tx_kick_frames <= sent, "{f:?}");
+        }
+        (Engine::Pspat, None) => {}
+        (_, f) => panic!("{engine:?} with forwarder trace {f:?}"),
+    }
     assert!(
         mismatched <= 2 * non_ip,
         "rings and classes disagree beyond {non_ip} non-IP frames: {text}"

@@ -120,7 +120,7 @@ fn check_conservation(s: &Snapshot, egress_frames: usize) {
     for c in &s.classes {
         assert_eq!(
             c.received,
-            c.packets + c.drops + c.qlen + c.moved,
+            c.packets + c.drops + c.qlen + c.moved + c.dropped_at_stop,
             "class {}: received {} != sent {} + dropped {} + queued {} + moved {}",
             c.class,
             c.received,

@@ -24,7 +24,7 @@
 //!   [`ClassRx::end_round`], and only when busy polling is on or the fill
 //!   ring asks for a wake-up; [`XdpClassGroup::kicks`] counts them.
 
-use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd, RawFd};
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -47,7 +47,7 @@ const DESC: usize = std::mem::size_of::<libc::xdp_desc>();
 #[derive(Debug)]
 struct ClassRing {
     /// The socket, `None` for class 0 (the owner, in [`Core`]).
-    _sharer: Option<OwnedFd>,
+    sharer: Option<OwnedFd>,
     /// Its descriptor (the owner's for class 0).
     fd: RawFd,
     rx: RingMap,
@@ -181,7 +181,7 @@ impl XdpClassGroup {
             need_wakeup,
         } = parts;
         let owner = ClassRing {
-            _sharer: None,
+            sharer: None,
             fd: core.fd.as_raw_fd(),
             rx_c: Consumer::new(rx.size),
             rx,
@@ -189,7 +189,7 @@ impl XdpClassGroup {
         };
         let others = sharers.into_iter().map(|s| ClassRing {
             fd: s.fd.as_raw_fd(),
-            _sharer: Some(s.fd),
+            sharer: Some(s.fd),
             rx_c: Consumer::new(s.rx.size),
             rx: s.rx,
             stats: IoStats::default(),
@@ -241,6 +241,19 @@ impl XdpClassGroup {
     /// `true` if bound zero-copy.
     pub fn is_zero_copy(&self) -> bool {
         self.core.zero_copy
+    }
+
+    /// Each class ring's socket, in class order, to wait on with
+    /// `ppoll` (readable when its RX ring has frames).
+    pub fn ring_fds(&self) -> Vec<BorrowedFd<'_>> {
+        self.rings
+            .iter()
+            .map(|r| {
+                r.sharer
+                    .as_ref()
+                    .map_or(self.core.fd.as_fd(), |s| s.as_fd())
+            })
+            .collect()
     }
 
     /// The `recvfrom` kicks made so far (at most one per poll round).

@@ -15,6 +15,7 @@ use pktsched_io::classify::Anomaly;
 use pktsched_runtime::{Arbiter, Clock, Report, Round, StopMode};
 
 use super::shared::{ClassMap, Shared};
+use super::trace::{PassTrace, Phase};
 use super::tx::{RxSplit, TxOutput};
 use crate::config::RunConfig;
 use crate::frame::Frame;
@@ -82,6 +83,8 @@ pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
     commands: Receiver<Command>,
     last_sample: Nanos,
     reloads: u64,
+    /// The run-to-completion thread's pass log and counters.
+    pub(crate) trace: Option<PassTrace>,
 }
 
 impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
@@ -115,6 +118,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             commands,
             last_sample: Nanos(0),
             reloads: 0,
+            trace: None,
         }
     }
 
@@ -156,17 +160,38 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     }
 
     /// Sends the frames released and waiting in the output (one kick):
-    /// before any sleep or yield.
-    pub(crate) fn flush_tx(&self) {
-        if let Some(o) = self.arbiter.output() {
-            o.flush();
+    /// before any sleep or yield. Returns the frames handed to the device.
+    pub(crate) fn flush_tx(&self) -> usize {
+        self.arbiter.output().map_or(0, |o| o.flush())
+    }
+
+    /// Ends the trace's current segment (see [`PassTrace::segment`]).
+    pub(crate) fn trace_segment(&mut self, phase: Phase, end: u64) {
+        if let Some(t) = &mut self.trace {
+            t.segment(phase, end);
         }
     }
 
-    /// Between rounds: control commands, retired classes whose time is up,
-    /// the per-class rate samples.
+    /// A TX kick of `frames` ended (see [`PassTrace::kicked`]).
+    pub(crate) fn trace_kicked(&mut self, end: u64, frames: usize) {
+        if let Some(t) = &mut self.trace {
+            t.kicked(end, frames);
+        }
+    }
+
+    /// A sleep ended (see [`PassTrace::slept`]).
+    pub(crate) fn trace_slept(&mut self, asked: u64, end: u64) {
+        if let Some(t) = &mut self.trace {
+            t.slept(asked, end);
+        }
+    }
+
+    /// Between rounds: a control command (one per round, so a reply
+    /// always describes the state after the previous round, also when
+    /// the next command arrives at once), retired classes whose time is
+    /// up, the per-class rate samples.
     pub(crate) fn housekeeping(&mut self, now: Nanos) {
-        while let Ok(cmd) = self.commands.try_recv() {
+        if let Ok(cmd) = self.commands.try_recv() {
             self.command(cmd, now);
         }
         self.retire_due(now);
@@ -381,6 +406,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             backlog: c.backlog.bytes,
             qlen: c.backlog.pkts,
             moved: 0,
+            dropped_at_stop: self.shared.dropped_at_stop(s.flow),
             removed: false,
             rate_bps: s.rate.0,
             pps: s.rate.1,
@@ -440,6 +466,14 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .clone();
         devices.extend(tx_device);
         let stats = self.arbiter.stats();
+        let forwarder = self.trace.as_ref().map(|t| {
+            t.stats(|flow| {
+                self.classes
+                    .iter()
+                    .find(|c| c.flow.index() == flow)
+                    .map_or_else(|| format!("flow {flow}"), |c| c.name.clone())
+            })
+        });
         Snapshot {
             ingress: self.cfg.link.ingress.clone(),
             egress: self.cfg.link.egress.clone(),
@@ -459,6 +493,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             arbiter_loops: stats.loops,
             arbiter_decisions: stats.decisions,
             reloads: self.reloads,
+            forwarder,
         }
     }
 }

@@ -17,7 +17,7 @@
 //! take at most the sum of their budgets (the bound of
 //! [`pktsched_core::ingress`]).
 
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -147,15 +147,21 @@ impl RingBoard {
     }
 }
 
+/// Waits shorter than this are the engines' waits for the emulated link
+/// or a shaper (see [`ClassRings::arm`]).
+const SHORT_WAIT: Duration = Duration::from_millis(1);
+
 /// How often the kernel's drop counters are read.
 const REFRESH_EVERY: Duration = Duration::from_millis(100);
 
 /// A [`ClassRx`] polled by the LL-WFQ poller, as one receive device.
 pub struct ClassRings {
     rx: Box<dyn ClassRx>,
-    /// Kept open for `pollfds`.
-    _fds: Vec<OwnedFd>,
+    /// Each ring's descriptor (ring order), kept open for `pollfds`.
+    fds: Vec<OwnedFd>,
     pollfds: Vec<libc::pollfd>,
+    /// Ring `r` is a most urgent class's (the whole device budget).
+    urgent: Vec<bool>,
     poller: Poller,
     visits: Vec<Take>,
     device: String,
@@ -201,8 +207,9 @@ impl ClassRings {
         let pollfds = fds.iter().map(|f| wait::pollfd_for(f.as_fd())).collect();
         let mut rings = ClassRings {
             rx,
-            _fds: fds,
+            fds,
             pollfds,
+            urgent: plan.budgets.iter().map(|&b| b == DEVICE_BUDGET).collect(),
             poller,
             visits: Vec::with_capacity(MAX_CLASS_RINGS),
             device,
@@ -252,6 +259,41 @@ impl Drop for ClassRings {
     /// The last counters stay on the board after the rings close.
     fn drop(&mut self) {
         self.refresh();
+    }
+}
+
+impl ClassRings {
+    /// Which rings a wait of `timeout` watches (the others' `pollfd` gets
+    /// a negative descriptor, which `ppoll` skips); returns how many (0:
+    /// do not wait). A wait shorter than [`SHORT_WAIT`] is the engines'
+    /// wait for the emulated link or a shaper: what arrives meanwhile is
+    /// received at the next pass, before the next release, so only a
+    /// frame on an empty urgent ring ends it early (its class goes first
+    /// when the link frees; bulk arrivals under overload would only add
+    /// wake-ups), and an urgent ring already holding frames ends it at
+    /// once. A longer wait (idle: nothing queued) does not start while
+    /// any ring holds frames, and then watches every ring.
+    fn arm(&mut self, timeout: Duration) -> usize {
+        let short = timeout < SHORT_WAIT;
+        let holds: Vec<bool> = (0..self.fds.len())
+            .map(|r| self.rx.waiting(r).is_some_and(|n| n > 0))
+            .collect();
+        let urgent_holds = holds.iter().zip(&self.urgent).any(|(&h, &u)| h && u);
+        if (short && urgent_holds) || (!short && holds.iter().any(|&h| h)) {
+            return 0;
+        }
+        let mut armed = 0;
+        for (ring, (p, fd)) in self.pollfds.iter_mut().zip(&self.fds).enumerate() {
+            let watch = !short || self.urgent[ring];
+            p.fd = if watch { fd.as_raw_fd() } else { -1 };
+            armed += usize::from(watch);
+        }
+        armed
+    }
+
+    #[cfg(test)]
+    fn armed(&self) -> Vec<bool> {
+        self.pollfds.iter().map(|p| p.fd >= 0).collect()
     }
 }
 
@@ -334,15 +376,17 @@ impl PacketIo for ClassRings {
         })
     }
 
-    /// Waits on every ring at once: with the rings' descriptors, in
-    /// `ppoll` with nanosecond precision; without, through the
+    /// Waits until a frame arrives or `timeout` has passed. With the
+    /// rings' descriptors, in `ppoll` with nanosecond precision on the
+    /// rings [`ClassRings::arm`] picks; without, through the
     /// [`ClassRx`]'s own millisecond wait, and a shorter wait sleeps
-    /// unless a ring has frames (the engines wait that briefly only for
-    /// the emulated link or a shaper, which a frame arriving meanwhile
-    /// could not overtake).
+    /// unless a ring has frames.
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
         self.refresh_if_due();
         let waited = if !self.pollfds.is_empty() {
+            if self.arm(timeout) == 0 {
+                return Ok(());
+            }
             wait::any_readable_within(&mut self.pollfds, timeout).map(|_| ())
         } else if timeout >= Duration::from_millis(1) {
             return self.rx.wait(timeout);
@@ -540,6 +584,75 @@ mod tests {
         assert_eq!(dev.recv_batch(&pool, &mut out, 64).expect("rounds"), 3);
         assert_eq!(dev.recv_batch(&pool, &mut out, 8).expect("rings"), 0);
         assert_eq!(ended.load(std::sync::atomic::Ordering::Relaxed), 2);
+    }
+
+    /// Three rings with a socket pair each: the `ClassRings` waits on
+    /// one end, the test makes a ring "readable" through the other.
+    fn rings_with_fds(
+        frames: Vec<VecDeque<Vec<u8>>>,
+    ) -> (ClassRings, Vec<std::os::unix::net::UnixDatagram>) {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let (rings, _shared) = mem_rings(frames);
+        let (mut ours, mut theirs) = (Vec::new(), Vec::new());
+        for _ in 0..3 {
+            let (a, b) = std::os::unix::net::UnixDatagram::pair().expect("pair");
+            ours.push(OwnedFd::from(b));
+            theirs.push(a);
+        }
+        let dev = ClassRings::new(Box::new(rings), ours, &plan, &cfg).expect("rings");
+        (dev, theirs)
+    }
+
+    /// A link-time wait (short) watches the urgent ring only, and not at
+    /// all when it holds frames; an idle wait (long) watches every ring,
+    /// and not at all when any ring holds frames.
+    #[test]
+    fn a_short_wait_watches_the_urgent_ring_and_a_long_one_every_ring() {
+        let short = Duration::from_micros(300);
+        let long = Duration::from_millis(5);
+        let (mut dev, _peers) = rings_with_fds(vec![VecDeque::new(); 3]);
+        assert_eq!(dev.arm(short), 1);
+        assert_eq!(dev.armed(), vec![true, false, false]);
+        assert_eq!(dev.arm(long), 3);
+        assert_eq!(dev.armed(), vec![true, true, true]);
+        let bulk_holds = vec![
+            VecDeque::new(),
+            VecDeque::new(),
+            VecDeque::from([vec![2u8; 60]]),
+        ];
+        let (mut dev, _peers) = rings_with_fds(bulk_holds);
+        assert_eq!(dev.arm(short), 1, "bulk frames wait for the link's time");
+        assert_eq!(dev.armed(), vec![true, false, false]);
+        assert_eq!(dev.arm(long), 0, "an idle wait takes them now");
+        let urgent_holds = vec![
+            VecDeque::from([vec![0u8; 60]]),
+            VecDeque::new(),
+            VecDeque::new(),
+        ];
+        let (mut dev, _peers) = rings_with_fds(urgent_holds);
+        assert_eq!(dev.arm(short), 0);
+        assert_eq!(dev.arm(long), 0);
+    }
+
+    /// The ppoll itself: a readable bulk ring does not end a short wait,
+    /// any ring's frame ends a long one.
+    #[test]
+    fn a_short_wait_ignores_bulk_arrivals_and_a_long_wait_ends_on_any() {
+        let (mut dev, peers) = rings_with_fds(vec![VecDeque::new(); 3]);
+        peers[2].send(b"x").expect("send"); // a bulk frame arrives
+        let started = Instant::now();
+        dev.wait(Duration::from_micros(300)).expect("wait");
+        assert!(
+            started.elapsed() >= Duration::from_micros(300),
+            "a bulk arrival ended a link-time wait"
+        );
+        let started = Instant::now();
+        dev.wait(Duration::from_secs(20)).expect("wait");
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "the bulk frame did not end an idle wait"
+        );
     }
 
     #[test]

@@ -27,6 +27,7 @@ mod reverse;
 mod rtc;
 mod rx;
 mod shared;
+mod trace;
 mod tx;
 #[allow(unsafe_code)]
 mod wait;
@@ -49,6 +50,7 @@ pub use self::class_rings::{
 use self::arbiter_loop::{ArbiterLoop, Command, Stopped};
 use self::ports::Port;
 use self::shared::{ClassMap, Shared};
+pub use self::trace::{ForwarderStats, TailSplit};
 use self::tx::TxOutput;
 use crate::config::{Engine, RunConfig};
 use crate::plan;
@@ -269,7 +271,7 @@ fn finish<P: PacketIo + Send + 'static>(stopped: Stopped<P>, shared: &Shared) ->
     // What the runtime's own stop released is still waiting in the
     // output: send it before the device goes.
     for out in &stopped.report.outputs {
-        out.flush();
+        let _ = out.flush();
     }
     drop(stopped.report);
     Final {

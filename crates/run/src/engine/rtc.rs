@@ -26,6 +26,7 @@ use super::arbiter_loop::{ArbiterLoop, Stopped};
 use super::ports::Port;
 use super::rx::{PUBLISH_EVERY, RX_BATCH, RX_WAIT, classify_into};
 use super::shared::Shared;
+use super::trace::{PassTrace, Phase};
 use super::{device_stats, wait};
 
 /// Runs until the pipeline stops, then the stop sequence (what is queued
@@ -40,20 +41,34 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
 ) -> Stopped<P> {
     crate::sys::set_timer_slack(1000);
     let mut bufs: Vec<PacketBuf> = Vec::with_capacity(RX_BATCH);
+    let mut stamps: Vec<u64> = Vec::with_capacity(4 * RX_BATCH);
     let (mut map, mut generation) = shared.map();
     let mut published = Instant::now();
+    // The kernel's receive stamps (CLOCK_MONOTONIC) on the engine's clock.
+    let origin = pktsched_io::clock::monotonic_ns().saturating_sub(clock.now().0);
+    looper.trace = Some(PassTrace::new(clock.now().0));
     while !shared.stopping() {
         let now = clock.now();
         looper.housekeeping(now);
         if shared.changed_since(generation) {
             (map, generation) = shared.map();
         }
+        let trace = looper.trace.get_or_insert_with(|| PassTrace::new(now.0));
+        trace.pass();
+        trace.segment(Phase::Sched, now.0);
         let received = port.recv(pool, &mut bufs, RX_BATCH);
-        let now = if received > 0 { clock.now() } else { now };
+        let now = clock.now();
+        trace.received(now.0, received);
+        stamps.clear();
+        stamps.extend(bufs.iter().map(|b| b.rx_ns().saturating_sub(origin)));
+        let mut stamp = stamps.iter();
         let sched = looper.arbiter.scheduler();
         // A refused frame is counted by the scheduler under its class and
         // reason; dropping it returns its buffer.
         classify_into(&map, &shared, &mut bufs, now, pool, |p| {
+            if let Some(&t) = stamp.next() {
+                trace.taken(p.flow.index(), t);
+            }
             drop(sched.enqueue(p, now));
         });
         let round = looper.arbiter.do_scan(now);
@@ -66,12 +81,15 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             shared.publish_device(device_stats(&port));
             published = Instant::now();
         }
+        let mut kicked = 0;
         if round.released == 0 {
+            looper.trace_segment(Phase::Sched, clock.now().0);
             // Nothing more is due now: what earlier passes released goes
             // out (under load too, so the link's pacing is kept; back to
             // back releases still share a kick).
-            looper.flush_tx();
+            kicked = looper.flush_tx();
         }
+        looper.trace_kicked(clock.now().0, kicked);
         if received >= RX_BATCH || round.released > 0 {
             continue; // more may be waiting: no sleep
         }
@@ -81,11 +99,17 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             }
             continue;
         }
-        match looper.next_due(&round, now) {
+        let asked = match looper.next_due(&round, now) {
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.
-            None => port.wait(RX_WAIT),
+            None => {
+                port.wait(RX_WAIT);
+                RX_WAIT.as_nanos() as u64
+            }
             Some(due) => sleep_until_frame_or(&mut port, due, &clock),
+        };
+        if asked > 0 {
+            looper.trace_slept(asked, clock.now().0);
         }
     }
     looper.flush_tx();
@@ -95,11 +119,12 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
 }
 
 /// Sleeps until a frame arrives on `port` or the clock reaches `due`,
-/// with nanosecond precision when the device has a descriptor.
-fn sleep_until_frame_or<P: PacketIo>(port: &mut Port<P>, due: Nanos, clock: &Clock) {
+/// with nanosecond precision when the device has a descriptor. Returns
+/// the time asked for (ns; 0: no sleep).
+fn sleep_until_frame_or<P: PacketIo>(port: &mut Port<P>, due: Nanos, clock: &Clock) -> u64 {
     let left = due.0.saturating_sub(clock.now().0);
     if left == 0 {
-        return;
+        return 0;
     }
     let timeout = Duration::from_nanos(left).min(RX_WAIT);
     let waited = match port.io.poll_fd() {
@@ -114,4 +139,5 @@ fn sleep_until_frame_or<P: PacketIo>(port: &mut Port<P>, due: Nanos, clock: &Clo
         port.last_error = Some(format!("ppoll: {e}"));
         std::thread::sleep(timeout);
     }
+    timeout.as_nanos() as u64
 }

@@ -89,9 +89,7 @@ pub(crate) fn rx_loop<P: PacketIo>(
             published = Instant::now();
         }
     }
-    shared
-        .rx_dropped_at_stop
-        .fetch_add(pending.len() as u64, Ordering::Relaxed);
+    shared.drop_held_at_stop(pending.iter());
     pending.clear();
     shared.publish_device(device_stats(&port));
     port

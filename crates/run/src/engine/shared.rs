@@ -5,9 +5,10 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pktsched_core::FlowId;
+use pktsched_core::{FlowId, Pkt};
 use pktsched_io::classify::Classifier;
 
+use crate::frame::Frame;
 use crate::stats::DeviceStats;
 
 /// Most flow slots counted (classes plus classes being retired).
@@ -52,6 +53,8 @@ pub(crate) struct Shared {
     /// Frames a receive thread held when the pipeline stopped (never
     /// reached the scheduler), dropped and counted here.
     pub(crate) rx_dropped_at_stop: AtomicU64,
+    /// The same per flow (index = `FlowId::index`).
+    pub(crate) rx_dropped_at_stop_by_flow: Vec<AtomicU64>,
     /// Device counters: [ingress rx, egress rx] as published by the receive
     /// and reverse threads.
     pub(crate) devices: Mutex<Vec<DeviceStats>>,
@@ -69,6 +72,7 @@ impl Shared {
             received: (0..FLOW_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             anomalies: (0..anomaly_kinds).map(|_| AtomicU64::new(0)).collect(),
             rx_dropped_at_stop: AtomicU64::new(0),
+            rx_dropped_at_stop_by_flow: (0..FLOW_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             devices: Mutex::new(Vec::new()),
             reverse: [AtomicU64::new(0), AtomicU64::new(0)],
         })
@@ -112,9 +116,68 @@ impl Shared {
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// Counts `frames`, held by a receive thread at stop, as dropped:
+    /// in total and under each one's flow.
+    pub(crate) fn drop_held_at_stop<'a>(&self, frames: impl Iterator<Item = &'a Pkt<Frame>>) {
+        for p in frames {
+            self.rx_dropped_at_stop.fetch_add(1, Ordering::Relaxed);
+            if let Some(c) = self.rx_dropped_at_stop_by_flow.get(p.flow.index()) {
+                c.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Frames of `flow` a receive thread held at stop.
+    pub(crate) fn dropped_at_stop(&self, flow: FlowId) -> u64 {
+        self.rx_dropped_at_stop_by_flow
+            .get(flow.index())
+            .map_or(0, |c| c.load(Ordering::Relaxed))
+    }
+
     /// Stopping?
     #[inline]
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pktsched_core::{FlowId, Nanos, Pkt};
+    use pktsched_io::BufPool;
+    use pktsched_io::classify::Classifier;
+
+    use super::{ClassMap, Shared};
+    use crate::frame::Frame;
+
+    #[test]
+    fn frames_held_at_stop_are_counted_under_their_own_flow() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(8, 2048).expect("pool")));
+        let map = ClassMap {
+            classifier: Classifier::new(Vec::new(), 0).expect("classifier"),
+            flows: vec![FlowId(0), FlowId(1)],
+            overhead: 0,
+            mpu: 0,
+        };
+        let shared = Shared::new(map, 0);
+        let held: Vec<Pkt<Frame>> = [1u32, 0, 1]
+            .iter()
+            .map(|&f| {
+                let b = pool.get().expect("buffer");
+                Pkt::new(FlowId(f), 60, Nanos(0), Frame::new(b, pool))
+            })
+            .collect();
+        shared.drop_held_at_stop(held.iter());
+        assert_eq!(shared.dropped_at_stop(FlowId(0)), 1);
+        assert_eq!(shared.dropped_at_stop(FlowId(1)), 2);
+        assert_eq!(shared.dropped_at_stop(FlowId(5)), 0);
+        assert_eq!(
+            shared
+                .rx_dropped_at_stop
+                .load(std::sync::atomic::Ordering::Relaxed),
+            3
+        );
+        drop(held);
+        assert_eq!(pool.stats().free, 8, "the buffers went back");
     }
 }

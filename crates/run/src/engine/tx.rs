@@ -172,13 +172,15 @@ impl<P> TxOutput<P> {
 
 impl<P: PacketIo> TxOutput<P> {
     /// Sends every waiting frame (one kick); what the device refuses is
-    /// dropped and counted per flow.
-    pub(crate) fn flush(&self) {
+    /// dropped and counted per flow. Returns the frames handed to the
+    /// device (sent or refused).
+    pub(crate) fn flush(&self) -> usize {
         let mut tx = self.tx.borrow_mut();
         if tx.bufs.is_empty() {
-            return;
+            return 0;
         }
         let q = &mut *tx;
+        let handed = q.bufs.len();
         q.sends += 1;
         let sent = q.port.send(&mut q.bufs, self.pool);
         for flow in q.flow_of.drain(..).skip(sent) {
@@ -190,6 +192,7 @@ impl<P: PacketIo> TxOutput<P> {
         for buf in q.bufs.drain(..) {
             self.pool.put(buf);
         }
+        handed
     }
 }
 
@@ -215,7 +218,7 @@ impl<P: PacketIo + Send + 'static> Output<Frame> for TxOutput<P> {
             waiting = tx.bufs.len();
         }
         if waiting >= KICK_BATCH {
-            self.flush();
+            let _ = self.flush();
         }
     }
 }
@@ -354,6 +357,8 @@ mod tests {
         let stamped = Pkt::new(FlowId(1), 60, Nanos(5_000), Frame::new(b, pool));
         let mut batch_ = vec![stamped];
         batch_.extend(batch(pool, 2, 1)); // no stamp
+        // Released after it was taken: the output's clock is past 5 µs.
+        std::thread::sleep(Duration::from_micros(10));
         out.transmit(&mut batch_);
         let flow = out.flow(1).expect("flow 1");
         let split = flow.rx_split();

@@ -1,0 +1,100 @@
+//! The AF_XDP class rings' wait on real veths (namespaces of its own,
+//! prefix `fw-`): the class sockets' descriptors, duplicated for the
+//! ingress's `ppoll`, end an idle wait when a frame arrives. Needs root
+//! (CI runs as root); skipped with a message otherwise. The namespaces
+//! are removed even when the test fails.
+
+use std::net::UdpSocket;
+use std::time::{Duration, Instant};
+
+use pktsched_io::netns::{Topology, in_namespace, is_root};
+use pktsched_io::{PacketBuf, PacketIo};
+use pktsched_run::config::parse;
+use pktsched_run::devices::open_devices;
+
+const CONFIG: &str = r#"
+[link]
+ingress = "d0"
+egress = "d1"
+rate = "100mbit"
+backend = "xdp"
+
+[scheduler]
+algorithm = "prio"
+
+[control]
+socket = "/tmp/unused.sock"
+
+[[class]]
+name = "bulk"
+prio = 1
+default = true
+
+[[class]]
+name = "victim"
+prio = 0
+match = [{ proto = "udp", dport = 5000 }]
+"#;
+
+#[test]
+fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let topo = Topology::line("fw-wait-").expect("topology");
+    let cfg = parse(CONFIG, "test.toml", None).expect("config");
+    let (mut devices, pool, choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
+        .expect("namespace")
+        .expect("devices");
+    assert!(
+        choice
+            .rings
+            .starts_with("one receive ring per class (AF_XDP"),
+        "{}",
+        choice.rings
+    );
+    // Whatever the namespaces sent on their own while they came up.
+    let mut got: Vec<PacketBuf> = Vec::new();
+    while devices
+        .ingress_rx
+        .recv_batch(pool, &mut got, 64)
+        .expect("recv")
+        > 0
+    {}
+    for b in got.drain(..) {
+        pool.put(b);
+    }
+    let sender = std::thread::spawn({
+        let gen_ns = topo.gen_ns.clone();
+        move || {
+            std::thread::sleep(Duration::from_millis(200));
+            // The datagram (or the ARP request before it, in the default
+            // class's ring) reaches d0's XDP program.
+            in_namespace(&gen_ns, || {
+                let s = UdpSocket::bind("0.0.0.0:0").expect("bind");
+                s.send_to(&[0u8; 64], "198.18.0.2:5000").expect("send")
+            })
+            .expect("namespace")
+        }
+    });
+    let started = Instant::now();
+    devices
+        .ingress_rx
+        .wait(Duration::from_secs(20))
+        .expect("wait");
+    let waited = started.elapsed();
+    sender.join().expect("sender");
+    assert!(
+        waited < Duration::from_secs(20),
+        "the frame did not end the wait ({waited:?})"
+    );
+    let n = devices
+        .ingress_rx
+        .recv_batch(pool, &mut got, 64)
+        .expect("recv");
+    assert!(n >= 1, "woken, yet no frame in any class ring");
+    for b in got.drain(..) {
+        pool.put(b);
+    }
+}

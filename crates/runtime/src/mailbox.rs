@@ -137,7 +137,7 @@
 //! The producer's indices (write position = group + offset, where "offset
 //! == `H`" is the *group full* case, and at a line's end the *write index
 //! reached the checked index* case; the end of the claimed line, pass tag,
-//! groups entered) live in the [`Producer`] handle and the consumer's (read
+//! lines claimed) live in the [`Producer`] handle and the consumer's (read
 //! position, whose line is also the clear index — everything before it is
 //! released — the end of its line and pass tag) in the [`Consumer`] handle:
 //! each is owned by one thread, so they are plain fields, never read by the
@@ -329,7 +329,7 @@ impl Mailbox {
             offset: H,
             line_end: ring.end,
             tag: FIRST_TAG ^ TAG_FLIP,
-            entered: 0,
+            claimed: 0,
             #[cfg(loom)]
             publish: Ordering::Release,
         };

@@ -27,9 +27,9 @@ pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     pub(super) line_end: usize,
     /// Stamp of the current pass.
     pub(super) tag: u8,
-    /// Groups entered so far (wrapping): items pushed = `entered · H +
-    /// offset − H`.
-    pub(super) entered: usize,
+    /// Lines claimed so far (wrapping): items pushed = `claimed · L` less
+    /// the free slots of the claimed line.
+    pub(super) claimed: usize,
     /// Ordering of the publishing stamp store (loom builds can weaken it to
     /// show that the model checker catches the bug).
     #[cfg(loom)]
@@ -75,10 +75,12 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
 
     /// Items pushed so far (wrapping).
     fn pushed(&self) -> usize {
-        self.entered
-            .wrapping_mul(H)
-            .wrapping_add(self.offset)
-            .wrapping_sub(H)
+        // Groups of the claimed line after the current one, all free.
+        let later = self.line_end.wrapping_sub(self.group).wrapping_sub(1);
+        self.claimed
+            .wrapping_mul(L)
+            .wrapping_sub(later.wrapping_mul(H))
+            .wrapping_sub(H - self.offset)
     }
 
     /// Approximate number of queued items (exact when the consumer is idle).
@@ -125,7 +127,6 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
             return false;
         }
         self.offset = 0;
-        self.entered = self.entered.wrapping_add(1);
         true
     }
 
@@ -183,6 +184,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         self.group = next;
         self.line_end = next + Self::GROUPS;
         self.tag = tag;
+        self.claimed = self.claimed.wrapping_add(1);
         true
     }
 

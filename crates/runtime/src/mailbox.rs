@@ -172,6 +172,8 @@
 mod consumer;
 mod producer;
 mod ring;
+#[cfg(all(test, not(loom)))]
+mod traffic;
 
 pub use consumer::Consumer;
 pub use producer::Producer;

@@ -299,7 +299,7 @@ impl Mailbox {
         const {
             assert!(H > 0, "a mailbox group needs at least one slot");
             assert!(
-                L >= H && L % H == 0,
+                L >= H && L.is_multiple_of(H),
                 "a mailbox line must be a whole number of groups"
             );
         };

@@ -73,7 +73,7 @@ impl<T, const H: usize> Ring<T, H> {
             groups
                 .first()
                 .is_some_and(|g| std::ptr::from_ref(g).addr() % LINE_BYTES != 0)
-                && std::mem::size_of::<Group<T, H>>() % LINE_BYTES != 0,
+                && !std::mem::size_of::<Group<T, H>>().is_multiple_of(LINE_BYTES),
         );
         Self {
             groups,

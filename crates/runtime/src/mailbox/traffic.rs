@@ -99,7 +99,7 @@ impl Model for Pspat {
     fn push(&self, item: usize, out: &mut Vec<Access>) {
         let n = self.slots.len();
         let i = item % n;
-        if i % self.line == 0 {
+        if i.is_multiple_of(self.line) {
             // Claiming this line: look at the first stamp of the next one.
             out.push(Access::Read(self.slots[(i + self.line) % n].0));
         }
@@ -136,7 +136,7 @@ impl Model for Iffq {
         self.line
     }
     fn push(&self, item: usize, out: &mut Vec<Access>) {
-        if item % self.line == 0 {
+        if item.is_multiple_of(self.line) {
             out.push(Access::Read(((item + self.line) % self.entries) * 8));
         }
         out.push(Access::Write((item % self.entries) * 8));
@@ -144,7 +144,7 @@ impl Model for Iffq {
     fn pop(&self, item: usize, out: &mut Vec<Access>) {
         out.push(Access::Read((item % self.entries) * 8));
         let read = item + 1;
-        if read % self.line == 0 && read >= 2 * self.line {
+        if read.is_multiple_of(self.line) && read >= 2 * self.line {
             for slot in read - 2 * self.line..read - self.line {
                 out.push(Access::Write((slot % self.entries) * 8));
             }

@@ -5,9 +5,13 @@
 #
 #   * mailbox push + pop: `benches/mailbox.rs --single N` (one thread, 64
 #     pushes then 64 pops, u64 items, capacity 1024): one item a call
-#     (`try_push` / `pop`), batches of up to 32 (`try_push_many` /
-#     `pop_batch`), and 7-slot lines; rtrb in the same harness for
-#     reference; the harness loop is included (~10 instructions);
+#     (`try_push` / `pop`, the default 14-slot lines of two 7-slot
+#     groups), batches of up to 32 (`try_push_many` / `pop_batch`), and the
+#     other layouts (7-slot lines of one group, 14-slot lines of one
+#     group, 28-slot lines of four groups); rtrb in the same harness for
+#     reference; the harness loop is included (~10 instructions). A base
+#     revision without a layout's `--only` name runs the default instead;
+#     such a "before" figure is not that layout's;
 #   * MLTW enqueue + release: `pktsched bench shape --structs mltw
 #     --outstanding 2` (the closed loop: stamp, file, release, refill),
 #     1 000 and 10 000 flows at 10 Gbit/s and 1 000 flows at 1 Mbit/s
@@ -67,7 +71,9 @@ per_item() { # short long cmd-with-N... (N replaced by the count)
 CASES=(
     "mailbox push+pop|mailbox|mailbox"
     "mailbox push+pop, batches of 32|mailbox|batch"
-    "mailbox push+pop, 7-slot lines|mailbox|mailbox7"
+    "mailbox push+pop, 7-slot lines (one group)|mailbox|mailbox7"
+    "mailbox push+pop, 14-slot lines of one group|mailbox|onegroup"
+    "mailbox push+pop, 28-slot lines (four groups)|mailbox|mailbox28"
     "rtrb push+pop (reference)|mailbox|rtrb"
     "MLTW 1000 flows 10 Gbit/s|shape|--flows 1000 --rate 10gbit"
     "MLTW 10000 flows 10 Gbit/s|shape|--flows 10000 --rate 10gbit"

@@ -14,6 +14,8 @@ export RUSTFLAGS="--cfg loom ${RUSTFLAGS:-}"
 export LOOM_MAX_PREEMPTIONS="${LOOM_MAX_PREEMPTIONS:-5}"
 export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/loom}"
 
+# The mailbox models whose item count visits a line a third time set their
+# own bound (2 preemptions) so that the run stays within CI's budget.
 # The model tests compile only under `--cfg loom`, so the workspace's
 # clippy run never sees them: lint them here.
 cargo clippy --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell --test loom_handoff --test loom_sleep \

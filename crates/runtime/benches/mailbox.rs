@@ -10,9 +10,12 @@
 //! all runs. Min and max are over all runs. Hypervisor steal time is not
 //! visible to this filter.
 //!
-//! Besides the default mailbox (14-slot lines), a row with 7-slot lines
-//! measures the layout in which a slot's stamp and value always share one
-//! 64-byte hardware line. The `P run` and `C run` columns say in which
+//! Besides the default mailbox (14-slot lines of two 7-slot groups, each
+//! group one 64-byte hardware line), a row with 7-slot lines (one group per
+//! line) and one with 14-slot lines of one group (14 stamps, then 14
+//! values: the stamp and value of slots 6..13 in different hardware lines)
+//! and one with 28-slot lines (four groups) compare layouts in the same
+//! interleaved rounds. The `P run` and `C run` columns say in which
 //! regime a queue ran: items per stretch between two stalls of the producer
 //! on a full queue, and of the consumer on an empty one (spscq prints the
 //! same as "avg batch"). A small `C run` means the consumer keeps catching
@@ -28,7 +31,7 @@
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
 //! pops of 64) through the queue named by `--only` (`mailbox`, the default;
-//! `mailbox7`, `batch`, `rtrb`)
+//! `mailbox7`, `onegroup`, `mailbox28`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -59,14 +62,33 @@ trait Queue {
     fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64;
 }
 
-struct PspatMailbox;
-impl Queue for PspatMailbox {
-    const NAME: &'static str = "pspat mailbox";
+/// The mailbox with lines of `L` slots in groups of `H` (see
+/// `pktsched_runtime::mailbox`): the default 14 / 7 (two 64-byte groups per
+/// 128-byte line, every slot's stamp and value in one hardware line);
+/// 7 / 7, one 64-byte group per line (the same locality, a look-ahead and a
+/// release every 7 items); 14 / 14, one group per line (14 stamps then 14
+/// values: slots 6..13 keep their value in the second 64 bytes and their
+/// stamp in the first, so a hand-over moves two hardware lines); 28 / 7,
+/// four groups per line.
+struct PspatMailbox<const L: usize, const H: usize>;
+
+const fn layout_name(l: usize, h: usize) -> &'static str {
+    match (l, h) {
+        (14, 7) => "pspat mailbox",
+        (7, 7) => "pspat mailbox, 7-slot lines",
+        (14, 14) => "pspat mailbox, 1-group lines",
+        (28, 7) => "pspat mailbox, 28-slot lines",
+        _ => "pspat mailbox, other layout",
+    }
+}
+
+impl<const L: usize, const H: usize> Queue for PspatMailbox<L, H> {
+    const NAME: &'static str = layout_name(L, H);
     const ITEMS: u64 = 20_000_000;
-    type Tx = Producer<u64>;
-    type Rx = Consumer<u64>;
+    type Tx = Producer<u64, L, H>;
+    type Rx = Consumer<u64, L, H>;
     fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        Mailbox::with_capacity(capacity)
+        Mailbox::with_layout(capacity)
     }
     #[inline]
     fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
@@ -84,35 +106,16 @@ impl Queue for PspatMailbox {
     }
 }
 
-/// The mailbox with 7-slot lines: the stamps and values of a line share one
-/// 64-byte hardware line (the other half of the 128-byte line stays
-/// unused), so a hand-over of one item between the cores moves one hardware
-/// line instead of two (with 14-slot lines, slots 6..13 keep their value in
-/// the second 64 bytes and their stamp in the first).
-struct PspatMailbox7;
-impl Queue for PspatMailbox7 {
-    const NAME: &'static str = "pspat mailbox, 7-slot lines";
-    const ITEMS: u64 = 20_000_000;
-    type Tx = Producer<u64, 7>;
-    type Rx = Consumer<u64, 7>;
-    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
-        Mailbox::with_line_slots(capacity)
-    }
-    #[inline]
-    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
-        u64::from(tx.try_push(first).is_ok())
-    }
-    #[inline]
-    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
-        match rx.pop() {
-            Some(v) => {
-                check(v);
-                1
-            }
-            None => 0,
-        }
-    }
-}
+/// The default layout.
+type PspatDefault = PspatMailbox<14, 7>;
+/// One 64-byte group per line.
+type Pspat7 = PspatMailbox<7, 7>;
+/// One 128-byte group per line (stamps, then values).
+type PspatOneGroup = PspatMailbox<14, 14>;
+/// Four 64-byte groups per line: a look-ahead and a release every 28
+/// items (spscq's iffq, as `run spscq` configures it, checks 32-entry
+/// lines of 256 bytes).
+type Pspat28 = PspatMailbox<28, 7>;
 
 /// The mailbox with its batch APIs (up to 32 items a call).
 struct PspatMailboxBatch;
@@ -442,8 +445,10 @@ fn main() {
         let sum = match args.only.as_deref() {
             Some("rtrb") => single_thread::<Rtrb>(cap, n),
             Some("batch") => single_thread::<PspatMailboxBatch>(cap, n),
-            Some("mailbox7") => single_thread::<PspatMailbox7>(cap, n),
-            _ => single_thread::<PspatMailbox>(cap, n),
+            Some("mailbox7") => single_thread::<Pspat7>(cap, n),
+            Some("onegroup") => single_thread::<PspatOneGroup>(cap, n),
+            Some("mailbox28") => single_thread::<Pspat28>(cap, n),
+            _ => single_thread::<PspatDefault>(cap, n),
         };
         println!("{sum}");
         return;
@@ -452,17 +457,19 @@ fn main() {
     if cores.len() < 2 {
         eprintln!("warning: fewer than 2 cores visible; threads are not pinned");
     }
-    let queues: [(&str, u64, Runner); 6] = [
+    let queues: [(&str, u64, Runner); 8] = [
         (
-            PspatMailbox::NAME,
-            PspatMailbox::ITEMS,
-            run_once::<PspatMailbox>,
+            PspatDefault::NAME,
+            PspatDefault::ITEMS,
+            run_once::<PspatDefault>,
         ),
+        (Pspat7::NAME, Pspat7::ITEMS, run_once::<Pspat7>),
         (
-            PspatMailbox7::NAME,
-            PspatMailbox7::ITEMS,
-            run_once::<PspatMailbox7>,
+            PspatOneGroup::NAME,
+            PspatOneGroup::ITEMS,
+            run_once::<PspatOneGroup>,
         ),
+        (Pspat28::NAME, Pspat28::ITEMS, run_once::<Pspat28>),
         (
             PspatMailboxBatch::NAME,
             PspatMailboxBatch::ITEMS,

@@ -24,25 +24,36 @@
 //! one line always stays free: **capacity = entries − one line**.
 //!
 //! A third refinement serves the batch pops ([`Consumer::pop_many`],
-//! [`Consumer::pop_batch`], [`Consumer::pop_into`]): the producer fills a
-//! line in order, so when the consumer reaches a slot it has not seen
-//! published it first loads the stamp of the line's *last* slot; if that
-//! one is published, so is the whole line, and the consumer takes the rest
-//! of it without loading a stamp or branching on one per slot. A single
-//! [`Consumer::pop`] loads only its own slot's stamp.
+//! [`Consumer::pop_batch`], [`Consumer::pop_into`], one loop under all
+//! three): the producer fills a group (below) in order, so when the
+//! consumer reaches a slot it has not seen published it first loads the
+//! stamp of the group's *last* slot; if that one is published, so is the
+//! whole group, and the consumer takes the rest of it without loading a
+//! stamp or branching on one per slot. A single [`Consumer::pop`] loads only
+//! its own slot's stamp.
 //!
-//! # Slot representation (generic `T`)
+//! # Layout: lines of groups (generic `T`)
 //!
-//! The ring is an array of *lines*; a line holds `L` slots laid out as
-//! `{ stamps: [AtomicU8; L], values: [UnsafeCell<MaybeUninit<T>>; L] }` and
-//! is aligned to [`LINE_BYTES`]. With the default `L` = 14 and 8-byte items
-//! (indices, pointers, `u64`, `Box`) a line is exactly one 128-byte line:
-//! 14 stamps, 2 bytes of padding, 14 values (9.1 bytes per item, against 8
-//! for a bare word and 16 for a `{stamp, value}` pair per slot, which a first
-//! version used and which cost ~10 % throughput: cross-core line transfers
-//! per item are what an SPSC queue pays for). A stamp and its value always
-//! share the line, so one line transfer hands both over. Stamps take three
-//! values:
+//! The ring is an array of **groups**; a group holds `H` slots laid out as
+//! `{ stamps: [AtomicU8; H], values: [UnsafeCell<MaybeUninit<T>>; H] }` and
+//! is aligned to [`GROUP_BYTES`] (64, the hardware cache line). A **line**
+//! — the unit of the producer's look-ahead and of the consumer's release —
+//! is `L / H` consecutive groups. The default is `L` = 14, `H` = 7: with
+//! 8-byte items (indices, pointers, `u64`, `Box`) a group is exactly one
+//! 64-byte hardware line (7 stamps, 1 byte of padding, 7 values) and a line
+//! is two of them, 128 bytes, starting on a [`LINE_BYTES`] boundary: 9.1
+//! bytes per item, against 8 for a bare word and 16 for a `{stamp, value}`
+//! pair per slot.
+//!
+//! Every slot's stamp and value share one hardware line, so handing an
+//! item from one core to the other moves one hardware line. (A line of 14
+//! stamps followed by 14 values — `with_line_slots::<T, 14>`, one group per
+//! line — puts the values of slots 6–13 in the second 64 bytes and their
+//! stamps in the first: 1.57 hardware lines per item when the consumer
+//! follows the producer closely.) The look-ahead and the release still work
+//! on whole 14-slot lines, so the cross-core checks stay one per 14 items.
+//!
+//! Stamps take three values:
 //!
 //! * `0`: released (and the initial state);
 //! * `1` / `2`: written in an even / odd pass over the ring (a *pass* is one
@@ -52,16 +63,19 @@
 //! tag of pass `p`. Every other value it can observe there is either the tag
 //! of pass `p − 1` (the item it already took one pass ago) or `0`, so a slot
 //! never needs clearing for the *consumer's* sake. Releasing a line is
-//! therefore a single store of `0` into the stamp of the line's **first**
-//! slot — and that is the only slot the producer's look-ahead examines. This
-//! plays the role of the sequence bit of the PSPAT kernel code, with a
-//! separate stamp so that any `T` (not only aligned, non-null pointers) can be
-//! carried: the item needs no spare bit and no "empty" value.
+//! therefore a single store of `0` into the stamp of the first slot of its
+//! first group — and that is the only slot the producer's look-ahead
+//! examines. This plays the role of the sequence bit of the PSPAT kernel
+//! code, with a separate stamp so that any `T` (not only aligned, non-null
+//! pointers) can be carried: the item needs no spare bit and no "empty"
+//! value.
 //!
-//! A sentinel design (slots of `usize`, 0 = empty, low bit = pass parity)
-//! would save the stamp byte, but restricts `T` to non-zero word-sized handles
-//! with a spare bit and needs an encoding trait; the stamp keeps `T` generic
-//! and the unsafe surface to moving a `T` in and out of a `MaybeUninit`.
+//! A sentinel design (slots of `usize`, 0 = empty, low bit = pass parity, as
+//! IFFQ's null marker) would save the stamp byte, but restricts `T` to
+//! non-zero word-sized handles with a spare bit and needs an encoding trait;
+//! the stamp keeps `T` generic and the unsafe surface to moving a `T` in and
+//! out of a `MaybeUninit`. The groups give the stamp design the sentinel's
+//! property that matters for traffic: one hardware line per item.
 //!
 //! # Memory orderings
 //!
@@ -69,18 +83,19 @@
 //!   then stores the pass tag into the stamp with `Release`; the consumer
 //!   loads the stamp with `Acquire`. Seeing the tag therefore makes the value
 //!   write happen-before the consumer's read of it — and the writes of every
-//!   earlier slot of the line, which the producer made before that store:
-//!   the last slot's tag publishes the whole line. A last stamp carrying the
-//!   tag is not a leftover of two passes ago: before taking that pass's
-//!   last slot the consumer saw the stamp carry the tag of the pass in
-//!   between (its own load, or the load of the last stamp that let it take
-//!   the line), and coherence keeps later loads from seeing the older value.
+//!   earlier slot of the group, which the producer made before that store:
+//!   the last slot's tag publishes the whole group. A last stamp carrying
+//!   the tag is not a leftover of two passes ago: before taking that pass's
+//!   last slot of the group the consumer saw the stamp carry the tag of the
+//!   pass in between (its own load, or the load of the last stamp that let
+//!   it take the group), and coherence keeps later loads from seeing the
+//!   older value.
 //! * **Release of a line** (consumer → producer): after moving every value of
-//!   a line out, the consumer stores `0` into the first stamp of that line
-//!   with `Release`; the producer's look-ahead loads it with `Acquire`. The
-//!   consumer releases lines strictly in ring order, so seeing line `k + 1`
-//!   released also makes the consumer's reads of line `k` (and all earlier
-//!   lines) happen-before the producer overwriting them.
+//!   a line out, the consumer stores `0` into the first stamp of the line's
+//!   first group with `Release`; the producer's look-ahead loads it with
+//!   `Acquire`. The consumer releases lines strictly in ring order, so
+//!   seeing line `k + 1` released also makes the consumer's reads of line
+//!   `k` (and all earlier lines) happen-before the producer overwriting them.
 //! * The producer's check cannot mistake an *old* release for a new one: the
 //!   producer itself wrote a non-zero tag into that first stamp on its last
 //!   visit, and a `0` that is later in the stamp's modification order can only
@@ -92,7 +107,8 @@
 //!   and the stamp loads of [`Consumer::len_estimate`] are `Relaxed`.
 //!
 //! Loom checks these arguments (`tests/loom_mailbox.rs`, run by
-//! `ci/loom.sh`), including variants where publication or release are
+//! `ci/loom.sh`), over lines of one and of two groups and across a third
+//! visit of a line, including variants where publication or release are
 //! weakened to `Relaxed`, which loom must reject.
 //!
 //! # Unsafe surface
@@ -102,44 +118,50 @@
 //! * `Producer::fill` writes a value into a `MaybeUninit` slot of a line
 //!   the look-ahead proved released;
 //! * `Consumer::take` moves a value out of a slot whose stamp, or the stamp
-//!   of a later slot of its line, it has seen (Acquire) carry the current
+//!   of a later slot of its group, it has seen (Acquire) carry the current
 //!   pass tag;
 //! * `Shared::drop` drops the values still queued when both handles are
 //!   gone;
-//! * `unsafe impl Sync for Line` (the cells are partitioned by the protocol).
+//! * `unsafe impl Sync for Group` (the cells are partitioned by the
+//!   protocol).
 //!
 //! A PREFETCHW of the producer's next look-ahead line (as the PSPAT code
 //! does) was tried and dropped: it needs an `unsafe` intrinsic call and no
 //! gain could be measured on the shared 2-vCPU test machine.
 //!
-//! Everything else — indices, stamps, the line ring — is safe code with
+//! Everything else — indices, stamps, the group ring — is safe code with
 //! bounds-checked indexing.
 //!
 //! # Fields grouped by writer
 //!
-//! The producer's indices (write position = line + offset, where "offset ==
-//! `L`" is the *write index reached the checked index* case, pass tag and
+//! The producer's indices (write position = group + offset, where "offset
+//! == `H`" is the *group full* case, and at a line's end the *write index
+//! reached the checked index* case; the end of the claimed line, pass tag,
 //! lines claimed) live in the [`Producer`] handle and the consumer's (read
 //! position, whose line is also the clear index — everything before it is
-//! released — and pass tag) in the [`Consumer`] handle: each is owned by one
-//! thread, so they are plain fields, never read by the other side. Each
-//! handle also holds its own clone of the ring (a `std` `Arc` of the line
-//! slice), so a push or pop reaches its slot with one indexed access from
-//! the handle. The producer writes nothing shared but the slots: its item
-//! count follows from its position, and [`Consumer::len_estimate`] counts
-//! the published stamps. The consumer publishes its item count
-//! (`Relaxed`, on its own cache line, read only by
+//! released — the end of its line and pass tag) in the [`Consumer`] handle:
+//! each is owned by one thread, so they are plain fields, never read by the
+//! other side. Each handle also holds its own clone of the ring (a `std`
+//! `Arc` of the group slice), so a push or pop reaches its slot with one
+//! indexed access from the handle. The producer writes nothing shared but
+//! the slots: its item count follows from its position, and
+//! [`Consumer::len_estimate`] counts the published stamps. The consumer
+//! publishes its item count (`Relaxed`, on its own cache line, read only by
 //! [`Producer::len_estimate`]) and, when dropped, its position, for
 //! dropping what is left.
 //!
-//! # Line size
+//! # Line and group sizes
 //!
-//! Lines are aligned to 128 bytes ([`LINE_BYTES`]: the adjacent-line
-//! prefetch pair on x86, the line of Apple M-series), so two lines never
-//! share a hardware line. The number of slots per line `L` is a const
-//! parameter of the handles, [`DEFAULT_LINE_SLOTS`] = 14 unless
-//! [`Mailbox::with_line_slots`] picks another (25 fills 128 bytes for 4-byte
-//! items; tiny `L` make model checking tractable).
+//! Groups are aligned to 64 bytes ([`GROUP_BYTES`]), so two groups never
+//! share a hardware line; the ring keeps one spare group so that its first
+//! line starts on a 128-byte boundary ([`LINE_BYTES`]: the adjacent-line
+//! prefetch pair on x86, the line of Apple M-series) whenever the group size
+//! is an odd multiple of 64 bytes (the default with 8-byte items). `L` and
+//! `H` are const parameters of the handles: [`Mailbox::with_capacity`] uses
+//! [`DEFAULT_LINE_SLOTS`] and [`DEFAULT_GROUP_SLOTS`],
+//! [`Mailbox::with_layout`] picks both (`H` must divide `L`; e.g. 24 and
+//! 12 for 4-byte items), and [`Mailbox::with_line_slots`] makes a line one
+//! group of `L` slots (tiny sizes make model checking tractable).
 //!
 //! # Miri
 //!
@@ -147,21 +169,38 @@
 //! under Miri: `ci/miri.sh` installs a nightly toolchain with the `miri`
 //! component and runs them (not part of CI, which uses stable only).
 
-use std::collections::VecDeque;
-use std::fmt;
-use std::mem::MaybeUninit;
+mod consumer;
+mod producer;
+mod ring;
+// A model without unsafe code: nothing in it for Miri to check.
+#[cfg(all(test, not(loom), not(miri)))]
+mod traffic;
+
+pub use consumer::Consumer;
+pub use producer::Producer;
 
 use crossbeam_utils::CachePadded;
+use ring::{ConsumerShared, Ring, Shared};
 
-use crate::sync::{Arc, AtomicU8, AtomicUsize, Ordering, UnsafeCell};
+#[cfg(loom)]
+use crate::sync::Ordering;
+use crate::sync::{Arc, AtomicU8, AtomicUsize};
 
-/// Alignment of every line of the ring, in bytes.
+/// Alignment of the first group of every line (with the default layout), in
+/// bytes.
 pub const LINE_BYTES: usize = 128;
 
-/// Default number of slots per line: with 8-byte items (indices, pointers,
-/// `u64`, `Box`) a line is 14 stamp bytes + 2 bytes padding + 14 × 8 value
-/// bytes = exactly [`LINE_BYTES`].
+/// Alignment of every group of slots, in bytes: the hardware cache line.
+pub const GROUP_BYTES: usize = 64;
+
+/// Default number of slots per line (the unit of look-ahead and release):
+/// two groups of [`DEFAULT_GROUP_SLOTS`].
 pub const DEFAULT_LINE_SLOTS: usize = 14;
+
+/// Default number of slots per group: with 8-byte items (indices, pointers,
+/// `u64`, `Box`) a group is 7 stamp bytes + 1 byte padding + 7 × 8 value
+/// bytes = exactly [`GROUP_BYTES`].
+pub const DEFAULT_GROUP_SLOTS: usize = 7;
 
 /// Stamp of a released (or never written) slot.
 const EMPTY: u8 = 0;
@@ -169,117 +208,6 @@ const EMPTY: u8 = 0;
 const FIRST_TAG: u8 = 1;
 /// `tag ^ TAG_FLIP` alternates between the two pass tags 1 and 2.
 const TAG_FLIP: u8 = 3;
-
-/// One line of the ring: the stamps of its `L` slots, then their values.
-///
-/// Aligned to [`LINE_BYTES`] so that two lines never share a hardware cache
-/// line (with the default `L` and 8-byte items, a line *is* one 128-byte
-/// line).
-#[repr(C, align(128))]
-struct Line<T, const L: usize> {
-    stamps: [AtomicU8; L],
-    values: [UnsafeCell<MaybeUninit<T>>; L],
-}
-
-// SAFETY: the only non-`Sync` parts are the value cells. Access to them is
-// partitioned by the mailbox protocol: the single `Producer` (not `Clone`,
-// every mutation through `&mut self`) writes a slot only after the look-ahead
-// has shown (with Acquire) that the consumer released its line, and the single
-// `Consumer` reads it only after an Acquire load of the stamp the producer
-// stored with Release; `Shared::drop` touches them only once both handles are
-// gone. A `T` is thereby moved, never shared, between the two threads, so
-// `T: Send` suffices.
-unsafe impl<T: Send, const L: usize> Sync for Line<T, L> {}
-
-impl<T, const L: usize> Line<T, L> {
-    fn new() -> Self {
-        Self {
-            stamps: std::array::from_fn(|_| AtomicU8::new(EMPTY)),
-            values: std::array::from_fn(|_| UnsafeCell::new(MaybeUninit::uninit())),
-        }
-    }
-}
-
-/// The ring of lines. A `std` `Arc` of a slice in both builds: each handle
-/// keeps its own clone, so reaching a line is one indexed access from the
-/// handle (no pointer chase through the shared block). Loom sees every
-/// protocol access anyway: they all go through the loom atomics and cells
-/// inside the lines, and the end of both handles is ordered by the loom
-/// `Arc` of [`Shared`].
-type Lines<T, const L: usize> = std::sync::Arc<[Line<T, L>]>;
-
-/// Written only by the consumer; read by the producer's length estimate and
-/// by [`Shared::drop`].
-struct ConsumerShared {
-    /// Items popped so far (wrapping), for the producer's length estimate.
-    popped: AtomicUsize,
-    /// The consumer's position (`line * L + offset`), stored when it is
-    /// dropped.
-    final_pos: AtomicUsize,
-    /// The consumer's pass tag, stored when it is dropped.
-    final_tag: AtomicU8,
-}
-
-/// The block both handles share: the ring (a third clone, for dropping what
-/// is left) and the consumer's published counters.
-///
-/// Invariants (the protocol described in the module docs):
-///
-/// * the value of a slot is initialised exactly when the consumer's
-///   traversal (position + pass tag) will still find the current tag in its
-///   stamp, i.e. the item was published and not yet taken;
-/// * only the producer writes values, only into lines the consumer has
-///   released (checked by the look-ahead), and only the consumer reads them,
-///   only after seeing the publishing stamp with `Acquire`.
-struct Shared<T, const L: usize> {
-    /// Constant after construction (at least two lines).
-    lines: Lines<T, L>,
-    cons: CachePadded<ConsumerShared>,
-}
-
-impl<T, const L: usize> Drop for Shared<T, L> {
-    fn drop(&mut self) {
-        // Both handles are gone (this is the last `Arc`), so every access of
-        // both threads happens-before this point. Walk from where the consumer
-        // stopped, taking every slot that still carries the tag it expected:
-        // those are exactly the items that were pushed and never popped.
-        #[cfg(loom)]
-        if std::thread::panicking() {
-            // Loom aborts a model by panicking, possibly in the middle of a
-            // cell access; touching the cells again while unwinding would
-            // turn its report into a double-panic abort. Leak instead.
-            return;
-        }
-        let pos = self.cons.final_pos.load(Ordering::Relaxed);
-        let (mut line, mut offset) = (pos / L, pos % L);
-        let mut tag = self.cons.final_tag.load(Ordering::Relaxed);
-        let lines = self.lines.len();
-        for _ in 0..lines * L {
-            let Some(l) = self.lines.get(line) else {
-                break;
-            };
-            if l.stamps[offset].load(Ordering::Relaxed) != tag {
-                break;
-            }
-            l.values[offset].with_mut(|p| {
-                // SAFETY: the stamp carries the tag the consumer would have
-                // accepted at this position, so the producer initialised the
-                // value and the consumer never moved it out; no other thread
-                // exists any more, so this is the only access.
-                unsafe { (*p).assume_init_drop() }
-            });
-            offset += 1;
-            if offset == L {
-                offset = 0;
-                line += 1;
-                if line == lines {
-                    line = 0;
-                    tag ^= TAG_FLIP;
-                }
-            }
-        }
-    }
-}
 
 /// Constructors of the PSPAT mailbox (a namespace: it has no values).
 ///
@@ -315,7 +243,8 @@ pub enum Mailbox {}
 
 impl Mailbox {
     /// A mailbox holding at least `capacity` items, in lines of
-    /// [`DEFAULT_LINE_SLOTS`] slots.
+    /// [`DEFAULT_LINE_SLOTS`] slots made of groups of
+    /// [`DEFAULT_GROUP_SLOTS`].
     ///
     /// The capacity is rounded up to a whole number of lines and the ring has
     /// one more line than that; [`Producer::capacity`] reports the exact
@@ -325,15 +254,16 @@ impl Mailbox {
     ///
     /// If the ring size overflows `usize` or the allocation fails.
     pub fn with_capacity<T>(capacity: usize) -> (Producer<T>, Consumer<T>) {
-        Self::with_line_slots::<T, DEFAULT_LINE_SLOTS>(capacity)
+        Self::with_layout::<T, DEFAULT_LINE_SLOTS, DEFAULT_GROUP_SLOTS>(capacity)
     }
 
     /// A mailbox holding at least `capacity` items, checking ahead and
-    /// releasing `L` slots at a time.
+    /// releasing `L` slots at a time, with one group of `L` slots per line
+    /// (all `L` stamps, then all `L` values).
     ///
-    /// Pick `L` so that a line (`L` stamp bytes, padding, `L` values) fills
-    /// a multiple of [`LINE_BYTES`]: e.g. 14 for 8-byte items, 25 for 4-byte
-    /// items; small `L` serve model checking.
+    /// Small `L` serve model checking; for throughput prefer
+    /// [`Mailbox::with_layout`], whose groups keep every slot's stamp and
+    /// value in one hardware line.
     ///
     /// Capacity = `capacity` rounded up to a multiple of `L`; the ring has one
     /// line more.
@@ -342,39 +272,75 @@ impl Mailbox {
     ///
     /// If the ring size overflows `usize` or the allocation fails. `L` = 0
     /// does not compile.
-    pub fn with_line_slots<T, const L: usize>(capacity: usize) -> (Producer<T, L>, Consumer<T, L>) {
-        const { assert!(L > 0, "a mailbox line needs at least one slot") };
+    pub fn with_line_slots<T, const L: usize>(
+        capacity: usize,
+    ) -> (Producer<T, L, L>, Consumer<T, L, L>) {
+        Self::with_layout::<T, L, L>(capacity)
+    }
+
+    /// A mailbox holding at least `capacity` items in lines of `L` slots
+    /// (the unit of look-ahead and release), each made of `L / H` groups of
+    /// `H` slots (the unit of layout: `H` stamps, then `H` values, aligned
+    /// to [`GROUP_BYTES`]).
+    ///
+    /// Pick `H` so that a group fills a multiple of [`GROUP_BYTES`] (7 for
+    /// 8-byte items, 12 for 4-byte items) and `L` a small multiple of it
+    /// (two groups make the 128-byte line of the default).
+    ///
+    /// Capacity = `capacity` rounded up to a multiple of `L`; the ring has one
+    /// line more.
+    ///
+    /// # Panics
+    ///
+    /// If the ring size overflows `usize` or the allocation fails. `H` = 0,
+    /// or an `L` that is not a non-zero multiple of `H`, does not compile.
+    pub fn with_layout<T, const L: usize, const H: usize>(
+        capacity: usize,
+    ) -> (Producer<T, L, H>, Consumer<T, L, H>) {
+        const {
+            assert!(H > 0, "a mailbox group needs at least one slot");
+            assert!(
+                L >= H && L.is_multiple_of(H),
+                "a mailbox line must be a whole number of groups"
+            );
+        };
         let Some(count) = capacity.max(1).div_ceil(L).checked_add(1) else {
             panic!("mailbox of {capacity} items with {L}-slot lines overflows usize");
         };
-        if count.checked_mul(L).is_none() {
+        let groups = count
+            .checked_mul(L / H)
+            .filter(|g| g.checked_mul(H).is_some() && g.checked_add(2).is_some());
+        let Some(groups) = groups else {
             panic!("mailbox of {capacity} items with {L}-slot lines overflows usize");
-        }
-        let lines: Lines<T, L> = (0..count).map(|_| Line::new()).collect();
+        };
+        let ring: Ring<T, H> = Ring::new(groups);
         let shared = Arc::new(Shared {
-            lines: std::sync::Arc::clone(&lines),
+            ring: ring.clone(),
             cons: CachePadded::new(ConsumerShared {
                 popped: AtomicUsize::new(0),
-                final_pos: AtomicUsize::new(0),
+                final_group: AtomicUsize::new(ring.first),
+                final_offset: AtomicUsize::new(0),
                 final_tag: AtomicU8::new(FIRST_TAG),
             }),
         });
         let producer = Producer {
-            lines: std::sync::Arc::clone(&lines),
+            ring: ring.clone(),
             shared: Arc::clone(&shared),
-            // "The line before line 0 is full": the first push claims line 0
-            // and flips the tag to FIRST_TAG.
-            line: count - 1,
-            offset: L,
+            // "The last group of the last line is full": the first push
+            // claims line 0 and flips the tag to FIRST_TAG.
+            group: ring.end - 1,
+            offset: H,
+            line_end: ring.end,
             tag: FIRST_TAG ^ TAG_FLIP,
             claimed: 0,
             #[cfg(loom)]
             publish: Ordering::Release,
         };
         let consumer = Consumer {
-            lines,
+            group: ring.first,
+            line_end: ring.first + L / H,
+            ring,
             shared,
-            line: 0,
             offset: 0,
             ready: 0,
             tag: FIRST_TAG,
@@ -397,506 +363,69 @@ fn clamp_len(diff: usize, capacity: usize) -> usize {
     }
 }
 
-/// The sending half of a mailbox. `Send`, not `Clone`: exactly one thread
-/// pushes. `L` is the number of slots per line.
-///
-/// The producer writes nothing shared but the slots: its item count is
-/// derived from its position, and the consumer's length estimate reads the
-/// stamps.
-pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS> {
-    lines: Lines<T, L>,
-    shared: Arc<Shared<T, L>>,
-    /// Line being filled.
-    line: usize,
-    /// Next slot to fill in `line`; `L` means the line is full and the next
-    /// push must claim a new one (the "write index reached the checked
-    /// index" case).
-    offset: usize,
-    /// Stamp of the current pass.
-    tag: u8,
-    /// Lines claimed so far (wrapping): items pushed = `claimed · L +
-    /// offset − L`.
-    claimed: usize,
-    /// Ordering of the publishing stamp store (loom builds can weaken it to
-    /// show that the model checker catches the bug).
-    #[cfg(loom)]
-    publish: Ordering,
-}
-
-impl<T, const L: usize> fmt::Debug for Producer<T, L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Producer")
-            .field("capacity", &self.capacity())
-            .field("line_slots", &L)
-            .field("line", &self.line)
-            .field("offset", &self.offset)
-            .field("pushed", &self.pushed())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T, const L: usize> Producer<T, L> {
-    /// Maximum number of items the mailbox holds: entries − one line.
-    ///
-    /// Space is reclaimed a line at a time: after the consumer popped `k`
-    /// items from a full mailbox, a push succeeds only once the consumer has
-    /// read to the end of a line.
-    pub fn capacity(&self) -> usize {
-        (self.lines.len() - 1) * L
-    }
-
-    /// Slots per line: the granularity of the look-ahead and of release.
-    pub fn line_slots(&self) -> usize {
-        L
-    }
-
-    /// Items pushed so far (wrapping).
-    fn pushed(&self) -> usize {
-        self.claimed
-            .wrapping_mul(L)
-            .wrapping_add(self.offset)
-            .wrapping_sub(L)
-    }
-
-    /// Approximate number of queued items (exact when the consumer is idle).
-    pub fn len_estimate(&self) -> usize {
-        let popped = self.shared.cons.popped.load(Ordering::Relaxed);
-        clamp_len(self.pushed().wrapping_sub(popped), self.capacity())
-    }
-
-    /// Pushes `value`, or hands it back if the mailbox is full.
-    #[inline]
-    pub fn try_push(&mut self, value: T) -> Result<(), T> {
-        let Some(offset) = self.free_offset() else {
-            return Err(value);
-        };
-        self.fill(offset, value);
-        Ok(())
-    }
-
-    /// The slot of the claimed line the next push fills (claiming the next
-    /// line first if the current one is full), or `None` if the mailbox is
-    /// full. The result is `< L` on every path, which the compiler sees, so
-    /// indexing the line with it needs no bounds check.
-    #[inline(always)]
-    fn free_offset(&mut self) -> Option<usize> {
-        let offset = self.offset;
-        if offset < L {
-            Some(offset)
-        } else if self.claim_line() {
-            Some(0)
-        } else {
-            None
-        }
-    }
-
-    /// Pushes items taken from `items` while there is room; returns how many
-    /// were pushed. An item is taken from the iterator only when a slot is
-    /// known to be free, so nothing is lost: what did not fit stays in
-    /// `items`.
-    pub fn try_push_many<I: Iterator<Item = T>>(&mut self, items: &mut I) -> usize {
-        let mut pushed = 0;
-        while let Some(offset) = self.free_offset() {
-            let Some(value) = items.next() else {
-                break;
-            };
-            self.fill(offset, value);
-            pushed += 1;
-        }
-        pushed
-    }
-
-    /// Pushes the longest prefix of `items` that fits; returns its length.
-    pub fn push_batch(&mut self, items: &[T]) -> usize
-    where
-        T: Copy,
-    {
-        self.try_push_many(&mut items.iter().copied())
-    }
-
-    /// The current line is full: look one line ahead.
-    ///
-    /// Moves to the next line and returns `true` if the line *after* it has
-    /// been released by the consumer; returns `false` (full) otherwise.
-    #[inline(never)]
-    fn claim_line(&mut self) -> bool {
-        let count = self.lines.len();
-        let mut next = self.line + 1;
-        let mut tag = self.tag;
-        if next == count {
-            next = 0;
-            tag ^= TAG_FLIP;
-        }
-        let ahead = if next + 1 == count { 0 } else { next + 1 };
-        let released = self
-            .lines
-            .get(ahead)
-            .is_some_and(|l| l.stamps[0].load(Ordering::Acquire) == EMPTY);
-        if !released {
-            return false;
-        }
-        // Lines are released in ring order, so `ahead` being released means
-        // `next` is released too.
-        self.line = next;
-        self.offset = 0;
-        self.tag = tag;
-        self.claimed = self.claimed.wrapping_add(1);
-        true
-    }
-
-    /// Writes `value` into slot `offset` (the next one, from
-    /// [`Producer::free_offset`]) of the claimed line and publishes it.
-    #[inline(always)]
-    fn fill(&mut self, offset: usize, value: T) {
-        let Some(line) = self.lines.get(self.line) else {
-            // `line < lines.len()` always holds; a `get` keeps the access
-            // checked without a panic path in the hot loop.
-            return;
-        };
-        line.values[offset].with_mut(|p| {
-            // SAFETY: the line was claimed by `claim_line`, whose Acquire load
-            // saw the line after it (hence, by release order, this one)
-            // released: the consumer has moved the previous value out and
-            // will not touch the cell until it sees the stamp stored below.
-            // The producer is unique (`&mut self`). Writing a `MaybeUninit`
-            // never drops the (moved-out) old bytes.
-            unsafe {
-                (*p).write(value);
-            }
-        });
-        line.stamps[offset].store(self.tag, self.publish_ordering());
-        self.offset = offset + 1;
-    }
-
-    #[inline(always)]
-    fn publish_ordering(&self) -> Ordering {
-        #[cfg(loom)]
-        {
-            self.publish
-        }
-        #[cfg(not(loom))]
-        {
-            Ordering::Release
-        }
-    }
-
-    /// Loom builds only: store the publishing stamp with `Relaxed` instead of
-    /// `Release` — a deliberate bug the model checker must catch.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn loom_weaken_publication(&mut self) {
-        self.publish = Ordering::Relaxed;
-    }
-}
-
-/// The receiving half of a mailbox. `Send`, not `Clone`: exactly one thread
-/// pops. `L` is the number of slots per line.
-pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS> {
-    lines: Lines<T, L>,
-    shared: Arc<Shared<T, L>>,
-    /// Line being read; lines before it (in ring order) are released, so
-    /// `line` is also the clear index.
-    line: usize,
-    /// Next slot to read in `line` (`0..L`).
-    offset: usize,
-    /// Slots `offset..ready` of `line` are known to be published (`ready ≤
-    /// L`): they are taken without loading their stamps again.
-    ready: usize,
-    /// Stamp of the current pass.
-    tag: u8,
-    /// Items popped so far (wrapping).
-    popped: usize,
-    /// Ordering of the line-release store (loom builds can weaken it).
-    #[cfg(loom)]
-    release: Ordering,
-}
-
-impl<T, const L: usize> fmt::Debug for Consumer<T, L> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Consumer")
-            .field("capacity", &self.capacity())
-            .field("line_slots", &L)
-            .field("line", &self.line)
-            .field("offset", &self.offset)
-            .field("popped", &self.popped)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<T, const L: usize> Consumer<T, L> {
-    /// Maximum number of items the mailbox holds: entries − one line.
-    pub fn capacity(&self) -> usize {
-        (self.lines.len() - 1) * L
-    }
-
-    /// Slots per line: the granularity of the look-ahead and of release.
-    pub fn line_slots(&self) -> usize {
-        L
-    }
-
-    /// Approximate number of queued items (exact when the producer is idle).
-    ///
-    /// Counts the published slots from the read position on (the producer
-    /// keeps no shared counter): one stamp per full line, then the slots of
-    /// the last one, so it costs `O(lines + L)` loads.
-    pub fn len_estimate(&self) -> usize {
-        let count = self.lines.len();
-        let (mut line, mut offset, mut tag) = (self.line, self.offset, self.tag);
-        let mut queued = 0;
-        for _ in 0..count {
-            let Some(l) = self.lines.get(line) else {
-                break;
-            };
-            // The producer fills a line in order, so a line whose last slot
-            // carries the tag is full from `offset` on.
-            if l.stamps[L - 1].load(Ordering::Relaxed) == tag {
-                queued += L - offset;
-            } else {
-                queued += l.stamps[offset..]
-                    .iter()
-                    .take_while(|s| s.load(Ordering::Relaxed) == tag)
-                    .count();
-                break;
-            }
-            offset = 0;
-            line += 1;
-            if line == count {
-                line = 0;
-                tag ^= TAG_FLIP;
-            }
-        }
-        queued.min(self.capacity())
-    }
-
-    /// `true` if [`Consumer::pop`] would return `None` right now.
-    pub fn is_empty(&self) -> bool {
-        self.offset >= self.ready
-            && self
-                .lines
-                .get(self.line)
-                .and_then(|l| l.stamps.get(self.offset))
-                .is_none_or(|s| s.load(Ordering::Acquire) != self.tag)
-    }
-
-    /// Takes the oldest item, if any.
-    #[inline]
-    pub fn pop(&mut self) -> Option<T> {
-        let value = self.take(false)?;
-        self.publish_popped(0);
-        Some(value)
-    }
-
-    /// Pops up to `max` items onto the back of `out`; returns how many.
-    /// The count the producer's length estimate reads is stored once, at
-    /// the end (even if nothing was popped).
-    #[inline]
-    pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
-        let mut taken = 0;
-        while taken < max {
-            let Some(value) = self.take(true) else { break };
-            out.push_back(value);
-            taken += 1;
-        }
-        // Also after popping nothing: ends a `report_held`.
-        self.publish_popped(0);
-        taken
-    }
-
-    /// The consumer keeps the last `n` items it popped aside, unprocessed:
-    /// the producer's length estimate ([`Producer::len_estimate`]) counts
-    /// them as still queued until the next [`Consumer::pop`] or
-    /// [`Consumer::pop_many`]. (Their slots are free
-    /// either way.)
-    pub fn report_held(&mut self, n: usize) {
-        self.publish_popped(n);
-    }
-
-    /// Stores the popped count, less `held`, for the producer's estimate.
-    #[inline(always)]
-    fn publish_popped(&self, held: usize) {
-        self.shared
-            .cons
-            .popped
-            .store(self.popped.wrapping_sub(held), Ordering::Relaxed);
-    }
-
-    /// Moves the oldest item out of its slot, if any, and advances (the
-    /// popped count is published by the caller).
-    ///
-    /// With `whole_line` (the batch pops), a slot before `ready` is known
-    /// published and its stamp is not loaded; past it, [`published_run`]
-    /// looks at the line's stamps. Without (a single [`Consumer::pop`]),
-    /// the slot's own stamp is loaded, which is all a lone pop needs.
-    ///
-    /// The position and the line are read into locals before the first
-    /// Acquire load, which the compiler may not move later loads of `self`
-    /// above: everything after it uses the locals.
-    #[inline(always)]
-    fn take(&mut self, whole_line: bool) -> Option<T> {
-        let (offset, tag) = (self.offset, self.tag);
-        let line = self.lines.get(self.line)?;
-        // `offset < L` always holds; `get` keeps a panic path out and lets
-        // the compiler drop the bounds checks below.
-        let stamp = line.stamps.get(offset)?;
-        if whole_line {
-            if offset >= self.ready {
-                self.ready = published_run(line, offset, tag)?;
-            }
-        } else if stamp.load(Ordering::Acquire) != tag {
-            return None;
-        }
-        let value = line.values[offset].with(|p| {
-            // SAFETY: this pass's tag was seen (Acquire) in this slot's stamp
-            // or in a later slot's of the line, which the producer stored
-            // with Release after initialising this value (it fills a line
-            // in order); the producer will not write this slot again before
-            // the consumer releases its line, and the consumer is unique
-            // (`&mut self`) and advances past the slot below, so the value
-            // is moved out exactly once.
-            unsafe { (*p).assume_init_read() }
-        });
-        self.popped = self.popped.wrapping_add(1);
-        if offset + 1 >= L {
-            self.release_line();
-        } else {
-            self.offset = offset + 1;
-        }
-        Some(value)
-    }
-
-    /// Pops up to `max` items, handing each to `sink`; returns how many.
-    ///
-    /// The consumer's position is updated before each call of `sink`, so a
-    /// panicking `sink` loses nothing but the item it was given; the count
-    /// the producer's length estimate reads is stored once, at the end.
-    pub fn pop_batch(&mut self, max: usize, mut sink: impl FnMut(T)) -> usize {
-        let mut taken = 0;
-        while taken < max {
-            let Some(value) = self.take(true) else {
-                break;
-            };
-            sink(value);
-            taken += 1;
-        }
-        self.publish_popped(0);
-        taken
-    }
-
-    /// Pops up to `max` items into `out` (a `Vec`, `VecDeque`, …); returns
-    /// how many. The count the producer's length estimate reads is stored
-    /// once, at the end.
-    pub fn pop_into<E: Extend<T>>(&mut self, out: &mut E, max: usize) -> usize {
-        let mut taken = 0;
-        out.extend(std::iter::from_fn(|| {
-            if taken == max {
-                return None;
-            }
-            let value = self.take(true)?;
-            taken += 1;
-            Some(value)
-        }));
-        self.publish_popped(0);
-        taken
-    }
-
-    /// The consumer has read the last slot of its line: release the line
-    /// (one store into its first stamp) and move to the next one.
-    #[inline(never)]
-    fn release_line(&mut self) {
-        if let Some(l) = self.lines.get(self.line) {
-            l.stamps[0].store(EMPTY, self.release_ordering());
-        }
-        self.offset = 0;
-        self.ready = 0;
-        self.line += 1;
-        if self.line == self.lines.len() {
-            self.line = 0;
-            self.tag ^= TAG_FLIP;
-        }
-    }
-
-    #[inline(always)]
-    fn release_ordering(&self) -> Ordering {
-        #[cfg(loom)]
-        {
-            self.release
-        }
-        #[cfg(not(loom))]
-        {
-            Ordering::Release
-        }
-    }
-
-    /// Loom builds only: release lines with a `Relaxed` store instead of
-    /// `Release` — a deliberate bug the model checker must catch.
-    #[cfg(loom)]
-    #[doc(hidden)]
-    pub fn loom_weaken_release(&mut self) {
-        self.release = Ordering::Relaxed;
-    }
-}
-
-/// How far the published slots of `line` reach from `offset` (the end of
-/// the run, `offset + 1..=L`), or `None` if the slot at `offset` is not
-/// published in the pass of `tag`.
-///
-/// The producer fills a line in order and publishes each slot with a
-/// Release store of its stamp, so the *last* stamp of the line carrying the
-/// tag (Acquire) means every slot of the line is published: the rest of the
-/// line is then taken with no further stamp loads and no branch on each
-/// slot's stamp. That stamp cannot be a stale tag of two passes ago: the
-/// consumer saw it overwritten with the tag of the pass in between before
-/// it took that pass's last slot.
-#[inline]
-fn published_run<T, const L: usize>(line: &Line<T, L>, offset: usize, tag: u8) -> Option<usize> {
-    if line.stamps[L - 1].load(Ordering::Acquire) == tag {
-        return Some(L);
-    }
-    let own = line.stamps.get(offset)?;
-    (offset + 1 < L && own.load(Ordering::Acquire) == tag).then_some(offset + 1)
-}
-
-impl<T, const L: usize> Drop for Consumer<T, L> {
-    fn drop(&mut self) {
-        // Tell `Shared::drop` where the unread items start. The `Arc` drop
-        // that follows orders these stores before it.
-        let cons = &self.shared.cons;
-        cons.final_pos
-            .store(self.line * L + self.offset, Ordering::Relaxed);
-        cons.final_tag.store(self.tag, Ordering::Relaxed);
-    }
-}
-
 #[cfg(all(test, not(loom)))]
 mod tests {
+    use super::ring::Group;
     use super::*;
 
     #[test]
-    fn default_line_of_words_is_one_128_byte_line() {
+    fn default_group_of_words_is_one_64_byte_line() {
         assert_eq!(
-            std::mem::size_of::<Line<u64, DEFAULT_LINE_SLOTS>>(),
-            LINE_BYTES
+            std::mem::size_of::<Group<u64, DEFAULT_GROUP_SLOTS>>(),
+            GROUP_BYTES
         );
         assert_eq!(
-            std::mem::size_of::<Line<usize, DEFAULT_LINE_SLOTS>>(),
-            LINE_BYTES
+            std::mem::size_of::<Group<usize, DEFAULT_GROUP_SLOTS>>(),
+            GROUP_BYTES
         );
         assert_eq!(
-            std::mem::size_of::<Line<Box<u8>, DEFAULT_LINE_SLOTS>>(),
-            LINE_BYTES
+            std::mem::size_of::<Group<Box<u8>, DEFAULT_GROUP_SLOTS>>(),
+            GROUP_BYTES
         );
-        assert_eq!(std::mem::size_of::<Line<u32, 25>>(), LINE_BYTES);
-        assert_eq!(std::mem::align_of::<Line<u8, 1>>(), LINE_BYTES);
+        assert_eq!(std::mem::size_of::<Group<u32, 12>>(), GROUP_BYTES);
+        assert_eq!(std::mem::size_of::<Group<u64, 14>>(), LINE_BYTES);
+        assert_eq!(std::mem::align_of::<Group<u8, 1>>(), GROUP_BYTES);
+    }
+
+    /// Every slot's stamp and value are in the same 64-byte hardware line
+    /// with the default layout (the point of the groups).
+    #[test]
+    fn stamp_and_value_of_a_slot_share_a_hardware_line() {
+        let (tx, _rx) = Mailbox::with_capacity::<u64>(1024);
+        for g in tx.ring.groups.iter() {
+            for (stamp, value) in g.stamps.iter().zip(g.values.iter()) {
+                let s = std::ptr::from_ref(stamp).addr() / GROUP_BYTES;
+                let v = std::ptr::from_ref(value).addr() / GROUP_BYTES;
+                assert_eq!(s, v);
+            }
+        }
     }
 
     #[test]
     fn lines_start_on_line_boundaries() {
         for cap in [1, 7, 512, 1024, 4096] {
             let (tx, _rx) = Mailbox::with_capacity::<u64>(cap);
-            for line in tx.lines.iter() {
-                assert_eq!(std::ptr::from_ref(line).addr() % LINE_BYTES, 0);
+            let lines = tx.ring.groups[tx.ring.first..tx.ring.end].chunks(2);
+            for line in lines {
+                assert_eq!(std::ptr::from_ref(&line[0]).addr() % LINE_BYTES, 0);
+            }
+            for g in tx.ring.groups.iter() {
+                assert_eq!(std::ptr::from_ref(g).addr() % GROUP_BYTES, 0);
             }
         }
+    }
+
+    #[test]
+    fn layouts_report_their_sizes() {
+        let (tx, rx) = Mailbox::with_capacity::<u64>(100);
+        assert_eq!((tx.line_slots(), tx.group_slots()), (14, 7));
+        assert_eq!((rx.line_slots(), rx.group_slots()), (14, 7));
+        assert_eq!(tx.capacity(), 112);
+        let (tx, rx) = Mailbox::with_line_slots::<u64, 3>(7);
+        assert_eq!((tx.line_slots(), tx.group_slots()), (3, 3));
+        assert_eq!(rx.capacity(), 9);
+        let (tx, _rx) = Mailbox::with_layout::<u32, 24, 12>(1);
+        assert_eq!(tx.capacity(), 24);
     }
 
     #[test]

@@ -3,19 +3,23 @@
 //! Run with `ci/loom.sh` (or
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p pktsched-runtime --test loom_mailbox --release`).
 //!
-//! The rings are tiny (one or two slots per line, two or three lines) so that
-//! a handful of items already wraps around several times and every line
-//! release is on the path between the two threads.
+//! The rings are tiny (one to three slots per line, in one or two groups;
+//! two or three lines) so that a handful of items already wraps around
+//! several times and every line release is on the path between the two
+//! threads. The models that visit a line a third time bound the preemptions
+//! themselves (2) to stay within CI's budget; the others take
+//! `LOOM_MAX_PREEMPTIONS`.
 #![cfg(loom)]
 #![forbid(unsafe_code)]
 
+use loom::model::Builder;
 use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
 use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
 
-fn push_spin<T, const L: usize>(tx: &mut Producer<T, L>, mut value: T) {
+fn push_spin<T, const L: usize, const H: usize>(tx: &mut Producer<T, L, H>, mut value: T) {
     loop {
         match tx.try_push(value) {
             Ok(()) => return,
@@ -27,7 +31,7 @@ fn push_spin<T, const L: usize>(tx: &mut Producer<T, L>, mut value: T) {
     }
 }
 
-fn pop_spin<T, const L: usize>(rx: &mut Consumer<T, L>) -> T {
+fn pop_spin<T, const L: usize, const H: usize>(rx: &mut Consumer<T, L, H>) -> T {
     loop {
         if let Some(v) = rx.pop() {
             return v;
@@ -71,6 +75,64 @@ fn two_slot_lines_wrap_in_order() {
             assert_eq!(pop_spin(&mut rx), i);
         }
         producer.join().ok();
+        assert!(rx.is_empty());
+    });
+}
+
+/// A checker with at most two preemptions: enough for the models whose
+/// item count makes a deeper search too slow for CI.
+fn shallow() -> Builder {
+    let mut b = Builder::new();
+    b.preemption_bound = Some(2);
+    b
+}
+
+/// Lines of two one-slot groups (two lines, capacity 2), single pushes and
+/// pops: within a line the producer enters the second group without a
+/// look-ahead and the consumer moves to it without a release; the line is
+/// released after its second group only. Ten items visit each line three
+/// times, so the never-cleared stamp of a second group carries the tag of
+/// two passes ago when the third visit begins.
+#[test]
+fn two_group_lines_visited_three_times() {
+    shallow().check(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 2, 1>(2);
+        let producer = thread::spawn(move || {
+            for i in 0..10 {
+                push_spin(&mut tx, i);
+            }
+        });
+        for i in 0..10 {
+            assert_eq!(pop_spin(&mut rx), i);
+        }
+        producer.join().ok();
+        assert!(rx.is_empty());
+    });
+}
+
+/// Batch pops over lines of two two-slot groups (two lines, capacity 4)
+/// while single pushes fill them, for 13 items: the third visit of line 0
+/// (items 8–11) and the start of the third of line 1. The batch pop trusts
+/// a group's last stamp for the whole group; on the third visit that stamp
+/// last held the same tag two passes ago, which must not be mistaken for
+/// the new one.
+#[test]
+fn batch_pops_of_two_group_lines_visited_three_times() {
+    shallow().check(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 4, 2>(4);
+        let producer = thread::spawn(move || {
+            for i in 0..13 {
+                push_spin(&mut tx, i);
+            }
+        });
+        let mut got = std::collections::VecDeque::new();
+        while got.len() < 13 {
+            if rx.pop_many(&mut got, 13) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().ok();
+        assert_eq!(got, (0..13).collect::<std::collections::VecDeque<_>>());
         assert!(rx.is_empty());
     });
 }
@@ -256,6 +318,27 @@ fn broken_relaxed_release_is_caught() {
             }
         });
         for i in 0..3 {
+            assert_eq!(pop_spin(&mut rx), i);
+        }
+        producer.join().ok();
+    });
+}
+
+/// The release bug again, on lines of two one-slot groups: the producer's
+/// look-ahead reads the first group of a line, the consumer read the
+/// second one last. Loom must report the producer overwriting it.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_relaxed_release_of_two_group_lines_is_caught() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 2, 1>(2);
+        rx.loom_weaken_release();
+        let producer = thread::spawn(move || {
+            for i in 0..5 {
+                push_spin(&mut tx, i);
+            }
+        });
+        for i in 0..5 {
             assert_eq!(pop_spin(&mut rx), i);
         }
         producer.join().ok();

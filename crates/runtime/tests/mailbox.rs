@@ -29,7 +29,7 @@ impl Rng {
     }
 }
 
-fn push_spin<T, const L: usize>(tx: &mut Producer<T, L>, mut value: T) {
+fn push_spin<T, const L: usize, const H: usize>(tx: &mut Producer<T, L, H>, mut value: T) {
     loop {
         match tx.try_push(value) {
             Ok(()) => return,
@@ -41,7 +41,7 @@ fn push_spin<T, const L: usize>(tx: &mut Producer<T, L>, mut value: T) {
     }
 }
 
-fn pop_spin<T, const L: usize>(rx: &mut Consumer<T, L>) -> T {
+fn pop_spin<T, const L: usize, const H: usize>(rx: &mut Consumer<T, L, H>) -> T {
     loop {
         if let Some(v) = rx.pop() {
             return v;
@@ -51,7 +51,10 @@ fn pop_spin<T, const L: usize>(rx: &mut Consumer<T, L>) -> T {
 }
 
 /// Fills a fresh mailbox with an idle consumer; returns how many fitted.
-fn fill<T, const L: usize>(tx: &mut Producer<T, L>, mut make: impl FnMut(usize) -> T) -> usize {
+fn fill<T, const L: usize, const H: usize>(
+    tx: &mut Producer<T, L, H>,
+    mut make: impl FnMut(usize) -> T,
+) -> usize {
     let mut n = 0;
     while tx.try_push(make(n)).is_ok() {
         n += 1;
@@ -60,9 +63,9 @@ fn fill<T, const L: usize>(tx: &mut Producer<T, L>, mut make: impl FnMut(usize) 
     n
 }
 
-fn capacity_rounding<const L: usize>() {
+fn capacity_rounding<const L: usize, const H: usize>() {
     for requested in 0..40usize {
-        let (tx, rx) = Mailbox::with_line_slots::<u64, L>(requested);
+        let (tx, rx) = Mailbox::with_layout::<u64, L, H>(requested);
         let expect = requested.max(1).div_ceil(L) * L;
         assert_eq!(tx.capacity(), expect, "requested {requested}, line {L}");
         assert_eq!(rx.capacity(), expect);
@@ -73,11 +76,14 @@ fn capacity_rounding<const L: usize>() {
 
 #[test]
 fn capacity_is_requested_rounded_up_to_lines() {
-    capacity_rounding::<1>();
-    capacity_rounding::<2>();
-    capacity_rounding::<3>();
-    capacity_rounding::<8>();
-    capacity_rounding::<14>();
+    capacity_rounding::<1, 1>();
+    capacity_rounding::<2, 2>();
+    capacity_rounding::<3, 3>();
+    capacity_rounding::<8, 4>();
+    capacity_rounding::<14, 7>();
+    capacity_rounding::<14, 14>();
+    capacity_rounding::<6, 2>();
+    capacity_rounding::<3, 1>();
     let (tx, _rx) = Mailbox::with_capacity::<u64>(1024);
     assert_eq!(tx.capacity(), 1036, "74 lines of 14");
     assert_eq!(tx.line_slots(), 14);
@@ -85,9 +91,9 @@ fn capacity_is_requested_rounded_up_to_lines() {
     assert_eq!(tx.capacity(), 1008);
 }
 
-fn idle_consumer_fill<const L: usize>() {
+fn idle_consumer_fill<const L: usize, const H: usize>() {
     for requested in [1usize, 2, 5, 8, 17, 64] {
-        let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, L>(requested);
+        let (mut tx, mut rx) = Mailbox::with_layout::<u64, L, H>(requested);
         let n = fill(&mut tx, |i| i as u64);
         assert_eq!(n, tx.capacity(), "requested {requested}, line {L}");
         // The value comes back when full.
@@ -105,11 +111,14 @@ fn idle_consumer_fill<const L: usize>() {
 
 #[test]
 fn exactly_capacity_items_fit_when_the_consumer_is_idle() {
-    idle_consumer_fill::<1>();
-    idle_consumer_fill::<2>();
-    idle_consumer_fill::<3>();
-    idle_consumer_fill::<8>();
-    idle_consumer_fill::<14>();
+    idle_consumer_fill::<1, 1>();
+    idle_consumer_fill::<2, 2>();
+    idle_consumer_fill::<3, 3>();
+    idle_consumer_fill::<8, 4>();
+    idle_consumer_fill::<14, 7>();
+    idle_consumer_fill::<14, 14>();
+    idle_consumer_fill::<6, 2>();
+    idle_consumer_fill::<3, 1>();
 }
 
 #[test]
@@ -152,12 +161,12 @@ fn empty_mailbox_edge_cases() {
 
 /// Random single-threaded interleavings against a `VecDeque` model, over many
 /// passes of the ring, for several line sizes.
-fn fifo_model<const L: usize>() {
+fn fifo_model<const L: usize, const H: usize>() {
     let steps = if cfg!(miri) { 300 } else { 200_000 };
     let line = L;
     {
         for requested in [1usize, 3, 16] {
-            let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, L>(requested);
+            let (mut tx, mut rx) = Mailbox::with_layout::<u64, L, H>(requested);
             let cap = tx.capacity();
             let mut model = VecDeque::new();
             let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (line * 31 + requested) as u64);
@@ -207,11 +216,15 @@ fn fifo_model<const L: usize>() {
 
 #[test]
 fn matches_a_fifo_model_over_many_wraps() {
-    fifo_model::<1>();
-    fifo_model::<2>();
-    fifo_model::<3>();
-    fifo_model::<8>();
-    fifo_model::<14>();
+    fifo_model::<1, 1>();
+    fifo_model::<2, 2>();
+    fifo_model::<3, 3>();
+    fifo_model::<8, 4>();
+    fifo_model::<14, 7>();
+    fifo_model::<14, 14>();
+    fifo_model::<6, 2>();
+    fifo_model::<3, 1>();
+    fifo_model::<2, 1>();
 }
 
 #[test]
@@ -245,7 +258,7 @@ impl Drop for Tracked {
     }
 }
 
-fn drop_case<const L: usize>(requested: usize, pushed: usize, popped: usize) {
+fn drop_case<const L: usize, const H: usize>(requested: usize, pushed: usize, popped: usize) {
     let line = L;
     for consumer_first in [false, true] {
         {
@@ -258,7 +271,7 @@ fn drop_case<const L: usize>(requested: usize, pushed: usize, popped: usize) {
                     drops: Arc::clone(&drops),
                 }
             };
-            let (mut tx, mut rx) = Mailbox::with_line_slots::<Tracked, L>(requested);
+            let (mut tx, mut rx) = Mailbox::with_layout::<Tracked, L, H>(requested);
             // Go around the ring a few times first so the leftovers wrap.
             for round in 0..3u64 {
                 for i in 0..pushed {
@@ -308,13 +321,17 @@ fn drop_case<const L: usize>(requested: usize, pushed: usize, popped: usize) {
 #[test]
 fn queued_items_are_dropped_exactly_once() {
     // (requested, pushed in each round, popped at the end)
-    drop_case::<4>(12, 12, 0);
-    drop_case::<4>(12, 12, 5);
-    drop_case::<4>(12, 9, 9);
-    drop_case::<1>(1, 1, 0);
-    drop_case::<3>(7, 9, 4);
-    drop_case::<8>(64, 64, 63);
-    drop_case::<14>(100, 100, 50);
+    drop_case::<4, 4>(12, 12, 0);
+    drop_case::<4, 4>(12, 12, 5);
+    drop_case::<4, 4>(12, 9, 9);
+    drop_case::<1, 1>(1, 1, 0);
+    drop_case::<3, 3>(7, 9, 4);
+    drop_case::<8, 4>(64, 64, 63);
+    drop_case::<14, 7>(100, 100, 50);
+    drop_case::<14, 14>(100, 100, 50);
+    drop_case::<6, 2>(12, 12, 5);
+    drop_case::<6, 2>(12, 9, 7);
+    drop_case::<3, 1>(7, 9, 4);
 }
 
 #[test]
@@ -326,8 +343,8 @@ fn handles_are_send() {
 }
 
 /// One producer thread, one consumer thread, every item checked in order.
-fn run_threads<const L: usize>(capacity: usize, batch: bool) {
-    let (mut tx, mut rx) = Mailbox::with_line_slots::<u64, L>(capacity);
+fn run_threads<const L: usize, const H: usize>(capacity: usize, batch: bool) {
+    let (mut tx, mut rx) = Mailbox::with_layout::<u64, L, H>(capacity);
     let producer = thread::spawn(move || {
         if batch {
             let mut next = 0u64;
@@ -385,24 +402,38 @@ fn run_threads<const L: usize>(capacity: usize, batch: bool) {
 
 #[test]
 fn threads_fifo_no_loss_default_lines() {
-    run_threads::<14>(1024, false);
+    run_threads::<14, 7>(1024, false);
 }
 
 #[test]
 fn threads_fifo_no_loss_tiny_ring() {
     // Two one-slot lines: every push waits for the consumer.
-    run_threads::<1>(1, false);
+    run_threads::<1, 1>(1, false);
 }
 
 #[test]
 fn threads_fifo_no_loss_odd_lines() {
-    run_threads::<3>(10, false);
+    run_threads::<3, 3>(10, false);
+}
+
+#[test]
+fn threads_fifo_no_loss_lines_of_several_groups() {
+    // Two-slot lines of one-slot groups, and six-slot lines of two-slot
+    // groups popped in batches: groups are entered within a line without
+    // a look-ahead, and lines released only after their last group.
+    run_threads::<2, 1>(2, false);
+    run_threads::<6, 2>(12, true);
+}
+
+#[test]
+fn threads_fifo_no_loss_single_group_lines() {
+    run_threads::<14, 14>(1024, false);
 }
 
 #[test]
 fn threads_fifo_no_loss_batches() {
-    run_threads::<14>(64, true);
-    run_threads::<2>(6, true);
+    run_threads::<14, 7>(64, true);
+    run_threads::<2, 2>(6, true);
 }
 
 #[test]

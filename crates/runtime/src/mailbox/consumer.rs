@@ -1,0 +1,333 @@
+//! The receiving half of the mailbox.
+
+use std::collections::VecDeque;
+use std::fmt;
+
+use super::ring::{Group, Ring, Shared};
+use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP};
+use crate::sync::{Arc, Ordering};
+
+/// The receiving half of a mailbox. `Send`, not `Clone`: exactly one thread
+/// pops. `L` is the number of slots per line, `H` per group (see
+/// [`super::Producer`]).
+pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEFAULT_GROUP_SLOTS> {
+    pub(super) ring: Ring<T, H>,
+    pub(super) shared: Arc<Shared<T, H>>,
+    /// Group being read (an index into the ring's slice); the lines before
+    /// its line (in ring order) are released, so its line is also the
+    /// clear index.
+    pub(super) group: usize,
+    /// Next slot to read in `group` (`0..H`).
+    pub(super) offset: usize,
+    /// Slots `offset..ready` of `group` are known to be published (`ready ≤
+    /// H`): they are taken without loading their stamps again.
+    pub(super) ready: usize,
+    /// One past the last group of the line being read.
+    pub(super) line_end: usize,
+    /// Stamp of the current pass.
+    pub(super) tag: u8,
+    /// Items popped so far (wrapping).
+    pub(super) popped: usize,
+    /// Ordering of the line-release store (loom builds can weaken it).
+    #[cfg(loom)]
+    pub(super) release: Ordering,
+}
+
+impl<T, const L: usize, const H: usize> fmt::Debug for Consumer<T, L, H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Consumer")
+            .field("capacity", &self.capacity())
+            .field("line_slots", &L)
+            .field("group_slots", &H)
+            .field("group", &self.group)
+            .field("offset", &self.offset)
+            .field("popped", &self.popped)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The items a batch pop takes: at most `left` more, each moved out by
+/// [`Consumer::take`] in whole-group mode. The one loop under
+/// [`Consumer::pop_many`], [`Consumer::pop_batch`] and
+/// [`Consumer::pop_into`].
+struct Batch<'a, T, const L: usize, const H: usize> {
+    rx: &'a mut Consumer<T, L, H>,
+    left: usize,
+}
+
+impl<T, const L: usize, const H: usize> Iterator for Batch<'_, T, L, H> {
+    type Item = T;
+
+    #[inline(always)]
+    fn next(&mut self) -> Option<T> {
+        if self.left == 0 {
+            return None;
+        }
+        let value = self.rx.take(true)?;
+        self.left -= 1;
+        Some(value)
+    }
+}
+
+impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
+    /// Groups per line.
+    const GROUPS: usize = L / H;
+
+    /// Maximum number of items the mailbox holds: entries − one line.
+    pub fn capacity(&self) -> usize {
+        self.ring.len() * H - L
+    }
+
+    /// Slots per line: the granularity of the look-ahead and of release.
+    pub fn line_slots(&self) -> usize {
+        L
+    }
+
+    /// Slots per group: the granularity of the layout.
+    pub fn group_slots(&self) -> usize {
+        H
+    }
+
+    /// Approximate number of queued items (exact when the producer is idle).
+    ///
+    /// Counts the published slots from the read position on (the producer
+    /// keeps no shared counter): one stamp per full group, then the slots of
+    /// the last one, so it costs `O(groups + H)` loads.
+    pub fn len_estimate(&self) -> usize {
+        let ring = &self.ring;
+        let (mut group, mut offset, mut tag) = (self.group, self.offset, self.tag);
+        let mut queued = 0;
+        for _ in 0..ring.len() {
+            let Some(g) = ring.groups.get(group) else {
+                break;
+            };
+            // The producer fills a group in order, so a group whose last
+            // slot carries the tag is full from `offset` on.
+            if g.stamps[H - 1].load(Ordering::Relaxed) == tag {
+                queued += H - offset;
+            } else {
+                queued += g.stamps[offset..]
+                    .iter()
+                    .take_while(|s| s.load(Ordering::Relaxed) == tag)
+                    .count();
+                break;
+            }
+            offset = 0;
+            group += 1;
+            if group == ring.end {
+                group = ring.first;
+                tag ^= TAG_FLIP;
+            }
+        }
+        queued.min(self.capacity())
+    }
+
+    /// `true` if [`Consumer::pop`] would return `None` right now.
+    pub fn is_empty(&self) -> bool {
+        self.offset >= self.ready
+            && self
+                .ring
+                .groups
+                .get(self.group)
+                .and_then(|g| g.stamps.get(self.offset))
+                .is_none_or(|s| s.load(Ordering::Acquire) != self.tag)
+    }
+
+    /// Takes the oldest item, if any.
+    #[inline]
+    pub fn pop(&mut self) -> Option<T> {
+        let value = self.take(false)?;
+        self.publish_popped(0);
+        Some(value)
+    }
+
+    /// Pops up to `max` items onto the back of `out`; returns how many.
+    /// The count the producer's length estimate reads is stored once, at
+    /// the end (even if nothing was popped).
+    #[inline]
+    pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
+        self.pop_batch_with(max, |items| out.extend(items))
+    }
+
+    /// Pops up to `max` items, handing each to `sink`; returns how many.
+    ///
+    /// The consumer's position is updated before each call of `sink`, so a
+    /// panicking `sink` loses nothing but the item it was given; the count
+    /// the producer's length estimate reads is stored once, at the end.
+    #[inline]
+    pub fn pop_batch(&mut self, max: usize, mut sink: impl FnMut(T)) -> usize {
+        self.pop_batch_with(max, |items| items.for_each(&mut sink))
+    }
+
+    /// Pops up to `max` items into `out` (a `Vec`, `VecDeque`, …); returns
+    /// how many. The count the producer's length estimate reads is stored
+    /// once, at the end.
+    #[inline]
+    pub fn pop_into<E: Extend<T>>(&mut self, out: &mut E, max: usize) -> usize {
+        self.pop_batch_with(max, |items| out.extend(items))
+    }
+
+    /// The batch pops: `consume` drains up to `max` items from the
+    /// iterator it is given; then the popped count is published once (also
+    /// after popping nothing: that ends a `report_held`).
+    #[inline(always)]
+    fn pop_batch_with(
+        &mut self,
+        max: usize,
+        consume: impl FnOnce(&mut Batch<'_, T, L, H>),
+    ) -> usize {
+        let mut items = Batch {
+            rx: self,
+            left: max,
+        };
+        consume(&mut items);
+        let taken = max - items.left;
+        self.publish_popped(0);
+        taken
+    }
+
+    /// The consumer keeps the last `n` items it popped aside, unprocessed:
+    /// the producer's length estimate ([`super::Producer::len_estimate`])
+    /// counts them as still queued until the next [`Consumer::pop`] or
+    /// batch pop. (Their slots are free either way.)
+    pub fn report_held(&mut self, n: usize) {
+        self.publish_popped(n);
+    }
+
+    /// Stores the popped count, less `held`, for the producer's estimate.
+    #[inline(always)]
+    fn publish_popped(&self, held: usize) {
+        self.shared
+            .cons
+            .popped
+            .store(self.popped.wrapping_sub(held), Ordering::Relaxed);
+    }
+
+    /// Moves the oldest item out of its slot, if any, and advances (the
+    /// popped count is published by the caller).
+    ///
+    /// With `whole_group` (the batch pops), a slot before `ready` is known
+    /// published and its stamp is not loaded; past it, [`published_run`]
+    /// looks at the group's stamps. Without (a single [`Consumer::pop`]),
+    /// the slot's own stamp is loaded, which is all a lone pop needs.
+    ///
+    /// The position and the group are read into locals before the first
+    /// Acquire load, which the compiler may not move later loads of `self`
+    /// above: everything after it uses the locals.
+    #[inline(always)]
+    fn take(&mut self, whole_group: bool) -> Option<T> {
+        let (offset, tag) = (self.offset, self.tag);
+        let group = self.ring.groups.get(self.group)?;
+        // `offset < H` always holds; `get` keeps a panic path out and lets
+        // the compiler drop the bounds checks below.
+        let stamp = group.stamps.get(offset)?;
+        if whole_group {
+            if offset >= self.ready {
+                self.ready = published_run(group, offset, tag)?;
+            }
+        } else if stamp.load(Ordering::Acquire) != tag {
+            return None;
+        }
+        let value = group.values[offset].with(|p| {
+            // SAFETY: this pass's tag was seen (Acquire) in this slot's stamp
+            // or in a later slot's of the group, which the producer stored
+            // with Release after initialising this value (it fills a group
+            // in order); the producer will not write this slot again before
+            // the consumer releases its line, and the consumer is unique
+            // (`&mut self`) and advances past the slot below, so the value
+            // is moved out exactly once.
+            unsafe { (*p).assume_init_read() }
+        });
+        self.popped = self.popped.wrapping_add(1);
+        if offset + 1 < H {
+            self.offset = offset + 1;
+        } else {
+            self.next_group();
+        }
+        Some(value)
+    }
+
+    /// The consumer has read the last slot of its group: move to the next
+    /// group of the line, or release the line if that was its last group.
+    #[inline(always)]
+    fn next_group(&mut self) {
+        self.offset = 0;
+        self.ready = 0;
+        let next = self.group + 1;
+        if next < self.line_end {
+            self.group = next;
+        } else {
+            self.release_line();
+        }
+    }
+
+    /// The consumer has read the last slot of its line: release the line
+    /// (one store into the first stamp of its first group) and move to the
+    /// next one.
+    #[inline(never)]
+    fn release_line(&mut self) {
+        let start = self.line_end - Self::GROUPS;
+        if let Some(g) = self.ring.groups.get(start) {
+            g.stamps[0].store(EMPTY, self.release_ordering());
+        }
+        let mut next = self.line_end;
+        if next == self.ring.end {
+            next = self.ring.first;
+            self.tag ^= TAG_FLIP;
+        }
+        self.group = next;
+        self.line_end = next + Self::GROUPS;
+    }
+
+    #[inline(always)]
+    fn release_ordering(&self) -> Ordering {
+        #[cfg(loom)]
+        {
+            self.release
+        }
+        #[cfg(not(loom))]
+        {
+            Ordering::Release
+        }
+    }
+
+    /// Loom builds only: release lines with a `Relaxed` store instead of
+    /// `Release` — a deliberate bug the model checker must catch.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_weaken_release(&mut self) {
+        self.release = Ordering::Relaxed;
+    }
+}
+
+/// How far the published slots of `group` reach from `offset` (the end of
+/// the run, `offset + 1..=H`), or `None` if the slot at `offset` is not
+/// published in the pass of `tag`.
+///
+/// The producer fills a group in order and publishes each slot with a
+/// Release store of its stamp, so the *last* stamp of the group carrying
+/// the tag (Acquire) means every slot of the group is published: the rest
+/// of the group is then taken with no further stamp loads and no branch on
+/// each slot's stamp. That stamp cannot be a stale tag of two passes ago:
+/// the consumer saw it overwritten with the tag of the pass in between
+/// before it took that pass's last slot of the group. The last stamp is in
+/// the group's own hardware line, so the check moves no other line.
+#[inline]
+fn published_run<T, const H: usize>(group: &Group<T, H>, offset: usize, tag: u8) -> Option<usize> {
+    if group.stamps[H - 1].load(Ordering::Acquire) == tag {
+        return Some(H);
+    }
+    let own = group.stamps.get(offset)?;
+    (offset + 1 < H && own.load(Ordering::Acquire) == tag).then_some(offset + 1)
+}
+
+impl<T, const L: usize, const H: usize> Drop for Consumer<T, L, H> {
+    fn drop(&mut self) {
+        // Tell `Shared::drop` where the unread items start. The `Arc` drop
+        // that follows orders these stores before it.
+        let cons = &self.shared.cons;
+        cons.final_group.store(self.group, Ordering::Relaxed);
+        cons.final_offset.store(self.offset, Ordering::Relaxed);
+        cons.final_tag.store(self.tag, Ordering::Relaxed);
+    }
+}

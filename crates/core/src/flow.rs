@@ -900,6 +900,16 @@ impl<T> FlowTable<T> {
     }
 }
 
+/// The "allowed" part of [`ConfigError::RateBeyondHorizon`]'s message.
+fn allowed_above_horizon(field: &str, slowest: Option<Rate>) -> String {
+    match slowest {
+        Some(s) => format!(
+            "allowed {field} >= {s} (or a longer horizon: policy.shaper_buckets, shaper_unit_ns)"
+        ),
+        None => "no rate fits a horizon of zero: allowed policy.shaper_buckets >= 3".to_string(),
+    }
+}
+
 /// A configuration change that was refused. Nothing was changed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ConfigError {
@@ -920,7 +930,8 @@ pub enum ConfigError {
     /// A rate so slow that one packet of the largest size would take
     /// longer than the shaper's horizon.
     #[error(
-        "{field} = {value} is too slow for {alg}'s shaper: a {max_len}-byte packet would take longer than its horizon of {horizon}; allowed {field} >= {slowest} (or a longer horizon: policy.shaper_buckets, shaper_unit_ns)"
+        "{field} = {value} is too slow for {alg}'s shaper: a {max_len}-byte packet would take longer than its horizon of {horizon}; {}",
+        allowed_above_horizon(field, *slowest)
     )]
     RateBeyondHorizon {
         /// Algorithm name.
@@ -929,8 +940,9 @@ pub enum ConfigError {
         field: &'static str,
         /// The rate given.
         value: Rate,
-        /// The slowest rate allowed.
-        slowest: Rate,
+        /// The slowest rate allowed (`None`: the horizon is zero, no rate
+        /// fits).
+        slowest: Option<Rate>,
         /// The largest packet, in bytes.
         max_len: u32,
         /// The shaper's horizon.

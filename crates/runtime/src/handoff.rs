@@ -25,8 +25,8 @@
 //!
 //! # Sleeping while clients run rounds
 //!
-//! The arbiter thread sleeps without a timeout only when nothing is left to
-//! do: it announces sleep on the [`Doorbell`] (heavy barrier), then looks at
+//! The arbiter thread sleeps (until rung, with or without a timeout) only
+//! when nothing is left to do: it announces sleep on the [`Doorbell`] (heavy barrier), then looks at
 //! the doorbell's bits and, under the lock, at every mailbox
 //! ([`SleepCheck::has_news`]). A client's round in the window between the
 //! arbiter's last round and that look takes the doorbell's bits and empties
@@ -42,7 +42,7 @@ use crate::doorbell::Doorbell;
 use crate::sync::{AtomicBool, AtomicU64, Ordering, UnsafeCell};
 
 /// What the round runner's thread looks at, under the lock, before it
-/// sleeps without a timeout.
+/// sleeps (with or without a timeout).
 pub trait SleepCheck {
     /// Rounds run so far, by anyone.
     fn rounds(&self) -> u64;

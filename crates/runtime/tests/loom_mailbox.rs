@@ -110,29 +110,29 @@ fn two_group_lines_visited_three_times() {
     });
 }
 
-/// Batch pops over lines of two two-slot groups (two lines, capacity 4)
-/// while single pushes fill them, for 13 items: the third visit of line 0
-/// (items 8–11) and the start of the third of line 1. The batch pop trusts
-/// a group's last stamp for the whole group; on the third visit that stamp
-/// last held the same tag two passes ago, which must not be mistaken for
-/// the new one.
+/// Batch pops over lines of two two-slot groups (two lines of four
+/// slots, capacity 4) while single pushes fill them, for 18 items: each
+/// line is visited three times (line 0 takes items 0–3, 8–11 and 16–17).
+/// The batch pop trusts a group's last stamp for the whole group; on the
+/// third visit that stamp last held the same tag two passes ago, which must
+/// not be mistaken for the new one.
 #[test]
 fn batch_pops_of_two_group_lines_visited_three_times() {
     shallow().check(|| {
         let (mut tx, mut rx) = Mailbox::with_layout::<usize, 4, 2>(4);
         let producer = thread::spawn(move || {
-            for i in 0..13 {
+            for i in 0..18 {
                 push_spin(&mut tx, i);
             }
         });
         let mut got = std::collections::VecDeque::new();
-        while got.len() < 13 {
-            if rx.pop_many(&mut got, 13) == 0 {
+        while got.len() < 18 {
+            if rx.pop_many(&mut got, 18) == 0 {
                 thread::yield_now();
             }
         }
         producer.join().ok();
-        assert_eq!(got, (0..13).collect::<std::collections::VecDeque<_>>());
+        assert_eq!(got, (0..18).collect::<std::collections::VecDeque<_>>());
         assert!(rx.is_empty());
     });
 }
@@ -326,7 +326,8 @@ fn broken_relaxed_release_is_caught() {
 
 /// The release bug again, on lines of two one-slot groups: the producer's
 /// look-ahead reads the first group of a line, the consumer read the
-/// second one last. Loom must report the producer overwriting it.
+/// second one last. Six items overwrite both groups of line 0 (items 4
+/// and 5). Loom must report the producer overwriting what is being read.
 #[test]
 #[should_panic(expected = "Causality violation")]
 fn broken_relaxed_release_of_two_group_lines_is_caught() {
@@ -334,13 +335,39 @@ fn broken_relaxed_release_of_two_group_lines_is_caught() {
         let (mut tx, mut rx) = Mailbox::with_layout::<usize, 2, 1>(2);
         rx.loom_weaken_release();
         let producer = thread::spawn(move || {
-            for i in 0..5 {
+            for i in 0..6 {
                 push_spin(&mut tx, i);
             }
         });
-        for i in 0..5 {
+        for i in 0..6 {
             assert_eq!(pop_spin(&mut rx), i);
         }
         producer.join().ok();
+    });
+}
+
+/// The publication bug on the batch path: with two-slot groups a batch
+/// pop reads a group's values after loading only its last stamp, so that
+/// stamp's `Release` must cover the whole group. With it weakened, loom
+/// must report the value read before it was written.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_relaxed_publication_of_batch_pops_is_caught() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 4, 2>(4);
+        tx.loom_weaken_publication();
+        let producer = thread::spawn(move || {
+            for i in 0..2 {
+                push_spin(&mut tx, i);
+            }
+        });
+        let mut got = std::collections::VecDeque::new();
+        while got.len() < 2 {
+            if rx.pop_many(&mut got, 2) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().ok();
+        assert_eq!(got, (0..2).collect::<std::collections::VecDeque<_>>());
     });
 }

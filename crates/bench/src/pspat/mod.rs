@@ -825,6 +825,9 @@ pub fn write_stats(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
 
 /// One row per PSPAT run: the arbiter thread's time in the window.
 fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
+    if runs.iter().all(|r| r.window.is_none()) {
+        return Ok(()); // no PSPAT run: no table
+    }
     writeln!(
         out,
         "\npspat arbiter in the measured window: cpu = share of wall time on a core, busy = in rounds that moved packets, empty = rounds that moved nothing; per second: rounds, yields, spins, sleeps, reads put off; full = mailbox-full sends per decision"

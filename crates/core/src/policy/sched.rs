@@ -523,7 +523,7 @@ impl<T> PolicySched<T> {
         if let Some(r) = p.rate {
             let (unit, buckets) = (self.policy.shaper_unit, self.policy.shaper_buckets);
             let slowest = super::spec::slowest_shaped_rate(self.policy.max_len, unit, buckets);
-            if r < slowest {
+            if slowest.is_none_or(|s| r < s) {
                 return Err(ConfigError::RateBeyondHorizon {
                     alg: "policy",
                     field: "rate",

@@ -381,13 +381,13 @@ pub fn shaper_horizon(shaper_unit: u64, shaper_buckets: usize) -> Nanos {
 
 /// The slowest rate a policy with this shaper accepts for packets of up
 /// to `max_len` bytes (one such packet fits the horizon); with the
-/// defaults and 1538 wire bytes, 0.76 Mbit/s.
-pub fn slowest_shaped_rate(max_len: u32, shaper_unit: u64, shaper_buckets: usize) -> Rate {
+/// defaults and 1538 wire bytes, 0.751 Mbit/s. `None` when no rate does
+/// (a horizon of zero: `shaper_buckets = 2`).
+pub fn slowest_shaped_rate(max_len: u32, shaper_unit: u64, shaper_buckets: usize) -> Option<Rate> {
     Rate::slowest_for(
         u64::from(max_len),
         shaper_horizon(shaper_unit, shaper_buckets),
     )
-    .unwrap_or(Rate::MAX)
 }
 
 /// A whole policy, before validation.

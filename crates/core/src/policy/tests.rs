@@ -1348,7 +1348,8 @@ fn a_rate_beyond_the_shaper_horizon_is_refused_with_the_slowest_allowed() {
         9048,
         crate::policy::DEFAULT_SHAPER_UNIT_NS,
         crate::policy::DEFAULT_SHAPER_BUCKETS,
-    );
+    )
+    .expect("a horizon");
     let with_rate = |bps: u64| FlowParams {
         rate: Rate::from_bps(bps),
         ..FlowParams::default()
@@ -1367,4 +1368,23 @@ fn a_rate_beyond_the_shaper_horizon_is_refused_with_the_slowest_allowed() {
     }
     s.set_flow_params(f, with_rate(slowest.as_bps()), Nanos::ZERO)
         .expect("the slowest allowed rate is accepted");
+}
+
+#[test]
+fn with_a_horizon_of_zero_every_rate_is_refused_by_name() {
+    let p = Policy::from_toml(
+        "[policy]\nshaper_buckets = 2\n\n[[node]]\nname = \"classes\"\nkind = \"hclock\"\n",
+    )
+    .expect("policy");
+    let mut s: PolicySched<u64> = PolicySched::new(&p);
+    let f = s.add_flow(FlowConfig::default()).expect("flow");
+    let p = FlowParams {
+        rate: Some(Rate::MAX),
+        ..FlowParams::default()
+    };
+    let msg = s
+        .set_flow_params(f, p, Nanos::ZERO)
+        .expect_err("no rate fits")
+        .to_string();
+    assert!(msg.contains("allowed policy.shaper_buckets >= 3"), "{msg}");
 }

@@ -98,10 +98,12 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 
     /// Release statistics. A batch counts the packets handed out of it so
     /// far (all of them once the next release happens); the open batch is
-    /// counted here only once it has handed out a packet.
+    /// counted here once it has handed out a packet, or as an empty
+    /// wake-up once nothing is queued (it never can).
     pub fn shape_stats(&self) -> ShapeStats {
         let mut st = self.st;
-        st.close_batch(false, st.released - self.batch_start);
+        let dead = self.batch_open && self.flows.total_queued() == 0;
+        st.close_batch(dead, st.released - self.batch_start);
         st
     }
 

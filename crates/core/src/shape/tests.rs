@@ -441,6 +441,34 @@ fn a_release_of_stale_entries_only_is_an_empty_wakeup() {
     assert!(sh.stats().conserved());
 }
 
+/// The stale-only release again, but the live flow is removed right after
+/// it: the open batch can never hand out a packet, and `shape_stats`
+/// counts it as the empty wake-up it was.
+#[test]
+fn a_stale_only_release_followed_by_an_empty_table_is_counted() {
+    let q = Wheels::new(WheelConfig::single(64, Nanos::from_micros(64))).expect("wheel");
+    let mut sh: Shaper<Wheels, u64> = Shaper::new(q, Rate::gbit(1));
+    let f = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("f");
+    let g = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("g");
+    // g: EDT 1000 (slot 1024); f: 1496 (slot 1536).
+    for (flow, len, item) in [(g, 125, 0), (f, 187, 1)] {
+        sh.enqueue(Pkt::new(flow, len, Nanos::ZERO, item), Nanos::ZERO)
+            .expect("enqueue");
+    }
+    assert_eq!(sh.remove_flow(g).expect("remove g").len(), 1);
+    let t = sh.next_ready(Nanos::ZERO).expect("g's stale slot");
+    assert!(sh.dequeue(t).is_none(), "only g's stale entry was due");
+    assert_eq!(sh.remove_flow(f).expect("remove f").len(), 1);
+    assert!(sh.dequeue(t).is_none());
+    let st = sh.shape_stats();
+    assert_eq!((st.wakeups, st.empty_wakeups), (0, 1), "{st:?}");
+    assert!(sh.stats().conserved());
+}
+
 /// An entry beyond its own wheel's horizon is parked in a coarser wheel
 /// (the cold `park` path), comes back to its own wheel when the coarse
 /// slot comes, and is released at its EDT, not before.

@@ -26,7 +26,7 @@ use super::raw::NumOrText;
 use super::raw::{RateText, RawClass};
 
 /// Slowest class rate with standard frames: one 1538-byte frame within
-/// the shaper's 16 ms horizon (1 µs × 16382 buckets) needs at least 0.76
+/// the shaper's 16 ms horizon (1 µs × 16382 buckets) needs at least 0.751
 /// Mbit/s. Larger frames raise it ([`ClassRateRange::for_link`]).
 pub const MIN_CLASS_RATE: Rate = Rate::kbit(1000);
 
@@ -50,6 +50,8 @@ impl ClassRateRange {
             pktsched_core::policy::DEFAULT_SHAPER_UNIT_NS,
             pktsched_core::policy::DEFAULT_SHAPER_BUCKETS,
         );
+        // The defaults' horizon is 16 ms: some rate always fits.
+        let fits = fits.unwrap_or(Rate::MAX);
         let kbit =
             Rate::from_bps(fits.as_bps().div_ceil(1000).saturating_mul(1000)).unwrap_or(Rate::MAX);
         ClassRateRange {
@@ -73,6 +75,16 @@ pub(super) fn class_rates(
         let Some(v) = v else { return Ok(None) };
         let what = format!("class {name:?}: {field}");
         let r = Rate::parse(v.get_ref()).map_err(|e| cx.err(v.span(), format!("{what}: {e}")))?;
+        if slowest > link_rate {
+            return Err(cx.err(
+                v.span(),
+                format!(
+                    "{what} = {r}: no class rate fits this link: one largest frame needs at least \
+                     {slowest} to fit the shaper's 16 ms horizon, above link.rate = {link_rate}; \
+                     allowed: a smaller link.max_frame or a faster link.rate"
+                ),
+            ));
+        }
         if r < slowest || r > link_rate {
             let why = if slowest > MIN_CLASS_RATE {
                 " (the slowest at which one largest frame fits the shaper's 16 ms horizon)"

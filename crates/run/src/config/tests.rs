@@ -425,6 +425,18 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             ],
         ),
         (
+            format!(
+                "{}max_frame = 9000\n[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"2mbit\"\n",
+                link.replace("1gbit", "2mbit")
+            ),
+            &[
+                "class \"a\": rate = 2mbit",
+                "no class rate fits this link",
+                "4.396mbit",
+                "link.max_frame",
+            ],
+        ),
+        (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbps\"\n"),
             &["class \"a\": rate"],
         ),

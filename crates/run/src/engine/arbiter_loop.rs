@@ -480,13 +480,16 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .clone();
         devices.extend(tx_device);
         let stats = self.arbiter.stats();
+        let kicks = self.arbiter.output().map_or((0, 0), |o| o.kicks());
         let forwarder = self.trace.as_ref().map(|t| {
-            t.stats(|flow| {
+            let mut f = t.stats(|flow| {
                 self.classes
                     .iter()
                     .find(|c| c.flow.index() == flow)
                     .map_or_else(|| format!("flow {flow}"), |c| c.name.clone())
-            })
+            });
+            (f.tx_kicks, f.tx_kick_frames) = kicks;
+            f
         });
         Snapshot {
             ingress: self.cfg.link.ingress.clone(),

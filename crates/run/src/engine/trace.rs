@@ -98,15 +98,20 @@ pub struct ForwarderStats {
     pub sleep_overshoot_p99_us: f64,
     /// Max of that overshoot.
     pub sleep_overshoot_max_us: f64,
-    /// TX kicks (sends of waiting frames).
+    /// TX kicks (sends of waiting frames), every one: between passes
+    /// and inside a release once `KICK_BATCH` frames wait.
     pub tx_kicks: u64,
-    /// Frames those kicks sent.
+    /// Frames those kicks sent (the device took them; refused frames are
+    /// the classes' `tx_failed` drops).
     pub tx_kick_frames: u64,
-    /// Time in kicks (µs).
+    /// Kicks the trace timed: those between passes (a kick inside a
+    /// release is part of that scheduling segment).
+    pub tx_kicks_timed: u64,
+    /// Time in the timed kicks (µs).
     pub tx_kick_us: f64,
-    /// p99 of one kick's duration.
+    /// p99 of one timed kick's duration.
     pub tx_kick_p99_us: f64,
-    /// Longest kick.
+    /// Longest timed kick.
     pub tx_kick_max_us: f64,
     /// p99 of one receive call's duration (calls that received).
     pub rx_call_p99_us: f64,
@@ -276,8 +281,8 @@ impl PassTrace {
         }
     }
 
-    /// A TX kick of `frames` ended at `end` (none: the segment is
-    /// scheduling).
+    /// A timed TX kick that handed `frames` to the device ended at `end`
+    /// (none: the segment is scheduling).
     pub(crate) fn kicked(&mut self, end: u64, frames: usize) {
         if frames == 0 {
             self.segment(Phase::Sched, end);
@@ -396,7 +401,9 @@ impl PassTrace {
         split
     }
 
-    /// The counters, with `name(flow)` naming each class.
+    /// The counters, with `name(flow)` naming each class; the kicks are
+    /// the timed ones only (the output counts them all:
+    /// [`ForwarderStats::tx_kicks`] is replaced by the caller).
     pub(crate) fn stats(&self, name: impl Fn(usize) -> String) -> ForwarderStats {
         let q = |h: &Histogram<u64>, q: f64| {
             if h.is_empty() {
@@ -417,6 +424,7 @@ impl PassTrace {
             sleep_overshoot_max_us: q(&self.overshoot, 1.0),
             tx_kicks: self.kicks,
             tx_kick_frames: self.kick_frames,
+            tx_kicks_timed: self.kicks,
             tx_kick_us: us(self.kick_ns),
             tx_kick_p99_us: q(&self.kick, 0.99),
             tx_kick_max_us: q(&self.kick, 1.0),

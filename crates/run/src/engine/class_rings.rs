@@ -689,6 +689,16 @@ mod tests {
             !dev.wait_due(short, false).expect("wait"),
             "it did not sleep"
         );
+        // The engines reach it through their port.
+        let mut port = super::super::ports::Port::new(dev, "d0", "rx");
+        assert!(
+            !port.wait_due(short, false),
+            "the port's wait did not sleep"
+        );
+        assert!(
+            port.wait_due(short, true),
+            "a link wait ignores bulk frames"
+        );
         let (mut dev, _p) = rings_with_fds(vec![VecDeque::new(); 3]);
         drop(peers);
         let started = Instant::now();

@@ -55,15 +55,27 @@
 #
 #   scripts/compare-htb.sh [SECONDS]      (default 5 per measurement)
 set -euo pipefail
+# PKTSCHED_BIN=PATH uses that binary instead of building one (e.g. to
+# interleave two builds: before and after a change); a relative PATH is
+# taken from the directory the script was started in.
+if [ -n "${PKTSCHED_BIN:-}" ]; then
+    bin="$(realpath -e -- "$PKTSCHED_BIN" 2>/dev/null)" ||
+        { echo "compare-htb.sh: PKTSCHED_BIN=$PKTSCHED_BIN: no such file" >&2; exit 2; }
+    [ -f "$bin" ] && [ -x "$bin" ] ||
+        { echo "compare-htb.sh: PKTSCHED_BIN=$PKTSCHED_BIN ($bin) is not an executable file" >&2; exit 2; }
+fi
+measurements="rate victim fwd reload sat"
+for w in ${ONLY:-}; do
+    case " $measurements " in
+        *" $w "*) ;;
+        *) echo "compare-htb.sh: ONLY=\"$ONLY\": unknown measurement \"$w\"; allowed: $measurements" >&2; exit 2 ;;
+    esac
+done
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
 [ "$(id -u)" = 0 ] || { echo "compare-htb.sh needs root (network namespaces)" >&2; exit 2; }
 ci/deps.sh >/dev/null 2>&1 || true
-# PKTSCHED_BIN=PATH uses that binary instead of building one (e.g. to
-# interleave two builds: before and after a change).
-if [ -n "${PKTSCHED_BIN:-}" ]; then
-    bin="$PKTSCHED_BIN"
-else
+if [ -z "${PKTSCHED_BIN:-}" ]; then
     cargo build --release -q -p pktsched
     bin="$PWD/target/release/pktsched"
 fi
@@ -257,7 +269,7 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
 
 jq_py() { python3 -c "import json,sys; d=json.load(open('$1')); $2"; }
 
-wanted() { case " ${ONLY:-rate victim fwd reload sat} " in *" $1 "*) return 0 ;; esac; return 1; }
+wanted() { case " ${ONLY:-$measurements} " in *" $1 "*) return 0 ;; esac; return 1; }
 
 run_all() { # $1 arch
     local a="$1"
@@ -336,10 +348,6 @@ if d:
 PY
     done
 }
-if [ -n "${ONLY:-}" ]; then
-    forwarder_trace
-    exit 0
-fi
 
 shaped=""
 for a in $archs; do [ "$a" = bridge ] || shaped="$shaped $a"; done
@@ -347,6 +355,7 @@ name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-bp) echo 
 
 row() { # label, python expression over d (sink JSON), measurement name
     local label="$1" expr="$2" line
+    wanted "$3" || return 0
     line="| $label |"
     for a in $shaped; do line="$line $(jq_py "$work/$a-$3.json" "$expr") |"; done
     echo "$line"
@@ -367,6 +376,7 @@ row() { # label, python expression over d (sink JSON), measurement name
     for part in "ring_wait:ring wait, kernel receive → taken from the ring" \
         "sojourn:inside pktsched, taken → released to the output" \
         "latency:kernel receive → released to the output"; do
+        wanted victim || break
         key="${part%%:*}"
         line="| victim ${part#*:}, p50 / p99 (µs) |"
         for a in $shaped; do
@@ -383,6 +393,7 @@ row() { # label, python expression over d (sink JSON), measurement name
         "v=[f for f in d['flows'] if f['port']==6008]; print(v[0]['lost'] if v else 'all')" victim
     row "64 B frames received per second (not limiting)" \
         "print('%.0f' % (sum(f['received'] for f in d['flows'])/$secs))" fwd
+    if wanted fwd; then
     line="| whole-machine CPU ns per 64 B frame (gen + forwarder + sink) |"
     for a in $shaped; do
         n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
@@ -398,15 +409,17 @@ row() { # label, python expression over d (sink JSON), measurement name
         done
         echo "$line"
     fi
+    fi
     # The forwarder alone (pktsched: its process; HTB works in softirq).
     for what in "CPU ns per 64 B frame, the forwarder process alone" \
         "forwarder sleeps (voluntary switches) per 1000 frames" \
         "forwarder preemptions (involuntary switches) per 1000 frames, 64 B frames" \
         "forwarder preemptions per 1000 frames, victim run"; do
+        case "$what" in *victim*) m=victim ;; *) m=fwd ;; esac
+        wanted "$m" || continue
         line="| $what |"
         for a in $shaped; do
             case "$a" in htb) line="$line — |"; continue ;; esac
-            case "$what" in *victim*) m=victim ;; *) m=fwd ;; esac
             n=$(jq_py "$work/$a-$m.json" "print(sum(f['received'] for f in d['flows']))")
             read -r j v iv <"$work/$a-$m.proc"
             n=$(( n > 0 ? n : 1 ))
@@ -419,6 +432,7 @@ row() { # label, python expression over d (sink JSON), measurement name
         echo "$line"
     done
     for sc in sendto ppoll poll; do
+        wanted fwd || break
         line="| forwarder $sc calls per 1000 64 B frames (perf) |"
         for a in $shaped; do
             f="$work/$a-fwd.perf"
@@ -434,6 +448,7 @@ row() { # label, python expression over d (sink JSON), measurement name
     echo "| placement | $placed${rt_args[*]:+, pktsched ${rt_args[*]}} |"
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload
+    wanted sat || exit 0
     echo
     echo "| saturation: ring generator, 64 B frames, limit far above |$(for a in $archs; do printf ' %s |' "$(name_of "$a")"; done)"
     echo "| --- |$(for a in $archs; do printf ' ---: |'; done)"

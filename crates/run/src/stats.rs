@@ -196,9 +196,10 @@ impl Snapshot {
                 .collect();
             let _ = writeln!(
                 s,
-                " received {} moved {} drops: {}",
+                " received {} moved {} dropped_at_stop {} drops: {}",
                 c.received,
                 c.moved,
+                c.dropped_at_stop,
                 reasons.join(", ")
             );
         }
@@ -237,6 +238,7 @@ impl Snapshot {
             self.arbiter_loops,
             self.arbiter_decisions
         );
+        self.forwarder_text(&mut s);
         s
     }
 
@@ -315,6 +317,18 @@ impl Snapshot {
             "Frames held back by a rate limit.",
             &|c| c.overlimits,
         );
+        counter(
+            &mut s,
+            "pktsched_class_moved_total",
+            "Frames queued when a reload removed the class, moved to the default class.",
+            &|c| c.moved,
+        );
+        counter(
+            &mut s,
+            "pktsched_class_dropped_at_stop_total",
+            "Frames classified into the class but held by a receive thread when the pipeline stopped, never scheduled.",
+            &|c| c.dropped_at_stop,
+        );
         let _ = writeln!(
             s,
             "# HELP pktsched_class_drops_total Frames dropped, by reason.\n# TYPE pktsched_class_drops_total counter"
@@ -369,6 +383,7 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
         self.rx_split_metrics(&mut s, dev);
+        self.forwarder_metrics(&mut s, dev);
         for d in &self.devices {
             for (metric, v) in [
                 ("rx_packets", d.rx_packets),
@@ -387,6 +402,65 @@ impl Snapshot {
             }
         }
         s
+    }
+
+    /// The run-to-completion forwarder's counters (none with the PSPAT
+    /// engine): `pktsched_forwarder_<counter>_total`.
+    fn forwarder_metrics(&self, s: &mut String, dev: &str) {
+        let Some(f) = &self.forwarder else {
+            return;
+        };
+        for (metric, help, v) in [
+            ("passes", "Passes of the forwarder's loop.", f.passes),
+            ("frames_received", "Frames received.", f.frames_received),
+            ("sleeps", "Waits on the ingress that slept.", f.sleeps),
+            (
+                "sleeps_woken",
+                "Sleeps a frame's arrival ended.",
+                f.sleeps_woken,
+            ),
+            (
+                "tx_kicks",
+                "TX kicks (sends of waiting frames).",
+                f.tx_kicks,
+            ),
+            (
+                "tx_kick_frames",
+                "Frames the TX kicks sent.",
+                f.tx_kick_frames,
+            ),
+        ] {
+            let name = format!("pktsched_forwarder_{metric}_total");
+            let _ = writeln!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{device=\"{dev}\"}} {v}"
+            );
+        }
+    }
+
+    /// The forwarder's counters as one text line (none with the PSPAT
+    /// engine).
+    fn forwarder_text(&self, s: &mut String) {
+        let Some(f) = &self.forwarder else {
+            return;
+        };
+        let _ = writeln!(
+            s,
+            "forwarder: passes {} (with rx {}) frames {} sleeps {} (woken {}) asked {:.0}us \
+             slept {:.0}us tx kicks {} frames {} (timed {}: {:.0}us, p99 {:.0}us)",
+            f.passes,
+            f.passes_with_rx,
+            f.frames_received,
+            f.sleeps,
+            f.sleeps_woken,
+            f.sleep_asked_us,
+            f.sleep_slept_us,
+            f.tx_kicks,
+            f.tx_kick_frames,
+            f.tx_kicks_timed,
+            f.tx_kick_us,
+            f.tx_kick_p99_us
+        );
     }
 
     /// The kernel-receive split per class as summaries (seconds, by
@@ -457,6 +531,8 @@ mod tests {
                 ring_wait_p50_us: 3.0,
                 ring_wait_p99_us: 40.0,
                 latency_p99_us: 250.0,
+                moved: 4,
+                dropped_at_stop: 3,
                 ..ClassStats::default()
             }],
             ..Snapshot::default()
@@ -472,11 +548,38 @@ mod tests {
         );
         assert!(t.contains("rate 12.50Mbit"), "{t}");
         assert!(t.contains("queue_full 2"), "{t}");
+        assert!(t.contains(" moved 4 dropped_at_stop 3 drops:"), "{t}");
         assert!(
             t.contains("from kernel receive (1 stamped): ring wait p50 3us p99 40us"),
             "{t}"
         );
         assert!(t.contains("to the egress p50 0us p99 250us"), "{t}");
+    }
+
+    #[test]
+    fn the_forwarder_counters_are_in_text_and_prometheus() {
+        let mut snap = sample();
+        assert!(!snap.text().contains("forwarder:"), "no forwarder, no line");
+        snap.forwarder = Some(crate::engine::ForwarderStats {
+            passes: 9,
+            tx_kicks: 5,
+            tx_kick_frames: 40,
+            ..Default::default()
+        });
+        let t = snap.text();
+        assert!(
+            t.contains("forwarder: passes 9 ") && t.contains("tx kicks 5 frames 40"),
+            "{t}"
+        );
+        let p = snap.prometheus();
+        assert!(
+            p.contains("pktsched_forwarder_passes_total{device=\"d1\"} 9"),
+            "{p}"
+        );
+        assert!(
+            p.contains("pktsched_forwarder_tx_kick_frames_total{device=\"d1\"} 40"),
+            "{p}"
+        );
     }
 
     #[test]
@@ -496,6 +599,11 @@ mod tests {
     fn prometheus_names_and_histogram() {
         let p = sample().prometheus();
         assert!(p.contains("pktsched_class_bytes_total{device=\"d1\",class=\"voip\"} 1500"));
+        assert!(p.contains("pktsched_class_moved_total{device=\"d1\",class=\"voip\"} 4"));
+        assert!(
+            p.contains("pktsched_class_dropped_at_stop_total{device=\"d1\",class=\"voip\"} 3"),
+            "{p}"
+        );
         assert!(p.contains(
             "pktsched_class_drops_total{device=\"d1\",class=\"voip\",reason=\"queue_full\"} 2"
         ));

@@ -113,7 +113,8 @@ fn wait_for(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// received = sent + dropped (all reasons) + queued + moved, per class;
+/// received = sent + dropped (all reasons) + queued + moved + dropped at
+/// stop, per class;
 /// and the devices agree with the classes.
 fn check_conservation(s: &Snapshot, egress_frames: usize) {
     let mut sent_total = 0;
@@ -121,13 +122,15 @@ fn check_conservation(s: &Snapshot, egress_frames: usize) {
         assert_eq!(
             c.received,
             c.packets + c.drops + c.qlen + c.moved + c.dropped_at_stop,
-            "class {}: received {} != sent {} + dropped {} + queued {} + moved {}",
+            "class {}: received {} != sent {} + dropped {} + queued {} + moved {} \
+             + dropped at stop {}",
             c.class,
             c.received,
             c.packets,
             c.drops,
             c.qlen,
-            c.moved
+            c.moved,
+            c.dropped_at_stop
         );
         sent_total += c.packets;
     }

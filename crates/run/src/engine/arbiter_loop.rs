@@ -69,6 +69,16 @@ struct ClassSlot {
     rate: (u64, u64),
 }
 
+/// When the next queued frame may leave ([`ArbiterLoop::next_due`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Due {
+    /// The engine-clock time.
+    pub(crate) at: Nanos,
+    /// The emulated link is busy until then (false: a shaper set it and
+    /// the link is free, so a frame of another class could leave now).
+    pub(crate) link_busy: bool,
+}
+
 /// The arbiter thread's state.
 pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
     pub(crate) arbiter: Arbiter<Frame, TxOutput<P>>,
@@ -142,7 +152,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 self.flush_tx();
             }
             if round.drained == 0 && round.released == 0 {
-                match self.next_due(&round, now) {
+                match self.next_due(&round, now).map(|d| d.at) {
                     Some(due)
                         if Duration::from_nanos(due.0.saturating_sub(now.0)) < YIELD_BELOW =>
                     {
@@ -200,9 +210,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
 
     /// When the next queued frame may leave after `round` (at `now`): the
     /// later of the emulated link's free time (less the `burst` lead) and
-    /// the scheduler's own next eligible time (shapers); `None` when
-    /// nothing is queued.
-    pub(crate) fn next_due(&mut self, round: &Round, now: Nanos) -> Option<Nanos> {
+    /// the scheduler's own next eligible time (shapers), and whether the
+    /// link is busy until then (false: only a shaper holds the frames);
+    /// `None` when nothing is queued.
+    pub(crate) fn next_due(&mut self, round: &Round, now: Nanos) -> Option<Due> {
         if round.backlog == 0 {
             return None;
         }
@@ -212,7 +223,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .scheduler()
             .next_ready(now)
             .map_or(now.0, |t| t.0);
-        Some(Nanos(link.max(sched)))
+        Some(Due {
+            at: Nanos(link.max(sched)),
+            link_busy: link >= sched,
+        })
     }
 
     /// The stop sequence (the frames' sources have ended): the counters
@@ -466,13 +480,16 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .clone();
         devices.extend(tx_device);
         let stats = self.arbiter.stats();
+        let kicks = self.arbiter.output().map_or((0, 0), |o| o.kicks());
         let forwarder = self.trace.as_ref().map(|t| {
-            t.stats(|flow| {
+            let mut f = t.stats(|flow| {
                 self.classes
                     .iter()
                     .find(|c| c.flow.index() == flow)
                     .map_or_else(|| format!("flow {flow}"), |c| c.name.clone())
-            })
+            });
+            (f.tx_kicks, f.tx_kick_frames) = kicks;
+            f
         });
         Snapshot {
             ingress: self.cfg.link.ingress.clone(),

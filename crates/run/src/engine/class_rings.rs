@@ -191,6 +191,18 @@ impl ClassRings {
         cfg: &RunConfig,
     ) -> Result<ClassRings, IoError> {
         let device = cfg.link.ingress.clone();
+        let rings = plan.order.len();
+        if rx.classes() != rings || !(fds.is_empty() || fds.len() == rings) {
+            return Err(IoError::Config {
+                device,
+                what: format!(
+                    "class rings: {} receive rings and {} descriptors for {rings} classes; \
+                     expected {rings} rings and {rings} descriptors (or none)",
+                    rx.classes(),
+                    fds.len()
+                ),
+            });
+        }
         let poller = IngressConfig::ll_wfq(&plan.budgets)
             .with_device_budget(DEVICE_BUDGET)
             .plan()
@@ -265,30 +277,61 @@ impl Drop for ClassRings {
 impl ClassRings {
     /// Which rings a wait of `timeout` watches (the others' `pollfd` gets
     /// a negative descriptor, which `ppoll` skips); returns how many (0:
-    /// do not wait). A wait shorter than [`SHORT_WAIT`] is the engines'
-    /// wait for the emulated link or a shaper: what arrives meanwhile is
-    /// received at the next pass, before the next release, so only a
-    /// frame on an empty urgent ring ends it early (its class goes first
-    /// when the link frees; bulk arrivals under overload would only add
-    /// wake-ups), and an urgent ring already holding frames ends it at
-    /// once. A longer wait (idle: nothing queued) does not start while
-    /// any ring holds frames, and then watches every ring.
-    fn arm(&mut self, timeout: Duration) -> usize {
-        let short = timeout < SHORT_WAIT;
-        let holds: Vec<bool> = (0..self.fds.len())
-            .map(|r| self.rx.waiting(r).is_some_and(|n| n > 0))
-            .collect();
-        let urgent_holds = holds.iter().zip(&self.urgent).any(|(&h, &u)| h && u);
-        if (short && urgent_holds) || (!short && holds.iter().any(|&h| h)) {
+    /// do not wait). A short wait (under [`SHORT_WAIT`]) while the
+    /// emulated link is busy until its end (`link_busy`) is the engines'
+    /// wait for the link: what arrives meanwhile is received at the next
+    /// pass, before the next release, so only a frame on an empty urgent
+    /// ring ends it early (its class goes first when the link frees; bulk
+    /// arrivals under overload would only add wake-ups), and an urgent
+    /// ring already holding frames ends it at once. Any other wait (idle,
+    /// or a shaper's: the link is free, so a frame of any class may leave
+    /// at once) does not start while any ring holds frames, and then
+    /// watches every ring.
+    fn arm(&mut self, timeout: Duration, link_busy: bool) -> usize {
+        let link_only = link_busy && timeout < SHORT_WAIT;
+        let (mut any_holds, mut urgent_holds) = (false, false);
+        for (ring, &urgent) in self.urgent.iter().enumerate() {
+            if self.rx.waiting(ring).is_some_and(|n| n > 0) {
+                any_holds = true;
+                urgent_holds |= urgent;
+            }
+        }
+        if (link_only && urgent_holds) || (!link_only && any_holds) {
             return 0;
         }
         let mut armed = 0;
-        for (ring, (p, fd)) in self.pollfds.iter_mut().zip(&self.fds).enumerate() {
-            let watch = !short || self.urgent[ring];
+        for ((p, fd), &urgent) in self.pollfds.iter_mut().zip(&self.fds).zip(&self.urgent) {
+            let watch = !link_only || urgent;
             p.fd = if watch { fd.as_raw_fd() } else { -1 };
             armed += usize::from(watch);
         }
         armed
+    }
+
+    /// Waits until a frame arrives or `timeout` has passed, as
+    /// [`ClassRings::arm`] says for a link that is (or is not) busy until
+    /// the timeout; returns whether it slept (false: a ring already held
+    /// frames, nothing was waited for).
+    pub fn wait_due(&mut self, timeout: Duration, link_busy: bool) -> Result<bool, IoError> {
+        self.refresh_if_due();
+        let waited = if !self.pollfds.is_empty() {
+            if self.arm(timeout, link_busy) == 0 {
+                return Ok(false);
+            }
+            wait::any_readable_within(&mut self.pollfds, timeout).map(|_| true)
+        } else if timeout >= SHORT_WAIT {
+            return self.rx.wait(timeout).map(|()| true);
+        } else {
+            let any = (0..self.names.len()).any(|r| self.rx.waiting(r).unwrap_or(1) > 0);
+            if !any {
+                std::thread::sleep(timeout);
+            }
+            Ok(!any)
+        };
+        waited.map_err(|e| IoError::Config {
+            device: self.device.clone(),
+            what: format!("ppoll on the class rings: {e}"),
+        })
     }
 
     #[cfg(test)]
@@ -378,29 +421,12 @@ impl PacketIo for ClassRings {
 
     /// Waits until a frame arrives or `timeout` has passed. With the
     /// rings' descriptors, in `ppoll` with nanosecond precision on the
-    /// rings [`ClassRings::arm`] picks; without, through the
+    /// rings [`ClassRings::arm`] picks (taking the link as busy: use
+    /// [`ClassRings::wait_due`] to say otherwise); without, through the
     /// [`ClassRx`]'s own millisecond wait, and a shorter wait sleeps
     /// unless a ring has frames.
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
-        self.refresh_if_due();
-        let waited = if !self.pollfds.is_empty() {
-            if self.arm(timeout) == 0 {
-                return Ok(());
-            }
-            wait::any_readable_within(&mut self.pollfds, timeout).map(|_| ())
-        } else if timeout >= Duration::from_millis(1) {
-            return self.rx.wait(timeout);
-        } else {
-            let any = (0..self.names.len()).any(|r| self.rx.waiting(r).unwrap_or(1) > 0);
-            if !any {
-                std::thread::sleep(timeout);
-            }
-            Ok(())
-        };
-        waited.map_err(|e| IoError::Config {
-            device: self.device.clone(),
-            what: format!("ppoll on the class rings: {e}"),
-        })
+        self.wait_due(timeout, true).map(|_| ())
     }
 
     /// The rings' counters summed.
@@ -612,9 +638,9 @@ mod tests {
         let short = Duration::from_micros(300);
         let long = Duration::from_millis(5);
         let (mut dev, _peers) = rings_with_fds(vec![VecDeque::new(); 3]);
-        assert_eq!(dev.arm(short), 1);
+        assert_eq!(dev.arm(short, true), 1);
         assert_eq!(dev.armed(), vec![true, false, false]);
-        assert_eq!(dev.arm(long), 3);
+        assert_eq!(dev.arm(long, true), 3);
         assert_eq!(dev.armed(), vec![true, true, true]);
         let bulk_holds = vec![
             VecDeque::new(),
@@ -622,17 +648,82 @@ mod tests {
             VecDeque::from([vec![2u8; 60]]),
         ];
         let (mut dev, _peers) = rings_with_fds(bulk_holds);
-        assert_eq!(dev.arm(short), 1, "bulk frames wait for the link's time");
+        assert_eq!(
+            dev.arm(short, true),
+            1,
+            "bulk frames wait for the link's time"
+        );
         assert_eq!(dev.armed(), vec![true, false, false]);
-        assert_eq!(dev.arm(long), 0, "an idle wait takes them now");
+        assert_eq!(dev.arm(long, true), 0, "an idle wait takes them now");
         let urgent_holds = vec![
             VecDeque::from([vec![0u8; 60]]),
             VecDeque::new(),
             VecDeque::new(),
         ];
         let (mut dev, _peers) = rings_with_fds(urgent_holds);
-        assert_eq!(dev.arm(short), 0);
-        assert_eq!(dev.arm(long), 0);
+        assert_eq!(dev.arm(short, true), 0);
+        assert_eq!(dev.arm(long, true), 0);
+    }
+
+    /// A short wait a shaper set (the link is free) watches every ring
+    /// and does not start while any ring holds frames: a frame of another
+    /// class could leave at once.
+    #[test]
+    fn a_short_wait_for_a_shaper_watches_every_ring() {
+        let short = Duration::from_micros(300);
+        let (mut dev, _peers) = rings_with_fds(vec![VecDeque::new(); 3]);
+        assert_eq!(dev.arm(short, false), 3);
+        assert_eq!(dev.armed(), vec![true, true, true]);
+        let bulk_holds = vec![
+            VecDeque::new(),
+            VecDeque::new(),
+            VecDeque::from([vec![2u8; 60]]),
+        ];
+        let (mut dev, peers) = rings_with_fds(bulk_holds);
+        assert_eq!(
+            dev.arm(short, false),
+            0,
+            "a waiting bulk frame may leave now"
+        );
+        assert!(
+            !dev.wait_due(short, false).expect("wait"),
+            "it did not sleep"
+        );
+        // The engines reach it through their port.
+        let mut port = super::super::ports::Port::new(dev, "d0", "rx");
+        assert!(
+            !port.wait_due(short, false),
+            "the port's wait did not sleep"
+        );
+        assert!(
+            port.wait_due(short, true),
+            "a link wait ignores bulk frames"
+        );
+        let (mut dev, _p) = rings_with_fds(vec![VecDeque::new(); 3]);
+        drop(peers);
+        let started = Instant::now();
+        assert!(dev.wait_due(short, false).expect("wait"), "it slept");
+        assert!(started.elapsed() >= short);
+    }
+
+    /// More descriptors than rings is refused, naming the counts.
+    #[test]
+    fn descriptors_not_matching_the_rings_are_an_error() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("plan");
+        let (rings, _shared) = mem_rings(vec![VecDeque::new(); 3]);
+        let fds = (0..4)
+            .map(|_| {
+                let (_, b) = std::os::unix::net::UnixDatagram::pair().expect("pair");
+                OwnedFd::from(b)
+            })
+            .collect();
+        let e = ClassRings::new(Box::new(rings), fds, &plan, &cfg).expect_err("4 fds, 3 rings");
+        let text = e.to_string();
+        assert!(
+            text.contains("4 descriptors") && text.contains("3 classes"),
+            "{text}"
+        );
     }
 
     /// The ppoll itself: a readable bulk ring does not end a short wait,

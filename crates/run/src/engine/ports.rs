@@ -5,6 +5,9 @@ use std::time::Duration;
 
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
 
+use super::ClassRings;
+use crate::devices::LinkDevice;
+
 /// One socket of the pipeline.
 #[derive(Debug)]
 pub(crate) struct Port<P> {
@@ -61,6 +64,37 @@ impl<P: PacketIo> Port<P> {
         if let Err(e) = self.io.wait(timeout) {
             self.failed(e);
             std::thread::sleep(timeout);
+        }
+    }
+}
+
+impl<P: PacketIo + 'static> Port<P> {
+    /// Waits up to `timeout` for frames to arrive, before a release due
+    /// at its end for which the emulated link is busy (`link_busy`) or
+    /// not (a shaper's wait: per-class rings then watch every class);
+    /// returns whether it waited (false: per-class rings already held
+    /// frames). Devices without class rings take it as [`Port::wait`].
+    pub(crate) fn wait_due(&mut self, timeout: Duration, link_busy: bool) -> bool {
+        let any: &mut dyn std::any::Any = &mut self.io;
+        let rings = if any.is::<LinkDevice>() {
+            match any.downcast_mut::<LinkDevice>() {
+                Some(LinkDevice::ClassRings(r, _)) => Some(&mut **r),
+                _ => None,
+            }
+        } else {
+            any.downcast_mut::<ClassRings>()
+        };
+        let Some(rings) = rings else {
+            self.wait(timeout);
+            return true;
+        };
+        match rings.wait_due(timeout, link_busy) {
+            Ok(slept) => slept,
+            Err(e) => {
+                self.failed(e);
+                std::thread::sleep(timeout);
+                true
+            }
         }
     }
 }

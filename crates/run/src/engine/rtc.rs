@@ -18,11 +18,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pktsched_core::Nanos;
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
 use pktsched_runtime::Clock;
 
-use super::arbiter_loop::{ArbiterLoop, Stopped};
+use super::arbiter_loop::{ArbiterLoop, Due, Stopped};
 use super::ports::Port;
 use super::rx::{PUBLISH_EVERY, RX_BATCH, RX_WAIT, classify_into};
 use super::shared::Shared;
@@ -41,7 +40,6 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
 ) -> Stopped<P> {
     crate::sys::set_timer_slack(1000);
     let mut bufs: Vec<PacketBuf> = Vec::with_capacity(RX_BATCH);
-    let mut stamps: Vec<u64> = Vec::with_capacity(4 * RX_BATCH);
     let (mut map, mut generation) = shared.map();
     let mut published = Instant::now();
     // The kernel's receive stamps (CLOCK_MONOTONIC) on the engine's clock.
@@ -59,15 +57,12 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         let received = port.recv(pool, &mut bufs, RX_BATCH);
         let now = clock.now();
         trace.received(now.0, received);
-        stamps.clear();
-        stamps.extend(bufs.iter().map(|b| b.rx_ns().saturating_sub(origin)));
-        let mut stamp = stamps.iter();
         let sched = looper.arbiter.scheduler();
         // A refused frame is counted by the scheduler under its class and
         // reason; dropping it returns its buffer.
-        classify_into(&map, &shared, &mut bufs, now, pool, |p| {
-            if let Some(&t) = stamp.next() {
-                trace.taken(p.flow.index(), t);
+        classify_into(&map, &shared, &mut bufs, now, pool, |p, rx_ns| {
+            if rx_ns != 0 {
+                trace.taken(p.flow.index(), rx_ns.saturating_sub(origin));
             }
             drop(sched.enqueue(p, now));
         });
@@ -102,13 +97,13 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         let asked = match looper.next_due(&round, now) {
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.
-            None => {
-                port.wait(RX_WAIT);
-                RX_WAIT.as_nanos() as u64
-            }
+            None => port
+                .wait_due(RX_WAIT, false)
+                .then_some(RX_WAIT.as_nanos() as u64),
             Some(due) => sleep_until_frame_or(&mut port, due, &clock),
         };
-        if asked > 0 {
+        // Only a wait that slept is a sleep of the trace.
+        if let Some(asked) = asked {
             looper.trace_slept(asked, clock.now().0);
         }
     }
@@ -120,24 +115,27 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
 
 /// Sleeps until a frame arrives on `port` or the clock reaches `due`,
 /// with nanosecond precision when the device has a descriptor. Returns
-/// the time asked for (ns; 0: no sleep).
-fn sleep_until_frame_or<P: PacketIo>(port: &mut Port<P>, due: Nanos, clock: &Clock) -> u64 {
-    let left = due.0.saturating_sub(clock.now().0);
+/// the time asked for (ns), or `None` when it did not sleep (the time was
+/// up, or per-class rings already held frames).
+fn sleep_until_frame_or<P: PacketIo + 'static>(
+    port: &mut Port<P>,
+    due: Due,
+    clock: &Clock,
+) -> Option<u64> {
+    let left = due.at.0.saturating_sub(clock.now().0);
     if left == 0 {
-        return 0;
+        return None;
     }
     let timeout = Duration::from_nanos(left).min(RX_WAIT);
     let waited = match port.io.poll_fd() {
-        Some(fd) => wait::readable_within(fd, timeout).map(|_| ()),
-        None => {
-            port.wait(timeout);
-            Ok(())
-        }
+        Some(fd) => wait::readable_within(fd, timeout).map(|_| true),
+        None => Ok(port.wait_due(timeout, due.link_busy)),
     };
-    if let Err(e) = waited {
+    let slept = waited.unwrap_or_else(|e| {
         port.errors += 1;
         port.last_error = Some(format!("ppoll: {e}"));
         std::thread::sleep(timeout);
-    }
-    timeout.as_nanos() as u64
+        true
+    });
+    slept.then_some(timeout.as_nanos() as u64)
 }

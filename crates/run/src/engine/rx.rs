@@ -26,7 +26,8 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 
 /// Classifies each frame of `bufs` (emptied) into its class's flow, counts
 /// it as received by that flow (and any classifier anomaly), stamps it
-/// with `now` and hands it to `out` as a packet of its wire length.
+/// with `now` and hands it to `out` as a packet of its wire length, with
+/// the kernel's receive stamp of the frame (0: none).
 #[inline]
 pub(crate) fn classify_into(
     map: &ClassMap,
@@ -34,7 +35,7 @@ pub(crate) fn classify_into(
     bufs: &mut Vec<PacketBuf>,
     now: Nanos,
     pool: &'static BufPool,
-    mut out: impl FnMut(Pkt<Frame>),
+    mut out: impl FnMut(Pkt<Frame>, u64),
 ) {
     for buf in bufs.drain(..) {
         let verdict = map.classifier.classify(buf.as_slice());
@@ -49,7 +50,8 @@ pub(crate) fn classify_into(
             c.fetch_add(1, Ordering::Relaxed);
         }
         let len = map.wire_len(buf.len());
-        out(Pkt::new(flow, len, now, Frame::new(buf, pool)));
+        let rx_ns = buf.rx_ns();
+        out(Pkt::new(flow, len, now, Frame::new(buf, pool)), rx_ns);
     }
 }
 
@@ -73,7 +75,7 @@ pub(crate) fn rx_loop<P: PacketIo>(
             port.wait(RX_WAIT);
             port.recv(pool, &mut bufs, RX_BATCH);
             let now = clock.now();
-            classify_into(&map, &shared, &mut bufs, now, pool, |p| {
+            classify_into(&map, &shared, &mut bufs, now, pool, |p, _| {
                 pending.push_back(p)
             });
         }

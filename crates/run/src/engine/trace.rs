@@ -12,7 +12,10 @@
 //! without finding the frame (it was not yet in the ring: the kernel
 //! publishes an XDP batch at the end of its NAPI poll). Besides, per pass:
 //! frames received, sleeps asked vs slept, kicks and their duration.
-//! Everything is counters and small histograms: no allocation per frame.
+//! Each logged segment end carries running totals (time per phase,
+//! receive calls), so a tail frame costs a binary search of the log and a
+//! few subtractions, not a walk. Everything is counters, small histograms
+//! and the fixed log: no allocation per frame.
 
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -95,15 +98,20 @@ pub struct ForwarderStats {
     pub sleep_overshoot_p99_us: f64,
     /// Max of that overshoot.
     pub sleep_overshoot_max_us: f64,
-    /// TX kicks (sends of waiting frames).
+    /// TX kicks (sends of waiting frames), every one: between passes
+    /// and inside a release once `KICK_BATCH` frames wait.
     pub tx_kicks: u64,
-    /// Frames those kicks sent.
+    /// Frames those kicks sent (the device took them; refused frames are
+    /// the classes' `tx_failed` drops).
     pub tx_kick_frames: u64,
-    /// Time in kicks (µs).
+    /// Kicks the trace timed: those between passes (a kick inside a
+    /// release is part of that scheduling segment).
+    pub tx_kicks_timed: u64,
+    /// Time in the timed kicks (µs).
     pub tx_kick_us: f64,
-    /// p99 of one kick's duration.
+    /// p99 of one timed kick's duration.
     pub tx_kick_p99_us: f64,
-    /// Longest kick.
+    /// Longest timed kick.
     pub tx_kick_max_us: f64,
     /// p99 of one receive call's duration (calls that received).
     pub rx_call_p99_us: f64,
@@ -137,11 +145,47 @@ fn us(ns: u64) -> f64 {
     ns as f64 / 1e3
 }
 
+/// One logged segment: where it ended (engine clock), what it was, the
+/// time a sleep asked for, and the running totals at its end (time per
+/// phase, receive calls), so the time between two segment ends is a
+/// difference of totals.
+#[derive(Debug, Clone, Copy)]
+struct SegEnd {
+    end: u64,
+    phase: Phase,
+    asked: u64,
+    totals: [u64; PHASES],
+    rx_calls: u64,
+}
+
+const NO_SEGMENT: SegEnd = SegEnd {
+    end: 0,
+    phase: Phase::Sched,
+    asked: 0,
+    totals: [0; PHASES],
+    rx_calls: 0,
+};
+
+/// How one tail frame's wait divides (ns).
+struct Split {
+    by_phase: [u64; PHASES],
+    /// Where the attributed time starts (after the stamp when the stamp
+    /// is older than the log).
+    covered_from: u64,
+    /// Receive calls that began after the stamp, before the one that took
+    /// the frame.
+    missed: u64,
+    /// The sleep the stamp fell in: asked, slept.
+    asleep: Option<(u64, u64)>,
+}
+
 /// The pass log and counters of one forwarder thread.
 pub(crate) struct PassTrace {
-    /// Segment ends (engine clock), phases and (sleeps) the time asked
-    /// for, a ring of `LOG_SEGMENTS`.
-    ends: Vec<(u64, Phase, u64)>,
+    /// Segment ends with running totals, a ring of `LOG_SEGMENTS`.
+    ends: Vec<SegEnd>,
+    /// Time per phase and receive calls over every segment logged.
+    totals: [u64; PHASES],
+    rx_calls: u64,
     /// Next slot of `ends`; segments logged in total.
     next: usize,
     logged: u64,
@@ -176,7 +220,9 @@ impl PassTrace {
     /// A trace whose first segment starts at `now`.
     pub(crate) fn new(now: u64) -> PassTrace {
         PassTrace {
-            ends: vec![(0, Phase::Sched, 0); LOG_SEGMENTS],
+            ends: vec![NO_SEGMENT; LOG_SEGMENTS],
+            totals: [0; PHASES],
+            rx_calls: 0,
             next: 0,
             logged: 0,
             last: now,
@@ -205,7 +251,15 @@ impl PassTrace {
     fn log(&mut self, phase: Phase, end: u64, asked: u64) -> u64 {
         let end = end.max(self.last);
         let len = end - self.last;
-        self.ends[self.next] = (end, phase, asked);
+        self.totals[phase as usize] += len;
+        self.rx_calls += u64::from(phase == Phase::Rx);
+        self.ends[self.next] = SegEnd {
+            end,
+            phase,
+            asked,
+            totals: self.totals,
+            rx_calls: self.rx_calls,
+        };
         self.next = (self.next + 1) % LOG_SEGMENTS;
         self.logged += 1;
         self.last = end;
@@ -227,8 +281,8 @@ impl PassTrace {
         }
     }
 
-    /// A TX kick of `frames` ended at `end` (none: the segment is
-    /// scheduling).
+    /// A timed TX kick that handed `frames` to the device ended at `end`
+    /// (none: the segment is scheduling).
     pub(crate) fn kicked(&mut self, end: u64, frames: usize) {
         if frames == 0 {
             self.segment(Phase::Sched, end);
@@ -273,48 +327,83 @@ impl PassTrace {
         if self.tails.len() <= flow {
             self.tails.resize(flow + 1, Tail::default());
         }
-        let mut by_phase = [0u64; PHASES];
-        let (mut covered_from, mut missed, mut asleep) = (taken, 0u64, None);
-        // Newest first: segment `back` ends at `ends[next - back]` and
-        // starts where the one before it ended. Back 1 is the receive
-        // call that took the frame.
-        let kept = self.logged.min(LOG_SEGMENTS as u64) as usize;
-        let at = |back: usize| self.ends[(self.next + LOG_SEGMENTS - back) % LOG_SEGMENTS];
-        for back in 1..kept {
-            let (end, phase, asked) = at(back);
-            let start = at(back + 1).0;
-            let from = start.max(stamp);
-            by_phase[phase as usize] += end.saturating_sub(from);
-            covered_from = from;
-            if start <= stamp {
-                if matches!(phase, Phase::SleepWoken | Phase::SleepTimeout) {
-                    asleep = Some((asked, end - start));
-                }
-                break;
-            }
-            if phase == Phase::Rx && back > 1 {
-                missed += 1; // a receive call began after the stamp
-            }
-        }
+        let split = self.split(stamp);
         let t = &mut self.tails[flow];
         t.frames += 1;
         t.wait += taken - stamp;
-        for (sum, add) in t.by_phase.iter_mut().zip(by_phase) {
+        for (sum, add) in t.by_phase.iter_mut().zip(split.by_phase) {
             *sum += add;
         }
-        t.unlogged += covered_from.saturating_sub(stamp);
-        if let Some((asked, slept)) = asleep {
+        t.unlogged += split.covered_from.saturating_sub(stamp);
+        if let Some((asked, slept)) = split.asleep {
             t.stamped_asleep += 1;
             t.asleep_asked += asked;
             t.asleep_slept += slept;
         }
-        if missed > 0 {
+        if split.missed > 0 {
             t.missed_by_rx += 1;
-            t.missed_rx_calls += missed;
+            t.missed_rx_calls += split.missed;
         }
     }
 
-    /// The counters, with `name(flow)` naming each class.
+    /// Logical segment `i` (0: the oldest kept).
+    fn seg(&self, i: usize, kept: usize) -> SegEnd {
+        self.ends[(self.next + LOG_SEGMENTS - kept + i) % LOG_SEGMENTS]
+    }
+
+    /// How the time from `stamp` to the end of the last segment (the
+    /// receive call that took the frame) divides, from the running totals:
+    /// a binary search for the segment the stamp falls in, then
+    /// differences of totals (O(log n) per frame). The oldest kept
+    /// segment's start is unknown: time before its end is unlogged.
+    fn split(&self, stamp: u64) -> Split {
+        let mut split = Split {
+            by_phase: [0; PHASES],
+            covered_from: self.last,
+            missed: 0,
+            asleep: None,
+        };
+        let kept = self.logged.min(LOG_SEGMENTS as u64) as usize;
+        if kept < 2 {
+            return split;
+        }
+        let last = self.seg(kept - 1, kept);
+        // The first kept segment ending after the stamp (it holds it).
+        let (mut lo, mut hi) = (0, kept - 1);
+        while lo < hi {
+            let mid = (lo + hi) / 2;
+            if self.seg(mid, kept).end <= stamp {
+                lo = mid + 1;
+            } else {
+                hi = mid;
+            }
+        }
+        let holder = lo;
+        // Whole segments after the holder (after the oldest kept one when
+        // the stamp is older than its end).
+        let from_seg = self.seg(holder, kept);
+        for (p, out) in split.by_phase.iter_mut().enumerate() {
+            *out = last.totals[p] - from_seg.totals[p];
+        }
+        let before_last = self.seg(kept - 2, kept).rx_calls;
+        split.missed = before_last.saturating_sub(from_seg.rx_calls);
+        if holder == 0 {
+            split.covered_from = from_seg.end;
+            return split;
+        }
+        // The holder: from the stamp to its end.
+        let start = self.seg(holder - 1, kept).end;
+        split.by_phase[from_seg.phase as usize] += from_seg.end - stamp;
+        split.covered_from = stamp;
+        if matches!(from_seg.phase, Phase::SleepWoken | Phase::SleepTimeout) {
+            split.asleep = Some((from_seg.asked, from_seg.end - start));
+        }
+        split
+    }
+
+    /// The counters, with `name(flow)` naming each class; the kicks are
+    /// the timed ones only (the output counts them all:
+    /// [`ForwarderStats::tx_kicks`] is replaced by the caller).
     pub(crate) fn stats(&self, name: impl Fn(usize) -> String) -> ForwarderStats {
         let q = |h: &Histogram<u64>, q: f64| {
             if h.is_empty() {
@@ -335,6 +424,7 @@ impl PassTrace {
             sleep_overshoot_max_us: q(&self.overshoot, 1.0),
             tx_kicks: self.kicks,
             tx_kick_frames: self.kick_frames,
+            tx_kicks_timed: self.kicks,
             tx_kick_us: us(self.kick_ns),
             tx_kick_p99_us: q(&self.kick, 0.99),
             tx_kick_max_us: q(&self.kick, 1.0),
@@ -445,5 +535,54 @@ mod tests {
         assert!(v.unlogged_us > 10.0, "{v:?}");
         let parts = v.rx_us + v.sched_us + v.unlogged_us;
         assert!((parts - v.wait_us).abs() < 1e-6, "{v:?}");
+    }
+
+    /// The split by a walk over every kept segment, newest first: what
+    /// the running totals must reproduce.
+    fn walked(t: &PassTrace, stamp: u64) -> ([u64; 5], u64, u64, Option<(u64, u64)>) {
+        let kept = t.logged.min(LOG_SEGMENTS as u64) as usize;
+        let (mut by_phase, mut covered_from, mut missed, mut asleep) = ([0; 5], t.last, 0, None);
+        for i in (1..kept).rev() {
+            let (seg, start) = (t.seg(i, kept), t.seg(i - 1, kept).end);
+            let from = start.max(stamp);
+            by_phase[seg.phase as usize] += seg.end.saturating_sub(from);
+            covered_from = from;
+            if start <= stamp {
+                if matches!(seg.phase, Phase::SleepWoken | Phase::SleepTimeout) {
+                    asleep = Some((seg.asked, seg.end - start));
+                }
+                break;
+            }
+            missed += u64::from(seg.phase == Phase::Rx && i < kept - 1);
+        }
+        (by_phase, covered_from, missed, asleep)
+    }
+
+    #[test]
+    fn the_split_from_running_totals_equals_a_walk_over_the_log() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(15);
+        let phases = [
+            Phase::Rx,
+            Phase::Sched,
+            Phase::Tx,
+            Phase::SleepWoken,
+            Phase::SleepTimeout,
+        ];
+        let mut t = PassTrace::new(0);
+        let mut now = 0u64;
+        for round in 0..3 * LOG_SEGMENTS {
+            now += rng.random_range(0..300) * US / 10;
+            let phase = phases[rng.random_range(0..phases.len())];
+            t.log(phase, now, rng.random_range(0..100) * US);
+            if round % 7 == 0 {
+                let back = rng.random_range(0..(now + 1).min(40_000 * US));
+                let stamp = now - back;
+                let s = t.split(stamp);
+                let want = walked(&t, stamp);
+                let got = (s.by_phase, s.covered_from, s.missed, s.asleep);
+                assert_eq!(got, want, "stamp {stamp} at {now}, round {round}");
+            }
+        }
     }
 }

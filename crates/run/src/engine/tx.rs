@@ -120,8 +120,10 @@ pub(crate) struct TxQueue<P> {
     flow_of: Vec<usize>,
     /// Frames of each flow the device did not take (`FlowId::index`).
     failed: Vec<u64>,
-    /// Sends (kicks) made.
+    /// Sends (kicks) made, wherever they were made.
     pub(crate) sends: u64,
+    /// Frames those sends handed to the device and it took.
+    pub(crate) sent_frames: u64,
 }
 
 /// The egress device as the arbiter's output.
@@ -145,6 +147,7 @@ impl<P> TxOutput<P> {
                 flow_of: Vec::with_capacity(512),
                 failed: Vec::new(),
                 sends: 0,
+                sent_frames: 0,
             }),
             pool,
             clock_origin_ns: pktsched_io::clock::monotonic_ns().saturating_sub(clock.now().0),
@@ -155,6 +158,13 @@ impl<P> TxOutput<P> {
 
     pub(crate) fn flow(&self, index: usize) -> Option<&FlowTx> {
         self.flows.get(index)
+    }
+
+    /// Kicks made (every send: between passes and at [`KICK_BATCH`]
+    /// waiting frames) and the frames the device took from them.
+    pub(crate) fn kicks(&self) -> (u64, u64) {
+        let tx = self.tx.borrow();
+        (tx.sends, tx.sent_frames)
     }
 
     /// Frames of flow `index` the device did not take.
@@ -183,6 +193,7 @@ impl<P: PacketIo> TxOutput<P> {
         let handed = q.bufs.len();
         q.sends += 1;
         let sent = q.port.send(&mut q.bufs, self.pool);
+        q.sent_frames += sent as u64;
         for flow in q.flow_of.drain(..).skip(sent) {
             if q.failed.len() <= flow {
                 q.failed.resize(flow + 1, 0);
@@ -323,6 +334,11 @@ mod tests {
             "a full batch goes at once"
         );
         assert_eq!(out.tx.borrow().port.io.frames, 15 + KICK_BATCH);
+        assert_eq!(
+            out.kicks(),
+            (2, 15 + KICK_BATCH as u64),
+            "the kick at a full batch is counted too"
+        );
         assert_eq!(pool.stats().free, 256, "every buffer is back");
     }
 
@@ -341,6 +357,11 @@ mod tests {
         assert_eq!(
             (out.tx_failed(2), out.tx_failed(0), out.tx_failed(1)),
             (3, 2, 0)
+        );
+        assert_eq!(
+            out.kicks(),
+            (1, 0),
+            "a kick the device refused sent nothing"
         );
         assert_eq!(pool.stats().free, 64);
     }

@@ -15,7 +15,7 @@ use pktsched_runtime::mailbox::{Consumer, Mailbox};
 /// The arbiter's state in the model: the consumer end of one mailbox and
 /// what it drained, in order.
 struct State {
-    rx: Consumer<usize, 1>,
+    rx: Consumer<usize, 1, 1>,
     got: Vec<usize>,
 }
 

@@ -23,7 +23,7 @@ use pktsched_runtime::mailbox::{Consumer, Mailbox};
 
 /// The arbiter's state in the model.
 struct State {
-    rx: Consumer<usize, 1>,
+    rx: Consumer<usize, 1, 1>,
     /// In the scheduler, waiting for the link.
     queued: Vec<usize>,
     /// Sent, in order.

@@ -168,7 +168,10 @@ pub(crate) fn parse_egress(
         let wire_max = (EGRESS_MAX_FRAME + overhead).max(mpu);
         let range = ClassRateRange::for_link(rate, wire_max);
         out[i] = parse_class(cx, rc, &scheduler, range).map_err(|mut err| {
-            err.msg = err.msg.replace("link.rate", "egress.rate");
+            err.msg = err
+                .msg
+                .replace("a smaller link.max_frame or ", "")
+                .replace("link.rate", "egress.rate");
             err
         })?;
     }

@@ -157,6 +157,18 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
             &["class \"be\": ceil = 20mbit", "up to egress.rate = 10mbit"],
         ),
         (
+            // A 2048-byte frame needs 1.001 Mbit/s to fit the shaper's
+            // horizon: no class rate fits a 1 Mbit/s egress.
+            format!(
+                "{BASE}{class}{ROUTE}[egress]\nrate = \"1mbit\"\n[[egress.class]]\nname = \"be\"\nceil = \"1mbit\"\n"
+            ),
+            &[
+                "no class rate fits this link",
+                "above egress.rate = 1mbit",
+                "allowed: a faster egress.rate",
+            ],
+        ),
+        (
             format!(
                 "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\nmatch = [{{ dport = 1 }}]\n"
             ),

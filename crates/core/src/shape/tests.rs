@@ -7,6 +7,18 @@ fn mltw(g: u64, horizon: Nanos) -> Wheels {
     Wheels::new(WheelConfig::mltw(g, 1024, horizon)).expect("mltw")
 }
 
+/// A 1 Gbit/s shaper over `q` with two flows `f` and `g` at 1 Gbit/s.
+fn two_gigabit_flows(q: Wheels) -> (Shaper<Wheels, u64>, FlowId, FlowId) {
+    let mut sh: Shaper<Wheels, u64> = Shaper::new(q, Rate::gbit(1));
+    let f = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("f");
+    let g = sh
+        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
+        .expect("g");
+    (sh, f, g)
+}
+
 /// Closed loop: `k` packets per flow outstanding, `per_flow` packets each;
 /// checks no early release and the lateness bound on every packet.
 fn closed_loop<Q: TimeQueue>(
@@ -222,13 +234,7 @@ fn differential_mltw_wheel_cffs() {
 
 #[test]
 fn rate_change_and_removal() {
-    let mut sh = Shaper::new(mltw(1, Nanos::from_secs(1)), Rate::gbit(1));
-    let f = sh
-        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
-        .expect("f");
-    let g = sh
-        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
-        .expect("g");
+    let (mut sh, f, g) = two_gigabit_flows(mltw(1, Nanos::from_secs(1)));
     for i in 0..4 {
         sh.enqueue(Pkt::new(f, 125, Nanos::ZERO, i), Nanos::ZERO)
             .expect("e");
@@ -404,27 +410,13 @@ fn batch_release_matches_one_at_a_time() {
     }
 }
 
-/// The stale-release tests' shaper: one wheel
-/// (`WheelConfig::single(64, 64 µs)`) and two flows `f` and `g` at
-/// 1 Gbit/s.
-fn one_wheel_two_gigabit_flows() -> (Shaper<Wheels, u64>, FlowId, FlowId) {
-    let q = Wheels::new(WheelConfig::single(64, Nanos::from_micros(64))).expect("wheel");
-    let mut sh: Shaper<Wheels, u64> = Shaper::new(q, Rate::gbit(1));
-    let f = sh
-        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
-        .expect("f");
-    let g = sh
-        .add_flow_bps(FlowConfig::default(), 1_000_000_000)
-        .expect("g");
-    (sh, f, g)
-}
-
 /// A release whose only entries belong to a removed flow hands out no
 /// packet: it is an empty wake-up, not a batch, and the batches count
 /// packets, not entries.
 #[test]
 fn a_release_of_stale_entries_only_is_an_empty_wakeup() {
-    let (mut sh, f, g) = one_wheel_two_gigabit_flows();
+    let q = Wheels::new(WheelConfig::single(64, Nanos::from_micros(64))).expect("wheel");
+    let (mut sh, f, g) = two_gigabit_flows(q);
     // f: EDTs 1000 and 2000 (slots 1024 and 2048); g: 1496 (slot 1536).
     for (flow, len, item) in [(f, 125, 0), (f, 125, 1), (g, 187, 2)] {
         sh.enqueue(Pkt::new(flow, len, Nanos::ZERO, item), Nanos::ZERO)
@@ -454,7 +446,8 @@ fn a_release_of_stale_entries_only_is_an_empty_wakeup() {
 /// counts it as the empty wake-up it was.
 #[test]
 fn a_stale_only_release_followed_by_an_empty_table_is_counted() {
-    let (mut sh, f, g) = one_wheel_two_gigabit_flows();
+    let q = Wheels::new(WheelConfig::single(64, Nanos::from_micros(64))).expect("wheel");
+    let (mut sh, f, g) = two_gigabit_flows(q);
     // g: EDT 1000 (slot 1024); f: 1496 (slot 1536).
     for (flow, len, item) in [(g, 125, 0), (f, 187, 1)] {
         sh.enqueue(Pkt::new(flow, len, Nanos::ZERO, item), Nanos::ZERO)

@@ -44,13 +44,13 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
     let mut published = Instant::now();
     // The kernel's receive stamps (CLOCK_MONOTONIC) on the engine's clock.
     let origin = pktsched_io::clock::monotonic_ns().saturating_sub(clock.now().0);
-    looper.trace = Some(PassTrace::new(clock.now().0));
     while !shared.stopping() {
         let now = clock.now();
         looper.housekeeping(now);
         if shared.changed_since(generation) {
             (map, generation) = shared.map();
         }
+        // The trace starts at the first pass.
         let trace = looper.trace.get_or_insert_with(|| PassTrace::new(now.0));
         trace.pass();
         trace.segment(Phase::Sched, now.0);

@@ -533,17 +533,24 @@ impl<T> FlowTable<T> {
             Ok(i) => i,
             Err(p) => return Err(self.refuse(p, DropReason::QueueFull)),
         };
-        let was_empty = h.len == 0;
-        if was_empty {
-            h.head = i;
-            h.head_len = len;
-        } else if let Some(t) = self.pool.get_mut(h.tail as usize) {
-            t.next = i;
-            t.next_len = len;
-        }
-        h.tail = i;
+        h.tail = match self.pool.get_mut(h.tail as usize) {
+            // The flow was backlogged: link the packet behind its tail.
+            Some(t) => {
+                t.next = i;
+                t.next_len = len;
+                i
+            }
+            // An empty flow's tail is NIL, which no slot has.
+            None => {
+                h.head = i;
+                h.head_len = len;
+                Self::count_in(&mut self.totals, h, len);
+                h.tail = i;
+                return Ok(true);
+            }
+        };
         Self::count_in(&mut self.totals, h, len);
-        Ok(was_empty)
+        Ok(false)
     }
     /// [`FlowTable::admit`] for a table in arrival order. One compare with
     /// `ring_room` covers the ring's capacity and the scheduler-wide cap;
@@ -708,13 +715,13 @@ impl<T> FlowTable<T> {
         totals.deq_bytes += u64::from(len);
     }
     /// Takes the head packet of a flow, with the new head's length.
+    ///
+    /// An empty (or dead) flow's head is `NIL`, which no slot has: the
+    /// pool lookup finds it, with no separate test of the queue length.
     #[inline(always)]
     pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {
         debug_assert!(!self.arrival_order);
         let h = self.hot.get_mut(id.index())?;
-        if h.len == 0 {
-            return None;
-        }
         let i = h.head;
         // A flow's list only links used slots; a free slot here (a broken
         // invariant) is refused before it can corrupt the free list.
@@ -724,13 +731,13 @@ impl<T> FlowTable<T> {
         s.next = self.free_slot;
         self.free_slot = i;
         Self::count_out(&mut self.totals, h, pkt.len);
-        if h.len == 0 {
-            h.head = NIL;
+        // The tail's `next` is NIL: the flow is empty now.
+        h.head = next;
+        if next == NIL {
             h.tail = NIL;
             h.head_len = 0;
             Some((pkt, None))
         } else {
-            h.head = next;
             h.head_len = next_len;
             Some((pkt, Some(next_len)))
         }

@@ -244,6 +244,10 @@ pub struct RunStats {
 }
 
 const BACKLOG: usize = 30;
+/// Backlog lists 0..=BACKLOG in use; the arrays have one entry per bit of
+/// the 64-bit mask, so the list a find-first-set returns needs no bounds
+/// check.
+const LISTS: usize = 64;
 
 /// The closed-loop harness. Generic over the scheduler so the loop is
 /// monomorphised (no virtual calls in the timed path).
@@ -254,8 +258,8 @@ pub struct Harness<S> {
     /// one cache line serves the whole per-packet update.
     fl: Vec<HFlow>,
     weight: Vec<u32>,
-    heads: [u32; BACKLOG + 1],
-    tails: [u32; BACKLOG + 1],
+    heads: [u32; LISTS],
+    tails: [u32; LISTS],
     mask: u64,
     qmin: u64,
     qmax: u64,
@@ -328,8 +332,8 @@ impl<S: Scheduler<u64>> Harness<S> {
             sched,
             fl: Vec::new(),
             weight: Vec::new(),
-            heads: [NIL; BACKLOG + 1],
-            tails: [NIL; BACKLOG + 1],
+            heads: [NIL; LISTS],
+            tails: [NIL; LISTS],
             mask: 0,
             qmin,
             qmax,
@@ -398,7 +402,8 @@ impl<S: Scheduler<u64>> Harness<S> {
         s
     }
 
-    #[inline(always)]
+    /// Appends flow `f` to backlog list `list` (set-up only; the loop
+    /// moves flows with [`Harness::set_queued`]).
     fn link(&mut self, list: usize, f: u32) {
         let t = self.tails[list];
         let r = &mut self.fl[f as usize];
@@ -413,34 +418,45 @@ impl<S: Scheduler<u64>> Harness<S> {
         self.mask |= 1 << list;
     }
 
+    /// Sets flow `f`'s count from `from` to `to` packets and, when its
+    /// backlog list changes, moves it from the old list to the tail of the
+    /// new one. `f`'s own record is looked up once; list indices are below
+    /// 31, so the list arrays need no bounds checks.
     #[inline(always)]
-    fn unlink(&mut self, list: usize, f: u32) {
-        let r = self.fl[f as usize];
-        let (p, n) = (r.prev, r.next);
-        if p == NIL {
-            self.heads[list] = n;
-        } else {
-            self.fl[p as usize].next = n;
-        }
-        if n == NIL {
-            self.tails[list] = p;
-        } else {
-            self.fl[n as usize].prev = p;
-        }
-        if self.heads[list] == NIL {
-            self.mask &= !(1 << list);
-        }
-    }
-
-    /// Moves flow `f` between backlog lists after its count changed from
-    /// `from` to `to` packets.
-    #[inline(always)]
-    fn requeue(&mut self, f: u32, from: u32, to: u32) {
+    fn set_queued(&mut self, f: u32, from: u32, to: u32) {
         let (a, b) = ((from as usize).min(BACKLOG), (to as usize).min(BACKLOG));
-        if a != b {
-            self.unlink(a, f);
-            self.link(b, f);
+        let fl = &mut self.fl[..];
+        let Some(r) = fl.get_mut(f as usize) else {
+            return;
+        };
+        r.queued = to;
+        if a == b {
+            return;
         }
+        let (p, n) = (r.prev, r.next);
+        let t = self.tails[b];
+        r.prev = t;
+        r.next = NIL;
+        // Out of list `a` (`p` and `n` are in `a`, `t` in `b`: all differ
+        // from `f` and from each other's roles).
+        match fl.get_mut(p as usize) {
+            Some(x) => x.next = n,
+            None => self.heads[a] = n,
+        }
+        match fl.get_mut(n as usize) {
+            Some(x) => x.prev = p,
+            None => self.tails[a] = p,
+        }
+        if self.heads[a] == NIL {
+            self.mask &= !(1 << a);
+        }
+        // Onto the tail of list `b`.
+        match fl.get_mut(t as usize) {
+            Some(x) => x.next = f,
+            None => self.heads[b] = f,
+        }
+        self.tails[b] = f;
+        self.mask |= 1 << b;
     }
 
     /// Runs `loops` iterations. May be called repeatedly (for progress
@@ -478,8 +494,7 @@ impl<S: Scheduler<u64>> Harness<S> {
                 match self.sched.enqueue(pkt, now) {
                     Ok(()) => {
                         self.pending += 1;
-                        self.fl[f as usize].queued = q + 1;
-                        self.requeue(f, q, q + 1);
+                        self.set_queued(f, q, q + 1);
                         if WFI && q == 0 {
                             self.wfi_start(f);
                         }
@@ -491,8 +506,7 @@ impl<S: Scheduler<u64>> Harness<S> {
                 self.pending -= 1;
                 let f = p.flow.0;
                 let q = self.fl[f as usize].queued;
-                self.fl[f as usize].queued = q - 1;
-                self.requeue(f, q, q - 1);
+                self.set_queued(f, q, q - 1);
                 if WFI {
                     self.wfi_depart(f, p.len);
                 }

@@ -669,6 +669,12 @@ impl Links {
     pub(crate) fn memory_bytes(&self) -> usize {
         (self.next.capacity() + self.prev.capacity()) * 4
     }
+    /// The flow after `i` in its list (`NIL` if `i` is in no list or out
+    /// of range).
+    #[inline(always)]
+    pub(crate) fn next_of(&self, i: u32) -> u32 {
+        self.next.get(i as usize).copied().unwrap_or(NIL)
+    }
 }
 
 impl FlowList {
@@ -686,6 +692,12 @@ impl FlowList {
         } else {
             Some(FlowId(self.head))
         }
+    }
+    /// Moves the cursor to `id`, which must be in this list (a list whose
+    /// cursor was kept elsewhere while it was stepped).
+    #[inline(always)]
+    pub(crate) fn set_head(&mut self, id: FlowId) {
+        self.head = id.0;
     }
     /// Appends `id` at the tail (just before the head).
     #[inline(always)]

@@ -170,6 +170,7 @@
 //! component and runs them (not part of CI, which uses stable only).
 
 mod consumer;
+mod prefetch;
 mod producer;
 mod ring;
 // A model without unsafe code: nothing in it for Miri to check.
@@ -344,7 +345,8 @@ impl Mailbox {
             offset: 0,
             ready: 0,
             tag: FIRST_TAG,
-            popped: 0,
+            group_base: 0,
+            prefetch: true,
             #[cfg(loom)]
             release: Ordering::Release,
         };

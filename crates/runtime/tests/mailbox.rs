@@ -507,7 +507,7 @@ fn prefetch_on_or_off_changes_nothing_but_timing() {
         rx.set_prefetch(prefetch);
         let mut rng = Rng(7);
         let (mut next_in, mut next_out) = (0u64, 0u64);
-        for _ in 0..2_000 {
+        for _ in 0..if cfg!(miri) { 300 } else { 2_000 } {
             for _ in 0..rng.below(30) {
                 if tx.try_push(next_in).is_err() {
                     break;

@@ -1,6 +1,6 @@
 //! A model of the cross-core cache-line traffic of the mailbox's layouts
-//! (and of IFFQ's, for reference), where no hardware counters are
-//! available.
+//! (and of IFFQ's and rtrb's, for reference), where no hardware counters
+//! are available.
 //!
 //! The protocol's memory accesses are replayed in a fixed order on two
 //! model cores, each with a cache that holds every line it touched until
@@ -11,7 +11,10 @@
 //! counted, nor is anything a real core does besides (prefetchers, store
 //! buffers coalescing writes): the figures compare layouts, they do not
 //! predict a rate. Addresses are those of a real ring for the mailbox; for
-//! IFFQ, slots of 8 bytes from 0.
+//! IFFQ and rtrb, slots of 8 bytes from 0 (rtrb's two indices on lines of
+//! their own). The regimes: the consumer right behind (push k, pop k),
+//! trailing by `d` items (push 1, pop 1 with `d` queued), and the queue
+//! kept full.
 //!
 //! `cargo test -p pktsched-runtime --lib traffic -- --nocapture` prints the
 //! table; the tests assert the relations the layout is for.

@@ -343,7 +343,14 @@ impl Wheels {
         let s = self.g_shift + q as u32;
         // Ceil slot: the slot's time is the first multiple of g_q >= edt
         // (shifts, not a division: `s < 64` by the configuration check).
-        let a = (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0);
+        // `edt + 2^s − 1` overflows only for an `edt` whose low `s` bits
+        // are not all zero (it is above `2^64 − 2^s`): its ceil slot is the
+        // next one.
+        let m = (1u64 << s) - 1;
+        let a = match edt.checked_add(m) {
+            Some(x) => x >> s,
+            None => (edt >> s) + 1,
+        };
         // A slot whose time is `<= last` has been emptied: the entry is
         // due. Only an `edt <= last` can have such a ceil slot, so the
         // common case (a future departure) skips the slot comparison.

@@ -55,7 +55,9 @@
 //! | cFFS | `2 · n · 8 + 2 · n/8` bytes, `n = horizon / g` |
 //! | MLTW | `L · (N · 8 + N/8)` bytes, `L = log2(horizon / (g0·N)) + 1` |
 //!
-//! plus 24 bytes (wheels) or the arena's node size (cFFS) per queued packet.
+//! plus 24 bytes (wheels: one node per slot of the flow table's packet pool,
+//! see [`TimeQueue::SLOT_NODES`]) or the arena's node size (cFFS) per queued
+//! packet.
 //! At 1 ns granularity and a 256 s horizon the MLTW with `N = 1024` needs
 //! 29 levels, about 240 KB; a single wheel would need 2^38 slots (≈ 2.2 TB)
 //! and the cFFS about 4.4 TB, so both are refused by the memory cap.

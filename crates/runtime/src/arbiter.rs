@@ -315,6 +315,18 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         }
     }
 
+    /// How long the emulated link stays busy at `now` with what is queued:
+    /// the packet in transmission, then the scheduler's backlog at the
+    /// link's rate (0 when nothing is queued).
+    pub fn busy_ahead(&self, now: Nanos) -> Nanos {
+        let queued = self.sched.backlog().bytes;
+        if queued == 0 {
+            return Nanos::ZERO;
+        }
+        let sending = self.link.free_at().0.saturating_sub(now.0);
+        Nanos(sending.saturating_add(self.link.rate().tx_time(queued).0))
+    }
+
     /// `true` if any client has something in its mailbox (looks at all of
     /// them, not only the active ones; used before sleeping).
     pub(crate) fn any_mail(&self) -> bool {

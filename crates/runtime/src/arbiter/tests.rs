@@ -524,3 +524,26 @@ fn batched_rounds_match_the_per_packet_loop() {
         );
     }
 }
+
+/// What the nap is sized by: the packet in transmission plus the backlog
+/// at the link's rate, and nothing once the scheduler is empty.
+#[test]
+fn busy_ahead_is_the_link_time_of_what_is_queued() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    assert_eq!(a.busy_ahead(Nanos(0)), Nanos(0));
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..10 {
+        assert_eq!(c.send(pkt(0, 125, i)), Ok(Sent::Queued));
+    }
+    // One packet leaves at 0 (busy until 1 µs), nine queued: 9 µs more.
+    a.do_scan(Nanos(0));
+    assert_eq!(a.busy_ahead(Nanos(0)), Nanos(10_000));
+    assert_eq!(a.busy_ahead(Nanos(400)), Nanos(9_600));
+    // At 2.5 µs the packets due at 1 and 2 µs leave (the link catches
+    // up); the next starts at 3 µs, seven are queued.
+    let r = a.do_scan(Nanos(2_500));
+    assert_eq!(r.released, 2);
+    assert_eq!(a.busy_ahead(Nanos(2_500)), Nanos(7_500));
+    a.do_scan(Nanos(1_000_000));
+    assert_eq!(a.busy_ahead(Nanos(1_000_000)), Nanos(0));
+}

@@ -335,7 +335,11 @@ impl Plan {
             },
             nap_cover: match a.arbiter_nap.as_str() {
                 "off" => None,
-                s => Some(named(NAP, "--arbiter-nap").duration(s)?),
+                s => Some(
+                    named(NAP, "--arbiter-nap")
+                        .duration(s)
+                        .map_err(|e| anyhow!("{e}, or `off`"))?,
+                ),
             },
         };
         plan.check_rates(a)?;

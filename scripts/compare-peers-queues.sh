@@ -19,7 +19,8 @@
 #     two 64-byte groups, each slot's stamp and value in one hardware
 #     line), 7-slot lines (one group), 14-slot lines of one group (14
 #     stamps then 14 values: two hardware lines for slots 6-13) and
-#     28-slot lines (four groups; spscq's iffq checks 32-entry lines);
+#     28-slot lines (four groups; spscq's iffq checks 32-entry lines), and
+#     the default with the consumer's software prefetch off;
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
 #     1 000 and 10 000 flows at 10 Gbit/s in phase, 1 000 flows at 1 Mbit/s
@@ -141,6 +142,7 @@ SHAPE_CASES=(
 # Queue rows: label | source (bench row name, or spscq:TEST).
 QUEUES=(
     "pktsched mailbox|pspat mailbox"
+    "mailbox, no prefetch|pspat mailbox, no prefetch"
     "mailbox, batch 32|pspat mailbox, batch 32"
     "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
     "mailbox, 1-group lines|pspat mailbox, 1-group lines"

@@ -104,6 +104,12 @@ pub(crate) struct PspatArgs {
     /// default): never.
     #[arg(long, default_value = "off")]
     assist_after: String,
+    /// PSPAT nap: when every mailbox is empty and the scheduler's backlog
+    /// keeps the link busy for at least this long, the arbiter sleeps for
+    /// half of that time (a client's ring wakes it) instead of waiting on
+    /// the CPU for each departure; `off`: never.
+    #[arg(long, default_value = "200us")]
+    arbiter_nap: String,
     /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
@@ -152,6 +158,7 @@ impl PspatArgs {
             arbiter_nice: self.arbiter_nice.clone(),
             arbiter_wait: self.arbiter_wait.clone(),
             assist_after: self.assist_after.clone(),
+            arbiter_nap: self.arbiter_nap.clone(),
             no_pin: self.no_pin,
         }
     }

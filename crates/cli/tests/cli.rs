@@ -344,6 +344,8 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         (&["--duration", "5"], "has no unit"),
         (&["--duration", "0s"], "--duration must be above zero"),
         (&["--runs", "0"], "--runs 0"),
+        (&["--arbiter-nap", "0ns"], "--arbiter-nap 0ns"),
+        (&["--arbiter-nap", "soon"], "or `off`"),
         (&["--dispatchers", "100"], "dispatchers"),
         (&["--alg", "qfq", "--len", "70000"], "packet length 70000"),
         (

@@ -16,6 +16,8 @@ use serde::Serialize;
 
 use crate::units::{Bytes, Nanos, Rate};
 
+mod wheel_slot;
+
 /// A dense index into one scheduler's flow table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct FlowId(pub u32);

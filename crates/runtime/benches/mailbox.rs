@@ -15,7 +15,9 @@
 //! line) and one with 14-slot lines of one group (14 stamps, then 14
 //! values: the stamp and value of slots 6..13 in different hardware lines)
 //! and one with 28-slot lines (four groups) compare layouts in the same
-//! interleaved rounds. The `P run` and `C run` columns say in which
+//! interleaved rounds, and a row with the consumer's software prefetch off
+//! (`Consumer::set_prefetch(false)`) measures what the prefetch is worth.
+//! The `P run` and `C run` columns say in which
 //! regime a queue ran: items per stretch between two stalls of the producer
 //! on a full queue, and of the consumer on an empty one (spscq prints the
 //! same as "avg batch"). A small `C run` means the consumer keeps catching
@@ -31,7 +33,7 @@
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
 //! pops of 64) through the queue named by `--only` (`mailbox`, the default;
-//! `mailbox7`, `onegroup`, `mailbox28`, `batch`, `rtrb`)
+//! `nopf`, `mailbox7`, `onegroup`, `mailbox28`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -116,6 +118,29 @@ type PspatOneGroup = PspatMailbox<14, 14>;
 /// items (spscq's iffq, as `run spscq` configures it, checks 32-entry
 /// lines of 256 bytes).
 type Pspat28 = PspatMailbox<28, 7>;
+
+/// The default layout with the consumer's software prefetch off
+/// (`Consumer::set_prefetch(false)`).
+struct PspatNoPrefetch;
+impl Queue for PspatNoPrefetch {
+    const NAME: &'static str = "pspat mailbox, no prefetch";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = Producer<u64>;
+    type Rx = Consumer<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        let (tx, mut rx) = Mailbox::with_capacity(capacity);
+        rx.set_prefetch(false);
+        (tx, rx)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, n: u64) -> u64 {
+        PspatDefault::push(tx, first, n)
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        PspatDefault::pop(rx, check)
+    }
+}
 
 /// The mailbox with its batch APIs (up to 32 items a call).
 struct PspatMailboxBatch;
@@ -448,6 +473,7 @@ fn main() {
             Some("mailbox7") => single_thread::<Pspat7>(cap, n),
             Some("onegroup") => single_thread::<PspatOneGroup>(cap, n),
             Some("mailbox28") => single_thread::<Pspat28>(cap, n),
+            Some("nopf") => single_thread::<PspatNoPrefetch>(cap, n),
             _ => single_thread::<PspatDefault>(cap, n),
         };
         println!("{sum}");
@@ -457,11 +483,16 @@ fn main() {
     if cores.len() < 2 {
         eprintln!("warning: fewer than 2 cores visible; threads are not pinned");
     }
-    let queues: [(&str, u64, Runner); 8] = [
+    let queues: [(&str, u64, Runner); 9] = [
         (
             PspatDefault::NAME,
             PspatDefault::ITEMS,
             run_once::<PspatDefault>,
+        ),
+        (
+            PspatNoPrefetch::NAME,
+            PspatNoPrefetch::ITEMS,
+            run_once::<PspatNoPrefetch>,
         ),
         (Pspat7::NAME, Pspat7::ITEMS, run_once::<Pspat7>),
         (

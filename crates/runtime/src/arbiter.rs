@@ -146,6 +146,9 @@ pub struct Arbiter<T, O> {
     last_settle: Option<Nanos>,
     /// [`Config::assist_after`], for [`SharedArbiter`].
     assist_after: Option<Nanos>,
+    /// The scheduler was empty at the end of the last round: the link has
+    /// had nothing to send since, so its idle time is no credit.
+    was_empty: bool,
     stats: ArbiterStats,
 }
 
@@ -217,6 +220,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             settle_interval: dur_nanos(cfg.settle_interval),
             last_settle: None,
             assist_after: cfg.assist_after.map(dur_nanos),
+            was_empty: true,
             stats: ArbiterStats::default(),
         }
     }
@@ -315,6 +319,18 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         }
     }
 
+    /// How long the emulated link stays busy at `now` with what is queued:
+    /// the packet in transmission, then the scheduler's backlog at the
+    /// link's rate (0 when nothing is queued).
+    pub fn busy_ahead(&self, now: Nanos) -> Nanos {
+        let queued = self.sched.backlog().bytes;
+        if queued == 0 {
+            return Nanos::ZERO;
+        }
+        let sending = self.link.free_at().0.saturating_sub(now.0);
+        Nanos(sending.saturating_add(self.link.rate().tx_time(queued).0))
+    }
+
     /// `true` if any client has something in its mailbox (looks at all of
     /// them, not only the active ones; used before sleeping).
     pub(crate) fn any_mail(&self) -> bool {
@@ -349,6 +365,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         self.flush();
         round.backlog = self.sched.backlog().pkts;
         round.link_free = self.link.free_at();
+        self.was_empty = round.backlog == 0;
         round
     }
 
@@ -460,6 +477,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// [`dequeue_batch`](pktsched_core::Scheduler::dequeue_batch) takes
     /// that many (one call through the `dyn Scheduler` per run).
     fn release(&mut self, now: Nanos, round: &mut Round) {
+        if self.was_empty {
+            // Nothing was queued since the last round: the link idled, and
+            // what arrived since starts now, not back then.
+            self.link.idle(now);
+        }
         let cap = self.round_cap.max(round.drained);
         let ahead = Nanos(now.0.saturating_add(self.lead.0));
         while round.released < cap {

@@ -90,6 +90,17 @@ pub struct Config {
     /// this project's 2-vCPU machine 2 µs cost 30–45 % of the decisions
     /// per second at 1–64 clients (BENCHMARKS.md), so it is opt-in.
     pub assist_after: Option<Duration>,
+    /// Nap: when no mailbox holds a packet and the scheduler's backlog
+    /// keeps the emulated link busy for at least this long, the arbiter
+    /// thread sleeps for half of that link time (a client's ring wakes it)
+    /// instead of waiting on the CPU for every departure; on waking, the
+    /// link catches up (every packet that would have started meanwhile is
+    /// released), so no link time is lost while the backlog lasts. An
+    /// arbiter that is always runnable holds its core even while it only
+    /// waits for the link; napping leaves the core to the clients (which
+    /// then refill the mailboxes) when it does not have one to itself.
+    /// `None`: never nap (wait on the CPU as `yield_when_idle` says).
+    pub nap_cover: Option<Duration>,
 }
 
 impl Config {
@@ -116,6 +127,7 @@ impl Config {
             arbiter_nice: None,
             burst: 0,
             assist_after: None,
+            nap_cover: Some(Duration::from_micros(200)),
         }
     }
 
@@ -186,6 +198,15 @@ impl Config {
             && d > Duration::from_secs(1)
         {
             return bad("assist_after", format!("{d:?}"), "at most 1s, or None");
+        }
+        if let Some(d) = self.nap_cover
+            && (d.is_zero() || d > Duration::from_secs(1))
+        {
+            return bad(
+                "nap_cover",
+                format!("{d:?}"),
+                "above 0 and at most 1s, or None",
+            );
         }
         if self.read_interval > Duration::from_secs(1) {
             return bad(

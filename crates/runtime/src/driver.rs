@@ -90,6 +90,7 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
                 spin: dur_nanos(cfg.spin).0,
                 busy_poll: cfg.busy_poll,
                 yield_when_idle: cfg.yield_when_idle,
+                nap_cover: cfg.nap_cover.map(|d| dur_nanos(d).0),
             },
             published: published.clone(),
             mode: mode.clone(),
@@ -312,6 +313,10 @@ pub(crate) struct RoundEnd {
     pub(crate) link_wait: u64,
     /// Since the arbiter last had anything to do, ns.
     pub(crate) idle_for: u64,
+    /// How long the link stays busy with what is queued, ns, when the
+    /// round did nothing, packets wait and every mailbox is empty (0
+    /// otherwise, or when napping is off: not worked out).
+    pub(crate) idle_ahead: u64,
 }
 
 /// What the arbiter thread does before its next round.
@@ -325,6 +330,9 @@ pub(crate) enum Next {
     Yield,
     /// Sleep until a client rings, or at most this long (ns).
     Sleep(Option<u64>),
+    /// Sleep until a client rings, or at most this long (ns), while the
+    /// link is busy with the backlog ([`Config::nap_cover`]).
+    Nap(u64),
 }
 
 /// The arbiter thread's idle policy (see `Config::spin`, `busy_poll`,
@@ -335,6 +343,8 @@ pub(crate) struct IdlePolicy {
     pub(crate) spin: u64,
     pub(crate) busy_poll: bool,
     pub(crate) yield_when_idle: bool,
+    /// [`Config::nap_cover`], ns.
+    pub(crate) nap_cover: Option<u64>,
 }
 
 impl IdlePolicy {
@@ -342,7 +352,9 @@ impl IdlePolicy {
     /// * work done: the next round at once;
     /// * `busy_poll`: never sleep;
     /// * waiting for the link: sleep until it is free if that is further
-    ///   than T_w, else wait for it on the CPU;
+    ///   than T_w; nap for half the backlog's link time if the mailboxes
+    ///   are empty and that time is at least the nap cover; else wait for
+    ///   it on the CPU;
     /// * nothing to do: wait on the CPU for T_w, then sleep until a ring.
     ///
     /// "On the CPU" is a spin, or with `yield_when_idle` a yield, so a
@@ -364,6 +376,8 @@ impl IdlePolicy {
         } else if r.waiting {
             if r.link_wait > self.spin {
                 Next::Sleep(Some(r.link_wait))
+            } else if self.nap_cover.is_some_and(|c| r.idle_ahead >= c) {
+                Next::Nap(r.idle_ahead / 2)
             } else {
                 on_cpu
             }
@@ -425,6 +439,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         self.shared.doorbell.register_consumer();
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
+        let napping = self.policy.nap_cover.is_some();
         loop {
             let start = self.clock.now();
             let clock = self.clock;
@@ -435,10 +450,15 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                     a.record_busy_round(end.0.saturating_sub(start.0));
                 }
                 let waiting = r.backlog > 0 || a.tx_waiting() > 0;
+                let idle_ahead = if napping && waiting && !did_work && !a.any_mail() {
+                    a.busy_ahead(end).0
+                } else {
+                    0
+                };
                 let stats = (end >= next_publish).then(|| a.stats());
-                (r, did_work, waiting, end, stats, a.rounds())
+                (r, did_work, waiting, idle_ahead, end, stats, a.rounds())
             });
-            let (r, did_work, waiting, end, stats, rounds) = match step {
+            let (r, did_work, waiting, idle_ahead, end, stats, rounds) = match step {
                 Some(Some(s)) => s,
                 // Stopped from outside the loop: nothing left to run.
                 Some(None) => return,
@@ -471,6 +491,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 waiting,
                 link_wait: r.link_free.0.saturating_sub(end.0),
                 idle_for: end.0.saturating_sub(since.0),
+                idle_ahead,
             };
             match self.policy.after(state) {
                 Next::Round => {}
@@ -485,6 +506,11 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 Next::Sleep(t) => {
                     self.sleep(t.map(Duration::from_nanos), rounds);
                     idle_since = None;
+                }
+                Next::Nap(t) => {
+                    if self.sleep(Some(Duration::from_nanos(t)), rounds) {
+                        self.counts.naps += 1;
+                    }
                 }
             }
             if self.scan_interval.0 > 0 {
@@ -523,14 +549,15 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     /// round took the doorbell's bits and may have left packets queued for
     /// a busy link, so the thread runs a round of its own and decides again
     /// (see `handoff`, "Sleeping while clients run rounds").
-    fn sleep(&mut self, timeout: Option<Duration>, rounds: u64) {
+    /// Returns whether it slept.
+    fn sleep(&mut self, timeout: Option<Duration>, rounds: u64) -> bool {
         let bell = &self.shared.doorbell;
         let quiet = self.arbiter.announce_sleep_if_quiet(bell, rounds, |a| {
             a.record_sleep();
             a.stats()
         });
         let Some(stats) = quiet else {
-            return;
+            return false;
         };
         self.publish_now(stats);
         let bell = &self.shared.doorbell;
@@ -538,6 +565,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             Some(t) => bell.sleep_timeout(t),
             None => bell.sleep(),
         }
+        true
     }
 
     /// Publishes the counters (with the thread's own) if no reader holds
@@ -632,12 +660,14 @@ mod tests {
             spin: 100,
             busy_poll: false,
             yield_when_idle: true,
+            nap_cover: None,
         };
         let end = |did_work, waiting, link_wait, idle_for| RoundEnd {
             did_work,
             waiting,
             link_wait,
             idle_for,
+            idle_ahead: 0,
         };
         assert_eq!(p.after(end(true, true, 1000, 0)), Next::Round);
         // Waiting for the link: yield while it is near, sleep until it is
@@ -661,6 +691,44 @@ mod tests {
         };
         assert_eq!(poll.after(end(false, true, 10_000, 0)), Next::Spin);
         assert_eq!(poll.after(end(false, false, 0, 10_000)), Next::Spin);
+    }
+
+    #[test]
+    fn idle_policy_naps_only_with_empty_mailboxes_and_a_long_backlog() {
+        use super::{IdlePolicy, Next, RoundEnd};
+        let p = IdlePolicy {
+            spin: 100,
+            busy_poll: false,
+            yield_when_idle: true,
+            nap_cover: Some(1_000),
+        };
+        let end = |did_work, link_wait, idle_ahead| RoundEnd {
+            did_work,
+            waiting: true,
+            link_wait,
+            idle_for: 0,
+            idle_ahead,
+        };
+        // The link is busy for at least the cover: nap for half of it.
+        assert_eq!(p.after(end(false, 50, 1_000)), Next::Nap(500));
+        assert_eq!(p.after(end(false, 50, 8_000)), Next::Nap(4_000));
+        // Below the cover (or mail waiting: `idle_ahead` 0): on the CPU.
+        assert_eq!(p.after(end(false, 50, 999)), Next::Yield);
+        assert_eq!(p.after(end(false, 50, 0)), Next::Yield);
+        // Work done: the next round; a far link: sleep until it is free.
+        assert_eq!(p.after(end(true, 50, 8_000)), Next::Round);
+        assert_eq!(p.after(end(false, 200, 8_000)), Next::Sleep(Some(200)));
+        // Napping off, or busy polling: never.
+        let off = IdlePolicy {
+            nap_cover: None,
+            ..p
+        };
+        assert_eq!(off.after(end(false, 50, 8_000)), Next::Yield);
+        let poll = IdlePolicy {
+            busy_poll: true,
+            ..p
+        };
+        assert_eq!(poll.after(end(false, 50, 8_000)), Next::Spin);
     }
 
     #[test]
@@ -710,6 +778,15 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(e.contains("round_cap") && e.contains("1..="), "{e}");
+        let cfg = Config {
+            nap_cover: Some(std::time::Duration::ZERO),
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = cfg.validate().err().map(|e| e.to_string());
+        assert!(
+            e.as_deref().is_some_and(|e| e.contains("nap_cover")),
+            "{e:?}"
+        );
         let cfg = Config {
             max_clients: 1,
             ..Config::new(Rate::gbit(1))

@@ -113,7 +113,7 @@
 //!
 //! # Unsafe surface
 //!
-//! Four `unsafe` sites, each with its `SAFETY:` argument:
+//! Five `unsafe` sites, each with its `SAFETY:` argument:
 //!
 //! * `Producer::fill` writes a value into a `MaybeUninit` slot of a line
 //!   the look-ahead proved released;
@@ -123,10 +123,23 @@
 //! * `Shared::drop` drops the values still queued when both handles are
 //!   gone;
 //! * `unsafe impl Sync for Group` (the cells are partitioned by the
-//!   protocol).
+//!   protocol);
+//! * `prefetch::group` calls the `_mm_prefetch` intrinsic (a hint with no
+//!   architectural memory access; compiled out under loom and Miri).
 //!
-//! A PREFETCHW of the producer's next look-ahead line (as the PSPAT code
-//! does) was tried and dropped: it needs an `unsafe` intrinsic call and no
+//! # Prefetch
+//!
+//! On moving to a new line the consumer asks the cache for the hardware
+//! lines of the line after it ([`Consumer::set_prefetch`] turns this off).
+//! When the consumer trails the producer by more than a line — a backlog
+//! at the arbiter, a queue running full — every line it reads next was
+//! written on the producer's core, and each first read is a cross-core
+//! transfer; the prefetch overlaps it with the pops of the current line.
+//! Right behind the producer the prefetched lines are ones the producer
+//! writes next; the traffic model (`mailbox/traffic.rs`) finds that the
+//! prefetch adds no line move in any of its regimes, because the consumer
+//! reads those lines a line later anyway. A PREFETCHW of the producer's
+//! next look-ahead line (as the PSPAT code does) was tried and dropped: no
 //! gain could be measured on the shared 2-vCPU test machine.
 //!
 //! Everything else — indices, stamps, the group ring — is safe code with
@@ -147,8 +160,9 @@
 //! the slots: its item count follows from its position, and
 //! [`Consumer::len_estimate`] counts the published stamps. The consumer
 //! publishes its item count (`Relaxed`, on its own cache line, read only by
-//! [`Producer::len_estimate`]) and, when dropped, its position, for
-//! dropping what is left.
+//! [`Producer::len_estimate`]; the count itself follows from its position,
+//! so a pop only stores it) and, when dropped, its position, for dropping
+//! what is left.
 //!
 //! # Line and group sizes
 //!
@@ -170,6 +184,7 @@
 //! component and runs them (not part of CI, which uses stable only).
 
 mod consumer;
+mod prefetch;
 mod producer;
 mod ring;
 // A model without unsafe code: nothing in it for Miri to check.
@@ -344,7 +359,8 @@ impl Mailbox {
             offset: 0,
             ready: 0,
             tag: FIRST_TAG,
-            popped: 0,
+            group_base: 0,
+            prefetch: true,
             #[cfg(loom)]
             release: Ordering::Release,
         };

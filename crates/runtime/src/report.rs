@@ -37,6 +37,9 @@ pub struct ArbiterStats {
     pub settles: u64,
     /// Times the arbiter went to sleep.
     pub sleeps: u64,
+    /// Of `sleeps`, naps: sleeps with packets queued for a busy link and
+    /// empty mailboxes (see `Config::nap_cover`).
+    pub naps: u64,
     /// Times a TX mailbox was full (the packet waited in the arbiter).
     pub tx_full: u64,
     /// Rounds run by a client because the arbiter was late (counted in
@@ -66,6 +69,7 @@ pub(crate) struct ThreadCounts {
     pub(crate) yields: u64,
     pub(crate) spins: u64,
     pub(crate) held_waits: u64,
+    pub(crate) naps: u64,
     pub(crate) cpu_ns: u64,
 }
 
@@ -75,6 +79,7 @@ impl ThreadCounts {
         s.yields = self.yields;
         s.spins = self.spins;
         s.held_waits = self.held_waits;
+        s.naps = self.naps;
         s.cpu_ns = self.cpu_ns;
     }
 }
@@ -186,7 +191,7 @@ impl<T, O> Report<T, O> {
             s,
             " arbiter: {} decisions, {} rounds ({} busy, {:.1} pkts/busy round, \
              avg {:.0} ns, max {} ns), {} mailbox reads ({} put off), {} settles, \
-             {} sleeps, {} yields, {} spins, {} waits for a client's round, \
+             {} sleeps ({} naps), {} yields, {} spins, {} waits for a client's round, \
              {} tx-full, {} rounds run by clients, {:.1} ms CPU",
             a.decisions,
             a.loops,
@@ -198,6 +203,7 @@ impl<T, O> Report<T, O> {
             a.deferred_reads,
             a.settles,
             a.sleeps,
+            a.naps,
             a.yields,
             a.spins,
             a.held_waits,

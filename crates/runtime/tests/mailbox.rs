@@ -495,3 +495,37 @@ fn pop_many_takes_in_order_and_held_items_count_as_queued() {
     assert_eq!(rx.pop_many(&mut q, 3), 0, "empty");
     assert!(rx.is_empty());
 }
+
+/// The consumer's prefetch is a hint: on or off, the same items come out
+/// in order over many passes, and the producer's estimate of what is
+/// queued (which counts the consumer's pops by its position) stays exact
+/// while the consumer is idle.
+#[test]
+fn prefetch_on_or_off_changes_nothing_but_timing() {
+    for prefetch in [true, false] {
+        let (mut tx, mut rx) = Mailbox::with_capacity::<u64>(40);
+        rx.set_prefetch(prefetch);
+        let mut rng = Rng(7);
+        let (mut next_in, mut next_out) = (0u64, 0u64);
+        for _ in 0..if cfg!(miri) { 300 } else { 2_000 } {
+            for _ in 0..rng.below(30) {
+                if tx.try_push(next_in).is_err() {
+                    break;
+                }
+                next_in += 1;
+            }
+            assert_eq!(tx.len_estimate() as u64, next_in - next_out);
+            for _ in 0..rng.below(30) {
+                match rx.pop() {
+                    Some(v) => {
+                        assert_eq!(v, next_out, "prefetch {prefetch}");
+                        next_out += 1;
+                    }
+                    None => break,
+                }
+            }
+            assert_eq!(tx.len_estimate() as u64, next_in - next_out);
+        }
+        assert!(next_out > 10 * 42, "several passes, prefetch {prefetch}");
+    }
+}

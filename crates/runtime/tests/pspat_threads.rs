@@ -279,3 +279,87 @@ fn clients_run_the_rounds_of_a_stalled_arbiter() {
         assert_eq!(seqs, (0..per_client).collect::<Vec<_>>(), "flow {f}");
     }
 }
+
+/// Records when each packet reached the output.
+struct ReleaseTimes {
+    clock: Clock,
+    at: Vec<u64>,
+}
+
+impl Output<u64> for ReleaseTimes {
+    fn transmit(&mut self, batch: &mut Vec<Pkt<u64>>) {
+        let now = self.clock.now().0;
+        self.at.extend(batch.drain(..).map(|_| now));
+    }
+}
+
+/// A client that queued a long backlog and went quiet: the arbiter naps
+/// (sleeps while the link is busy instead of waiting on the CPU for each
+/// departure), and the link neither runs early nor loses a packet — each
+/// leaves at or after its slot at the link's rate, and all leave without
+/// the stop's flush. The wait is a hang guard, not a timing goal.
+#[test]
+fn a_quiet_backlog_naps_and_the_link_stays_exact() {
+    let cfg = Config {
+        nap_cover: Some(std::time::Duration::from_micros(200)),
+        ..Config::new(Rate::gbit(1))
+    };
+    let clock = Clock::new();
+    let mut sched = Algorithm::Fifo.build_send::<u64>();
+    add_flows(sched.as_mut(), &[1], 1, 256).unwrap();
+    let out = ReleaseTimes {
+        clock,
+        at: Vec::new(),
+    };
+    let rt = Pspat::start(&cfg, sched, vec![out], clock).unwrap();
+    let mut c = rt.client().unwrap();
+    // 1500 bytes at 1 Gbit/s: 12 µs each, 2.4 ms of link time in all.
+    let n = 200u64;
+    for i in 0..n {
+        c.send(Pkt::new(FlowId(0), 1500, Nanos(0), i)).unwrap();
+    }
+    for _ in 0..10_000 {
+        if rt.stats().arbiter.decisions == n {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let r = rt.stop(StopMode::Drain).unwrap();
+    assert_eq!(r.flushed, 0, "every packet left at the link's pace");
+    assert!(r.arbiter.naps >= 1, "{:?}", r.arbiter);
+    let at = &r.outputs[0].at;
+    assert_eq!(at.len() as u64, n);
+    // The first packet's round started at most one round before it
+    // reached the output; packet k may start 12 µs × k after that.
+    let start = at[0].saturating_sub(r.arbiter.max_loop_ns);
+    for (k, &t) in at.iter().enumerate() {
+        let slot = start + 12_000 * k as u64;
+        assert!(t >= slot, "packet {k} left at {t}, before its slot {slot}");
+    }
+}
+
+/// With napping off the arbiter waits for the same backlog on the CPU:
+/// the same packets leave, and it never naps.
+#[test]
+fn without_naps_the_same_backlog_leaves_without_any() {
+    let cfg = Config {
+        nap_cover: None,
+        ..Config::new(Rate::gbit(1))
+    };
+    let mut sched = Algorithm::Fifo.build_send::<u64>();
+    add_flows(sched.as_mut(), &[1], 1, 256).unwrap();
+    let rt = Pspat::start(&cfg, sched, vec![Count(0)], Clock::new()).unwrap();
+    let mut c = rt.client().unwrap();
+    for i in 0..100 {
+        c.send(Pkt::new(FlowId(0), 1500, Nanos(0), i)).unwrap();
+    }
+    for _ in 0..10_000 {
+        if rt.stats().arbiter.decisions == 100 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(1));
+    }
+    let r = rt.stop(StopMode::Drain).unwrap();
+    assert_eq!((r.outputs[0].0, r.flushed), (100, 0));
+    assert_eq!(r.arbiter.naps, 0);
+}

@@ -14,6 +14,7 @@ use pktsched_runtime::pspat::{ArbiterStats, Clock, Pspat, Stats, StopMode, Stopp
 
 use super::breakdown::{Breakdown, PartHists, Stamped, Stamps};
 use super::load::{BenchOut, Gen, GenDone, generate, pin, sample};
+use super::threads::{self, Snapshot, ThreadsWindow};
 use super::{ArbiterWindow, Arch, Phase, Plan, RunRes, Victim};
 use crate::stats::jain;
 
@@ -30,6 +31,8 @@ struct Window {
     arbiter: Option<(ArbiterStats, ArbiterStats)>,
     /// PSPAT: the clients' mailbox-full counts at both ends.
     full: (u64, u64),
+    /// The threads' scheduling counters at both ends.
+    threads: (Snapshot, Snapshot),
 }
 
 /// What every architecture needs for one run.
@@ -96,10 +99,12 @@ impl Ctx<'_> {
             let t0 = self.clock.now();
             let c0 = sample(outs, self.flows);
             let r0 = runtime();
+            let s0 = threads::snapshot();
             self.nap(self.p.duration);
             let t1 = self.clock.now();
             let c1 = sample(outs, self.flows);
             let r1 = runtime();
+            let s1 = threads::snapshot();
             let full = |r: &Option<Stats>| {
                 r.as_ref()
                     .map_or(0, |s| s.clients.iter().map(|c| c.mailbox_full).sum())
@@ -109,6 +114,7 @@ impl Ctx<'_> {
                 c1,
                 secs: (t1.0 - t0.0) as f64 / 1e9,
                 full: (full(&r0), full(&r1)),
+                threads: (s0, s1),
                 arbiter: r0.zip(r1).map(|(a, b)| (a.arbiter, b.arbiter)),
             }
         });
@@ -199,6 +205,24 @@ fn joined<T>(h: std::thread::JoinHandle<T>) -> Result<T> {
     h.join().map_err(|_| anyhow!("client thread panicked"))
 }
 
+/// Starts generator `g`'s thread, named after its role (the victim's or
+/// a client's; see `threads`).
+fn spawn_named<R: Send + 'static>(
+    g: &Gen,
+    victim: Option<u32>,
+    f: impl FnOnce() -> R + Send + 'static,
+) -> Result<std::thread::JoinHandle<R>> {
+    let name = if victim == Some(g.flow.0) {
+        threads::VICTIM_NAME
+    } else {
+        threads::CLIENT_NAME
+    };
+    std::thread::Builder::new()
+        .name(name.into())
+        .spawn(f)
+        .map_err(|e| anyhow!("starting generator thread `{name}`: {e}"))
+}
+
 /// Starts a generator thread that hands each batch straight to
 /// `send(&mut sink, batch)` (which empties it); the thread returns what
 /// the generator did and the sink.
@@ -207,11 +231,11 @@ fn spawn_direct<S: Send + 'static>(
     g: Gen,
     mut sink: S,
     send: fn(&mut S, &mut Vec<Pkt<u64>>),
-) -> std::thread::JoinHandle<(GenDone, S)> {
+) -> Result<std::thread::JoinHandle<(GenDone, S)>> {
     let (stop, clock) = (c.stop.clone(), c.clock);
     let stamps = c.stamps_for(&g);
     let core = c.p.placement.client_core(g.flow.index(), c.p.cores);
-    std::thread::spawn(move || {
+    spawn_named(&g, c.victim, move || {
         pin(core);
         let mut scratch = Vec::with_capacity(g.batch);
         let done = generate(g, &stop, clock, |q| {
@@ -259,7 +283,7 @@ fn run_pspat(
         let (stop, clock) = (c.stop.clone(), c.clock);
         let stamps = c.stamps_for(&g);
         let client_core = c.p.placement.client_core(g.flow.index(), c.p.cores);
-        handles.push(std::thread::spawn(move || {
+        handles.push(spawn_named(&g, c.victim, move || {
             pin(client_core);
             let mut cleared = Vec::new();
             let done = generate(g, &stop, clock, |q| {
@@ -278,7 +302,7 @@ fn run_pspat(
                 r
             });
             (done, cl, out)
-        }));
+        })?);
     }
     let w = c.measure(&counters, rt_stats);
     let mut done = Vec::new();
@@ -345,7 +369,7 @@ fn run_locked(
                 cl.send_batch(b);
             })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     let w = c.measure(&counters, || None);
     // The clients end here: the scheduler stops only once they are gone.
     let done: Vec<(GenDone, u64)> = handles
@@ -368,7 +392,7 @@ fn run_none(c: &Ctx<'_>, gens: Vec<Gen>, res: &mut RunRes) -> Result<(Option<Win
     for g in gens {
         let out = c.out()?;
         counters.push(out.counts.clone());
-        handles.push(spawn_direct(c, g, out, |o, b| o.transmit(b)));
+        handles.push(spawn_direct(c, g, out, |o, b| o.transmit(b))?);
     }
     let w = c.measure(&counters, || None);
     let mut outs = Vec::new();
@@ -507,6 +531,7 @@ pub(super) fn run_one(
     res.decisions_per_s = total as f64 / w.secs.max(1e-9);
     res.gbit_per_s = res.decisions_per_s * f64::from(c.len) * 8.0 / 1e9;
     (res.jain, res.max_share_err) = jain_and_err(&window[..n], &weights);
+    res.threads = Some(ThreadsWindow::between(&w.threads.0, &w.threads.1, w.secs));
     if let Some((a, b)) = &w.arbiter {
         res.window = Some(ArbiterWindow::between(a, b, w.secs, w.full));
     }

@@ -28,8 +28,10 @@ use crate::stats::median;
 mod arch;
 mod breakdown;
 mod load;
+mod threads;
 
 pub use breakdown::{Breakdown, Part};
+pub use threads::{RoleWindow, ThreadsWindow};
 
 /// Runs per configuration (`--runs`).
 pub const RUNS: Range<u64> = Range::new("--runs", 1, 100);
@@ -49,6 +51,8 @@ pub const DURATION: Range<u64> = Range::new("--duration", 1_000_000, 3_600_000_0
 pub const WARMUP: Range<u64> = Range::new("--warmup", 0, 600_000_000_000);
 /// Arbiter intervals (`--scan-interval`, `--read-interval`), ns.
 pub const INTERVAL: Range<u64> = Range::new("--scan-interval", 0, 1_000_000_000);
+/// The arbiter's nap cover (`--arbiter-nap`), ns.
+pub const NAP: Range<u64> = Range::new("--arbiter-nap", 1, 1_000_000_000);
 /// Link and victim rates, bits/s.
 pub const RATE: Range<u64> = Range::new("--link", 1_000, 100_000_000_000_000);
 /// Packets a link must be able to send in `--duration` for the run to
@@ -93,6 +97,9 @@ pub struct PspatOptions {
     /// PSPAT hand-off: `off`, or how long after the last arbiter round a
     /// client runs one itself.
     pub assist_after: String,
+    /// PSPAT nap: `off`, or the backlog's link time from which the
+    /// arbiter naps while its mailboxes are empty.
+    pub arbiter_nap: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
 }
@@ -219,6 +226,8 @@ pub struct Plan {
     arbiter_yield: bool,
     /// Hand-off threshold (`None`: clients never run rounds).
     assist_after: Option<Duration>,
+    /// Nap cover (`None`: the arbiter never naps).
+    nap_cover: Option<Duration>,
 }
 
 fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
@@ -324,6 +333,14 @@ impl Plan {
                 "off" => None,
                 s => Some(named(INTERVAL, "--assist-after").duration(s)?),
             },
+            nap_cover: match a.arbiter_nap.as_str() {
+                "off" => None,
+                s => Some(
+                    named(NAP, "--arbiter-nap")
+                        .duration(s)
+                        .map_err(|e| anyhow!("{e}, or `off`"))?,
+                ),
+            },
         };
         plan.check_rates(a)?;
         // Let the scheduler and the runtime check their own ranges now,
@@ -417,6 +434,7 @@ impl Plan {
             arbiter_nice: self.arbiter_nice,
             yield_when_idle: self.arbiter_yield,
             assist_after: self.assist_after,
+            nap_cover: self.nap_cover,
             ..Config::new(link)
         }
     }
@@ -480,6 +498,9 @@ pub struct RunRes {
     assisted_rounds: u64,
     /// PSPAT: what the arbiter thread did during the measured window.
     window: Option<ArbiterWindow>,
+    /// Every architecture: the threads' time on a core, waiting for one,
+    /// and preemptions, during the measured window.
+    threads: Option<ThreadsWindow>,
     /// The `tc -s`-style report (PSPAT runs).
     #[serde(skip)]
     tc: Option<String>,
@@ -507,6 +528,9 @@ pub struct ArbiterWindow {
     pub spins_per_s: f64,
     /// See `yields_per_s`.
     pub sleeps_per_s: f64,
+    /// Of `sleeps_per_s`, naps (sleeps while the link is busy with the
+    /// backlog and the mailboxes are empty).
+    pub naps_per_s: f64,
     /// See `yields_per_s`.
     pub held_waits_per_s: f64,
     /// Sends that found their mailbox full, per released packet: above 0
@@ -540,6 +564,7 @@ impl ArbiterWindow {
             yields_per_s: d(|s| s.yields) / secs,
             spins_per_s: d(|s| s.spins) / secs,
             sleeps_per_s: d(|s| s.sleeps) / secs,
+            naps_per_s: d(|s| s.naps) / secs,
             held_waits_per_s: d(|s| s.held_waits) / secs,
             full_per_decision: full.1.saturating_sub(full.0) as f64 / decisions.max(1.0),
         }
@@ -808,9 +833,11 @@ fn write_breakdown(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resul
 }
 
 /// Every PSPAT run's `tc -s`-style counters, then what the arbiter
-/// thread did in each run's measured window.
+/// thread did in each run's measured window, and where every run's
+/// threads spent it.
 pub fn write_stats(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
     write_windows(out, runs)?;
+    write_threads(out, runs)?;
     for r in runs {
         if let Some(t) = &r.tc {
             writeln!(
@@ -830,11 +857,11 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
     }
     writeln!(
         out,
-        "\npspat arbiter in the measured window: cpu = share of wall time on a core, busy = in rounds that moved packets, empty = rounds that moved nothing; per second: rounds, yields, spins, sleeps, reads put off; full = mailbox-full sends per decision"
+        "\npspat arbiter in the measured window: cpu = share of wall time on a core, busy = in rounds that moved packets, empty = rounds that moved nothing; per second: rounds, yields, spins, sleeps (of them naps), reads put off; full = mailbox-full sends per decision"
     )?;
     writeln!(
         out,
-        "{:>10} {:>7} {:>3} {:>5} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8} {:>7} {:>8} {:>6}",
+        "{:>10} {:>7} {:>3} {:>5} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>6}",
         "phase",
         "clients",
         "run",
@@ -846,6 +873,7 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
         "yields/s",
         "spins/s",
         "sleep/s",
+        "naps/s",
         "putoff/s",
         "full"
     )?;
@@ -854,7 +882,7 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
         let k = |x: f64| format!("{:.0}k", x / 1e3);
         writeln!(
             out,
-            "{:>10} {:>7} {:>3} {:>5.2} {:>5.2} {:>6.2} {:>7.1} {:>8} {:>8} {:>8} {:>7.0} {:>8} {:>6.3}",
+            "{:>10} {:>7} {:>3} {:>5.2} {:>5.2} {:>6.2} {:>7.1} {:>8} {:>8} {:>8} {:>7.0} {:>7.0} {:>8} {:>6.3}",
             r.phase,
             r.clients,
             r.run,
@@ -866,8 +894,48 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
             k(w.yields_per_s),
             k(w.spins_per_s),
             w.sleeps_per_s,
+            w.naps_per_s,
             k(w.deferred_reads_per_s),
             w.full_per_decision
+        )?;
+    }
+    Ok(())
+}
+
+/// One row per run: its threads' time on a core and waiting for one
+/// (shares of the window, summed over a role's threads) and preemptions.
+fn write_threads(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
+    if runs.iter().all(|r| r.threads.is_none()) {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\nthreads in the measured window (kernel schedstat): on = share of wall time on a core, wait = runnable but waiting for one, pre/s = involuntary switches per second; clients summed"
+    )?;
+    writeln!(
+        out,
+        "{:>10} {:>7} {:>7} {:>3} {:>22} {:>22} {:>22}",
+        "phase",
+        "arch",
+        "clients",
+        "run",
+        "arbiter on/wait/pre/s",
+        "clients on/wait/pre/s",
+        "victim on/wait/pre/s"
+    )?;
+    let cell = |r: &RoleWindow| format!("{:.2}/{:.2}/{:.0}", r.cpu, r.wait, r.preempted_per_s);
+    for r in runs {
+        let Some(t) = &r.threads else { continue };
+        writeln!(
+            out,
+            "{:>10} {:>7} {:>7} {:>3} {:>22} {:>22} {:>22}",
+            r.phase,
+            r.arch,
+            r.clients,
+            r.run,
+            cell(&t.arbiter),
+            cell(&t.clients),
+            cell(&t.victim)
         )?;
     }
     Ok(())

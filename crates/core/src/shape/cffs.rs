@@ -118,7 +118,7 @@ impl TimeQueue for CffsShaper {
     }
 
     #[inline]
-    fn commit(&mut self, _t: Handle) {}
+    fn commit(&mut self, _t: Handle, _slot: u32) {}
 
     fn cancel(&mut self, t: Handle) {
         self.q.remove(t);
@@ -143,10 +143,10 @@ impl TimeQueue for CffsShaper {
     }
 
     #[inline]
-    fn pop_ready(&mut self) -> Option<Entry> {
+    fn pop_ready_slot(&mut self) -> Option<(Entry, u32)> {
         let e = *self.ready.get(self.ready_pos)?;
         self.ready_pos += 1;
-        Some(e)
+        Some((e, u32::MAX))
     }
 
     fn has_ready(&self) -> bool {

@@ -220,33 +220,43 @@ impl Map {
     /// Sets `key` to `value` (for an XSKMAP the value is a socket's fd).
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), BpfError> {
         self.check(key, value)?;
-        let mut attr = MapElemAttr {
-            map_fd: self.fd() as u32,
-            _pad: 0,
-            key: key.as_ptr() as u64,
-            value: value.as_ptr() as u64,
-            flags: 0,
-        };
-        bpf(BPF_MAP_UPDATE_ELEM, &mut attr).map_err(|e| BpfError::Sys {
-            call: "BPF_MAP_UPDATE_ELEM",
-            what: format!("{:?} map key {key:?}", self.kind),
-            source: e,
-        })?;
-        Ok(())
+        self.element_call(
+            BPF_MAP_UPDATE_ELEM,
+            "BPF_MAP_UPDATE_ELEM",
+            key,
+            value.as_ptr() as u64,
+        )
     }
 
     /// Reads `key` into `value`.
     pub fn lookup(&self, key: &[u8], value: &mut [u8]) -> Result<(), BpfError> {
         self.check(key, value)?;
+        self.element_call(
+            BPF_MAP_LOOKUP_ELEM,
+            "BPF_MAP_LOOKUP_ELEM",
+            key,
+            value.as_mut_ptr() as u64,
+        )
+    }
+
+    /// One element command on `key` with the value at `value_addr`, whose
+    /// length `check` has matched to the map's value size.
+    fn element_call(
+        &self,
+        cmd: libc::c_long,
+        call: &'static str,
+        key: &[u8],
+        value_addr: u64,
+    ) -> Result<(), BpfError> {
         let mut attr = MapElemAttr {
             map_fd: self.fd() as u32,
             _pad: 0,
             key: key.as_ptr() as u64,
-            value: value.as_mut_ptr() as u64,
+            value: value_addr,
             flags: 0,
         };
-        bpf(BPF_MAP_LOOKUP_ELEM, &mut attr).map_err(|e| BpfError::Sys {
-            call: "BPF_MAP_LOOKUP_ELEM",
+        bpf(cmd, &mut attr).map_err(|e| BpfError::Sys {
+            call,
             what: format!("{:?} map key {key:?}", self.kind),
             source: e,
         })?;

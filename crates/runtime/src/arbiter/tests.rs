@@ -207,8 +207,10 @@ fn cleared_packets_go_back_to_the_client_that_sent_them() {
         c1.send(pkt(1, 100, 10 + i))
             .unwrap_or_else(|_| panic!("send"));
     }
-    // Late enough for the link to have room for all six.
+    // The first leaves at 1 ms (the link idled until then: no credit),
+    // the other five within the next microsecond (8 ns each).
     a.do_scan(Nanos(1_000_000));
+    a.do_scan(Nanos(1_001_000));
     assert_eq!(a.stats().decisions, 6);
     let (mut got0, mut got1) = (Vec::new(), Vec::new());
     assert_eq!(c0.take_cleared(&mut got0), 3);
@@ -230,6 +232,7 @@ fn a_full_return_mailbox_holds_packets_back_and_stop_hands_them_over() {
         c.send(pkt(0, 100, i)).unwrap_or_else(|_| panic!("send"));
     }
     a.do_scan(Nanos(1_000_000));
+    a.do_scan(Nanos(1_001_000));
     assert_eq!(a.stats().decisions, 40);
     assert!(a.stats().tx_full > 0);
     let mut got = Vec::new();
@@ -469,6 +472,8 @@ fn batched_rounds_match_the_per_packet_loop() {
         let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
         let (mut queued, mut want_out) = (VecDeque::new(), Vec::new());
         let (mut now, mut seq, mut drops) = (0u64, 0u64, 0u64);
+        // The scheduler was empty after the last round: the link idled.
+        let mut was_empty = true;
         for round in 0..4000 {
             for _ in 0..rng.random_range(0..12) {
                 let p = pkt(rng.random_range(0..4), rng.random_range(60..=1500), seq);
@@ -490,6 +495,9 @@ fn batched_rounds_match_the_per_packet_loop() {
                 }
             }
             let (cap, mut released) = (cfg.round_cap.max(drained), 0);
+            if was_empty {
+                link.idle(t);
+            }
             while released < cap && link.ready(Nanos(now + lead.0)) {
                 let Some(p) = reference.dequeue(t) else {
                     link.idle(t);
@@ -506,6 +514,7 @@ fn batched_rounds_match_the_per_packet_loop() {
                 "{alg:?} round {round}"
             );
             assert_eq!(r.link_free, link.free_at(), "{alg:?} round {round}");
+            was_empty = reference.backlog().pkts == 0;
             // Held packets count as pending; the estimate is clamped to the
             // mailbox's capacity.
             let cap = a.clients[0].rx.capacity();
@@ -523,4 +532,49 @@ fn batched_rounds_match_the_per_packet_loop() {
             want_out.len()
         );
     }
+}
+
+/// What the nap is sized by: the packet in transmission plus the backlog
+/// at the link's rate, and nothing once the scheduler is empty.
+#[test]
+fn busy_ahead_is_the_link_time_of_what_is_queued() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    assert_eq!(a.busy_ahead(Nanos(0)), Nanos(0));
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    for i in 0..10 {
+        assert_eq!(c.send(pkt(0, 125, i)), Ok(Sent::Queued));
+    }
+    // One packet leaves at 0 (busy until 1 µs), nine queued: 9 µs more.
+    a.do_scan(Nanos(0));
+    assert_eq!(a.busy_ahead(Nanos(0)), Nanos(10_000));
+    assert_eq!(a.busy_ahead(Nanos(400)), Nanos(9_600));
+    // At 2.5 µs the packets due at 1 and 2 µs leave (the link catches
+    // up); the next starts at 3 µs, seven are queued.
+    let r = a.do_scan(Nanos(2_500));
+    assert_eq!(r.released, 2);
+    assert_eq!(a.busy_ahead(Nanos(2_500)), Nanos(7_500));
+    a.do_scan(Nanos(1_000_000));
+    assert_eq!(a.busy_ahead(Nanos(1_000_000)), Nanos(0));
+}
+
+/// A link that idled with nothing queued (the arbiter slept) gives no
+/// credit: packets that arrive later leave one per transmission time from
+/// the round that drains them, not back to back as if they had been
+/// queued since the link went idle.
+#[test]
+fn an_idle_link_is_not_caught_up_after_the_scheduler_was_empty() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    // An empty round at 0 (the link idle from then on), then nothing
+    // until 1 ms.
+    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    for i in 0..10 {
+        assert_eq!(c.send(pkt(0, 125, i)), Ok(Sent::Queued));
+    }
+    let r = a.do_scan(Nanos(1_000_000));
+    assert_eq!((r.drained, r.released), (10, 1));
+    assert_eq!(r.link_free, Nanos(1_001_000));
+    // With a backlog the link does catch up after a late round.
+    let r = a.do_scan(Nanos(1_003_500));
+    assert_eq!(r.released, 3);
 }

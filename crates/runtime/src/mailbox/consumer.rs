@@ -3,6 +3,7 @@
 use std::collections::VecDeque;
 use std::fmt;
 
+use super::prefetch;
 use super::ring::{Group, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP};
 use crate::sync::{Arc, Ordering};
@@ -26,8 +27,13 @@ pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     pub(super) line_end: usize,
     /// Stamp of the current pass.
     pub(super) tag: u8,
-    /// Items popped so far (wrapping).
-    pub(super) popped: usize,
+    /// Items popped before the first slot of `group` (wrapping): the
+    /// items popped so far are `group_base + offset`, so a pop counts
+    /// nothing but its move along the group.
+    pub(super) group_base: usize,
+    /// Whether moving to a new line prefetches the line after it
+    /// ([`Consumer::set_prefetch`]).
+    pub(super) prefetch: bool,
     /// Ordering of the line-release store (loom builds can weaken it).
     #[cfg(loom)]
     pub(super) release: Ordering,
@@ -41,7 +47,8 @@ impl<T, const L: usize, const H: usize> fmt::Debug for Consumer<T, L, H> {
             .field("group_slots", &H)
             .field("group", &self.group)
             .field("offset", &self.offset)
-            .field("popped", &self.popped)
+            .field("popped", &self.popped())
+            .field("prefetch", &self.prefetch)
             .finish_non_exhaustive()
     }
 }
@@ -186,6 +193,18 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         taken
     }
 
+    /// Turns the software prefetch on (the default) or off: on moving to a
+    /// new line the consumer asks the cache for the hardware lines of the
+    /// line after it (x86_64; elsewhere nothing happens). When the consumer
+    /// trails the producer by more than a line, those lines sit in the
+    /// producer's cache and the prefetch overlaps their transfer with the
+    /// pops of the current line; right behind the producer it fetches lines
+    /// the producer has yet to write, which then move once more. Off serves
+    /// measuring it (`benches/mailbox.rs`).
+    pub fn set_prefetch(&mut self, on: bool) {
+        self.prefetch = on;
+    }
+
     /// The consumer keeps the last `n` items it popped aside, unprocessed:
     /// the producer's length estimate ([`super::Producer::len_estimate`])
     /// counts them as still queued until the next [`Consumer::pop`] or
@@ -194,13 +213,19 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         self.publish_popped(n);
     }
 
+    /// Items popped so far (wrapping).
+    #[inline(always)]
+    fn popped(&self) -> usize {
+        self.group_base.wrapping_add(self.offset)
+    }
+
     /// Stores the popped count, less `held`, for the producer's estimate.
     #[inline(always)]
     fn publish_popped(&self, held: usize) {
         self.shared
             .cons
             .popped
-            .store(self.popped.wrapping_sub(held), Ordering::Relaxed);
+            .store(self.popped().wrapping_sub(held), Ordering::Relaxed);
     }
 
     /// Moves the oldest item out of its slot, if any, and advances (the
@@ -238,7 +263,6 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
             // is moved out exactly once.
             unsafe { (*p).assume_init_read() }
         });
-        self.popped = self.popped.wrapping_add(1);
         if offset + 1 < H {
             self.offset = offset + 1;
         } else {
@@ -253,6 +277,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     fn next_group(&mut self) {
         self.offset = 0;
         self.ready = 0;
+        self.group_base = self.group_base.wrapping_add(H);
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
@@ -277,6 +302,22 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         }
         self.group = next;
         self.line_end = next + Self::GROUPS;
+        if self.prefetch {
+            self.prefetch_line_after(next);
+        }
+    }
+
+    /// Prefetches the groups of the line after the one starting at group
+    /// `start` (the line the consumer reads after its current one).
+    #[inline(always)]
+    fn prefetch_line_after(&self, start: usize) {
+        let mut ahead = start + Self::GROUPS;
+        if ahead == self.ring.end {
+            ahead = self.ring.first;
+        }
+        if let Some(line) = self.ring.groups.get(ahead..ahead + Self::GROUPS) {
+            line.iter().for_each(prefetch::group);
+        }
     }
 
     #[inline(always)]

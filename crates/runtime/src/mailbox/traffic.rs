@@ -1,6 +1,6 @@
 //! A model of the cross-core cache-line traffic of the mailbox's layouts
-//! (and of IFFQ's, for reference), where no hardware counters are
-//! available.
+//! (and of IFFQ's and rtrb's, for reference), where no hardware counters
+//! are available.
 //!
 //! The protocol's memory accesses are replayed in a fixed order on two
 //! model cores, each with a cache that holds every line it touched until
@@ -11,7 +11,10 @@
 //! counted, nor is anything a real core does besides (prefetchers, store
 //! buffers coalescing writes): the figures compare layouts, they do not
 //! predict a rate. Addresses are those of a real ring for the mailbox; for
-//! IFFQ, slots of 8 bytes from 0.
+//! IFFQ and rtrb, slots of 8 bytes from 0 (rtrb's two indices on lines of
+//! their own). The regimes: the consumer right behind (push k, pop k),
+//! trailing by `d` items (push 1, pop 1 with `d` queued), and the queue
+//! kept full.
 //!
 //! `cargo test -p pktsched-runtime --lib traffic -- --nocapture` prints the
 //! table; the tests assert the relations the layout is for.
@@ -70,6 +73,10 @@ struct Pspat {
     /// `(stamp, value)` addresses of every slot, in ring order.
     slots: Vec<(usize, usize)>,
     line: usize,
+    group: usize,
+    /// The consumer prefetches the line after the next on each release
+    /// (`Consumer::set_prefetch`; a prefetch moves a line as a read does).
+    prefetch: bool,
 }
 
 impl Pspat {
@@ -85,7 +92,19 @@ impl Pspat {
                     .map(|(s, v)| (std::ptr::from_ref(s).addr(), std::ptr::from_ref(v).addr()))
             })
             .collect();
-        Self { slots, line: L }
+        Self {
+            slots,
+            line: L,
+            group: H,
+            prefetch: false,
+        }
+    }
+
+    fn prefetching(self) -> Self {
+        Self {
+            prefetch: true,
+            ..self
+        }
     }
 }
 
@@ -116,6 +135,12 @@ impl Model for Pspat {
         if i % self.line == self.line - 1 {
             // Release: the first stamp of the line.
             out.push(Access::Write(self.slots[i + 1 - self.line].0));
+            if self.prefetch {
+                let ahead = i + 1 + self.line;
+                for slot in (ahead..ahead + self.line).step_by(self.group) {
+                    out.push(Access::Read(self.slots[slot % n].0));
+                }
+            }
         }
     }
 }
@@ -152,11 +177,78 @@ impl Model for Iffq {
     }
 }
 
+/// rtrb 0.3 (`Producer::push` / `Consumer::pop`): 8-byte slots, `entries`
+/// of them, and two shared indices, each on its own line, each stored on
+/// every call by its owner. Each side keeps a cached copy of the other's
+/// index and loads the shared one only when its copy says full (producer)
+/// or empty (consumer). The cached copies are replayed exactly, so the
+/// model follows the same decisions rtrb takes.
+struct Rtrb {
+    entries: usize,
+    /// The regime's chunk (rtrb has no line of its own): a hardware line
+    /// of slots.
+    chunk: usize,
+    /// (producer's cached head, consumer's cached tail), in items.
+    cached: std::cell::Cell<(usize, usize)>,
+    /// (head, tail) as last stored, in items.
+    shared: std::cell::Cell<(usize, usize)>,
+}
+
+/// Addresses of rtrb's two index lines, after the slots.
+const RTRB_HEAD: usize = 1 << 30;
+const RTRB_TAIL: usize = RTRB_HEAD + 128;
+
+impl Rtrb {
+    fn new(entries: usize) -> Self {
+        Self {
+            entries,
+            chunk: 8,
+            cached: std::cell::Cell::new((0, 0)),
+            shared: std::cell::Cell::new((0, 0)),
+        }
+    }
+}
+
+impl Model for Rtrb {
+    fn capacity(&self) -> usize {
+        self.entries
+    }
+    fn line(&self) -> usize {
+        self.chunk
+    }
+    fn push(&self, item: usize, out: &mut Vec<Access>) {
+        let (mut head, tail) = self.cached.get();
+        if item - head == self.entries {
+            out.push(Access::Read(RTRB_HEAD));
+            head = self.shared.get().0;
+            self.cached.set((head, tail));
+        }
+        out.push(Access::Write((item % self.entries) * 8));
+        out.push(Access::Write(RTRB_TAIL));
+        let (h, _) = self.shared.get();
+        self.shared.set((h, item + 1));
+    }
+    fn pop(&self, item: usize, out: &mut Vec<Access>) {
+        let (head, mut tail) = self.cached.get();
+        if item == tail {
+            out.push(Access::Read(RTRB_TAIL));
+            tail = self.shared.get().1;
+            self.cached.set((head, tail));
+        }
+        out.push(Access::Read((item % self.entries) * 8));
+        out.push(Access::Write(RTRB_HEAD));
+        let (_, t) = self.shared.get();
+        self.shared.set((item + 1, t));
+    }
+}
+
 /// How the two threads interleave.
 #[derive(Clone, Copy, Debug)]
 enum Regime {
     /// Push `k` items, pop them, repeat: the consumer right behind.
     Behind(usize),
+    /// The consumer `d` items behind: push 1, pop 1 with `d` queued.
+    Lag(usize),
     /// The queue kept full: pop a line's worth, push as many.
     Full,
 }
@@ -167,8 +259,13 @@ fn moves_per_item(model: &dyn Model, regime: Regime, items: usize) -> (f64, f64)
     let mut caches = Caches::default();
     let mut accesses = Vec::new();
     let (mut pushed, mut popped) = (0, 0);
-    if let Regime::Full = regime {
-        while pushed < model.capacity() {
+    let prefill = match regime {
+        Regime::Behind(_) => 0,
+        Regime::Lag(d) => d.min(model.capacity() - 1),
+        Regime::Full => model.capacity(),
+    };
+    {
+        while pushed < prefill {
             model.push(pushed, &mut accesses);
             pushed += 1;
         }
@@ -181,11 +278,12 @@ fn moves_per_item(model: &dyn Model, regime: Regime, items: usize) -> (f64, f64)
         }
         let k = match regime {
             Regime::Behind(k) => k,
+            Regime::Lag(_) => 1,
             Regime::Full => model.line(),
         };
         // Kept full, the consumer makes room first.
         let order = match regime {
-            Regime::Behind(_) => [(0, true), (1, false)],
+            Regime::Behind(_) | Regime::Lag(_) => [(0, true), (1, false)],
             Regime::Full => [(1, false), (0, true)],
         };
         for (core, step) in order {
@@ -212,10 +310,15 @@ fn moves_per_item(model: &dyn Model, regime: Regime, items: usize) -> (f64, f64)
     )
 }
 
-fn table() -> Vec<(&'static str, Regime, f64, f64)> {
-    let models: Vec<(&str, Box<dyn Model>)> = vec![
+/// Fresh models (rtrb's carries its cached indices from call to call).
+fn models() -> Vec<(&'static str, Box<dyn Model>)> {
+    vec![
         (
             "mailbox 14/7 (default)",
+            Box::new(Pspat::new::<14, 7>(1024).prefetching()),
+        ),
+        (
+            "mailbox 14/7, no prefetch",
             Box::new(Pspat::new::<14, 7>(1024)),
         ),
         ("mailbox 7/7", Box::new(Pspat::new::<7, 7>(1024))),
@@ -231,6 +334,7 @@ fn table() -> Vec<(&'static str, Regime, f64, f64)> {
                 line: 32,
             }),
         ),
+        ("rtrb", Box::new(Rtrb::new(1024))),
         (
             "iffq, 8-entry lines",
             Box::new(Iffq {
@@ -238,10 +342,19 @@ fn table() -> Vec<(&'static str, Regime, f64, f64)> {
                 line: 8,
             }),
         ),
-    ];
+    ]
+}
+
+fn table() -> Vec<(&'static str, Regime, f64, f64)> {
     let mut rows = Vec::new();
-    for regime in [Regime::Behind(1), Regime::Behind(4), Regime::Full] {
-        for (name, model) in &models {
+    for regime in [
+        Regime::Behind(1),
+        Regime::Behind(4),
+        Regime::Lag(64),
+        Regime::Lag(512),
+        Regime::Full,
+    ] {
+        for (name, model) in &models() {
             let (p, c) = moves_per_item(model.as_ref(), regime, 100_000);
             rows.push((*name, regime, p, c));
         }
@@ -290,4 +403,27 @@ fn line_moves_per_item_by_layout() {
     // the look-ahead and release.
     let full = total("mailbox 14/7 (default)", "Full");
     assert!(full < 0.5, "default layout, kept full: {full}");
+    // rtrb stores its index on every call: right behind, the index lines
+    // move with every item on top of the slot's line. Trailing by a line or
+    // more, its cached copies spare it the index lines and its slots are
+    // 8 to a hardware line: it moves fewer lines than any mailbox layout
+    // (no look-ahead, no release, no stamps).
+    let rtrb_behind = total("rtrb", "Behind(1)");
+    assert!(
+        rtrb_behind > 1.5 * grouped,
+        "rtrb {rtrb_behind} vs mailbox {grouped}, right behind"
+    );
+    for layout in ["mailbox 14/7 (default)", "mailbox 28/7"] {
+        let (m, r) = (total(layout, "Lag(64)"), total("rtrb", "Lag(64)"));
+        assert!(r < m, "{layout} {m} vs rtrb {r}, 64 behind");
+    }
+    // The consumer's prefetch reads lines it reads anyway a line later:
+    // it adds no move in any regime of the model.
+    for regime in ["Behind(1)", "Behind(4)", "Lag(64)", "Full"] {
+        let (with, without) = (
+            total("mailbox 14/7 (default)", regime),
+            total("mailbox 14/7, no prefetch", regime),
+        );
+        assert!(with <= without + 0.01, "{regime}: {with} vs {without}");
+    }
 }

@@ -19,10 +19,15 @@
 #      (`gen --backend packet`, far more than any of them forwards), limit
 #      far above: frames/s arriving on s0 (its rx_packets counter), also
 #      through a plain bridge with no qdisc.
+#   6. the CPU floor: measurement 3 also through a plain bridge (no qdisc)
+#      and over a direct gen -> sink veth (`direct`: no device under test
+#      at all; the generator's and sink's addresses move to a veth pair
+#      fwg <-> fws between their namespaces for it), so a table shows what
+#      the generator and sink cost alone at the same offered rate.
 #
 # pktsched runs once per engine (link.engine = run-to-completion, pspat).
 # ARCHS picks the architectures and their order (default "rtc pspat htb
-# bridge"); `rtc-bp` is the run-to-completion engine with busy polling
+# bridge direct"); `rtc-bp` is the run-to-completion engine with busy polling
 # (`run --busy-poll`, needs the pinning below), so `ARCHS="rtc rtc-bp htb"`
 # compares both in one interleaved run. PKTSCHED_BUSY_POLL=1 turns busy
 # polling on for every pktsched architecture.
@@ -196,7 +201,27 @@ start_bridge() { # a plain bridge, no qdisc (veths default to noqueue)
     if [ -n "$dut_cpu" ]; then rps $(( 1 << dut_cpu )); fi
 }
 
-# Architectures: pktsched with each engine, bridge + HTB, plain bridge.
+# The direct path: g0's and s0's addresses move to a veth pair fwg <-> fws
+# between the generator's and the sink's namespaces (nothing in between).
+start_direct() {
+    ip link add fwg netns "$gen" type veth peer name fws netns "$sink"
+    nsx "$gen" ip addr del 198.18.0.1/24 dev g0
+    nsx "$sink" ip addr del 198.18.0.2/24 dev s0
+    nsx "$gen" ip addr add 198.18.0.1/24 dev fwg
+    nsx "$sink" ip addr add 198.18.0.2/24 dev fws
+    nsx "$gen" ethtool -K fwg tso off gso off gro off tx off rx off >/dev/null 2>&1 || true
+    nsx "$sink" ethtool -K fws tso off gso off gro off tx off rx off >/dev/null 2>&1 || true
+    nsx "$gen" ip link set fwg up
+    nsx "$sink" ip link set fws up
+}
+stop_direct() {
+    nsx "$gen" ip link del fwg 2>/dev/null || true
+    nsx "$gen" ip addr add 198.18.0.1/24 dev g0 2>/dev/null || true
+    nsx "$sink" ip addr add 198.18.0.2/24 dev s0 2>/dev/null || true
+}
+
+# Architectures: pktsched with each engine, bridge + HTB, plain bridge, and
+# no device under test (direct).
 start_arch() { # $1 arch, $2 rate
     case "$1" in
         rtc) start_pktsched "$2" run-to-completion ;;
@@ -204,11 +229,13 @@ start_arch() { # $1 arch, $2 rate
         pspat) start_pktsched "$2" pspat ;;
         htb) start_htb "$2" ;;
         bridge) start_bridge ;;
+        direct) start_direct ;;
     esac
 }
 stop_arch() {
     case "$1" in
         rtc|rtc-bp|pspat) stop_pktsched ;;
+        direct) stop_direct ;;
         *) stop_htb ;;
     esac
 }
@@ -273,6 +300,19 @@ wanted() { case " ${ONLY:-$measurements} " in *" $1 "*) return 0 ;; esac; return
 
 run_all() { # $1 arch
     local a="$1"
+    if [ "$a" = direct ]; then # the CPU floor only: no device to shape with
+        if wanted fwd; then
+            start_arch direct 0
+            measure direct-fwd "dport=6000,rate=60mbit,size=64"
+            stop_arch direct
+        fi
+        return 0
+    fi
+    if [ "$a" = bridge ] && wanted fwd; then # the CPU floor with a device
+        start_arch bridge 0
+        measure bridge-fwd "dport=6000,rate=60mbit,size=64"
+        stop_arch bridge
+    fi
     if [ "$a" != bridge ]; then
         # 1. rate accuracy
         if wanted rate; then
@@ -317,7 +357,7 @@ run_all() { # $1 arch
     stop_arch "$a"
 }
 
-archs="${ARCHS:-rtc pspat htb bridge}"
+archs="${ARCHS:-rtc pspat htb bridge direct}"
 for a in $archs; do run_all "$a"; done
 
 # The run-to-completion forwarder's own account (its stats' `forwarder`):
@@ -349,9 +389,37 @@ PY
     done
 }
 
+# The CPU floor: measurement 3 for every architecture that ran it, the
+# plain bridge and the direct veth included (what gen + sink cost alone).
+cpu_floor_table() {
+    local a n c head="" sep="" got="" cpu="" dut=""
+    for a in $archs; do
+        [ -s "$work/$a-fwd.json" ] || continue
+        head="$head $(name_of "$a") |"; sep="$sep ---: |"
+        n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
+        n=$(( n > 0 ? n : 1 ))
+        got="$got $(( n / secs )) |"
+        c=$(cat "$work/$a-fwd.cpu_ns")
+        cpu="$cpu $(( c / n )) |"
+        dut="$dut $(cpu_ns_per_frame "$(cat "$work/$a-fwd.dut_jiffies")" "$n") |"
+    done
+    [ -n "$head" ] || return 0
+    echo
+    echo "| CPU floor: 64 B frames at a fixed offered rate, limit far above |$head"
+    echo "| --- |$sep"
+    echo "| frames/s received by the sink |$got"
+    echo "| whole-machine CPU ns per frame (gen + DUT + sink) |$cpu"
+    [ -n "$dut_cpu" ] && echo "| DUT core (CPU $dut_cpu) busy CPU ns per frame |$dut"
+    echo
+}
+
 shaped=""
-for a in $archs; do [ "$a" = bridge ] || shaped="$shaped $a"; done
-name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; esac; }
+sat_archs=""
+for a in $archs; do
+    case "$a" in bridge|direct) ;; *) shaped="$shaped $a" ;; esac
+    [ "$a" = direct ] || sat_archs="$sat_archs $a"
+done
+name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
 
 row() { # label, python expression over d (sink JSON), measurement name
     local label="$1" expr="$2" line
@@ -448,12 +516,13 @@ row() { # label, python expression over d (sink JSON), measurement name
     echo "| placement | $placed${rt_args[*]:+, pktsched ${rt_args[*]}} |"
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload
+    if wanted fwd; then cpu_floor_table; fi
     wanted sat || exit 0
     echo
-    echo "| saturation: ring generator, 64 B frames, limit far above |$(for a in $archs; do printf ' %s |' "$(name_of "$a")"; done)"
-    echo "| --- |$(for a in $archs; do printf ' ---: |'; done)"
-    echo "| frames/s arriving on s0 |$(for a in $archs; do printf ' %s |' "$(cat "$work/$a-sat.pps")"; done)"
-    echo "| whole-machine CPU ns per arriving frame |$(for a in $archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"
-    echo "| frames/s offered by the generator |$(for a in $archs; do printf ' %s |' "$(jq_py "$work/$a-sat.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))")"; done)"
+    echo "| saturation: ring generator, 64 B frames, limit far above |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
+    echo "| --- |$(for a in $sat_archs; do printf ' ---: |'; done)"
+    echo "| frames/s arriving on s0 |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.pps")"; done)"
+    echo "| whole-machine CPU ns per arriving frame |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"
+    echo "| frames/s offered by the generator |$(for a in $sat_archs; do printf ' %s |' "$(jq_py "$work/$a-sat.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))")"; done)"
 } | tee target/compare-htb.md
 forwarder_trace

@@ -493,6 +493,19 @@ fn set_up_ring(fdn: i32, role: Role, device: &str) -> Result<(), IoError> {
 }
 
 impl PacketSocket {
+    /// `true` if the receive ring's next block (or frame slot) belongs to
+    /// the user: a receive would take frames now. Read from the ring's
+    /// status word in memory, no system call; always `false` for a
+    /// transmit socket.
+    pub fn rx_ready(&self) -> bool {
+        let ready_at = match self.role {
+            Role::Rx(r) => self.block * r.block_size as usize + BLOCK_STATUS,
+            Role::RxFrames(f) => self.slot * f.frame_size as usize + TX_STATUS,
+            Role::Tx(_) => return false,
+        };
+        self.status(ready_at).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0
+    }
+
     /// Opens a socket on `device` (in the calling thread's network
     /// namespace) with `role`'s ring. `promiscuous` receives frames for any
     /// MAC address (a bump in the wire needs it).
@@ -895,17 +908,13 @@ impl PacketIo for PacketSocket {
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
-        let ready_at = match self.role {
-            Role::Rx(r) => self.block * r.block_size as usize + BLOCK_STATUS,
-            Role::RxFrames(f) => self.slot * f.frame_size as usize + TX_STATUS,
-            Role::Tx(_) => {
-                // Nothing to receive; frames still in the ring go now.
-                self.flush();
-                std::thread::sleep(timeout);
-                return Ok(());
-            }
-        };
-        if self.status(ready_at).load(Ordering::Acquire) & libc::TP_STATUS_USER != 0 {
+        if let Role::Tx(_) = self.role {
+            // Nothing to receive; frames still in the ring go now.
+            self.flush();
+            std::thread::sleep(timeout);
+            return Ok(());
+        }
+        if self.rx_ready() {
             return Ok(());
         }
         // Idle: bring the kernel's drop counters up to date, so drops of a

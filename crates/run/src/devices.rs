@@ -47,6 +47,19 @@ pub enum LinkDevice {
     ClassRings(Box<ClassRings>, Option<Box<PacketSocket>>),
 }
 
+impl LinkDevice {
+    /// Whether a receive would find frames now, read from the receive
+    /// ring in memory (no system call); `None` for a device that cannot
+    /// tell this way (a transmit half, class rings: their own wait checks).
+    pub fn rx_ready(&mut self) -> Option<bool> {
+        match self {
+            LinkDevice::Packet(d) => Some(d.rx_ready()),
+            LinkDevice::XdpRx(d, _) => Some(d.rx_ready()),
+            LinkDevice::XdpTx(_) | LinkDevice::ClassRings(..) => None,
+        }
+    }
+}
+
 impl PacketIo for LinkDevice {
     fn recv_batch(
         &mut self,

@@ -98,3 +98,54 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
         pool.put(b);
     }
 }
+
+/// One class: a single receive ring, which says in memory (no system
+/// call) whether a receive would find frames, so the forwarder skips a
+/// `ppoll` that would return at once (and does not count it a sleep).
+fn single_ring_reports_ready(backend: &str, prefix: &str) {
+    let topo = Topology::line(prefix).expect("topology");
+    topo.quiet().expect("quiet");
+    let config = format!(
+        "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\nbackend = \"{backend}\"\n\
+         [scheduler]\nalgorithm = \"fifo\"\n[control]\nsocket = \"/tmp/unused.sock\"\n\
+         [[class]]\nname = \"all\"\ndefault = true\n"
+    );
+    let cfg = parse(&config, "test.toml", None).expect("config");
+    let (mut devices, pool, _choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
+        .expect("namespace")
+        .expect("devices");
+    let rx = &mut devices.ingress_rx;
+    let mut got: Vec<PacketBuf> = Vec::new();
+    while rx.recv_batch(pool, &mut got, 64).expect("recv") > 0 {}
+    assert_eq!(rx.rx_ready(), Some(false), "{backend}: drained ring");
+    in_namespace(&topo.gen_ns, || {
+        let s = UdpSocket::bind("0.0.0.0:0").expect("bind");
+        s.send_to(&[0u8; 64], "198.18.0.2:5000").expect("send")
+    })
+    .expect("namespace");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while rx.rx_ready() != Some(true) && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    assert_eq!(
+        rx.rx_ready(),
+        Some(true),
+        "{backend}: the frame never showed"
+    );
+    assert!(rx.recv_batch(pool, &mut got, 64).expect("recv") >= 1);
+    while rx.recv_batch(pool, &mut got, 64).expect("recv") > 0 {}
+    assert_eq!(rx.rx_ready(), Some(false), "{backend}: taken");
+    for b in got.drain(..) {
+        pool.put(b);
+    }
+}
+
+#[test]
+fn a_single_ring_says_in_memory_whether_frames_wait() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    single_ring_reports_ready("xdp", "fw-rdyx-");
+    single_ring_reports_ready("packet", "fw-rdyp-");
+}

@@ -257,6 +257,13 @@ impl XdpRx {
         self.core.zero_copy
     }
 
+    /// `true` if the RX ring holds frames a receive would take now: read
+    /// from the ring's producer index in memory, no system call (a
+    /// caller about to sleep skips a `ppoll` that would return at once).
+    pub fn rx_ready(&mut self) -> bool {
+        self.rx_c.available(self.rx.producer(), 1) > 0
+    }
+
     fn wants_wakeup(&self) -> bool {
         self.need_wakeup
             && self.fill.flags().load(Ordering::Relaxed) & libc::XDP_RING_NEED_WAKEUP != 0
@@ -352,7 +359,7 @@ impl PacketIo for XdpRx {
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
-        if self.rx_c.available(self.rx.producer(), 1) > 0 {
+        if self.rx_ready() {
             return Ok(());
         }
         poll(

@@ -69,6 +69,16 @@ impl<P: PacketIo> Port<P> {
 }
 
 impl<P: PacketIo + 'static> Port<P> {
+    /// `true` if the device's receive ring already holds frames, read in
+    /// memory ([`LinkDevice::rx_ready`]): a wait now would return at once
+    /// without sleeping. `false` when the device cannot tell that way.
+    pub(crate) fn rx_ready(&mut self) -> bool {
+        let any: &mut dyn std::any::Any = &mut self.io;
+        any.downcast_mut::<LinkDevice>()
+            .and_then(LinkDevice::rx_ready)
+            .unwrap_or(false)
+    }
+
     /// Waits up to `timeout` for frames to arrive, before a release due
     /// at its end for which the emulated link is busy (`link_busy`) or
     /// not (a shaper's wait: per-class rings then watch every class);

@@ -97,8 +97,7 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         let asked = match looper.next_due(&round, now) {
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.
-            None => port
-                .wait_due(RX_WAIT, false)
+            None => (!port.rx_ready() && port.wait_due(RX_WAIT, false))
                 .then_some(RX_WAIT.as_nanos() as u64),
             Some(due) => sleep_until_frame_or(&mut port, due, &clock),
         };
@@ -116,7 +115,10 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
 /// Sleeps until a frame arrives on `port` or the clock reaches `due`,
 /// with nanosecond precision when the device has a descriptor. Returns
 /// the time asked for (ns), or `None` when it did not sleep (the time was
-/// up, or per-class rings already held frames).
+/// up, or the receive ring or per-class rings already held frames: a
+/// frame that arrived since the pass's receive, e.g. during its TX kick,
+/// is taken by the next pass without a `ppoll` that would return at
+/// once).
 fn sleep_until_frame_or<P: PacketIo + 'static>(
     port: &mut Port<P>,
     due: Due,
@@ -127,6 +129,9 @@ fn sleep_until_frame_or<P: PacketIo + 'static>(
         return None;
     }
     let timeout = Duration::from_nanos(left).min(RX_WAIT);
+    if port.rx_ready() {
+        return None;
+    }
     let waited = match port.io.poll_fd() {
         Some(fd) => wait::readable_within(fd, timeout).map(|_| true),
         None => Ok(port.wait_due(timeout, due.link_busy)),

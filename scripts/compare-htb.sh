@@ -216,8 +216,10 @@ start_direct() {
 }
 stop_direct() {
     nsx "$gen" ip link del fwg 2>/dev/null || true
-    nsx "$gen" ip addr add 198.18.0.1/24 dev g0 2>/dev/null || true
-    nsx "$sink" ip addr add 198.18.0.2/24 dev s0 2>/dev/null || true
+    # `replace` is idempotent; a failure here must stop the script, or the
+    # later measurements would run with no addresses and record zeros.
+    nsx "$gen" ip addr replace 198.18.0.1/24 dev g0
+    nsx "$sink" ip addr replace 198.18.0.2/24 dev s0
 }
 
 # Architectures: pktsched with each engine, bridge + HTB, plain bridge, and

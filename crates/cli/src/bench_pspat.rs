@@ -107,8 +107,8 @@ pub(crate) struct PspatArgs {
     /// PSPAT nap: when every mailbox is empty and the scheduler's backlog
     /// keeps the link busy for at least this long, the arbiter sleeps for
     /// half of that time (a client's ring wakes it) instead of waiting on
-    /// the CPU for each departure; `off`: never.
-    #[arg(long, default_value = "200us")]
+    /// the CPU for each departure; `off` (the default): never.
+    #[arg(long, default_value = "off")]
     arbiter_nap: String,
     /// Same as `--placement none`.
     #[arg(long)]

@@ -105,6 +105,9 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
 fn single_ring_reports_ready(backend: &str, prefix: &str) {
     let topo = Topology::line(prefix).expect("topology");
     topo.quiet().expect("quiet");
+    // The datagram itself, not an ARP request (whose retry a second later
+    // could refill the ring before the last check).
+    topo.static_neighbours().expect("neighbours");
     let config = format!(
         "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\nbackend = \"{backend}\"\n\
          [scheduler]\nalgorithm = \"fifo\"\n[control]\nsocket = \"/tmp/unused.sock\"\n\

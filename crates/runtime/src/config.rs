@@ -92,14 +92,20 @@ pub struct Config {
     pub assist_after: Option<Duration>,
     /// Nap: when no mailbox holds a packet and the scheduler's backlog
     /// keeps the emulated link busy for at least this long, the arbiter
-    /// thread sleeps for half of that link time (a client's ring wakes it)
+    /// thread sleeps for half of that link time, at most this long (a
+    /// client's ring wakes it; not while released packets wait for a
+    /// dispatcher)
     /// instead of waiting on the CPU for every departure; on waking, the
     /// link catches up (every packet that would have started meanwhile is
     /// released), so no link time is lost while the backlog lasts. An
     /// arbiter that is always runnable holds its core even while it only
     /// waits for the link; napping leaves the core to the clients (which
     /// then refill the mailboxes) when it does not have one to itself.
-    /// `None`: never nap (wait on the CPU as `yield_when_idle` says).
+    /// `None` (the default): never nap (wait on the CPU as
+    /// `yield_when_idle` says). Opt-in: on this project's 2-vCPU machine
+    /// 200 µs did not raise what a client sharing its core with a busy
+    /// process delivers and raised the victim's p99 at one client
+    /// (BENCHMARKS.md, PSPAT section).
     pub nap_cover: Option<Duration>,
 }
 
@@ -127,7 +133,7 @@ impl Config {
             arbiter_nice: None,
             burst: 0,
             assist_after: None,
-            nap_cover: Some(Duration::from_micros(200)),
+            nap_cover: None,
         }
     }
 

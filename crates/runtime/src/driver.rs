@@ -377,7 +377,7 @@ impl IdlePolicy {
             if r.link_wait > self.spin {
                 Next::Sleep(Some(r.link_wait))
             } else if self.nap_cover.is_some_and(|c| r.idle_ahead >= c) {
-                Next::Nap(r.idle_ahead / 2)
+                Next::Nap((r.idle_ahead / 2).min(self.nap_cover.unwrap_or(0)))
             } else {
                 on_cpu
             }
@@ -450,11 +450,14 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                     a.record_busy_round(end.0.saturating_sub(start.0));
                 }
                 let waiting = r.backlog > 0 || a.tx_waiting() > 0;
-                let idle_ahead = if napping && waiting && !did_work && !a.any_mail() {
-                    a.busy_ahead(end).0
-                } else {
-                    0
-                };
+                // Not while released packets wait for a dispatcher: it does not
+                // ring the arbiter when it frees room.
+                let idle_ahead =
+                    if napping && waiting && !did_work && a.tx_waiting() == 0 && !a.any_mail() {
+                        a.busy_ahead(end).0
+                    } else {
+                        0
+                    };
                 let stats = (end >= next_publish).then(|| a.stats());
                 (r, did_work, waiting, idle_ahead, end, stats, a.rounds())
             });
@@ -711,7 +714,8 @@ mod tests {
         };
         // The link is busy for at least the cover: nap for half of it.
         assert_eq!(p.after(end(false, 50, 1_000)), Next::Nap(500));
-        assert_eq!(p.after(end(false, 50, 8_000)), Next::Nap(4_000));
+        // At most the cover itself, so a nap never outlasts it.
+        assert_eq!(p.after(end(false, 50, 8_000)), Next::Nap(1_000));
         // Below the cover (or mail waiting: `idle_ahead` 0): on the CPU.
         assert_eq!(p.after(end(false, 50, 999)), Next::Yield);
         assert_eq!(p.after(end(false, 50, 0)), Next::Yield);

@@ -19,29 +19,7 @@ impl<T> FlowTable<T> {
     /// [`FlowTable::admit`] returning the pool slot the packet took.
     #[inline(always)]
     pub(crate) fn admit_slot(&mut self, pkt: Pkt<T>) -> Result<u32, Rejected<T>> {
-        debug_assert!(!self.arrival_order);
-        let len = pkt.len;
-        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
-            return Err(self.refuse_checked(pkt, false));
-        };
-        // A dead flow has limit 0, so it fails the limit test.
-        if len > h.max_len || h.len >= h.limit {
-            return Err(self.refuse_checked(pkt, false));
-        }
-        let i = match Self::store(&mut self.pool, &mut self.free_slot, pkt) {
-            Ok(i) => i,
-            Err(p) => return Err(self.refuse(p, DropReason::QueueFull)),
-        };
-        if h.len == 0 {
-            h.head = i;
-            h.head_len = len;
-        } else if let Some(t) = self.pool.get_mut(h.tail as usize) {
-            t.next = i;
-            t.next_len = len;
-        }
-        h.tail = i;
-        Self::count_in(&mut self.totals, h, len);
-        Ok(i)
+        self.admit_at(pkt, false).map(|(i, _)| i)
     }
 
     /// The packet in slot `i` if it is its flow's head: taken, counted as a

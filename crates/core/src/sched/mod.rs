@@ -636,7 +636,7 @@ impl core::fmt::Display for Algorithm {
 
 /// An intrusive circular doubly linked list of flow ids with a cursor at
 /// its head, stored in two index arrays (`Links`). Used for active lists (RR,
-/// DRR, PRIO levels): no allocation, O(1) unlink of any flow, and `rotate`
+/// PRIO levels): no allocation, O(1) unlink of any flow, and `rotate`
 /// (head to tail) is a single cursor step.
 #[derive(Clone, Debug)]
 pub(crate) struct FlowList {

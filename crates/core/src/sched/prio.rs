@@ -5,8 +5,8 @@
 //!
 //! The flow served next (the head of the highest non-empty level) is kept
 //! in `front`, so `pick` is one load and a departure that leaves its flow
-//! backlogged is one step of that level's ring. The bitmap is only searched
-//! when a level empties or a flow becomes backlogged.
+//! backlogged is one step of that level's ring. The bitmap is searched when
+//! a flow becomes backlogged and when the served flow empties.
 
 use super::{Discipline, FlowList, Limits, Links, NIL};
 use crate::bitmap::HierBitmap;

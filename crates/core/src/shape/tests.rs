@@ -495,7 +495,7 @@ fn mltw_parks_beyond_horizon_and_releases_on_time() {
     assert_eq!(w.len(), 0);
     // Beyond even the coarsest wheel: refused, nothing kept.
     let far = Entry { edt: 1_000, ..e };
-    assert!(w.push(far, 0, 0).is_err());
+    assert!(w.push(far, 0, 1).is_err());
     assert_eq!(w.len(), 0);
 }
 

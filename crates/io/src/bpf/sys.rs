@@ -50,6 +50,13 @@ struct MapCreateAttr {
     map_name: [u8; 16],
 }
 
+/// The value buffer of one map element command: read by an update, written
+/// by a lookup (the kernel writes through the address it is given).
+enum ElementValue<'a> {
+    Write(&'a [u8]),
+    Read(&'a mut [u8]),
+}
+
 #[repr(C)]
 struct MapElemAttr {
     map_fd: u32,
@@ -219,35 +226,35 @@ impl Map {
 
     /// Sets `key` to `value` (for an XSKMAP the value is a socket's fd).
     pub fn update(&self, key: &[u8], value: &[u8]) -> Result<(), BpfError> {
-        self.check(key, value)?;
-        self.element_call(
-            BPF_MAP_UPDATE_ELEM,
-            "BPF_MAP_UPDATE_ELEM",
-            key,
-            value.as_ptr() as u64,
-        )
+        self.element_call(key, ElementValue::Write(value))
     }
 
     /// Reads `key` into `value`.
     pub fn lookup(&self, key: &[u8], value: &mut [u8]) -> Result<(), BpfError> {
-        self.check(key, value)?;
-        self.element_call(
-            BPF_MAP_LOOKUP_ELEM,
-            "BPF_MAP_LOOKUP_ELEM",
-            key,
-            value.as_mut_ptr() as u64,
-        )
+        self.element_call(key, ElementValue::Read(value))
     }
 
-    /// One element command on `key` with the value at `value_addr`, whose
-    /// length `check` has matched to the map's value size.
-    fn element_call(
-        &self,
-        cmd: libc::c_long,
-        call: &'static str,
-        key: &[u8],
-        value_addr: u64,
-    ) -> Result<(), BpfError> {
+    /// One element command on `key`: the buffers' lengths are checked
+    /// against the map's here, next to the call that uses them.
+    fn element_call(&self, key: &[u8], value: ElementValue<'_>) -> Result<(), BpfError> {
+        let (cmd, call, value_addr) = match value {
+            ElementValue::Write(v) => {
+                self.check(key, v)?;
+                (
+                    BPF_MAP_UPDATE_ELEM,
+                    "BPF_MAP_UPDATE_ELEM",
+                    v.as_ptr() as u64,
+                )
+            }
+            ElementValue::Read(v) => {
+                self.check(key, v)?;
+                (
+                    BPF_MAP_LOOKUP_ELEM,
+                    "BPF_MAP_LOOKUP_ELEM",
+                    v.as_mut_ptr() as u64,
+                )
+            }
+        };
         let mut attr = MapElemAttr {
             map_fd: self.fd() as u32,
             _pad: 0,

@@ -7,19 +7,14 @@
 //! Packets sit in one pool of slots shared by all flows; each flow's FIFO is
 //! a linked list through it and free slots are reused last-in first-out
 //! (a table in arrival order, for FIFO, keeps one ring of packets instead).
-//! The pool (or ring) grows to the peak backlog (for the shaper's wheels,
-//! whose nodes are pool slots, the peak of packets plus filed entries: a
-//! removed flow's slots stay taken until its entries come due) and then
-//! keeps its size, so there is no heap allocation per packet in steady
-//! state.
+//! The pool (or ring) grows to the peak backlog and then keeps its size, so
+//! there is no heap allocation per packet in steady state.
 
 use std::collections::VecDeque;
 
 use serde::Serialize;
 
 use crate::units::{Bytes, Nanos, Rate};
-
-mod wheel_slot;
 
 /// A dense index into one scheduler's flow table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -525,16 +520,6 @@ impl<T> FlowTable<T> {
     /// hot record; the reason of a refusal is found on the cold path.
     #[inline(always)]
     pub(crate) fn admit(&mut self, pkt: Pkt<T>, extra_full: bool) -> Result<bool, Rejected<T>> {
-        self.admit_at(pkt, extra_full)
-            .map(|(_, was_empty)| was_empty)
-    }
-    /// [`FlowTable::admit`], also returning the pool slot the packet took.
-    #[inline(always)]
-    pub(crate) fn admit_at(
-        &mut self,
-        pkt: Pkt<T>,
-        extra_full: bool,
-    ) -> Result<(u32, bool), Rejected<T>> {
         debug_assert!(!self.arrival_order);
         let len = pkt.len;
         let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
@@ -561,11 +546,11 @@ impl<T> FlowTable<T> {
                 h.head_len = len;
                 Self::count_in(&mut self.totals, h, len);
                 h.tail = i;
-                return Ok((i, true));
+                return Ok(true);
             }
         };
         Self::count_in(&mut self.totals, h, len);
-        Ok((i, false))
+        Ok(false)
     }
     /// [`FlowTable::admit`] for a table in arrival order. One compare with
     /// `ring_room` covers the ring's capacity and the scheduler-wide cap;

@@ -118,7 +118,7 @@ impl TimeQueue for CffsShaper {
     }
 
     #[inline]
-    fn commit(&mut self, _t: Handle, _slot: u32) {}
+    fn commit(&mut self, _t: Handle) {}
 
     fn cancel(&mut self, t: Handle) {
         self.q.remove(t);
@@ -143,10 +143,10 @@ impl TimeQueue for CffsShaper {
     }
 
     #[inline]
-    fn pop_ready_slot(&mut self) -> Option<(Entry, u32)> {
+    fn pop_ready(&mut self) -> Option<Entry> {
         let e = *self.ready.get(self.ready_pos)?;
         self.ready_pos += 1;
-        Some((e, u32::MAX))
+        Some(e)
     }
 
     fn has_ready(&self) -> bool {

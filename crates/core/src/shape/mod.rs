@@ -55,9 +55,7 @@
 //! | cFFS | `2 · n · 8 + 2 · n/8` bytes, `n = horizon / g` |
 //! | MLTW | `L · (N · 8 + N/8)` bytes, `L = log2(horizon / (g0·N)) + 1` |
 //!
-//! plus 24 bytes (wheels: one node per slot of the flow table's packet pool,
-//! see [`TimeQueue::SLOT_NODES`]) or the arena's node size (cFFS) per queued
-//! packet.
+//! plus 24 bytes (wheels) or the arena's node size (cFFS) per queued packet.
 //! At 1 ns granularity and a 256 s horizon the MLTW with `N = 1024` needs
 //! 29 levels, about 240 KB; a single wheel would need 2^38 slots (≈ 2.2 TB)
 //! and the cFFS about 4.4 TB, so both are refused by the memory cap.
@@ -119,13 +117,6 @@ pub trait TimeQueue {
     fn min_spacing(&self) -> Nanos;
     /// How far ahead of the last release an entry can be filed.
     fn horizon(&self) -> Nanos;
-    /// True if the queue's nodes are the flow table's pool slots: each
-    /// entry is filed under the slot of the packet it was made for
-    /// ([`TimeQueue::commit`]'s `slot`), and [`TimeQueue::filed`] says
-    /// whether a slot's entry is still in the queue (the shaper then frees a
-    /// slot only once it holds neither). False: the queue keeps its own
-    /// nodes and ignores `slot`.
-    const SLOT_NODES: bool = false;
     /// A filing prepared by [`TimeQueue::reserve`].
     type Ticket: Copy;
     /// Prepares to file an entry for a flow on `level`: everything that
@@ -133,29 +124,16 @@ pub trait TimeQueue {
     /// The ticket must be committed or cancelled before the queue is used
     /// otherwise.
     fn reserve(&mut self, e: Entry, level: u8) -> Option<Self::Ticket>;
-    /// Files a reserved entry under node `slot` (with
-    /// [`TimeQueue::SLOT_NODES`]: a slot no filed entry uses, at most one
-    /// past the largest one used so far).
-    fn commit(&mut self, t: Self::Ticket, slot: u32);
+    /// Files a reserved entry.
+    fn commit(&mut self, t: Self::Ticket);
     /// Gives a reservation up: the entry is not filed.
     fn cancel(&mut self, t: Self::Ticket);
-    /// Files an entry under node `slot` (see [`TimeQueue::commit`]); it
-    /// comes back if it lies beyond the horizon or `slot` is not one the
-    /// queue can use.
-    fn push(&mut self, e: Entry, level: u8, slot: u32) -> Result<(), Entry> {
+    /// Files an entry; it comes back if it lies beyond the horizon.
+    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
         let t = self.reserve(e, level).ok_or(e)?;
-        self.commit(t, slot);
+        self.commit(t);
         Ok(())
     }
-    /// True if node `slot`'s entry is filed or ready, not yet taken
-    /// (always false without [`TimeQueue::SLOT_NODES`]).
-    fn filed(&self, _slot: u32) -> bool {
-        false
-    }
-    /// Marks node `slot`'s entry taken: [`TimeQueue::pop_ready_slot`]
-    /// leaves it marked filed, for the caller to free the slot with no
-    /// further write when the entry's own packet leaves with it.
-    fn unfile(&mut self, _slot: u32) {}
     /// Appends every entry whose slot time is `<= now` to `out` (one batch),
     /// after any entries still in the ready list; returns how many.
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize;
@@ -163,15 +141,8 @@ pub trait TimeQueue {
     /// list (one batch, after what is still there), to be taken with
     /// [`TimeQueue::pop_ready`]; true if the ready list is not empty.
     fn release_ready(&mut self, now: Nanos) -> bool;
-    /// Takes the first entry of the ready list, with its node (the pool
-    /// slot it was committed under with [`TimeQueue::SLOT_NODES`]; else
-    /// meaningless).
-    fn pop_ready_slot(&mut self) -> Option<(Entry, u32)>;
     /// Takes the first entry of the ready list.
-    #[inline(always)]
-    fn pop_ready(&mut self) -> Option<Entry> {
-        self.pop_ready_slot().map(|(e, _)| e)
-    }
+    fn pop_ready(&mut self) -> Option<Entry>;
     /// True if the ready list is not empty.
     fn has_ready(&self) -> bool;
     /// [`TimeQueue::release_to`] into a `VecDeque`.

@@ -107,12 +107,6 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         st
     }
 
-    /// Slots of the flow table's packet pool.
-    #[cfg(test)]
-    pub(crate) fn pool_slots(&self) -> usize {
-        self.flows.pool_slots()
-    }
-
     /// Heap memory: flow table, per-flow state, time queue.
     pub fn memory_bytes(&self) -> usize {
         self.flows.memory_bytes()
@@ -216,8 +210,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     #[inline]
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
         loop {
-            let (e, slot) = self.next_entry(now, 0)?;
-            let Some(pkt) = self.take(e, slot) else {
+            let e = self.next_entry(now, 0)?;
+            let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
             let late = now.0.saturating_sub(e.edt);
@@ -232,54 +226,16 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// batch when it has run dry; `None` when nothing is due (see
     /// [`Shaper::refill`]).
     #[inline(always)]
-    fn next_entry(&mut self, now: Nanos, pending: u64) -> Option<(Entry, u32)> {
-        match self.q.pop_ready_slot() {
-            Some(x) => Some(x),
+    fn next_entry(&mut self, now: Nanos, pending: u64) -> Option<Entry> {
+        match self.q.pop_ready() {
+            Some(e) => Some(e),
             None => {
                 if !self.refill(now, pending) {
                     return None;
                 }
-                self.q.pop_ready_slot()
+                self.q.pop_ready()
             }
         }
-    }
-
-    /// The packet a released entry stands for (`None`: a stale entry).
-    /// With [`TimeQueue::SLOT_NODES`], the entry's own packet when it is its
-    /// flow's head (the slot is freed: both its packet and its entry are
-    /// gone); otherwise see [`Shaper::take_cold`].
-    #[inline(always)]
-    fn take(&mut self, e: Entry, slot: u32) -> Option<Pkt<T>> {
-        if !Q::SLOT_NODES {
-            return self.pop_for(e);
-        }
-        match self.flows.take_head_slot(slot) {
-            Some(p) => Some(p),
-            None => self.take_cold(e, slot),
-        }
-    }
-
-    /// A released entry whose slot does not hold its flow's head: a flow's
-    /// entries released out of filing order (across levels of one release,
-    /// or after a rate change), or an entry of a removed flow. A live
-    /// flow's entry takes the flow's head, as every entry does; each slot
-    /// is freed once it holds neither a packet nor a filed entry.
-    #[cold]
-    #[inline(never)]
-    fn take_cold(&mut self, e: Entry, slot: u32) -> Option<Pkt<T>> {
-        self.q.unfile(slot);
-        let live = self
-            .shape
-            .get(e.flow as usize)
-            .is_some_and(|s| s.generation == e.generation);
-        let q = &self.q;
-        let pkt = if live {
-            self.flows.pop_keeping(FlowId(e.flow), |i| q.filed(i))
-        } else {
-            None
-        };
-        self.flows.free_token_slot(slot);
-        pkt
     }
 
     /// The packet an entry stands for: its flow's head, unless the entry is
@@ -322,10 +278,10 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     ) -> usize {
         let (mut n, mut late_sum, mut late_max) = (0usize, 0u128, self.st.max_lateness);
         while n < max {
-            let Some((e, slot)) = self.next_entry(now, n as u64) else {
+            let Some(e) = self.next_entry(now, n as u64) else {
                 break;
             };
-            let Some(pkt) = self.take(e, slot) else {
+            let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
             let late = now.0.saturating_sub(e.edt);
@@ -416,16 +372,10 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         if !self.flows.contains(flow) {
             return Err(ConfigError::UnknownFlow(flow));
         }
-        // Entries still filed for this flow are skipped when released
-        // (their slots, with `SLOT_NODES`, are freed then).
+        // Entries still filed for this flow are skipped when released.
         let s = &mut self.shape[flow.index()];
         s.generation = s.generation.wrapping_add(1);
-        let pkts: Vec<Pkt<T>> = if Q::SLOT_NODES {
-            let q = &self.q;
-            self.flows.remove_keeping(flow, |i| q.filed(i))
-        } else {
-            self.flows.remove(flow)
-        };
+        let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
         Ok(pkts)
     }
 
@@ -447,10 +397,10 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         let Some(ticket) = self.q.reserve(e, s.level) else {
             return Err(self.refuse_beyond_horizon(pkt));
         };
-        match self.flows.admit_slot(pkt) {
-            Ok(slot) => {
+        match self.flows.admit(pkt, false) {
+            Ok(_) => {
                 s.pacer.restore(clock);
-                self.q.commit(ticket, slot);
+                self.q.commit(ticket);
                 Ok(())
             }
             Err(r) => {

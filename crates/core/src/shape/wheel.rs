@@ -17,25 +17,6 @@ struct Node {
     /// Filed at its floor slot in a coarser wheel (see [`Wheels::park`]):
     /// its slot may come before its EDT.
     parked: bool,
-    /// The entry is filed or ready (see [`TimeQueue::filed`]). Set when
-    /// it is committed; a taken entry whose slot is freed at once keeps
-    /// it until the slot's next commit overwrites the node.
-    filed: bool,
-}
-
-impl Node {
-    /// A node no entry uses.
-    const BLANK: Node = Node {
-        e: Entry {
-            edt: 0,
-            flow: 0,
-            generation: 0,
-        },
-        next: NIL,
-        level: 0,
-        parked: false,
-        filed: false,
-    };
 }
 
 /// Where [`Wheels::locate`] files an entry.
@@ -49,12 +30,11 @@ enum Place {
     Parked(usize, u64),
 }
 
-/// A filing prepared by [`TimeQueue::reserve`] on [`Wheels`]: the entry,
-/// its flow's level and where it goes.
+/// A filing prepared by [`TimeQueue::reserve`] on [`Wheels`]: the entry's
+/// node and where it goes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WheelTicket {
-    e: Entry,
-    level: u8,
+    node: u32,
     at: Place,
 }
 
@@ -217,11 +197,10 @@ pub struct Wheels {
     top: usize,
     g_shift: u32,
     mask: u64,
-    /// One node per pool slot of the flow table (see
-    /// [`TimeQueue::SLOT_NODES`]): node `i` is the entry of the packet in
-    /// slot `i`. The wheels allocate and free none: the flow table's slot
-    /// allocation is theirs. No per-entry counter either.
     nodes: Vec<Node>,
+    /// Free nodes, linked through `next` (LIFO). The entries filed are
+    /// the nodes that are not on it: no per-entry counter.
+    free: u32,
     /// Entries already due when pushed (head, tail).
     due: (u32, u32),
     /// Released entries not yet handed out, in release order (head,
@@ -262,6 +241,7 @@ impl Wheels {
             g_shift: cfg.granularity.trailing_zeros(),
             mask: cfg.slots as u64 - 1,
             nodes: Vec::new(),
+            free: NIL,
             due: (NIL, NIL),
             ready: (NIL, NIL),
             parked: 0,
@@ -289,22 +269,36 @@ impl Wheels {
         self.cascaded
     }
 
-    /// Writes node `slot` (growing the node table to reach it: slots are
-    /// dense, at most one past the largest used).
+    /// A node for `n`: the most recently freed one, or a new one; `None`
+    /// when `u32` indexes are exhausted (NIL is reserved, so a NIL index is
+    /// always past the end of `nodes`).
     #[inline(always)]
-    fn set_node(&mut self, slot: u32, n: Node) {
-        match self.nodes.get_mut(slot as usize) {
-            Some(x) => *x = n,
-            None => self.grow(slot, n),
+    fn alloc(&mut self, n: Node) -> Option<u32> {
+        let i = self.free;
+        match self.nodes.get_mut(i as usize) {
+            Some(slot) => {
+                self.free = slot.next;
+                *slot = n;
+                Some(i)
+            }
+            None => self.grow(n),
         }
     }
 
     #[cold]
     #[inline(never)]
-    fn grow(&mut self, slot: u32, n: Node) {
-        debug_assert!(slot as usize == self.nodes.len() && slot != NIL);
-        self.nodes.resize(slot as usize, Node::BLANK);
+    fn grow(&mut self, n: Node) -> Option<u32> {
+        if self.nodes.len() >= NIL as usize {
+            return None;
+        }
         self.nodes.push(n);
+        Some((self.nodes.len() - 1) as u32)
+    }
+
+    #[inline]
+    fn release_node(&mut self, i: u32) {
+        self.nodes[i as usize].next = self.free;
+        self.free = i;
     }
 
     /// Index in the flat slot table of slot `s` of level `q`.
@@ -343,14 +337,7 @@ impl Wheels {
         let s = self.g_shift + q as u32;
         // Ceil slot: the slot's time is the first multiple of g_q >= edt
         // (shifts, not a division: `s < 64` by the configuration check).
-        // `edt + 2^s − 1` overflows only for an `edt` whose low `s` bits
-        // are not all zero (it is above `2^64 − 2^s`): its ceil slot is the
-        // next one.
-        let m = (1u64 << s) - 1;
-        let a = match edt.checked_add(m) {
-            Some(x) => x >> s,
-            None => (edt >> s) + 1,
-        };
+        let a = (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0);
         // A slot whose time is `<= last` has been emptied: the entry is
         // due. Only an `edt <= last` can have such a ceil slot, so the
         // common case (a future departure) skips the slot comparison.
@@ -592,29 +579,17 @@ impl Wheels {
         }
     }
 
-    /// Takes the first ready entry and its node; the node stays marked
-    /// filed (see [`TimeQueue::unfile`]).
+    /// Takes the first ready entry, freeing its node.
     #[inline(always)]
-    fn pop_ready_node(&mut self) -> Option<(Entry, u32)> {
+    fn pop_ready_node(&mut self) -> Option<Entry> {
         let i = self.ready.0;
-        // NIL (nothing ready) is past the end of `nodes`: the flow table's
-        // pool never hands out slot NIL.
-        let n = self.nodes.get(i as usize)?;
+        // NIL (nothing ready) is past the end of `nodes` (see `alloc`).
+        let n = self.nodes.get_mut(i as usize)?;
+        let e = n.e;
         self.ready.0 = n.next;
-        Some((n.e, i))
-    }
-
-    /// Entries in the list starting at `h` (at most one step per node).
-    fn list_len(&self, mut h: u32) -> usize {
-        let mut n = 0;
-        while n < self.nodes.len() {
-            let Some(x) = self.nodes.get(h as usize) else {
-                break;
-            };
-            n += 1;
-            h = x.next;
-        }
-        n
+        n.next = self.free;
+        self.free = i;
+        Some(e)
     }
 }
 
@@ -647,60 +622,32 @@ impl TimeQueue for Wheels {
 
     type Ticket = WheelTicket;
 
-    const SLOT_NODES: bool = true;
-
     #[inline(always)]
     fn reserve(&mut self, e: Entry, level: u8) -> Option<WheelTicket> {
         let at = self.locate(e.edt, usize::from(level))?;
-        Some(WheelTicket { e, level, at })
+        let node = self.alloc(Node {
+            e,
+            next: NIL,
+            level,
+            parked: false,
+        })?;
+        Some(WheelTicket { node, at })
     }
 
     #[inline(always)]
-    fn commit(&mut self, t: WheelTicket, slot: u32) {
-        self.set_node(
-            slot,
-            Node {
-                e: t.e,
-                next: NIL,
-                level: t.level,
-                parked: false,
-                filed: true,
-            },
-        );
-        self.file(slot, t.at);
+    fn commit(&mut self, t: WheelTicket) {
+        self.file(t.node, t.at);
     }
 
-    #[inline(always)]
-    fn cancel(&mut self, _t: WheelTicket) {}
-
-    /// Refuses (hands back) an entry beyond the horizon, or one whose
-    /// `slot` is NIL, beyond one past the node table or still filed.
-    fn push(&mut self, e: Entry, level: u8, slot: u32) -> Result<(), Entry> {
-        if slot == NIL || slot as usize > self.nodes.len() || self.filed(slot) {
-            return Err(e);
-        }
-        let t = self.reserve(e, level).ok_or(e)?;
-        self.commit(t, slot);
-        Ok(())
-    }
-
-    #[inline(always)]
-    fn filed(&self, slot: u32) -> bool {
-        self.nodes.get(slot as usize).is_some_and(|n| n.filed)
-    }
-
-    #[inline]
-    fn unfile(&mut self, slot: u32) {
-        if let Some(n) = self.nodes.get_mut(slot as usize) {
-            n.filed = false;
-        }
+    #[cold]
+    fn cancel(&mut self, t: WheelTicket) {
+        self.release_node(t.node);
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
         self.release_slots(now.0);
         let before = out.len();
-        while let Some((e, i)) = self.pop_ready_node() {
-            self.unfile(i);
+        while let Some(e) = self.pop_ready_node() {
             out.push(e);
         }
         out.len() - before
@@ -712,15 +659,8 @@ impl TimeQueue for Wheels {
     }
 
     #[inline(always)]
-    fn pop_ready_slot(&mut self) -> Option<(Entry, u32)> {
-        self.pop_ready_node()
-    }
-
-    /// Takes the first ready entry and marks its node taken.
     fn pop_ready(&mut self) -> Option<Entry> {
-        let (e, i) = self.pop_ready_node()?;
-        self.unfile(i);
-        Some(e)
+        self.pop_ready_node()
     }
 
     #[inline(always)]
@@ -732,16 +672,20 @@ impl TimeQueue for Wheels {
         (self.next != u64::MAX).then_some(Nanos(self.next))
     }
 
-    /// Counted by walking every list (`O(slots + entries)`): a
-    /// diagnostic, kept off the per-packet path.
+    /// Counted by walking the free list (`O(nodes)`, at most the peak
+    /// number of entries): a diagnostic, kept off the per-packet path.
     fn len(&self) -> usize {
-        let lists = self.slots.iter().map(|&(h, _)| h);
-        [self.due.0, self.ready.0]
-            .into_iter()
-            .chain(lists)
-            .filter(|&h| h != NIL)
-            .map(|h| self.list_len(h))
-            .sum()
+        let mut free = 0usize;
+        let mut i = self.free;
+        // At most one step per node: a free list is never longer.
+        while free < self.nodes.len() {
+            let Some(n) = self.nodes.get(i as usize) else {
+                break;
+            };
+            free += 1;
+            i = n.next;
+        }
+        self.nodes.len() - free
     }
 
     fn memory_bytes(&self) -> usize {

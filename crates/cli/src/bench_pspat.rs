@@ -160,6 +160,7 @@ impl PspatArgs {
             assist_after: self.assist_after.clone(),
             arbiter_nap: self.arbiter_nap.clone(),
             no_pin: self.no_pin,
+            thread_counters: self.stats,
         }
     }
 }

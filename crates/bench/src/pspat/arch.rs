@@ -31,8 +31,8 @@ struct Window {
     arbiter: Option<(ArbiterStats, ArbiterStats)>,
     /// PSPAT: the clients' mailbox-full counts at both ends.
     full: (u64, u64),
-    /// The threads' scheduling counters at both ends.
-    threads: (Snapshot, Snapshot),
+    /// The threads' scheduling counters at both ends (with `--stats`).
+    threads: Option<(Snapshot, Snapshot)>,
 }
 
 /// What every architecture needs for one run.
@@ -99,12 +99,13 @@ impl Ctx<'_> {
             let t0 = self.clock.now();
             let c0 = sample(outs, self.flows);
             let r0 = runtime();
-            let s0 = threads::snapshot();
+            let counters = self.p.thread_counters;
+            let s0 = counters.then(threads::snapshot);
             self.nap(self.p.duration);
             let t1 = self.clock.now();
             let c1 = sample(outs, self.flows);
             let r1 = runtime();
-            let s1 = threads::snapshot();
+            let s1 = counters.then(threads::snapshot);
             let full = |r: &Option<Stats>| {
                 r.as_ref()
                     .map_or(0, |s| s.clients.iter().map(|c| c.mailbox_full).sum())
@@ -114,7 +115,7 @@ impl Ctx<'_> {
                 c1,
                 secs: (t1.0 - t0.0) as f64 / 1e9,
                 full: (full(&r0), full(&r1)),
-                threads: (s0, s1),
+                threads: s0.zip(s1),
                 arbiter: r0.zip(r1).map(|(a, b)| (a.arbiter, b.arbiter)),
             }
         });
@@ -531,7 +532,10 @@ pub(super) fn run_one(
     res.decisions_per_s = total as f64 / w.secs.max(1e-9);
     res.gbit_per_s = res.decisions_per_s * f64::from(c.len) * 8.0 / 1e9;
     (res.jain, res.max_share_err) = jain_and_err(&window[..n], &weights);
-    res.threads = Some(ThreadsWindow::between(&w.threads.0, &w.threads.1, w.secs));
+    res.threads = w
+        .threads
+        .as_ref()
+        .map(|(a, b)| ThreadsWindow::between(a, b, w.secs));
     if let Some((a, b)) = &w.arbiter {
         res.window = Some(ArbiterWindow::between(a, b, w.secs, w.full));
     }

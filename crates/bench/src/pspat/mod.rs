@@ -102,6 +102,10 @@ pub struct PspatOptions {
     pub arbiter_nap: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
+    /// Read every thread's scheduling counters at both ends of each
+    /// measured window (`--stats`); off otherwise, since reading them
+    /// (three /proc files per thread) is work inside the window.
+    pub thread_counters: bool,
 }
 
 /// Where the bench's threads run: one policy for every architecture, so
@@ -228,6 +232,8 @@ pub struct Plan {
     assist_after: Option<Duration>,
     /// Nap cover (`None`: the arbiter never naps).
     nap_cover: Option<Duration>,
+    /// [`PspatOptions::thread_counters`].
+    thread_counters: bool,
 }
 
 fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
@@ -335,12 +341,9 @@ impl Plan {
             },
             nap_cover: match a.arbiter_nap.as_str() {
                 "off" => None,
-                s => Some(
-                    named(NAP, "--arbiter-nap")
-                        .duration(s)
-                        .map_err(|e| anyhow!("{e}, or `off`"))?,
-                ),
+                s => Some(NAP.duration(s).map_err(|e| anyhow!("{e}, or `off`"))?),
             },
+            thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
         // Let the scheduler and the runtime check their own ranges now,

@@ -20,23 +20,16 @@ use std::time::{Duration, Instant};
 use pktsched_io::classify::{Classifier, Match, Rule};
 use pktsched_io::fanout::FanoutGroup;
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
-use pktsched_io::netns::{Topology, in_namespace, missing_privileges, remove_stale};
+use pktsched_io::netns::{Topology, in_namespace, remove_stale};
 use pktsched_io::packet::{BusyPoll, FrameRing, PacketSocket, Role, RxRing};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
+
+mod common;
+use common::skip;
 
 const KINDS: u16 = 8;
 /// Classes: 0 (default) ..= 6.
 const CLASSES: usize = 7;
-
-fn skip() -> bool {
-    match missing_privileges() {
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 /// Frame `seq` of kind `kind` (the stamp's flow).
 fn spec(kind: u16, seq: u64) -> UdpSpec {

@@ -6,7 +6,6 @@
 //! unknown time (0) fails. Needs root (CI runs as root); skipped with the
 //! reason otherwise. Namespaces are prefixed `ts-rx-`.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use pktsched_io::bpf::sys::AttachMode;
@@ -14,38 +13,20 @@ use pktsched_io::class_rx::ClassRx;
 use pktsched_io::classify::{Match, PortRange, Rule};
 use pktsched_io::clock::monotonic_ns;
 use pktsched_io::fanout::FanoutGroup;
-use pktsched_io::frame::{UdpSpec, build_udp};
-use pktsched_io::netns::{Topology, in_namespace, missing_privileges, remove_stale};
+use pktsched_io::frame::build_udp;
+use pktsched_io::netns::{Topology, in_namespace, remove_stale};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role, RxRing};
 use pktsched_io::xdp::{self, AttachPref, BindMode, XdpConfig};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
 
+mod common;
+use common::{line_udp, skip};
+
 const PREFIX: &str = "ts-rx-";
 const N: usize = 64;
 
-fn skip() -> bool {
-    match missing_privileges() {
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            true
-        }
-        None => false,
-    }
-}
-
 fn frame(out: &mut [u8]) -> usize {
-    let spec = UdpSpec {
-        src_mac: [0x02, 0xee, 0, 0, 0, 0x01],
-        dst_mac: [0x02, 0xee, 0, 0, 0, 0x02],
-        vlan: None,
-        src_ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
-        dst_ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
-        sport: 40000,
-        dport: 5001,
-        dscp: 46,
-        ttl: 64,
-        payload: vec![7u8; 32],
-    };
+    let spec = line_udp(5001, 46, vec![7u8; 32]);
     build_udp(out, &spec).expect("fits")
 }
 

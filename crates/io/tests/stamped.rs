@@ -17,9 +17,12 @@ use std::time::{Duration, Instant};
 use pktsched_io::classify::{Classifier, ClassifyStats, Match, Rule};
 use pktsched_io::clock::monotonic_ns;
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
-use pktsched_io::netns::{Topology, in_namespace, missing_privileges, namespaces, remove_stale};
+use pktsched_io::netns::{Topology, in_namespace, namespaces, remove_stale};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role, RxRing};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
+
+mod common;
+use common::skip;
 
 const PER_FLOW: u64 = 1500;
 const FLOWS: u16 = 4;
@@ -30,16 +33,6 @@ const WINDOW: u64 = 256;
 /// (PACKET_OTHERHOST), its promiscuous ring still sees them.
 const DST_MAC: [u8; 6] = [0x02, 0xee, 0, 0, 0, 0x02];
 const PREFIX: &str = "pst-st-";
-
-fn skip() -> bool {
-    match missing_privileges() {
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 /// Flow `flow`'s frame number `seq`, sent at `tx_ns`.
 fn spec(flow: u16, seq: u64, tx_ns: u64) -> UdpSpec {

@@ -4,31 +4,23 @@
 //! to a ring on s0. Needs root (CI runs as root); skipped with the reason
 //! otherwise.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use pktsched_io::bpf::sys::AttachMode;
 use pktsched_io::classify::{Classifier, Match, Rule};
-use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
-use pktsched_io::netns::{Topology, in_namespace, missing_privileges, namespaces, remove_stale};
+use pktsched_io::frame::{Stamp, build_udp, udp_payload};
+use pktsched_io::netns::{Topology, in_namespace};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role};
 use pktsched_io::xdp::{self, AttachPref, BindMode, BusyPoll, XdpConfig};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
+
+mod common;
+use common::{line_udp, on_line, skip};
 
 const PREFIX: &str = "pst-xdp-";
 const N: u64 = 6000;
 /// Frames in flight at most: far below every ring's room.
 const WINDOW: u64 = 256;
-
-fn skip() -> bool {
-    match missing_privileges() {
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            true
-        }
-        None => false,
-    }
-}
 
 /// Frame `seq`: IPv4/UDP from 60 bytes up to about 1500, payload a
 /// function of `seq`.
@@ -46,18 +38,7 @@ fn frame(seq: u64, out: &mut [u8]) -> usize {
     for (i, b) in payload[Stamp::LEN..].iter_mut().enumerate() {
         *b = (seq as usize).wrapping_mul(7).wrapping_add(i) as u8;
     }
-    let spec = UdpSpec {
-        src_mac: [0x02, 0xee, 0, 0, 0, 0x01],
-        dst_mac: [0x02, 0xee, 0, 0, 0, 0x02],
-        vlan: None,
-        src_ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
-        dst_ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
-        sport: 40000,
-        dport: 5000,
-        dscp: 0,
-        ttl: 64,
-        payload,
-    };
+    let spec = line_udp(5000, 0, payload);
     build_udp(out, &spec).expect("fits")
 }
 
@@ -91,21 +72,7 @@ fn generate(tx: &mut PacketSocket, pool: &BufPool, sent: &mut u64, got: u64) {
 /// socket on d0 opened with `cfg`, byte for byte and in order, with no
 /// drop anywhere; the namespaces are gone afterwards.
 fn receive_all(cfg: XdpConfig, want_attach: Option<AttachMode>) {
-    let _ = remove_stale(PREFIX);
-    let names;
-    {
-        let topo = Topology::line(PREFIX).expect("topology");
-        topo.quiet().expect("quiet");
-        names = [
-            topo.gen_ns.clone(),
-            topo.dut_ns.clone(),
-            topo.sink_ns.clone(),
-        ];
-        let mut gen_tx = in_namespace(&topo.gen_ns, || {
-            PacketSocket::open("g0", Role::Tx(FrameRing::default()), false)
-        })
-        .expect("namespace")
-        .expect("g0 tx");
+    on_line(PREFIX, true, |topo, gen_tx| {
         let (mut rx, _tx, info) = in_namespace(&topo.dut_ns, || xdp::open("d0", &cfg))
             .expect("namespace")
             .expect("d0 AF_XDP");
@@ -117,7 +84,7 @@ fn receive_all(cfg: XdpConfig, want_attach: Option<AttachMode>) {
         let mut bufs = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(20);
         while got < N && Instant::now() < deadline {
-            generate(&mut gen_tx, &pool, &mut sent, got);
+            generate(gen_tx, &pool, &mut sent, got);
             rx.wait(Duration::from_millis(2)).expect("wait");
             rx.recv_batch(&pool, &mut bufs, 256).expect("recv");
             for b in bufs.drain(..) {
@@ -138,11 +105,7 @@ fn receive_all(cfg: XdpConfig, want_attach: Option<AttachMode>) {
             (N, 0, 0, 0)
         );
         assert_eq!(pool.stats().free, 1024, "every buffer is back");
-    }
-    let left = namespaces().expect("list");
-    for n in names {
-        assert!(!left.contains(&n), "{n} was not removed");
-    }
+    });
 }
 
 #[test]

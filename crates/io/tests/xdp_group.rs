@@ -8,7 +8,6 @@
 //! what is allowed. Needs root (CI runs as root); skipped with the reason
 //! otherwise.
 
-use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
 use pktsched_io::bpf::action;
@@ -16,23 +15,16 @@ use pktsched_io::bpf::classify::{Steer, class_of_output, load};
 use pktsched_io::bpf::sys::AttachMode;
 use pktsched_io::bpf::sys::Map;
 use pktsched_io::classify::{Classifier, Match, Rule};
-use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
-use pktsched_io::netns::{Topology, in_namespace, missing_privileges, namespaces, remove_stale};
+use pktsched_io::frame::{Stamp, build_udp, udp_payload};
+use pktsched_io::netns::{Topology, in_namespace, namespaces, remove_stale};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role};
 use pktsched_io::xdp::{self, AttachPref, BindMode, BusyPoll, XdpClassGroup, XdpConfig, XdpTx};
 use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
-const PREFIX: &str = "xg-grp-";
+mod common;
+use common::{line_udp, skip};
 
-fn skip() -> bool {
-    match missing_privileges() {
-        Some(why) => {
-            eprintln!("skipped: {why}");
-            true
-        }
-        None => false,
-    }
-}
+const PREFIX: &str = "xg-grp-";
 
 /// Class 1: DSCP 10 (AF11); class 2: UDP destination port 6000;
 /// default class 0.
@@ -66,18 +58,11 @@ fn frame(class: usize, seq: u64, out: &mut [u8]) -> usize {
         }
         .write(&mut payload)
     );
-    let spec = UdpSpec {
-        src_mac: [0x02, 0xee, 0, 0, 0, 0x01],
-        dst_mac: [0x02, 0xee, 0, 0, 0, 0x02],
-        vlan: None,
-        src_ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 1)),
-        dst_ip: IpAddr::V4(Ipv4Addr::new(198, 18, 0, 2)),
-        sport: 40000,
-        dport: if class == 2 { 6000 } else { 5000 },
-        dscp: if class == 1 { 10 } else { 0 },
-        ttl: 64,
+    let spec = line_udp(
+        if class == 2 { 6000 } else { 5000 },
+        if class == 1 { 10 } else { 0 },
         payload,
-    };
+    );
     build_udp(out, &spec).expect("fits")
 }
 

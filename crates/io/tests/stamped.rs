@@ -22,7 +22,7 @@ use pktsched_io::packet::{FrameRing, PacketSocket, Role, RxRing};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
 
 mod common;
-use common::skip;
+use common::{on_line, skip};
 
 const PER_FLOW: u64 = 1500;
 const FLOWS: u16 = 4;
@@ -116,20 +116,7 @@ fn stamped_frames_cross_three_rings_whole_in_order_and_classified() {
     if skip() {
         return;
     }
-    let _ = remove_stale(PREFIX);
-    let names;
-    {
-        let topo = Topology::line(PREFIX).expect("topology");
-        names = [
-            topo.gen_ns.clone(),
-            topo.dut_ns.clone(),
-            topo.sink_ns.clone(),
-        ];
-        let mut gen_tx = in_namespace(&topo.gen_ns, || {
-            PacketSocket::open("g0", Role::Tx(FrameRing::default()), false)
-        })
-        .expect("namespace")
-        .expect("g0 tx");
+    on_line(PREFIX, false, |topo, gen_tx| {
         let (rx, tx) = in_namespace(&topo.dut_ns, || {
             (
                 PacketSocket::open("d0", Role::Rx(RxRing::default()), true),
@@ -246,11 +233,7 @@ fn stamped_frames_cross_three_rings_whole_in_order_and_classified() {
             g.tx_busy,
             t.tx_busy,
         );
-    }
-    let left = namespaces().expect("list");
-    for n in names {
-        assert!(!left.contains(&n), "{n} was not removed");
-    }
+    });
 }
 
 #[test]

@@ -16,6 +16,9 @@ use serde::Serialize;
 
 use crate::units::{Bytes, Nanos, Rate};
 
+mod arrival;
+use arrival::ArrivalRec;
+
 /// A dense index into one scheduler's flow table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 pub struct FlowId(pub u32);
@@ -375,6 +378,9 @@ struct Slot<T> {
 pub(crate) struct Cold {
     pub(crate) cfg: FlowConfig,
     pub(crate) dropped: Counters,
+    /// Arrival order: packets accepted, above the 32 bits kept in the
+    /// flow's record.
+    enq_pkts_hi: u64,
 }
 
 /// The flow table: configuration, FIFO and counters of every flow, split
@@ -388,8 +394,13 @@ pub(crate) struct Cold {
 ///   packets for all flows (the pool stays empty), so an enqueue appends
 ///   and a dequeue takes the oldest with no links, no free list and no
 ///   per-slot tag: the same memory per packet as a plain queue. Per-flow
-///   lengths, limits and counters are kept the same way, and the rare
-///   per-flow walks (removal, `packets`) filter the ring.
+///   lengths, limits and counters are kept in a 32-byte record (no head,
+///   tail or head length: two flows per cache line, see `arrival.rs`), and
+///   the rare per-flow walks (removal, `packets`) filter the ring.
+///
+/// A scheduler-wide packet limit caps the pool (or the ring): an arrival
+/// that finds no free slot and no room to grow is refused as a full queue,
+/// with no separate test of the backlog on the packet path.
 ///
 /// Free slots form a LIFO list, so the slot a new packet takes is the one
 /// most recently freed: in steady state the pool is swept in order and
@@ -398,10 +409,17 @@ pub(crate) struct Cold {
 /// backlog and then never allocates again.
 #[derive(Debug)]
 pub struct FlowTable<T> {
+    /// Per-flow order: the flows' hot records (empty in arrival order).
     pub(crate) hot: Vec<Hot>,
+    /// Arrival order: the flows' records (empty in per-flow order).
+    arr: Vec<ArrivalRec>,
     cold: Vec<Cold>,
     pool: Vec<Slot<T>>,
     free_slot: u32,
+    /// Most slots the pool may have: a scheduler-wide packet limit in
+    /// per-flow order (every queued packet holds one slot and free slots
+    /// are reused first, so a full pool is a reached limit).
+    pool_cap: usize,
     free: Vec<u32>,
     live: usize,
     /// Scheduler-wide arrivals and departures.
@@ -425,9 +443,11 @@ impl<T> Default for FlowTable<T> {
     fn default() -> Self {
         FlowTable {
             hot: Vec::new(),
+            arr: Vec::new(),
             cold: Vec::new(),
             pool: Vec::new(),
             free_slot: NIL,
+            pool_cap: NIL as usize,
             free: Vec::new(),
             live: 0,
             totals: Totals::default(),
@@ -452,26 +472,35 @@ impl<T> FlowTable<T> {
     /// One past the largest flow id ever handed out (ids of removed flows
     /// are reused).
     pub fn capacity(&self) -> usize {
-        self.hot.len()
+        self.hot.len().max(self.arr.len())
     }
     /// The id the next insert will use.
     pub(crate) fn next_id(&self) -> FlowId {
-        FlowId(self.free.last().copied().unwrap_or(self.hot.len() as u32))
+        FlowId(self.free.last().copied().unwrap_or(self.capacity() as u32))
     }
     pub(crate) fn insert(&mut self, cfg: FlowConfig) -> FlowId {
         self.live += 1;
         let cold = Cold {
             cfg,
             dropped: Counters::default(),
+            enq_pkts_hi: 0,
         };
         if let Some(i) = self.free.pop() {
-            self.hot[i as usize] = Hot::new(&cfg);
+            if self.arrival_order {
+                self.arr[i as usize] = ArrivalRec::new(&cfg);
+            } else {
+                self.hot[i as usize] = Hot::new(&cfg);
+            }
             self.cold[i as usize] = cold;
             FlowId(i)
         } else {
-            self.hot.push(Hot::new(&cfg));
+            if self.arrival_order {
+                self.arr.push(ArrivalRec::new(&cfg));
+            } else {
+                self.hot.push(Hot::new(&cfg));
+            }
             self.cold.push(cold);
-            FlowId(self.hot.len() as u32 - 1)
+            FlowId(self.cold.len() as u32 - 1)
         }
     }
     /// Why `pkt` cannot be queued now, if it cannot (`extra_full`: a
@@ -508,28 +537,47 @@ impl<T> FlowTable<T> {
     #[cold]
     #[inline(never)]
     fn refuse_checked(&mut self, pkt: Pkt<T>, extra_full: bool) -> Rejected<T> {
-        let r = self
-            .refusal(&pkt, extra_full)
-            .unwrap_or(DropReason::QueueFull);
+        let r = if self.arrival_order {
+            self.arrival_refusal(&pkt, extra_full)
+        } else {
+            self.refusal(&pkt, extra_full)
+        };
+        let r = r.unwrap_or(DropReason::QueueFull);
         self.refuse(pkt, r)
     }
     /// Checks and queues a packet: whether its flow was empty before, or the
-    /// packet back with the reason (counted).
+    /// packet back with the reason (counted; `extra_full`: a limit of the
+    /// caller's is reached). A full pool (the scheduler-wide limit) refuses
+    /// it as [`DropReason::QueueFull`].
     ///
     /// The admission test and the queueing share one lookup of the flow's
     /// hot record; the reason of a refusal is found on the cold path.
     #[inline(always)]
     pub(crate) fn admit(&mut self, pkt: Pkt<T>, extra_full: bool) -> Result<bool, Rejected<T>> {
+        self.admit_with(pkt, extra_full, true)
+    }
+    /// [`FlowTable::admit`], keeping head lengths only if `lens` (a
+    /// constant of the caller's: false for an algorithm that never reads
+    /// them, whose flows' `head_len` then stays 0).
+    #[inline(always)]
+    pub(crate) fn admit_with(
+        &mut self,
+        pkt: Pkt<T>,
+        extra_full: bool,
+        lens: bool,
+    ) -> Result<bool, Rejected<T>> {
         debug_assert!(!self.arrival_order);
         let len = pkt.len;
         let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
             return Err(self.refuse_checked(pkt, extra_full));
         };
-        // A dead flow has limit 0, so it fails the limit test.
+        // A dead flow has limit 0, so it fails the limit test. A reached
+        // scheduler-wide limit is a full pool (see `set_pool_cap`);
+        // `extra_full` is a caller's own limit (a constant `false` folds away).
         if len > h.max_len || h.len >= h.limit || extra_full {
             return Err(self.refuse_checked(pkt, extra_full));
         }
-        let i = match Self::store(&mut self.pool, &mut self.free_slot, pkt) {
+        let i = match Self::store(&mut self.pool, &mut self.free_slot, self.pool_cap, pkt) {
             Ok(i) => i,
             Err(p) => return Err(self.refuse(p, DropReason::QueueFull)),
         };
@@ -537,13 +585,17 @@ impl<T> FlowTable<T> {
             // The flow was backlogged: link the packet behind its tail.
             Some(t) => {
                 t.next = i;
-                t.next_len = len;
+                if lens {
+                    t.next_len = len;
+                }
                 i
             }
             // An empty flow's tail is NIL, which no slot has.
             None => {
                 h.head = i;
-                h.head_len = len;
+                if lens {
+                    h.head_len = len;
+                }
                 Self::count_in(&mut self.totals, h, len);
                 h.tail = i;
                 return Ok(true);
@@ -551,66 +603,6 @@ impl<T> FlowTable<T> {
         };
         Self::count_in(&mut self.totals, h, len);
         Ok(false)
-    }
-    /// [`FlowTable::admit`] for a table in arrival order. One compare with
-    /// `ring_room` covers the ring's capacity and the scheduler-wide cap;
-    /// reaching it takes the cold path, which grows the ring or finds the
-    /// cap reached.
-    #[inline(always)]
-    pub(crate) fn admit_arrival(&mut self, pkt: Pkt<T>) -> Result<(), Rejected<T>> {
-        debug_assert!(self.arrival_order);
-        if self.ring.len() as u64 >= self.ring_room && !self.make_room() {
-            return Err(self.refuse_checked(pkt, true));
-        }
-        let len = pkt.len;
-        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
-            return Err(self.refuse_checked(pkt, false));
-        };
-        if len > h.max_len || h.len >= h.limit {
-            return Err(self.refuse_checked(pkt, false));
-        }
-        Self::count_in(&mut self.totals, h, len);
-        self.ring.push_back(pkt);
-        Ok(())
-    }
-    /// Makes room for one more packet in the arrival ring: false if the
-    /// cap is reached, else true, the ring grown first if it was full.
-    #[cold]
-    #[inline(never)]
-    fn make_room(&mut self) -> bool {
-        if self.ring.len() as u64 >= self.arrival_cap {
-            return false;
-        }
-        if self.ring.len() == self.ring.capacity() {
-            Self::grow_ring(&mut self.ring);
-        }
-        self.ring_room = (self.ring.capacity() as u64).min(self.arrival_cap);
-        true
-    }
-    /// Sets the most packets a table in arrival order holds (a
-    /// scheduler-wide limit, at most [`FlowTable::ARRIVAL_CAP`]).
-    pub(crate) fn set_arrival_cap(&mut self, cap: u64) {
-        self.arrival_cap = cap.min(Self::ARRIVAL_CAP);
-        self.ring_room = (self.ring.capacity() as u64).min(self.arrival_cap);
-    }
-    /// Grows a full arrival ring by a quarter (at least 64 packets) rather
-    /// than doubling it: a ring sweeps its whole capacity, so its working
-    /// set is the capacity, and this keeps it within 1.25× the peak backlog
-    /// (still amortised O(1) per packet).
-    #[cold]
-    #[inline(never)]
-    fn grow_ring(ring: &mut VecDeque<Pkt<T>>) {
-        ring.reserve_exact((ring.len() / 4).max(64));
-    }
-    /// Most packets a table in arrival order holds (as many as the pool's
-    /// u32 slot indices allow in per-flow order): the caller refuses
-    /// arrivals beyond it as a full queue.
-    pub(crate) const ARRIVAL_CAP: u64 = NIL as u64 - 1;
-    /// Packets queued in a table in arrival order (one load: the ring's
-    /// length).
-    #[inline(always)]
-    pub(crate) fn arrival_queued(&self) -> u64 {
-        self.ring.len() as u64
     }
     /// Packets queued in all flows.
     #[inline(always)]
@@ -657,15 +649,28 @@ impl<T> FlowTable<T> {
     }
     /// True if no slot is free and the pool cannot grow.
     pub(crate) fn pool_full(&self) -> bool {
-        self.free_slot == NIL && self.pool.len() >= NIL as usize
+        self.free_slot == NIL && self.pool.len() >= self.pool_cap
+    }
+    /// Caps the pool at `pkts` slots: a scheduler-wide packet limit in
+    /// per-flow order, found where the pool would grow, so the packet path
+    /// has no test of its own. Set on a new table: slots the pool already
+    /// holds stay in use.
+    pub(crate) fn set_pool_cap(&mut self, pkts: u64) {
+        self.pool_cap = usize::try_from(pkts).map_or(NIL as usize, |p| p.min(NIL as usize));
     }
     /// Puts `pkt` in a free slot, or hands it back when the pool is full
-    /// (it indexes slots with u32, NIL reserved).
+    /// (it holds at most `cap` slots: the scheduler-wide limit, and at most
+    /// u32 indices, NIL reserved).
     ///
     /// Takes the pool and the free list only (not `self`), so the caller's
     /// bounds check on `hot` still holds after it.
     #[inline(always)]
-    fn store(pool: &mut Vec<Slot<T>>, free_slot: &mut u32, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
+    fn store(
+        pool: &mut Vec<Slot<T>>,
+        free_slot: &mut u32,
+        cap: usize,
+        pkt: Pkt<T>,
+    ) -> Result<u32, Pkt<T>> {
         let i = *free_slot;
         if let Some(s) = pool.get_mut(i as usize) {
             *free_slot = s.next;
@@ -673,13 +678,13 @@ impl<T> FlowTable<T> {
             s.next = NIL;
             Ok(i)
         } else {
-            Self::grow(pool, pkt)
+            Self::grow(pool, cap, pkt)
         }
     }
     #[cold]
     #[inline(never)]
-    fn grow(pool: &mut Vec<Slot<T>>, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
-        if pool.len() >= NIL as usize {
+    fn grow(pool: &mut Vec<Slot<T>>, cap: usize, pkt: Pkt<T>) -> Result<u32, Pkt<T>> {
+        if pool.len() >= cap {
             return Err(pkt);
         }
         pool.push(Slot {
@@ -706,20 +711,19 @@ impl<T> FlowTable<T> {
         totals.deq_pkts += 1;
         totals.deq_bytes += u64::from(len);
     }
-    /// [`FlowTable::count_out`] in arrival order, where the scheduler-wide
-    /// departed packets are derived from the ring's length.
-    #[inline(always)]
-    fn count_out_arrival(totals: &mut Totals, h: &mut Hot, len: Bytes) {
-        h.len -= 1;
-        h.deq_bytes += u64::from(len);
-        totals.deq_bytes += u64::from(len);
-    }
     /// Takes the head packet of a flow, with the new head's length.
     ///
     /// An empty (or dead) flow's head is `NIL`, which no slot has: the
     /// pool lookup finds it, with no separate test of the queue length.
     #[inline(always)]
     pub(crate) fn pop(&mut self, id: FlowId) -> Option<(Pkt<T>, Option<Bytes>)> {
+        self.pop_with(id, true)
+    }
+    /// [`FlowTable::pop`], keeping head lengths only if `lens` (see
+    /// [`FlowTable::admit_with`]); without them a flow left backlogged
+    /// reports `Some(0)`.
+    #[inline(always)]
+    pub(crate) fn pop_with(&mut self, id: FlowId, lens: bool) -> Option<(Pkt<T>, Option<Bytes>)> {
         debug_assert!(!self.arrival_order);
         let h = self.hot.get_mut(id.index())?;
         let i = h.head;
@@ -727,7 +731,8 @@ impl<T> FlowTable<T> {
         // invariant) is refused before it can corrupt the free list.
         let s = self.pool.get_mut(i as usize)?;
         let pkt = s.pkt.take()?;
-        let (next, next_len) = (s.next, s.next_len);
+        let next = s.next;
+        let next_len = if lens { s.next_len } else { 0 };
         s.next = self.free_slot;
         self.free_slot = i;
         Self::count_out(&mut self.totals, h, pkt.len);
@@ -735,27 +740,21 @@ impl<T> FlowTable<T> {
         h.head = next;
         if next == NIL {
             h.tail = NIL;
-            h.head_len = 0;
+            if lens {
+                h.head_len = 0;
+            }
             Some((pkt, None))
         } else {
-            h.head_len = next_len;
+            if lens {
+                h.head_len = next_len;
+            }
             Some((pkt, Some(next_len)))
         }
-    }
-    /// Takes the oldest packet of a table in arrival order.
-    #[inline(always)]
-    pub(crate) fn pop_arrival(&mut self) -> Option<Pkt<T>> {
-        let pkt = self.ring.pop_front()?;
-        // Only packets of live flows are queued.
-        if let Some(h) = self.hot.get_mut(pkt.flow.index()) {
-            Self::count_out_arrival(&mut self.totals, h, pkt.len);
-        }
-        Some(pkt)
     }
     /// Marks the flow dead and returns its packets in FIFO order, counted
     /// as dropped with reason [`DropReason::Removed`].
     pub(crate) fn remove(&mut self, id: FlowId) -> Vec<Pkt<T>> {
-        let mut out = Vec::with_capacity(self.hot[id.index()].len as usize);
+        let mut out = Vec::with_capacity(self.queued(id).unwrap_or(0));
         if self.arrival_order {
             self.unlink_arrivals(id, &mut out);
         } else {
@@ -771,41 +770,37 @@ impl<T> FlowTable<T> {
             self.totals.deq_bytes -= u64::from(p.len);
             self.rare.drop(DropReason::Removed, p.len);
         }
-        let h = &mut self.hot[id.index()];
-        h.limit = 0;
+        if let Some(r) = self.arr.get_mut(id.index()) {
+            r.kill();
+        }
+        if let Some(h) = self.hot.get_mut(id.index()) {
+            h.limit = 0;
+        }
         self.live -= 1;
         self.free.push(id.0);
         out
     }
-    /// Takes every packet of flow `id` out of the arrival ring, oldest
-    /// first, counting each as a departure. The others keep their order;
-    /// the ring keeps its capacity.
-    fn unlink_arrivals(&mut self, id: FlowId, out: &mut Vec<Pkt<T>>) {
-        let n = self.ring.len();
-        for _ in 0..n {
-            let Some(p) = self.ring.pop_front() else {
-                break;
-            };
-            if p.flow == id {
-                out.push(p);
-            } else {
-                self.ring.push_back(p);
-            }
-        }
-        let h = &mut self.hot[id.index()];
-        for p in out.iter() {
-            Self::count_out_arrival(&mut self.totals, h, p.len);
-        }
-    }
     /// True if `id` names a live flow.
     #[inline]
     pub fn contains(&self, id: FlowId) -> bool {
-        self.hot.get(id.index()).is_some_and(|h| h.limit != 0)
+        self.limit_of(id.index()) != 0
+    }
+    /// The queue limit of record `i` (0: dead or never added).
+    fn limit_of(&self, i: usize) -> u32 {
+        if self.arrival_order {
+            self.arr.get(i).map_or(0, ArrivalRec::limit)
+        } else {
+            self.hot.get(i).map_or(0, |h| h.limit)
+        }
     }
     pub(crate) fn set_config(&mut self, id: FlowId, cfg: FlowConfig) {
-        let h = &mut self.hot[id.index()];
-        h.max_len = cfg.max_len;
-        h.limit = cfg.limit.max(1);
+        if let Some(r) = self.arr.get_mut(id.index()) {
+            r.set_limits(&cfg);
+        }
+        if let Some(h) = self.hot.get_mut(id.index()) {
+            h.max_len = cfg.max_len;
+            h.limit = cfg.limit.max(1);
+        }
         self.cold[id.index()].cfg = cfg;
     }
     #[inline]
@@ -832,14 +827,6 @@ impl<T> FlowTable<T> {
         let ring = self.ring.iter().filter(move |p| live && p.flow == id);
         ring.chain(walk)
     }
-    /// A table whose packets are linked in arrival order across all flows
-    /// (see [`FlowTable`]).
-    pub(crate) fn in_arrival_order() -> FlowTable<T> {
-        FlowTable {
-            arrival_order: true,
-            ..FlowTable::default()
-        }
-    }
     /// Refuses a `max_len` below a packet already queued in `id`.
     pub(crate) fn check_max_len(&self, id: FlowId, max_len: Bytes) -> Result<(), ConfigError> {
         match self.packets(id).map(|p| p.len).max() {
@@ -855,7 +842,9 @@ impl<T> FlowTable<T> {
     pub fn head(&self, id: FlowId) -> Option<&Pkt<T>> {
         self.packets(id).next()
     }
-    /// Length of the head packet of a flow (0 if it has none).
+    /// Length of the head packet of a flow (0 if it has none, and always 0
+    /// under an algorithm that reads no head lengths: see
+    /// `Discipline::HEAD_LEN`).
     #[inline(always)]
     pub fn head_len(&self, id: FlowId) -> Bytes {
         self.hot.get(id.index()).map_or(0, |h| h.head_len)
@@ -867,30 +856,41 @@ impl<T> FlowTable<T> {
     /// Counters of a live flow (`backlog` derived).
     pub fn stats(&self, id: FlowId) -> Option<Counters> {
         self.contains(id).then(|| {
-            let h = &self.hot[id.index()];
-            let mut c = self.cold[id.index()].dropped;
+            let cold = &self.cold[id.index()];
+            let (enq_pkts, len, enq_bytes, deq_bytes) = match self.arr.get(id.index()) {
+                Some(r) => {
+                    let (e, d) = r.bytes();
+                    (r.enq_pkts(cold), r.len(), e, d)
+                }
+                None => {
+                    let h = &self.hot[id.index()];
+                    (h.enq_pkts, h.len, h.enq_bytes, h.deq_bytes)
+                }
+            };
+            let mut c = cold.dropped;
             c.enqueued = Counter {
-                pkts: h.enq_pkts,
-                bytes: h.enq_bytes,
+                pkts: enq_pkts,
+                bytes: enq_bytes,
             };
             c.dequeued = Counter {
-                pkts: h.enq_pkts - u64::from(h.len),
-                bytes: h.deq_bytes,
+                pkts: enq_pkts - u64::from(len),
+                bytes: deq_bytes,
             };
             c.with_backlog()
         })
     }
     /// Packets queued in a live flow.
     pub fn queued(&self, id: FlowId) -> Option<usize> {
-        self.contains(id).then(|| self.hot[id.index()].len as usize)
+        self.contains(id).then(|| match self.arr.get(id.index()) {
+            Some(r) => r.len() as usize,
+            None => self.hot[id.index()].len as usize,
+        })
     }
     /// Ids of all live flows, in index order.
     pub fn ids(&self) -> impl Iterator<Item = FlowId> + '_ {
-        self.hot
-            .iter()
-            .enumerate()
-            .filter(|(_, h)| h.limit != 0)
-            .map(|(i, _)| FlowId(i as u32))
+        (0..self.capacity())
+            .filter(|&i| self.limit_of(i) != 0)
+            .map(|i| FlowId(i as u32))
     }
     /// Slots in the packet pool, or in the arrival ring (at least the peak
     /// backlog so far).
@@ -900,6 +900,7 @@ impl<T> FlowTable<T> {
     /// Approximate heap memory held by the table, in bytes.
     pub fn memory_bytes(&self) -> usize {
         self.hot.capacity() * core::mem::size_of::<Hot>()
+            + self.arr.capacity() * core::mem::size_of::<ArrivalRec>()
             + self.cold.capacity() * core::mem::size_of::<Cold>()
             + self.pool.capacity() * core::mem::size_of::<Slot<T>>()
             + self.ring.capacity() * core::mem::size_of::<Pkt<T>>()

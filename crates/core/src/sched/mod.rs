@@ -227,6 +227,11 @@ pub trait Discipline {
     /// oldest directly, calling none of `activate`, `arrive`, `pick`,
     /// `depart` or `deactivate`.
     const ARRIVAL_ORDER: bool = false;
+    /// False if `pick` never calls its `head` argument and `depart` reads
+    /// only whether `next` is `None`: the flow table then keeps no head
+    /// lengths (a store and a load per packet fewer), `head` returns 0 and
+    /// `next` is `Some(0)` for a flow left backlogged.
+    const HEAD_LEN: bool = true;
     /// Short name.
     fn name(&self) -> &'static str;
     /// Supported ranges.
@@ -290,8 +295,6 @@ pub trait Discipline {
 pub struct FlowSched<D, T> {
     flows: FlowTable<T>,
     disc: D,
-    /// Scheduler-wide packet limit (like a qdisc's `limit`).
-    total_limit: u64,
     /// Sum of the weights of all flows.
     weight_sum: u64,
 }
@@ -307,13 +310,17 @@ impl<D: Discipline, T> FlowSched<D, T> {
             },
             disc,
             weight_sum: 0,
-            total_limit: u64::MAX,
         }
     }
-    /// Sets a scheduler-wide packet limit, on top of the per-flow limits.
+    /// Sets a scheduler-wide packet limit, on top of the per-flow limits
+    /// (for a new scheduler, before packets are queued). The packet path
+    /// never tests it: the flow table's packet store holds at most this
+    /// many packets (the pool's slots, or the arrival ring's length), and an
+    /// arrival that finds it full is refused as a full queue.
     pub fn with_total_limit(mut self, pkts: u64) -> FlowSched<D, T> {
-        self.total_limit = pkts.max(1);
-        self.flows.set_arrival_cap(self.total_limit);
+        let cap = pkts.max(1);
+        self.flows.set_arrival_cap(cap);
+        self.flows.set_pool_cap(cap);
         self
     }
     /// The flow table (read only).
@@ -420,10 +427,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
             return self.flows.admit_arrival(pkt);
         }
         let (id, len) = (pkt.flow, pkt.len);
-        // Without a scheduler-wide limit (the usual case) the backlog is not
-        // computed at all.
-        let full = self.total_limit != u64::MAX && self.flows.total_queued() >= self.total_limit;
-        if self.flows.admit(pkt, full)? {
+        if self.flows.admit_with(pkt, false, D::HEAD_LEN)? {
             self.disc.activate(id, len, now);
         }
         self.disc.arrive(id, len);
@@ -439,7 +443,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         // emptiness test.
         let flows = &self.flows;
         let id = self.disc.pick(|f| flows.head_len(f))?;
-        let (pkt, next) = self.flows.pop(id)?;
+        let (pkt, next) = self.flows.pop_with(id, D::HEAD_LEN)?;
         self.disc.depart(id, pkt.len, next);
         Some(pkt)
     }
@@ -457,7 +461,7 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
                 let Some(id) = self.disc.pick(|f| flows.head_len(f)) else {
                     return k;
                 };
-                self.flows.pop(id).map(|(pkt, next)| {
+                self.flows.pop_with(id, D::HEAD_LEN).map(|(pkt, next)| {
                     self.disc.depart(id, pkt.len, next);
                     pkt
                 })

@@ -71,6 +71,8 @@ impl Prio {
 }
 
 impl Discipline for Prio {
+    /// Served by turns, whatever the lengths.
+    const HEAD_LEN: bool = false;
     fn name(&self) -> &'static str {
         "prio"
     }

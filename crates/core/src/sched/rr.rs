@@ -23,6 +23,8 @@ impl Rr {
 }
 
 impl Discipline for Rr {
+    /// Served by turns, whatever the lengths.
+    const HEAD_LEN: bool = false;
     fn name(&self) -> &'static str {
         "rr"
     }

@@ -19,6 +19,11 @@
 #
 # ARBITER=0 skips the arbiter's table (and the build of its bench), for a
 # change that touches the schedulers only.
+#
+# CACHE=1 counts under cachegrind's cache simulation instead and adds a
+# column of L1 data misses per pair (reads + writes; dummynet's too). The
+# runs then cover whole fill/drain cycles (52 loops per flow each), so a
+# flowset of many flows (the mix) is counted in its steady state.
 set -euxo pipefail
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
@@ -31,14 +36,33 @@ fi
 flowsets="${1:-1::512,8::64}"
 short=200000
 long=1200000
+if [ "${CACHE:-0}" = 1 ]; then
+    # Flows in the flowset list (a flowset's third field, default 1).
+    nflows=$(echo "$flowsets" | tr ',' '\n' | awk -F: '{ s += ($3 == "" ? 1 : $3) } END { print s }')
+    cycle=$((52 * nflows))
+    short=$((2 * cycle > short ? 2 * cycle : short))
+    long=$((short + (4 * cycle > 1000000 ? 4 * cycle : 1000000)))
+    tool=(--tool=cachegrind --cache-sim=yes)
+    out_opt=--cachegrind-out-file
+else
+    tool=(--tool=callgrind)
+    out_opt=--callgrind-out-file
+fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-instructions() { # alg ops -> total instructions of the run
-    valgrind --tool=callgrind --callgrind-out-file="$work/out" \
+summary() { # -> total instructions [and L1 data misses] of the last run
+    if [ "${CACHE:-0}" = 1 ]; then
+        awk '/^summary:/{print $2, $6 + $9}' "$work/out"
+    else
+        awk '/^summary:/{print $2}' "$work/out"
+    fi
+}
+instructions() { # alg ops -> total instructions [and L1 data misses] of the run
+    valgrind "${tool[@]}" "$out_opt=$work/out" \
         "$bin" bench sched --alg "$1" -n "$2" --flowsets "$flowsets" --no-wfi --json \
         >/dev/null 2>"$work/log"
-    awk '/^summary:/{print $2}' "$work/out"
+    summary
 }
 
 peers="${PKTSCHED_PEERS:-../shared/peers}"
@@ -52,28 +76,34 @@ fi
 theirs() { # alg ops -> total instructions of dummynet's run
     local a="$1"
     case "$a" in drr) a=rr ;; wf2q) a=wf2q+ ;; esac
-    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$dn" -n "$2" \
+    valgrind "${tool[@]}" "$out_opt=$work/out" "$dn" -n "$2" \
         -qmin 4n -qmax 30n -alg "$a" -flowsets "$flowsets" >/dev/null 2>"$work/log"
-    awk '/^summary:/{print $2}' "$work/out"
+    summary
+}
+per_pair() { # short-run and long-run summaries -> per-pair figures
+    # Each loop iteration is one enqueue or one dequeue: a pair is two.
+    awk -v a="$1" -v b="$2" -v d="$((long - short))" 'BEGIN {
+        n = split(a, x, " "); split(b, y, " ")
+        printf "%d", (y[1] - x[1]) * 2 / d
+        if (n > 1) printf " | %.2f", (y[2] - x[2]) * 2 / d }'
 }
 
 set +x
-if [ -n "$dn" ]; then
-    echo "| algorithm | instructions per pair ($flowsets) | dummynet |"
-    echo "| --- | ---: | ---: |"
-else
-    echo "| algorithm | instructions per pair ($flowsets) |"
-    echo "| --- | ---: |"
-fi
+cols="instructions per pair ($flowsets)"
+[ "${CACHE:-0}" = 1 ] && cols="$cols | L1 data misses per pair"
+head="| algorithm | $cols |"
+[ -n "$dn" ] && head="$head dummynet: ${cols/ ($flowsets)/} |"
+echo "$head"
+# One `| ---` for the name column and `| ---:` for each figure.
+echo "$head" | awk -F'|' '{ s = "| --- |"; for (i = 3; i < NF; i++) s = s " ---: |"; print s }'
 for alg in none fifo prio rr drr wf2q qfq; do
     a=$(instructions "$alg" "$short")
     b=$(instructions "$alg" "$long")
-    # Each loop iteration is one enqueue or one dequeue: a pair is two.
-    row="| $alg | $(( (b - a) * 2 / (long - short) )) |"
+    row="| $alg | $(per_pair "$a" "$b") |"
     if [ -n "$dn" ]; then
         c=$(theirs "$alg" "$short")
         d=$(theirs "$alg" "$long")
-        row="$row $(( (d - c) * 2 / (long - short) )) |"
+        row="$row $(per_pair "$c" "$d") |"
     fi
     echo "$row"
 done

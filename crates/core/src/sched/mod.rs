@@ -751,6 +751,54 @@ impl FlowList {
 mod tests {
     use super::*;
 
+    /// In per-flow order the scheduler-wide limit is the pool's cap: an
+    /// arrival at the limit is refused as a full queue (and counted), one
+    /// departure or a removal makes room again, and the pool never holds
+    /// more slots than the limit. RR keeps no head lengths, DRR does; both
+    /// behave the same.
+    #[test]
+    fn total_limit_caps_the_pool_in_per_flow_order() {
+        use crate::flow::DropReason;
+        fn check<D: Discipline>(disc: D) {
+            let mut s = FlowSched::<_, u64>::new(disc).with_total_limit(5);
+            let cfg = FlowConfig::default().with_limit(4);
+            let (a, b) = (s.add_flow(cfg).unwrap(), s.add_flow(cfg).unwrap());
+            let t = Nanos::ZERO;
+            for i in 0..5u64 {
+                let f = if i < 3 { a } else { b };
+                s.enqueue(Pkt::new(f, 100, t, i), t).unwrap();
+            }
+            let r = s.enqueue(Pkt::new(b, 100, t, 5), t).unwrap_err();
+            assert_eq!(r.reason, DropReason::QueueFull);
+            // A too-long packet keeps its own reason at the limit.
+            let r = s.enqueue(Pkt::new(b, 2000, t, 6), t).unwrap_err();
+            assert_eq!(r.reason, DropReason::TooLarge);
+            assert!(s.dequeue(t).is_some());
+            s.enqueue(Pkt::new(b, 100, t, 7), t).unwrap();
+            assert_eq!(
+                s.enqueue(Pkt::new(a, 100, t, 8), t).unwrap_err().reason,
+                DropReason::QueueFull
+            );
+            assert_eq!(s.remove_flow(b).unwrap().len(), 3);
+            for i in 9..11u64 {
+                s.enqueue(Pkt::new(a, 100, t, i), t).unwrap();
+            }
+            assert!(s.flows().pool_slots() <= 5);
+            let st = s.stats();
+            assert_eq!(st.dropped(DropReason::QueueFull).pkts, 2);
+            assert_eq!(st.backlog.pkts, 4);
+            assert!(st.conserved());
+            let mut n = 0;
+            while s.dequeue(t).is_some() {
+                n += 1;
+            }
+            assert_eq!(n, 4);
+        }
+        check(Rr::new());
+        check(Drr::new(1514));
+        check(Prio::new(2));
+    }
+
     #[test]
     fn flow_list_matches_a_vecdeque() {
         use rand::{Rng, SeedableRng};

@@ -33,6 +33,8 @@ use crate::sync::{Arc, AtomicBool, Ordering};
 
 #[cfg(test)]
 mod handoff_tests;
+#[cfg(test)]
+mod prio_credit_tests;
 mod shared;
 #[cfg(test)]
 mod tests;

@@ -23,6 +23,9 @@ use crate::plan::{self, flow_config};
 use crate::reload::{Change, diff};
 use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
+#[cfg(test)]
+mod prio_credit_tests;
+
 /// What the arbiter thread ends with.
 pub(crate) struct Stopped<P: PacketIo + Send + 'static> {
     /// Counters when the stop began.

@@ -40,7 +40,8 @@
 # (`run --busy-poll`, needs the pinning below), so `ARCHS="rtc rtc-bp htb"`
 # compares both in one interleaved run; `rtc-nc` is the run-to-completion
 # engine without the priority credit (`link.prio_burst = 0`; the victim's
-# class otherwise gets the default, one frame). PKTSCHED_BUSY_POLL=1 turns busy
+# class otherwise gets the default, one frame), `rtc-pbN` with
+# `link.prio_burst = N` bytes. PKTSCHED_BUSY_POLL=1 turns busy
 # polling on for every pktsched architecture.
 #
 # Placement (alike for every row): with two or more CPUs the device under
@@ -257,6 +258,7 @@ start_arch() { # $1 arch, $2 rate
     case "$1" in
         rtc) prio_line="" start_pktsched "$2" run-to-completion ;;
         rtc-nc) prio_line="prio_burst = 0" start_pktsched "$2" run-to-completion ;;
+        rtc-pb*) prio_line="prio_burst = ${1#rtc-pb}" start_pktsched "$2" run-to-completion ;;
         rtc-bp) start_pktsched "$2" run-to-completion --busy-poll ;;
         pspat) start_pktsched "$2" pspat ;;
         htb) start_htb "$2" ;;
@@ -266,7 +268,7 @@ start_arch() { # $1 arch, $2 rate
 }
 stop_arch() {
     case "$1" in
-        rtc|rtc-nc|rtc-bp|pspat) stop_pktsched ;;
+        rtc|rtc-nc|rtc-pb*|rtc-bp|pspat) stop_pktsched ;;
         direct) stop_direct ;;
         *) stop_htb ;;
     esac
@@ -495,7 +497,8 @@ victim_floor_table() {
 }
 
 # ROUNDS > 1: each victim measurement's p99 per round, its median, and in
-# how many rounds each architecture had the lowest p99.
+# how many rounds each architecture had the lowest p99 among the shapers
+# (bridge and direct are the floors, not contenders).
 rounds_table() {
     [ "$rounds" -gt 1 ] || return 0
     python3 - "$work" "$rounds" "$archs" <<'PY'
@@ -515,17 +518,19 @@ for m in ("victim", "victim-slow"):
             p99[a] = vals
     if not p99:
         continue
+    shapers = [a for a in p99 if a not in ("bridge", "direct")]
     wins = {a: 0 for a in p99}
     for r in range(min(len(v) for v in p99.values())):
-        best = min(p99, key=lambda a: p99[a][r])
-        wins[best] += 1
+        if shapers:
+            wins[min(shapers, key=lambda a: p99[a][r])] += 1
     print(f"\n| {m} p99 (µs) per round | " + " | ".join(p99) + " |")
     print("| --- |" + " ---: |" * len(p99))
     for r in range(max(len(v) for v in p99.values())):
         print(f"| round {r + 1} | " + " | ".join(
             f"{p99[a][r]:.0f}" if r < len(p99[a]) else "—" for a in p99) + " |")
     print("| median | " + " | ".join(f"{statistics.median(p99[a]):.0f}" for a in p99) + " |")
-    print("| rounds with the lowest p99 | " + " | ".join(str(wins[a]) for a in p99) + " |")
+    print("| rounds with the lowest p99 among the shapers | " + " | ".join(
+        str(wins[a]) if a in shapers else "—" for a in p99) + " |")
 PY
 }
 
@@ -535,7 +540,7 @@ for a in $archs; do
     case "$a" in bridge|direct) ;; *) shaped="$shaped $a" ;; esac
     [ "$a" = direct ] || sat_archs="$sat_archs $a"
 done
-name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-nc) echo "pktsched rtc, no priority credit" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
+name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-nc) echo "pktsched rtc, no priority credit" ;; rtc-pb*) echo "pktsched rtc, prio_burst ${1#rtc-pb}" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
 
 row() { # label, python expression over d (sink JSON), measurement name
     local label="$1" expr="$2" line

@@ -107,6 +107,16 @@ pub struct Config {
     /// process delivers and raised the victim's p99 at one client
     /// (BENCHMARKS.md, PSPAT section).
     pub nap_cover: Option<Duration>,
+    /// Step aside (threaded runtime): when the arbiter thread waits for a
+    /// core, or sending clients lose theirs, for at least 30 % of a
+    /// millisecond's window, the thread sleeps for an away period (2 to
+    /// 32 ms) and sending clients run the rounds under the hand-off lock,
+    /// backlogged or not; it keeps doing so while that serves more
+    /// decisions per second than its own rounds, and otherwise holds off
+    /// for a doubling time (8 ms to 1 s). See `driver::step_aside`.
+    /// `true` (the default) on; `false`: the arbiter thread runs every
+    /// round it gets a core for.
+    pub step_aside: bool,
 }
 
 impl Config {
@@ -134,6 +144,7 @@ impl Config {
             burst: 0,
             assist_after: None,
             nap_cover: None,
+            step_aside: true,
         }
     }
 

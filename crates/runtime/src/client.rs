@@ -428,11 +428,14 @@ impl<T: Send> Client<T> {
         }
         a.unclocked = 0;
         let now = clock.now().0;
-        let gap = now.saturating_sub(a.last_send);
-        if a.streaming && gap > STARVED_GAP {
-            self.meta.own.starved_ns.fetch_add(gap, Ordering::Relaxed);
+        let (starved, streaming) = starved_gap(a.streaming, a.last_send, now);
+        if starved > 0 {
+            self.meta
+                .own
+                .starved_ns
+                .fetch_add(starved, Ordering::Relaxed);
         }
-        a.streaming = gap < STREAM_GAP;
+        a.streaming = streaming;
         a.last_send = now;
         let Some(after) = lateness(a.after, away) else {
             return;
@@ -448,6 +451,20 @@ impl<T: Send> Client<T> {
     pub fn pending(&self) -> usize {
         self.tx.len_estimate()
     }
+}
+
+/// A client's send at `now` after one at `last` (`streaming`: that one
+/// came back to back after the one before): the starved time to count
+/// (the gap if it is longer than [`STARVED_GAP`] and the client was
+/// streaming, else 0), and whether this send is back to back.
+fn starved_gap(streaming: bool, last: u64, now: u64) -> (u64, bool) {
+    let gap = now.saturating_sub(last);
+    let starved = if streaming && gap > STARVED_GAP {
+        gap
+    } else {
+        0
+    };
+    (starved, gap < STREAM_GAP)
 }
 
 /// The lateness from which a client runs a round: `after`, or while the
@@ -653,7 +670,34 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
 mod tests {
     use std::time::Duration;
 
-    use super::{Backoff, Wait};
+    use super::{AWAY_AFTER, Backoff, STARVED_GAP, STREAM_GAP, Wait, lateness, starved_gap};
+
+    #[test]
+    fn only_a_long_gap_in_back_to_back_sends_counts_as_starved() {
+        let t = 10_000_000;
+        // Back to back, then a gap just over the threshold: counted whole.
+        assert_eq!(
+            starved_gap(true, t, t + STARVED_GAP + 1),
+            (STARVED_GAP + 1, false)
+        );
+        // At the threshold: not counted.
+        assert_eq!(starved_gap(true, t, t + STARVED_GAP), (0, false));
+        // A client that was not streaming (a paced or idle one) pauses.
+        assert_eq!(starved_gap(false, t, t + 10 * STARVED_GAP), (0, false));
+        // Sends close together make it streaming; at the threshold not.
+        assert_eq!(starved_gap(false, t, t + STREAM_GAP - 1), (0, true));
+        assert_eq!(starved_gap(true, t, t + STREAM_GAP), (0, false));
+        // A clock that went back (copies of one epoch never do) is no gap.
+        assert_eq!(starved_gap(true, t, t - 1), (0, true));
+    }
+
+    #[test]
+    fn clients_run_rounds_without_assist_after_only_while_the_arbiter_is_away() {
+        assert_eq!(lateness(None, false), None);
+        assert_eq!(lateness(None, true), Some(AWAY_AFTER));
+        assert_eq!(lateness(Some(7), false), Some(7));
+        assert_eq!(lateness(Some(7), true), Some(7));
+    }
 
     #[test]
     fn backoff_spins_then_yields_then_sleeps_doubling_up_to_the_cap() {

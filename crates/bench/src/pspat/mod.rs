@@ -100,6 +100,9 @@ pub struct PspatOptions {
     /// PSPAT nap: `off`, or the backlog's link time from which the
     /// arbiter naps while its mailboxes are empty.
     pub arbiter_nap: String,
+    /// PSPAT step aside: `on` (the arbiter thread leaves the rounds to
+    /// the clients while it or they lack a core) or `off`.
+    pub step_aside: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
     /// Read every thread's scheduling counters at both ends of each
@@ -232,6 +235,8 @@ pub struct Plan {
     assist_after: Option<Duration>,
     /// Nap cover (`None`: the arbiter never naps).
     nap_cover: Option<Duration>,
+    /// `Config::step_aside`.
+    step_aside: bool,
     /// [`PspatOptions::thread_counters`].
     thread_counters: bool,
 }
@@ -343,6 +348,11 @@ impl Plan {
                 "off" => None,
                 s => Some(NAP.duration(s).map_err(|e| anyhow!("{e}, or `off`"))?),
             },
+            step_aside: match a.step_aside.as_str() {
+                "on" => true,
+                "off" => false,
+                s => bail!("--step-aside `{s}`; allowed: on, off"),
+            },
             thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
@@ -438,6 +448,7 @@ impl Plan {
             yield_when_idle: self.arbiter_yield,
             assist_after: self.assist_after,
             nap_cover: self.nap_cover,
+            step_aside: self.step_aside,
             ..Config::new(link)
         }
     }

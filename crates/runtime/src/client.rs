@@ -413,13 +413,13 @@ impl<T: Send> Client<T> {
     /// from it and the other clients (and may lose it holding the lock).
     #[inline]
     fn assist_if_late(&mut self, pushed: usize) {
-        let away = self.shared.away.load(Ordering::Relaxed);
         let Some(a) = &mut self.assist else {
             return;
         };
         let Some(clock) = a.clock else {
             return;
         };
+        let away = self.shared.away.load(Ordering::Relaxed);
         if a.after.is_none() && !away {
             a.unclocked += 1;
             if a.unclocked < CLOCK_EVERY {

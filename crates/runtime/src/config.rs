@@ -86,7 +86,8 @@ pub struct Config {
     /// Hand-off: a client whose send finds that no arbiter round started
     /// within this time (the arbiter thread waits for a core, or sleeps)
     /// runs the round itself, if no one else is running one (see
-    /// `handoff`). `None` (the default): clients never run rounds. On
+    /// `handoff`). `None` (the default): clients run rounds only while
+    /// the arbiter thread has stepped aside (`step_aside`). On
     /// this project's 2-vCPU machine 2 µs cost 30–45 % of the decisions
     /// per second at 1–64 clients (BENCHMARKS.md), so it is opt-in.
     pub assist_after: Option<Duration>,

@@ -412,6 +412,14 @@ fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
                         Err(SendError::Stopped(_)) => unreachable!("not stopped yet"),
                     }
                 }
+                // Then poll (an empty batch) until this client has run a
+                // round: the arbiter steps aside within a few ms of
+                // sharing its core (the deadline is a hang guard).
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while c.assisted_rounds() == 0 && std::time::Instant::now() < deadline {
+                    let _ = c.send_batch(&mut std::collections::VecDeque::new());
+                    std::thread::yield_now();
+                }
                 c.assisted_rounds()
             })
         })
@@ -423,7 +431,7 @@ fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
     let a = &report.arbiter;
     assert!(a.away_periods > 0, "never stepped aside: {a:?}");
     assert!(a.away_kept <= a.away_periods);
-    assert!(by_clients > 0, "no client ran a round while it was away");
+    assert!(by_clients >= 2, "a client ran no round while it was away");
     assert_eq!(a.assisted_rounds, by_clients);
     let out: Vec<Pkt<u64>> = report.outputs.into_iter().flat_map(|o| o.pkts).collect();
     assert_eq!(a.dropped, 0);

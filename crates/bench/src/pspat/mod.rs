@@ -924,11 +924,11 @@ fn write_threads(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
     }
     writeln!(
         out,
-        "\nthreads in the measured window (kernel schedstat): on = share of wall time on a core, wait = runnable but waiting for one, pre/s = involuntary switches per second; clients summed"
+        "\nthreads in the measured window (kernel schedstat): on = share of wall time on a core, wait = runnable but waiting for one, pre/s = involuntary switches per second; clients summed; @ = the cores the role's threads last ran on at the window's end"
     )?;
     writeln!(
         out,
-        "{:>10} {:>7} {:>7} {:>3} {:>22} {:>22} {:>22}",
+        "{:>10} {:>7} {:>7} {:>3} {:>28} {:>28} {:>28}",
         "phase",
         "arch",
         "clients",
@@ -937,12 +937,24 @@ fn write_threads(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
         "clients on/wait/pre/s",
         "victim on/wait/pre/s"
     )?;
-    let cell = |r: &RoleWindow| format!("{:.2}/{:.2}/{:.0}", r.cpu, r.wait, r.preempted_per_s);
+    let cell = |r: &RoleWindow| {
+        let cores: Vec<String> = (0..64)
+            .filter(|n| r.cores >> n & 1 == 1)
+            .map(|n| n.to_string())
+            .collect();
+        format!(
+            "{:.2}/{:.2}/{:.0} @{}",
+            r.cpu,
+            r.wait,
+            r.preempted_per_s,
+            cores.join(",")
+        )
+    };
     for r in runs {
         let Some(t) = &r.threads else { continue };
         writeln!(
             out,
-            "{:>10} {:>7} {:>7} {:>3} {:>22} {:>22} {:>22}",
+            "{:>10} {:>7} {:>7} {:>3} {:>28} {:>28} {:>28}",
             r.phase,
             r.arch,
             r.clients,

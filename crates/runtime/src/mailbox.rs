@@ -436,8 +436,8 @@ mod tests {
     #[test]
     fn layouts_report_their_sizes() {
         let (tx, rx) = Mailbox::with_capacity::<u64>(100);
-        assert_eq!((tx.line_slots(), tx.group_slots()), (14, 7));
-        assert_eq!((rx.line_slots(), rx.group_slots()), (14, 7));
+        assert_eq!((tx.line_slots(), tx.group_slots()), (28, 7));
+        assert_eq!((rx.line_slots(), rx.group_slots()), (28, 7));
         assert_eq!(tx.capacity(), 112);
         let (tx, rx) = Mailbox::with_line_slots::<u64, 3>(7);
         assert_eq!((tx.line_slots(), tx.group_slots()), (3, 3));

@@ -114,7 +114,8 @@ pub struct Config {
     /// 32 ms) and sending clients run the rounds under the hand-off lock,
     /// backlogged or not; it keeps doing so while that serves more
     /// decisions per second than its own rounds, and otherwise holds off
-    /// for a doubling time (8 ms to 1 s). See `driver::step_aside`.
+    /// for a doubling time (8 ms to 1 s); an away period ends early once
+    /// no round has started for 0.5 ms. See `driver::step_aside`.
     /// `true` (the default) on; `false`: the arbiter thread runs every
     /// round it gets a core for.
     pub step_aside: bool,

@@ -29,7 +29,7 @@ use crate::mailbox::{Consumer, Mailbox};
 use crate::output::Output;
 use crate::report::{ArbiterStats, Report, Stats, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering, fence};
-use step_aside::{Step, StepAside, Window};
+use step_aside::{Step, StepAside, Window, away_ends, away_nap};
 
 /// The dispatcher threads, each returning its output when joined.
 type DispatcherThreads<O> = Vec<JoinHandle<O>>;
@@ -602,10 +602,11 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         let deadline = t0.saturating_add(len);
         loop {
             let now = self.clock.now().0;
-            if now >= deadline || self.shared.stop.load(Ordering::Relaxed) {
+            let last = self.arbiter.last_round().0;
+            if away_ends(now, deadline, last) || self.shared.stop.load(Ordering::Relaxed) {
                 break;
             }
-            std::thread::park_timeout(Duration::from_nanos(deadline - now));
+            std::thread::park_timeout(Duration::from_nanos(away_nap(now, deadline)));
         }
         self.arbiter.set_away(false);
         let end = self.clock.now();

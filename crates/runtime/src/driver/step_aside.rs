@@ -36,9 +36,12 @@
 
 /// Shortest away period, ns.
 pub(crate) const MIN_AWAY: u64 = 2_000_000;
-/// Longest away period, ns: also the longest a packet queued for a busy
-/// link waits when no client sends meanwhile.
+/// Longest away period, ns.
 pub(crate) const MAX_AWAY: u64 = 32_000_000;
+/// An away period ends early once no round has started for this long, ns:
+/// no client is sending, and what is queued for a busy link needs the
+/// arbiter. Also the longest such a packet waits past its time.
+pub(crate) const AWAY_QUIET: u64 = 500_000;
 /// Shortest hold-off after an away period that did not pay, ns.
 pub(crate) const MIN_HOLDOFF: u64 = 8_000_000;
 /// Longest hold-off, ns.
@@ -127,6 +130,17 @@ impl Default for StepAside {
     }
 }
 
+/// While away, at `now`: whether the away period ends (its `deadline`
+/// passed, or no round started since `last_round` for [`AWAY_QUIET`]).
+pub(crate) fn away_ends(now: u64, deadline: u64, last_round: u64) -> bool {
+    now >= deadline || now.saturating_sub(last_round) >= AWAY_QUIET
+}
+
+/// How long an away thread sleeps before it looks again, ns (at least 1).
+pub(crate) fn away_nap(now: u64, deadline: u64) -> u64 {
+    deadline.saturating_sub(now).clamp(1, AWAY_QUIET)
+}
+
 impl StepAside {
     /// After a present window `w` that ended at `now`: step aside or not.
     pub(crate) fn after_present(&mut self, now: u64, w: &Window) -> Step {
@@ -171,6 +185,20 @@ mod tests {
             starved_ns,
             decisions,
         }
+    }
+
+    #[test]
+    fn an_away_period_ends_at_its_deadline_or_when_no_round_runs() {
+        // Clients running rounds: away until the deadline.
+        assert!(!away_ends(10 * MS, 12 * MS, 10 * MS - 1_000));
+        assert!(away_ends(12 * MS, 12 * MS, 12 * MS - 1_000));
+        // No round for AWAY_QUIET: back before the deadline.
+        assert!(!away_ends(10 * MS, 32 * MS, 10 * MS - AWAY_QUIET + 1));
+        assert!(away_ends(10 * MS, 32 * MS, 10 * MS - AWAY_QUIET));
+        // It looks at least every AWAY_QUIET, and never naps for 0.
+        assert_eq!(away_nap(0, 32 * MS), AWAY_QUIET);
+        assert_eq!(away_nap(MS, MS + 10), 10);
+        assert_eq!(away_nap(2 * MS, MS), 1);
     }
 
     #[test]

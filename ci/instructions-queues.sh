@@ -5,11 +5,11 @@
 #
 #   * mailbox push + pop: `benches/mailbox.rs --single N` (one thread, 64
 #     pushes then 64 pops, u64 items, capacity 1024): one item a call
-#     (`try_push` / `pop`, the default 14-slot lines of two 7-slot
+#     (`try_push` / `pop`, the default 28-slot lines of four 7-slot
 #     groups), batches of up to 32 (`try_push_many` / `pop_batch`), the
 #     default with the consumer's prefetch off, and the
 #     other layouts (7-slot lines of one group, 14-slot lines of one
-#     group, 28-slot lines of four groups); rtrb in the same harness for
+#     group, 14-slot lines of two groups); rtrb in the same harness for
 #     reference; the harness loop is included (~10 instructions). A base
 #     revision without a layout's `--only` name runs the default instead;
 #     such a "before" figure is not that layout's;
@@ -75,7 +75,7 @@ CASES=(
     "mailbox push+pop, no prefetch|mailbox|nopf"
     "mailbox push+pop, 7-slot lines (one group)|mailbox|mailbox7"
     "mailbox push+pop, 14-slot lines of one group|mailbox|onegroup"
-    "mailbox push+pop, 28-slot lines (four groups)|mailbox|mailbox28"
+    "mailbox push+pop, 14-slot lines (two groups)|mailbox|mailbox14"
     "rtrb push+pop (reference)|mailbox|rtrb"
     "MLTW 1000 flows 10 Gbit/s|shape|--flows 1000 --rate 10gbit"
     "MLTW 10000 flows 10 Gbit/s|shape|--flows 10000 --rate 10gbit"

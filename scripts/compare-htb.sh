@@ -19,6 +19,15 @@
 #      (`gen --backend packet`, far more than any of them forwards), limit
 #      far above: frames/s arriving on s0 (its rx_packets counter), also
 #      through a plain bridge with no qdisc.
+#   2b. the same victim at a lower link rate (VICTIM_RATE, default
+#      10mbit; whole Mbit/s, at least 2): 8 greedy 1500-byte flows of
+#      VICTIM_RATE/5 each (1.6x overload) and the victim at
+#      min(1 Mbit/s, VICTIM_RATE/10), HTB's classes scaled alike
+#      (`victim-slow`). A bulk frame takes 1.2 ms at 10 Mbit/s, more than
+#      the VM's noise, so whether the victim waits for it shows.
+#      Both victim measurements also run through the plain bridge and the
+#      direct veth (`bridge`, `direct`: no scheduler at all), the victim's
+#      floor on this wire (generator, sink and VM), in a table of their own.
 #   6. the CPU floor: measurement 3 also through a plain bridge (no qdisc)
 #      and over a direct gen -> sink veth (`direct`: no device under test
 #      at all; the generator's and sink's addresses move to a veth pair
@@ -29,7 +38,10 @@
 # ARCHS picks the architectures and their order (default "rtc pspat htb
 # bridge direct"); `rtc-bp` is the run-to-completion engine with busy polling
 # (`run --busy-poll`, needs the pinning below), so `ARCHS="rtc rtc-bp htb"`
-# compares both in one interleaved run. PKTSCHED_BUSY_POLL=1 turns busy
+# compares both in one interleaved run; `rtc-nc` is the run-to-completion
+# engine without the priority credit (`link.prio_burst = 0`; the victim's
+# class otherwise gets the default, one frame), `rtc-pbN` with
+# `link.prio_burst = N` bytes. PKTSCHED_BUSY_POLL=1 turns busy
 # polling on for every pktsched architecture.
 #
 # Placement (alike for every row): with two or more CPUs the device under
@@ -46,7 +58,11 @@
 # stats) in DIR. ONLY="victim fwd" runs only the listed measurements
 # (rate, victim, fwd, reload, sat) of each architecture, e.g. to look at
 # the forwarder's pass trace (the `forwarder` object of NAME.stats.json);
-# the summary table then prints only what was measured.
+# the summary table then prints only what was measured. ROUNDS=N runs
+# every architecture N times, the order rotated each round, and prints
+# each victim measurement's p99 per round, its median and how many rounds
+# each architecture had the lowest p99 (the single tables show the last
+# round).
 # For pktsched the forwarder's own CPU per frame and its context switches
 # per frame (voluntary = sleeps, involuntary = preemptions) are printed
 # too, from /proc/PID, and with `perf` its system calls per frame
@@ -69,7 +85,7 @@ if [ -n "${PKTSCHED_BIN:-}" ]; then
     [ -f "$bin" ] && [ -x "$bin" ] ||
         { echo "compare-htb.sh: PKTSCHED_BIN=$PKTSCHED_BIN ($bin) is not an executable file" >&2; exit 2; }
 fi
-measurements="rate victim fwd reload sat"
+measurements="rate victim victim-slow fwd reload sat"
 for w in ${ONLY:-}; do
     case " $measurements " in
         *" $w "*) ;;
@@ -78,13 +94,25 @@ for w in ${ONLY:-}; do
 done
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
+victim_rate="${VICTIM_RATE:-10mbit}"
+if ! [[ "$victim_rate" =~ ^[0-9]{1,6}mbit$ ]] || [ "${victim_rate%mbit}" -lt 2 ]; then
+    echo "compare-htb.sh: VICTIM_RATE=$victim_rate: allowed whole Mbit/s of at least 2, e.g. 10mbit" >&2; exit 2
+fi
+rounds="${ROUNDS:-1}"
+case "$rounds" in ''|*[!0-9]*|0) echo "compare-htb.sh: ROUNDS=$rounds: allowed a whole number of at least 1" >&2; exit 2 ;; esac
+# The slow victim's flows: 8 greedy at a fifth of the rate, the victim at
+# a tenth of it, at most 1 Mbit/s (in kbit/s).
+slow_kbit=$(( ${victim_rate%mbit} * 1000 ))
+slow_greedy="dport=6000,count=8,rate=$(( slow_kbit / 5 ))kbit,size=1500"
+slow_victim="dport=6008,rate=$(( slow_kbit / 10 < 1000 ? slow_kbit / 10 : 1000 ))kbit,size=200,pattern=poisson"
 [ "$(id -u)" = 0 ] || { echo "compare-htb.sh needs root (network namespaces)" >&2; exit 2; }
 ci/deps.sh >/dev/null 2>&1 || true
 if [ -z "${PKTSCHED_BIN:-}" ]; then
     cargo build --release -q -p pktsched
     bin="$PWD/target/release/pktsched"
 fi
-p="vccmp$$-"
+# NS_PREFIX: the first letters of its namespaces' names (default vc).
+p="${NS_PREFIX:-vc}cmp$$-"
 gen="${p}gen" dut="${p}dut" sink="${p}sink"
 work="$(mktemp -d)"
 cleanup() {
@@ -136,6 +164,7 @@ egress = "d1"
 rate = "$2"
 engine = "$3"
 backend = "${PKTSCHED_BACKEND:-auto}"
+$prio_line
 [scheduler]
 $1
 [control]
@@ -159,6 +188,7 @@ EOF
 # copy mode on veth, else AF_PACKET; packet or xdp to force one).
 # PKTSCHED_ALG: the algorithm for pktsched's two classes (default prio,
 # as HTB's victim class has prio 0; drr weighs them 50:1 instead).
+prio_line="" # a `link.prio_burst` line, for rtc-nc
 start_pktsched() { # $1 rate, $2 engine, rest: more `run` arguments
     local rate="$1" engine="$2"; shift 2
     shaper_config "algorithm = \"${PKTSCHED_ALG:-prio}\"" "$rate" "$engine"
@@ -226,7 +256,9 @@ stop_direct() {
 # no device under test (direct).
 start_arch() { # $1 arch, $2 rate
     case "$1" in
-        rtc) start_pktsched "$2" run-to-completion ;;
+        rtc) prio_line="" start_pktsched "$2" run-to-completion ;;
+        rtc-nc) prio_line="prio_burst = 0" start_pktsched "$2" run-to-completion ;;
+        rtc-pb*) prio_line="prio_burst = ${1#rtc-pb}" start_pktsched "$2" run-to-completion ;;
         rtc-bp) start_pktsched "$2" run-to-completion --busy-poll ;;
         pspat) start_pktsched "$2" pspat ;;
         htb) start_htb "$2" ;;
@@ -236,7 +268,7 @@ start_arch() { # $1 arch, $2 rate
 }
 stop_arch() {
     case "$1" in
-        rtc|rtc-bp|pspat) stop_pktsched ;;
+        rtc|rtc-nc|rtc-pb*|rtc-bp|pspat) stop_pktsched ;;
         direct) stop_direct ;;
         *) stop_htb ;;
     esac
@@ -300,9 +332,24 @@ jq_py() { python3 -c "import json,sys; d=json.load(open('$1')); $2"; }
 
 wanted() { case " ${ONLY:-$measurements} " in *" $1 "*) return 0 ;; esac; return 1; }
 
+victims() { # $1 arch, $2 rate for victim-slow: both victim measurements
+    local a="$1"
+    if wanted victim; then
+        start_arch "$a" 100mbit
+        measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
+        stop_arch "$a"
+    fi
+    if wanted victim-slow; then
+        start_arch "$a" "$2"
+        measure "$a-victim-slow" "$slow_greedy" "$slow_victim"
+        stop_arch "$a"
+    fi
+}
+
 run_all() { # $1 arch
     local a="$1"
-    if [ "$a" = direct ]; then # the CPU floor only: no device to shape with
+    if [ "$a" = direct ]; then # no device to shape with: the floors only
+        victims direct 0
         if wanted fwd; then
             start_arch direct 0
             measure direct-fwd "dport=6000,rate=60mbit,size=64"
@@ -310,6 +357,7 @@ run_all() { # $1 arch
         fi
         return 0
     fi
+    if [ "$a" = bridge ]; then victims bridge 0; fi
     if [ "$a" = bridge ] && wanted fwd; then # the CPU floor with a device
         start_arch bridge 0
         measure bridge-fwd "dport=6000,rate=60mbit,size=64"
@@ -322,12 +370,8 @@ run_all() { # $1 arch
             measure "$a-rate" "dport=6000,rate=150mbit,size=1500"
             stop_arch "$a"
         fi
-        # 2. victim latency under overload
-        if wanted victim; then
-            start_arch "$a" 100mbit
-            measure "$a-victim" "dport=6000,count=8,rate=20mbit,size=1500" "dport=6008,rate=1mbit,size=200,pattern=poisson"
-            stop_arch "$a"
-        fi
+        # 2. victim latency under overload (and 2b. at VICTIM_RATE)
+        victims "$a" "$victim_rate"
         # 3. forwarding cost, 64-byte frames, limit far above the offered load
         if wanted fwd; then
             start_arch "$a" 10000mbit
@@ -360,7 +404,14 @@ run_all() { # $1 arch
 }
 
 archs="${ARCHS:-rtc pspat htb bridge direct}"
-for a in $archs; do run_all "$a"; done
+for r in $(seq "$rounds"); do
+    # Round r starts r - 1 architectures further on.
+    read -r -a list <<<"$archs"
+    k=$(( (r - 1) % ${#list[@]} ))
+    for a in "${list[@]:k}" "${list[@]:0:k}"; do run_all "$a"; done
+    mkdir -p "$work/round$r"
+    for f in "$work"/*-victim*.json; do [ -e "$f" ] && cp "$f" "$work/round$r/"; done
+done
 
 # The run-to-completion forwarder's own account (its stats' `forwarder`):
 # per measurement, passes, sleeps and kicks per 1000 frames, and how the
@@ -415,13 +466,81 @@ cpu_floor_table() {
     echo
 }
 
+# The victim's floor: each victim measurement for every architecture that
+# ran it, the plain bridge and the direct veth (no scheduler) included.
+victim_floor_table() {
+    local a m head="" sep="" q line
+    for a in $archs; do
+        [ -s "$work/$a-victim.json" ] || [ -s "$work/$a-victim-slow.json" ] || continue
+        head="$head $(name_of "$a") |"; sep="$sep ---: |"
+    done
+    [ -n "$head" ] || return 0
+    echo
+    echo "| victim latency, no scheduler vs shapers (µs) |$head"
+    echo "| --- |$sep"
+    for m in victim victim-slow; do
+        wanted "$m" || continue
+        for q in p50 p99 p999; do
+            line="| $m $q |"
+            for a in $archs; do
+                [ -s "$work/$a-victim.json" ] || [ -s "$work/$a-victim-slow.json" ] || continue
+                if [ -s "$work/$a-$m.json" ]; then
+                    line="$line $(jq_py "$work/$a-$m.json" "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')") |"
+                else
+                    line="$line — |"
+                fi
+            done
+            echo "$line"
+        done
+    done
+    echo "(victim: 100 Mbit/s link; victim-slow: $victim_rate; bridge and direct do not shape, so their greedy flows pass whole)"
+}
+
+# ROUNDS > 1: each victim measurement's p99 per round, its median, and in
+# how many rounds each architecture had the lowest p99 among the shapers
+# (bridge and direct are the floors, not contenders).
+rounds_table() {
+    [ "$rounds" -gt 1 ] || return 0
+    python3 - "$work" "$rounds" "$archs" <<'PY'
+import json, os, statistics, sys
+work, rounds, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+for m in ("victim", "victim-slow"):
+    p99 = {}
+    for a in archs:
+        vals = []
+        for r in range(1, rounds + 1):
+            f = os.path.join(work, f"round{r}", f"{a}-{m}.json")
+            if not os.path.exists(f):
+                continue
+            v = [x for x in json.load(open(f))["flows"] if x["port"] == 6008]
+            vals.append(v[0]["latency_p99_us"] if v else float("inf"))
+        if vals:
+            p99[a] = vals
+    if not p99:
+        continue
+    shapers = [a for a in p99 if a not in ("bridge", "direct")]
+    wins = {a: 0 for a in p99}
+    for r in range(min(len(v) for v in p99.values())):
+        if shapers:
+            wins[min(shapers, key=lambda a: p99[a][r])] += 1
+    print(f"\n| {m} p99 (µs) per round | " + " | ".join(p99) + " |")
+    print("| --- |" + " ---: |" * len(p99))
+    for r in range(max(len(v) for v in p99.values())):
+        print(f"| round {r + 1} | " + " | ".join(
+            f"{p99[a][r]:.0f}" if r < len(p99[a]) else "—" for a in p99) + " |")
+    print("| median | " + " | ".join(f"{statistics.median(p99[a]):.0f}" for a in p99) + " |")
+    print("| rounds with the lowest p99 among the shapers | " + " | ".join(
+        str(wins[a]) if a in shapers else "—" for a in p99) + " |")
+PY
+}
+
 shaped=""
 sat_archs=""
 for a in $archs; do
     case "$a" in bridge|direct) ;; *) shaped="$shaped $a" ;; esac
     [ "$a" = direct ] || sat_archs="$sat_archs $a"
 done
-name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
+name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-nc) echo "pktsched rtc, no priority credit" ;; rtc-pb*) echo "pktsched rtc, prio_burst ${1#rtc-pb}" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
 
 row() { # label, python expression over d (sink JSON), measurement name
     local label="$1" expr="$2" line
@@ -451,6 +570,24 @@ row() { # label, python expression over d (sink JSON), measurement name
         line="| victim ${part#*:}, p50 / p99 (µs) |"
         for a in $shaped; do
             f="$work/$a-victim.stats.json"
+            if [ -s "$f" ]; then
+                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']) if '${key}' == 'sojourn' or v['rx_stamped'] > 0 else '— (no stamped frame)')") |"
+            else
+                line="$line — |"
+            fi
+        done
+        echo "$line"
+    done
+    for q in p50 p99 p999; do
+        row "victim $q latency at $victim_rate (8 greedy flows of $(( slow_kbit / 5 )) kbit/s) (µs)" \
+            "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')" victim-slow
+    done
+    for part in "ring_wait:ring wait" "sojourn:inside pktsched"; do
+        wanted victim-slow || break
+        key="${part%%:*}"
+        line="| victim at $victim_rate, ${part#*:}, p50 / p99 (µs) |"
+        for a in $shaped; do
+            f="$work/$a-victim-slow.stats.json"
             if [ -s "$f" ]; then
                 line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']) if '${key}' == 'sojourn' or v['rx_stamped'] > 0 else '— (no stamped frame)')") |"
             else
@@ -519,6 +656,8 @@ row() { # label, python expression over d (sink JSON), measurement name
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload
     if wanted fwd; then cpu_floor_table; fi
+    victim_floor_table
+    rounds_table
     wanted sat || exit 0
     echo
     echo "| saturation: ring generator, 64 B frames, limit far above |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"

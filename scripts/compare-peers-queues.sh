@@ -15,11 +15,11 @@
 #     run that hits it counts as missing. The "P run" / "C run" columns are
 #     items per stretch between two stalls on a full / empty queue (spscq's
 #     "avg batch"): the regime the queue ran in The mailbox rows are its layouts,
-#     measured in the same interleaved runs: the default (14-slot lines of
-#     two 64-byte groups, each slot's stamp and value in one hardware
-#     line), 7-slot lines (one group), 14-slot lines of one group (14
-#     stamps then 14 values: two hardware lines for slots 6-13) and
-#     28-slot lines (four groups; spscq's iffq checks 32-entry lines), and
+#     measured in the same interleaved runs: the default (28-slot lines of
+#     four 64-byte groups, each slot's stamp and value in one hardware
+#     line; spscq's iffq checks 32-entry lines), 7-slot lines (one group),
+#     14-slot lines of one group (14 stamps then 14 values: two hardware
+#     lines for slots 6-13) and 14-slot lines of two groups, and
 #     the default with the consumer's software prefetch off;
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
@@ -146,7 +146,7 @@ QUEUES=(
     "mailbox, batch 32|pspat mailbox, batch 32"
     "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
     "mailbox, 1-group lines|pspat mailbox, 1-group lines"
-    "mailbox, 28-slot lines|pspat mailbox, 28-slot lines"
+    "mailbox, 14-slot lines|pspat mailbox, 14-slot lines"
     "rtrb (same bench)|rtrb 0.3"
     "spscq iffq|spscq:iffq"
     "spscq ffq|spscq:ffq"

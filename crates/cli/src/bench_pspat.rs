@@ -110,6 +110,13 @@ pub(crate) struct PspatArgs {
     /// the CPU for each departure; `off` (the default): never.
     #[arg(long, default_value = "off")]
     arbiter_nap: String,
+    /// PSPAT step aside: `on` (the default): when the arbiter thread
+    /// waits for a core, or sending clients lose theirs, for 30 % of a
+    /// millisecond, it sleeps for 2-32 ms while the sending clients run
+    /// the rounds (backlogged or not), for as long as that serves more
+    /// decisions per second; `off`: never.
+    #[arg(long, default_value = "on")]
+    step_aside: String,
     /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
@@ -159,6 +166,7 @@ impl PspatArgs {
             arbiter_wait: self.arbiter_wait.clone(),
             assist_after: self.assist_after.clone(),
             arbiter_nap: self.arbiter_nap.clone(),
+            step_aside: self.step_aside.clone(),
             no_pin: self.no_pin,
             thread_counters: self.stats,
         }

@@ -194,6 +194,9 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
     if o.burst != n.burst {
         link.push("burst");
     }
+    if o.prio_burst != n.prio_burst {
+        link.push("prio_burst");
+    }
     if !link.is_empty() {
         changes.push(Change::Link(link));
     }

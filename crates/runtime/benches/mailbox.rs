@@ -10,11 +10,11 @@
 //! all runs. Min and max are over all runs. Hypervisor steal time is not
 //! visible to this filter.
 //!
-//! Besides the default mailbox (14-slot lines of two 7-slot groups, each
+//! Besides the default mailbox (28-slot lines of four 7-slot groups, each
 //! group one 64-byte hardware line), a row with 7-slot lines (one group per
-//! line) and one with 14-slot lines of one group (14 stamps, then 14
+//! line), one with 14-slot lines of one group (14 stamps, then 14
 //! values: the stamp and value of slots 6..13 in different hardware lines)
-//! and one with 28-slot lines (four groups) compare layouts in the same
+//! and one with 14-slot lines (two groups) compare layouts in the same
 //! interleaved rounds, and a row with the consumer's software prefetch off
 //! (`Consumer::set_prefetch(false)`) measures what the prefetch is worth.
 //! The `P run` and `C run` columns say in which
@@ -33,7 +33,7 @@
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
 //! pops of 64) through the queue named by `--only` (`mailbox`, the default;
-//! `nopf`, `mailbox7`, `onegroup`, `mailbox28`, `batch`, `rtrb`)
+//! `nopf`, `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -65,21 +65,21 @@ trait Queue {
 }
 
 /// The mailbox with lines of `L` slots in groups of `H` (see
-/// `pktsched_runtime::mailbox`): the default 14 / 7 (two 64-byte groups per
-/// 128-byte line, every slot's stamp and value in one hardware line);
+/// `pktsched_runtime::mailbox`): the default 28 / 7 (four 64-byte groups per
+/// 256-byte line, every slot's stamp and value in one hardware line);
 /// 7 / 7, one 64-byte group per line (the same locality, a look-ahead and a
 /// release every 7 items); 14 / 14, one group per line (14 stamps then 14
 /// values: slots 6..13 keep their value in the second 64 bytes and their
-/// stamp in the first, so a hand-over moves two hardware lines); 28 / 7,
-/// four groups per line.
+/// stamp in the first, so a hand-over moves two hardware lines); 14 / 7,
+/// two groups per line (the default until 2026-11-26).
 struct PspatMailbox<const L: usize, const H: usize>;
 
 const fn layout_name(l: usize, h: usize) -> &'static str {
     match (l, h) {
-        (14, 7) => "pspat mailbox",
+        (28, 7) => "pspat mailbox",
         (7, 7) => "pspat mailbox, 7-slot lines",
         (14, 14) => "pspat mailbox, 1-group lines",
-        (28, 7) => "pspat mailbox, 28-slot lines",
+        (14, 7) => "pspat mailbox, 14-slot lines",
         _ => "pspat mailbox, other layout",
     }
 }
@@ -109,15 +109,15 @@ impl<const L: usize, const H: usize> Queue for PspatMailbox<L, H> {
 }
 
 /// The default layout.
-type PspatDefault = PspatMailbox<14, 7>;
+type PspatDefault = PspatMailbox<28, 7>;
 /// One 64-byte group per line.
 type Pspat7 = PspatMailbox<7, 7>;
 /// One 128-byte group per line (stamps, then values).
 type PspatOneGroup = PspatMailbox<14, 14>;
-/// Four 64-byte groups per line: a look-ahead and a release every 28
-/// items (spscq's iffq, as `run spscq` configures it, checks 32-entry
-/// lines of 256 bytes).
-type Pspat28 = PspatMailbox<28, 7>;
+/// Two 64-byte groups per line: a look-ahead and a release every 14 items
+/// (spscq's iffq, as `run spscq` configures it, checks 32-entry lines of
+/// 256 bytes, like the default's 28).
+type Pspat14 = PspatMailbox<14, 7>;
 
 /// The default layout with the consumer's software prefetch off
 /// (`Consumer::set_prefetch(false)`).
@@ -472,7 +472,7 @@ fn main() {
             Some("batch") => single_thread::<PspatMailboxBatch>(cap, n),
             Some("mailbox7") => single_thread::<Pspat7>(cap, n),
             Some("onegroup") => single_thread::<PspatOneGroup>(cap, n),
-            Some("mailbox28") => single_thread::<Pspat28>(cap, n),
+            Some("mailbox14") => single_thread::<Pspat14>(cap, n),
             Some("nopf") => single_thread::<PspatNoPrefetch>(cap, n),
             _ => single_thread::<PspatDefault>(cap, n),
         };
@@ -500,7 +500,7 @@ fn main() {
             PspatOneGroup::ITEMS,
             run_once::<PspatOneGroup>,
         ),
-        (Pspat28::NAME, Pspat28::ITEMS, run_once::<Pspat28>),
+        (Pspat14::NAME, Pspat14::ITEMS, run_once::<Pspat14>),
         (
             PspatMailboxBatch::NAME,
             PspatMailboxBatch::ITEMS,

@@ -17,7 +17,7 @@
 
 use std::collections::VecDeque;
 
-use pktsched_core::{Nanos, Pkt};
+use pktsched_core::{FlowId, Nanos, Pkt};
 
 use crate::barrier;
 use crate::client::{
@@ -33,6 +33,8 @@ use crate::sync::{Arc, AtomicBool, Ordering};
 
 #[cfg(test)]
 mod handoff_tests;
+#[cfg(test)]
+mod prio_credit_tests;
 mod shared;
 #[cfg(test)]
 mod tests;
@@ -123,6 +125,15 @@ pub struct Arbiter<T, O> {
     /// How far ahead of the clock that is at the link's rate (kept with
     /// `burst` and the rate, not divided out every round).
     lead: Nanos,
+    /// The priority credit ([`Arbiter::set_priority_credit`]): the bytes
+    /// beyond `burst` the link may run ahead for a frame of an urgent
+    /// flow, and that at the link's rate.
+    prio_burst: u32,
+    prio_lead: Nanos,
+    /// The flows that may use the priority credit.
+    urgent: Vec<FlowId>,
+    /// Frames released on the priority credit.
+    prio_released: u64,
     shared: Arc<Shared<T>>,
     /// Every client picked up so far, indexed by id.
     clients: Vec<ClientEnd<T>>,
@@ -205,6 +216,10 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             link: Link::new(cfg.link),
             burst: cfg.burst,
             lead: cfg.link.tx_time(u64::from(cfg.burst)),
+            prio_burst: 0,
+            prio_lead: Nanos::ZERO,
+            urgent: Vec::new(),
+            prio_released: 0,
             shared: Arc::new(Shared::new(cfg)),
             clients: Vec::new(),
             active: Vec::new(),
@@ -268,6 +283,70 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     pub fn set_link_rate(&mut self, rate: pktsched_core::Rate) {
         self.link.set_rate(rate);
         self.lead = rate.tx_time(u64::from(self.burst));
+        self.prio_lead = rate.tx_time(u64::from(self.prio_burst));
+    }
+
+    /// The priority credit: while a frame of one of the `urgent` flows is
+    /// queued, the link may run up to `bytes` further ahead of the clock
+    /// than [`Config::burst`] allows, and the next frame released on that
+    /// credit is the urgent one; every other frame still waits until the
+    /// link is back within `burst`. So an urgent frame does not wait for
+    /// the frame the link is sending, and over any interval `t` the bytes
+    /// released stay ≤ `rate·t + burst + bytes` + one frame (the link's
+    /// free time never runs further ahead of the clock than the two leads
+    /// and the frame just released); the other classes pay the urgent
+    /// bytes back at once.
+    ///
+    /// The caller promises that the scheduler serves `urgent` first
+    /// whenever one of them is backlogged (strict priority with these
+    /// flows alone on its top level, none of them shaped); `bytes` 0 or no
+    /// flow turns the credit off.
+    pub fn set_priority_credit(&mut self, bytes: u32, urgent: Vec<FlowId>) {
+        self.prio_burst = bytes;
+        self.prio_lead = self.link.rate().tx_time(u64::from(bytes));
+        self.urgent = urgent;
+    }
+
+    /// The priority credit's lead: how much further ahead than
+    /// [`Arbiter::link_lead`] the link may be for an urgent frame.
+    pub fn priority_lead(&self) -> Nanos {
+        self.prio_lead
+    }
+
+    /// Frames released on the priority credit so far.
+    pub fn priority_releases(&self) -> u64 {
+        self.prio_released
+    }
+
+    /// How far ahead of the clock the link may be for the frame the
+    /// scheduler sends next: [`Arbiter::link_lead`], plus
+    /// [`Arbiter::priority_lead`] while an urgent frame is queued (for
+    /// a caller that sleeps until `link_free − release_lead`).
+    pub fn release_lead(&self) -> Nanos {
+        if self.urgent_queued() {
+            Nanos(self.lead.0.saturating_add(self.prio_lead.0))
+        } else {
+            self.lead
+        }
+    }
+
+    /// Whether a frame of an urgent flow is queued (the credit is on).
+    fn urgent_queued(&self) -> bool {
+        self.prio_lead.0 > 0
+            && self
+                .urgent
+                .iter()
+                .any(|&f| self.sched.flow_stats(f).is_some_and(|c| c.backlog.pkts > 0))
+    }
+
+    /// Whether the next frame may start on the priority credit at `now`
+    /// (the link is within both leads and an urgent frame is queued).
+    fn urgent_may_start(&self, now: Nanos) -> bool {
+        let by = now
+            .0
+            .saturating_add(self.lead.0)
+            .saturating_add(self.prio_lead.0);
+        !self.urgent.is_empty() && self.link.ready(Nanos(by)) && self.urgent_queued()
     }
 
     /// The output, when the arbiter transmits itself.
@@ -468,8 +547,10 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         }
     }
 
-    /// Dequeues into the batch while the emulated link is idle, at most
-    /// `round_cap` packets (or as many as were drained, if more).
+    /// Dequeues into the batch while the emulated link is idle (within
+    /// `burst` of the clock, or within the priority credit for an urgent
+    /// frame), at most `round_cap` packets (or as many as were drained, if
+    /// more).
     ///
     /// Exactly the packets a `dequeue` per packet would release, in runs:
     /// [`Link::starts_by`] bounds how many packets of the longest length
@@ -485,12 +566,18 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         let cap = self.round_cap.max(round.drained);
         let ahead = Nanos(now.0.saturating_add(self.lead.0));
         while round.released < cap {
-            let want = self
+            let mut want = self
                 .link
                 .starts_by(ahead, self.max_len)
                 .min(cap - round.released);
+            let mut credit = false;
             if want == 0 {
-                break;
+                // Past `burst`: only an urgent frame, on the priority
+                // credit, one at a time (the scheduler sends it first).
+                if !self.urgent_may_start(now) {
+                    break;
+                }
+                (want, credit) = (1, true);
             }
             let first = self.batch.len();
             let got = self.sched.dequeue_batch(now, want, &mut self.batch);
@@ -513,6 +600,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 self.max_len = longest;
             }
             round.released += got;
+            if credit {
+                self.prio_released += got as u64;
+            }
             if got < want {
                 self.link.idle(now);
                 break;

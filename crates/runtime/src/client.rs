@@ -65,7 +65,24 @@ pub(crate) struct ClientOwn {
     full: AtomicU64,
     refused_stopped: AtomicU64,
     backpressure_events: AtomicU64,
+    /// Starved time: gaps longer than [`STARVED_GAP`] in a run of
+    /// back-to-back sends, summed, ns (see `driver::step_aside`).
+    pub(crate) starved_ns: AtomicU64,
 }
+
+/// A gap between two sends of a client that was sending back to back
+/// (sends less than [`STREAM_GAP`] apart) longer than this, ns, counts as
+/// starved: the thread lost its core (a full mailbox's backoff sleeps at
+/// most [`Backoff::MAX_SLEEP`], well below it).
+pub(crate) const STARVED_GAP: u64 = 500_000;
+/// Sends closer than this, ns, are back to back.
+pub(crate) const STREAM_GAP: u64 = 200_000;
+/// While the arbiter thread has stepped aside, a client runs a round when
+/// none started within this long, ns (or `Config::assist_after`).
+pub(crate) const AWAY_AFTER: u64 = 2_000;
+/// Without `Config::assist_after`, a client reads the clock (to see its
+/// own gaps, or that the arbiter stepped aside) on one send in this many.
+const CLOCK_EVERY: u32 = 16;
 
 /// What the arbiter keeps of a client: the consumer end of its mailbox and
 /// the arbiter's per-client bookkeeping (written by the arbiter only).
@@ -126,6 +143,9 @@ pub(crate) struct Shared<T> {
     pub(crate) doorbell: Doorbell,
     /// Set when the runtime stops: sends are refused from then on.
     pub(crate) stop: AtomicBool,
+    /// Set while the arbiter thread has stepped aside: sending clients
+    /// run the rounds, backlogged or not (see `driver::step_aside`).
+    pub(crate) away: AtomicBool,
     /// Clients created and not yet picked up by the arbiter.
     registry: Mutex<Vec<ClientEnd<T>>>,
     /// Ids handed out so far.
@@ -158,15 +178,22 @@ pub(crate) struct AssistSetup {
     /// The runtime's clock; `None` (sans I/O): only
     /// [`Client::assist_at`] with an explicit `now` runs rounds.
     pub(crate) clock: Option<Clock>,
-    /// Lateness threshold, ns.
-    pub(crate) after: u64,
+    /// Lateness threshold, ns; `None`: clients run rounds only while the
+    /// arbiter thread has stepped aside.
+    pub(crate) after: Option<u64>,
 }
 
 /// A client's end of [`AssistSetup`].
 struct Assist {
     round: std::sync::Arc<dyn LateRound>,
     clock: Option<Clock>,
-    after: u64,
+    after: Option<u64>,
+    /// When this client last read the clock in a send, ns.
+    last_send: u64,
+    /// That send came less than [`STREAM_GAP`] after the one before.
+    streaming: bool,
+    /// Sends since the clock was last read.
+    unclocked: u32,
     /// The last round's start as this client last read it. Rounds start
     /// later and later, so while this copy says "not late" the arbiter is
     /// not late, and the shared stamp (a line the round runner writes
@@ -181,6 +208,7 @@ impl<T: Send> Shared<T> {
         Shared {
             doorbell: Doorbell::new(cfg.max_clients),
             stop: AtomicBool::new(false),
+            away: AtomicBool::new(false),
             registry: Mutex::new(Vec::new()),
             next_id: AtomicU64::new(0),
             metas: Mutex::new(Vec::new()),
@@ -206,6 +234,15 @@ impl<T: Send> Shared<T> {
     pub(crate) fn pick_up_clients(&self, clients: &mut Vec<ClientEnd<T>>) {
         let mut reg = self.registry.lock().unwrap_or_else(PoisonError::into_inner);
         clients.append(&mut reg);
+    }
+
+    /// Every client's starved time so far, summed, ns.
+    pub(crate) fn clients_starved_ns(&self) -> u64 {
+        let metas = self.metas.lock().unwrap_or_else(PoisonError::into_inner);
+        metas
+            .iter()
+            .map(|m| m.own.starved_ns.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Every client's own counters (without the arbiter's drain and drop
@@ -328,25 +365,31 @@ impl<T: Send> Client<T> {
     }
 
     /// Hand-off: if no arbiter round started within
-    /// `Config::assist_after` before `now`, and no one is running one, runs
+    /// `Config::assist_after` before `now` (or [`AWAY_AFTER`] while the
+    /// arbiter thread has stepped aside), and no one is running one, runs
     /// one round at `now` on this thread; `true` if it ran. The round is the
     /// arbiter's own (same scheduler, link and order), so the packets and
     /// decisions are those the arbiter would have produced at `now`.
     /// [`Client::send`] and [`Client::send_batch`] call this with the
     /// runtime's clock when what they pushed is all the mailbox holds
-    /// (the client is not backlogged), and `send_batch` with an empty
-    /// batch does too, so an idle client can poll; call it directly with a
-    /// virtual clock. Always `false` without a hand-off lock.
+    /// (the client is not backlogged) or the arbiter stepped aside, and
+    /// `send_batch` with an empty batch does too, so an idle client can
+    /// poll; call it directly with a virtual clock. Always `false` without
+    /// a hand-off lock.
     pub fn assist_at(&mut self, now: Nanos) -> bool {
+        let away = self.shared.away.load(Ordering::Relaxed);
         let Some(a) = &mut self.assist else {
             return false;
         };
-        let late = |seen: u64| now.0.saturating_sub(seen) > a.after;
+        let Some(after) = lateness(a.after, away) else {
+            return false;
+        };
+        let late = |seen: u64| now.0.saturating_sub(seen) > after;
         if !late(a.seen) {
             return false;
         }
         a.seen = a.round.last_round();
-        if !late(a.seen) || !a.round.try_late_round(now, a.after) {
+        if !late(a.seen) || !a.round.try_late_round(now, after) {
             return false;
         }
         a.seen = now.0;
@@ -359,32 +402,78 @@ impl<T: Send> Client<T> {
         self.assisted
     }
 
-    /// [`Client::assist_at`] with the runtime's clock (nothing sans I/O),
-    /// after this client pushed `pushed` packets, if they are all its
-    /// mailbox holds: a client with older packets still waiting is
-    /// backlogged (its packets wait for their share, not for the arbiter),
-    /// and a backlogged client running rounds only takes the core from
-    /// the arbiter and the other clients (and may lose it holding the
-    /// lock).
+    /// After this client pushed `pushed` packets: reads the runtime's
+    /// clock (nothing sans I/O; without `assist_after`, on one send in
+    /// [`CLOCK_EVERY`] unless the arbiter stepped aside), counts a
+    /// starved gap, and runs [`Client::assist_at`] if what was pushed is
+    /// all the mailbox holds or the arbiter stepped aside: a client with
+    /// older packets still waiting is backlogged (its packets wait for
+    /// their share, not for the arbiter), and while the arbiter thread
+    /// runs rounds, a backlogged client running them only takes the core
+    /// from it and the other clients (and may lose it holding the lock).
     #[inline]
     fn assist_if_late(&mut self, pushed: usize) {
-        let Some(a) = &self.assist else {
+        let Some(a) = &mut self.assist else {
             return;
         };
         let Some(clock) = a.clock else {
             return;
         };
-        let now = clock.now();
-        if now.0.saturating_sub(a.seen) <= a.after || self.tx.len_estimate() > pushed {
+        let away = self.shared.away.load(Ordering::Relaxed);
+        if a.after.is_none() && !away {
+            a.unclocked += 1;
+            if a.unclocked < CLOCK_EVERY {
+                return;
+            }
+        }
+        a.unclocked = 0;
+        let now = clock.now().0;
+        let (starved, streaming) = starved_gap(a.streaming, a.last_send, now);
+        if starved > 0 {
+            self.meta
+                .own
+                .starved_ns
+                .fetch_add(starved, Ordering::Relaxed);
+        }
+        a.streaming = streaming;
+        a.last_send = now;
+        let Some(after) = lateness(a.after, away) else {
+            return;
+        };
+        if now.saturating_sub(a.seen) <= after || (!away && self.tx.len_estimate() > pushed) {
             return;
         }
-        self.assist_at(now);
+        self.assist_at(Nanos(now));
     }
 
     /// Approximate number of packets waiting in this client's mailbox.
     /// (When a send finds it full, wait with a [`Backoff`].)
     pub fn pending(&self) -> usize {
         self.tx.len_estimate()
+    }
+}
+
+/// A client's send at `now` after one at `last` (`streaming`: that one
+/// came back to back after the one before): the starved time to count
+/// (the gap if it is longer than [`STARVED_GAP`] and the client was
+/// streaming, else 0), and whether this send is back to back.
+fn starved_gap(streaming: bool, last: u64, now: u64) -> (u64, bool) {
+    let gap = now.saturating_sub(last);
+    let starved = if streaming && gap > STARVED_GAP {
+        gap
+    } else {
+        0
+    };
+    (starved, gap < STREAM_GAP)
+}
+
+/// The lateness from which a client runs a round: `after`, or while the
+/// arbiter stepped aside ([`AWAY_AFTER`] without `after`); `None`: never.
+fn lateness(after: Option<u64>, away: bool) -> Option<u64> {
+    match (after, away) {
+        (Some(a), _) => Some(a),
+        (None, true) => Some(AWAY_AFTER),
+        (None, false) => None,
     }
 }
 
@@ -558,6 +647,9 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
             round: s.round.upgrade()?,
             clock: s.clock,
             after: s.after,
+            last_send: 0,
+            streaming: false,
+            unclocked: 0,
             seen: 0,
         })
     });
@@ -578,7 +670,34 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
 mod tests {
     use std::time::Duration;
 
-    use super::{Backoff, Wait};
+    use super::{AWAY_AFTER, Backoff, STARVED_GAP, STREAM_GAP, Wait, lateness, starved_gap};
+
+    #[test]
+    fn only_a_long_gap_in_back_to_back_sends_counts_as_starved() {
+        let t = 10_000_000;
+        // Back to back, then a gap just over the threshold: counted whole.
+        assert_eq!(
+            starved_gap(true, t, t + STARVED_GAP + 1),
+            (STARVED_GAP + 1, false)
+        );
+        // At the threshold: not counted.
+        assert_eq!(starved_gap(true, t, t + STARVED_GAP), (0, false));
+        // A client that was not streaming (a paced or idle one) pauses.
+        assert_eq!(starved_gap(false, t, t + 10 * STARVED_GAP), (0, false));
+        // Sends close together make it streaming; at the threshold not.
+        assert_eq!(starved_gap(false, t, t + STREAM_GAP - 1), (0, true));
+        assert_eq!(starved_gap(true, t, t + STREAM_GAP), (0, false));
+        // A clock that went back (copies of one epoch never do) is no gap.
+        assert_eq!(starved_gap(true, t, t - 1), (0, true));
+    }
+
+    #[test]
+    fn clients_run_rounds_without_assist_after_only_while_the_arbiter_is_away() {
+        assert_eq!(lateness(None, false), None);
+        assert_eq!(lateness(None, true), Some(AWAY_AFTER));
+        assert_eq!(lateness(Some(7), false), Some(7));
+        assert_eq!(lateness(Some(7), true), Some(7));
+    }
 
     #[test]
     fn backoff_spins_then_yields_then_sleeps_doubling_up_to_the_cap() {

@@ -86,7 +86,8 @@ pub struct Config {
     /// Hand-off: a client whose send finds that no arbiter round started
     /// within this time (the arbiter thread waits for a core, or sleeps)
     /// runs the round itself, if no one else is running one (see
-    /// `handoff`). `None` (the default): clients never run rounds. On
+    /// `handoff`). `None` (the default): clients run rounds only while
+    /// the arbiter thread has stepped aside (`step_aside`). On
     /// this project's 2-vCPU machine 2 µs cost 30–45 % of the decisions
     /// per second at 1–64 clients (BENCHMARKS.md), so it is opt-in.
     pub assist_after: Option<Duration>,
@@ -107,6 +108,17 @@ pub struct Config {
     /// process delivers and raised the victim's p99 at one client
     /// (BENCHMARKS.md, PSPAT section).
     pub nap_cover: Option<Duration>,
+    /// Step aside (threaded runtime): when the arbiter thread waits for a
+    /// core, or sending clients lose theirs, for at least 30 % of a
+    /// millisecond's window, the thread sleeps for an away period (2 to
+    /// 32 ms) and sending clients run the rounds under the hand-off lock,
+    /// backlogged or not; it keeps doing so while that serves more
+    /// decisions per second than its own rounds, and otherwise holds off
+    /// for a doubling time (8 ms to 1 s); an away period ends early once
+    /// no round has started for 0.5 ms. See `driver::step_aside`.
+    /// `true` (the default) on; `false`: the arbiter thread runs every
+    /// round it gets a core for.
+    pub step_aside: bool,
 }
 
 impl Config {
@@ -134,6 +146,7 @@ impl Config {
             burst: 0,
             assist_after: None,
             nap_cover: None,
+            step_aside: true,
         }
     }
 

@@ -13,6 +13,8 @@
 //!   queued, lets the dispatchers empty their TX mailboxes, joins the
 //!   threads and reports where every packet went.
 
+mod step_aside;
+
 use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -27,6 +29,7 @@ use crate::mailbox::{Consumer, Mailbox};
 use crate::output::Output;
 use crate::report::{ArbiterStats, Report, Stats, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering, fence};
+use step_aside::{Step, StepAside, Window, away_ends, away_nap};
 
 /// The dispatcher threads, each returning its output when joined.
 type DispatcherThreads<O> = Vec<JoinHandle<O>>;
@@ -78,7 +81,7 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         let (sink, dispatchers) = start_sink(cfg, outputs)?;
         let arbiter = Arbiter::build(cfg, sched, sink);
         let shared = arbiter.shared().clone();
-        let arbiter = SharedArbiter::with_clock(arbiter, clock);
+        let arbiter = SharedArbiter::with_clock(arbiter, clock, cfg.step_aside);
         let published = Arc::new(Mutex::new(ArbiterStats::default()));
         let mode = Arc::new(Mutex::new(StopMode::Drain));
         let thread = ArbiterThread {
@@ -95,6 +98,9 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             published: published.clone(),
             mode: mode.clone(),
             counts: ThreadCounts::default(),
+            step: cfg.step_aside.then(StepAside::default),
+            mark: Mark::default(),
+            slept_ns: 0,
         };
         let core = cfg.arbiter_core;
         let nice = cfg.arbiter_nice;
@@ -147,6 +153,8 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         let Some(h) = self.arbiter.take() else {
             return Err(RuntimeError::Stopped);
         };
+        // Stepped aside, it sleeps without listening to the doorbell.
+        h.thread().unpark();
         let mut report = h
             .join()
             .map_err(|_| RuntimeError::Thread("arbiter panicked".into()))??;
@@ -166,6 +174,7 @@ impl<T: Send + 'static, O: Output<T>> Drop for Pspat<T, O> {
         // them; `stop` is the way to account for them).
         if let Some(h) = self.arbiter.take() {
             wake_to_stop(&self.shared);
+            h.thread().unpark();
             let _ = h.join();
             for h in self.dispatchers.drain(..) {
                 let _ = h.join();
@@ -409,6 +418,35 @@ struct ArbiterThread<T, O> {
     mode: Arc<Mutex<StopMode>>,
     /// How the thread waited between rounds, its CPU time.
     counts: ThreadCounts,
+    /// Stepping aside (`None`: `Config::step_aside` is off).
+    step: Option<StepAside>,
+    /// Where the current window of [`StepAside`] started.
+    mark: Mark,
+    /// Time asleep by choice so far, ns.
+    slept_ns: u64,
+}
+
+/// The counters at the start of a step-aside window.
+#[derive(Clone, Copy, Debug, Default)]
+struct Mark {
+    at: u64,
+    slept_ns: u64,
+    cpu_ns: u64,
+    starved_ns: u64,
+    decisions: u64,
+}
+
+impl Mark {
+    /// The window from this mark to `now`, where the counters are `to`.
+    fn window_to(&self, to: &Mark) -> Window {
+        Window {
+            wall_ns: to.at.saturating_sub(self.at),
+            slept_ns: to.slept_ns.saturating_sub(self.slept_ns),
+            cpu_ns: to.cpu_ns.saturating_sub(self.cpu_ns),
+            starved_ns: to.starved_ns.saturating_sub(self.starved_ns),
+            decisions: to.decisions.saturating_sub(self.decisions),
+        }
+    }
 }
 
 impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
@@ -437,6 +475,8 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     /// client runs one (the arbiter was late, see `handoff`).
     fn run_rounds(&mut self) {
         self.shared.doorbell.register_consumer();
+        self.counts.cpu_ns = cpu::thread_ns();
+        self.mark = self.mark_at(self.clock.now(), 0);
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
         let napping = self.policy.nap_cover.is_some();
@@ -477,6 +517,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             if let Some(st) = stats {
                 self.publish(st);
                 next_publish = Nanos(end.0 + 1_000_000);
+                self.judge_window(end, st.decisions);
             }
             if self.shared.stop.load(Ordering::Relaxed) {
                 return;
@@ -525,6 +566,71 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         }
     }
 
+    /// The counters now (`end`), with `decisions` so far.
+    fn mark_at(&self, end: Nanos, decisions: u64) -> Mark {
+        Mark {
+            at: end.0,
+            slept_ns: self.slept_ns,
+            cpu_ns: self.counts.cpu_ns,
+            starved_ns: self.shared.clients_starved_ns(),
+            decisions,
+        }
+    }
+
+    /// About every millisecond (after a publication, which read the
+    /// thread's CPU time): judges the window since the last one and
+    /// steps aside if [`StepAside`] says so.
+    fn judge_window(&mut self, end: Nanos, decisions: u64) {
+        if self.step.is_none() {
+            return;
+        }
+        let now = self.mark_at(end, decisions);
+        let w = self.mark.window_to(&now);
+        self.mark = now;
+        let step = self.step.as_mut().map(|s| s.after_present(end.0, &w));
+        if let Some(Step::Away(len)) = step {
+            self.step_aside(len, decisions);
+        }
+    }
+
+    /// Steps aside for `len` ns: clients run the rounds meanwhile (the
+    /// doorbell does not wake the thread; stop unparks it), then judges
+    /// the away period against the present window.
+    fn step_aside(&mut self, len: u64, decisions: u64) {
+        self.arbiter.set_away(true);
+        let t0 = self.clock.now().0;
+        let deadline = t0.saturating_add(len);
+        loop {
+            let now = self.clock.now().0;
+            let last = self.arbiter.last_round().0;
+            if away_ends(now, deadline, last) || self.shared.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            std::thread::park_timeout(Duration::from_nanos(away_nap(now, deadline)));
+        }
+        self.arbiter.set_away(false);
+        let end = self.clock.now();
+        let away_ns = end.0.saturating_sub(t0);
+        self.slept_ns += away_ns;
+        self.counts.away_ns += away_ns;
+        self.counts.away_periods += 1;
+        let after = self
+            .arbiter
+            .with(|a| a.stats().decisions)
+            .unwrap_or(decisions);
+        let w = Window {
+            wall_ns: away_ns,
+            decisions: after.saturating_sub(decisions),
+            ..Window::default()
+        };
+        if let Some(s) = self.step.as_mut() {
+            s.after_away(end.0, &w);
+            self.counts.away_kept = s.kept;
+        }
+        self.counts.cpu_ns = cpu::thread_ns();
+        self.mark = self.mark_at(end, after);
+    }
+
     /// Waits while a client runs a round: on the CPU for a round's time
     /// ([`HOLDER_SPIN`]), then, if the client still holds the lock, it has
     /// likely lost its core, maybe to this thread: yield, so that spinning
@@ -564,10 +670,12 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         };
         self.publish_now(stats);
         let bell = &self.shared.doorbell;
+        let t0 = self.clock.now().0;
         match timeout {
             Some(t) => bell.sleep_timeout(t),
             None => bell.sleep(),
         }
+        self.slept_ns += self.clock.now().0.saturating_sub(t0);
         true
     }
 

@@ -38,10 +38,10 @@
 //! `{ stamps: [AtomicU8; H], values: [UnsafeCell<MaybeUninit<T>>; H] }` and
 //! is aligned to [`GROUP_BYTES`] (64, the hardware cache line). A **line**
 //! — the unit of the producer's look-ahead and of the consumer's release —
-//! is `L / H` consecutive groups. The default is `L` = 14, `H` = 7: with
+//! is `L / H` consecutive groups. The default is `L` = 28, `H` = 7: with
 //! 8-byte items (indices, pointers, `u64`, `Box`) a group is exactly one
 //! 64-byte hardware line (7 stamps, 1 byte of padding, 7 values) and a line
-//! is two of them, 128 bytes, starting on a [`LINE_BYTES`] boundary: 9.1
+//! is four of them, 256 bytes, starting on a [`LINE_BYTES`] boundary: 9.1
 //! bytes per item, against 8 for a bare word and 16 for a `{stamp, value}`
 //! pair per slot.
 //!
@@ -51,7 +51,9 @@
 //! line — puts the values of slots 6–13 in the second 64 bytes and their
 //! stamps in the first: 1.57 hardware lines per item when the consumer
 //! follows the producer closely.) The look-ahead and the release still work
-//! on whole 14-slot lines, so the cross-core checks stay one per 14 items.
+//! on whole lines, so the cross-core checks stay one per line (28 items by
+//! default: fewer line moves per item than 14-slot lines when the consumer
+//! trails, measured faster in the mailbox bench).
 //!
 //! Stamps take three values:
 //!
@@ -209,8 +211,8 @@ pub const LINE_BYTES: usize = 128;
 pub const GROUP_BYTES: usize = 64;
 
 /// Default number of slots per line (the unit of look-ahead and release):
-/// two groups of [`DEFAULT_GROUP_SLOTS`].
-pub const DEFAULT_LINE_SLOTS: usize = 14;
+/// four groups of [`DEFAULT_GROUP_SLOTS`].
+pub const DEFAULT_LINE_SLOTS: usize = 28;
 
 /// Default number of slots per group: with 8-byte items (indices, pointers,
 /// `u64`, `Box`) a group is 7 stamp bytes + 1 byte padding + 7 × 8 value
@@ -230,7 +232,7 @@ const TAG_FLIP: u8 = 3;
 /// use pktsched_runtime::mailbox::Mailbox;
 ///
 /// let (mut tx, mut rx) = Mailbox::with_capacity::<u64>(1000);
-/// assert_eq!(tx.capacity(), 1008); // 72 lines of 14
+/// assert_eq!(tx.capacity(), 1008); // 36 lines of 28
 /// let worker = std::thread::spawn(move || {
 ///     let mut sum = 0u64;
 ///     let mut got = 0;
@@ -300,7 +302,7 @@ impl Mailbox {
     ///
     /// Pick `H` so that a group fills a multiple of [`GROUP_BYTES`] (7 for
     /// 8-byte items, 12 for 4-byte items) and `L` a small multiple of it
-    /// (two groups make the 128-byte line of the default).
+    /// (four groups make the 256-byte line of the default).
     ///
     /// Capacity = `capacity` rounded up to a multiple of `L`; the ring has one
     /// line more.
@@ -434,8 +436,8 @@ mod tests {
     #[test]
     fn layouts_report_their_sizes() {
         let (tx, rx) = Mailbox::with_capacity::<u64>(100);
-        assert_eq!((tx.line_slots(), tx.group_slots()), (14, 7));
-        assert_eq!((rx.line_slots(), rx.group_slots()), (14, 7));
+        assert_eq!((tx.line_slots(), tx.group_slots()), (28, 7));
+        assert_eq!((rx.line_slots(), rx.group_slots()), (28, 7));
         assert_eq!(tx.capacity(), 112);
         let (tx, rx) = Mailbox::with_line_slots::<u64, 3>(7);
         assert_eq!((tx.line_slots(), tx.group_slots()), (3, 3));

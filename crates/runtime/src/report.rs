@@ -60,6 +60,14 @@ pub struct ArbiterStats {
     /// as of the last publication): against wall time, how much of it the
     /// thread got a core.
     pub cpu_ns: u64,
+    /// Times the arbiter thread stepped aside (clients ran the rounds; see
+    /// `Config::step_aside`), of them kept (away served more than
+    /// present), and the time it was away, ns.
+    pub away_periods: u64,
+    /// See `away_periods`.
+    pub away_kept: u64,
+    /// See `away_periods`.
+    pub away_ns: u64,
 }
 
 /// What the driver's arbiter thread counts of itself (see the fields of
@@ -71,6 +79,9 @@ pub(crate) struct ThreadCounts {
     pub(crate) held_waits: u64,
     pub(crate) naps: u64,
     pub(crate) cpu_ns: u64,
+    pub(crate) away_periods: u64,
+    pub(crate) away_kept: u64,
+    pub(crate) away_ns: u64,
 }
 
 impl ThreadCounts {
@@ -81,6 +92,9 @@ impl ThreadCounts {
         s.held_waits = self.held_waits;
         s.naps = self.naps;
         s.cpu_ns = self.cpu_ns;
+        s.away_periods = self.away_periods;
+        s.away_kept = self.away_kept;
+        s.away_ns = self.away_ns;
     }
 }
 
@@ -192,7 +206,8 @@ impl<T, O> Report<T, O> {
             " arbiter: {} decisions, {} rounds ({} busy, {:.1} pkts/busy round, \
              avg {:.0} ns, max {} ns), {} mailbox reads ({} put off), {} settles, \
              {} sleeps ({} naps), {} yields, {} spins, {} waits for a client's round, \
-             {} tx-full, {} rounds run by clients, {:.1} ms CPU",
+             {} tx-full, {} rounds run by clients, {:.1} ms CPU, \
+             stepped aside {} times ({} kept, {:.1} ms)",
             a.decisions,
             a.loops,
             a.busy_loops,
@@ -209,7 +224,10 @@ impl<T, O> Report<T, O> {
             a.held_waits,
             a.tx_full,
             a.assisted_rounds,
-            a.cpu_ns as f64 / 1e6
+            a.cpu_ns as f64 / 1e6,
+            a.away_periods,
+            a.away_kept,
+            a.away_ns as f64 / 1e6
         );
         for (i, cl) in self.clients.iter().enumerate() {
             let _ = writeln!(

@@ -85,8 +85,8 @@ fn capacity_is_requested_rounded_up_to_lines() {
     capacity_rounding::<6, 2>();
     capacity_rounding::<3, 1>();
     let (tx, _rx) = Mailbox::with_capacity::<u64>(1024);
-    assert_eq!(tx.capacity(), 1036, "74 lines of 14");
-    assert_eq!(tx.line_slots(), 14);
+    assert_eq!(tx.capacity(), 1036, "37 lines of 28");
+    assert_eq!(tx.line_slots(), 28);
     let (tx, _rx) = Mailbox::with_capacity::<u64>(1008);
     assert_eq!(tx.capacity(), 1008);
 }

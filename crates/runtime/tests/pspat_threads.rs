@@ -363,3 +363,86 @@ fn without_naps_the_same_backlog_leaves_without_any() {
     assert_eq!((r.outputs[0].0, r.flushed), (100, 0));
     assert_eq!(r.arbiter.naps, 0);
 }
+
+/// The arbiter pinned to a core that a spinning thread also wants: it gets
+/// about half of it, steps aside, and the sending clients run the rounds
+/// while it is away (without `assist_after`). Every packet leaves, in
+/// order, and the stop's unpark ends an away period at once (the test
+/// would otherwise wait up to an away period per stop, not fail). Whether
+/// away paid is the bench's question (`bench pspat --step-aside`).
+#[test]
+fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let core = core_affinity::get_core_ids()
+        .and_then(|c| c.first().copied())
+        .map(|c| c.id);
+    let cfg = Config {
+        arbiter_core: core,
+        ..Config::new(Rate::gbit(1))
+    };
+    assert!(cfg.step_aside, "on by default");
+    let spinning = Arc::new(AtomicBool::new(true));
+    let spinner = {
+        let spinning = spinning.clone();
+        std::thread::spawn(move || {
+            if let Some(c) = core {
+                let _ = core_affinity::set_for_current(core_affinity::CoreId { id: c });
+            }
+            while spinning.load(Ordering::Relaxed) {
+                std::hint::spin_loop();
+            }
+        })
+    };
+    let mut sched = Algorithm::Qfq.build_send::<u64>();
+    add_flows(sched.as_mut(), &[1, 2], 2, 8192).unwrap();
+    let rt = Pspat::start(&cfg, sched, vec![VecOutput::default()], Clock::new()).unwrap();
+    // 1 000-byte packets on 1 Gbit/s: 8 µs each, 2 × 3 000 take 48 ms.
+    let per_client = 3_000u64;
+    let handles: Vec<_> = (0..2u32)
+        .map(|i| {
+            let mut c = rt.client().unwrap();
+            std::thread::spawn(move || {
+                let mut seq = 0;
+                while seq < per_client {
+                    let p = Pkt::new(FlowId(i), 1_000, Nanos(0), u64::from(i) << 32 | seq);
+                    match c.send(p) {
+                        Ok(_) => seq += 1,
+                        Err(SendError::Full(_)) => std::thread::yield_now(),
+                        Err(SendError::Stopped(_)) => unreachable!("not stopped yet"),
+                    }
+                }
+                // Then poll (an empty batch) until this client has run a
+                // round: the arbiter steps aside within a few ms of
+                // sharing its core (the deadline is a hang guard).
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while c.assisted_rounds() == 0 && std::time::Instant::now() < deadline {
+                    let _ = c.send_batch(&mut std::collections::VecDeque::new());
+                    std::thread::yield_now();
+                }
+                c.assisted_rounds()
+            })
+        })
+        .collect();
+    let by_clients: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let report = rt.stop(StopMode::Drain).unwrap();
+    spinning.store(false, Ordering::Relaxed);
+    spinner.join().unwrap();
+    let a = &report.arbiter;
+    assert!(a.away_periods > 0, "never stepped aside: {a:?}");
+    assert!(a.away_kept <= a.away_periods);
+    assert!(by_clients >= 2, "a client ran no round while it was away");
+    assert_eq!(a.assisted_rounds, by_clients);
+    let out: Vec<Pkt<u64>> = report.outputs.into_iter().flat_map(|o| o.pkts).collect();
+    assert_eq!(a.dropped, 0);
+    assert_eq!(out.len() as u64, 2 * per_client);
+    assert_eq!(out.len() as u64, a.decisions + report.flushed);
+    for f in 0..2u64 {
+        let seqs: Vec<u64> = out
+            .iter()
+            .filter(|p| p.item >> 32 == f)
+            .map(|p| p.item & 0xffff_ffff)
+            .collect();
+        assert_eq!(seqs, (0..per_client).collect::<Vec<_>>(), "flow {f}");
+    }
+}

@@ -100,6 +100,9 @@ pub struct PspatOptions {
     /// PSPAT nap: `off`, or the backlog's link time from which the
     /// arbiter naps while its mailboxes are empty.
     pub arbiter_nap: String,
+    /// PSPAT step aside: `on` (the arbiter thread leaves the rounds to
+    /// the clients while it or they lack a core) or `off`.
+    pub step_aside: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
     /// Read every thread's scheduling counters at both ends of each
@@ -232,6 +235,8 @@ pub struct Plan {
     assist_after: Option<Duration>,
     /// Nap cover (`None`: the arbiter never naps).
     nap_cover: Option<Duration>,
+    /// `Config::step_aside`.
+    step_aside: bool,
     /// [`PspatOptions::thread_counters`].
     thread_counters: bool,
 }
@@ -343,6 +348,11 @@ impl Plan {
                 "off" => None,
                 s => Some(NAP.duration(s).map_err(|e| anyhow!("{e}, or `off`"))?),
             },
+            step_aside: match a.step_aside.as_str() {
+                "on" => true,
+                "off" => false,
+                s => bail!("--step-aside `{s}`; allowed: on, off"),
+            },
             thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
@@ -438,6 +448,7 @@ impl Plan {
             yield_when_idle: self.arbiter_yield,
             assist_after: self.assist_after,
             nap_cover: self.nap_cover,
+            step_aside: self.step_aside,
             ..Config::new(link)
         }
     }
@@ -913,11 +924,11 @@ fn write_threads(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
     }
     writeln!(
         out,
-        "\nthreads in the measured window (kernel schedstat): on = share of wall time on a core, wait = runnable but waiting for one, pre/s = involuntary switches per second; clients summed"
+        "\nthreads in the measured window (kernel schedstat): on = share of wall time on a core, wait = runnable but waiting for one, pre/s = involuntary switches per second; clients summed; @ = the cores the role's threads last ran on at the window's end"
     )?;
     writeln!(
         out,
-        "{:>10} {:>7} {:>7} {:>3} {:>22} {:>22} {:>22}",
+        "{:>10} {:>7} {:>7} {:>3} {:>28} {:>28} {:>28}",
         "phase",
         "arch",
         "clients",
@@ -926,12 +937,24 @@ fn write_threads(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
         "clients on/wait/pre/s",
         "victim on/wait/pre/s"
     )?;
-    let cell = |r: &RoleWindow| format!("{:.2}/{:.2}/{:.0}", r.cpu, r.wait, r.preempted_per_s);
+    let cell = |r: &RoleWindow| {
+        let cores: Vec<String> = (0..64)
+            .filter(|n| r.cores >> n & 1 == 1)
+            .map(|n| n.to_string())
+            .collect();
+        format!(
+            "{:.2}/{:.2}/{:.0} @{}",
+            r.cpu,
+            r.wait,
+            r.preempted_per_s,
+            cores.join(",")
+        )
+    };
     for r in runs {
         let Some(t) = &r.threads else { continue };
         writeln!(
             out,
-            "{:>10} {:>7} {:>7} {:>3} {:>22} {:>22} {:>22}",
+            "{:>10} {:>7} {:>7} {:>3} {:>28} {:>28} {:>28}",
             r.phase,
             r.arch,
             r.clients,

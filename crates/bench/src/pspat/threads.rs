@@ -43,6 +43,9 @@ pub(crate) struct Counts {
     wait_ns: u64,
     /// Involuntary context switches (preempted).
     preempted: u64,
+    /// The cores the threads last ran on (bit n: core n; cores 64 and up
+    /// are not shown).
+    cores: u64,
 }
 
 impl Counts {
@@ -50,6 +53,7 @@ impl Counts {
         self.run_ns += o.run_ns;
         self.wait_ns += o.wait_ns;
         self.preempted += o.preempted;
+        self.cores |= o.cores;
     }
 }
 
@@ -83,9 +87,13 @@ pub(crate) fn snapshot() -> Snapshot {
         ) else {
             continue;
         };
-        let Some(c) = parse(&sched, &status) else {
+        let Some(mut c) = parse(&sched, &status) else {
             continue;
         };
+        c.cores = fs::read_to_string(dir.join("stat"))
+            .ok()
+            .and_then(|t| last_core(&t))
+            .map_or(0, |n| 1u64.checked_shl(n).unwrap_or(0));
         match role {
             Role::Arbiter => s.arbiter.add(c),
             Role::Clients => s.clients.add(c),
@@ -116,7 +124,16 @@ fn parse(schedstat: &str, status: &str) -> Option<Counts> {
         run_ns,
         wait_ns,
         preempted,
+        cores: 0,
     })
+}
+
+/// The core a thread last ran on: field 39 (`processor`) of its `stat`
+/// text, counted after the command name's closing parenthesis (the name
+/// may hold spaces and parentheses).
+fn last_core(stat: &str) -> Option<u32> {
+    let (_, rest) = stat.rsplit_once(')')?;
+    rest.split_whitespace().nth(36)?.parse().ok()
 }
 
 /// One role over a window: shares of the window's wall time (summed over
@@ -130,6 +147,9 @@ pub struct RoleWindow {
     pub wait: f64,
     /// Involuntary context switches per second.
     pub preempted_per_s: f64,
+    /// The cores the role's threads last ran on at the window's end (bit
+    /// n: core n).
+    pub cores: u64,
 }
 
 /// Every role over a window.
@@ -151,6 +171,7 @@ impl ThreadsWindow {
             cpu: y.run_ns.saturating_sub(x.run_ns) as f64 / 1e9 / secs,
             wait: y.wait_ns.saturating_sub(x.wait_ns) as f64 / 1e9 / secs,
             preempted_per_s: y.preempted.saturating_sub(x.preempted) as f64 / secs,
+            cores: y.cores,
         };
         ThreadsWindow {
             arbiter: role(a.arbiter, b.arbiter),
@@ -162,7 +183,22 @@ impl ThreadsWindow {
 
 #[cfg(test)]
 mod tests {
-    use super::{Counts, Role, Snapshot, ThreadsWindow, parse, role_of};
+    use super::{Counts, Role, Snapshot, ThreadsWindow, last_core, parse, role_of};
+
+    #[test]
+    fn the_last_core_is_field_39_after_the_name() {
+        // pid (comm) then fields 3..=52; field 39 is 5 here.
+        let tail: Vec<String> = (3..=52)
+            .map(|f| if f == 39 { "5".into() } else { f.to_string() })
+            .collect();
+        let stat = format!("1234 (a (b) c) {}", tail.join(" "));
+        assert_eq!(last_core(&stat), Some(5));
+        assert_eq!(last_core("1234 (x) S 1 2"), None);
+        assert_eq!(last_core("no parenthesis"), None);
+        // This thread's own stat parses.
+        let own = std::fs::read_to_string("/proc/thread-self/stat").unwrap_or_default();
+        assert!(last_core(&own).is_some(), "{own}");
+    }
 
     #[test]
     fn a_threads_counters_are_read_from_schedstat_and_status() {
@@ -172,7 +208,8 @@ mod tests {
             Some(Counts {
                 run_ns: 1500,
                 wait_ns: 250,
-                preempted: 42
+                preempted: 42,
+                cores: 0,
             })
         );
         assert_eq!(parse("1500\n", status), None);
@@ -189,6 +226,7 @@ mod tests {
             run_ns,
             wait_ns,
             preempted,
+            cores: 0,
         };
         let a = Snapshot {
             arbiter: c(1_000, 0, 10),

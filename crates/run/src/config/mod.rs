@@ -10,6 +10,8 @@
 //!                       # preamble 8 + gap 12 + FCS 4 = 24)
 //! mpu = 84              # smallest size a frame counts for, after overhead
 //! burst = 3028          # bytes it may send ahead of the rate (default: one frame)
+//! prio_burst = 1538     # more bytes ahead, for the most urgent classes only
+//!                       # (strict priority; default: one frame, see below)
 //! engine = "run-to-completion"  # one thread receives, schedules, sends;
 //!                       # or "pspat": receive thread → mailbox → arbiter
 //! cpu = 1               # pin the forwarder's threads to this CPU (default: any)
@@ -44,6 +46,7 @@ mod file;
 mod matching;
 mod normalise;
 mod parse;
+mod prio_credit;
 mod raw;
 mod threads;
 
@@ -176,6 +179,13 @@ pub struct LinkConfig {
     /// leave up to that much early, saving a wake-up per frame; the
     /// long-run rate is exact. Default: one maximum frame on the wire.
     pub burst: u32,
+    /// The priority credit (bytes): how much further than `burst` the
+    /// shaper may run ahead of its rate for a frame of the most urgent
+    /// classes ([`RunConfig::urgent_level`]), so such a frame never waits
+    /// for the frame on the wire; the other classes pay it back at once.
+    /// Default: one maximum frame on the wire when the config has urgent
+    /// classes, else 0 (see `config/prio_credit.rs`).
+    pub prio_burst: u32,
     /// The threads that move scheduled frames (fixed at start).
     pub engine: Engine,
     /// The CPU the forwarder's threads are pinned to (`None`: any).

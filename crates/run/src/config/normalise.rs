@@ -22,6 +22,7 @@ impl fmt::Display for RunConfig {
         writeln!(f, "promiscuous = {}", l.promiscuous)?;
         writeln!(f, "buffers = {}", l.buffers)?;
         writeln!(f, "burst = {}", l.burst)?;
+        writeln!(f, "prio_burst = {}", l.prio_burst)?;
         writeln!(f, "engine = \"{}\"", l.engine.name())?;
         if let Some(cpu) = l.cpu {
             writeln!(f, "cpu = {cpu}")?;

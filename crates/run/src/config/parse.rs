@@ -105,13 +105,15 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, Con
         &scheduler,
         ClassRateRange::for_link(link.rate, link.wire_len(link.max_frame)),
     )?;
-    Ok(RunConfig {
+    let mut cfg = RunConfig {
         file: file.to_string(),
         link,
         scheduler,
         control,
         classes,
-    })
+    };
+    cfg.link.prio_burst = super::prio_credit::prio_burst(&cx, raw.link.get_ref(), &cfg)?;
+    Ok(cfg)
 }
 
 /// Interface names: what the kernel accepts (1..=15 bytes, no `/`, no
@@ -222,6 +224,8 @@ fn parse_link(cx: &Ctx<'_>, raw: &Spanned<RawLink>) -> Result<LinkConfig, Config
         promiscuous: l.promiscuous.unwrap_or(true),
         buffers,
         burst,
+        // Set once the classes are known (`prio_credit::prio_burst`).
+        prio_burst: 0,
         engine,
         cpu,
         sched,

@@ -28,6 +28,7 @@ pub(crate) struct RawLink {
     pub(crate) promiscuous: Option<bool>,
     pub(crate) buffers: Option<Spanned<i64>>,
     pub(crate) burst: Option<Spanned<i64>>,
+    pub(crate) prio_burst: Option<Spanned<i64>>,
     pub(crate) engine: Option<Spanned<String>>,
     pub(crate) cpu: Option<Spanned<i64>>,
     pub(crate) sched: Option<Spanned<String>>,

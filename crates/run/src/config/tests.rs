@@ -224,6 +224,26 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &["link.burst = -1", "0..=1048576"],
         ),
         (
+            format!("{link}prio_burst = -1\n{class}"),
+            &["t.toml:5:14", "link.prio_burst = -1", "0..=1048576"],
+        ),
+        (
+            // The default scheduler (drr) has no strict priority.
+            format!("{link}prio_burst = 1538\n{class}"),
+            &[
+                "t.toml:5:14",
+                "link.prio_burst = 1538 has no class to serve",
+                "algorithm = \"prio\"",
+                "two prio levels",
+                "else 0",
+            ],
+        ),
+        (
+            // One prio level: no class is more urgent than another.
+            format!("{link}prio_burst = 1538\n[scheduler]\nalgorithm = \"prio\"\n{class}"),
+            &["link.prio_burst = 1538 has no class to serve"],
+        ),
+        (
             format!("{link}backend = \"dpdk\"\n{class}"),
             &["link.backend", "auto, xdp, packet"],
         ),
@@ -596,4 +616,37 @@ fn the_example_configs_check() {
         (video.burst, video.ceiling_burst()),
         (Some(65536), Some(65536))
     );
+}
+
+/// `link.prio_burst`: one maximum frame on the wire by default when strict
+/// priority puts classes on two levels or more, 0 otherwise; printed by
+/// `check` and read back; 0 is always accepted.
+#[test]
+fn prio_burst_defaults_to_one_frame_for_strict_priority_classes() {
+    let prio = GOOD.replace("algorithm = \"drr\"", "algorithm = \"prio\"");
+    let two_levels = prio
+        .replace("limit = 200", "limit = 200\nprio = 0")
+        .replace("name = \"bulk\"", "name = \"bulk\"\nprio = 1");
+    let c = parse_ok(&two_levels);
+    assert_eq!(c.urgent_level(), Some(0));
+    assert_eq!(c.link.prio_burst, 1538, "one maximum frame on the wire");
+    let once = c.to_string();
+    assert!(once.contains("burst = 1538\nprio_burst = 1538\n"), "{once}");
+    assert_eq!(parse_ok(&once).to_string(), once);
+    // Every class on level 0 (prio's default): nothing is more urgent.
+    let flat = parse_ok(&prio);
+    assert_eq!((flat.urgent_level(), flat.link.prio_burst), (None, 0));
+    // A weighted algorithm: no strict priority.
+    assert_eq!(parse_ok(GOOD).link.prio_burst, 0);
+    assert!(parse_ok(GOOD).to_string().contains("prio_burst = 0\n"));
+    // Written out: any size in range, and 0 turns the credit off.
+    for (line, want) in [("prio_burst = 9000", 9000), ("prio_burst = 0", 0)] {
+        let src = two_levels.replace("mpu = 84", &format!("mpu = 84\n{line}"));
+        assert_eq!(parse_ok(&src).link.prio_burst, want, "{line}");
+    }
+    let drr_off = GOOD.replace("mpu = 84", "mpu = 84\nprio_burst = 0");
+    assert_eq!(parse_ok(&drr_off).link.prio_burst, 0);
+    // Class rates take the credit away (a shaped class may be held back).
+    let rated = two_levels.replace("name = \"web\"", "name = \"web\"\nceil = \"10mbit\"");
+    assert_eq!(parse_ok(&rated).urgent_level(), None);
 }

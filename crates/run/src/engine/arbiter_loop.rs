@@ -23,6 +23,9 @@ use crate::plan::{self, flow_config};
 use crate::reload::{Change, diff};
 use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
+#[cfg(test)]
+mod prio_credit_tests;
+
 /// What the arbiter thread ends with.
 pub(crate) struct Stopped<P: PacketIo + Send + 'static> {
     /// Counters when the stop began.
@@ -117,7 +120,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 rate: (0, 0),
             })
             .collect();
-        ArbiterLoop {
+        let mut looper = ArbiterLoop {
             arbiter,
             cfg,
             classes,
@@ -129,7 +132,41 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             last_sample: Nanos(0),
             reloads: 0,
             trace: None,
-        }
+        };
+        looper.apply_priority_credit();
+        looper
+    }
+
+    /// Gives `link.prio_burst` to the flows on the scheduler's most urgent
+    /// level among the classes (retiring ones included: a strict-priority
+    /// scheduler serves that level first whichever class it belongs to).
+    /// The config allows a credit only with strict priority and no class
+    /// rates ([`RunConfig::urgent_level`]), the arbiter's promise.
+    fn apply_priority_credit(&mut self) {
+        let bytes = self.cfg.link.prio_burst;
+        let flows: Vec<FlowId> = self
+            .classes
+            .iter()
+            .chain(self.retiring.iter().map(|(s, _)| s))
+            .map(|s| s.flow)
+            .collect();
+        let sched = self.arbiter.scheduler();
+        let levels: Vec<Option<u32>> = flows
+            .iter()
+            .map(|&f| sched.flow_config(f).map(|c| c.prio))
+            .collect();
+        let top = levels.iter().flatten().min().copied();
+        let urgent = if bytes == 0 || top.is_none() {
+            Vec::new()
+        } else {
+            flows
+                .into_iter()
+                .zip(levels)
+                .filter(|&(_, l)| l == top)
+                .map(|(f, _)| f)
+                .collect()
+        };
+        self.arbiter.set_priority_credit(bytes, urgent);
     }
 
     /// Rounds until the pipeline stops, then the stop sequence: with the
@@ -209,7 +246,8 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     }
 
     /// When the next queued frame may leave after `round` (at `now`): the
-    /// later of the emulated link's free time (less the `burst` lead) and
+    /// later of the emulated link's free time (less the `burst` lead, and
+    /// the priority credit's while an urgent frame is queued) and
     /// the scheduler's own next eligible time (shapers), and whether the
     /// link is busy until then (false: only a shaper holds the frames);
     /// `None` when nothing is queued.
@@ -217,7 +255,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         if round.backlog == 0 {
             return None;
         }
-        let link = round.link_free.0.saturating_sub(self.arbiter.link_lead().0);
+        let link = round
+            .link_free
+            .0
+            .saturating_sub(self.arbiter.release_lead().0);
         let sched = self
             .arbiter
             .scheduler()
@@ -342,6 +383,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         });
         self.classes = slots;
         self.cfg = new;
+        self.apply_priority_credit();
         self.reloads += 1;
         Ok(changes)
     }
@@ -378,6 +420,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             }
             self.removed.push(last);
         }
+        self.apply_priority_credit();
     }
 
     /// One class's counters now.

@@ -82,6 +82,7 @@ impl EgressSection {
                 promiscuous: false,
                 buffers: 64,
                 burst: 0,
+                prio_burst: 0,
                 engine: Engine::RunToCompletion,
                 cpu: None,
                 sched: ThreadSched::Other,

@@ -175,3 +175,70 @@ fn without_assist_after_or_a_lock_clients_never_run_rounds() {
         "{e}"
     );
 }
+
+/// While the arbiter thread is marked as stepped aside, clients run the
+/// rounds without `assist_after`, backlogged or not (`AWAY_AFTER`
+/// lateness), and the departures are those of an arbiter running every
+/// round itself; once it is back, they run none.
+#[test]
+fn clients_run_the_rounds_while_the_arbiter_is_away_and_departures_are_unchanged() {
+    let cfg = config(None);
+    let flows = 3;
+    let steps = 1_500;
+    let mut a = qfq_arbiter(&cfg, flows);
+    let mut cs: Vec<_> = (0..flows)
+        .map(|_| a.client().unwrap_or_else(|e| panic!("{e}")))
+        .collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let (mut ends, mut seq) = (Vec::new(), 0u64);
+    for step in 0..steps {
+        let now = Nanos((step + 1) * 3_000);
+        send_some(&mut cs, &mut rng, &mut seq, now);
+        a.do_scan(now);
+        ends.push(a.output().map_or(0, |o| o.pkts.len()));
+    }
+    let want = a.output().map(|o| releases(o, &ends));
+    let s = SharedArbiter::new(qfq_arbiter(&cfg, flows));
+    let mut cs: Vec<_> = (0..flows).map(|_| client(&s)).collect();
+    let mut rng = ChaCha8Rng::seed_from_u64(17);
+    let (mut ends, mut seq, mut by_clients) = (Vec::new(), 0u64, 0u64);
+    // Present: without `assist_after` no client runs a round.
+    send_some(&mut cs, &mut rng, &mut seq, Nanos(3_000));
+    assert!(!cs[0].assist_at(Nanos(3_000)));
+    assert!(s.do_scan(Nanos(3_000)).is_some());
+    ends.push(
+        s.with(|a| a.output().map_or(0, |o| o.pkts.len()))
+            .unwrap_or(0),
+    );
+    s.set_away(true);
+    for step in 1..steps {
+        let now = Nanos((step + 1) * 3_000);
+        send_some(&mut cs, &mut rng, &mut seq, now);
+        // The client with the most packets waiting runs it: backlogged
+        // clients run rounds while the arbiter is away.
+        let i = (0..flows).max_by_key(|&i| cs[i].pending()).unwrap_or(0);
+        assert!(cs[i].assist_at(now), "step {step}: no round");
+        by_clients += 1;
+        ends.push(
+            s.with(|a| a.output().map_or(0, |o| o.pkts.len()))
+                .unwrap_or(0),
+        );
+    }
+    let got = s.with(|a| a.output().map(|o| releases(o, &ends))).flatten();
+    assert!(
+        want.as_ref().is_some_and(|w| w.len() > 500),
+        "too few releases"
+    );
+    assert_eq!(got, want);
+    assert_eq!(s.with(|a| a.stats().assisted_rounds), Some(by_clients));
+    // Back: no client round, however late.
+    s.set_away(false);
+    assert!(!cs[0].assist_at(Nanos(1_000_000_000)));
+    let r = s.stop(StopMode::Return, Nanos((steps + 1) * 3_000));
+    let r = r.unwrap_or_else(|| panic!("stopped twice"));
+    assert_eq!(
+        r.arbiter.decisions + r.returned.len() as u64 + r.arbiter.dropped,
+        seq,
+        "a packet was neither released, returned nor dropped"
+    );
+}

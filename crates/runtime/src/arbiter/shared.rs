@@ -8,7 +8,7 @@ use std::sync::Arc;
 use pktsched_core::Nanos;
 
 use super::{Arbiter, Round};
-use crate::client::{AssistSetup, Client, LateRound};
+use crate::client::{AssistSetup, Client, LateRound, Shared};
 use crate::config::{Clock, RuntimeError, StopMode};
 use crate::doorbell::Doorbell;
 use crate::handoff::{RoundLock, SleepCheck};
@@ -73,6 +73,8 @@ impl<T: Send + 'static, O: Output<T>> SleepCheck for Option<Arbiter<T, O>> {
 /// [`Client::assist_at`] with an explicit `now`.
 pub struct SharedArbiter<T, O> {
     slot: Arc<Slot<T, O>>,
+    /// What clients share with the arbiter (the step-aside mark).
+    shared: crate::sync::Arc<Shared<T>>,
 }
 
 impl<T, O> std::fmt::Debug for SharedArbiter<T, O> {
@@ -85,31 +87,35 @@ impl<T, O> std::fmt::Debug for SharedArbiter<T, O> {
 
 impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
     /// Puts `arbiter` behind the hand-off lock. Clients made from now on
-    /// (with [`SharedArbiter::client`]) may run its late rounds, unless
-    /// its `Config::assist_after` is `None`.
+    /// (with [`SharedArbiter::client`]) may run its late rounds: when
+    /// none started within `Config::assist_after`, or within
+    /// `client::AWAY_AFTER` while it is marked as stepped aside
+    /// ([`SharedArbiter::set_away`]).
     pub fn new(arbiter: Arbiter<T, O>) -> Self {
-        Self::build(arbiter, None)
+        Self::build(arbiter, None, true)
     }
 
     /// As [`SharedArbiter::new`]; clients' sends read `clock` to see
-    /// whether the arbiter is late.
-    pub(crate) fn with_clock(arbiter: Arbiter<T, O>, clock: Clock) -> Self {
-        Self::build(arbiter, Some(clock))
+    /// whether the arbiter is late. With `step_aside`, clients also run
+    /// rounds while the arbiter thread has stepped aside (even without
+    /// `Config::assist_after`) and count their starved gaps.
+    pub(crate) fn with_clock(arbiter: Arbiter<T, O>, clock: Clock, step_aside: bool) -> Self {
+        Self::build(arbiter, Some(clock), step_aside)
     }
 
-    fn build(arbiter: Arbiter<T, O>, clock: Option<Clock>) -> Self {
+    fn build(arbiter: Arbiter<T, O>, clock: Option<Clock>, step_aside: bool) -> Self {
         let shared = arbiter.shared().clone();
-        let after = arbiter.assist_after;
+        let after = arbiter.assist_after.map(|a| a.0);
         let slot = Arc::new(RoundLock::new(Some(arbiter)));
-        if let Some(after) = after {
+        if after.is_some() || step_aside {
             let weak = Arc::downgrade(&slot);
             shared.set_assist(AssistSetup {
                 round: weak,
                 clock,
-                after: after.0,
+                after,
             });
         }
-        SharedArbiter { slot }
+        SharedArbiter { slot, shared }
     }
 
     /// A new client handle.
@@ -183,6 +189,12 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
     /// of a round does): clients see it as not late.
     pub(crate) fn stamp_alive(&self, now: u64) {
         self.slot.stamp_round(now);
+    }
+
+    /// Marks the arbiter thread as stepped aside (`true`: clients run the
+    /// rounds, backlogged or not) or back (see `driver::step_aside`).
+    pub fn set_away(&self, away: bool) {
+        self.shared.away.store(away, crate::sync::Ordering::Relaxed);
     }
 
     /// When the last round started.

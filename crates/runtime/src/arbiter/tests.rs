@@ -163,7 +163,7 @@ fn backpressure_is_reported_on_the_next_send() {
 #[test]
 fn full_mailbox_hands_the_packet_back() {
     let cfg = Config {
-        mailbox_capacity: 14,
+        mailbox_capacity: 28,
         ..Config::new(Rate::gbit(1))
     };
     let a: Arbiter<u64, NullOutput> =
@@ -177,11 +177,11 @@ fn full_mailbox_hands_the_packet_back() {
             Err(e) => break e,
         }
     };
-    assert_eq!(n, 14);
-    assert_eq!(err, SendError::Full(pkt(0, 100, 14)));
+    assert_eq!(n, 28);
+    assert_eq!(err, SendError::Full(pkt(0, 100, 28)));
     let r = a.stop(StopMode::Drain, Nanos(0));
     assert_eq!(r.clients[0].mailbox_full, 1);
-    assert_eq!(r.clients[0].sent, 14);
+    assert_eq!(r.clients[0].sent, 28);
 }
 
 fn client_transmit_arbiter(tx_capacity: usize) -> Arbiter<u64, NullOutput> {
@@ -226,7 +226,7 @@ fn cleared_packets_go_back_to_the_client_that_sent_them() {
 
 #[test]
 fn a_full_return_mailbox_holds_packets_back_and_stop_hands_them_over() {
-    let mut a = client_transmit_arbiter(14);
+    let mut a = client_transmit_arbiter(28);
     let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
     for i in 0..40 {
         c.send(pkt(0, 100, i)).unwrap_or_else(|_| panic!("send"));
@@ -285,7 +285,7 @@ fn report_reads_like_tc_s() {
 #[test]
 fn batch_send_takes_what_fits_and_keeps_the_rest() {
     let cfg = Config {
-        mailbox_capacity: 14,
+        mailbox_capacity: 28,
         ..Config::new(Rate::gbit(1))
     };
     let mut a: Arbiter<u64, VecOutput<u64>> =
@@ -293,12 +293,12 @@ fn batch_send_takes_what_fits_and_keeps_the_rest() {
             .unwrap_or_else(|e| panic!("{e}"));
     add_flows(a.scheduler().as_mut(), &[1], 1, 1000).unwrap_or_else(|e| panic!("{e}"));
     let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
-    let mut q: VecDeque<Pkt<u64>> = (0..20).map(|i| pkt(0, 100, i)).collect();
-    assert_eq!(c.send_batch(&mut q), Ok((14, Sent::Queued)));
+    let mut q: VecDeque<Pkt<u64>> = (0..34).map(|i| pkt(0, 100, i)).collect();
+    assert_eq!(c.send_batch(&mut q), Ok((28, Sent::Queued)));
     assert_eq!(q.len(), 6);
     assert_eq!(
         q.front().map(|p| p.item),
-        Some(14),
+        Some(28),
         "the rest stays in order"
     );
     assert_eq!(c.send_batch(&mut q), Ok((0, Sent::Queued)));
@@ -306,13 +306,13 @@ fn batch_send_takes_what_fits_and_keeps_the_rest() {
     assert_eq!(c.send_batch(&mut q), Ok((6, Sent::Queued)));
     assert!(q.is_empty());
     let r = a.stop(StopMode::Drain, Nanos(1_000_000));
-    assert_eq!(r.clients[0].sent, 20);
+    assert_eq!(r.clients[0].sent, 34);
     assert_eq!(r.clients[0].mailbox_full, 2);
     let out = r
         .outputs
         .first()
         .map(|o| o.pkts.iter().map(|p| p.item).collect::<Vec<_>>());
-    assert_eq!(out, Some((0..20).collect()));
+    assert_eq!(out, Some((0..34).collect()));
     let mut q: VecDeque<Pkt<u64>> = (0..3).map(|i| pkt(0, 100, i)).collect();
     assert_eq!(c.send_batch(&mut q), Err(Stopped));
     assert_eq!(q.len(), 3, "a refused batch is left untouched");

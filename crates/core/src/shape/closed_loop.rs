@@ -13,8 +13,10 @@ use crate::sched::Scheduler;
 use crate::shape::{Shaper, TimeQueue};
 use crate::units::Nanos;
 
-/// What one flow did in a closed loop.
+/// What one flow did in a closed loop: one 64-byte line, aligned, so a
+/// release updates one line of it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct FlowRecord {
     /// Packets handed to the shaper.
     pub sent: u64,

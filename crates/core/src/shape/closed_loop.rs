@@ -258,7 +258,11 @@ impl ClosedLoop {
 
     /// Largest burst of any flow, bytes.
     pub fn max_burst(&self) -> u64 {
-        self.records().iter().map(|r| r.max_burst).max().unwrap_or(0)
+        self.records()
+            .iter()
+            .map(|r| r.max_burst)
+            .max()
+            .unwrap_or(0)
     }
 }
 

@@ -8,13 +8,17 @@
 //! shaper's work and this module's per-flow bookkeeping ([`FlowRecord`],
 //! one cache line per flow).
 
+use core::num::NonZeroU32;
+
 use crate::flow::{FlowId, Pkt, Rejected};
 use crate::sched::Scheduler;
 use crate::shape::{Shaper, TimeQueue};
 use crate::units::Nanos;
 
-/// What one flow did in a closed loop.
+/// What one flow did in a closed loop: one 64-byte line, aligned, so a
+/// release updates one line of it.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[repr(align(64))]
 pub struct FlowRecord {
     /// Packets handed to the shaper.
     pub sent: u64,
@@ -93,6 +97,14 @@ pub enum LoopError {
         /// The shaper's reason.
         reason: String,
     },
+    /// More flows than the loop's item type can number.
+    #[error("{flows} flows: the loop's packet item numbers at most {max}")]
+    TooManyFlows {
+        /// Flows given.
+        flows: usize,
+        /// Most the item type can number.
+        max: usize,
+    },
     /// The shaper's next release time was before the current time.
     #[error("next_ready went back in time: {next:?} < now {now:?}")]
     Backwards {
@@ -101,6 +113,48 @@ pub enum LoopError {
         /// What `next_ready` returned.
         next: Nanos,
     },
+}
+
+/// What a closed loop's packets carry as their item: the place of their
+/// flow's record, `1 + ` its index (the loop keeps an unused record in
+/// front, so the item indexes the records with no subtraction). `u64` is
+/// the plain choice; `NonZeroU32` lets the flow table's pool slot hold the
+/// packet in 32 bytes (its `Option` uses the zero niche), two slots per
+/// cache line.
+pub trait LoopItem: Sized {
+    /// Most records the type can number.
+    const MAX: usize;
+    /// The item for record `i` (`i < MAX`).
+    fn for_record(i: usize) -> Self;
+    /// `1 +` the record index the item carries.
+    fn place(&self) -> usize;
+}
+
+impl LoopItem for u64 {
+    const MAX: usize = usize::MAX - 1;
+    #[inline(always)]
+    fn for_record(i: usize) -> u64 {
+        i as u64 + 1
+    }
+    #[inline(always)]
+    fn place(&self) -> usize {
+        *self as usize
+    }
+}
+
+impl LoopItem for NonZeroU32 {
+    const MAX: usize = u32::MAX as usize - 1;
+    #[inline(always)]
+    fn for_record(i: usize) -> NonZeroU32 {
+        u32::try_from(i + 1)
+            .ok()
+            .and_then(NonZeroU32::new)
+            .unwrap_or(NonZeroU32::MAX)
+    }
+    #[inline(always)]
+    fn place(&self) -> usize {
+        self.get() as usize
+    }
 }
 
 fn refused<T>(flow: usize, r: &Rejected<T>) -> LoopError {
@@ -113,25 +167,33 @@ fn refused<T>(flow: usize, r: &Rejected<T>) -> LoopError {
 impl ClosedLoop {
     /// Queues `outstanding.min(per_flow)` packets of `len` bytes for each
     /// of `flows`, flow `i` at `starts[i]` (or 0 when `starts` is empty),
-    /// in time order. The packets carry the flow's index as their item.
-    pub fn fill<Q: TimeQueue>(
-        sh: &mut Shaper<Q, u64>,
+    /// in time order. The packets carry the flow's index as their item
+    /// (refused with [`LoopError::TooManyFlows`] beyond what `I` numbers).
+    pub fn fill<Q: TimeQueue, I: LoopItem>(
+        sh: &mut Shaper<Q, I>,
         flows: &[FlowId],
         starts: &[Nanos],
         outstanding: u64,
         len: u32,
         per_flow: u64,
     ) -> Result<ClosedLoop, LoopError> {
+        if flows.len() > I::MAX {
+            return Err(LoopError::TooManyFlows {
+                flows: flows.len(),
+                max: I::MAX,
+            });
+        }
         let mut order: Vec<(Nanos, usize)> = (0..flows.len())
             .map(|i| (starts.get(i).copied().unwrap_or(Nanos::ZERO), i))
             .collect();
         order.sort_unstable();
-        let mut records = vec![FlowRecord::default(); flows.len()];
+        // Record `i` is at `1 + i` (see [`LoopItem`]).
+        let mut records = vec![FlowRecord::default(); flows.len() + 1];
         for &(t, i) in &order {
             for _ in 0..outstanding.min(per_flow) {
-                sh.enqueue(Pkt::new(flows[i], len, t, i as u64), t)
+                sh.enqueue(Pkt::new(flows[i], len, t, I::for_record(i)), t)
                     .map_err(|r| refused(i, &r))?;
-                records[i].sent += 1;
+                records[i + 1].sent += 1;
             }
         }
         Ok(ClosedLoop {
@@ -146,10 +208,10 @@ impl ClosedLoop {
     /// now)` for each before it is replaced; stops early (between two
     /// instants) once `stop()` says so. Fails if the shaper refuses a
     /// packet or its next release time goes back in time.
-    pub fn run<Q: TimeQueue>(
+    pub fn run<Q: TimeQueue, I: LoopItem>(
         &mut self,
-        sh: &mut Shaper<Q, u64>,
-        mut on_release: impl FnMut(&Shaper<Q, u64>, &Pkt<u64>, Nanos, Nanos),
+        sh: &mut Shaper<Q, I>,
+        mut on_release: impl FnMut(&Shaper<Q, I>, &Pkt<I>, Nanos, Nanos),
         stop: impl Fn() -> bool,
     ) -> Result<(), LoopError> {
         while let Some(t) = sh.next_ready(self.now) {
@@ -166,12 +228,12 @@ impl ClosedLoop {
             let now = t;
             while let Some((p, edt)) = sh.dequeue_edt(now) {
                 on_release(sh, &p, edt, now);
-                let i = p.item as usize;
-                let r = &mut self.records[i];
+                let at = p.item.place();
+                let r = &mut self.records[at];
                 r.record(now.0, p.len);
                 if r.sent < self.per_flow {
-                    sh.enqueue(Pkt::new(p.flow, self.len, now, i as u64), now)
-                        .map_err(|e| refused(i, &e))?;
+                    sh.enqueue(Pkt::new(p.flow, self.len, now, p.item), now)
+                        .map_err(|e| refused(at - 1, &e))?;
                     r.sent += 1;
                 }
             }
@@ -186,16 +248,38 @@ impl ClosedLoop {
 
     /// Per-flow records, in the order of the flows given to `fill`.
     pub fn records(&self) -> &[FlowRecord] {
-        &self.records
+        self.records.get(1..).unwrap_or_default()
     }
 
     /// Packets released in all.
     pub fn released(&self) -> u64 {
-        self.records.iter().map(|r| r.released).sum()
+        self.records().iter().map(|r| r.released).sum()
     }
 
     /// Largest burst of any flow, bytes.
     pub fn max_burst(&self) -> u64 {
-        self.records.iter().map(|r| r.max_burst).max().unwrap_or(0)
+        self.records()
+            .iter()
+            .map(|r| r.max_burst)
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The `NonZeroU32` item keeps an optional packet in 24 bytes (the
+    /// zero niche holds `None`), so the flow table's pool slot (packet,
+    /// next index, next length) is 32 bytes: two slots per cache line.
+    #[test]
+    fn nonzero_item_packs_an_optional_packet_in_24_bytes() {
+        assert_eq!(core::mem::size_of::<Option<Pkt<NonZeroU32>>>(), 24);
+        assert_eq!(core::mem::size_of::<Option<Pkt<u64>>>(), 32);
+        for i in [0usize, 1, 999, <NonZeroU32 as LoopItem>::MAX - 1] {
+            assert_eq!(NonZeroU32::for_record(i).place(), i + 1);
+        }
+        assert_eq!(<u64 as LoopItem>::for_record(7).place(), 8);
     }
 }

@@ -86,7 +86,7 @@ mod tests;
 
 pub use cffs::CffsShaper;
 pub use classify::{DestClassifier, RateEstimator};
-pub use closed_loop::{ClosedLoop, FlowRecord, LoopError};
+pub use closed_loop::{ClosedLoop, FlowRecord, LoopError, LoopItem};
 pub use edt::{Pacer, PacerClock};
 pub use shaper::{ShapeStats, Shaper};
 pub use tbf::{Tbf, TokenBucket};

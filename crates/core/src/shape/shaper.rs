@@ -5,7 +5,11 @@ use crate::flow::{DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::sched::{ConfigError, Limits, Scheduler};
 use crate::units::{Nanos, Rate};
 
+/// A flow's shaping state: its pacer, its wheel and its generation. One
+/// 64-byte line, aligned: the enqueue (pacer, level) and the release
+/// (generation) of a packet touch one line of it, not two.
 #[derive(Clone, Copy, Debug)]
+#[repr(align(64))]
 struct FlowShape {
     pacer: Pacer,
     level: u8,

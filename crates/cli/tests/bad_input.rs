@@ -532,7 +532,7 @@ fn shaper_and_traffic() {
                 2,
                 &[
                     "c.toml:8:8",
-                    "`ceil = 100`",
+                    "`class.ceil = 100`",
                     "a rate with its unit",
                     "ambiguous",
                 ],

@@ -55,10 +55,12 @@ impl Ctx<'_> {
             .lines()
             .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
         if blank {
-            return Err(self.err(
-                0..0,
-                format!("the file holds no settings (empty or only comments): {needs}"),
-            ));
+            return Err(ConfigError {
+                file: self.file.to_string(),
+                line: 0,
+                col: 0,
+                msg: format!("the file holds no settings (empty or only comments): {needs}"),
+            });
         }
         Ok(())
     }

@@ -121,6 +121,13 @@ fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
             && l.contains(&format!("napi_defer_hard_irqs {}", before.0))),
         "{seen:?}"
     );
+    let state = seen
+        .iter()
+        .find_map(|l| l.split_once("put back from ").map(|(_, r)| r))
+        .and_then(|r| r.split_once(": "))
+        .map(|(path, _)| std::path::PathBuf::from(path))
+        .expect("the state file named");
+    assert!(state.exists(), "{} held by the live run", state.display());
     // Two SIGTERMs at once: the second ends the process at once, and the
     // handler writes the settings back first.
     let pid = guard.0.as_ref().unwrap().id();
@@ -141,6 +148,11 @@ fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
         ),
         before,
         "put back ({status:?})"
+    );
+    assert!(
+        !state.exists(),
+        "{} removed by the handler",
+        state.display()
     );
     drop(guard);
     drop(topo);

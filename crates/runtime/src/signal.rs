@@ -102,27 +102,32 @@ pub fn install_reload() -> std::io::Result<()> {
     Ok(())
 }
 
-/// Files to write before a second stop signal ends the process: (path,
-/// bytes), built outside the handler so that it only makes system calls.
-struct LastWrites(Vec<(CString, Vec<u8>)>);
+/// Files to write, then files to remove, before a second stop signal ends
+/// the process: built outside the handler so that it only makes system
+/// calls.
+struct LastWrites {
+    writes: Vec<(CString, Vec<u8>)>,
+    removes: Vec<CString>,
+}
 
 /// The registered [`LastWrites`] (null: none). A replaced or cleared list
 /// is leaked, never freed: a handler running on another thread may still
 /// be reading it (a few hundred bytes per busy-polling run).
 static LAST_WRITES: AtomicPtr<LastWrites> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Registers files to write (path, content) if a second SIGINT or SIGTERM
-/// ends the process before it stops cleanly; replaces any earlier list.
-/// Paths with a NUL byte are skipped.
-pub fn set_last_writes(writes: &[(PathBuf, String)]) {
-    let list: Vec<(CString, Vec<u8>)> = writes
-        .iter()
-        .filter_map(|(p, v)| {
-            let c = CString::new(p.as_os_str().as_bytes()).ok()?;
-            Some((c, v.as_bytes().to_vec()))
-        })
-        .collect();
-    LAST_WRITES.store(Box::into_raw(Box::new(LastWrites(list))), Ordering::Release);
+/// Registers files to write (path, content), then files to remove, if a
+/// second SIGINT or SIGTERM ends the process before it stops cleanly;
+/// replaces any earlier lists. Paths with a NUL byte are skipped.
+pub fn set_last_writes(writes: &[(PathBuf, String)], removes: &[PathBuf]) {
+    let c_path = |p: &PathBuf| CString::new(p.as_os_str().as_bytes()).ok();
+    let list = LastWrites {
+        writes: writes
+            .iter()
+            .filter_map(|(p, v)| Some((c_path(p)?, v.as_bytes().to_vec())))
+            .collect(),
+        removes: removes.iter().filter_map(c_path).collect(),
+    };
+    LAST_WRITES.store(Box::into_raw(Box::new(list)), Ordering::Release);
 }
 
 /// Forgets the files registered with [`set_last_writes`] (the process put
@@ -131,8 +136,8 @@ pub fn clear_last_writes() {
     LAST_WRITES.store(std::ptr::null_mut(), Ordering::Release);
 }
 
-/// Writes the registered files; async-signal-safe (no allocation, no
-/// locks: `open`, `write`, `close`). Errors are ignored: the process is
+/// Writes the registered files and removes the others; async-signal-safe
+/// (no allocation, no locks: `open`, `write`, `close`, `unlink`). Errors are ignored: the process is
 /// about to die and has nowhere to report them.
 fn write_last_writes() {
     let list = LAST_WRITES.load(Ordering::Acquire);
@@ -143,7 +148,7 @@ fn write_last_writes() {
     // `set_last_writes` and is never freed (replaced lists are leaked),
     // so it points to a live, never-mutated `LastWrites`.
     let list = unsafe { &*list };
-    for (path, bytes) in &list.0 {
+    for (path, bytes) in &list.writes {
         // SAFETY: `path` is a NUL-terminated C string that outlives the
         // call; the flags are plain constants.
         let fd = unsafe {
@@ -160,6 +165,10 @@ fn write_last_writes() {
         let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
         // SAFETY: closing the descriptor opened above, once.
         let _ = unsafe { libc::close(fd) };
+    }
+    for path in &list.removes {
+        // SAFETY: `path` is a NUL-terminated C string alive for the call.
+        let _ = unsafe { libc::unlink(path.as_ptr()) };
     }
 }
 
@@ -237,7 +246,10 @@ mod tests {
             return;
         };
         install().expect("install");
-        set_last_writes(&[(PathBuf::from(file), "restored\n".to_string())]);
+        let file = PathBuf::from(file);
+        let gone = file.with_extension("gone");
+        std::fs::write(&gone, "").expect("file");
+        set_last_writes(&[(file, "restored\n".to_string())], &[gone]);
         for _ in 0..2 {
             // SAFETY: raising a signal whose handler was installed above.
             unsafe { libc::raise(libc::SIGTERM) };
@@ -262,6 +274,7 @@ mod tests {
             .expect("child");
         let written = std::fs::read_to_string(&file).expect("read");
         let _ = std::fs::remove_file(&file);
+        assert!(!file.with_extension("gone").exists(), "removed");
         assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
         assert_eq!(written, "restored\n");
         clear_last_writes();

@@ -107,7 +107,8 @@ impl NapiSettings {
             old.push((path, v.trim().to_string()));
         }
         if let Some(path) = state_path {
-            match super::napi_state::record(&path, &old) {
+            let address = std::fs::read_to_string(dir.join("address")).unwrap_or_default();
+            match super::napi_state::record(&path, &old, address.trim()) {
                 Ok(file) => settings.state = Some((path, file)),
                 Err(e) => settings.notes.push(format!(
                     "{e}; a run killed with SIGKILL would leave the busy-poll settings in place"
@@ -121,7 +122,8 @@ impl NapiSettings {
             // On failure, `settings` drops and restores what was written.
             write(&path, &value)?;
             settings.saved.push((path, was));
-            pktsched_runtime::signal::set_last_writes(&settings.saved);
+            let state: Vec<PathBuf> = settings.state.iter().map(|(p, _)| p.clone()).collect();
+            pktsched_runtime::signal::set_last_writes(&settings.saved, &state);
         }
         Ok(settings)
     }
@@ -178,6 +180,7 @@ mod tests {
         std::fs::write(dev.join("napi_defer_hard_irqs"), values[0]).expect("file");
         std::fs::write(dev.join("gro_flush_timeout"), values[1]).expect("file");
         std::fs::write(dev.join("ifindex"), "7\n").expect("file");
+        std::fs::write(dev.join("address"), "02:aa:00:00:00:07\n").expect("file");
         (root, dev)
     }
 
@@ -264,6 +267,21 @@ mod tests {
         assert_eq!(read(&dev, "napi_defer_hard_irqs"), "0");
         assert_eq!(read(&dev, "gro_flush_timeout"), "0");
         assert!(!path.exists(), "removed at a clean end");
+        // A file another device left (a namespace that is gone, its inode
+        // reused): named, removed, nothing written.
+        std::fs::write(
+            &path,
+            "pid 9\naddress 02:bb:00:00:00:09\nnapi_defer_hard_irqs 5\ngro_flush_timeout 5\n",
+        )
+        .expect("stale");
+        let s = NapiSettings::apply(&root, "fw0", None, Some(&state)).expect("apply");
+        assert!(
+            s.notes[0].contains("is for another device (address 02:bb:00:00:00:09"),
+            "{:?}",
+            s.notes
+        );
+        drop(s);
+        assert_eq!(read(&dev, "napi_defer_hard_irqs"), "0");
         // Garbage in the state file: named, removed, nothing written.
         std::fs::write(&path, "\u{0}\u{1}binary").expect("garbage");
         let s = NapiSettings::apply(&root, "fw0", None, Some(&state)).expect("apply");

@@ -3,9 +3,11 @@
 //! (`flock`, released by the kernel when the process dies however it
 //! dies) so the next run can tell a killed run's leftover from a live run.
 //!
-//! Format, one item a line: `pid N`, then `FILE VALUE` for each sysfs
-//! file (`napi_defer_hard_irqs`, `gro_flush_timeout`) with its previous
-//! value, a whole number.
+//! Format, one item a line: `pid N`, `address MAC` (the device's, so a
+//! file left by a namespace that is gone is not applied to another
+//! device whose namespace reuses the inode), then `FILE VALUE` for each
+//! sysfs file (`napi_defer_hard_irqs`, `gro_flush_timeout`) with its
+//! previous value, a whole number.
 
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read, Write};
@@ -28,7 +30,11 @@ pub(super) fn file_name(device: &str) -> String {
 
 /// Creates `path` (and its directory, mode 0700), locks it and writes the
 /// previous values `old` (sysfs path, value); the open file holds the lock.
-pub(super) fn record(path: &Path, old: &[(PathBuf, String)]) -> Result<File, String> {
+pub(super) fn record(
+    path: &Path,
+    old: &[(PathBuf, String)],
+    address: &str,
+) -> Result<File, String> {
     let shown = path.display();
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
@@ -46,7 +52,7 @@ pub(super) fn record(path: &Path, old: &[(PathBuf, String)]) -> Result<File, Str
         .map_err(|e| format!("cannot write the state file {shown}: {e}"))?;
     file.try_lock()
         .map_err(|e| format!("cannot lock the state file {shown}: {e}"))?;
-    let mut text = format!("pid {}\n", std::process::id());
+    let mut text = format!("pid {}\naddress {address}\n", std::process::id());
     for (p, v) in old {
         let name = p
             .file_name()
@@ -60,14 +66,34 @@ pub(super) fn record(path: &Path, old: &[(PathBuf, String)]) -> Result<File, Str
     Ok(file)
 }
 
-/// The pid and (file, value) pairs of a state file's text, or why not.
-fn parse(text: &str) -> Result<(u32, Vec<(&'static str, String)>), String> {
+/// A state file's contents.
+#[derive(Debug, PartialEq, Eq)]
+struct State {
+    pid: u32,
+    /// The device's MAC address when the file was written (empty: unknown).
+    address: String,
+    /// (sysfs file, its previous value).
+    values: Vec<(&'static str, String)>,
+}
+
+/// A state file's text read, or why not.
+fn parse(text: &str) -> Result<State, String> {
     let mut pid = None;
+    let mut address = String::new();
     let mut values = Vec::new();
     for line in text.lines().filter(|l| !l.trim().is_empty()) {
         let (key, value) = line
             .split_once(' ')
             .ok_or_else(|| format!("line {line:?} is not `NAME VALUE`"))?;
+        if key == "address" {
+            let mac =
+                value.len() <= 64 && value.bytes().all(|b| b.is_ascii_hexdigit() || b == b':');
+            if !mac {
+                return Err(format!("address {value:?} is not a MAC address"));
+            }
+            address = value.to_string();
+            continue;
+        }
         let number =
             |v: &str| v.len() <= 20 && !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit());
         if !number(value) {
@@ -79,12 +105,16 @@ fn parse(text: &str) -> Result<(u32, Vec<(&'static str, String)>), String> {
             values.push((*f, value.to_string()));
         } else {
             return Err(format!(
-                "unknown name {key:?}: allowed pid, {}",
+                "unknown name {key:?}: allowed pid, address, {}",
                 FILES.join(", ")
             ));
         }
     }
-    Ok((pid.ok_or("no `pid` line")?, values))
+    Ok(State {
+        pid: pid.ok_or("no `pid` line")?,
+        address,
+        values,
+    })
 }
 
 /// If `path` is a killed run's state file (it exists and nobody holds its
@@ -118,18 +148,28 @@ pub(super) fn put_back_leftover(
         .take(MAX_STATE_BYTES)
         .read_to_string(&mut text)
         .map_err(|e| format!("cannot read the state file {shown}: {e}"))?;
+    let here = std::fs::read_to_string(device_dir.join("address")).unwrap_or_default();
     let note = match parse(&text) {
-        Ok((pid, values)) => {
+        Ok(state) if !state.address.is_empty() && state.address != here.trim() => format!(
+            "{device}: the state file {shown} of a busy-polling run (pid {}) is for another \
+             device (address {}, {device} here is {}; its namespace is gone); removed without \
+             writing anything",
+            state.pid,
+            state.address,
+            here.trim()
+        ),
+        Ok(state) => {
             let mut put = Vec::new();
-            for (f, v) in &values {
+            for (f, v) in &state.values {
                 let target = device_dir.join(f);
                 std::fs::write(&target, v)
                     .map_err(|e| format!("cannot write {v} to {}: {e}", target.display()))?;
                 put.push(format!("{f} {v}"));
             }
             format!(
-                "{device}: a busy-polling run (pid {pid}) ended without putting back the \
+                "{device}: a busy-polling run (pid {}) ended without putting back the \
                  device's settings (killed?); put back from {shown}: {}",
+                state.pid,
                 put.join(", ")
             )
         }
@@ -149,14 +189,20 @@ mod tests {
 
     #[test]
     fn state_text_is_read_strictly() {
-        let (pid, v) = parse("pid 42\nnapi_defer_hard_irqs 0\ngro_flush_timeout 7\n").expect("ok");
-        assert_eq!(pid, 42);
+        let state = parse(
+            "pid 42\naddress 02:aa:00:00:00:01\nnapi_defer_hard_irqs 0\ngro_flush_timeout 7\n",
+        )
+        .expect("ok");
         assert_eq!(
-            v,
-            vec![
-                ("napi_defer_hard_irqs", "0".to_string()),
-                ("gro_flush_timeout", "7".to_string())
-            ]
+            state,
+            State {
+                pid: 42,
+                address: "02:aa:00:00:00:01".to_string(),
+                values: vec![
+                    ("napi_defer_hard_irqs", "0".to_string()),
+                    ("gro_flush_timeout", "7".to_string())
+                ],
+            }
         );
         for (bad, says) in [
             ("napi_defer_hard_irqs 0\n", "no `pid` line"),
@@ -164,6 +210,7 @@ mod tests {
             ("pid 1\ngro_flush_timeout -1\n", "not a whole number"),
             ("pid 1\ngro_flush_timeout 1; rm\n", "not a whole number"),
             ("\u{0}\u{1}garbage", "not `NAME VALUE`"),
+            ("pid 1\naddress ../x\n", "not a MAC address"),
         ] {
             let e = parse(bad).expect_err(bad);
             assert!(e.contains(says), "{bad:?}: {e}");

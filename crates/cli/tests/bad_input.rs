@@ -900,6 +900,21 @@ fn shaper_and_traffic() {
         },
         row(&["sink", "--ports", "10-1"], 2, &["--ports", "LO <= HI"]),
         row(&["sink", "--ports", "1-2000"], 2, &["at most 1024"]),
+        row(
+            &["sink", "--ports", "0"],
+            2,
+            &["--ports \"0\": port 0", "allowed 1..=65535"],
+        ),
+        row(
+            &["sink", "--ports", "0-3"],
+            2,
+            &["--ports \"0-3\": port 0", "allowed 1..=65535"],
+        ),
+        row(
+            &["sink", "--class", "x=0"],
+            2,
+            &["port 0", "allowed 1..=65535"],
+        ),
         row(&["sink", "--idle", "x"], 2, &["--idle"]),
     ]);
 }
@@ -1540,6 +1555,25 @@ fn odd_config_files() {
             ],
         ),
         row(&["route", "--check", "/tmp"], 2, &["Is a directory"]),
+        Row {
+            files: Box::leak(Box::new([(
+                "r.toml",
+                "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            )])),
+            ..row(
+                &["check", "{dir}/r.toml"],
+                2,
+                &[
+                    "r.toml: a `pktsched route` config",
+                    "pktsched route --check",
+                ],
+            )
+        },
+        row(
+            &["stats", "--socket", "/nonexistent/s", "--config", "c.toml"],
+            2,
+            &["--config", "cannot be used with", "--socket"],
+        ),
     ]);
 }
 

@@ -62,12 +62,12 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// Creating the socket failed.
-    #[error("control socket {path}: {source}")]
+    #[error("control socket {path}: {error}")]
     Bind {
         /// The socket path.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a separate source: printed once).
+        error: std::io::Error,
     },
     /// Another shaper answers on that path.
     #[error(
@@ -101,13 +101,14 @@ pub enum ControlError {
     },
     /// Connecting or talking to the shaper failed.
     #[error(
-        "cannot reach pktsched on {path}: {source} (is `pktsched run` running with this control.socket?)"
+        "cannot reach pktsched on {path}: {error} (is `pktsched run` or `pktsched route` \
+         running with this control.socket?)"
     )]
     Connect {
         /// The socket path.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a separate source: printed once).
+        error: std::io::Error,
     },
 }
 
@@ -134,9 +135,9 @@ impl ControlServer {
             }
             let _ = std::fs::remove_file(path);
         }
-        let bind_err = |source| ControlError::Bind {
+        let bind_err = |error| ControlError::Bind {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let listener = UnixListener::bind(path).map_err(bind_err)?;
         // Between bind and this chmod the file has the umask's mode; no
@@ -223,9 +224,9 @@ pub fn request(path: &Path, req: Request) -> Result<String, ControlError> {
             });
         }
     }
-    let err = |source| ControlError::Connect {
+    let err = |error| ControlError::Connect {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut s = UnixStream::connect(path).map_err(err)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))

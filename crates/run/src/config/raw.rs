@@ -76,7 +76,8 @@ pub(crate) struct RateText(pub(crate) String);
 
 /// What a rate field takes, for serde's "invalid type" message.
 pub(crate) const RATE_EXPECTED: &str = "a rate with its unit, as a string: \"100mbit\", \"1.5gbit\", \
-     \"125MB/s\" (bit, kbit, mbit, gbit, tbit, bps...; a bare number is ambiguous)";
+     \"125MB/s\" (bits: bit, kbit, mbit, gbit, tbit; bytes: B/s, kB/s, MB/s, GB/s; a bare \
+     number is ambiguous)";
 
 impl std::ops::Deref for RateText {
     type Target = str;

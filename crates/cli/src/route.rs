@@ -92,7 +92,7 @@ pub(crate) struct ControlArgs {
     /// The running shaper's or router's config file (to find its
     /// control socket; which kind it is is told by its `[router]` or
     /// `[link]` table).
-    #[arg(long, short = 'c')]
+    #[arg(long, short = 'c', conflicts_with = "socket")]
     config: Option<PathBuf>,
     /// JSON instead of text (`stats` only).
     #[arg(long)]
@@ -104,7 +104,7 @@ pub(crate) struct ControlArgs {
 
 /// What kind of daemon a config file is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ConfigKind {
+pub(crate) enum ConfigKind {
     /// `pktsched route` (`[router]`).
     Route,
     /// `pktsched run` (`[link]`).
@@ -112,7 +112,7 @@ enum ConfigKind {
 }
 
 /// Tells a route config from a run config by its top-level tables.
-fn config_kind(path: &Path) -> Result<ConfigKind> {
+pub(crate) fn config_kind(path: &Path) -> Result<ConfigKind> {
     let text = read_capped(path, "config", MAX_CONFIG_BYTES).map_err(anyhow::Error::msg)?;
     let table: toml::Table = toml::from_str(&text)
         .map_err(|e| anyhow::anyhow!("{}: not a TOML file: {}", path.display(), e.message()))?;

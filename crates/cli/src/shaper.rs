@@ -87,6 +87,18 @@ pub(crate) struct CheckArgs {
 }
 
 pub(crate) fn check(a: &CheckArgs, out: &mut Stdout) -> Result<()> {
+    // A route config is checked by `route --check`; the run config's
+    // messages (an unknown `route` field) would not say so.
+    if matches!(
+        crate::route::config_kind(&a.config),
+        Ok(crate::route::ConfigKind::Route)
+    ) {
+        anyhow::bail!(
+            "{path}: a `pktsched route` config (it has [router]); `pktsched check` takes \
+             `pktsched run` configs ([link]): allowed `pktsched route --check {path}`",
+            path = a.config.display()
+        );
+    }
     let cfg = daemon::load_checked(&a.config).map_err(anyhow::Error::msg)?;
     writeln!(out, "# {}: ok", a.config.display())?;
     write!(out, "{cfg}")?;

@@ -331,6 +331,13 @@ fn sink_ports(a: &SinkArgs, classes: &[SinkClass]) -> Result<Vec<u16>> {
         }
         None => vec![5000],
     };
+    if ports.contains(&0) {
+        // Port 0 binds a port the kernel picks: no generator can aim at it.
+        bail!(
+            "--ports {:?}: port 0 is not a port a flow can be sent to: allowed 1..=65535",
+            a.ports.as_deref().unwrap_or("(the classes' ports)")
+        );
+    }
     if ports.len() > sink::MAX_SINK_PORTS {
         bail!(
             "--ports {:?}: {} ports, allowed at most {}",

@@ -532,7 +532,7 @@ fn shaper_and_traffic() {
                 2,
                 &[
                     "c.toml:8:8",
-                    "`ceil = 100`",
+                    "`class.ceil = 100`",
                     "a rate with its unit",
                     "ambiguous",
                 ],
@@ -900,6 +900,21 @@ fn shaper_and_traffic() {
         },
         row(&["sink", "--ports", "10-1"], 2, &["--ports", "LO <= HI"]),
         row(&["sink", "--ports", "1-2000"], 2, &["at most 1024"]),
+        row(
+            &["sink", "--ports", "0"],
+            2,
+            &["--ports \"0\": port 0", "allowed 1..=65535"],
+        ),
+        row(
+            &["sink", "--ports", "0-3"],
+            2,
+            &["--ports \"0-3\": port 0", "allowed 1..=65535"],
+        ),
+        row(
+            &["sink", "--class", "x=0"],
+            2,
+            &["port 0", "allowed 1..=65535"],
+        ),
         row(&["sink", "--idle", "x"], 2, &["--idle"]),
     ]);
 }
@@ -1399,12 +1414,190 @@ fn stats_and_reload_find_the_route_socket() {
         with(
             "[router]\ningress = 7\n",
             &["stats", "--config", "{dir}/c.toml"],
-            &["c.toml:2:11", "expected a string"],
+            &[
+                "c.toml:2:11",
+                "`router.ingress = 7`",
+                "a whole number",
+                "allowed a string",
+            ],
         ),
         row(
             &["stats", "--config", "/nonexistent/c.toml"],
             2,
             &["cannot read config"],
+        ),
+    ]);
+}
+
+/// A config with `extra` under `[link]` and one default class.
+fn link_with(extra: &str) -> &'static [(&'static str, &'static str)] {
+    let text = format!("{RUN_LINK}{extra}\n[[class]]\nname = \"a\"\ndefault = true\n");
+    Box::leak(Box::new([("c.toml", &*Box::leak(text.into_boxed_str()))]))
+}
+
+/// Odd config files for `check`, `run` and `route --check`: wrong types
+/// name the dotted field, the value's kind and the accepted forms; empty,
+/// binary, huge, negative, unknown and duplicated values and files that
+/// are not files are named; nothing prints a position of 0:0.
+#[test]
+fn odd_config_files() {
+    let check = |files, words| Row {
+        files,
+        ..row(&["check", "{dir}/c.toml"], 2, words)
+    };
+    let route = |content: &'static str, words| Row {
+        files: Box::leak(Box::new([("r.toml", content)])),
+        ..row(&["route", "--check", "{dir}/r.toml"], 2, words)
+    };
+    run_table(&[
+        check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = 10\n",
+            )],
+            &[
+                "c.toml:4:8",
+                "`link.rate = 10`: the value is a whole number",
+                "a rate with its unit",
+                "\"100mbit\"",
+            ],
+        ),
+        check(
+            link_with("busy_poll = \"yes\""),
+            &[
+                "c.toml:5:13",
+                "`link.busy_poll = \"yes\"`: the value is a string",
+                "allowed true, false or a whole number",
+            ],
+        ),
+        check(
+            link_with("burst = 1.5"),
+            &[
+                "`link.burst = 1.5`: the value is a fractional number",
+                "allowed a whole number",
+            ],
+        ),
+        check(
+            link_with("backend = { x = 1 }"),
+            &[
+                "`link.backend = { x = 1 }`: the value is a table",
+                "allowed a string",
+            ],
+        ),
+        check(
+            link_with("promiscuous = \"no\""),
+            &["`link.promiscuous = \"no\"`", "allowed true or false"],
+        ),
+        check(
+            link_with("buffers = 99999999999999999999"),
+            &["link.buffers", "a whole number too large"],
+        ),
+        check(
+            link_with("overhead = -1"),
+            &["c.toml:5:12", "link.overhead = -1", "0..=256"],
+        ),
+        check(
+            link_with("rate = \"2gbit\""),
+            &["c.toml:5:1", "`link.rate = \"2gbit\"`: duplicate key"],
+        ),
+        check(
+            link_with("colour = \"red\""),
+            &["c.toml:5:1", "unknown field `colour`", "`ingress`"],
+        ),
+        check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nmatch = [{ dport = 1.5 }]\n",
+            )],
+            &[
+                "c.toml:8:20",
+                "`class.match.dport",
+                "a fractional number",
+                "ports: 80 or \"1000-2000\"",
+            ],
+        ),
+        check(
+            &[("c.toml", "")],
+            &["c.toml: the file holds no settings", "[link]", "[[class]]"],
+        ),
+        check(
+            &[("c.toml", "# only a comment\n\n")],
+            &["holds no settings"],
+        ),
+        check(
+            &[("c.toml", "\u{1}\u{2}\u{3}garbage\u{7f}")],
+            &["c.toml:1:1"],
+        ),
+        row(
+            &["check", "/bin/true"],
+            2,
+            &["/bin/true: config", "is not UTF-8 text"],
+        ),
+        row(
+            &["check", "/tmp"],
+            2,
+            &["/tmp: cannot read config", "Is a directory"],
+        ),
+        row(&["check", ""], 2, &["a value is required", "<CONFIG>"]),
+        route(
+            "",
+            &[
+                "r.toml: the file holds no settings",
+                "[router]",
+                "[[route]]",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\nbusy_poll = true\n",
+            &[
+                "`router.busy_poll = true`: the value is a boolean",
+                "allowed a whole number",
+            ],
+        ),
+        row(&["route", "--check", "/tmp"], 2, &["Is a directory"]),
+        Row {
+            files: Box::leak(Box::new([(
+                "r.toml",
+                "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            )])),
+            ..row(
+                &["check", "{dir}/r.toml"],
+                2,
+                &[
+                    "r.toml: a `pktsched route` config",
+                    "pktsched route --check",
+                ],
+            )
+        },
+        row(
+            &["stats", "--socket", "/nonexistent/s", "--config", "c.toml"],
+            2,
+            &["--config", "cannot be used with", "--socket"],
+        ),
+    ]);
+}
+
+/// Control sockets that are not sockets: named, never connected to.
+#[test]
+fn control_paths_that_are_not_sockets() {
+    run_table(&[
+        Row {
+            files: &[("s.sock", "a regular file")],
+            ..row(
+                &["stats", "--socket", "{dir}/s.sock"],
+                2,
+                &["s.sock is a regular file, not a socket"],
+            )
+        },
+        row(
+            &["stats", "--socket", "/tmp"],
+            2,
+            &["/tmp is a directory, not a socket"],
+        ),
+        row(
+            &["reload", "--socket", "/dev/null"],
+            2,
+            &["/dev/null is a device or other special file, not a socket"],
         ),
     ]);
 }

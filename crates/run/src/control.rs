@@ -62,27 +62,53 @@ const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 #[derive(Debug, thiserror::Error)]
 pub enum ControlError {
     /// Creating the socket failed.
-    #[error("control socket {path}: {source}")]
+    #[error("control socket {path}: {error}")]
     Bind {
         /// The socket path.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a separate source: printed once).
+        error: std::io::Error,
     },
     /// Another shaper answers on that path.
     #[error(
         "control socket {0} is in use by a running pktsched (stop it or choose control.socket)"
     )]
     InUse(PathBuf),
+    /// The path exists and is something else than a socket: never
+    /// removed or connected to.
+    #[error(
+        "control socket {path} is {what}, not a socket: allowed a path that does not exist yet \
+         or pktsched's own socket (choose another control.socket)"
+    )]
+    NotASocket {
+        /// The path.
+        path: PathBuf,
+        /// What it is (`a regular file`, `a directory`, ...).
+        what: &'static str,
+    },
+    /// The socket's mode lets others than its owner connect: not a socket
+    /// pktsched made (it makes them 0600), or changed since.
+    #[error(
+        "control socket {path} has mode {mode:04o}: allowed 0600 (owner only), the mode \
+         pktsched gives it; it is not pktsched's or its mode was changed (restart pktsched \
+         or chmod 600 it)"
+    )]
+    Mode {
+        /// The path.
+        path: PathBuf,
+        /// Its permission bits.
+        mode: u32,
+    },
     /// Connecting or talking to the shaper failed.
     #[error(
-        "cannot reach pktsched on {path}: {source} (is `pktsched run` running with this control.socket?)"
+        "cannot reach pktsched on {path}: {error} (is `pktsched run` or `pktsched route` \
+         running with this control.socket?)"
     )]
     Connect {
         /// The socket path.
         path: PathBuf,
-        /// Why.
-        source: std::io::Error,
+        /// Why (in the message, not a separate source: printed once).
+        error: std::io::Error,
     },
 }
 
@@ -97,15 +123,21 @@ impl ControlServer {
     /// Binds `path` with mode 0600. A stale socket file (nobody answering)
     /// is replaced; a live one is an error.
     pub fn bind(path: &Path) -> Result<ControlServer, ControlError> {
+        if let Some(what) = not_a_socket(path) {
+            return Err(ControlError::NotASocket {
+                path: path.to_path_buf(),
+                what,
+            });
+        }
         if path.exists() {
             if UnixStream::connect(path).is_ok() {
                 return Err(ControlError::InUse(path.to_path_buf()));
             }
             let _ = std::fs::remove_file(path);
         }
-        let bind_err = |source| ControlError::Bind {
+        let bind_err = |error| ControlError::Bind {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let listener = UnixListener::bind(path).map_err(bind_err)?;
         // Between bind and this chmod the file has the umask's mode; no
@@ -155,11 +187,46 @@ fn handle(stream: UnixStream, answer: &dyn Fn(Request) -> String) {
     let _ = (&stream).write_all(reply.as_bytes());
 }
 
+/// What the file at `path` is when it exists and is not a socket
+/// (symbolic links followed).
+fn not_a_socket(path: &Path) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    let t = std::fs::metadata(path).ok()?.file_type();
+    if t.is_socket() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_file() {
+        Some("a regular file")
+    } else if t.is_fifo() {
+        Some("a FIFO")
+    } else {
+        Some("a device or other special file")
+    }
+}
+
 /// Sends `req` to the shaper listening on `path` and returns its answer.
+/// A path that is not a socket, or a socket others than its owner may use
+/// (not mode 0600), is refused before connecting.
 pub fn request(path: &Path, req: Request) -> Result<String, ControlError> {
-    let err = |source| ControlError::Connect {
+    if let Some(what) = not_a_socket(path) {
+        return Err(ControlError::NotASocket {
+            path: path.to_path_buf(),
+            what,
+        });
+    }
+    if let Ok(m) = std::fs::metadata(path) {
+        let mode = m.permissions().mode() & 0o7777;
+        if mode & 0o077 != 0 {
+            return Err(ControlError::Mode {
+                path: path.to_path_buf(),
+                mode,
+            });
+        }
+    }
+    let err = |error| ControlError::Connect {
         path: path.to_path_buf(),
-        source,
+        error,
     };
     let mut s = UnixStream::connect(path).map_err(err)?;
     s.set_read_timeout(Some(Duration::from_secs(10)))
@@ -253,6 +320,38 @@ mod tests {
         drop(UnixListener::bind(&path).expect("stale"));
         assert!(path.exists());
         let server = ControlServer::bind(&path).expect("replaces stale");
+        drop(server);
+        assert!(!path.exists());
+    }
+
+    #[test]
+    fn a_path_that_is_not_a_socket_is_left_alone_and_named() {
+        let path = scratch_socket("file");
+        std::fs::write(&path, "precious").expect("file");
+        let e = ControlServer::bind(&path).expect_err("a regular file");
+        assert!(
+            e.to_string().contains("is a regular file, not a socket"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&path).expect("kept"), "precious");
+        let e = request(&path, Request::Stats).expect_err("a regular file");
+        assert!(matches!(e, ControlError::NotASocket { .. }), "{e}");
+        std::fs::remove_file(&path).expect("cleanup");
+        let dir = std::env::temp_dir();
+        let e = request(&dir, Request::Stats).expect_err("a directory");
+        assert!(
+            e.to_string().contains("is a directory, not a socket"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_socket_others_may_use_is_refused_naming_its_mode() {
+        let path = scratch_socket("mode");
+        let server = ControlServer::bind(&path).expect("bind");
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o666)).expect("chmod");
+        let e = request(&path, Request::Stats).expect_err("0666");
+        assert!(e.to_string().contains("has mode 0666: allowed 0600"), "{e}");
         drop(server);
         assert!(!path.exists());
     }

@@ -318,8 +318,21 @@ fn busy_poll_device_settings(
         return Ok(None);
     }
     let index = pktsched_io::packet::if_index(dev).map_err(|e| format!("busy polling: {e}"))?;
-    let napi = match sys::NapiSettings::apply(Path::new("/sys/class/net"), dev, Some(index)) {
-        Ok(n) => Some(n),
+    let state_dir = Path::new(sys::STATE_DIR);
+    let applied = sys::NapiSettings::apply(
+        Path::new("/sys/class/net"),
+        dev,
+        Some(index),
+        Some(state_dir),
+    );
+    let napi = match applied {
+        Ok(n) if n.notes.is_empty() => Some(n),
+        Ok(n) => {
+            for note in &n.notes {
+                events.log(note);
+            }
+            Some(n)
+        }
         Err(e) => {
             events.log(&format!(
                 "busy polling {dev}: device settings not written: {e}"

@@ -135,6 +135,40 @@ pub struct Snapshot {
     pub forwarder: Option<crate::engine::ForwarderStats>,
 }
 
+/// The per-class quantiles that count only stamped frames.
+const RX_SPLIT_FIELDS: [&str; 6] = [
+    "ring_wait_p50_us",
+    "ring_wait_p99_us",
+    "ring_wait_p999_us",
+    "latency_p50_us",
+    "latency_p99_us",
+    "latency_p999_us",
+];
+
+/// Sets `fields` of the JSON object `obj` to `null` when its sample count
+/// `count` is 0 (a quantile of nothing is unknown, not 0).
+pub(crate) fn null_without_samples(obj: &mut serde_json::Value, count: &str, fields: &[&str]) {
+    if obj.get(count).and_then(serde_json::Value::as_u64) != Some(0) {
+        return;
+    }
+    if let Some(map) = obj.as_object_mut() {
+        for f in fields {
+            if let Some(x) = map.get_mut(*f) {
+                *x = serde_json::Value::Null;
+            }
+        }
+    }
+}
+
+/// A quantile in µs for text: `—` when there is no sample behind it.
+fn us_or_dash(samples: u64, us: f64) -> String {
+    if samples == 0 {
+        "—".to_string()
+    } else {
+        format!("{us:.0}us")
+    }
+}
+
 fn rate_text(bps: u64) -> String {
     match bps {
         b if b >= 1_000_000_000 => format!("{:.2}Gbit", b as f64 / 1e9),
@@ -167,28 +201,27 @@ impl Snapshot {
             );
             let _ = writeln!(
                 s,
-                " rate {} {}pps backlog {}b {}p sojourn p50 {:.0}us p99 {:.0}us",
+                " rate {} {}pps backlog {}b {}p sojourn p50 {} p99 {}",
                 rate_text(c.rate_bps),
                 c.pps,
                 c.backlog,
                 c.qlen,
-                c.sojourn_p50_us,
-                c.sojourn_p99_us
+                us_or_dash(c.sojourn_count, c.sojourn_p50_us),
+                us_or_dash(c.sojourn_count, c.sojourn_p99_us)
             );
-            if c.rx_stamped > 0 {
-                let _ = writeln!(
-                    s,
-                    " from kernel receive ({} stamped): ring wait p50 {:.0}us p99 {:.0}us \
-                     p999 {:.0}us, to the egress p50 {:.0}us p99 {:.0}us p999 {:.0}us",
-                    c.rx_stamped,
-                    c.ring_wait_p50_us,
-                    c.ring_wait_p99_us,
-                    c.ring_wait_p999_us,
-                    c.latency_p50_us,
-                    c.latency_p99_us,
-                    c.latency_p999_us
-                );
-            }
+            let stamped = |us| us_or_dash(c.rx_stamped, us);
+            let _ = writeln!(
+                s,
+                " from kernel receive ({} stamped): ring wait p50 {} p99 {} p999 {}, to the \
+                 egress p50 {} p99 {} p999 {}",
+                c.rx_stamped,
+                stamped(c.ring_wait_p50_us),
+                stamped(c.ring_wait_p99_us),
+                stamped(c.ring_wait_p999_us),
+                stamped(c.latency_p50_us),
+                stamped(c.latency_p99_us),
+                stamped(c.latency_p999_us)
+            );
             let reasons: Vec<String> = DROP_REASONS
                 .iter()
                 .zip(c.drops_by_reason)
@@ -279,9 +312,22 @@ impl Snapshot {
         s
     }
 
-    /// JSON (one object).
+    /// JSON (one object). A quantile with no sample behind it is `null`,
+    /// not 0: the ring-wait and kernel-receive latency quantiles of a class
+    /// with no stamped frame (`rx_stamped` 0), the sojourn quantiles of a
+    /// class with no sojourn sample (`sojourn_count` 0).
     pub fn json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        let mut v = match serde_json::to_value(self) {
+            Ok(v) => v,
+            Err(e) => return format!("{{\"error\":\"{e}\"}}"),
+        };
+        if let Some(classes) = v.get_mut("classes").and_then(|c| c.as_array_mut()) {
+            for c in classes {
+                null_without_samples(c, "rx_stamped", &RX_SPLIT_FIELDS);
+                null_without_samples(c, "sojourn_count", &["sojourn_p50_us", "sojourn_p99_us"]);
+            }
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
     /// The Prometheus text exposition format.
@@ -593,6 +639,32 @@ mod tests {
         assert_eq!(c["ring_wait_p99_us"], 40.0);
         assert_eq!(c["latency_p99_us"], 250.0);
         assert_eq!(c["rx_stamped"], 1);
+        assert_eq!(c["sojourn_p99_us"], 0.0);
+    }
+
+    #[test]
+    fn quantiles_without_samples_are_a_dash_and_null_not_zero() {
+        let mut snap = sample();
+        snap.classes[0].rx_stamped = 0;
+        snap.classes[0].sojourn_count = 0;
+        let t = snap.text();
+        assert!(
+            t.contains("sojourn p50 — p99 —")
+                && t.contains(
+                    "(0 stamped): ring wait p50 — p99 — p999 —, to the egress p50 — p99 — p999 —"
+                ),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+        let c = &v["classes"][0];
+        for k in RX_SPLIT_FIELDS
+            .iter()
+            .chain(&["sojourn_p50_us", "sojourn_p99_us"])
+        {
+            assert!(c[*k].is_null(), "{k}: {c}");
+        }
+        assert_eq!(c["rx_stamped"], 0);
+        assert_eq!(c["bytes"], 1500);
     }
 
     #[test]

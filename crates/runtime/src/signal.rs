@@ -5,14 +5,21 @@
 //! the signal. A benchmark, simulation or daemon checks [`stop_flag`]
 //! between steps, stops cleanly, prints what it has (marked partial) and
 //! exits with [`Signal::exit_code`] (130 or 143, as a shell reports a
-//! process killed by the signal). The handler is one-shot: a second Ctrl-C
-//! finds the default action back and ends the process at once, so a run
-//! that never reaches a safe point can still be stopped.
+//! process killed by the signal). A second SIGINT or SIGTERM ends the
+//! process at once (the default action, as if no handler were there), so a
+//! run that never reaches a safe point can still be stopped; before it
+//! dies, the handler writes the files registered with [`set_last_writes`]
+//! (settings the process changed outside itself, such as a device's sysfs
+//! knobs, put back to what they were) with `open`/`write`/`close` only,
+//! which are async-signal-safe.
 //!
 //! A daemon also calls [`install_reload`]: SIGHUP then sets a flag that
 //! [`take_reload`] reads and clears (re-read the config, like nginx).
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::ffi::CString;
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
 
 /// Set when SIGINT or SIGTERM arrives.
 static STOP: AtomicBool = AtomicBool::new(false);
@@ -95,23 +102,110 @@ pub fn install_reload() -> std::io::Result<()> {
     Ok(())
 }
 
-extern "C" fn record(signo: libc::c_int) {
-    // Only lock-free atomic stores: async-signal-safe.
-    let _ = SIGNAL.compare_exchange(0, signo, Ordering::Relaxed, Ordering::Relaxed);
-    STOP.store(true, Ordering::Release);
+/// Files to write, then files to remove, before a second stop signal ends
+/// the process: built outside the handler so that it only makes system
+/// calls.
+struct LastWrites {
+    writes: Vec<(CString, Vec<u8>)>,
+    removes: Vec<CString>,
 }
 
-/// Installs the one-shot handlers for SIGINT and SIGTERM.
+/// The registered [`LastWrites`] (null: none). A replaced or cleared list
+/// is leaked, never freed: a handler running on another thread may still
+/// be reading it (a few hundred bytes per busy-polling run).
+static LAST_WRITES: AtomicPtr<LastWrites> = AtomicPtr::new(std::ptr::null_mut());
+
+/// Registers files to write (path, content), then files to remove, if a
+/// second SIGINT or SIGTERM ends the process before it stops cleanly;
+/// replaces any earlier lists. Paths with a NUL byte are skipped.
+pub fn set_last_writes(writes: &[(PathBuf, String)], removes: &[PathBuf]) {
+    let c_path = |p: &PathBuf| CString::new(p.as_os_str().as_bytes()).ok();
+    let list = LastWrites {
+        writes: writes
+            .iter()
+            .filter_map(|(p, v)| Some((c_path(p)?, v.as_bytes().to_vec())))
+            .collect(),
+        removes: removes.iter().filter_map(c_path).collect(),
+    };
+    LAST_WRITES.store(Box::into_raw(Box::new(list)), Ordering::Release);
+}
+
+/// Forgets the files registered with [`set_last_writes`] (the process put
+/// them back itself).
+pub fn clear_last_writes() {
+    LAST_WRITES.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// Writes the registered files and removes the others; async-signal-safe
+/// (no allocation, no locks: `open`, `write`, `close`, `unlink`). Errors are ignored: the process is
+/// about to die and has nowhere to report them.
+fn write_last_writes() {
+    let list = LAST_WRITES.load(Ordering::Acquire);
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: a non-null pointer came from `Box::into_raw` in
+    // `set_last_writes` and is never freed (replaced lists are leaked),
+    // so it points to a live, never-mutated `LastWrites`.
+    let list = unsafe { &*list };
+    for (path, bytes) in &list.writes {
+        // SAFETY: `path` is a NUL-terminated C string that outlives the
+        // call; the flags are plain constants.
+        let fd = unsafe {
+            libc::open(
+                path.as_ptr(),
+                libc::O_WRONLY | libc::O_TRUNC | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            continue;
+        }
+        // SAFETY: `fd` is the descriptor just opened; the pointer and
+        // length describe `bytes`, alive for the call.
+        let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        // SAFETY: closing the descriptor opened above, once.
+        let _ = unsafe { libc::close(fd) };
+    }
+    for path in &list.removes {
+        // SAFETY: `path` is a NUL-terminated C string alive for the call.
+        let _ = unsafe { libc::unlink(path.as_ptr()) };
+    }
+}
+
+extern "C" fn record(signo: libc::c_int) {
+    // Only lock-free atomic operations and async-signal-safe calls.
+    let _ = SIGNAL.compare_exchange(0, signo, Ordering::Relaxed, Ordering::Relaxed);
+    if !STOP.swap(true, Ordering::AcqRel) {
+        return;
+    }
+    // The second stop signal: put back what the process changed outside
+    // itself, then die of the signal's default action.
+    write_last_writes();
+    // SAFETY: `sigaction` is plain data; all-zero is a valid value whose
+    // handler is SIG_DFL (0).
+    let mut dfl: libc::sigaction = unsafe { std::mem::zeroed() };
+    dfl.sa_sigaction = libc::SIG_DFL;
+    // SAFETY: `sigaction` and `raise` are async-signal-safe; `dfl` is
+    // initialised and outlives the call. The raised signal is blocked while
+    // this handler runs and is delivered, with the default action, when it
+    // returns.
+    unsafe {
+        libc::sigaction(signo, &dfl, std::ptr::null_mut());
+        libc::raise(signo);
+    }
+}
+
+/// Installs the handlers for SIGINT and SIGTERM (the first records the
+/// signal, the second ends the process; see the module's notes).
 pub fn install() -> std::io::Result<()> {
     for signo in [libc::SIGINT, libc::SIGTERM] {
         // SAFETY: `sigaction` is plain data; all-zero is a valid value
         // (empty mask, no flags) that is filled in below.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
         action.sa_sigaction = record as extern "C" fn(libc::c_int) as libc::sighandler_t;
-        // SA_RESETHAND: the second signal gets the default action back.
         // SA_RESTART: interrupted system calls resume instead of failing.
-        action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
-        // SAFETY: the handler only stores to atomics (async-signal-safe);
+        action.sa_flags = libc::SA_RESTART;
+        // SAFETY: the handler only uses atomics and async-signal-safe calls;
         // `action` is initialised and outlives the call; a null old-action
         // pointer is allowed.
         let rc = unsafe { libc::sigaction(signo, &action, std::ptr::null_mut()) };
@@ -138,6 +232,52 @@ mod tests {
         assert_eq!(rc, 0);
         assert!(stop_flag().load(Ordering::Acquire));
         assert_eq!(received(), Some(Signal::Terminate));
+    }
+
+    /// Set in the child that [`a_second_signal_writes_the_last_files_and_kills`]
+    /// starts: the file the child registers.
+    const CHILD_FILE: &str = "PKTSCHED_SIGNAL_CHILD_FILE";
+
+    /// Runs only in that child (a no-op otherwise): registers a file, then
+    /// raises SIGTERM twice; the second must write the file and kill it.
+    #[test]
+    fn second_signal_child() {
+        let Some(file) = std::env::var_os(CHILD_FILE) else {
+            return;
+        };
+        install().expect("install");
+        let file = PathBuf::from(file);
+        let gone = file.with_extension("gone");
+        std::fs::write(&gone, "").expect("file");
+        set_last_writes(&[(file, "restored\n".to_string())], &[gone]);
+        for _ in 0..2 {
+            // SAFETY: raising a signal whose handler was installed above.
+            unsafe { libc::raise(libc::SIGTERM) };
+        }
+        // Not reached when the second signal kills the process.
+        std::process::exit(3);
+    }
+
+    #[test]
+    fn a_second_signal_writes_the_last_files_and_kills() {
+        use std::os::unix::process::ExitStatusExt;
+        let file = std::env::temp_dir().join(format!("pktsched-sig-{}", std::process::id()));
+        std::fs::write(&file, "changed\n").expect("file");
+        let status = std::process::Command::new(std::env::current_exe().expect("exe"))
+            .args([
+                "--exact",
+                "signal::tests::second_signal_child",
+                "--nocapture",
+            ])
+            .env(CHILD_FILE, &file)
+            .status()
+            .expect("child");
+        let written = std::fs::read_to_string(&file).expect("read");
+        let _ = std::fs::remove_file(&file);
+        assert!(!file.with_extension("gone").exists(), "removed");
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+        assert_eq!(written, "restored\n");
+        clear_last_writes();
     }
 
     #[test]

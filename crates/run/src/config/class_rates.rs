@@ -38,6 +38,11 @@ pub struct ClassRateRange {
     pub slowest: Rate,
     /// The fastest: the link's rate.
     pub link_rate: Rate,
+    /// The link's largest frame on the wire (bytes).
+    pub max_wire_len: u32,
+    /// The slowest rate (whole kbit/s) at which one such frame fits the
+    /// shaper's horizon; below [`MIN_CLASS_RATE`] the floor is that.
+    pub frame_floor: Rate,
 }
 
 impl ClassRateRange {
@@ -57,6 +62,8 @@ impl ClassRateRange {
         ClassRateRange {
             slowest: kbit.max(MIN_CLASS_RATE),
             link_rate,
+            max_wire_len,
+            frame_floor: kbit,
         }
     }
 }
@@ -70,7 +77,12 @@ pub(super) fn class_rates(
     range: ClassRateRange,
 ) -> Result<(Option<Rate>, Option<Rate>), ConfigError> {
     let name = raw.name.get_ref();
-    let ClassRateRange { slowest, link_rate } = range;
+    let ClassRateRange {
+        slowest,
+        link_rate,
+        max_wire_len,
+        frame_floor,
+    } = range;
     let one = |v: &Option<Spanned<RateText>>, field: &str| -> Result<Option<Rate>, ConfigError> {
         let Some(v) = v else { return Ok(None) };
         let what = format!("class {name:?}: {field}");
@@ -79,17 +91,24 @@ pub(super) fn class_rates(
             return Err(cx.err(
                 v.span(),
                 format!(
-                    "{what} = {r}: no class rate fits this link: one largest frame needs at least \
-                     {slowest} to fit the shaper's 16 ms horizon, above link.rate = {link_rate}; \
-                     allowed: a smaller link.max_frame or a faster link.rate"
+                    "{what} = {r}: no class rate fits this link: one largest frame \
+                     ({max_wire_len} bytes on the wire) needs at least {slowest} to fit the \
+                     shaper's 16 ms horizon, above link.rate = {link_rate}; allowed: a smaller \
+                     link.max_frame or a faster link.rate"
                 ),
             ));
         }
         if r < slowest || r > link_rate {
             let why = if slowest > MIN_CLASS_RATE {
-                " (the slowest at which one largest frame fits the shaper's 16 ms horizon)"
+                format!(
+                    " (the slowest at which one largest frame, {max_wire_len} bytes on the \
+                     wire, fits the shaper's 16 ms horizon)"
+                )
             } else {
-                ""
+                format!(
+                    " (the floor for a class rate; one largest frame, {max_wire_len} bytes on \
+                     the wire, fits the shaper's 16 ms horizon from {frame_floor})"
+                )
             };
             return Err(cx.err(
                 v.span(),

@@ -49,6 +49,7 @@ mod parse;
 mod prio_credit;
 mod raw;
 mod threads;
+mod type_error;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -92,7 +93,6 @@ pub const MAX_LINK_RATE: Rate = Rate::gbit(400);
 
 /// A config error with its position.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{col}: {msg}")]
 pub struct ConfigError {
     /// The file as named.
     pub file: String,
@@ -102,6 +102,18 @@ pub struct ConfigError {
     pub col: usize,
     /// Field, value and what is allowed.
     pub msg: String,
+}
+
+impl std::fmt::Display for ConfigError {
+    /// `file:line:col: msg`, or `file: msg` when the error has no position
+    /// (the file could not be read).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.line == 0 {
+            write!(f, "{}: {}", self.file, self.msg)
+        } else {
+            write!(f, "{}:{}:{}: {}", self.file, self.line, self.col, self.msg)
+        }
+    }
 }
 
 /// Which packet I/O to use.

@@ -38,23 +38,31 @@ impl Ctx<'_> {
         }
     }
 
-    /// A TOML or type error from the deserializer, with the `key = value`
-    /// of the line it points at in front (serde's own message names the
-    /// type it wanted but not the field).
+    /// A TOML or type error from the deserializer, said with the field's
+    /// dotted name, the value, its kind and the accepted forms
+    /// ([`super::type_error::describe`]).
     pub(crate) fn toml_err(&self, e: &toml::de::Error) -> ConfigError {
         let span = e.span().unwrap_or(0..0);
-        let pos = span.start.min(self.src.len());
-        let line_start = self.src[..pos].rfind('\n').map_or(0, |i| i + 1);
-        let line = self.src[line_start..].lines().next().unwrap_or("").trim();
-        let is_key_value = line
-            .split_once('=')
-            .is_some_and(|(key, _)| !key.trim().is_empty() && !line.starts_with('['));
-        let msg = e.message();
-        if is_key_value && line.len() <= 80 {
-            self.err(span, format!("`{line}`: {msg}"))
-        } else {
-            self.err(span, msg.to_string())
+        let msg = super::type_error::describe(self.src, span.start, e.message());
+        self.err(span, msg)
+    }
+
+    /// An error when the text holds no TOML at all (empty, blank or only
+    /// comments): `needs` says what a config of this kind must have.
+    pub(crate) fn refuse_empty(&self, needs: &str) -> Result<(), ConfigError> {
+        let blank = self
+            .src
+            .lines()
+            .all(|l| l.trim().is_empty() || l.trim_start().starts_with('#'));
+        if blank {
+            return Err(ConfigError {
+                file: self.file.to_string(),
+                line: 0,
+                col: 0,
+                msg: format!("the file holds no settings (empty or only comments): {needs}"),
+            });
         }
+        Ok(())
     }
 
     /// `v` as u32 if `min ≤ v ≤ max`, else an error naming the field.
@@ -86,6 +94,9 @@ pub fn load(path: &Path) -> Result<RunConfig, ConfigError> {
 /// Checks config text; `dir` is where relative policy paths start.
 pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, ConfigError> {
     let cx = Ctx { file, src };
+    cx.refuse_empty(
+        "a run config needs [link] with ingress, egress and rate, and at least one [[class]]",
+    )?;
     let raw: RawConfig = toml::from_str(src).map_err(|e| cx.toml_err(&e))?;
     let link = parse_link(&cx, &raw.link)?;
     let scheduler = parse_scheduler(&cx, raw.scheduler.as_ref(), dir)?;

@@ -36,14 +36,38 @@ pub(crate) struct RawLink {
 }
 
 /// `true`/`false` or a number (`link.busy_poll`: on, off, or a budget).
-#[derive(Debug, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "true, false or a whole number (link.busy_poll: a budget of 1..=1024 frames)"
-)]
+#[derive(Debug)]
 pub(crate) enum BoolOrNum {
     Bool(bool),
     Num(i64),
+}
+
+/// What `link.busy_poll` takes, for serde's "invalid type" message.
+const BOOL_OR_NUM_EXPECTED: &str =
+    "true, false or a whole number (link.busy_poll: a budget of 1..=1024 frames)";
+
+impl<'de> Deserialize<'de> for BoolOrNum {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<BoolOrNum, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = BoolOrNum;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(BOOL_OR_NUM_EXPECTED)
+            }
+            fn visit_bool<E: serde::de::Error>(self, v: bool) -> Result<BoolOrNum, E> {
+                Ok(BoolOrNum::Bool(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<BoolOrNum, E> {
+                Ok(BoolOrNum::Num(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<BoolOrNum, E> {
+                // Beyond i64 is beyond every range: kept saturated so the
+                // range check names it.
+                Ok(BoolOrNum::Num(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 /// A rate as written: a string with its unit. A bare number is refused by
@@ -53,7 +77,8 @@ pub(crate) struct RateText(pub(crate) String);
 
 /// What a rate field takes, for serde's "invalid type" message.
 pub(crate) const RATE_EXPECTED: &str = "a rate with its unit, as a string: \"100mbit\", \"1.5gbit\", \
-     \"125MB/s\" (bit, kbit, mbit, gbit, tbit, bps...; a bare number is ambiguous)";
+     \"125MB/s\" (bits: bit, kbit, mbit, gbit, tbit; bytes: B/s, kB/s, MB/s, GB/s; a bare \
+     number is ambiguous)";
 
 impl std::ops::Deref for RateText {
     type Target = str;
@@ -113,15 +138,36 @@ pub(crate) struct RawClass {
 }
 
 /// A number or a string (ports: `80` or `"1000-2000"`; DSCP: `46` or `"ef"`).
-#[derive(Debug, Deserialize)]
-#[serde(
-    untagged,
-    expecting = "a whole number or a string (ports: 80 or \"1000-2000\"; dscp: 46 or \"ef\"; \
-                 proto: 17 or \"udp\"; burst: 15360 or \"15k\")"
-)]
+#[derive(Debug)]
 pub(crate) enum NumOrText {
     Num(i64),
     Text(String),
+}
+
+/// What a [`NumOrText`] field takes, for serde's "invalid type" message.
+const NUM_OR_TEXT_EXPECTED: &str = "a whole number or a string (ports: 80 or \"1000-2000\"; \
+     dscp: 46 or \"ef\"; proto: 17 or \"udp\"; burst: 15360 or \"15k\")";
+
+impl<'de> Deserialize<'de> for NumOrText {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<NumOrText, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = NumOrText;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(NUM_OR_TEXT_EXPECTED)
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<NumOrText, E> {
+                Ok(NumOrText::Num(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<NumOrText, E> {
+                Ok(NumOrText::Num(i64::try_from(v).unwrap_or(i64::MAX)))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<NumOrText, E> {
+                Ok(NumOrText::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl std::fmt::Display for NumOrText {

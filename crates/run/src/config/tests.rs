@@ -186,7 +186,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         (
             link.replace("\"1gbit\"", "10") + class,
             &[
-                "`rate = 10`",
+                "`link.rate = 10`",
                 "a rate with its unit",
                 "\"100mbit\"",
                 "ambiguous",
@@ -253,7 +253,12 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}engine = 2\n{class}"),
-            &["t.toml:5:10", "expected a string"],
+            &[
+                "t.toml:5:10",
+                "`link.engine = 2`",
+                "the value is a whole number",
+                "allowed a string",
+            ],
         ),
         (
             format!("{link}cpu = 1024\n{class}"),
@@ -277,7 +282,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}sched = 50\n{class}"),
-            &["t.toml:5", "expected a string"],
+            &["t.toml:5", "`link.sched = 50`", "allowed a string"],
         ),
         (
             format!("{link}bogus = 1\n{class}"),
@@ -426,11 +431,18 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}ceil = \"100kbit\"\n"),
-            &["class \"a\": ceil", "allowed 1mbit up to link.rate"],
+            &[
+                "class \"a\": ceil",
+                "allowed 1mbit (the floor for a class rate",
+            ],
         ),
         (
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}ceil = 1.5\n"),
-            &["`ceil = 1.5`", "a rate with its unit"],
+            &[
+                "`class.ceil = 1.5`",
+                "a fractional number",
+                "a rate with its unit",
+            ],
         ),
         (
             // A 9024-byte wire frame takes 72 ms at 1 Mbit/s, beyond the
@@ -441,7 +453,18 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &[
                 "class \"a\": rate = 1mbit",
                 "allowed 4.407mbit",
-                "shaper's 16 ms horizon",
+                "9024 bytes on the wire, fits the shaper's 16 ms horizon",
+            ],
+        ),
+        (
+            // 1514-byte frames fit the horizon from 740 kbit/s; the floor
+            // for a class rate is 1 Mbit/s, and the message says both.
+            format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"500kbit\"\n"),
+            &[
+                "class \"a\": rate = 500kbit",
+                "allowed 1mbit (the floor for a class rate",
+                "1514 bytes on the wire",
+                "horizon from 740kbit",
             ],
         ),
         (
@@ -464,8 +487,8 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             format!("{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = 10\n"),
             &[
                 "t.toml:10:8",
-                "invalid type",
-                "expected a rate with its unit",
+                "`class.rate = 10`: the value is a whole number",
+                "allowed a rate with its unit",
             ],
         ),
         (
@@ -569,8 +592,8 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
                 "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"10mbit\"\nburst = 1.5\n"
             ),
             &[
-                "`burst = 1.5`",
-                "a whole number or a string",
+                "`class.burst = 1.5`: the value is a fractional number",
+                "allowed a whole number or a string",
                 "15360 or \"15k\"",
             ],
         ),

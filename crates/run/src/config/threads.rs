@@ -179,7 +179,8 @@ mod tests {
         }
         let e = link_with("busy_poll = \"yes\"").expect_err("a string");
         assert!(
-            e.contains("busy_poll") && e.contains("true, false or a whole number"),
+            e.contains("`link.busy_poll = \"yes\"`: the value is a string")
+                && e.contains("allowed true, false or a whole number"),
             "{e}"
         );
     }

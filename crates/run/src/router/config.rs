@@ -147,6 +147,10 @@ pub fn load(path: &Path) -> Result<RouteConfig, ConfigError> {
 /// Checks config text.
 pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
     let cx = Ctx { file, src };
+    cx.refuse_empty(
+        "a route config needs [router] with ingress and egress, at least one [[class]] and \
+         one [[route]]",
+    )?;
     let raw: RawRouteConfig = toml::from_str(src).map_err(|e| cx.toml_err(&e))?;
     let router = parse_router(&cx, &raw.router)?;
     let Some(list) = raw.class.as_ref() else {

@@ -262,10 +262,38 @@ pub struct RouterSnapshot {
     pub egress: Option<super::egress::EgressSnapshot>,
 }
 
+/// A quantile in ns for text: `—` when no sample is behind it.
+fn ns_or_dash(samples: u64, ns: u64) -> String {
+    if samples == 0 {
+        "—".to_string()
+    } else {
+        format!("{ns} ns")
+    }
+}
+
 impl RouterSnapshot {
-    /// JSON, one object.
+    /// JSON, one object. The ring-wait quantiles of a class with no
+    /// stamped frame (`rx_stamped` 0) are `null`, not 0.
     pub fn json(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        let mut v = match serde_json::to_value(self) {
+            Ok(v) => v,
+            Err(e) => return format!("{{\"error\":\"{e}\"}}"),
+        };
+        if let Some(classes) = v.get_mut("classes").and_then(|c| c.as_array_mut()) {
+            for c in classes {
+                crate::stats::null_without_samples(
+                    c,
+                    "rx_stamped",
+                    &[
+                        "ring_wait_p50_ns",
+                        "ring_wait_p99_ns",
+                        "ring_wait_p999_ns",
+                        "ring_wait_max_ns",
+                    ],
+                );
+            }
+        }
+        serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
     /// Human-readable text.
@@ -306,7 +334,7 @@ impl RouterSnapshot {
                 s,
                 "class {}: received {} = forwarded {} + dropped {} [{}] + queued {}{} | latency \
                  (kernel receive -> transmit) p50 {} p99 {} p99.9 {} max {} ns | ring wait p50 {} \
-                 p99 {} p99.9 {} max {} ns ({} stamped)",
+                 p99 {} p99.9 {} max {} ({} stamped)",
                 c.name,
                 c.received,
                 c.forwarded,
@@ -322,10 +350,10 @@ impl RouterSnapshot {
                 c.latency_p99_ns,
                 c.latency_p999_ns,
                 c.latency_max_ns,
-                c.ring_wait_p50_ns,
-                c.ring_wait_p99_ns,
-                c.ring_wait_p999_ns,
-                c.ring_wait_max_ns,
+                ns_or_dash(c.rx_stamped, c.ring_wait_p50_ns),
+                ns_or_dash(c.rx_stamped, c.ring_wait_p99_ns),
+                ns_or_dash(c.rx_stamped, c.ring_wait_p999_ns),
+                ns_or_dash(c.rx_stamped, c.ring_wait_max_ns),
                 c.rx_stamped
             );
         }
@@ -420,6 +448,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn ring_wait_without_a_stamped_frame_is_a_dash_and_null() {
+        let mut c = ClassAcc::new();
+        assert_eq!(c.taken(0, 5_000), 5_000, "no stamp");
+        let all = RouterSnapshot {
+            classes: vec![c.snapshot("be")],
+            ..RouterSnapshot::default()
+        };
+        let t = all.text();
+        assert!(
+            t.contains("ring wait p50 — p99 — p99.9 — max — (0 stamped)"),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&all.json()).expect("json");
+        let class = &v["classes"][0];
+        for k in [
+            "ring_wait_p50_ns",
+            "ring_wait_p99_ns",
+            "ring_wait_p999_ns",
+            "ring_wait_max_ns",
+        ] {
+            assert!(class[k].is_null(), "{k}: {class}");
+        }
+        assert_eq!(class["rx_stamped"], 0, "{class}");
+    }
+
+    #[test]
     fn latency_starts_at_the_kernel_receive_when_known() {
         let mut c = ClassAcc::new();
         assert_eq!(c.taken(0, 5_000), 5_000, "no stamp: from the take");
@@ -461,7 +515,7 @@ mod tests {
             "{json}"
         );
         assert!(
-            all.text().contains("ring wait p50 1 p99 1000"),
+            all.text().contains("ring wait p50 1 ns p99 1000 ns"),
             "{}",
             all.text()
         );

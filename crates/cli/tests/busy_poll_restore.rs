@@ -1,0 +1,159 @@
+//! `pktsched run --busy-poll` writes the ingress's NAPI settings
+//! (`napi_defer_hard_irqs`, `gro_flush_timeout`) and must put them back
+//! however it ends: killed with SIGKILL, the next run finds the state file
+//! and puts them back (saying so); stopped by two quick SIGTERMs, the
+//! second writes them back before the process dies. In namespaces of its
+//! own (prefix `hdbp-`); needs root (CI runs as root), skipped otherwise.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use common::Scratch;
+use pktsched_io::netns::{Topology, is_root};
+
+const BIN: &str = env!("CARGO_BIN_EXE_pktsched");
+
+/// Kills the shaper if the test fails before it ends.
+struct Guard(Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `DEV`'s sysfs file `name` in namespace `ns`, trimmed.
+fn sysfs(ns: &str, name: &str) -> String {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, "cat"])
+        .arg(format!("/sys/class/net/d0/{name}"))
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&o.stdout).trim().to_string()
+}
+
+/// Starts the shaper with busy polling in `ns` and waits until its log
+/// says the settings are written; its stderr lines keep coming on the
+/// returned channel. `None` when it runs without writing them (no AF_XDP
+/// here: the settings are then never touched).
+fn start(ns: &str, cfg: &str) -> (Guard, mpsc::Receiver<String>, Option<Vec<String>>) {
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", ns, BIN, "run", "--config", cfg])
+        .args(["--busy-poll", "--cpu", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = mpsc::channel();
+    let err = child.stderr.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(err).lines().map_while(Result::ok) {
+            eprintln!("shaper: {line}");
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut seen = Vec::new();
+    let written = loop {
+        let Ok(line) = rx.recv_timeout(Duration::from_secs(20)) else {
+            panic!("the shaper did not start: {seen:?}");
+        };
+        seen.push(line.clone());
+        if line.contains("napi_defer_hard_irqs 2") {
+            break true;
+        }
+        if line.contains("busy polling d0") {
+            break false;
+        }
+    };
+    (Guard(Some(child)), rx, written.then_some(seen))
+}
+
+#[test]
+fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let topo = Topology::line("hdbp-").expect("topology");
+    let ns = &topo.dut_ns;
+    let scratch = Scratch::new("busy-poll-restore");
+    let socket = scratch.path().join("ctl.sock").display().to_string();
+    let cfg = scratch.file(
+        "run.toml",
+        &format!(
+            "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\nbackend = \"xdp\"\n\
+             [control]\nsocket = \"{socket}\"\n[[class]]\nname = \"a\"\ndefault = true\n"
+        ),
+    );
+    let before = (
+        sysfs(ns, "napi_defer_hard_irqs"),
+        sysfs(ns, "gro_flush_timeout"),
+    );
+    // SIGKILL: nothing of the process runs; the settings stay.
+    let (mut guard, _log, written) = start(ns, &cfg);
+    if written.is_none() {
+        eprintln!("skipped: the device settings were not written here (no AF_XDP on veth?)");
+        return;
+    }
+    let mut child = guard.0.take().unwrap();
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert_eq!(
+        sysfs(ns, "napi_defer_hard_irqs"),
+        "2",
+        "left by the killed run"
+    );
+    // The next run puts them back before writing its own, and says so.
+    let (mut guard, log, seen) = start(ns, &cfg);
+    let seen = seen.expect("written again");
+    assert!(
+        seen.iter().any(|l| l.contains("ended without putting back")
+            && l.contains(&format!("napi_defer_hard_irqs {}", before.0))),
+        "{seen:?}"
+    );
+    let state = seen
+        .iter()
+        .find_map(|l| l.split_once("put back from ").map(|(_, r)| r))
+        .and_then(|r| r.split_once(": "))
+        .map(|(path, _)| std::path::PathBuf::from(path))
+        .expect("the state file named");
+    assert!(state.exists(), "{} held by the live run", state.display());
+    // Two SIGTERMs at once: the second ends the process at once, and the
+    // handler writes the settings back first.
+    let pid = guard.0.as_ref().unwrap().id();
+    // `ip netns exec` execs the shaper: the child's pid is the shaper's.
+    for _ in 0..2 {
+        let ok = Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap();
+        assert!(ok.success());
+    }
+    let status = guard.0.take().unwrap().wait().unwrap();
+    drop(log);
+    assert_eq!(
+        (
+            sysfs(ns, "napi_defer_hard_irqs"),
+            sysfs(ns, "gro_flush_timeout")
+        ),
+        before,
+        "put back ({status:?})"
+    );
+    assert!(
+        !state.exists(),
+        "{} removed by the handler",
+        state.display()
+    );
+    drop(guard);
+    drop(topo);
+}

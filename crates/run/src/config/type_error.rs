@@ -1,0 +1,185 @@
+//! A TOML syntax or type error from the deserializer, said in the config's
+//! words: serde names the Rust type it wanted (`i64`, an untagged enum's
+//! list) but neither the field nor the type of the value it found. The
+//! message here names the field as a dotted path (`link.rate`,
+//! `class.match.dport`), the value as written, what kind of value that is
+//! (a whole number, a string, a table, ...) and the forms the field
+//! accepts.
+
+/// The kind of value serde's `invalid type: KIND VALUE, expected WANT`
+/// found, in TOML's words.
+fn found_kind(serde_kind: &str) -> &'static str {
+    let k = serde_kind.trim();
+    let table = [
+        ("integer", "a whole number"),
+        ("floating point", "a fractional number"),
+        ("string", "a string"),
+        ("boolean", "a boolean"),
+        ("map", "a table"),
+        ("sequence", "an array"),
+        ("unit", "nothing"),
+        ("date", "a date"),
+        ("datetime", "a date"),
+    ];
+    table
+        .iter()
+        .find(|(prefix, _)| k.starts_with(prefix))
+        .map_or("a value of another type", |(_, said)| said)
+}
+
+/// What a field accepts, from serde's `expected ...` (Rust type names are
+/// said as TOML forms, with an example using the field's key).
+fn accepted(expected: &str, key: &str) -> String {
+    let e = expected.trim();
+    let whole = [
+        "i8", "i16", "i32", "i64", "i128", "u8", "u16", "u32", "u64", "u128", "usize",
+    ];
+    if whole.contains(&e) {
+        format!("a whole number, e.g. `{key} = 64`")
+    } else if e == "a string" {
+        format!("a string in quotes, e.g. `{key} = \"...\"`")
+    } else if e == "a boolean" {
+        format!("true or false, e.g. `{key} = true`")
+    } else if e.starts_with("a sequence") {
+        format!("an array, e.g. `{key} = [...]`")
+    } else if e.starts_with("struct ") || e == "a map" {
+        format!("a table, e.g. `[{key}]` or `{key} = {{ ... }}`")
+    } else {
+        e.to_string()
+    }
+}
+
+/// Splits serde's `invalid type: KIND, expected WANT` (also `invalid
+/// value:`) into the kind of value found and what was expected.
+fn split_type_error(msg: &str) -> Option<(&str, &str)> {
+    let rest = msg
+        .strip_prefix("invalid type: ")
+        .or_else(|| msg.strip_prefix("invalid value: "))?;
+    rest.split_once(", expected ")
+}
+
+/// The last key of a `key = ` in `s`.
+fn key_before(s: &str) -> Option<&str> {
+    let eq = s.rfind('=')?;
+    let head = s[..eq].trim_end();
+    let start = head
+        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+        .map_or(0, |i| i + 1);
+    let k = head[start..].trim_matches('"');
+    (!k.is_empty()).then_some(k)
+}
+
+/// The key of `key = value` nearest before byte `col` of `line` (the inner
+/// key of an inline table), and the first key of the line.
+fn keys_of(line: &str, col: usize) -> (Option<&str>, Option<&str>) {
+    let first = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let inner = key_before(&line[..col.min(line.len())]);
+    (first, inner)
+}
+
+/// The section (`[link]` → `link`, `[[egress.class]]` → `egress.class`)
+/// the byte `pos` of `src` is in.
+fn section_at(src: &str, pos: usize) -> Option<&str> {
+    src[..pos].lines().rev().find_map(|l| {
+        let l = l.trim();
+        let inner = l.strip_prefix("[[").and_then(|s| s.split_once("]]"));
+        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|s| s.split_once(']')));
+        inner.map(|(name, _)| name.trim())
+    })
+}
+
+/// The message for a deserializer error at byte `pos` of `src` whose
+/// serde text is `msg`.
+pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
+    let pos = pos.min(src.len());
+    let line_start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line = src[line_start..].lines().next().unwrap_or("");
+    let (first, inner) = keys_of(line, pos - line_start);
+    let Some(first) = first.filter(|_| !line.trim_start().starts_with('[')) else {
+        return msg.to_string();
+    };
+    let mut field = section_at(src, line_start).map_or(String::new(), |s| format!("{s}."));
+    field.push_str(first);
+    let key = match inner {
+        Some(k) if k != first => {
+            field.push('.');
+            field.push_str(k);
+            k
+        }
+        _ => first,
+    };
+    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
+    let shown = if value.len() <= 60 {
+        format!("`{field} = {value}`")
+    } else {
+        format!("`{field}`")
+    };
+    match split_type_error(msg) {
+        Some((kind, expected)) => {
+            let big = if kind.contains(" as i128") || kind.contains(" as u128") {
+                " too large for any setting"
+            } else {
+                ""
+            };
+            format!(
+                "{shown}: the value is {}{big}; allowed {}",
+                found_kind(kind),
+                accepted(expected, key)
+            )
+        }
+        None => format!("{shown}: {msg}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_error_names_field_value_kind_and_forms() {
+        let src = "[link]\ningress = \"d0\"\nrate = 10\n";
+        let at = src.find("10").expect("value");
+        let m = describe(
+            src,
+            at,
+            "invalid type: integer `10`, expected a rate with its unit, e.g. \"10mbit\"",
+        );
+        assert_eq!(
+            m,
+            "`link.rate = 10`: the value is a whole number; allowed a rate with its unit, e.g. \
+             \"10mbit\""
+        );
+        let src = "[[class]]\nname = \"a\"\nmatch = [{ dport = 1.5 }]\n";
+        let at = src.find("1.5").expect("value");
+        let m = describe(src, at, "invalid type: floating point `1.5`, expected i64");
+        assert!(
+            m.starts_with("`class.match.dport = [{ dport = 1.5 }]`")
+                && m.contains("a fractional number")
+                && m.contains("`dport = 64`"),
+            "{m}"
+        );
+        let src = "[link]\nbuffers = 99999999999999999999\n";
+        let at = src.find("999").expect("value");
+        let m = describe(
+            src,
+            at,
+            "invalid type: integer `99999999999999999999` as i128, expected i64",
+        );
+        assert!(
+            m.contains("whole number too large") && m.contains("link.buffers"),
+            "{m}"
+        );
+        // Not on a key = value line (a header): serde's message as it is.
+        assert_eq!(describe("[link\n", 0, "expected `]`"), "expected `]`");
+        // Not a type error: the field and serde's message.
+        let src = "[link]\nrate = \"1gbit\"\nrate = \"2gbit\"\n";
+        let at = src.rfind("rate").expect("key");
+        assert_eq!(
+            describe(src, at, "duplicate key"),
+            "`link.rate = \"2gbit\"`: duplicate key"
+        );
+    }
+}

@@ -110,12 +110,12 @@ pub(crate) struct PspatArgs {
     /// the CPU for each departure; `off` (the default): never.
     #[arg(long, default_value = "off")]
     arbiter_nap: String,
-    /// PSPAT step aside: `on` (the default): when the arbiter thread
-    /// waits for a core, or sending clients lose theirs, for 30 % of a
-    /// millisecond, it sleeps for 2-32 ms while the sending clients run
-    /// the rounds (backlogged or not), for as long as that serves more
-    /// decisions per second; `off`: never.
-    #[arg(long, default_value = "on")]
+    /// PSPAT step aside: `on`: when the arbiter thread waits for a core,
+    /// or sending clients lose theirs, for 30 % of a millisecond, it
+    /// sleeps for 2-32 ms while the sending clients run the rounds
+    /// (backlogged or not), for as long as that serves about as many
+    /// decisions per second; `off` (the default): never.
+    #[arg(long, default_value = "off")]
     step_aside: String,
     /// Same as `--placement none`.
     #[arg(long)]

@@ -112,12 +112,16 @@ pub struct Config {
     /// core, or sending clients lose theirs, for at least 30 % of a
     /// millisecond's window, the thread sleeps for an away period (2 to
     /// 32 ms) and sending clients run the rounds under the hand-off lock,
-    /// backlogged or not; it keeps doing so while that serves more
-    /// decisions per second than its own rounds, and otherwise holds off
-    /// for a doubling time (8 ms to 1 s); an away period ends early once
-    /// no round has started for 0.5 ms. See `driver::step_aside`.
-    /// `true` (the default) on; `false`: the arbiter thread runs every
-    /// round it gets a core for.
+    /// backlogged or not; it keeps doing so while that serves at least
+    /// 0.95× the decisions per second of its own rounds, and otherwise
+    /// holds off for a doubling time (8 ms to 1 s); an away period ends
+    /// early once no round has started for 0.5 ms. See
+    /// `driver::step_aside`. `false` (the default): the arbiter thread
+    /// runs every round it gets a core for. Off by default because on an
+    /// idle two-core machine it cost decisions per second at one client
+    /// (median 11.4 against 16.2 M/s, five interleaved pairs), while with
+    /// a busy process on one core it raised what one client delivers from
+    /// a median 0.49× to 0.61× the locked baseline (BENCHMARKS.md).
     pub step_aside: bool,
 }
 
@@ -146,7 +150,7 @@ impl Config {
             burst: 0,
             assist_after: None,
             nap_cover: None,
-            step_aside: true,
+            step_aside: false,
         }
     }
 

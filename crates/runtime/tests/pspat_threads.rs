@@ -379,9 +379,9 @@ fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
         .map(|c| c.id);
     let cfg = Config {
         arbiter_core: core,
+        step_aside: true,
         ..Config::new(Rate::gbit(1))
     };
-    assert!(cfg.step_aside, "on by default");
     let spinning = Arc::new(AtomicBool::new(true));
     let spinner = {
         let spinning = spinning.clone();

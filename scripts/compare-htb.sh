@@ -95,7 +95,7 @@ done
 cd "$(dirname "$0")/.."
 secs="${1:-5}"
 victim_rate="${VICTIM_RATE:-10mbit}"
-if ! [[ "$victim_rate" =~ ^[0-9]{1,6}mbit$ ]] || [ "${victim_rate%mbit}" -lt 2 ]; then
+if ! [[ "$victim_rate" =~ ^[1-9][0-9]{0,5}mbit$ ]] || [ "${victim_rate%mbit}" -lt 2 ]; then
     echo "compare-htb.sh: VICTIM_RATE=$victim_rate: allowed whole Mbit/s of at least 2, e.g. 10mbit" >&2; exit 2
 fi
 rounds="${ROUNDS:-1}"
@@ -258,7 +258,10 @@ start_arch() { # $1 arch, $2 rate
     case "$1" in
         rtc) prio_line="" start_pktsched "$2" run-to-completion ;;
         rtc-nc) prio_line="prio_burst = 0" start_pktsched "$2" run-to-completion ;;
-        rtc-pb*) prio_line="prio_burst = ${1#rtc-pb}" start_pktsched "$2" run-to-completion ;;
+        rtc-pb*)
+            [[ "${1#rtc-pb}" =~ ^[0-9]+$ ]] ||
+                { echo "compare-htb.sh: ARCHS: $1: allowed rtc-pbN with N whole bytes, e.g. rtc-pb3028" >&2; exit 2; }
+            prio_line="prio_burst = ${1#rtc-pb}" start_pktsched "$2" run-to-completion ;;
         rtc-bp) start_pktsched "$2" run-to-completion --busy-poll ;;
         pspat) start_pktsched "$2" pspat ;;
         htb) start_htb "$2" ;;
@@ -542,6 +545,27 @@ for a in $archs; do
 done
 name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-nc) echo "pktsched rtc, no priority credit" ;; rtc-pb*) echo "pktsched rtc, prio_burst ${1#rtc-pb}" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
 
+# The victim's time split by pktsched's stats (stamped frames), one table
+# row per part: $1 measurement, $2 / $3 the row label's head and tail, then
+# KEY:TEXT parts (ring_wait, sojourn, latency); each p50 / p99 µs, or "—"
+# when the class has no sample (null in the stats JSON).
+victim_parts() {
+    local m="$1" head="$2" tail="$3" part key line a f
+    shift 3
+    for part in "$@"; do
+        key="${part%%:*}"
+        line="| $head${part#*:}$tail |"
+        for a in $shaped; do
+            f="$work/$a-$m.stats.json"
+            if [ -s "$f" ]; then
+                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; lo, hi = v['${key}_p50_us'], v['${key}_p99_us']; print('%.0f / %.0f' % (lo, hi) if lo is not None and hi is not None and ('${key}' == 'sojourn' or v['rx_stamped'] > 0) else '— (no stamped frame)')") |"
+            else
+                line="$line — |"
+            fi
+        done
+        echo "$line"
+    done
+}
 row() { # label, python expression over d (sink JSON), measurement name
     local label="$1" expr="$2" line
     wanted "$3" || return 0
@@ -562,40 +586,20 @@ row() { # label, python expression over d (sink JSON), measurement name
     # The victim's time split by pktsched's stats (stamped frames): ring
     # wait (kernel receive → taken), inside (taken → released), kernel
     # receive → released; each p50 / p99 µs.
-    for part in "ring_wait:ring wait, kernel receive → taken from the ring" \
-        "sojourn:inside pktsched, taken → released to the output" \
-        "latency:kernel receive → released to the output"; do
-        wanted victim || break
-        key="${part%%:*}"
-        line="| victim ${part#*:}, p50 / p99 (µs) |"
-        for a in $shaped; do
-            f="$work/$a-victim.stats.json"
-            if [ -s "$f" ]; then
-                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']) if '${key}' == 'sojourn' or v['rx_stamped'] > 0 else '— (no stamped frame)')") |"
-            else
-                line="$line — |"
-            fi
-        done
-        echo "$line"
-    done
+    if wanted victim; then
+        victim_parts victim "victim " ", p50 / p99 (µs)" \
+            "ring_wait:ring wait, kernel receive → taken from the ring" \
+            "sojourn:inside pktsched, taken → released to the output" \
+            "latency:kernel receive → released to the output"
+    fi
     for q in p50 p99 p999; do
         row "victim $q latency at $victim_rate (8 greedy flows of $(( slow_kbit / 5 )) kbit/s) (µs)" \
             "v=[f for f in d['flows'] if f['port']==6008]; print('%.0f' % v[0]['latency_${q}_us'] if v else 'lost')" victim-slow
     done
-    for part in "ring_wait:ring wait" "sojourn:inside pktsched"; do
-        wanted victim-slow || break
-        key="${part%%:*}"
-        line="| victim at $victim_rate, ${part#*:}, p50 / p99 (µs) |"
-        for a in $shaped; do
-            f="$work/$a-victim-slow.stats.json"
-            if [ -s "$f" ]; then
-                line="$line $(jq_py "$f" "v=[c for c in d['classes'] if c['class']=='victim'][0]; print('%.0f / %.0f' % (v['${key}_p50_us'], v['${key}_p99_us']) if '${key}' == 'sojourn' or v['rx_stamped'] > 0 else '— (no stamped frame)')") |"
-            else
-                line="$line — |"
-            fi
-        done
-        echo "$line"
-    done
+    if wanted victim-slow; then
+        victim_parts victim-slow "victim at $victim_rate, " ", p50 / p99 (µs)" \
+            "ring_wait:ring wait" "sojourn:inside pktsched"
+    fi
     row "victim datagrams lost" \
         "v=[f for f in d['flows'] if f['port']==6008]; print(v[0]['lost'] if v else 'all')" victim
     row "64 B frames received per second (not limiting)" \

@@ -333,10 +333,12 @@ fn sink_ports(a: &SinkArgs, classes: &[SinkClass]) -> Result<Vec<u16>> {
     };
     if ports.contains(&0) {
         // Port 0 binds a port the kernel picks: no generator can aim at it.
-        bail!(
-            "--ports {:?}: port 0 is not a port a flow can be sent to: allowed 1..=65535",
-            a.ports.as_deref().unwrap_or("(the classes' ports)")
-        );
+        let what = match (&a.ports, classes.iter().find(|c| c.ports.lo == 0)) {
+            (Some(text), _) => format!("--ports {text:?}"),
+            (None, Some(c)) => format!("--class {}={}", c.name, c.ports),
+            (None, None) => "the ports".to_string(),
+        };
+        bail!("{what}: port 0 is not a port a flow can be sent to: allowed 1..=65535");
     }
     if ports.len() > sink::MAX_SINK_PORTS {
         bail!(

@@ -103,6 +103,9 @@ fn check(r: &Row) -> Option<String> {
     if err.contains("panicked") {
         problems.push("panicked".to_string());
     }
+    if err.contains(":0:0:") {
+        problems.push("a position of 0:0 (none known: print the file alone)".to_string());
+    }
     for w in r.words {
         if !err.contains(w) {
             problems.push(format!("stderr lacks {w:?}"));
@@ -913,7 +916,7 @@ fn shaper_and_traffic() {
         row(
             &["sink", "--class", "x=0"],
             2,
-            &["port 0", "allowed 1..=65535"],
+            &["--class x=0: port 0", "allowed 1..=65535"],
         ),
         row(&["sink", "--idle", "x"], 2, &["--idle"]),
     ]);
@@ -1470,6 +1473,8 @@ fn odd_config_files() {
                 "allowed true, false or a whole number",
             ],
         ),
+        // Non-ASCII text before a syntax error: the position and no panic.
+        check(link_with("egress = \"é=1\" x"), &["c.toml:5:"]),
         check(
             link_with("burst = 1.5"),
             &[

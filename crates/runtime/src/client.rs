@@ -298,6 +298,9 @@ impl<T: Send> Client<T> {
         own.busy.store(false, Ordering::Release);
         if let Err(pkt) = pushed {
             own.full.fetch_add(1, Ordering::Relaxed);
+            // Its mailbox full while the arbiter is away: no one else may
+            // empty it (as `send_batch` does with nothing taken).
+            self.assist_if_late(0);
             return Err(SendError::Full(pkt));
         }
         self.sent += 1;
@@ -365,8 +368,8 @@ impl<T: Send> Client<T> {
     }
 
     /// Hand-off: if no arbiter round started within
-    /// `Config::assist_after` before `now` (or [`AWAY_AFTER`] while the
-    /// arbiter thread has stepped aside), and no one is running one, runs
+    /// `Config::assist_after` before `now` (while the arbiter thread has
+    /// stepped aside: within [`AWAY_AFTER`] at most), and no one is running one, runs
     /// one round at `now` on this thread; `true` if it ran. The round is the
     /// arbiter's own (same scheduler, link and order), so the packets and
     /// decisions are those the arbiter would have produced at `now`.
@@ -467,11 +470,13 @@ fn starved_gap(streaming: bool, last: u64, now: u64) -> (u64, bool) {
     (starved, gap < STREAM_GAP)
 }
 
-/// The lateness from which a client runs a round: `after`, or while the
-/// arbiter stepped aside ([`AWAY_AFTER`] without `after`); `None`: never.
+/// The lateness from which a client runs a round: `after`, and while the
+/// arbiter stepped aside at most [`AWAY_AFTER`] (a longer `after` would
+/// let no round run within the away period's quiet limit); `None`: never.
 fn lateness(after: Option<u64>, away: bool) -> Option<u64> {
     match (after, away) {
-        (Some(a), _) => Some(a),
+        (Some(a), true) => Some(a.min(AWAY_AFTER)),
+        (Some(a), false) => Some(a),
         (None, true) => Some(AWAY_AFTER),
         (None, false) => None,
     }
@@ -697,6 +702,12 @@ mod tests {
         assert_eq!(lateness(None, true), Some(AWAY_AFTER));
         assert_eq!(lateness(Some(7), false), Some(7));
         assert_eq!(lateness(Some(7), true), Some(7));
+        // A long hand-off lateness is cut to AWAY_AFTER while away only.
+        assert_eq!(lateness(Some(10 * AWAY_AFTER), true), Some(AWAY_AFTER));
+        assert_eq!(
+            lateness(Some(10 * AWAY_AFTER), false),
+            Some(10 * AWAY_AFTER)
+        );
     }
 
     #[test]

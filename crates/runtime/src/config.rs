@@ -112,7 +112,7 @@ pub struct Config {
     /// core, or sending clients lose theirs, for at least 30 % of a
     /// millisecond's window, the thread sleeps for an away period (2 to
     /// 32 ms) and sending clients run the rounds under the hand-off lock,
-    /// backlogged or not; it keeps doing so while that serves at least
+    /// backlogged or not; it keeps doing so while that serves more than
     /// 0.95× the decisions per second of its own rounds, and otherwise
     /// holds off for a doubling time (8 ms to 1 s); an away period ends
     /// early once no round has started for 0.5 ms. See

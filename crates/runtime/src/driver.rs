@@ -607,6 +607,11 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 break;
             }
             std::thread::park_timeout(Duration::from_nanos(away_nap(now, deadline)));
+            // The clients' rounds move the counters: readers see them at
+            // least every nap, not only when the period ends.
+            if let Some(st) = self.arbiter.try_with(|a| a.stats()) {
+                self.publish(st);
+            }
         }
         self.arbiter.set_away(false);
         let end = self.clock.now();

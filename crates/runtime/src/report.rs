@@ -61,8 +61,9 @@ pub struct ArbiterStats {
     /// thread got a core.
     pub cpu_ns: u64,
     /// Times the arbiter thread stepped aside (clients ran the rounds; see
-    /// `Config::step_aside`), of them kept (away served more than
-    /// present), and the time it was away, ns.
+    /// `Config::step_aside`), of them kept (away served more than 0.95×
+    /// the present window's decisions per second), and the time it was
+    /// away, ns.
     pub away_periods: u64,
     /// See `away_periods`.
     pub away_kept: u64,

@@ -38,6 +38,9 @@ pub struct FlowRecord {
     pub max_burst: u64,
 }
 
+// One line per record: a field more would take two.
+const _: () = assert!(core::mem::size_of::<FlowRecord>() == 64);
+
 impl FlowRecord {
     /// Relative error of the achieved rate (bytes after the first packet
     /// over the time from the first to the last release) against `bps`;

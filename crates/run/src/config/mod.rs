@@ -10,8 +10,10 @@
 //!                       # preamble 8 + gap 12 + FCS 4 = 24)
 //! mpu = 84              # smallest size a frame counts for, after overhead
 //! burst = 3028          # bytes it may send ahead of the rate (default: one frame)
-//! prio_burst = 1538     # more bytes ahead, for the most urgent classes only
-//!                       # (strict priority; default: one frame, see below)
+//! # prio_burst = 1538   # more bytes ahead for the most urgent classes only:
+//!                       # needs algorithm = "prio", classes on two or more
+//!                       # prio levels and no class rate/ceil (default then
+//!                       # one frame, else 0; see `prio_credit.rs`)
 //! engine = "run-to-completion"  # one thread receives, schedules, sends;
 //!                       # or "pspat": receive thread → mailbox → arbiter
 //! cpu = 1               # pin the forwarder's threads to this CPU (default: any)

@@ -63,10 +63,21 @@ fn key_before(s: &str) -> Option<&str> {
     let eq = s.rfind('=')?;
     let head = s[..eq].trim_end();
     let start = head
-        .rfind(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
-        .map_or(0, |i| i + 1);
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
     let k = head[start..].trim_matches('"');
     (!k.is_empty()).then_some(k)
+}
+
+/// The largest char boundary of `s` at or below byte `i`.
+fn floor_boundary(s: &str, i: usize) -> usize {
+    let mut i = i.min(s.len());
+    while !s.is_char_boundary(i) {
+        i -= 1;
+    }
+    i
 }
 
 /// The key of `key = value` nearest before byte `col` of `line` (the inner
@@ -76,7 +87,7 @@ fn keys_of(line: &str, col: usize) -> (Option<&str>, Option<&str>) {
         .split_once('=')
         .map(|(k, _)| k.trim().trim_matches('"'))
         .filter(|k| !k.is_empty() && !k.starts_with('['));
-    let inner = key_before(&line[..col.min(line.len())]);
+    let inner = key_before(&line[..floor_boundary(line, col)]);
     (first, inner)
 }
 
@@ -94,7 +105,7 @@ fn section_at(src: &str, pos: usize) -> Option<&str> {
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
-    let pos = pos.min(src.len());
+    let pos = floor_boundary(src, pos);
     let line_start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
     let line = src[line_start..].lines().next().unwrap_or("");
     let (first, inner) = keys_of(line, pos - line_start);
@@ -181,5 +192,19 @@ mod tests {
             describe(src, at, "duplicate key"),
             "`link.rate = \"2gbit\"`: duplicate key"
         );
+    }
+
+    /// Non-ASCII text before the error: no slicing inside a character,
+    /// at every byte position of the line (a panic fails the test).
+    #[test]
+    fn non_ascii_text_never_splits_a_character() {
+        let src = "[link]\nrate = \"é=1\" x ü=2 ñ\n";
+        for pos in 0..=src.len() + 2 {
+            let m = describe(src, pos, "expected newline");
+            assert!(m.contains("expected newline"), "{pos}: {m}");
+        }
+        // A key ends at the character before it, whatever its width.
+        assert_eq!(key_before("x = \"é=1"), None);
+        assert_eq!(key_before("é_key = 1"), Some("_key"));
     }
 }

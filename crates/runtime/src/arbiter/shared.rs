@@ -89,7 +89,7 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
     /// Puts `arbiter` behind the hand-off lock. Clients made from now on
     /// (with [`SharedArbiter::client`]) may run its late rounds: when
     /// none started within `Config::assist_after`, or within
-    /// `client::AWAY_AFTER` while it is marked as stepped aside
+    /// `client::AWAY_AFTER` at most while it is marked as stepped aside
     /// ([`SharedArbiter::set_away`]).
     pub fn new(arbiter: Arbiter<T, O>) -> Self {
         Self::build(arbiter, None, true)

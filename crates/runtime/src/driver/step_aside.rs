@@ -24,7 +24,7 @@
 //! [`crate::handoff`]; the rounds are the same sequence whoever runs
 //! them). At the end of the period it compares the decisions per second
 //! while away with those of the present window that triggered it:
-//! * away served at least about as many (more than [`KEEP_SHARE`] of
+//! * away served about as many or more (more than [`KEEP_SHARE`] of
 //!   them: the link often caps both, and a millisecond's window is noisy):
 //!   the next away period is twice as long (up to [`MAX_AWAY`]), so the
 //!   arbiter comes back less and less often while the machine stays
@@ -116,7 +116,8 @@ pub(crate) struct StepAside {
     /// Decisions per second in the present window that triggered the
     /// current away period.
     present_rate: f64,
-    /// Away periods taken, and of them kept (away served more).
+    /// Away periods taken, and of them kept (away served more than
+    /// [`KEEP_SHARE`] of the present window's rate).
     pub(crate) periods: u64,
     /// See `periods`.
     pub(crate) kept: u64,
@@ -161,7 +162,8 @@ impl StepAside {
     }
 
     /// After an away period `w` that ended at `now`: keeps stepping aside
-    /// (longer) if it served more, else holds off (longer).
+    /// (longer) if it served more than [`KEEP_SHARE`] of the present
+    /// window's rate, else holds off (longer).
     pub(crate) fn after_away(&mut self, now: u64, w: &Window) {
         let rate = w.rate();
         if w.decisions > 0 && rate > self.present_rate * KEEP_SHARE {

@@ -1,14 +1,15 @@
 //! `pktsched run --busy-poll` writes the ingress's NAPI settings
 //! (`napi_defer_hard_irqs`, `gro_flush_timeout`) and must put them back
 //! however it ends: killed with SIGKILL, the next run finds the state file
-//! and puts them back (saying so); stopped by two quick SIGTERMs, the
-//! second writes them back before the process dies. In namespaces of its
+//! and puts them back (saying so); sent SIGINT and SIGTERM at once, the
+//! second writes them back before the process dies of it. In namespaces of its
 //! own (prefix `hdbp-`); needs root (CI runs as root), skipped otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
 use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -45,15 +46,18 @@ fn sysfs(ns: &str, name: &str) -> String {
 /// returned channel. `None` when it runs without writing them (no AF_XDP
 /// here: the settings are then never touched).
 fn start(ns: &str, cfg: &str) -> (Guard, mpsc::Receiver<String>, Option<Vec<String>>) {
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", ns, BIN, "run", "--config", cfg])
-        .args(["--busy-poll", "--cpu", "0"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    // Guarded at once: a panic below kills it.
+    let mut guard = Guard(Some(
+        Command::new("ip")
+            .args(["netns", "exec", ns, BIN, "run", "--config", cfg])
+            .args(["--busy-poll", "--cpu", "0"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    ));
     let (tx, rx) = mpsc::channel();
-    let err = child.stderr.take().unwrap();
+    let err = guard.0.as_mut().unwrap().stderr.take().unwrap();
     std::thread::spawn(move || {
         for line in BufReader::new(err).lines().map_while(Result::ok) {
             eprintln!("shaper: {line}");
@@ -75,7 +79,7 @@ fn start(ns: &str, cfg: &str) -> (Guard, mpsc::Receiver<String>, Option<Vec<Stri
             break false;
         }
     };
-    (Guard(Some(child)), rx, written.then_some(seen))
+    (guard, rx, written.then_some(seen))
 }
 
 #[test]
@@ -128,19 +132,22 @@ fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
         .map(|(path, _)| std::path::PathBuf::from(path))
         .expect("the state file named");
     assert!(state.exists(), "{} held by the live run", state.display());
-    // Two SIGTERMs at once: the second ends the process at once, and the
-    // handler writes the settings back first.
-    let pid = guard.0.as_ref().unwrap().id();
+    // Two signals at once: stopped first, so that SIGINT and SIGTERM (two
+    // different signals) are both pending when it resumes and the clean
+    // stop cannot finish before the second arrives. The second ends the
+    // process, and the handler writes the settings back first.
+    let pid = guard.0.as_ref().unwrap().id().to_string();
     // `ip netns exec` execs the shaper: the child's pid is the shaper's.
-    for _ in 0..2 {
-        let ok = Command::new("kill")
-            .args(["-TERM", &pid.to_string()])
-            .status()
-            .unwrap();
-        assert!(ok.success());
+    for sig in ["-STOP", "-INT", "-TERM", "-CONT"] {
+        let ok = Command::new("kill").args([sig, &pid]).status().unwrap();
+        assert!(ok.success(), "kill {sig} {pid}");
     }
     let status = guard.0.take().unwrap().wait().unwrap();
     drop(log);
+    assert!(
+        status.signal().is_some(),
+        "died of the second signal, not a clean stop: {status:?}"
+    );
     assert_eq!(
         (
             sysfs(ns, "napi_defer_hard_irqs"),

@@ -298,7 +298,8 @@ pub fn run(
     last
 }
 
-/// With busy polling: the ingress's NAPI settings written (and logged).
+/// With busy polling: the ingress's NAPI settings written (and logged); an
+/// error when another live run busy-polls the device.
 fn busy_poll_device_settings(
     cfg: &RunConfig,
     backend: &str,
@@ -333,9 +334,11 @@ fn busy_poll_device_settings(
             }
             Some(n)
         }
-        Err(e) => {
+        // Another live run busy-polls the device: this one stops here.
+        Err(sys::ApplyError::Refused(why)) => return Err(format!("busy polling {dev}: {why}")),
+        Err(sys::ApplyError::NotWritten(why)) => {
             events.log(&format!(
-                "busy polling {dev}: device settings not written: {e}"
+                "busy polling {dev}: device settings not written: {why}"
             ));
             None
         }

@@ -5,8 +5,8 @@
 //! the signal. A benchmark, simulation or daemon checks [`stop_flag`]
 //! between steps, stops cleanly, prints what it has (marked partial) and
 //! exits with [`Signal::exit_code`] (130 or 143, as a shell reports a
-//! process killed by the signal). A second SIGINT or SIGTERM ends the
-//! process at once (the default action, as if no handler were there), so a
+//! process killed by the signal). A second SIGINT or SIGTERM (counted by
+//! the handler itself, whatever else sets the flag) ends the process at once (the default action, as if no handler were there), so a
 //! run that never reaches a safe point can still be stopped; before it
 //! dies, the handler writes the files registered with [`set_last_writes`]
 //! (settings the process changed outside itself, such as a device's sysfs
@@ -19,12 +19,16 @@
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 /// Set when SIGINT or SIGTERM arrives.
 static STOP: AtomicBool = AtomicBool::new(false);
 /// The signal number that set [`STOP`] first.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// SIGINTs and SIGTERMs received: the handler's own count (unlike
+/// [`STOP`], handed out by [`stop_flag`], nothing else writes it), so only
+/// a second signal ends the process.
+static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
 
 /// A signal asking the process to stop.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -115,9 +119,10 @@ struct LastWrites {
 /// be reading it (a few hundred bytes per busy-polling run).
 static LAST_WRITES: AtomicPtr<LastWrites> = AtomicPtr::new(std::ptr::null_mut());
 
-/// Registers files to write (path, content), then files to remove, if a
-/// second SIGINT or SIGTERM ends the process before it stops cleanly;
-/// replaces any earlier lists. Paths with a NUL byte are skipped.
+/// Registers files to write (path, content), then files to remove (only
+/// if every write succeeded), if a second SIGINT or SIGTERM ends the
+/// process before it stops cleanly; replaces any earlier lists. Paths with
+/// a NUL byte are skipped.
 pub fn set_last_writes(writes: &[(PathBuf, String)], removes: &[PathBuf]) {
     let c_path = |p: &PathBuf| CString::new(p.as_os_str().as_bytes()).ok();
     let list = LastWrites {
@@ -136,9 +141,11 @@ pub fn clear_last_writes() {
     LAST_WRITES.store(std::ptr::null_mut(), Ordering::Release);
 }
 
-/// Writes the registered files and removes the others; async-signal-safe
-/// (no allocation, no locks: `open`, `write`, `close`, `unlink`). Errors are ignored: the process is
-/// about to die and has nowhere to report them.
+/// Writes the registered files and, if every write succeeded, removes the
+/// others (a state file kept tells the next run to put the values back);
+/// async-signal-safe (no allocation, no locks: `open`, `write`, `close`,
+/// `unlink`). Errors are not reported: the process is about to die and has
+/// nowhere to report them.
 fn write_last_writes() {
     let list = LAST_WRITES.load(Ordering::Acquire);
     if list.is_null() {
@@ -148,6 +155,7 @@ fn write_last_writes() {
     // `set_last_writes` and is never freed (replaced lists are leaked),
     // so it points to a live, never-mutated `LastWrites`.
     let list = unsafe { &*list };
+    let mut all_written = true;
     for (path, bytes) in &list.writes {
         // SAFETY: `path` is a NUL-terminated C string that outlives the
         // call; the flags are plain constants.
@@ -158,13 +166,20 @@ fn write_last_writes() {
             )
         };
         if fd < 0 {
+            all_written = false;
             continue;
         }
         // SAFETY: `fd` is the descriptor just opened; the pointer and
         // length describe `bytes`, alive for the call.
-        let _ = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
+        let n = unsafe { libc::write(fd, bytes.as_ptr().cast(), bytes.len()) };
         // SAFETY: closing the descriptor opened above, once.
-        let _ = unsafe { libc::close(fd) };
+        let closed = unsafe { libc::close(fd) };
+        if usize::try_from(n).ok() != Some(bytes.len()) || closed != 0 {
+            all_written = false;
+        }
+    }
+    if !all_written {
+        return;
     }
     for path in &list.removes {
         // SAFETY: `path` is a NUL-terminated C string alive for the call.
@@ -175,7 +190,9 @@ fn write_last_writes() {
 extern "C" fn record(signo: libc::c_int) {
     // Only lock-free atomic operations and async-signal-safe calls.
     let _ = SIGNAL.compare_exchange(0, signo, Ordering::Relaxed, Ordering::Relaxed);
-    if !STOP.swap(true, Ordering::AcqRel) {
+    let earlier = STOP_SIGNALS.fetch_add(1, Ordering::AcqRel);
+    STOP.store(true, Ordering::Release);
+    if earlier == 0 {
         return;
     }
     // The second stop signal: put back what the process changed outside
@@ -234,34 +251,49 @@ mod tests {
         assert_eq!(received(), Some(Signal::Terminate));
     }
 
-    /// Set in the child that [`a_second_signal_writes_the_last_files_and_kills`]
-    /// starts: the file the child registers.
+    /// Set in the children that the tests below start: the file the child
+    /// registers, and what the child does (`CHILD_MODE`).
     const CHILD_FILE: &str = "PKTSCHED_SIGNAL_CHILD_FILE";
+    const CHILD_MODE: &str = "PKTSCHED_SIGNAL_CHILD_MODE";
 
-    /// Runs only in that child (a no-op otherwise): registers a file, then
-    /// raises SIGTERM twice; the second must write the file and kill it.
+    /// Runs only in such a child (a no-op otherwise): registers `FILE`
+    /// (or, in mode `unwritable`, a file under a missing directory) to
+    /// write and `FILE.gone` to remove, then raises SIGTERM twice; in mode
+    /// `flag`, stores `true` to the stop flag first and raises it once.
+    /// Exits 3 if no signal killed it.
     #[test]
     fn second_signal_child() {
         let Some(file) = std::env::var_os(CHILD_FILE) else {
             return;
         };
+        let mode = std::env::var(CHILD_MODE).unwrap_or_default();
         install().expect("install");
         let file = PathBuf::from(file);
         let gone = file.with_extension("gone");
         std::fs::write(&gone, "").expect("file");
-        set_last_writes(&[(file, "restored\n".to_string())], &[gone]);
-        for _ in 0..2 {
+        let target = match mode.as_str() {
+            "unwritable" => file.join("missing-dir").join("file"),
+            _ => file,
+        };
+        set_last_writes(&[(target, "restored\n".to_string())], &[gone]);
+        let raises = if mode == "flag" {
+            stop_flag().store(true, Ordering::Release);
+            1
+        } else {
+            2
+        };
+        for _ in 0..raises {
             // SAFETY: raising a signal whose handler was installed above.
             unsafe { libc::raise(libc::SIGTERM) };
         }
-        // Not reached when the second signal kills the process.
+        // Not reached when a signal kills the process.
         std::process::exit(3);
     }
 
-    #[test]
-    fn a_second_signal_writes_the_last_files_and_kills() {
-        use std::os::unix::process::ExitStatusExt;
-        let file = std::env::temp_dir().join(format!("pktsched-sig-{}", std::process::id()));
+    /// Runs [`second_signal_child`] in `mode` on a fresh file holding
+    /// "changed"; its status, the file's text, and whether `.gone` is left.
+    fn run_child(mode: &str) -> (std::process::ExitStatus, String, bool) {
+        let file = std::env::temp_dir().join(format!("pktsched-sig-{}-{mode}", std::process::id()));
         std::fs::write(&file, "changed\n").expect("file");
         let status = std::process::Command::new(std::env::current_exe().expect("exe"))
             .args([
@@ -270,14 +302,40 @@ mod tests {
                 "--nocapture",
             ])
             .env(CHILD_FILE, &file)
+            .env(CHILD_MODE, mode)
             .status()
             .expect("child");
         let written = std::fs::read_to_string(&file).expect("read");
+        let gone = file.with_extension("gone");
+        let left = gone.exists();
         let _ = std::fs::remove_file(&file);
-        assert!(!file.with_extension("gone").exists(), "removed");
+        let _ = std::fs::remove_file(&gone);
+        (status, written, left)
+    }
+
+    #[test]
+    fn a_second_signal_writes_the_last_files_and_kills() {
+        use std::os::unix::process::ExitStatusExt;
+        let (status, written, left) = run_child("twice");
         assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
         assert_eq!(written, "restored\n");
-        clear_last_writes();
+        assert!(!left, "removed once every write succeeded");
+    }
+
+    #[test]
+    fn a_failed_last_write_keeps_the_files_to_remove() {
+        use std::os::unix::process::ExitStatusExt;
+        let (status, written, left) = run_child("unwritable");
+        assert_eq!(status.signal(), Some(libc::SIGTERM), "{status:?}");
+        assert_eq!(written, "changed\n");
+        assert!(left, "kept: a write failed");
+    }
+
+    #[test]
+    fn the_stop_flag_set_elsewhere_does_not_make_a_first_signal_fatal() {
+        let (status, _, left) = run_child("flag");
+        assert_eq!(status.code(), Some(3), "{status:?}");
+        assert!(left, "nothing written or removed by a first signal");
     }
 
     #[test]

@@ -19,7 +19,7 @@
 //! process holds locked (`flock`). The next run on the device finds the
 //! file unlocked (its owner is gone), writes the values back, says so and
 //! removes it; a locked file means another live run busy-polls the device
-//! and is an error.
+//! and the run is refused ([`ApplyError::Refused`]).
 
 use std::path::{Path, PathBuf};
 
@@ -33,8 +33,34 @@ pub const BUSY_POLL_GRO_FLUSH_NS: u64 = 200_000;
 /// changed.
 pub const STATE_DIR: &str = "/run/pktsched";
 
-/// The sysfs files written, in order.
-const FILES: [&str; 2] = ["napi_defer_hard_irqs", "gro_flush_timeout"];
+/// The sysfs files written, in order (and the only names a state file may
+/// hold).
+pub(super) const FILES: [&str; 2] = ["napi_defer_hard_irqs", "gro_flush_timeout"];
+
+/// Why [`NapiSettings::apply`] left the device's settings as they were.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ApplyError {
+    /// Another live pktsched busy-polls the device (it holds the state
+    /// file): one busy-polling run per device, this one is refused.
+    Refused(String),
+    /// The settings could not be written (why); busy polling may go on
+    /// without them.
+    NotWritten(String),
+}
+
+impl std::fmt::Display for ApplyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ApplyError::Refused(why) | ApplyError::NotWritten(why) => f.write_str(why),
+        }
+    }
+}
+
+impl From<String> for ApplyError {
+    fn from(why: String) -> Self {
+        ApplyError::NotWritten(why)
+    }
+}
 
 /// Settings written to a device, restored on drop.
 #[derive(Debug)]
@@ -64,28 +90,29 @@ impl NapiSettings {
     /// `index_here` (the device's index in this thread's namespace; `None`
     /// skips the check); the error names the file and why. With
     /// `state_dir` (normally [`STATE_DIR`]) a leftover of a killed run is
-    /// put back first and the previous values are recorded there.
+    /// put back first and the previous values are recorded there; a state
+    /// file another live run holds is [`ApplyError::Refused`].
     pub fn apply(
         sys_class_net: &Path,
         device: &str,
         index_here: Option<i32>,
         state_dir: Option<&Path>,
-    ) -> Result<NapiSettings, String> {
+    ) -> Result<NapiSettings, ApplyError> {
         if device.is_empty() || device.contains('/') || device == "." || device == ".." {
-            return Err(format!(
+            return Err(ApplyError::NotWritten(format!(
                 "device {device:?}: not an interface name (no '/', not empty)"
-            ));
+            )));
         }
         let dir = sys_class_net.join(device);
         if let Some(index) = index_here {
             let seen = std::fs::read_to_string(dir.join("ifindex")).unwrap_or_default();
             if seen.trim() != index.to_string() {
-                return Err(format!(
+                return Err(ApplyError::NotWritten(format!(
                     "{} shows another network namespace (ifindex {:?}, {device} here is {index}); \
                      run under `ip netns exec`, which mounts the namespace's own sysfs",
                     dir.display(),
                     seen.trim()
-                ));
+                )));
             }
         }
         let mut settings = NapiSettings {
@@ -108,9 +135,10 @@ impl NapiSettings {
         }
         if let Some(path) = state_path {
             let address = std::fs::read_to_string(dir.join("address")).unwrap_or_default();
-            match super::napi_state::record(&path, &old, address.trim()) {
+            match super::napi_state::record(&path, &old, address.trim(), device) {
                 Ok(file) => settings.state = Some((path, file)),
-                Err(e) => settings.notes.push(format!(
+                Err(refused @ ApplyError::Refused(_)) => return Err(refused),
+                Err(ApplyError::NotWritten(e)) => settings.notes.push(format!(
                     "{e}; a run killed with SIGKILL would leave the busy-poll settings in place"
                 )),
             }
@@ -206,15 +234,21 @@ mod tests {
     #[test]
     fn a_missing_device_or_a_bad_name_is_an_error_naming_it() {
         let (root, dev) = fake_device(["1", "5"]);
-        let e = NapiSettings::apply(&root, "fw9", None, None).expect_err("no such device");
+        let e = NapiSettings::apply(&root, "fw9", None, None)
+            .expect_err("no such device")
+            .to_string();
         assert!(e.contains("fw9/napi_defer_hard_irqs"), "{e}");
-        let e = NapiSettings::apply(&root, "../x", None, None).expect_err("bad name");
+        let e = NapiSettings::apply(&root, "../x", None, None)
+            .expect_err("bad name")
+            .to_string();
         assert!(
             e.contains("\"../x\"") && e.contains("not an interface"),
             "{e}"
         );
         // Another namespace's sysfs (the index differs): nothing written.
-        let e = NapiSettings::apply(&root, "fw0", Some(8), None).expect_err("other ns");
+        let e = NapiSettings::apply(&root, "fw0", Some(8), None)
+            .expect_err("other ns")
+            .to_string();
         assert!(
             e.contains("another network namespace") && e.contains("\"7\""),
             "{e}"
@@ -223,7 +257,9 @@ mod tests {
         drop(NapiSettings::apply(&root, "fw0", Some(7), None).expect("same index"));
         // Half written (the second file missing): the first is put back.
         std::fs::remove_file(dev.join("gro_flush_timeout")).expect("rm");
-        let e = NapiSettings::apply(&root, "fw0", None, None).expect_err("half");
+        let e = NapiSettings::apply(&root, "fw0", None, None)
+            .expect_err("half")
+            .to_string();
         assert!(e.contains("gro_flush_timeout"), "{e}");
         assert_eq!(read(&dev, "napi_defer_hard_irqs"), "1");
         std::fs::remove_dir_all(root).expect("cleanup");
@@ -237,7 +273,10 @@ mod tests {
         let first = NapiSettings::apply(&root, "fw0", None, Some(&state)).expect("apply");
         assert!(first.notes.is_empty(), "{:?}", first.notes);
         let e = NapiSettings::apply(&root, "fw0", None, Some(&state)).expect_err("held");
-        assert!(e.contains("another pktsched busy-polls fw0"), "{e}");
+        assert!(
+            matches!(&e, ApplyError::Refused(why) if why.contains("another pktsched busy-polls fw0")),
+            "{e:?}"
+        );
         // Killed: the settings stay and the lock goes (the file's open
         // description closed), as SIGKILL leaves them.
         let mut first = first;

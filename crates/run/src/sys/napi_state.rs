@@ -14,10 +14,7 @@ use std::io::{Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
-use super::napi::{BUSY_POLL_DEFER_HARD_IRQS, BUSY_POLL_GRO_FLUSH_NS};
-
-/// Files a state file may name (nothing else is ever written back).
-const FILES: [&str; 2] = ["napi_defer_hard_irqs", "gro_flush_timeout"];
+use super::napi::{ApplyError, BUSY_POLL_DEFER_HARD_IRQS, BUSY_POLL_GRO_FLUSH_NS, FILES};
 /// Largest state file read.
 const MAX_STATE_BYTES: u64 = 4096;
 
@@ -28,13 +25,93 @@ pub(super) fn file_name(device: &str) -> String {
     format!("napi-{netns}-{device}.state")
 }
 
+/// What locking an open state file found.
+#[derive(Debug, PartialEq, Eq)]
+enum Lock {
+    /// Locked, and still the file at its path.
+    Held,
+    /// Another live run holds it.
+    Busy,
+    /// Locked, but the path now names another file or none (a run removed
+    /// it, and maybe recorded a new one, between the open and the lock).
+    Moved,
+}
+
+/// Locks `file`, opened from `path`, and checks (device, inode) of the
+/// locked file against the file at `path`. Every run removes a state file
+/// only while it holds its lock, so a file found `Held` stays at its path
+/// until this process lets it go.
+fn lock_at(file: &File, path: &Path) -> Result<Lock, String> {
+    let shown = path.display();
+    match file.try_lock() {
+        Ok(()) => {}
+        Err(TryLockError::WouldBlock) => return Ok(Lock::Busy),
+        Err(TryLockError::Error(e)) => {
+            return Err(format!("cannot lock the state file {shown}: {e}"));
+        }
+    }
+    let held = file
+        .metadata()
+        .map_err(|e| format!("cannot stat the locked state file {shown}: {e}"))?;
+    match std::fs::metadata(path) {
+        Ok(m) if m.dev() == held.dev() && m.ino() == held.ino() => Ok(Lock::Held),
+        Ok(_) => Ok(Lock::Moved),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Lock::Moved),
+        Err(e) => Err(format!("cannot stat the state file {shown}: {e}")),
+    }
+}
+
+/// The refusal when another live run holds the state file at `path`.
+fn busy(device: &str, path: &Path) -> ApplyError {
+    ApplyError::Refused(format!(
+        "another pktsched busy-polls {device} in this network namespace (it holds {}): \
+         allowed one busy-polling run per device",
+        path.display()
+    ))
+}
+
+/// Opens `path` with `options` and locks it: `None` when there is no file
+/// (and `options` does not create one). A file removed or replaced between
+/// the open and the lock is opened again, once; a second time, or a file
+/// another run holds, is a refusal.
+fn open_locked(
+    path: &Path,
+    options: &OpenOptions,
+    device: &str,
+) -> Result<Option<File>, ApplyError> {
+    let shown = path.display();
+    for _ in 0..2 {
+        let file = match options.open(path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(ApplyError::NotWritten(format!(
+                    "cannot open the state file {shown}: {e}"
+                )));
+            }
+        };
+        match lock_at(&file, path)? {
+            Lock::Held => return Ok(Some(file)),
+            Lock::Busy => return Err(busy(device, path)),
+            // Dropping `file` closes it and releases its lock.
+            Lock::Moved => {}
+        }
+    }
+    Err(ApplyError::Refused(format!(
+        "the state file {shown} was removed or replaced twice while it was being locked: \
+         another pktsched is starting or stopping busy polling on {device}; try again"
+    )))
+}
+
 /// Creates `path` (and its directory, mode 0700), locks it and writes the
 /// previous values `old` (sysfs path, value); the open file holds the lock.
+/// A file another live run holds is a refusal.
 pub(super) fn record(
     path: &Path,
     old: &[(PathBuf, String)],
     address: &str,
-) -> Result<File, String> {
+    device: &str,
+) -> Result<File, ApplyError> {
     let shown = path.display();
     if let Some(dir) = path.parent() {
         std::fs::DirBuilder::new()
@@ -43,15 +120,10 @@ pub(super) fn record(
             .create(dir)
             .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
     }
-    let mut file = OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot write the state file {shown}: {e}"))?;
-    file.try_lock()
-        .map_err(|e| format!("cannot lock the state file {shown}: {e}"))?;
+    let mut options = OpenOptions::new();
+    options.write(true).create(true).truncate(false).mode(0o600);
+    let mut file = open_locked(path, &options, device)?
+        .ok_or_else(|| format!("cannot write the state file {shown}: its directory is gone"))?;
     let mut text = format!("pid {}\naddress {address}\n", std::process::id());
     for (p, v) in old {
         let name = p
@@ -119,30 +191,19 @@ fn parse(text: &str) -> Result<State, String> {
 
 /// If `path` is a killed run's state file (it exists and nobody holds its
 /// lock), writes its values back under `device_dir` and removes it; the
-/// note says what was put back. A file another live run holds is an error.
+/// note says what was put back. A file another live run holds is a
+/// refusal.
 pub(super) fn put_back_leftover(
     path: &Path,
     device_dir: &Path,
     device: &str,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, ApplyError> {
     let shown = path.display();
-    let mut file = match OpenOptions::new().read(true).write(true).open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot open the state file {shown}: {e}")),
+    let mut options = OpenOptions::new();
+    options.read(true).write(true);
+    let Some(mut file) = open_locked(path, &options, device)? else {
+        return Ok(None);
     };
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => {
-            return Err(format!(
-                "another pktsched busy-polls {device} in this network namespace (it holds \
-                 {shown}): allowed one busy-polling run per device"
-            ));
-        }
-        Err(TryLockError::Error(e)) => {
-            return Err(format!("cannot lock the state file {shown}: {e}"));
-        }
-    }
     let mut text = String::new();
     (&mut file)
         .take(MAX_STATE_BYTES)
@@ -162,8 +223,14 @@ pub(super) fn put_back_leftover(
             let mut put = Vec::new();
             for (f, v) in &state.values {
                 let target = device_dir.join(f);
-                std::fs::write(&target, v)
-                    .map_err(|e| format!("cannot write {v} to {}: {e}", target.display()))?;
+                std::fs::write(&target, v).map_err(|e| {
+                    format!(
+                        "cannot write {v} to {} from the state file {shown} of a killed \
+                         busy-polling run: {e}; the file is kept so the next run tries again \
+                         (delete it to leave the device's settings as they are)",
+                        target.display()
+                    )
+                })?;
                 put.push(format!("{f} {v}"));
             }
             format!(
@@ -215,5 +282,63 @@ mod tests {
             let e = parse(bad).expect_err(bad);
             assert!(e.contains(says), "{bad:?}: {e}");
         }
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("pktsched-napi-state-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("dir");
+        dir
+    }
+
+    #[test]
+    fn a_state_file_removed_or_replaced_before_the_lock_is_not_taken() {
+        let dir = scratch("moved");
+        let path = dir.join("napi-1-fw0.state");
+        std::fs::write(&path, "pid 1\nnapi_defer_hard_irqs 0\n").expect("leftover");
+        // Run B opens the leftover; run A then puts it back, removes it and
+        // records its own, which it holds.
+        let stale = File::open(&path).expect("open");
+        std::fs::remove_file(&path).expect("rm");
+        let a = record(&path, &[], "", "fw0").expect("A records");
+        assert_eq!(lock_at(&stale, &path), Ok(Lock::Moved));
+        drop(stale);
+        // B, from the start: refused, and A's file left in place.
+        for e in [
+            put_back_leftover(&path, &dir, "fw0").expect_err("held by A"),
+            record(&path, &[], "", "fw0").expect_err("held by A"),
+        ] {
+            assert!(
+                matches!(&e, ApplyError::Refused(why) if why.contains("another pktsched busy-polls fw0")),
+                "{e:?}"
+            );
+        }
+        assert!(path.exists(), "A's state file kept");
+        // Removed with nothing in its place: not taken either.
+        let stale = File::open(&path).expect("open");
+        std::fs::remove_file(&path).expect("rm");
+        drop(a);
+        assert_eq!(lock_at(&stale, &path), Ok(Lock::Moved));
+        std::fs::remove_dir_all(dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_leftover_that_cannot_be_written_back_is_kept_and_named() {
+        let dir = scratch("kept");
+        let path = dir.join("napi-1-fw0.state");
+        std::fs::write(&path, "pid 1\nnapi_defer_hard_irqs 0\n").expect("leftover");
+        // The device's sysfs directory is missing: the write fails.
+        let e = put_back_leftover(&path, &dir.join("fw0"), "fw0").expect_err("no device");
+        let why = e.to_string();
+        assert!(
+            matches!(e, ApplyError::NotWritten(_))
+                && why.contains("napi_defer_hard_irqs")
+                && why.contains("the file is kept")
+                && why.contains("delete it"),
+            "{why}"
+        );
+        assert!(path.exists(), "kept for the next run");
+        std::fs::remove_dir_all(dir).expect("cleanup");
     }
 }

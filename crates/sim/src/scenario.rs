@@ -58,13 +58,14 @@ pub const MAX_RATE: Rate = Rate::bps(1_000_000_000_000);
 /// Largest number of flows in one scenario.
 pub const MAX_FLOWS: u64 = 1 << 20;
 
-/// A scenario error with its position in the file.
+/// A scenario error with its position in the file (`FILE:LINE:COL: msg`,
+/// or `FILE: msg` when no position is known).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{file}:{line}:{col}: {msg}")]
+#[error("{file}{}: {msg}", position(*.line, *.col))]
 pub struct ScenarioError {
     /// File name as given.
     pub file: String,
-    /// 1-based line.
+    /// 1-based line (0: no position, e.g. the file cannot be read).
     pub line: usize,
     /// 1-based column.
     pub col: usize,
@@ -72,9 +73,21 @@ pub struct ScenarioError {
     pub msg: String,
 }
 
+/// `:LINE:COL`, or nothing for line 0 (no position).
+fn position(line: usize, col: usize) -> String {
+    if line == 0 {
+        String::new()
+    } else {
+        format!(":{line}:{col}")
+    }
+}
+
 /// 1-based line and column of byte offset `pos` in `src`.
 pub fn line_col(src: &str, pos: usize) -> (usize, usize) {
-    let pos = pos.min(src.len());
+    let mut pos = pos.min(src.len());
+    while !src.is_char_boundary(pos) {
+        pos -= 1;
+    }
     let before = &src[..pos];
     let line = before.matches('\n').count() + 1;
     let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;

@@ -7,7 +7,21 @@
 
 use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
 use pktsched_runtime::output::{Output, VecOutput};
-use pktsched_runtime::pspat::{Clock, Config, Pspat, SendError, StopMode, add_flows};
+use pktsched_runtime::pspat::{Client, Clock, Config, Pspat, SendError, StopMode, add_flows};
+
+/// Sends packets `0..n` of flow `flow` (numbered `flow << 32 | seq`),
+/// yielding while the mailbox is full.
+fn send_numbered(c: &mut Client<u64>, flow: u32, len: u32, n: u64) {
+    let mut seq = 0;
+    while seq < n {
+        let p = Pkt::new(FlowId(flow), len, Nanos(0), u64::from(flow) << 32 | seq);
+        match c.send(p) {
+            Ok(_) => seq += 1,
+            Err(SendError::Full(_)) => std::thread::yield_now(),
+            Err(SendError::Stopped(_)) => unreachable!("not stopped yet"),
+        }
+    }
+}
 
 fn run(dispatchers: usize, mode: StopMode, link: Rate, spin_us: u64) {
     let cfg = Config {
@@ -247,15 +261,7 @@ fn clients_run_the_rounds_of_a_stalled_arbiter() {
         .map(|i| {
             let mut c = rt.client().unwrap();
             std::thread::spawn(move || {
-                let mut seq = 0;
-                while seq < per_client {
-                    let p = Pkt::new(FlowId(i), 200, Nanos(0), u64::from(i) << 32 | seq);
-                    match c.send(p) {
-                        Ok(_) => seq += 1,
-                        Err(SendError::Full(_)) => std::thread::yield_now(),
-                        Err(SendError::Stopped(_)) => unreachable!("not stopped yet"),
-                    }
-                }
+                send_numbered(&mut c, i, 200, per_client);
                 c.assisted_rounds()
             })
         })
@@ -407,15 +413,7 @@ fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
         .map(|i| {
             let mut c = rt.client().unwrap();
             std::thread::spawn(move || {
-                let mut seq = 0;
-                while seq < per_client {
-                    let p = Pkt::new(FlowId(i), 1_000, Nanos(0), u64::from(i) << 32 | seq);
-                    match c.send(p) {
-                        Ok(_) => seq += 1,
-                        Err(SendError::Full(_)) => std::thread::yield_now(),
-                        Err(SendError::Stopped(_)) => unreachable!("not stopped yet"),
-                    }
-                }
+                send_numbered(&mut c, i, 1_000, per_client);
                 // Then poll (an empty batch) until this client has run a
                 // round: the arbiter steps aside within a few ms of
                 // sharing its core (the deadline is a hang guard).

@@ -253,3 +253,29 @@ fn the_compiled_classifier_marks_each_frame_with_its_class_on_the_wire() {
     assert_eq!(got, FRAMES, "every frame arrived ({:?})", rx.stats());
     assert_eq!((seen[1], seen[2], seen[7]), (200, 200, 200));
 }
+
+/// A queue held by a live AF_XDP socket: a second socket's bind is retried
+/// (a socket whose process just exited frees its queue a few ms later),
+/// then refused with a message naming the queue and what holds it.
+#[test]
+fn a_queue_held_by_a_live_socket_is_named_as_taken() {
+    if skip() {
+        return;
+    }
+    on_line(PREFIX, false, |topo, _gen_tx| {
+        let cfg = XdpConfig::default();
+        let held = in_namespace(&topo.dut_ns, || xdp::open("d0", &cfg))
+            .expect("namespace")
+            .expect("the first socket");
+        let second = in_namespace(&topo.dut_ns, || xdp::open("d0", &cfg)).expect("namespace");
+        let Err(e) = second else {
+            panic!("a second socket bound the held queue");
+        };
+        let text = e.to_string();
+        assert!(
+            text.contains("queue 0 is taken by another AF_XDP socket") && text.contains("d0"),
+            "{text}"
+        );
+        drop(held);
+    });
+}

@@ -206,19 +206,41 @@ fn bind(
         sxdp_queue_id: queue,
         sxdp_shared_umem_fd: shared_umem_fd,
     };
-    // SAFETY: a valid sockaddr_xdp of the size passed.
-    let rc = unsafe {
-        libc::bind(
-            fdn,
-            (&sxdp as *const libc::sockaddr_xdp).cast(),
-            std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
-        )
-    };
-    if rc != 0 {
-        return Err(sys(device, call));
+    // A queue whose last socket just closed (its process exited, even
+    // killed) stays taken until the kernel's deferred teardown of that
+    // socket's buffer pool has run: EBUSY for a few ms. Retry for up to
+    // BIND_BUSY_TRIES × BIND_BUSY_WAIT before naming the queue as taken.
+    for _ in 0..BIND_BUSY_TRIES {
+        // SAFETY: a valid sockaddr_xdp of the size passed.
+        let rc = unsafe {
+            libc::bind(
+                fdn,
+                (&sxdp as *const libc::sockaddr_xdp).cast(),
+                std::mem::size_of::<libc::sockaddr_xdp>() as libc::socklen_t,
+            )
+        };
+        if rc == 0 {
+            return Ok(());
+        }
+        if io::Error::last_os_error().raw_os_error() != Some(libc::EBUSY) {
+            return Err(sys(device, call));
+        }
+        std::thread::sleep(BIND_BUSY_WAIT);
     }
-    Ok(())
+    Err(IoError::Config {
+        device: device.to_string(),
+        what: format!(
+            "{call}: queue {queue} is taken by another AF_XDP socket (still after {} ms): \
+             stop the other program using it (another pktsched?)",
+            BIND_BUSY_WAIT.as_millis() * u128::from(BIND_BUSY_TRIES)
+        ),
+    })
 }
+
+/// How often, and how far apart, a bind that finds its queue taken is
+/// tried again (see `bind`).
+const BIND_BUSY_TRIES: u32 = 50;
+const BIND_BUSY_WAIT: std::time::Duration = std::time::Duration::from_millis(20);
 
 /// Opens, registers, maps and binds a socket on `ifindex` queue
 /// `cfg.queue`, the owner of its UMEM and of the fill and completion

@@ -10,26 +10,14 @@ mod common;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::Scratch;
+use common::{Guard, Scratch};
 use pktsched_io::netns::{Topology, is_root};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pktsched");
-
-/// Kills the shaper if the test fails before it ends.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
 
 /// `DEV`'s sysfs file `name` in namespace `ns`, trimmed.
 fn sysfs(ns: &str, name: &str) -> String {

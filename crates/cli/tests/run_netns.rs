@@ -9,10 +9,10 @@ mod common;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::Scratch;
+use common::{Guard, Scratch};
 use pktsched_io::netns::{Topology, is_root};
 
 const BIN: &str = env!("CARGO_BIN_EXE_pktsched");
@@ -41,18 +41,6 @@ fn output(mut c: Command) -> (i32, String, String) {
         String::from_utf8_lossy(&o.stdout).into_owned(),
         String::from_utf8_lossy(&o.stderr).into_owned(),
     )
-}
-
-/// Kills the shaper if the test fails before stopping it.
-struct Guard(Option<Child>);
-
-impl Drop for Guard {
-    fn drop(&mut self) {
-        if let Some(c) = &mut self.0 {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
 }
 
 #[test]

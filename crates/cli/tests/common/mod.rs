@@ -1,6 +1,7 @@
 //! Shared by the CLI's integration tests.
 
 use std::path::{Path, PathBuf};
+use std::process::Child;
 
 /// A scratch directory, unique per process and name, removed when dropped
 /// (also when the test fails), so tests leave nothing in the temp directory.
@@ -30,5 +31,18 @@ impl Scratch {
 impl Drop for Scratch {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Kills the child (a shaper, a sink) if the test fails before it ends.
+#[allow(dead_code)] // not every test file uses each helper
+pub(crate) struct Guard(pub(crate) Option<Child>);
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        if let Some(c) = &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
     }
 }

@@ -91,17 +91,9 @@ fn a_client_runs_the_missed_rounds_and_departures_are_unchanged() {
         } else {
             assert!(s.do_scan(now).is_some());
         }
-        ends.push(
-            s.with(|a| a.output().map_or(0, |o| o.pkts.len()))
-                .unwrap_or(0),
-        );
+        ends.push(released_so_far(&s));
     }
-    let got = s.with(|a| a.output().map(|o| releases(o, &ends))).flatten();
-    assert!(
-        want.as_ref().is_some_and(|w| w.len() > 500),
-        "too few releases"
-    );
-    assert_eq!(got, want);
+    assert_same_releases(&s, &ends, want);
     let stats = s.with(|a| a.stats()).unwrap_or_default();
     assert_eq!(stats.assisted_rounds, missed);
     assert_eq!(stats.loops, steps);
@@ -117,6 +109,28 @@ fn a_client_runs_the_missed_rounds_and_departures_are_unchanged() {
 }
 
 /// Each client sends 0–2 packets of 125–1500 bytes (seeded).
+/// Packets the shared arbiter's output holds so far.
+fn released_so_far(s: &SharedArbiter<u64, Out>) -> usize {
+    s.with(|a| a.output().map_or(0, |o| o.pkts.len()))
+        .unwrap_or(0)
+}
+
+/// The shared arbiter released what the lone arbiter did (`want`), round
+/// by round (`ends`: its output's length after each round), and enough of
+/// it to mean something.
+fn assert_same_releases(
+    s: &SharedArbiter<u64, Out>,
+    ends: &[usize],
+    want: Option<Vec<(u64, usize)>>,
+) {
+    let got = s.with(|a| a.output().map(|o| releases(o, ends))).flatten();
+    assert!(
+        want.as_ref().is_some_and(|w| w.len() > 500),
+        "too few releases"
+    );
+    assert_eq!(got, want);
+}
+
 fn send_some(cs: &mut [Client<u64>], rng: &mut ChaCha8Rng, seq: &mut u64, now: Nanos) {
     for (i, c) in cs.iter_mut().enumerate() {
         for _ in 0..rng.random_range(0..3) {
@@ -219,17 +233,9 @@ fn clients_run_the_rounds_while_the_arbiter_is_away_and_departures_are_unchanged
         let i = (0..flows).max_by_key(|&i| cs[i].pending()).unwrap_or(0);
         assert!(cs[i].assist_at(now), "step {step}: no round");
         by_clients += 1;
-        ends.push(
-            s.with(|a| a.output().map_or(0, |o| o.pkts.len()))
-                .unwrap_or(0),
-        );
+        ends.push(released_so_far(&s));
     }
-    let got = s.with(|a| a.output().map(|o| releases(o, &ends))).flatten();
-    assert!(
-        want.as_ref().is_some_and(|w| w.len() > 500),
-        "too few releases"
-    );
-    assert_eq!(got, want);
+    assert_same_releases(&s, &ends, want);
     assert_eq!(s.with(|a| a.stats().assisted_rounds), Some(by_clients));
     // Back: no client round, however late.
     s.set_away(false);

@@ -9,7 +9,7 @@ use pktsched_core::{Algorithm, FlowConfig, FlowId, Nanos, Pkt, Rate};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use super::Arbiter;
+use super::{Arbiter, Round};
 use crate::client::Client;
 use crate::config::{Config, Sent};
 use crate::output::VecOutput;
@@ -72,6 +72,17 @@ fn top_up(a: &TestArbiter, bulk: &mut Client<u64>, n: usize, now: Nanos, seq: &m
 /// The round at which the urgent frame sent at `at` (while the bulk flow
 /// keeps the 100 Mbit/s link full, with rounds whenever the link is due)
 /// is released, less `at`; and the urgent frames released on the credit.
+/// One round at `now`, and the packets it released.
+fn scan_released(a: &mut TestArbiter, now: Nanos) -> (Round, Vec<Pkt<u64>>) {
+    let before = a.output().map_or(0, |o| o.pkts.len());
+    let r = a.do_scan(now);
+    let out = a
+        .output()
+        .map(|o| o.pkts[before..].to_vec())
+        .unwrap_or_default();
+    (r, out)
+}
+
 fn urgent_wait(prio_burst: u32, at: Nanos) -> (u64, u64) {
     let (mut a, mut urgent, mut bulk) = prio_arbiter(Rate::mbit(100), MAX_FRAME, prio_burst);
     let mut now = Nanos(0);
@@ -85,12 +96,7 @@ fn urgent_wait(prio_burst: u32, at: Nanos) -> (u64, u64) {
             send(&mut urgent, URGENT, 200, now, 0);
             sent_urgent = true;
         }
-        let before = a.output().map_or(0, |o| o.pkts.len());
-        let r = a.do_scan(now);
-        let out = a
-            .output()
-            .map(|o| o.pkts[before..].to_vec())
-            .unwrap_or_default();
+        let (r, out) = scan_released(&mut a, now);
         if out.iter().any(|p| p.flow == URGENT) {
             return (now.0 - at.0, a.priority_releases());
         }
@@ -222,12 +228,7 @@ fn random_case(seed: u64) {
         if a.was_empty {
             shadow.idle(now);
         }
-        let before = a.output().map_or(0, |o| o.pkts.len());
-        let r = a.do_scan(now);
-        let out = a
-            .output()
-            .map(|o| o.pkts[before..].to_vec())
-            .unwrap_or_default();
+        let (r, out) = scan_released(&mut a, now);
         for p in &out {
             let lead = if p.flow == URGENT {
                 a.lead.0 + a.prio_lead.0

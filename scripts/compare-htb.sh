@@ -51,9 +51,23 @@
 # the transmit to s0 then run in softirq there). PIN=0 turns it off.
 # PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched, except
 # to a busy-polling one (it would starve its core's softirq work).
+# d0's receive work for pktsched (veth's NAPI: the XDP program and the copy
+# into the AF_XDP ring) runs by default in softirq on the core that sent
+# the frame, i.e. the generator's CPU 0, where HTB's rows have RPS move it
+# to the DUT core. DUT_NAPI=thread (the default when pinned) switches d0 to
+# threaded NAPI once pktsched has attached its XDP program
+# (/sys/class/net/d0/threaded) and pins that kernel thread to the DUT core
+# with pktsched's policy (SCHED_FIFO N under PKTSCHED_RT=N), so both paths
+# do their receive work on the DUT core; DUT_NAPI=softirq leaves it where
+# the frame was sent. Without it the generator's core carries the XDP work
+# and, when it is short of time, veth's 256-frame XDP ring from g0 to d0
+# overflows: those frames are dropped at g0's transmit (g0 tx_dropped,
+# printed per fixed-rate run below) before pktsched's device sees them.
 # PERF_RECORD=1 records the forwarder's profile in each measurement
 # (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
-# symbols in NAME.profile.txt; use with KEEP). KEEP=DIR
+# symbols in NAME.profile.txt; use with KEEP); PERF_RECORD=dut records
+# the whole DUT core instead (`-C 1`: the forwarder, the NAPI thread,
+# softirq and anything else there), for every architecture. KEEP=DIR
 # keeps the run's files (configs, each measurement's JSON, pktsched's
 # stats) in DIR. ONLY="victim fwd" runs only the listed measurements
 # (rate, victim, fwd, reload, sat) of each architecture, e.g. to look at
@@ -139,6 +153,33 @@ nsr() { local ns="$1"; shift; ip netns exec "$ns" "${pin_rest[@]}" "$@"; }
 # RPS: d0's receive processing on the DUT's CPU (HTB rows), or back to
 # where the frame arrived ("0").
 rps() { nsx "$dut" sh -c "echo $1 > /sys/class/net/d0/queues/rx-0/rps_cpus" 2>/dev/null || true; }
+dut_napi="${DUT_NAPI:-thread}"
+case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_napi: allowed thread or softirq" >&2; exit 2 ;; esac
+[ -n "$dut_cpu" ] || dut_napi=softirq
+# napi_on_dut: d0's NAPI as a kernel thread on the DUT core, with
+# pktsched's policy (after the XDP program is attached: veth has a NAPI
+# context only then). Kernel threads live in no namespace and other runs
+# may have a d0 too, so the thread is the napi/d0-* that appears when
+# threaded NAPI is switched on.
+napi_threads() { ps -eo pid=,comm= | awk 'index($2, "napi/d0-") == 1 {print $1}' | sort; }
+napi_on_dut() {
+    [ "$dut_napi" = thread ] || return 0
+    local before pid=""
+    before=$(napi_threads)
+    nsx "$dut" sh -c 'echo 1 > /sys/class/net/d0/threaded' ||
+        { echo "compare-htb.sh: d0 refused threaded NAPI; DUT_NAPI=softirq to run without" >&2; exit 1; }
+    for _ in $(seq 50); do
+        pid=$(comm -13 <(echo "$before") <(napi_threads) | head -1)
+        [ -n "$pid" ] && break
+        sleep 0.02
+    done
+    [ -n "$pid" ] || { echo "compare-htb.sh: no new napi/d0 thread after threaded NAPI on d0" >&2; exit 1; }
+    taskset -pc "$dut_cpu" "$pid" >/dev/null
+    # One above the forwarder: veth queues only 256 frames for d0, so its
+    # NAPI preempts the forwarder as a softirq would, not wait for its pass.
+    if [ -n "${PKTSCHED_RT:-}" ]; then chrt -f -p "$(( PKTSCHED_RT < 99 ? PKTSCHED_RT + 1 : 99 ))" "$pid"; fi
+}
+napi_off() { [ "$dut_napi" = thread ] && nsx "$dut" sh -c 'echo 0 > /sys/class/net/d0/threaded' 2>/dev/null || true; }
 
 # proc_counters PID: "cpu_jiffies voluntary involuntary" summed over the
 # process's threads (zeros when there is none).
@@ -200,10 +241,10 @@ start_pktsched() { # $1 rate, $2 engine, rest: more `run` arguments
     ip netns exec "$dut" ${PKTSCHED_CHRT:+chrt -f "$PKTSCHED_CHRT"} "$bin" run --config "$work/run.toml" \
         "${pin_dut[@]}" "${rt[@]}" "${bp_args[@]}" "$@" >"$work/run.out" 2>"$work/run.err" &
     shaper_pid=$!
-    for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && return; sleep 0.05; done
+    for _ in $(seq 100); do [ -S "$work/ctl.sock" ] && { napi_on_dut; return; }; sleep 0.05; done
     cat "$work/run.err" >&2; exit 1
 }
-stop_pktsched() { kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; shaper_pid=""; rm -f "$work/ctl.sock"; }
+stop_pktsched() { napi_off; kill -TERM "$shaper_pid" 2>/dev/null || true; wait "$shaper_pid" 2>/dev/null || true; shaper_pid=""; rm -f "$work/ctl.sock"; }
 shaper_pid=""
 
 start_htb() { # $1 rate
@@ -278,6 +319,9 @@ stop_arch() {
 }
 
 s0_rx() { nsx "$sink" cat /sys/class/net/s0/statistics/rx_packets; }
+# Frames veth dropped at g0's transmit: d0's receive ring (its XDP ring
+# when a program is attached, 256 frames) was full.
+g0_tx_dropped() { nsx "$gen" cat /sys/class/net/g0/statistics/tx_dropped; }
 
 saturate() { # $1 name: 64-byte frames from the ring generator, far above
     local name="$1"
@@ -307,15 +351,21 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     fi
     local d0=0 d1=0
     local rec_pid=""
-    if [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
+    if [ "${PERF_RECORD:-}" = dut ] && [ -n "$dut_cpu" ] && command -v perf >/dev/null; then
+        # the whole DUT core (every architecture): kernel threads and softirq too
+        perf record -q -e cpu-clock -g -C "$dut_cpu" -o "$work/$name.perf.data" 2>/dev/null &
+        rec_pid=$!
+    elif [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
         perf record -q -e cpu-clock -g -p "$shaper_pid" -o "$work/$name.perf.data" 2>/dev/null &
         rec_pid=$!
     fi
+    local g0=$(g0_tx_dropped)
     b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
     [ -n "$dut_cpu" ] && d0=$(cpu_busy_jiffies "$dut_cpu")
     nsr "$gen" "$bin" gen --dst 198.18.0.2 "${flows[@]}" --duration "${secs}s" --json >"$work/$name.gen.json"
     b1=$(busy_jiffies); p1=($(proc_counters "$shaper_pid"))
     [ -n "$dut_cpu" ] && d1=$(cpu_busy_jiffies "$dut_cpu")
+    echo $(( $(g0_tx_dropped) - g0 )) >"$work/$name.g0_dropped"
     echo $(( d1 - d0 )) >"$work/$name.dut_jiffies"
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
     if [ -n "$rec_pid" ]; then
@@ -448,10 +498,12 @@ PY
 # The CPU floor: measurement 3 for every architecture that ran it, the
 # plain bridge and the direct veth included (what gen + sink cost alone).
 cpu_floor_table() {
-    local a n c head="" sep="" got="" cpu="" dut=""
+    local a n c head="" sep="" got="" cpu="" dut="" sent="" lost=""
     for a in $archs; do
         [ -s "$work/$a-fwd.json" ] || continue
         head="$head $(name_of "$a") |"; sep="$sep ---: |"
+        sent="$sent $(jq_py "$work/$a-fwd.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))") |"
+        lost="$lost $(( $(cat "$work/$a-fwd.g0_dropped") / secs )) |"
         n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
         n=$(( n > 0 ? n : 1 ))
         got="$got $(( n / secs )) |"
@@ -463,6 +515,8 @@ cpu_floor_table() {
     echo
     echo "| CPU floor: 64 B frames at a fixed offered rate, limit far above |$head"
     echo "| --- |$sep"
+    echo "| frames/s sent by the generator (offered: 117 188) |$sent"
+    echo "| frames/s dropped at g0's transmit (veth's ring to d0 full) |$lost"
     echo "| frames/s received by the sink |$got"
     echo "| whole-machine CPU ns per frame (gen + DUT + sink) |$cpu"
     [ -n "$dut_cpu" ] && echo "| DUT core (CPU $dut_cpu) busy CPU ns per frame |$dut"
@@ -605,6 +659,19 @@ row() { # label, python expression over d (sink JSON), measurement name
     row "64 B frames received per second (not limiting)" \
         "print('%.0f' % (sum(f['received'] for f in d['flows'])/$secs))" fwd
     if wanted fwd; then
+        # Where the frames not received went: never sent (the generator
+        # short of its rate), dropped by veth at g0's transmit, dropped by
+        # the kernel at pktsched's AF_XDP rings (its stats' rx_kernel_drops).
+        line="| 64 B frames/s: sent by gen / dropped at g0 → d0 / dropped at pktsched's rings |"
+        for a in $shaped; do
+            k="—"
+            [ -s "$work/$a-fwd.stats.json" ] && k=$(jq_py "$work/$a-fwd.stats.json" \
+                "print('%.0f' % (sum(x['rx_kernel_drops'] for x in d['devices'] if x['role'] == 'rx') / $secs))")
+            line="$line $(jq_py "$work/$a-fwd.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))") / $(( $(cat "$work/$a-fwd.g0_dropped") / secs )) / $k |"
+        done
+        echo "$line"
+    fi
+    if wanted fwd; then
     line="| whole-machine CPU ns per 64 B frame (gen + forwarder + sink) |"
     for a in $shaped; do
         n=$(jq_py "$work/$a-fwd.json" "print(sum(f['received'] for f in d['flows']))")
@@ -656,6 +723,7 @@ row() { # label, python expression over d (sink JSON), measurement name
     done
     placed="no pinning"
     [ -n "$dut_cpu" ] && placed="DUT on CPU $dut_cpu, gen + sink on CPU 0"
+    [ "$dut_napi" = thread ] && placed="$placed, pktsched's d0 NAPI threaded on CPU $dut_cpu"
     echo "| placement | $placed${rt_args[*]:+, pktsched ${rt_args[*]}} |"
     row "datagrams lost across a config change at half load" \
         "print(sum(f['lost'] for f in d['flows']))" reload

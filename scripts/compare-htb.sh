@@ -52,17 +52,17 @@
 # PKTSCHED_RT=N adds `--rt-priority N` (SCHED_FIFO) to pktsched, except
 # to a busy-polling one (it would starve its core's softirq work).
 # d0's receive work for pktsched (veth's NAPI: the XDP program and the copy
-# into the AF_XDP ring) runs by default in softirq on the core that sent
-# the frame, i.e. the generator's CPU 0, where HTB's rows have RPS move it
-# to the DUT core. DUT_NAPI=thread (the default when pinned) switches d0 to
-# threaded NAPI once pktsched has attached its XDP program
-# (/sys/class/net/d0/threaded) and pins that kernel thread to the DUT core
-# with pktsched's policy (SCHED_FIFO N under PKTSCHED_RT=N), so both paths
-# do their receive work on the DUT core; DUT_NAPI=softirq leaves it where
-# the frame was sent. Without it the generator's core carries the XDP work
-# and, when it is short of time, veth's 256-frame XDP ring from g0 to d0
-# overflows: those frames are dropped at g0's transmit (g0 tx_dropped,
-# printed per fixed-rate run below) before pktsched's device sees them.
+# into the AF_XDP ring) runs in softirq on the core that sent the frame,
+# i.e. the generator's CPU 0, where HTB's rows have RPS move d0's receive
+# to the DUT core. DUT_NAPI=thread switches d0 to threaded NAPI once
+# pktsched has attached its XDP program (/sys/class/net/d0/threaded) and
+# pins that kernel thread to the DUT core, under PKTSCHED_RT=N at
+# SCHED_FIFO N+1 (veth queues only 256 frames for d0, so the thread must
+# preempt the forwarder as a softirq would), so both paths receive on the
+# DUT core; DUT_NAPI=softirq (the default) leaves it where it is. When
+# the core that runs d0's NAPI is short of time, veth's 256-frame XDP ring
+# from g0 to d0 overflows and those frames are dropped at g0's transmit
+# (g0 tx_dropped, printed per fixed-rate run) before pktsched sees them.
 # PERF_RECORD=1 records the forwarder's profile in each measurement
 # (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
 # symbols in NAME.profile.txt; use with KEEP); PERF_RECORD=dut records
@@ -153,7 +153,7 @@ nsr() { local ns="$1"; shift; ip netns exec "$ns" "${pin_rest[@]}" "$@"; }
 # RPS: d0's receive processing on the DUT's CPU (HTB rows), or back to
 # where the frame arrived ("0").
 rps() { nsx "$dut" sh -c "echo $1 > /sys/class/net/d0/queues/rx-0/rps_cpus" 2>/dev/null || true; }
-dut_napi="${DUT_NAPI:-thread}"
+dut_napi="${DUT_NAPI:-softirq}"
 case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_napi: allowed thread or softirq" >&2; exit 2 ;; esac
 [ -n "$dut_cpu" ] || dut_napi=softirq
 # napi_on_dut: d0's NAPI as a kernel thread on the DUT core, with

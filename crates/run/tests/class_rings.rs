@@ -4,17 +4,19 @@
 //! an overload. Needs root (CI runs as root); skipped with a message
 //! otherwise. The namespaces are removed even when a test fails.
 
+mod common;
 #[macro_use]
 mod engines;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use common::WireCounters;
 use pktsched_io::netns::{Topology, in_namespace, is_root};
 use pktsched_run::config::{Engine, parse};
 use pktsched_run::devices::open_devices;
 use pktsched_run::engine::{Final, Pipeline};
 use pktsched_run::traffic::gen_flows::FlowSpec;
-use pktsched_run::traffic::generator::{GenBackend, generate_with};
+use pktsched_run::traffic::generator::{GenBackend, GenReport, generate_with};
 use pktsched_run::traffic::sink::{Sink, SinkReport};
 
 /// One real-wire run at a time in this binary.
@@ -46,14 +48,18 @@ limit = 200
 match = [{ proto = "udp", dport = 5000 }]
 "#;
 
-/// Runs `flows` through the pipeline on `engine`; returns what the
-/// ingress got (in words), the sink's report and the final counters.
-fn run(
-    engine: Engine,
-    backend: &str,
-    flows: &[&str],
-    ports: &[u16],
-) -> (String, SinkReport, Final) {
+/// What one run saw: the ingress's rings (in words), the generator, the
+/// sink, the daemon's final counters and the kernel's along the line.
+struct Run {
+    rings: String,
+    sent: GenReport,
+    received: SinkReport,
+    fin: Final,
+    wire: WireCounters,
+}
+
+/// Runs `flows` through the pipeline on `engine`.
+fn run(engine: Engine, backend: &str, flows: &[&str], ports: &[u16]) -> Run {
     let _turn = ONE_AT_A_TIME
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -81,9 +87,9 @@ fn run(
         .map(|f| FlowSpec::parse_cli(f, &base).expect("flow"))
         .collect();
     let never = AtomicBool::new(false);
-    let received = std::thread::scope(|s| {
+    let (sent, received) = std::thread::scope(|s| {
         let receiving = s.spawn(|| sink.run(None, Duration::from_secs(2), &never));
-        in_namespace(&topo.gen_ns, || {
+        let sent = in_namespace(&topo.gen_ns, || {
             generate_with(
                 &GenBackend::Socket,
                 &specs,
@@ -95,37 +101,139 @@ fn run(
         })
         .expect("namespace")
         .expect("generate");
-        receiving.join().expect("sink thread")
+        (sent, receiving.join().expect("sink thread"))
     });
-    (choice.rings, received, pipeline.stop().expect("stop"))
+    let fin = pipeline.stop().expect("stop");
+    Run {
+        rings: choice.rings,
+        sent,
+        received,
+        fin,
+        wire: WireCounters::read(&topo),
+    }
 }
 
-/// `backend` and how the daemon names its class rings.
+/// Runs that may be measured again because a victim frame was lost
+/// outside pktsched or the bulk did not overload its class.
+const ATTEMPTS: usize = 3;
+
+/// `backend` and how the daemon names its class rings. pktsched's own
+/// failures (a victim frame dropped by its class or its ring, rings and
+/// classes that disagree, frames not conserved) fail the run at once. A
+/// run whose shortfall lies outside pktsched (the generator short of
+/// overloading the bulk class, a victim frame lost at g0's transmit or
+/// after d1) is measured again, up to [`ATTEMPTS`] runs; if none is clean
+/// the test fails naming those hops.
 fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
     }
-    let (rings, sink, fin) = run(
-        engine,
-        backend,
-        &[
-            "dport=5000,rate=1mbit,size=200",
-            "dport=6000,rate=80mbit,size=1500",
-            "dport=6001,rate=80mbit,size=1500",
-        ],
-        &[5000, 6000, 6001],
+    let mut outside = Vec::new();
+    for attempt in 1..=ATTEMPTS {
+        let run = run(
+            engine,
+            backend,
+            &[
+                "dport=5000,rate=1mbit,size=200",
+                "dport=6000,rate=80mbit,size=1500",
+                "dport=6001,rate=80mbit,size=1500",
+            ],
+            &[5000, 6000, 6001],
+        );
+        match pktsched_keeps_the_victim(engine, rings_are, &run) {
+            Ok(()) => return,
+            Err(why) => outside.push(format!("attempt {attempt}: {why}")),
+        }
+    }
+    panic!(
+        "not pktsched's, but no clean run in {ATTEMPTS}: the shortfall was outside it \
+         each time:\n{}",
+        outside.join("\n")
     );
-    let snap = &fin.after_stop;
-    let text = format!("{rings}\n{}\n{}", sink.text(), snap.text());
+}
+
+/// Panics on pktsched's own failures; `Err` names a shortfall outside
+/// pktsched, hop by hop.
+fn pktsched_keeps_the_victim(engine: Engine, rings_are: &str, run: &Run) -> Result<(), String> {
+    let snap = &run.fin.after_stop;
+    let text = format!(
+        "{}\n{}\n{}\n{}",
+        run.rings,
+        run.received.text(),
+        run.wire.text(),
+        snap.text()
+    );
+    rings_agree_with_classes(engine, rings_are, &run.rings, snap, &text);
+    let victim = &snap.classes[1];
+    let bulk = &snap.classes[0];
+    let ring = |class: &str| {
+        snap.devices
+            .iter()
+            .find(|d| d.role == format!("rx ring {class}"))
+            .map_or(0, |d| d.rx_kernel_drops + d.rx_no_buffer)
+    };
+    // pktsched's part: the victim's class and its own ring lost nothing.
+    assert_eq!(victim.drops, 0, "the victim's class dropped: {text}");
+    assert_eq!(ring("victim"), 0, "the victim's ring dropped: {text}");
+    let gen_sent = |port: u16| {
+        run.sent
+            .flows
+            .iter()
+            .filter(|f| f.dst.ends_with(&format!(":{port}")))
+            .map(|f| f.sent)
+            .sum::<u64>()
+    };
+    let bulk_lost = bulk.drops + ring("bulk");
+    if bulk_lost == 0 {
+        return Err(format!(
+            "the generator did not overload the bulk class (it sent {} + {} bulk frames, \
+             {} bit/s in all; 160 Mbit/s into 100 is needed): {text}",
+            gen_sent(6000),
+            gen_sent(6001),
+            run.sent.sent_bps
+        ));
+    }
+    let sunk = run
+        .received
+        .flows
+        .iter()
+        .find(|f| f.port == 5000)
+        .map_or(0, |f| f.received);
+    let before = gen_sent(5000).saturating_sub(victim.received);
+    let after = victim.packets.saturating_sub(sunk);
+    if before > 0 || after > 0 || victim.received < 1000 {
+        return Err(format!(
+            "victim frames: the generator sent {}, pktsched received {} and sent {}, the \
+             sink received {}: {before} lost before pktsched (g0's transmit), {after} after \
+             it (d1 → sink): {text}",
+            gen_sent(5000),
+            victim.received,
+            victim.packets,
+            sunk
+        ));
+    }
+    let v = run.received.flows.iter().find(|f| f.port == 5000);
+    assert_eq!(v.map_or(1, |v| v.lost), 0, "{text}");
+    Ok(())
+}
+
+/// The kernel's classifier and the daemon's agree; every class conserves
+/// its frames; the forwarder's trace matches (pktsched's part).
+fn rings_agree_with_classes(
+    engine: Engine,
+    rings_are: &str,
+    rings: &str,
+    snap: &pktsched_run::stats::Snapshot,
+    text: &str,
+) {
     assert!(
         rings.starts_with(&format!("one receive ring per class ({rings_are})"))
             && rings.contains("victim (budget 64"),
         "{text}"
     );
-    // The kernel's classifier and the daemon's agree: each class ring
-    // delivered the frames the daemon put in that class. The one allowed
-    // difference is a frame that is not IP (an ARP or IPv6 neighbour
+    // Each class ring delivered the frames the daemon put in that class.
+    // The one allowed difference is a frame that is not IP (an ARP or IPv6 neighbour
     // frame of the namespaces' own): the daemon counts it as an anomaly
     // and gives it the default class; the kernel once put one in ring 0
     // (CI, AF_PACKET, run-to-completion: victim ring 1876 vs class 1875,
@@ -176,26 +284,6 @@ fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
         mismatched <= 2 * non_ip,
         "rings and classes disagree beyond {non_ip} non-IP frames: {text}"
     );
-    let victim = &snap.classes[1];
-    let bulk = &snap.classes[0];
-    assert!(victim.received > 1000, "{text}");
-    assert_eq!(victim.drops, 0, "{text}");
-    let bulk_lost = bulk.drops
-        + snap
-            .devices
-            .iter()
-            .find(|d| d.role == "rx ring bulk")
-            .map_or(0, |d| d.rx_kernel_drops);
-    assert!(
-        bulk_lost > 0,
-        "160 Mbit/s into 100: the excess is dropped: {text}"
-    );
-    let v = sink
-        .flows
-        .iter()
-        .find(|f| f.port == 5000)
-        .unwrap_or_else(|| panic!("the victim did not arrive: {text}"));
-    assert_eq!(v.lost, 0, "{text}");
 }
 
 fn a_victim_on_its_own_af_packet_ring_loses_nothing_next_to_an_overload(engine: Engine) {

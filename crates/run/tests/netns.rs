@@ -3,11 +3,13 @@
 //! Needs root (CI runs as root); skipped with a message otherwise. The
 //! namespaces are removed even when a test fails (the topology's Drop).
 
+mod common;
 #[macro_use]
 mod engines;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
+use common::WireCounters;
 use pktsched_io::netns::{Topology, in_namespace, is_root};
 use pktsched_run::config::{Engine, parse};
 use pktsched_run::devices::open_packet_devices;
@@ -18,15 +20,17 @@ use pktsched_run::traffic::generator::{GenBackend, GenReport, generate_with};
 use pktsched_run::traffic::ring_out::RingTarget;
 use pktsched_run::traffic::sink::{Sink, SinkReport};
 
-/// What a run saw: the generator, the sink, the daemon at the end, and
-/// the daemon's counters 1 s and 3 s into the run (the steady state,
-/// before the generator stops and the queues drain).
+/// What a run saw: the generator, the sink, the daemon at the end, the
+/// daemon's counters 1 s and 3 s into the run (the steady state, before
+/// the generator stops and the queues drain), and the kernel's counters
+/// along the line.
 struct Run {
     sent: GenReport,
     received: SinkReport,
     fin: Final,
     at_1s: Snapshot,
     at_3s: Snapshot,
+    wire: WireCounters,
 }
 
 /// One real-wire run at a time: on two cores, concurrent generators and
@@ -105,12 +109,14 @@ fn through_pipeline_with(
         let (a, b) = sampling.join().expect("sampling thread");
         (sent, receiving.join().expect("sink thread"), a, b)
     });
+    let fin = pipeline.stop().expect("stop");
     Run {
         sent: gen_report,
         received: sink_report,
-        fin: pipeline.stop().expect("stop"),
+        fin,
         at_1s,
         at_3s,
+        wire: WireCounters::read(&topo),
     }
 }
 
@@ -255,52 +261,106 @@ fn a_strict_priority_class_takes_the_link_under_overload(engine: Engine) {
     );
 }
 
+/// The 1 Gbit/s test's steady-state window (between the 1 s and 3 s
+/// samples): what the shaper sent and what was offered to it.
+struct GigabitWindow {
+    /// The shaper's departures, bit/s of 1500-byte frames.
+    sent_bps: f64,
+    /// Frames that reached pktsched's ingress socket (read, or dropped by
+    /// its ring for want of reading: pktsched's loss), as bit/s.
+    offered_bps: f64,
+}
+
+impl GigabitWindow {
+    fn of(run: &Run) -> GigabitWindow {
+        let dt = run.at_3s.uptime_s - run.at_1s.uptime_s;
+        let bytes = |s: &Snapshot| s.classes[0].bytes as f64;
+        let at_socket = |s: &Snapshot| {
+            s.devices
+                .iter()
+                .find(|d| d.role == "rx")
+                .map_or(0, |d| d.rx_packets + d.rx_kernel_drops + d.rx_no_buffer) as f64
+        };
+        GigabitWindow {
+            sent_bps: (bytes(&run.at_3s) - bytes(&run.at_1s)) * 8.0 / dt,
+            offered_bps: (at_socket(&run.at_3s) - at_socket(&run.at_1s)) * 1500.0 * 8.0 / dt,
+        }
+    }
+
+    /// Where the frames went, hop by hop, for a failure message.
+    fn text(&self, run: &Run) -> String {
+        format!(
+            "shaper sent {:.0} bit/s with {:.0} bit/s offered at its socket between the \
+             samples (class queue {} then {} frames); the generator sent {} bit/s \
+             ({} frames, {} send errors); the sink received {} frames\n{}\n{}",
+            self.sent_bps,
+            self.offered_bps,
+            run.at_1s.classes[0].qlen,
+            run.at_3s.classes[0].qlen,
+            run.sent.sent_bps,
+            run.sent.flows[0].sent,
+            run.sent.flows[0].errors,
+            run.received.flows.first().map_or(0, |f| f.received),
+            run.wire.text(),
+            run.at_3s.text()
+        )
+    }
+}
+
+/// Attempts at a window in which the offered load overloads the class.
+const GIGABIT_ATTEMPTS: usize = 3;
+
+/// The shaper's departures over a window in which at least 1.02 Gbit/s
+/// reached its ingress socket: with more offered than the rate, the class
+/// queue cannot run dry, so a rate more than 1 % off is the shaper's
+/// (ingress, scheduler or egress). A window with less offered says
+/// nothing about the shaper; it is measured again (up to
+/// [`GIGABIT_ATTEMPTS`] runs) and, if no run overloads the class, the test
+/// fails naming the generator's side, with every attempt's hop-by-hop
+/// counts.
 fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
     if !is_root() {
         eprintln!("skipped: needs root to create network namespaces");
         return;
     }
-    let run = through_pipeline(
-        &LINK.replace("RATE", "1gbit"),
-        engine,
-        &["dport=5000,rate=1300mbit,size=1500"],
-        &[5000],
-        4,
-    );
-    // The shaper's departures between the two samples: what it sent on the
-    // wire per second (frames of 1500 bytes, no overhead configured).
-    let dt = run.at_3s.uptime_s - run.at_1s.uptime_s;
-    let a = |s: &Snapshot| s.classes[0].bytes as f64;
-    let rate = (a(&run.at_3s) - a(&run.at_1s)) * 8.0 / dt;
-    // What reached the shaper meanwhile, and whether its queue stayed
-    // full: a shortfall with an empty queue is the offered load's, not
-    // the shaper's (the generator's own figure is in the message too).
-    let rx = |s: &Snapshot| {
-        s.devices
-            .iter()
-            .find(|d| d.role == "rx")
-            .map_or(0, |d| d.rx_packets) as f64
-    };
-    let arrived = (rx(&run.at_3s) - rx(&run.at_1s)) * 1500.0 * 8.0 / dt;
-    let err = (rate - 1e9).abs() / 1e9;
-    assert!(
-        err < 0.01,
-        "sent {rate:.0} bit/s, {:.2} % off 1 Gbit/s; the generator sent {} bit/s, \
-         {arrived:.0} bit/s reached the shaper between the samples, class queue {} then {} \
-         frames\n{}",
-        err * 100.0,
-        run.sent.sent_bps,
-        run.at_1s.classes[0].qlen,
-        run.at_3s.classes[0].qlen,
-        run.at_3s.text()
-    );
-    // And it crossed the wire. The sink is one UDP socket in a debug build
-    // on two cores, which drops part of 83 kpps itself, so this only checks
-    // that most of it arrived; the shaper's own departures are the measure.
-    assert!(
-        frame_rate_bps(&run.received, 0) > 0.5e9,
-        "{}",
-        run.received.text()
+    let mut short = Vec::new();
+    for attempt in 1..=GIGABIT_ATTEMPTS {
+        let run = through_pipeline(
+            &LINK.replace("RATE", "1gbit"),
+            engine,
+            &["dport=5000,rate=1300mbit,size=1500"],
+            &[5000],
+            4,
+        );
+        let window = GigabitWindow::of(&run);
+        if window.offered_bps < 1.02e9 {
+            short.push(format!("attempt {attempt}: {}", window.text(&run)));
+            continue;
+        }
+        let err = (window.sent_bps - 1e9).abs() / 1e9;
+        assert!(
+            err < 0.01,
+            "the shaper's shortfall: {:.2} % off 1 Gbit/s with the class overloaded \
+             (attempt {attempt}): {}",
+            err * 100.0,
+            window.text(&run)
+        );
+        // And it crossed the wire. The sink is one UDP socket on two
+        // cores, which drops part of 83 kpps itself, so this only checks
+        // that most of it arrived; the shaper's own departures are the
+        // measure.
+        assert!(
+            frame_rate_bps(&run.received, 0) > 0.5e9,
+            "the sink received under half of what the shaper sent: {}\n{}",
+            window.text(&run),
+            run.received.text()
+        );
+        return;
+    }
+    panic!(
+        "not the shaper's: in {GIGABIT_ATTEMPTS} runs the generator never got 1.02 Gbit/s \
+         to pktsched's socket (it offers 1.3), so the 1 Gbit/s class was never overloaded:\n{}",
+        short.join("\n")
     );
 }
 

@@ -143,7 +143,10 @@ fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
         );
         match pktsched_keeps_the_victim(engine, rings_are, &run) {
             Ok(()) => return,
-            Err(why) => outside.push(format!("attempt {attempt}: {why}")),
+            Err(why) => {
+                eprintln!("attempt {attempt}, measuring again: {why}");
+                outside.push(format!("attempt {attempt}: {why}"));
+            }
         }
     }
     panic!(

@@ -334,7 +334,9 @@ fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
         );
         let window = GigabitWindow::of(&run);
         if window.offered_bps < 1.02e9 {
-            short.push(format!("attempt {attempt}: {}", window.text(&run)));
+            let why = format!("attempt {attempt}: {}", window.text(&run));
+            eprintln!("offered load short, measuring again: {why}");
+            short.push(why);
             continue;
         }
         let err = (window.sent_bps - 1e9).abs() / 1e9;

@@ -54,9 +54,9 @@ impl<T, const L: usize, const H: usize> fmt::Debug for Consumer<T, L, H> {
 }
 
 /// The items a batch pop takes: at most `left` more, each moved out by
-/// [`Consumer::take`] in whole-group mode. The one loop under
-/// [`Consumer::pop_many`], [`Consumer::pop_batch`] and
-/// [`Consumer::pop_into`].
+/// [`Consumer::take`] in whole-group mode. The loop under
+/// [`Consumer::pop_batch`] and [`Consumer::pop_into`] ([`Consumer::pop_many`]
+/// moves whole runs instead).
 struct Batch<'a, T, const L: usize, const H: usize> {
     rx: &'a mut Consumer<T, L, H>,
     left: usize,

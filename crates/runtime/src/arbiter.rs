@@ -635,7 +635,9 @@ fn read_one<T, O>(
     inbox: &mut VecDeque<Pkt<T>>,
     cx: ReadCtx<'_, T, O>,
 ) -> usize {
-    inbox.append(&mut c.held);
+    if !c.held.is_empty() {
+        inbox.append(&mut c.held);
+    }
     let room = cx.read_batch.saturating_sub(inbox.len());
     c.rx.pop_many(inbox, room);
     if inbox.is_empty() {

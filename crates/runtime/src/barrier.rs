@@ -82,14 +82,42 @@ pub fn asymmetric() -> bool {
 /// later loads *with respect to a [`heavy`] on another thread*.
 #[inline(always)]
 pub fn light() {
+    Light::mode().fence();
+}
+
+/// The light barrier's mode, read once for a call that issues several
+/// light barriers (a client's send: one after announcing itself busy, one
+/// before ringing). The mode never changes once decided, so this is the
+/// same barrier as [`light`] without a load of the mode each time.
+#[derive(Clone, Copy, Debug)]
+pub struct Light {
+    /// A compiler fence suffices (the `membarrier` pair).
     #[cfg(not(loom))]
-    {
-        if MODE.load(Ordering::Relaxed) == ASYMMETRIC {
-            std::sync::atomic::compiler_fence(Ordering::SeqCst);
-            return;
+    compiler_only: bool,
+}
+
+impl Light {
+    /// The mode now (decided by [`init`]).
+    #[inline(always)]
+    pub fn mode() -> Self {
+        Light {
+            #[cfg(not(loom))]
+            compiler_only: MODE.load(Ordering::Relaxed) == ASYMMETRIC,
         }
     }
-    fence(Ordering::SeqCst);
+
+    /// [`light`], in this mode.
+    #[inline(always)]
+    pub fn fence(self) {
+        #[cfg(not(loom))]
+        {
+            if self.compiler_only {
+                std::sync::atomic::compiler_fence(Ordering::SeqCst);
+                return;
+            }
+        }
+        fence(Ordering::SeqCst);
+    }
 }
 
 /// The rare side's barrier: a full barrier here and, in asymmetric mode, on

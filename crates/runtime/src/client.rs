@@ -287,8 +287,9 @@ impl<T: Send> Client<T> {
         let own = &self.meta.own;
         // Stop handshake (see `Arbiter::close_and_drain`): announce, light barrier,
         // look.
+        let light = barrier::Light::mode();
         own.busy.store(true, Ordering::Relaxed);
-        barrier::light();
+        light.fence();
         if self.shared.stop.load(Ordering::Relaxed) {
             own.busy.store(false, Ordering::Release);
             own.refused_stopped.fetch_add(1, Ordering::Relaxed);
@@ -305,7 +306,7 @@ impl<T: Send> Client<T> {
         }
         self.sent += 1;
         own.sent.store(self.sent, Ordering::Relaxed);
-        self.shared.doorbell.ring_bit(self.bell);
+        self.shared.doorbell.ring_bit_with(self.bell, light);
         self.assist_if_late(1);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {
@@ -323,8 +324,9 @@ impl<T: Send> Client<T> {
     /// untouched).
     pub fn send_batch(&mut self, pkts: &mut VecDeque<Pkt<T>>) -> Result<(usize, Sent), Stopped> {
         let own = &self.meta.own;
+        let light = barrier::Light::mode();
         own.busy.store(true, Ordering::Relaxed);
-        barrier::light();
+        light.fence();
         if self.shared.stop.load(Ordering::Relaxed) {
             own.busy.store(false, Ordering::Release);
             own.refused_stopped
@@ -344,7 +346,7 @@ impl<T: Send> Client<T> {
         }
         self.sent += n as u64;
         own.sent.store(self.sent, Ordering::Relaxed);
-        self.shared.doorbell.ring_bit(self.bell);
+        self.shared.doorbell.ring_bit_with(self.bell, light);
         self.assist_if_late(n);
         let bp = &self.meta.backpressure;
         if bp.load(Ordering::Relaxed) && bp.swap(false, Ordering::Relaxed) {

@@ -133,12 +133,19 @@ impl Doorbell {
     /// once, when the producer is made: no division per ring).
     #[inline]
     pub fn ring_bit(&self, b: BellBit) -> bool {
+        self.ring_bit_with(b, barrier::Light::mode())
+    }
+
+    /// [`Doorbell::ring_bit`] with the light barrier's mode already read
+    /// (by a caller that issued a light barrier of its own before).
+    #[inline]
+    pub fn ring_bit_with(&self, b: BellBit, light: barrier::Light) -> bool {
         #[cfg(loom)]
         let fenced = !self.skip_fence.load(Ordering::Relaxed);
         #[cfg(not(loom))]
         let fenced = true;
         if fenced {
-            barrier::light();
+            light.fence();
         }
         if let Some(word) = self.words.get(b.word)
             && word.load(Ordering::Relaxed) & b.mask == 0

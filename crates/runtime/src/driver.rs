@@ -480,8 +480,11 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
         let napping = self.policy.nap_cover.is_some();
+        // The end of a round that is followed at once by the next one is
+        // that round's start: one clock read per round, not two.
+        let mut fresh: Option<Nanos> = None;
         loop {
-            let start = self.clock.now();
+            let start = fresh.take().unwrap_or_else(|| self.clock.now());
             let clock = self.clock;
             let step = self.arbiter.try_scan_then(start, |a, r| {
                 let end = clock.now();
@@ -514,6 +517,9 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                     continue;
                 }
             };
+            // Publishing (and the step-aside judgement, which may sleep)
+            // takes time of its own: the next round reads the clock.
+            let reuse_end = stats.is_none();
             if let Some(st) = stats {
                 self.publish(st);
                 next_publish = Nanos(end.0 + 1_000_000);
@@ -538,7 +544,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 idle_ahead,
             };
             match self.policy.after(state) {
-                Next::Round => {}
+                Next::Round => fresh = reuse_end.then_some(end),
                 Next::Spin => {
                     self.counts.spins += 1;
                     std::hint::spin_loop();
@@ -562,6 +568,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
                 while self.clock.now().0 < next {
                     std::hint::spin_loop();
                 }
+                fresh = None;
             }
         }
     }

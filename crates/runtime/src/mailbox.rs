@@ -24,12 +24,12 @@
 //! one line always stays free: **capacity = entries − one line**.
 //!
 //! A third refinement serves the batch pops ([`Consumer::pop_many`],
-//! [`Consumer::pop_batch`], [`Consumer::pop_into`], one loop under all
-//! three): the producer fills a group (below) in order, so when the
+//! [`Consumer::pop_batch`], [`Consumer::pop_into`]): the producer fills a group (below) in order, so when the
 //! consumer reaches a slot it has not seen published it first loads the
 //! stamp of the group's *last* slot; if that one is published, so is the
 //! whole group, and the consumer takes the rest of it without loading a
-//! stamp or branching on one per slot. A single [`Consumer::pop`] loads only
+//! stamp or branching on one per slot; [`Consumer::pop_many`] copies such a
+//! run into its `VecDeque` at once. A single [`Consumer::pop`] loads only
 //! its own slot's stamp.
 //!
 //! # Layout: lines of groups (generic `T`)

@@ -137,6 +137,44 @@ fn batch_pops_of_two_group_lines_visited_three_times() {
     });
 }
 
+/// The default layout's shape (`Mailbox::with_capacity`: a line of four
+/// groups of 7 slots) in small: two lines of four one-slot groups
+/// (capacity 4), batch pushes of up to 3 against batch pops of up to 3, for
+/// 10 items. Line 0 takes items 0–3 and 8–9, so the producer's look-ahead
+/// waits for the release of a four-group line, the consumer walks all four
+/// groups of a line within one pop, and the third visit of a line meets
+/// the stamps of its last three groups two passes old. (Runs of a partly
+/// published group are `batch_pops_of_two_group_lines_visited_three_times`'
+/// subject; the 28-slot line itself needs 57 items to come back to a line,
+/// beyond what loom explores within CI's budget.)
+#[test]
+fn four_group_lines_batches_wrap_in_order() {
+    const ITEMS: usize = 10;
+    shallow().check(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 4, 1>(4);
+        let producer = thread::spawn(move || {
+            let mut next = 0;
+            while next < ITEMS {
+                let mut items = next..(next + 3).min(ITEMS);
+                let n = tx.try_push_many(&mut items);
+                next += n;
+                if n == 0 {
+                    thread::yield_now();
+                }
+            }
+        });
+        let mut got = std::collections::VecDeque::new();
+        while got.len() < ITEMS {
+            if rx.pop_many(&mut got, 3) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().ok();
+        assert_eq!(got, (0..ITEMS).collect::<std::collections::VecDeque<_>>());
+        assert!(rx.is_empty());
+    });
+}
+
 /// Heap-owning items moved through the ring, with batch push and pop.
 #[test]
 fn batches_move_owned_values() {
@@ -343,6 +381,33 @@ fn broken_relaxed_release_of_two_group_lines_is_caught() {
             assert_eq!(pop_spin(&mut rx), i);
         }
         producer.join().ok();
+    });
+}
+
+/// The release bug on the batch path, on lines of four one-slot groups:
+/// a batch pop copies a run out and then releases the line; with the
+/// release store weakened, the producer's look-ahead does not order its
+/// writes of line 0's second pass (items 8–11) after those copies. Loom
+/// must report the producer overwriting what is being read.
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_relaxed_release_of_batch_pops_is_caught() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 4, 1>(4);
+        rx.loom_weaken_release();
+        let producer = thread::spawn(move || {
+            for i in 0..12 {
+                push_spin(&mut tx, i);
+            }
+        });
+        let mut got = std::collections::VecDeque::new();
+        while got.len() < 12 {
+            if rx.pop_many(&mut got, 4) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().ok();
+        assert_eq!(got, (0..12).collect::<std::collections::VecDeque<_>>());
     });
 }
 

@@ -35,8 +35,9 @@ pub struct Pacer {
     /// `ns + (rem != 0)` (saturating): the previous stamp, kept so the
     /// idle test costs one compare.
     due: u64,
-    /// Memo: `memo_len · 8·10⁹ = memo_ns · rate + memo_rem` (0: empty;
-    /// `memo_ns` saturates at `u64::MAX`).
+    /// Memo: `memo_len · 8·10⁹ = memo_ns · rate + memo_rem` (`memo_ns`
+    /// saturates at `u64::MAX`). Always true, so one compare of the length
+    /// decides: an empty memo is the zero-length packet's (0, 0).
     memo_len: Bytes,
     memo_ns: u64,
     memo_rem: u64,
@@ -87,6 +88,8 @@ impl Pacer {
             self.rate = rate;
             self.due = self.ns.saturating_add(u64::from(self.rem != 0));
             self.memo_len = 0;
+            self.memo_ns = 0;
+            self.memo_rem = 0;
         }
     }
 
@@ -137,7 +140,7 @@ impl Pacer {
             (self.ns, self.rem)
         };
         let r = self.rate.as_bps();
-        if len != self.memo_len || len == 0 {
+        if len != self.memo_len {
             self.memoise(len);
         }
         // rem < r and memo_rem < r: the true sum is < 2r, so one carry; it
@@ -191,6 +194,23 @@ mod tests {
         p.set_rate(Rate::mbit(100));
         assert_eq!(p.stamp(125, Nanos(10_000)), Nanos(21_000));
         assert_eq!(p.last(), Nanos(21_000));
+    }
+
+    /// The memo is checked by length alone, so an emptied memo must be the
+    /// zero-length packet's: a zero-length packet right after a rate
+    /// change (or first) takes no time, and the next real packet is spaced
+    /// at the new rate from the previous departure.
+    #[test]
+    fn zero_length_packets_take_no_time_after_a_rate_change() {
+        let mut p = Pacer::new(Rate::gbit(1));
+        assert_eq!(p.stamp(0, Nanos(500)), Nanos(500));
+        assert_eq!(p.stamp(125, Nanos(500)), Nanos(1500));
+        p.set_rate(Rate::mbit(100));
+        assert_eq!(p.stamp(0, Nanos(500)), Nanos(1500));
+        assert_eq!(p.stamp(125, Nanos(500)), Nanos(11_500));
+        p.set_rate(Rate::gbit(1));
+        assert_eq!(p.stamp(125, Nanos(500)), Nanos(12_500));
+        assert_eq!(p.stamp(0, Nanos(500)), Nanos(12_500));
     }
 
     /// Mixed lengths and odd rates: the memoised spacing gives exactly the

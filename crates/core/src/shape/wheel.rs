@@ -19,6 +19,25 @@ struct Node {
     parked: bool,
 }
 
+/// `⌈edt / 2^s⌉` (`s < 64`, by the configuration check): one add and a
+/// shift. `edt + 2^s − 1` overflows only for an EDT within `2^s` of
+/// `u64::MAX`, which a cold path handles.
+#[inline(always)]
+fn ceil_slot(edt: u64, s: u32) -> u64 {
+    match edt.checked_add((1 << s) - 1) {
+        Some(x) => x >> s,
+        None => ceil_slot_near_max(edt, s),
+    }
+}
+
+/// [`ceil_slot`] for an EDT so close to `u64::MAX` that `edt + 2^s − 1`
+/// overflows.
+#[cold]
+#[inline(never)]
+fn ceil_slot_near_max(edt: u64, s: u32) -> u64 {
+    (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0)
+}
+
 /// Where [`Wheels::locate`] files an entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Place {
@@ -346,9 +365,8 @@ impl Wheels {
     fn locate(&self, edt: u64, q: usize) -> Option<Place> {
         let top = self.top;
         let s = self.g_shift + q as u32;
-        // Ceil slot: the slot's time is the first multiple of g_q >= edt
-        // (shifts, not a division: `s < 64` by the configuration check).
-        let a = (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0);
+        // Ceil slot: the slot's time is the first multiple of g_q >= edt.
+        let a = ceil_slot(edt, s);
         // A slot whose time is `<= last` has been emptied: the entry is
         // due. Only an `edt <= last` can have such a ceil slot, so the
         // common case (a future departure) skips the slot comparison.
@@ -703,5 +721,34 @@ impl TimeQueue for Wheels {
                 .sum::<usize>()
             + self.bits.capacity() * core::mem::size_of::<HierBitmap>()
             + self.nodes.capacity() * core::mem::size_of::<Node>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ceil_slot;
+
+    /// The add-and-shift ceil and its cold path agree with a 128-bit
+    /// division at the ends of the range, where the add overflows.
+    #[test]
+    fn ceil_slot_is_exact_up_to_u64_max() {
+        for s in [0u32, 1, 5, 10, 31, 62, 63] {
+            let g = 1u128 << s;
+            for edt in [
+                0u64,
+                1,
+                (1 << s) - 1,
+                1 << s,
+                (1 << s) + 1,
+                12_345_678_901,
+                u64::MAX - (1 << s),
+                u64::MAX - (1 << s) + 1,
+                u64::MAX - 1,
+                u64::MAX,
+            ] {
+                let want = u64::try_from(u128::from(edt).div_ceil(g)).expect("fits");
+                assert_eq!(ceil_slot(edt, s), want, "edt {edt}, s {s}");
+            }
+        }
     }
 }

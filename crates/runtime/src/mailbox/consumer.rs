@@ -54,9 +54,9 @@ impl<T, const L: usize, const H: usize> fmt::Debug for Consumer<T, L, H> {
 }
 
 /// The items a batch pop takes: at most `left` more, each moved out by
-/// [`Consumer::take`] in whole-group mode. The one loop under
-/// [`Consumer::pop_many`], [`Consumer::pop_batch`] and
-/// [`Consumer::pop_into`].
+/// [`Consumer::take`] in whole-group mode. The loop under
+/// [`Consumer::pop_batch`] and [`Consumer::pop_into`] ([`Consumer::pop_many`]
+/// moves whole runs instead).
 struct Batch<'a, T, const L: usize, const H: usize> {
     rx: &'a mut Consumer<T, L, H>,
     left: usize,
@@ -151,9 +151,59 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// Pops up to `max` items onto the back of `out`; returns how many.
     /// The count the producer's length estimate reads is stored once, at
     /// the end (even if nothing was popped).
+    ///
+    /// Moves a published run of a group at a time: one look at the
+    /// group's stamps, room reserved in `out` once, then the run's values
+    /// copied out back to back (no per-item position, bound or capacity
+    /// check).
     #[inline]
     pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
-        self.pop_batch_with(max, |items| out.extend(items))
+        let mut left = max;
+        while left > 0 {
+            let Some(run) = self.take_run(left, out) else {
+                break;
+            };
+            left -= run;
+        }
+        self.publish_popped(0);
+        max - left
+    }
+
+    /// Moves the published slots of the current group from the read
+    /// position on, at most `max` (≥ 1), onto the back of `out` and
+    /// advances past them; returns how many, `None` if the next slot is not
+    /// published.
+    #[inline(always)]
+    fn take_run(&mut self, max: usize, out: &mut VecDeque<T>) -> Option<usize> {
+        let (offset, tag) = (self.offset, self.tag);
+        let group = self.ring.groups.get(self.group)?;
+        if offset >= self.ready {
+            self.ready = published_run(group, offset, tag)?;
+        }
+        let end = self.ready.min(offset.saturating_add(max));
+        let cells = group.values.get(offset..end)?;
+        // Room first: nothing below can panic between moving a value out
+        // and advancing past its slot.
+        out.reserve(cells.len());
+        out.extend(cells.iter().map(|cell| {
+            cell.with(|p| {
+                // SAFETY: every slot of `offset..ready` is published in this
+                // pass (the run's last stamp, or a later one of the group,
+                // was seen with Acquire after the producer initialised the
+                // values in order); the producer will not write them again
+                // before the consumer releases their line, which happens
+                // only below, after the copy; the consumer is unique
+                // (`&mut self`) and advances past the run right after, so
+                // each value is moved out exactly once.
+                unsafe { (*p).assume_init_read() }
+            })
+        }));
+        if end < H {
+            self.offset = end;
+        } else {
+            self.next_group();
+        }
+        Some(end - offset)
     }
 
     /// Pops up to `max` items, handing each to `sink`; returns how many.

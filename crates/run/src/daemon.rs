@@ -197,6 +197,9 @@ pub fn run(
             opts.user.as_deref().unwrap_or_default()
         ));
     }
+    if cfg.link.busy_poll.is_some() {
+        sys::refuse_if_held(Path::new(sys::STATE_DIR), &cfg.link.ingress)?;
+    }
     let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
     // Restored when dropped: at the end of this function, also on error.
     let napi = busy_poll_device_settings(&cfg, backend.backend, events)?;

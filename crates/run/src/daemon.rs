@@ -132,11 +132,7 @@ pub fn apply_reload(pipeline: &Pipeline, path: &Path, threads: ThreadOverrides) 
     };
     threads.apply(&mut new);
     match pipeline.reload(new) {
-        Ok(changes) if changes.is_empty() => "reloaded: no changes\n".into(),
-        Ok(changes) => {
-            let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
-            format!("reloaded:\n{}", lines.concat())
-        }
+        Ok(changes) => crate::reload::answer_text(&changes),
         Err(e) => format!("error: {e}\n"),
     }
 }

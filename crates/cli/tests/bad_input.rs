@@ -185,7 +185,7 @@ fn sim_scenarios() {
         row(
             &["sim", "/dev/zero"],
             2,
-            &["larger than", "limit for a scenario file"],
+            &["scenario `/dev/zero`", "a device, not a regular file"],
         ),
         Row {
             files: &[(
@@ -468,7 +468,10 @@ fn shaper_and_traffic() {
         row(
             &["check", "/dev/zero"],
             2,
-            &["larger than", "limit for a config file"],
+            &[
+                "config `/dev/zero`: it is a device, not a regular file",
+                "allowed a regular file of at most 16777216 bytes",
+            ],
         ),
         Row {
             files: &[(
@@ -1541,7 +1544,7 @@ fn odd_config_files() {
         row(
             &["check", "/tmp"],
             2,
-            &["/tmp: cannot read config", "Is a directory"],
+            &["/tmp: cannot read config", "a directory, not a regular file"],
         ),
         row(&["check", ""], 2, &["a value is required", "<CONFIG>"]),
         route(
@@ -1559,7 +1562,11 @@ fn odd_config_files() {
                 "allowed a whole number",
             ],
         ),
-        row(&["route", "--check", "/tmp"], 2, &["Is a directory"]),
+        row(
+            &["route", "--check", "/tmp"],
+            2,
+            &["a directory, not a regular file"],
+        ),
         Row {
             files: Box::leak(Box::new([(
                 "r.toml",
@@ -1605,4 +1612,68 @@ fn control_paths_that_are_not_sockets() {
             &["/dev/null is a device or other special file, not a socket"],
         ),
     ]);
+}
+
+/// Every command that reads a file, given one that is not a regular file
+/// of a sane size: a FIFO nobody writes (no hang), a 2 GiB sparse file
+/// (no 2 GiB allocation), `/dev/zero`, a directory, a socket. Each is
+/// named by what it is and the limit; nothing is read.
+#[test]
+fn files_that_are_not_regular_or_are_huge() {
+    let scratch = Scratch::new("special-files");
+    let dir = scratch.path();
+    let fifo = dir.join("fifo.toml");
+    assert!(
+        Command::new("mkfifo").arg(&fifo).status().unwrap().success(),
+        "mkfifo"
+    );
+    let huge = dir.join("huge.toml");
+    std::fs::File::create(&huge)
+        .unwrap()
+        .set_len(2 << 30)
+        .unwrap();
+    let sock = dir.join("sock.toml");
+    let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    // A results directory whose point.json is a FIFO.
+    let results = dir.join("results");
+    std::fs::create_dir_all(results.join("p1")).unwrap();
+    assert!(
+        Command::new("mkfifo")
+            .arg(results.join("p1/point.json"))
+            .status()
+            .unwrap()
+            .success()
+    );
+    let leak = |p: &std::path::Path| &*Box::leak(p.display().to_string().into_boxed_str());
+    let (fifo, huge, sock, results) = (leak(&fifo), leak(&huge), leak(&sock), leak(&results));
+    let fifo_says: &'static [&'static str] = &["a FIFO (named pipe), not a regular file"];
+    let huge_says: &'static [&'static str] = &["is larger than", "at least 2147483648"];
+    let mut rows = Vec::new();
+    for (path, says) in [
+        (fifo, fifo_says),
+        (huge, huge_says),
+        (sock, &["a socket, not a regular file"][..]),
+        ("/dev/zero", &["a device, not a regular file"][..]),
+        ("/", &["a directory, not a regular file"][..]),
+    ] {
+        let leak_args = |a: Vec<&'static str>| &*Box::leak(a.into_boxed_slice());
+        for args in [
+            vec!["check", path],
+            vec!["run", "--config", path],
+            vec!["route", "--check", path],
+            vec!["route", "--config", path],
+            vec!["stats", "--config", path],
+            vec!["reload", "--config", path],
+            vec!["gen", "--dst", "127.0.0.1", "--flows-file", path],
+            vec!["sim", path],
+        ] {
+            rows.push(row(leak_args(args), 2, says));
+        }
+    }
+    rows.push(row(
+        Box::leak(Box::new(["plot", "ingress", results])),
+        2,
+        &["point.json", "a FIFO (named pipe), not a regular file"],
+    ));
+    run_table(&rows);
 }

@@ -2,27 +2,89 @@
 //! huge log is an error naming the cap rather than an unbounded allocation.
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 /// The largest config or policy file accepted.
 pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 
-/// Reads `path` as UTF-8 text of at most `cap` bytes. The error names what
-/// the file is, the path and the cap.
+/// Reads `path` as UTF-8 text of at most `cap` bytes. Only a regular file
+/// is read: a directory, FIFO, socket or device is refused by what it is
+/// (opened without blocking, so a FIFO with no writer cannot hang the
+/// read, and `/dev/zero` is never read). The error names what the file
+/// is, the path and the cap.
 pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<String, String> {
     let shown = path.display();
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
+    regular_within(&file, path, what, cap)?;
     let mut bytes = Vec::new();
     file.take(cap + 1)
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
     if bytes.len() as u64 > cap {
-        return Err(format!(
-            "{what} `{shown}` is larger than {cap} bytes, the limit for a {what} file"
-        ));
+        return Err(too_large(what, &shown, bytes.len() as u64, cap));
     }
     String::from_utf8(bytes).map_err(|_| format!("{what} `{shown}` is not UTF-8 text"))
+}
+
+/// Refuses `file` (opened from `path`) unless it is a regular file of at
+/// most `cap` bytes.
+fn regular_within(file: &std::fs::File, path: &Path, what: &str, cap: u64) -> Result<(), String> {
+    let shown = path.display();
+    let meta = file
+        .metadata()
+        .map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
+    if let Some(kind) = not_regular(&meta.file_type()) {
+        return Err(format!(
+            "cannot read {what} `{shown}`: it is {kind}, not a regular file: allowed a \
+             regular file of at most {cap} bytes"
+        ));
+    }
+    if meta.len() > cap {
+        return Err(too_large(what, &shown, meta.len(), cap));
+    }
+    Ok(())
+}
+
+/// Checks, without reading it, that `path` is a regular file of at most
+/// `cap` bytes (for readers elsewhere that would block on a FIFO); the
+/// error says what it is instead and what is allowed.
+pub fn check_regular(path: &Path, what: &str, cap: u64) -> Result<(), String> {
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)
+        .map_err(|e| format!("cannot read {what} `{}`: {e}", path.display()))?;
+    regular_within(&file, path, what, cap)
+}
+
+fn too_large(what: &str, shown: &dyn std::fmt::Display, len: u64, cap: u64) -> String {
+    format!(
+        "{what} `{shown}` is larger than {cap} bytes (at least {len}): allowed at most {cap} \
+         bytes for a {what} file"
+    )
+}
+
+/// What a file that is not a regular file is (`None` for a regular one).
+fn not_regular(t: &std::fs::FileType) -> Option<&'static str> {
+    use std::os::unix::fs::FileTypeExt;
+    if t.is_file() {
+        None
+    } else if t.is_dir() {
+        Some("a directory")
+    } else if t.is_fifo() {
+        Some("a FIFO (named pipe)")
+    } else if t.is_socket() {
+        Some("a socket")
+    } else if t.is_char_device() || t.is_block_device() {
+        Some("a device")
+    } else {
+        Some("not a regular file")
+    }
 }
 
 /// Reads the config file at `path` (capped at [`MAX_CONFIG_BYTES`]):

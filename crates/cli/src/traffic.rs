@@ -227,7 +227,9 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
     for spec in &a.flows {
         flows.push(
             FlowSpec::parse_cli(spec, &base)
-                .map_err(|e| anyhow::anyhow!("--flow {spec:?}: {e}"))?,
+                .map_err(|e| {
+                    anyhow::anyhow!("--flow {}: {e}", pktsched_run::traffic::gen_flows::quoted(spec))
+                })?,
         );
     }
     if let Some(file) = &a.flows_file {

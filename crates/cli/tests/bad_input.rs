@@ -10,6 +10,7 @@
 
 mod common;
 use common::Scratch;
+use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -1675,5 +1676,61 @@ fn files_that_are_not_regular_or_are_huge() {
         2,
         &["point.json", "a FIFO (named pipe), not a regular file"],
     ));
+    // Control sockets: one others may use (mode 0666), one nobody answers.
+    let open_sock = dir.join("open.sock");
+    let _open = std::os::unix::net::UnixListener::bind(&open_sock).unwrap();
+    std::fs::set_permissions(&open_sock, PermissionsExt::from_mode(0o666)).unwrap();
+    let dead_sock = dir.join("dead.sock");
+    drop(std::os::unix::net::UnixListener::bind(&dead_sock).unwrap());
+    std::fs::set_permissions(&dead_sock, PermissionsExt::from_mode(0o600)).unwrap();
+    let (open_sock, dead_sock) = (leak(&open_sock), leak(&dead_sock));
+    rows.push(row(
+        Box::leak(Box::new(["stats", "--socket", open_sock])),
+        2,
+        &["has mode 0666: allowed 0600 (owner only)"],
+    ));
+    rows.push(row(
+        Box::leak(Box::new(["reload", "--json", "--socket", dead_sock])),
+        2,
+        &["cannot reach pktsched on", "Connection refused"],
+    ));
+    rows.push(row(
+        Box::leak(Box::new(["reload", "--prometheus", "--socket", dead_sock])),
+        2,
+        &["--prometheus", "allowed with `pktsched stats`"],
+    ));
     run_table(&rows);
+}
+
+/// Paths that are not UTF-8: named (lossily), never a panic.
+#[test]
+fn paths_that_are_not_utf8() {
+    use std::os::unix::ffi::OsStrExt;
+    let scratch = Scratch::new("non-utf8");
+    let garbage = scratch.path().join(std::ffi::OsStr::from_bytes(b"c\xff.toml"));
+    std::fs::write(&garbage, "\u{1}\u{2}garbage").unwrap();
+    let missing = scratch.path().join(std::ffi::OsStr::from_bytes(b"m\xfe.toml"));
+    for (args, says) in [
+        (vec!["check".into(), garbage.clone().into_os_string()], "c\u{fffd}.toml:1:1"),
+        (vec!["check".into(), missing.clone().into_os_string()], "No such file"),
+        (
+            vec!["route".into(), "--check".into(), garbage.into_os_string()],
+            "c\u{fffd}.toml:1:1",
+        ),
+        (vec!["sim".into(), missing.clone().into_os_string()], "cannot read scenario"),
+        (
+            vec!["stats".into(), "--socket".into(), missing.into_os_string()],
+            "cannot reach pktsched on",
+        ),
+    ] {
+        let out = Command::new("timeout")
+            .args(["-s", "KILL", "60", env!("CARGO_BIN_EXE_pktsched")])
+            .args(&args)
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+    }
 }

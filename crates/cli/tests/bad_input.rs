@@ -1568,6 +1568,18 @@ fn odd_config_files() {
             2,
             &["a directory, not a regular file"],
         ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"ccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccccc\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &["r.toml:5:8", "(87 bytes): allowed 1 to 64 bytes"],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &["r.toml:7:8", "class \"be\" is defined twice"],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"a\\nb\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &["class name \"a\\nb\"", "control characters"],
+        ),
         Row {
             files: Box::leak(Box::new([(
                 "r.toml",

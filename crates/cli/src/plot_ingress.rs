@@ -91,8 +91,8 @@ pub(crate) struct Row {
 }
 
 fn read_json(path: &Path) -> Result<Value> {
-    let text = pktsched_run::config::read_capped(path, "result", MAX_FILE)
-        .map_err(anyhow::Error::msg)?;
+    let text =
+        pktsched_run::config::read_capped(path, "result", MAX_FILE).map_err(anyhow::Error::msg)?;
     serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
 }
 

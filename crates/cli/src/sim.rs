@@ -44,7 +44,7 @@ pub(crate) fn run(a: &SimArgs, out: &mut crate::output::Stdout) -> Result<()> {
         "scenario",
         pktsched_sim::input_file::MAX_CONFIG_BYTES,
     )
-        .map_err(anyhow::Error::msg)?;
+    .map_err(anyhow::Error::msg)?;
     let mut cfg = pktsched_sim::scenario::load(&a.scenario)?;
     if let Some(s) = a.seed {
         cfg.seed = s;

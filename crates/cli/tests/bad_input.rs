@@ -1264,7 +1264,7 @@ fn route_configs_and_flags() {
         },
         Row {
             files: file(cat(&[RT_HEAD, CLASS, CLASS, ROUTE])),
-            ..check(&["class name \"be\"", "unique"])
+            ..check(&["class \"be\" is defined twice", "unique"])
         },
         Row {
             files: file(cat(&[
@@ -1545,7 +1545,10 @@ fn odd_config_files() {
         row(
             &["check", "/tmp"],
             2,
-            &["/tmp: cannot read config", "a directory, not a regular file"],
+            &[
+                "/tmp: cannot read config",
+                "a directory, not a regular file",
+            ],
         ),
         row(&["check", ""], 2, &["a value is required", "<CONFIG>"]),
         route(
@@ -1579,6 +1582,10 @@ fn odd_config_files() {
         route(
             "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"a\\nb\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
             &["class name \"a\\nb\"", "control characters"],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"reverse\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &["r.toml:5:8", "\"reverse\": reserved"],
         ),
         Row {
             files: Box::leak(Box::new([(
@@ -1637,7 +1644,11 @@ fn files_that_are_not_regular_or_are_huge() {
     let dir = scratch.path();
     let fifo = dir.join("fifo.toml");
     assert!(
-        Command::new("mkfifo").arg(&fifo).status().unwrap().success(),
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success(),
         "mkfifo"
     );
     let huge = dir.join("huge.toml");
@@ -1649,10 +1660,10 @@ fn files_that_are_not_regular_or_are_huge() {
     let _listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
     // A results directory whose point.json is a FIFO.
     let results = dir.join("results");
-    std::fs::create_dir_all(results.join("p1")).unwrap();
+    std::fs::create_dir_all(results.join("points/p1")).unwrap();
     assert!(
         Command::new("mkfifo")
-            .arg(results.join("p1/point.json"))
+            .arg(results.join("points/p1/point.json"))
             .status()
             .unwrap()
             .success()
@@ -1719,17 +1730,30 @@ fn files_that_are_not_regular_or_are_huge() {
 fn paths_that_are_not_utf8() {
     use std::os::unix::ffi::OsStrExt;
     let scratch = Scratch::new("non-utf8");
-    let garbage = scratch.path().join(std::ffi::OsStr::from_bytes(b"c\xff.toml"));
+    let garbage = scratch
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"c\xff.toml"));
     std::fs::write(&garbage, "\u{1}\u{2}garbage").unwrap();
-    let missing = scratch.path().join(std::ffi::OsStr::from_bytes(b"m\xfe.toml"));
+    let missing = scratch
+        .path()
+        .join(std::ffi::OsStr::from_bytes(b"m\xfe.toml"));
     for (args, says) in [
-        (vec!["check".into(), garbage.clone().into_os_string()], "c\u{fffd}.toml:1:1"),
-        (vec!["check".into(), missing.clone().into_os_string()], "No such file"),
+        (
+            vec!["check".into(), garbage.clone().into_os_string()],
+            "c\u{fffd}.toml:1:1",
+        ),
+        (
+            vec!["check".into(), missing.clone().into_os_string()],
+            "No such file",
+        ),
         (
             vec!["route".into(), "--check".into(), garbage.into_os_string()],
             "c\u{fffd}.toml:1:1",
         ),
-        (vec!["sim".into(), missing.clone().into_os_string()], "cannot read scenario"),
+        (
+            vec!["sim".into(), missing.clone().into_os_string()],
+            "cannot read scenario",
+        ),
         (
             vec!["stats".into(), "--socket".into(), missing.into_os_string()],
             "cannot reach pktsched on",
@@ -1743,6 +1767,9 @@ fn paths_that_are_not_utf8() {
             .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
-        assert!(err.contains(says) && !err.contains("panicked"), "{args:?}: {err}");
+        assert!(
+            err.contains(says) && !err.contains("panicked"),
+            "{args:?}: {err}"
+        );
     }
 }

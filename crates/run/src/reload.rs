@@ -272,7 +272,7 @@ pub fn answer_json(text: &str) -> Result<String, String> {
     let changes = match lines.next() {
         Some("reloaded: no changes") => Vec::new(),
         Some("reloaded:") => lines
-            .map(|l| line_json(l.trim()).ok_or(l))
+            .map(|l| line_json(l.trim()).ok_or(l.trim()))
             .collect::<Result<Vec<_>, _>>()
             .map_err(|l| format!("unexpected line in the reload answer: {l:?}"))?,
         _ => return Err(text.trim_end().to_string()),

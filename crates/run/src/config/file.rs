@@ -15,11 +15,7 @@ pub const MAX_CONFIG_BYTES: u64 = 16 << 20;
 /// is, the path and the cap.
 pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<String, String> {
     let shown = path.display();
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)
-        .map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
+    let file = open_nonblocking(path, what, cap)?;
     regular_within(&file, path, what, cap)?;
     let mut bytes = Vec::new();
     file.take(cap + 1)
@@ -38,11 +34,8 @@ fn regular_within(file: &std::fs::File, path: &Path, what: &str, cap: u64) -> Re
     let meta = file
         .metadata()
         .map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
-    if let Some(kind) = not_regular(&meta.file_type()) {
-        return Err(format!(
-            "cannot read {what} `{shown}`: it is {kind}, not a regular file: allowed a \
-             regular file of at most {cap} bytes"
-        ));
+    if not_regular(&meta.file_type()).is_some() {
+        return Err(not_regular_message(path, what, &meta.file_type(), cap));
     }
     if meta.len() > cap {
         return Err(too_large(what, &shown, meta.len(), cap));
@@ -54,12 +47,33 @@ fn regular_within(file: &std::fs::File, path: &Path, what: &str, cap: u64) -> Re
 /// `cap` bytes (for readers elsewhere that would block on a FIFO); the
 /// error says what it is instead and what is allowed.
 pub fn check_regular(path: &Path, what: &str, cap: u64) -> Result<(), String> {
-    let file = std::fs::OpenOptions::new()
+    let file = open_nonblocking(path, what, cap)?;
+    regular_within(&file, path, what, cap)
+}
+
+/// Opens `path` for reading without blocking (a FIFO with no writer
+/// opens at once); a file that cannot be opened because of what it is (a
+/// socket) is named by what it is.
+fn open_nonblocking(path: &Path, what: &str, cap: u64) -> Result<std::fs::File, String> {
+    std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_NONBLOCK)
         .open(path)
-        .map_err(|e| format!("cannot read {what} `{}`: {e}", path.display()))?;
-    regular_within(&file, path, what, cap)
+        .map_err(|e| match std::fs::metadata(path) {
+            Ok(m) if not_regular(&m.file_type()).is_some() => {
+                not_regular_message(path, what, &m.file_type(), cap)
+            }
+            _ => format!("cannot read {what} `{}`: {e}", path.display()),
+        })
+}
+
+fn not_regular_message(path: &Path, what: &str, t: &std::fs::FileType, cap: u64) -> String {
+    format!(
+        "cannot read {what} `{}`: it is {}, not a regular file: allowed a regular file of at \
+         most {cap} bytes",
+        path.display(),
+        not_regular(t).unwrap_or("not a regular file")
+    )
 }
 
 fn too_large(what: &str, shown: &dyn std::fmt::Display, len: u64, cap: u64) -> String {

@@ -362,7 +362,10 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &["class name \"a\\\"b\" (3 bytes)", "`\"` or `\\`"],
         ),
         (
-            format!("{link}[[class]]\nname = \"{}\"\ndefault = true\n", "n".repeat(300)),
+            format!(
+                "{link}[[class]]\nname = \"{}\"\ndefault = true\n",
+                "n".repeat(300)
+            ),
             &["(300 bytes)", "allowed 1 to 64 bytes"],
         ),
         (

@@ -329,6 +329,14 @@ fn parse_classes(
         if let Some(why) = crate::config::class_name_problem(&name) {
             return Err(cx.err(raw.name.span(), why));
         }
+        if name == "reverse" {
+            return Err(cx.err(
+                raw.name.span(),
+                "class name \"reverse\": reserved for the egress → ingress direction's \
+                 counters; allowed any other name"
+                    .to_string(),
+            ));
+        }
         if !names.insert(name.clone()) {
             return Err(cx.err(
                 raw.name.span(),

@@ -174,7 +174,10 @@ impl FlowSpec {
         let mut seen: Vec<&str> = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((k, v)) = part.split_once('=') else {
-                return Err(format!("{} is not KEY=VALUE: keys are {KEYS}", quoted(part)));
+                return Err(format!(
+                    "{} is not KEY=VALUE: keys are {KEYS}",
+                    quoted(part)
+                ));
             };
             let k = k.trim();
             if seen.contains(&k) {
@@ -261,7 +264,10 @@ mod tests {
             ("dst=::1,size=60", &["IPv6", "at least 80"]),
             ("dport=65535,count=2", &["past port 65535"]),
             ("count=99999", &["1..=1024"]),
-            ("rate=1mbit,rate=2mbit", &["\"rate\" is given twice", "once per flow"]),
+            (
+                "rate=1mbit,rate=2mbit",
+                &["\"rate\" is given twice", "once per flow"],
+            ),
             ("dport=1,sport=2,dport=1", &["\"dport\" is given twice"]),
         ] {
             let e = FlowSpec::parse_cli(spec, &base()).expect_err(spec);

@@ -91,16 +91,8 @@ pub(crate) struct Row {
 }
 
 fn read_json(path: &Path) -> Result<Value> {
-    let len = std::fs::metadata(path)
-        .with_context(|| format!("{}", path.display()))?
-        .len();
-    if len > MAX_FILE {
-        bail!(
-            "{}: {len} bytes, allowed at most {MAX_FILE}",
-            path.display()
-        );
-    }
-    let text = std::fs::read_to_string(path).with_context(|| format!("{}", path.display()))?;
+    let text =
+        pktsched_run::config::read_capped(path, "result", MAX_FILE).map_err(anyhow::Error::msg)?;
     serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
 }
 

@@ -94,7 +94,10 @@ pub(crate) struct ControlArgs {
     /// `[link]` table).
     #[arg(long, short = 'c', conflicts_with = "socket")]
     config: Option<PathBuf>,
-    /// JSON instead of text (`stats` only).
+    /// JSON instead of text: the counters (`stats`), or what a reload
+    /// changed, `{"reloaded": true, "changes": [{"change": "added" |
+    /// "removed" | "changed" | "link", "class": NAME, "fields": [...]}]}`
+    /// (`reload`).
     #[arg(long)]
     json: bool,
     /// The Prometheus text format (`stats` only).
@@ -161,12 +164,25 @@ pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
     Ok(())
 }
 
-/// `pktsched reload` for either daemon: prints what changed.
+/// `pktsched reload` for either daemon: prints what changed, as text or
+/// (`--json`) one JSON object; a refusal is an error either way.
 pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
+    if a.prometheus {
+        bail!(
+            "--prometheus: `pktsched reload` prints what changed as text or --json; \
+             --prometheus is allowed with `pktsched stats`"
+        );
+    }
     let answer = control::request(&socket_of(a)?, Request::Reload)?;
     if let Some(e) = answer.strip_prefix("error: ") {
         bail!("reload refused: {}", e.trim_end());
     }
-    write!(out, "{answer}")?;
+    if a.json {
+        let json = pktsched_run::reload::answer_json(&answer)
+            .map_err(|e| anyhow::anyhow!("reload: {e}"))?;
+        writeln!(out, "{json}")?;
+    } else {
+        write!(out, "{answer}")?;
+    }
     Ok(())
 }

@@ -225,10 +225,12 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
     let base = FlowSpec::new(a.dst);
     let mut flows = Vec::new();
     for spec in &a.flows {
-        flows.push(
-            FlowSpec::parse_cli(spec, &base)
-                .map_err(|e| anyhow::anyhow!("--flow {spec:?}: {e}"))?,
-        );
+        flows.push(FlowSpec::parse_cli(spec, &base).map_err(|e| {
+            anyhow::anyhow!(
+                "--flow {}: {e}",
+                pktsched_run::traffic::gen_flows::quoted(spec)
+            )
+        })?);
     }
     if let Some(file) = &a.flows_file {
         flows.extend(flows_from_file(file, &base)?);

@@ -2,8 +2,10 @@
 //! (`napi_defer_hard_irqs`, `gro_flush_timeout`) and must put them back
 //! however it ends: killed with SIGKILL, the next run finds the state file
 //! and puts them back (saying so); sent SIGINT and SIGTERM at once, the
-//! second writes them back before the process dies of it. In namespaces of its
-//! own (prefix `hdbp-`); needs root (CI runs as root), skipped otherwise.
+//! second writes them back before the process dies of it. A second
+//! busy-polling run on the same device is refused, naming the first. In
+//! namespaces of their own (prefixes `hdbp-`, `hdbq-`); need root (CI runs as
+//! root), skipped otherwise.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
@@ -148,6 +150,58 @@ fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
         !state.exists(),
         "{} removed by the handler",
         state.display()
+    );
+    drop(guard);
+    drop(topo);
+}
+
+/// A run config on `d0` → `d1` over AF_XDP with its control socket in
+/// `scratch` (named `sock`).
+fn xdp_config(scratch: &Scratch, name: &str, sock: &str) -> String {
+    let socket = scratch.path().join(sock).display().to_string();
+    scratch.file(
+        name,
+        &format!(
+            "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\nbackend = \"xdp\"\n\
+             [control]\nsocket = \"{socket}\"\n[[class]]\nname = \"a\"\ndefault = true\n"
+        ),
+    )
+}
+
+#[test]
+fn a_second_busy_polling_run_on_the_same_device_is_refused_naming_the_first() {
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let topo = Topology::line("hdbq-").expect("topology");
+    let ns = &topo.dut_ns;
+    let scratch = Scratch::new("busy-poll-second");
+    let (guard, _log, written) = start(ns, &xdp_config(&scratch, "one.toml", "one.sock"));
+    if written.is_none() {
+        eprintln!("skipped: the device settings were not written here (no AF_XDP on veth?)");
+        return;
+    }
+    let first = guard.0.as_ref().unwrap().id();
+    // Its own control socket, so only the device is shared; a duration, so
+    // a second run that is not refused ends (and fails the test) by itself.
+    let second = Command::new("ip")
+        .args(["netns", "exec", ns, BIN, "run", "--config"])
+        .arg(xdp_config(&scratch, "two.toml", "two.sock"))
+        .args(["--busy-poll", "--cpu", "0", "--duration", "3s"])
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&second.stderr);
+    assert_eq!(second.status.code(), Some(2), "refused: {err}");
+    assert!(
+        err.contains(&format!("another pktsched (pid {first}) busy-polls d0"))
+            && err.contains("allowed one busy-polling run per device"),
+        "{err}"
+    );
+    assert!(
+        !err.contains("is taken by another AF_XDP socket"),
+        "refused before its sockets are opened: {err}"
     );
     drop(guard);
     drop(topo);

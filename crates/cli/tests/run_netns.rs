@@ -146,6 +146,21 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     });
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("changed class voice: weight"), "{out}");
+    // The same as JSON: the change reloaded with another weight.
+    std::fs::write(&cfg, config(&socket, 6)).unwrap();
+    let (code, out, err) = output({
+        let mut c = Command::new(BIN);
+        c.args(["reload", "--json", "--socket", &socket]);
+        c
+    });
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).expect("reload --json is JSON");
+    assert_eq!(v["reloaded"], true, "{out}");
+    assert_eq!(
+        v["changes"],
+        serde_json::json!([{ "change": "changed", "class": "voice", "fields": ["weight"] }]),
+        "{out}"
+    );
     std::fs::write(&cfg, "[link]\nrate = 1\n").unwrap();
     let (code, _, err) = output({
         let mut c = Command::new(BIN);

@@ -132,11 +132,7 @@ pub fn apply_reload(pipeline: &Pipeline, path: &Path, threads: ThreadOverrides) 
     };
     threads.apply(&mut new);
     match pipeline.reload(new) {
-        Ok(changes) if changes.is_empty() => "reloaded: no changes\n".into(),
-        Ok(changes) => {
-            let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
-            format!("reloaded:\n{}", lines.concat())
-        }
+        Ok(changes) => crate::reload::answer_text(&changes),
         Err(e) => format!("error: {e}\n"),
     }
 }
@@ -196,6 +192,9 @@ pub fn run(
              without --user (it keeps CAP_NET_ADMIN only) or --user without busy polling",
             opts.user.as_deref().unwrap_or_default()
         ));
+    }
+    if cfg.link.busy_poll.is_some() {
+        sys::refuse_if_held(Path::new(sys::STATE_DIR), &cfg.link.ingress)?;
     }
     let (devices, pool, backend) = open_devices(&cfg).map_err(|e| e.to_string())?;
     // Restored when dropped: at the end of this function, also on error.

@@ -219,6 +219,68 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
     Ok(changes)
 }
 
+/// The control socket's answer to a reload that was applied: `reloaded:
+/// no changes`, or `reloaded:` and one indented line per change.
+pub fn answer_text(changes: &[Change]) -> String {
+    if changes.is_empty() {
+        return "reloaded: no changes\n".into();
+    }
+    let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
+    format!("reloaded:\n{}", lines.concat())
+}
+
+impl Change {
+    /// One JSON object: `{"change": "added" | "removed", "class": NAME}`,
+    /// `{"change": "changed", "class": NAME, "fields": [...]}` or
+    /// `{"change": "link", "fields": [...]}`.
+    pub fn json(&self) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Change::Added(c) => json!({ "change": "added", "class": c }),
+            Change::Changed(c, f) => json!({ "change": "changed", "class": c, "fields": f }),
+            Change::Removed(c) => json!({ "change": "removed", "class": c }),
+            Change::Link(f) => json!({ "change": "link", "fields": f }),
+        }
+    }
+}
+
+/// A change line of [`answer_text`] as [`Change::json`] gives it (class
+/// names hold no whitespace, so the first `: ` ends the name).
+fn line_json(line: &str) -> Option<serde_json::Value> {
+    use serde_json::json;
+    let fields = |f: &str| f.split(", ").map(str::to_string).collect::<Vec<_>>();
+    if let Some(c) = line.strip_prefix("added class ") {
+        return Some(json!({ "change": "added", "class": c }));
+    }
+    if let Some(rest) = line.strip_prefix("removed class ") {
+        let c = rest.split_once(' ').map_or(rest, |(c, _)| c);
+        return Some(json!({ "change": "removed", "class": c }));
+    }
+    if let Some(f) = line.strip_prefix("changed link: ") {
+        return Some(json!({ "change": "link", "fields": fields(f) }));
+    }
+    let (c, f) = line.strip_prefix("changed class ")?.split_once(": ")?;
+    Some(json!({ "change": "changed", "class": c, "fields": fields(f) }))
+}
+
+/// The reload answer `text` (see [`answer_text`]) as one JSON object,
+/// `{"reloaded": true, "changes": [...]}` with [`Change::json`] objects;
+/// an answer of another shape (a refusal, `error: ...`) is returned as the
+/// error.
+pub fn answer_json(text: &str) -> Result<String, String> {
+    let mut lines = text.lines();
+    let changes = match lines.next() {
+        Some("reloaded: no changes") => Vec::new(),
+        Some("reloaded:") => lines
+            .map(|l| line_json(l.trim()).ok_or(l.trim()))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|l| format!("unexpected line in the reload answer: {l:?}"))?,
+        _ => return Err(text.trim_end().to_string()),
+    };
+    let v = serde_json::json!({ "reloaded": true, "changes": changes });
+    serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -338,5 +400,32 @@ mod tests {
         let polling = pinned.replace("cpu = 0", "cpu = 0\nbusy_poll = true");
         let e = diff(&cfg(&pinned), &cfg(&polling)).expect_err("busy_poll");
         assert_eq!(e.field, "link.busy_poll");
+    }
+
+    #[test]
+    fn the_reload_answer_reads_back_as_json_change_by_change() {
+        let changes = vec![
+            Change::Link(vec!["rate", "prio_burst"]),
+            Change::Changed("voip:1".into(), vec!["rate", "ceil"]),
+            Change::Removed("bulk".into()),
+            Change::Added("né".into()),
+        ];
+        let text = answer_text(&changes);
+        let v: serde_json::Value =
+            serde_json::from_str(&answer_json(&text).expect("json")).expect("parses");
+        assert_eq!(v["reloaded"], true);
+        let want: Vec<serde_json::Value> = changes.iter().map(Change::json).collect();
+        assert_eq!(v["changes"], serde_json::Value::Array(want), "{text}");
+        assert_eq!(v["changes"][1]["class"], "voip:1");
+        assert_eq!(v["changes"][0]["fields"][1], "prio_burst");
+        let none: serde_json::Value =
+            serde_json::from_str(&answer_json(&answer_text(&[])).expect("json")).expect("parses");
+        assert_eq!(none["changes"], serde_json::json!([]));
+        assert_eq!(
+            answer_json("error: link.engine changed\n"),
+            Err("error: link.engine changed".to_string())
+        );
+        let e = answer_json("reloaded:\n  renamed class a\n").expect_err("unknown line");
+        assert!(e.contains("\"renamed class a\""), "{e}");
     }
 }

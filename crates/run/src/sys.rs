@@ -8,6 +8,7 @@ mod placement;
 pub use napi::{
     ApplyError, BUSY_POLL_DEFER_HARD_IRQS, BUSY_POLL_GRO_FLUSH_NS, NapiSettings, STATE_DIR,
 };
+pub use napi_state::refuse_if_held;
 pub use placement::{Placed, allowed_cpus, calling_thread_policy, place_calling_thread};
 
 /// Sets the calling thread's timer slack (ns), so the idle arbiter's short

@@ -178,6 +178,23 @@ fn dscp(cx: &Ctx<'_>, d: &Spanned<NumOrText>, what: &str) -> Result<u8, ConfigEr
     })
 }
 
+/// Why `name` cannot name a class, if it cannot: 1 to 64 bytes without
+/// whitespace, control characters, `"` or `\` (names go into text lines,
+/// JSON and Prometheus labels as they are). The message names the value
+/// (cut when long) and what is allowed.
+pub(crate) fn class_name_problem(name: &str) -> Option<String> {
+    let bad = |c: char| c.is_whitespace() || c.is_control() || c == '"' || c == '\\';
+    if !name.is_empty() && name.len() <= 64 && !name.contains(bad) {
+        return None;
+    }
+    Some(format!(
+        "class name {} ({} bytes): allowed 1 to 64 bytes without whitespace, control \
+         characters, `\"` or `\\`",
+        crate::traffic::gen_flows::quoted(name),
+        name.len()
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::dscp_by_name;

@@ -363,11 +363,8 @@ fn parse_classes(
     for c in list.get_ref() {
         let raw = c.get_ref();
         let name = raw.name.get_ref();
-        if name.is_empty() || name.len() > 64 || name.contains(char::is_whitespace) {
-            return Err(cx.err(
-                raw.name.span(),
-                format!("class name {name:?}: allowed 1 to 64 bytes without whitespace"),
-            ));
+        if let Some(why) = super::class_name_problem(name) {
+            return Err(cx.err(raw.name.span(), why));
         }
         if let Some(first) = seen.insert(name, classes.len()) {
             return Err(cx.err(

@@ -358,6 +358,17 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &["class name", "without whitespace"],
         ),
         (
+            format!("{link}[[class]]\nname = \"a\\\"b\"\ndefault = true\n"),
+            &["class name \"a\\\"b\" (3 bytes)", "`\"` or `\\`"],
+        ),
+        (
+            format!(
+                "{link}[[class]]\nname = \"{}\"\ndefault = true\n",
+                "n".repeat(300)
+            ),
+            &["(300 bytes)", "allowed 1 to 64 bytes"],
+        ),
+        (
             format!("{link}{class}match = [{{ dport = \"70000\" }}]\n"),
             &["match.dport", "0..=65535"],
         ),

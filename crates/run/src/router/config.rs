@@ -326,13 +326,21 @@ fn parse_classes(
     for c in list.get_ref() {
         let raw = c.get_ref();
         let name = raw.name.get_ref().clone();
-        if name.is_empty() || name.len() > 64 || !names.insert(name.clone()) {
+        if let Some(why) = crate::config::class_name_problem(&name) {
+            return Err(cx.err(raw.name.span(), why));
+        }
+        if name == "reverse" {
             return Err(cx.err(
                 raw.name.span(),
-                format!(
-                    "class name {name:?}: allowed 1 to 64 bytes, unique (a class of that name \
-                     exists already or the name is empty)"
-                ),
+                "class name \"reverse\": reserved for the egress → ingress direction's \
+                 counters; allowed any other name"
+                    .to_string(),
+            ));
+        }
+        if !names.insert(name.clone()) {
+            return Err(cx.err(
+                raw.name.span(),
+                format!("class {name:?} is defined twice: names must be unique"),
             ));
         }
         let budget = opt_range(

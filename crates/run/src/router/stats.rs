@@ -14,8 +14,13 @@
 //! * `ring_wait`: the kernel's receive → the poller taking the frame
 //!   (stamped frames only).
 //!
-//! Names: JSON `latency_p50_ns` .. `latency_max_ns`, `ring_wait_p50_ns`
-//! .. `ring_wait_max_ns`, `rx_stamped`; Prometheus
+//! A quantile with no sample behind it (no frame transmitted, or none
+//! stamped for the ring wait) is unknown, not 0: `—` in the text, `null`
+//! in JSON, `NaN` in Prometheus; `latency_samples` and `rx_stamped` count
+//! the samples.
+//!
+//! Names: JSON `latency_p50_ns` .. `latency_max_ns`, `latency_samples`,
+//! `ring_wait_p50_ns` .. `ring_wait_max_ns`, `rx_stamped`; Prometheus
 //! `pktsched_route_class_latency_ns{class,quantile}`,
 //! `pktsched_route_class_ring_wait_ns{class,quantile}`,
 //! `pktsched_route_class_rx_stamped_total{class}`.
@@ -146,6 +151,7 @@ impl ClassAcc {
             latency_p99_ns: q(0.99),
             latency_p999_ns: q(0.999),
             latency_max_ns: self.latency.max(),
+            latency_samples: self.latency.len(),
             rx_stamped: self.rx_stamped,
             ring_wait_p50_ns: w(0.5),
             ring_wait_p99_ns: w(0.99),
@@ -183,6 +189,8 @@ pub struct ClassSnapshot {
     pub latency_p999_ns: u64,
     /// Largest.
     pub latency_max_ns: u64,
+    /// Frames behind the latency quantiles (those transmitted).
+    pub latency_samples: u64,
     /// Frames taken with a kernel receive time (the others' latency
     /// starts when the poller took them).
     pub rx_stamped: u64,
@@ -272,8 +280,9 @@ fn ns_or_dash(samples: u64, ns: u64) -> String {
 }
 
 impl RouterSnapshot {
-    /// JSON, one object. The ring-wait quantiles of a class with no
-    /// stamped frame (`rx_stamped` 0) are `null`, not 0.
+    /// JSON, one object. Quantiles with no sample behind them are `null`,
+    /// not 0: the latency's while `latency_samples` is 0, the ring wait's
+    /// while `rx_stamped` is 0.
     pub fn json(&self) -> String {
         let mut v = match serde_json::to_value(self) {
             Ok(v) => v,
@@ -281,6 +290,16 @@ impl RouterSnapshot {
         };
         if let Some(classes) = v.get_mut("classes").and_then(|c| c.as_array_mut()) {
             for c in classes {
+                crate::stats::null_without_samples(
+                    c,
+                    "latency_samples",
+                    &[
+                        "latency_p50_ns",
+                        "latency_p99_ns",
+                        "latency_p999_ns",
+                        "latency_max_ns",
+                    ],
+                );
                 crate::stats::null_without_samples(
                     c,
                     "rx_stamped",
@@ -333,7 +352,7 @@ impl RouterSnapshot {
             let _ = writeln!(
                 s,
                 "class {}: received {} = forwarded {} + dropped {} [{}] + queued {}{} | latency \
-                 (kernel receive -> transmit) p50 {} p99 {} p99.9 {} max {} ns | ring wait p50 {} \
+                 (kernel receive -> transmit) p50 {} p99 {} p99.9 {} max {} | ring wait p50 {} \
                  p99 {} p99.9 {} max {} ({} stamped)",
                 c.name,
                 c.received,
@@ -346,10 +365,10 @@ impl RouterSnapshot {
                 } else {
                     " (NOT CONSERVED)"
                 },
-                c.latency_p50_ns,
-                c.latency_p99_ns,
-                c.latency_p999_ns,
-                c.latency_max_ns,
+                ns_or_dash(c.latency_samples, c.latency_p50_ns),
+                ns_or_dash(c.latency_samples, c.latency_p99_ns),
+                ns_or_dash(c.latency_samples, c.latency_p999_ns),
+                ns_or_dash(c.latency_samples, c.latency_max_ns),
                 ns_or_dash(c.rx_stamped, c.ring_wait_p50_ns),
                 ns_or_dash(c.rx_stamped, c.ring_wait_p99_ns),
                 ns_or_dash(c.rx_stamped, c.ring_wait_p999_ns),
@@ -412,17 +431,25 @@ impl RouterSnapshot {
                     c.name
                 );
             }
-            for (metric, qs) in [
+            for (metric, samples, qs) in [
                 (
                     "latency_ns",
+                    c.latency_samples,
                     [c.latency_p50_ns, c.latency_p99_ns, c.latency_p999_ns],
                 ),
                 (
                     "ring_wait_ns",
+                    c.rx_stamped,
                     [c.ring_wait_p50_ns, c.ring_wait_p99_ns, c.ring_wait_p999_ns],
                 ),
             ] {
                 for (q, v) in ["0.5", "0.99", "0.999"].iter().zip(qs) {
+                    // No sample: no quantile (Prometheus' NaN), not 0.
+                    let v = if samples == 0 {
+                        "NaN".to_string()
+                    } else {
+                        v.to_string()
+                    };
                     let _ = writeln!(
                         s,
                         "pktsched_route_class_{metric}{{class=\"{}\",quantile=\"{q}\"}} {v}",
@@ -446,6 +473,49 @@ impl RouterSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latency_without_a_transmitted_frame_is_a_dash_null_and_nan() {
+        let mut c = ClassAcc::new();
+        c.received = 1;
+        c.queued = 1;
+        let all = RouterSnapshot {
+            classes: vec![c.snapshot("rt")],
+            ..RouterSnapshot::default()
+        };
+        let t = all.text();
+        assert!(
+            t.contains("(kernel receive -> transmit) p50 — p99 — p99.9 — max — |"),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&all.json()).expect("json");
+        let class = &v["classes"][0];
+        for k in [
+            "latency_p50_ns",
+            "latency_p99_ns",
+            "latency_p999_ns",
+            "latency_max_ns",
+        ] {
+            assert!(class[k].is_null(), "{k}: {class}");
+        }
+        assert_eq!(class["latency_samples"], 0, "{class}");
+        let prom = all.prometheus();
+        assert!(
+            prom.contains("pktsched_route_class_latency_ns{class=\"rt\",quantile=\"0.99\"} NaN"),
+            "{prom}"
+        );
+        // One frame transmitted: numbers again.
+        let _ = c.latency.record(7_000);
+        let snap = c.snapshot("rt");
+        assert_eq!(snap.latency_samples, 1);
+        let t = RouterSnapshot {
+            classes: vec![snap],
+            ..RouterSnapshot::default()
+        }
+        .text();
+        assert!(t.contains("max 7"), "{t}");
+        assert!(!t.contains("p50 — p99 — p99.9 — max — |"), "{t}");
+    }
 
     #[test]
     fn ring_wait_without_a_stamped_frame_is_a_dash_and_null() {

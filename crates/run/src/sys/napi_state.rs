@@ -70,6 +70,37 @@ fn busy(device: &str, path: &Path) -> ApplyError {
     ))
 }
 
+/// Refuses when a live run holds `device`'s state file under `state_dir`:
+/// checked before the devices' sockets are opened, so a second
+/// busy-polling run is told which process holds the device (its pid)
+/// rather than that its AF_XDP queue is taken. The shared lock taken to
+/// look is released at once; a file nobody holds (a killed run's
+/// leftover) is left for [`put_back_leftover`].
+pub fn refuse_if_held(state_dir: &Path, device: &str) -> Result<(), String> {
+    let path = state_dir.join(file_name(device));
+    let Ok(file) = File::open(&path) else {
+        // No file (or none readable): nobody to name; the apply that
+        // follows says what is wrong with it, if anything.
+        return Ok(());
+    };
+    match file.try_lock_shared() {
+        Err(TryLockError::WouldBlock) => {}
+        Ok(()) | Err(TryLockError::Error(_)) => return Ok(()),
+    }
+    let mut text = String::new();
+    let _ = (&file).take(MAX_STATE_BYTES).read_to_string(&mut text);
+    let holder = parse(&text).map_or_else(
+        |_| "another pktsched".to_string(),
+        |s| format!("another pktsched (pid {})", s.pid),
+    );
+    Err(format!(
+        "busy polling {device}: {holder} busy-polls {device} in this network namespace (it \
+         holds {} and the device's AF_XDP queues): allowed one busy-polling run per device; \
+         stop that run first",
+        path.display()
+    ))
+}
+
 /// Opens `path` with `options` and locks it: `None` when there is no file
 /// (and `options` does not create one). A file removed or replaced between
 /// the open and the lock is opened again, once; a second time, or a file
@@ -339,6 +370,33 @@ mod tests {
             "{why}"
         );
         assert!(path.exists(), "kept for the next run");
+        std::fs::remove_dir_all(dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_held_state_file_is_named_with_its_pid_before_anything_is_opened() {
+        let dir = scratch("held");
+        assert_eq!(refuse_if_held(&dir, "fw0"), Ok(()), "no file");
+        let path = dir.join(file_name("fw0"));
+        std::fs::write(&path, "pid 1\nnapi_defer_hard_irqs 0\n").expect("leftover");
+        assert_eq!(
+            refuse_if_held(&dir, "fw0"),
+            Ok(()),
+            "a leftover nobody holds is the apply's to put back"
+        );
+        assert!(path.exists(), "the leftover is left alone");
+        std::fs::remove_file(&path).expect("rm");
+        let live = record(&path, &[], "", "fw0").expect("a live run records");
+        let e = refuse_if_held(&dir, "fw0").expect_err("held");
+        assert!(
+            e.contains(&format!("another pktsched (pid {})", std::process::id()))
+                && e.contains("busy-polls fw0")
+                && e.contains(&path.display().to_string())
+                && e.contains("allowed one busy-polling run per device"),
+            "{e}"
+        );
+        drop(live);
+        assert_eq!(refuse_if_held(&dir, "fw0"), Ok(()), "released");
         std::fs::remove_dir_all(dir).expect("cleanup");
     }
 }

@@ -101,7 +101,7 @@ impl FlowSpec {
     /// Sets one key from its text; the error names key, value and what is
     /// allowed.
     pub fn set(&mut self, key: &str, value: &str) -> Result<(), String> {
-        let bad = |allowed: &str| format!("{key} = {value:?}: allowed {allowed}");
+        let bad = |allowed: &str| format!("{key} = {}: allowed {allowed}", quoted(value));
         let int = |lo: u64, hi: u64| -> Result<u64, String> {
             value
                 .parse::<u64>()
@@ -115,7 +115,7 @@ impl FlowSpec {
             "sport" => self.sport = int(0, 65535)? as u16,
             "count" => self.count = int(1, MAX_FLOWS as u64)? as u32,
             "rate" => {
-                let r = Rate::parse(value).map_err(|e| format!("{key} = {value:?}: {e}"))?;
+                let r = Rate::parse(value).map_err(|e| format!("{key} = {}: {e}", quoted(value)))?;
                 if r > MAX_FLOW_RATE {
                     return Err(bad(&format!("at most {MAX_FLOW_RATE}")));
                 }
@@ -141,7 +141,7 @@ impl FlowSpec {
                     .or_else(|| crate::config::dscp_by_name(value))
                     .ok_or_else(|| bad("0..=63 or a name (ef, cs0..cs7, af11..af43)"))?;
             }
-            _ => return Err(format!("unknown key {key:?}: allowed {KEYS}")),
+            _ => return Err(format!("unknown key {}: allowed {KEYS}", quoted(key))),
         }
         Ok(())
     }
@@ -171,16 +171,44 @@ impl FlowSpec {
     /// Parses `key=value,key=value` over `base`.
     pub fn parse_cli(text: &str, base: &FlowSpec) -> Result<FlowSpec, String> {
         let mut f = base.clone();
+        let mut seen: Vec<&str> = Vec::new();
         for part in text.split(',').map(str::trim).filter(|p| !p.is_empty()) {
             let Some((k, v)) = part.split_once('=') else {
-                return Err(format!("{part:?} is not KEY=VALUE: keys are {KEYS}"));
+                return Err(format!(
+                    "{} is not KEY=VALUE: keys are {KEYS}",
+                    quoted(part)
+                ));
             };
-            // A size mix uses commas too: `size=64:7,576:4` arrives split.
-            f.set(k.trim(), v.trim())?;
+            let k = k.trim();
+            if seen.contains(&k) {
+                return Err(format!(
+                    "{} is given twice: allowed each key once per flow",
+                    quoted(k)
+                ));
+            }
+            seen.push(k);
+            f.set(k, v.trim())?;
         }
         f.validate()?;
         Ok(f)
     }
+}
+
+/// Longest piece of a user's text an error message repeats.
+const QUOTED_MAX: usize = 64;
+
+/// `text` quoted for an error message, cut after [`QUOTED_MAX`] bytes
+/// (at a character boundary) with its length said, so a megabyte of
+/// input does not come back as a megabyte of message.
+pub fn quoted(text: &str) -> String {
+    if text.len() <= QUOTED_MAX {
+        return format!("{text:?}");
+    }
+    let mut end = QUOTED_MAX;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}… ({} bytes)", &text[..end], text.len())
 }
 
 fn parse_sizes(v: &str) -> Option<Sizes> {
@@ -236,11 +264,24 @@ mod tests {
             ("dst=::1,size=60", &["IPv6", "at least 80"]),
             ("dport=65535,count=2", &["past port 65535"]),
             ("count=99999", &["1..=1024"]),
+            (
+                "rate=1mbit,rate=2mbit",
+                &["\"rate\" is given twice", "once per flow"],
+            ),
+            ("dport=1,sport=2,dport=1", &["\"dport\" is given twice"]),
         ] {
             let e = FlowSpec::parse_cli(spec, &base()).expect_err(spec);
             for w in words {
                 assert!(e.contains(w), "{e:?} lacks {w:?} ({spec})");
             }
         }
+    }
+
+    #[test]
+    fn long_values_come_back_cut_with_their_length() {
+        let long = "é".repeat(3000);
+        let e = FlowSpec::parse_cli(&format!("dst={long}"), &base()).expect_err("long");
+        assert!(e.contains("(6000 bytes)") && e.len() < 200, "{e}");
+        assert_eq!(quoted("ab"), "\"ab\"");
     }
 }

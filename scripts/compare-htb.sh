@@ -164,6 +164,8 @@ case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_na
 napi_threads() { ps -eo pid=,comm= | awk 'index($2, "napi/d0-") == 1 {print $1}' | sort; }
 napi_on_dut() {
     [ "$dut_napi" = thread ] || return 0
+    [ "${PKTSCHED_BACKEND:-auto}" = packet ] &&
+        { echo "compare-htb.sh: DUT_NAPI=thread needs the xdp backend (veth has a NAPI context only with an XDP program); PKTSCHED_BACKEND=packet runs with DUT_NAPI=softirq" >&2; exit 1; }
     local before pid=""
     before=$(napi_threads)
     nsx "$dut" sh -c 'echo 1 > /sys/class/net/d0/threaded' ||
@@ -666,7 +668,7 @@ row() { # label, python expression over d (sink JSON), measurement name
         for a in $shaped; do
             k="—"
             [ -s "$work/$a-fwd.stats.json" ] && k=$(jq_py "$work/$a-fwd.stats.json" \
-                "print('%.0f' % (sum(x['rx_kernel_drops'] for x in d['devices'] if x['role'] == 'rx') / $secs))")
+                "print('%.0f' % (sum(x['rx_kernel_drops'] + x.get('rx_no_buffer', 0) for x in d['devices'] if x['role'] == 'rx') / $secs))")
             line="$line $(jq_py "$work/$a-fwd.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))") / $(( $(cat "$work/$a-fwd.g0_dropped") / secs )) / $k |"
         done
         echo "$line"

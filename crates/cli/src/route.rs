@@ -173,7 +173,15 @@ pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
              --prometheus is allowed with `pktsched stats`"
         );
     }
-    let answer = control::request(&socket_of(a)?, Request::Reload)?;
+    let socket = socket_of(a)?;
+    let answer = control::request(&socket, Request::Reload)?;
+    if answer.trim().is_empty() {
+        bail!(
+            "reload: no answer from pktsched on {}: the daemon closed the connection without \
+             one (is it stopping?)",
+            socket.display()
+        );
+    }
     if let Some(e) = answer.strip_prefix("error: ") {
         bail!("reload refused: {}", e.trim_end());
     }

@@ -222,14 +222,22 @@ fn sim_scenarios() {
                 "s.toml",
                 "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\ntrace = \"/dev/zero\"\n[[flows]]\nsource = { type = \"trace\" }\n",
             )],
-            ..row(&["sim", "{dir}/s.toml"], 2, &["limit for a trace file"])
+            ..row(
+                &["sim", "{dir}/s.toml"],
+                2,
+                &["trace `/dev/zero`: it is a device, not a regular file"],
+            )
         },
         Row {
             files: &[(
                 "s.toml",
                 "link = \"1gbit\"\nalgorithm = \"policy\"\npolicy = \"/dev/zero\"\nduration = \"1ms\"\n[[flows]]\n",
             )],
-            ..row(&["sim", "{dir}/s.toml"], 2, &["limit for a policy file"])
+            ..row(
+                &["sim", "{dir}/s.toml"],
+                2,
+                &["policy `/dev/zero`: it is a device, not a regular file"],
+            )
         },
     ]);
 }

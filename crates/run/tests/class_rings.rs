@@ -189,13 +189,17 @@ fn pktsched_keeps_the_victim(engine: Engine, rings_are: &str, run: &Run) -> Resu
     };
     let bulk_lost = bulk.drops + ring("bulk");
     if bulk_lost == 0 {
-        return Err(format!(
-            "the generator did not overload the bulk class (it sent {} + {} bulk frames, \
+        let why = format!(
+            "the bulk class lost nothing (the generator sent {} + {} bulk frames, \
              {} bit/s in all; 160 Mbit/s into 100 is needed): {text}",
             gen_sent(6000),
             gen_sent(6001),
             run.sent.sent_bps
-        ));
+        );
+        // With 150 Mbit/s offered into a 100 Mbit/s link, a run without a
+        // bulk drop means pktsched did not hold the limit: not retried.
+        assert!(run.sent.sent_bps < 150_000_000, "pktsched's: {why}");
+        return Err(why);
     }
     let sunk = run
         .received
@@ -205,6 +209,19 @@ fn pktsched_keeps_the_victim(engine: Engine, rings_are: &str, run: &Run) -> Resu
         .map_or(0, |f| f.received);
     let before = gen_sent(5000).saturating_sub(victim.received);
     let after = victim.packets.saturating_sub(sunk);
+    // A loss is the host's only where the wire's counters can hold it:
+    // g0's transmit drops before pktsched; d1's drops, frames d1 sent that
+    // s0 never received, and the sink's full socket buffer after it.
+    let wire = &run.wire;
+    let lost_after_d1 = wire.d1_tx_dropped
+        + wire.d1_tx_packets.saturating_sub(wire.s0_rx_packets)
+        + wire.sink_rcvbuf_errors;
+    assert!(
+        before <= wire.g0_tx_dropped && after <= lost_after_d1,
+        "pktsched's: {before} victim frames lost before it with {} dropped at g0, {after} \
+         after it with {lost_after_d1} lost after d1: {text}",
+        wire.g0_tx_dropped
+    );
     if before > 0 || after > 0 || victim.received < 1000 {
         return Err(format!(
             "victim frames: the generator sent {}, pktsched received {} and sent {}, the \

@@ -3,8 +3,8 @@
 //! Run with `ci/loom.sh` (or
 //! `RUSTFLAGS="--cfg loom" LOOM_MAX_PREEMPTIONS=3 cargo test -p pktsched-runtime --test loom_mailbox --release`).
 //!
-//! The rings are tiny (one to three slots per line, in one or two groups;
-//! two or three lines) so that a handful of items already wraps around
+//! The rings are tiny (one to three slots per line, in one, two or four
+//! groups; two or three lines) so that a handful of items already wraps around
 //! several times and every line release is on the path between the two
 //! threads. The models that visit a line a third time bound the preemptions
 //! themselves (2) to stay within CI's budget; the others take
@@ -140,13 +140,14 @@ fn batch_pops_of_two_group_lines_visited_three_times() {
 /// The default layout's shape (`Mailbox::with_capacity`: a line of four
 /// groups of 7 slots) in small: two lines of four one-slot groups
 /// (capacity 4), batch pushes of up to 3 against batch pops of up to 3, for
-/// 10 items. Line 0 takes items 0–3 and 8–9, so the producer's look-ahead
-/// waits for the release of a four-group line, the consumer walks all four
-/// groups of a line within one pop, and the third visit of a line meets
-/// the stamps of its last three groups two passes old. (Runs of a partly
-/// published group are `batch_pops_of_two_group_lines_visited_three_times`'
-/// subject; the 28-slot line itself needs 57 items to come back to a line,
-/// beyond what loom explores within CI's budget.)
+/// 10 items. Line 0 takes items 0–3 and 8–9, so it is visited twice: the
+/// producer's look-ahead waits for the release of a four-group line, and a
+/// batch pop crosses from one group to the next and over a line release.
+/// (A pop of up to 3 cannot walk all four groups of a line here, and a
+/// third visit would need 16 items or more, beyond CI's loom budget; runs
+/// of a partly published group and third visits are
+/// `batch_pops_of_two_group_lines_visited_three_times`' subject; the
+/// 28-slot line itself needs 57 items to come back to a line.)
 #[test]
 fn four_group_lines_batches_wrap_in_order() {
     const ITEMS: usize = 10;

@@ -2,9 +2,12 @@
 //!
 //! Every file a user names (scenario, trace, policy) is read through
 //! [`read_capped`], so pointing one at `/dev/zero` or a multi-gigabyte log
-//! is a clear error instead of an unbounded allocation.
+//! is a clear error instead of an unbounded allocation, and a FIFO or a
+//! device is refused by what it is instead of hanging the read.
 
+use std::fs::FileType;
 use std::io::Read;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
 /// The largest scenario or policy file accepted (16 MiB: a policy at its
@@ -37,6 +40,21 @@ pub enum InputFileError {
         /// The cap, bytes.
         cap: u64,
     },
+    /// The path names a FIFO, device, socket or directory.
+    #[error(
+        "cannot read {what} `{path}`: it is {kind}, not a regular file: allowed a regular file of \
+         at most {cap} bytes"
+    )]
+    NotRegular {
+        /// What the file is.
+        what: &'static str,
+        /// The path as given.
+        path: String,
+        /// What the path names instead.
+        kind: &'static str,
+        /// The cap, bytes.
+        cap: u64,
+    },
     /// The file is not UTF-8 text.
     #[error("{what} `{path}` is not UTF-8 text")]
     NotText {
@@ -56,7 +74,29 @@ pub fn read_capped(path: &Path, what: &'static str, cap: u64) -> Result<String, 
         path: shown(),
         source,
     };
-    let file = std::fs::File::open(path).map_err(io)?;
+    let not_regular = |kind: FileType| InputFileError::NotRegular {
+        what,
+        path: shown(),
+        kind: kind_name(&kind),
+        cap,
+    };
+    // Anything but a regular file is refused by what it is before it is
+    // opened (opening a device can act: a watchdog, a tty), then checked
+    // again on the opened file; opened without blocking (a FIFO swapped
+    // in cannot hang the open) and never as a controlling terminal.
+    let kind = std::fs::metadata(path).map_err(io)?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(kind));
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(path)
+        .map_err(io)?;
+    let kind = file.metadata().map_err(io)?.file_type();
+    if !kind.is_file() {
+        return Err(not_regular(kind));
+    }
     let mut bytes = Vec::new();
     file.take(cap.saturating_add(1))
         .read_to_end(&mut bytes)
@@ -74,6 +114,21 @@ pub fn read_capped(path: &Path, what: &'static str, cap: u64) -> Result<String, 
     })
 }
 
+/// What a path that is not a regular file names.
+fn kind_name(kind: &FileType) -> &'static str {
+    if kind.is_dir() {
+        "a directory"
+    } else if kind.is_fifo() {
+        "a FIFO"
+    } else if kind.is_socket() {
+        "a socket"
+    } else if kind.is_char_device() || kind.is_block_device() {
+        "a device"
+    } else {
+        "not a regular file"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -82,8 +137,10 @@ mod tests {
     fn endless_and_missing_files_are_named_errors() {
         let e = read_capped(Path::new("/dev/zero"), "trace", 1000).expect_err("endless");
         assert!(
-            e.to_string()
-                .contains("trace `/dev/zero` is larger than 1000 bytes"),
+            e.to_string().contains(
+                "trace `/dev/zero`: it is a device, not a regular file: allowed a regular file \
+                 of at most 1000 bytes"
+            ),
             "{e}"
         );
         let e = read_capped(Path::new("/nonexistent/x.toml"), "scenario", 10).expect_err("missing");
@@ -93,7 +150,13 @@ mod tests {
             "{e}"
         );
         let e = read_capped(Path::new("/"), "policy", 10).expect_err("directory");
-        assert!(e.to_string().starts_with("cannot read policy `/`"), "{e}");
+        assert!(e.to_string().contains("`/`: it is a directory"), "{e}");
+        let fifo = std::env::temp_dir().join(format!("pktsched-fifo-{}", std::process::id()));
+        let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+        assert!(made.is_ok_and(|s| s.success()), "mkfifo");
+        let e = read_capped(&fifo, "trace", 10).expect_err("a FIFO, no writer: no hang");
+        std::fs::remove_file(&fifo).expect("clean up");
+        assert!(e.to_string().contains("it is a FIFO"), "{e}");
     }
 
     #[test]

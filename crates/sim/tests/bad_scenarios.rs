@@ -277,12 +277,13 @@ fn rates_beyond_picosecond_resolution_are_refused() {
 }
 
 #[test]
-fn endless_trace_files_hit_the_cap() {
+fn endless_trace_files_are_refused_as_devices() {
     let e = err(&format!(
         "{HEAD}trace = \"/dev/zero\"\n[[flows]]\nsource = {{ type = \"trace\" }}\n"
     ));
     assert!(
-        e.contains("trace `/dev/zero` is larger than") && e.contains("limit for a trace file"),
+        e.contains("trace `/dev/zero`: it is a device, not a regular file")
+            && e.contains("allowed a regular file of at most"),
         "{e}"
     );
 }

@@ -18,7 +18,7 @@ pub fn read_capped(path: &Path, what: &str, cap: u64) -> Result<String, String> 
     let file = open_nonblocking(path, what, cap)?;
     regular_within(&file, path, what, cap)?;
     let mut bytes = Vec::new();
-    file.take(cap + 1)
+    file.take(cap.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(|e| format!("cannot read {what} `{shown}`: {e}"))?;
     if bytes.len() as u64 > cap {
@@ -51,20 +51,22 @@ pub fn check_regular(path: &Path, what: &str, cap: u64) -> Result<(), String> {
     regular_within(&file, path, what, cap)
 }
 
-/// Opens `path` for reading without blocking (a FIFO with no writer
-/// opens at once); a file that cannot be opened because of what it is (a
-/// socket) is named by what it is.
+/// Opens `path` for reading: anything but a regular file is refused by
+/// what it is before it is opened (opening a device can act: a watchdog,
+/// a tty); the open itself does not block (a FIFO swapped in after the
+/// look opens at once and is refused on the opened file) and never takes
+/// a controlling terminal.
 fn open_nonblocking(path: &Path, what: &str, cap: u64) -> Result<std::fs::File, String> {
+    let cannot = |e: std::io::Error| format!("cannot read {what} `{}`: {e}", path.display());
+    let kind = std::fs::metadata(path).map_err(cannot)?.file_type();
+    if not_regular(&kind).is_some() {
+        return Err(not_regular_message(path, what, &kind, cap));
+    }
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
-        .map_err(|e| match std::fs::metadata(path) {
-            Ok(m) if not_regular(&m.file_type()).is_some() => {
-                not_regular_message(path, what, &m.file_type(), cap)
-            }
-            _ => format!("cannot read {what} `{}`: {e}", path.display()),
-        })
+        .map_err(cannot)
 }
 
 fn not_regular_message(path: &Path, what: &str, t: &std::fs::FileType, cap: u64) -> String {

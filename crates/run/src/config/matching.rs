@@ -187,11 +187,16 @@ pub(crate) fn class_name_problem(name: &str) -> Option<String> {
     if !name.is_empty() && name.len() <= 64 && !name.contains(bad) {
         return None;
     }
+    // `quoted` gives a long name back cut, with its length already.
+    use crate::traffic::gen_flows::{QUOTED_MAX, quoted};
+    let shown = if name.len() > QUOTED_MAX {
+        quoted(name)
+    } else {
+        format!("{} ({} bytes)", quoted(name), name.len())
+    };
     Some(format!(
-        "class name {} ({} bytes): allowed 1 to 64 bytes without whitespace, control \
-         characters, `\"` or `\\`",
-        crate::traffic::gen_flows::quoted(name),
-        name.len()
+        "class name {shown}: allowed 1 to 64 bytes without whitespace, control characters, \
+         `\"` or `\\`"
     ))
 }
 

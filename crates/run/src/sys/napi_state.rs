@@ -41,13 +41,26 @@ enum Lock {
 /// locked file against the file at `path`. Every run removes a state file
 /// only while it holds its lock, so a file found `Held` stays at its path
 /// until this process lets it go.
+/// Tries at taking a state file's lock before it counts as held (5 ms apart).
+const LOCK_TRIES: u32 = 10;
+
 fn lock_at(file: &File, path: &Path) -> Result<Lock, String> {
     let shown = path.display();
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(TryLockError::WouldBlock) => return Ok(Lock::Busy),
-        Err(TryLockError::Error(e)) => {
-            return Err(format!("cannot lock the state file {shown}: {e}"));
+    // Another run's `refuse_if_held` holds a shared lock for a moment
+    // only; a live run holds its lock for good: a few tries over ~50 ms
+    // tell the two apart.
+    let mut tries = 0;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(TryLockError::WouldBlock) if tries < LOCK_TRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(TryLockError::WouldBlock) => return Ok(Lock::Busy),
+            Err(TryLockError::Error(e)) => {
+                return Err(format!("cannot lock the state file {shown}: {e}"));
+            }
         }
     }
     let held = file

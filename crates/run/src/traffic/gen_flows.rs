@@ -195,7 +195,7 @@ impl FlowSpec {
 }
 
 /// Longest piece of a user's text an error message repeats.
-const QUOTED_MAX: usize = 64;
+pub(crate) const QUOTED_MAX: usize = 64;
 
 /// `text` quoted for an error message, cut after [`QUOTED_MAX`] bytes
 /// (at a character boundary) with its length said, so a megabyte of
@@ -279,9 +279,12 @@ mod tests {
 
     #[test]
     fn long_values_come_back_cut_with_their_length() {
-        let long = "é".repeat(3000);
+        // One ASCII byte first: byte 64 falls inside an "é", so the cut
+        // must step back to a character boundary.
+        let long = format!("x{}", "é".repeat(3000));
         let e = FlowSpec::parse_cli(&format!("dst={long}"), &base()).expect_err("long");
-        assert!(e.contains("(6000 bytes)") && e.len() < 200, "{e}");
+        assert!(e.contains("(6001 bytes)") && e.len() < 200, "{e}");
+        assert!(quoted(&long).starts_with(&format!("\"x{}\"…", "é".repeat(31))));
         assert_eq!(quoted("ab"), "\"ab\"");
     }
 }

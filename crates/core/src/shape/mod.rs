@@ -79,6 +79,7 @@ mod closed_loop;
 mod edt;
 mod shaper;
 mod tbf;
+#[allow(unsafe_code)]
 mod wheel;
 
 #[cfg(test)]

@@ -79,7 +79,6 @@ mod closed_loop;
 mod edt;
 mod shaper;
 mod tbf;
-#[allow(unsafe_code)]
 mod wheel;
 
 #[cfg(test)]

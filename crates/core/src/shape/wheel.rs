@@ -344,11 +344,9 @@ impl Wheels {
     fn append(&mut self, q: usize, slot: u64, i: u32) {
         let s = (slot & self.mask) as usize;
         let x = self.slot_index(q, s);
-        // One bounds check for the read and the write of the slot.
-        let slot_ends = &mut self.slots[x];
-        let (h, t) = *slot_ends;
+        let (h, t) = self.slots[x];
         if h == NIL {
-            *slot_ends = (i, i);
+            self.slots[x] = (i, i);
             self.bits[q].set(s);
             self.active |= 1 << q;
             let time = slot << (self.g_shift + q as u32);
@@ -356,12 +354,8 @@ impl Wheels {
                 self.next = time;
             }
         } else {
-            slot_ends.1 = i;
-            debug_assert!((t as usize) < self.nodes.len());
-            // SAFETY: `t` is the tail of a non-empty slot; every node on a
-            // slot's list was handed out by `alloc` (an index below
-            // `nodes.len()`) and `nodes` never shrinks.
-            unsafe { self.nodes.get_unchecked_mut(t as usize) }.next = i;
+            self.nodes[t as usize].next = i;
+            self.slots[x].1 = i;
         }
     }
 

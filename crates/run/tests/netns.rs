@@ -331,16 +331,14 @@ fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
     }
     let mut short = Vec::new();
     for attempt in 1..=GIGABIT_ATTEMPTS {
-        // The ring generator: one kick per batch rather than a system
-        // call per datagram, so it reaches 1.3 Gbit/s on fewer cycles.
-        let ring = GenBackend::Packet(RingTarget {
-            device: "g0".into(),
-            dst_mac: None,
-        });
-        let run = through_pipeline_with(
+        // The socket generator, as in every CI run this test passed: the
+        // ring generator reaches 1.3 Gbit/s on fewer cycles, but with it
+        // the forwarder fell behind in a CI run (0.93 Gbit/s sent with its
+        // queue full) while a build shared the machine; not yet measured
+        // idle.
+        let run = through_pipeline(
             &LINK.replace("RATE", "1gbit"),
             engine,
-            &ring,
             &["dport=5000,rate=1300mbit,size=1500"],
             &[5000],
             4,

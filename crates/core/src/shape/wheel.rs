@@ -730,7 +730,7 @@ impl TimeQueue for Wheels {
 
 #[cfg(test)]
 mod tests {
-    use super::{ceil_slot, WheelConfig, Wheels};
+    use super::{WheelConfig, Wheels, ceil_slot};
     use crate::shape::{Entry, TimeQueue};
     use crate::units::Nanos;
 

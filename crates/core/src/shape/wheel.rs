@@ -651,8 +651,12 @@ impl TimeQueue for Wheels {
 
     type Ticket = WheelTicket;
 
+    /// A `level` above the top one (never from [`TimeQueue::level_for`])
+    /// is clamped to the top level, as [`TimeQueue::granularity`] does:
+    /// the entry is filed on the coarsest wheel, never early.
     #[inline(always)]
     fn reserve(&mut self, e: Entry, level: u8) -> Option<WheelTicket> {
+        let level = level.min(self.cfg.levels - 1);
         let at = self.locate(e.edt, usize::from(level))?;
         let node = self.alloc(e, level)?;
         Some(WheelTicket { node, at })
@@ -726,7 +730,30 @@ impl TimeQueue for Wheels {
 
 #[cfg(test)]
 mod tests {
-    use super::ceil_slot;
+    use super::{WheelConfig, Wheels, ceil_slot};
+    use crate::shape::{Entry, TimeQueue};
+    use crate::units::Nanos;
+
+    /// A caller's level above the top one is filed on the top level: no
+    /// panic, and the entry comes out at its slot, not before its EDT.
+    #[test]
+    fn reserve_clamps_a_level_above_the_top_one() {
+        let mut w = Wheels::new(WheelConfig::mltw(1, 8, Nanos(64))).expect("valid config");
+        let top = w.config().levels - 1;
+        assert!(top > 0, "several levels");
+        for (flow, level) in [(0u32, top + 1), (1, u8::MAX)] {
+            let e = Entry {
+                edt: 10,
+                flow,
+                generation: 0,
+            };
+            assert_eq!(w.push(e, level), Ok(()), "level {level}");
+        }
+        let mut out = Vec::new();
+        assert_eq!(w.release_to(Nanos(9), &mut out), 0, "not before the EDT");
+        assert_eq!(w.release_to(Nanos(16), &mut out), 2, "{out:?}");
+        assert_eq!(w.len(), 0);
+    }
 
     /// The add-and-shift ceil and its cold path agree with a 128-bit
     /// division at the ends of the range, where the add overflows.

@@ -16,13 +16,18 @@
 //!
 //! A quantile with no sample behind it (no frame transmitted, or none
 //! stamped for the ring wait) is unknown, not 0: `—` in the text, `null`
-//! in JSON, `NaN` in Prometheus; `latency_samples` and `rx_stamped` count
-//! the samples.
+//! in JSON, `NaN` in Prometheus. `latency_samples` and
+//! `ring_wait_samples` count the samples each histogram holds; a value
+//! beyond its 100 s limit is not recorded, so `ring_wait_samples` can be
+//! below `rx_stamped`.
 //!
 //! Names: JSON `latency_p50_ns` .. `latency_max_ns`, `latency_samples`,
-//! `ring_wait_p50_ns` .. `ring_wait_max_ns`, `rx_stamped`; Prometheus
-//! `pktsched_route_class_latency_ns{class,quantile}`,
-//! `pktsched_route_class_ring_wait_ns{class,quantile}`,
+//! `ring_wait_p50_ns` .. `ring_wait_max_ns`, `ring_wait_samples`,
+//! `rx_stamped`; Prometheus
+//! `pktsched_route_class_latency_ns{class,quantile}` and
+//! `pktsched_route_class_latency_ns_count{class}`,
+//! `pktsched_route_class_ring_wait_ns{class,quantile}` and
+//! `pktsched_route_class_ring_wait_ns_count{class}`,
 //! `pktsched_route_class_rx_stamped_total{class}`.
 
 use std::collections::BTreeMap;
@@ -153,6 +158,7 @@ impl ClassAcc {
             latency_max_ns: self.latency.max(),
             latency_samples: self.latency.len(),
             rx_stamped: self.rx_stamped,
+            ring_wait_samples: self.ring_wait.len(),
             ring_wait_p50_ns: w(0.5),
             ring_wait_p99_ns: w(0.99),
             ring_wait_p999_ns: w(0.999),
@@ -194,6 +200,9 @@ pub struct ClassSnapshot {
     /// Frames taken with a kernel receive time (the others' latency
     /// starts when the poller took them).
     pub rx_stamped: u64,
+    /// Frames behind the ring-wait quantiles (stamped ones whose wait
+    /// fitted the histogram's 100 s).
+    pub ring_wait_samples: u64,
     /// Kernel receive → taken by the poller (the wait in the receive
     /// ring) percentiles, ns.
     pub ring_wait_p50_ns: u64,
@@ -282,7 +291,7 @@ fn ns_or_dash(samples: u64, ns: u64) -> String {
 impl RouterSnapshot {
     /// JSON, one object. Quantiles with no sample behind them are `null`,
     /// not 0: the latency's while `latency_samples` is 0, the ring wait's
-    /// while `rx_stamped` is 0.
+    /// while `ring_wait_samples` is 0.
     pub fn json(&self) -> String {
         let mut v = match serde_json::to_value(self) {
             Ok(v) => v,
@@ -302,7 +311,7 @@ impl RouterSnapshot {
                 );
                 crate::stats::null_without_samples(
                     c,
-                    "rx_stamped",
+                    "ring_wait_samples",
                     &[
                         "ring_wait_p50_ns",
                         "ring_wait_p99_ns",
@@ -369,10 +378,10 @@ impl RouterSnapshot {
                 ns_or_dash(c.latency_samples, c.latency_p99_ns),
                 ns_or_dash(c.latency_samples, c.latency_p999_ns),
                 ns_or_dash(c.latency_samples, c.latency_max_ns),
-                ns_or_dash(c.rx_stamped, c.ring_wait_p50_ns),
-                ns_or_dash(c.rx_stamped, c.ring_wait_p99_ns),
-                ns_or_dash(c.rx_stamped, c.ring_wait_p999_ns),
-                ns_or_dash(c.rx_stamped, c.ring_wait_max_ns),
+                ns_or_dash(c.ring_wait_samples, c.ring_wait_p50_ns),
+                ns_or_dash(c.ring_wait_samples, c.ring_wait_p99_ns),
+                ns_or_dash(c.ring_wait_samples, c.ring_wait_p999_ns),
+                ns_or_dash(c.ring_wait_samples, c.ring_wait_max_ns),
                 c.rx_stamped
             );
         }
@@ -439,7 +448,7 @@ impl RouterSnapshot {
                 ),
                 (
                     "ring_wait_ns",
-                    c.rx_stamped,
+                    c.ring_wait_samples,
                     [c.ring_wait_p50_ns, c.ring_wait_p99_ns, c.ring_wait_p999_ns],
                 ),
             ] {
@@ -456,6 +465,11 @@ impl RouterSnapshot {
                         c.name
                     );
                 }
+                let _ = writeln!(
+                    s,
+                    "pktsched_route_class_{metric}_count{{class=\"{}\"}} {samples}",
+                    c.name
+                );
             }
             let _ = writeln!(
                 s,
@@ -544,6 +558,36 @@ mod tests {
     }
 
     #[test]
+    fn ring_wait_beyond_the_histogram_is_counted_stamped_but_not_as_a_sample() {
+        let mut c = ClassAcc::new();
+        // Waited 200 s: over the histogram's 100 s, so not recorded.
+        assert_eq!(c.taken(1, 200_000_000_001), 1);
+        let snap = c.snapshot("be");
+        assert_eq!((snap.rx_stamped, snap.ring_wait_samples), (1, 0));
+        let all = RouterSnapshot {
+            classes: vec![snap],
+            ..RouterSnapshot::default()
+        };
+        let t = all.text();
+        assert!(
+            t.contains("ring wait p50 — p99 — p99.9 — max — (1 stamped)"),
+            "{t}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&all.json()).expect("json");
+        let class = &v["classes"][0];
+        assert!(class["ring_wait_max_ns"].is_null(), "{class}");
+        assert_eq!(class["ring_wait_samples"], 0, "{class}");
+        let prom = all.prometheus();
+        assert!(
+            prom.contains("pktsched_route_class_ring_wait_ns{class=\"be\",quantile=\"0.99\"} NaN")
+                && prom.contains("pktsched_route_class_ring_wait_ns_count{class=\"be\"} 0")
+                && prom.contains("pktsched_route_class_latency_ns_count{class=\"be\"} 0")
+                && prom.contains("pktsched_route_class_rx_stamped_total{class=\"be\"} 1"),
+            "{prom}"
+        );
+    }
+
+    #[test]
     fn latency_starts_at_the_kernel_receive_when_known() {
         let mut c = ClassAcc::new();
         assert_eq!(c.taken(0, 5_000), 5_000, "no stamp: from the take");
@@ -567,6 +611,8 @@ mod tests {
         assert!(
             prom.contains("pktsched_route_class_ring_wait_ns{class=\"rt\",quantile=\"0.99\"} 1000")
                 && prom.contains("pktsched_route_class_rx_stamped_total{class=\"rt\"} 2")
+                && prom.contains("pktsched_route_class_ring_wait_ns_count{class=\"rt\"} 2")
+                && prom.contains("pktsched_route_class_latency_ns_count{class=\"rt\"} 1")
                 && prom.contains("pktsched_route_class_latency_ns{class=\"rt\",quantile=\"0.5\"} "),
             "{prom}"
         );

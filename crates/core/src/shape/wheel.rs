@@ -651,12 +651,19 @@ impl TimeQueue for Wheels {
 
     type Ticket = WheelTicket;
 
-    /// A `level` above the top one (never from [`TimeQueue::level_for`])
-    /// is clamped to the top level, as [`TimeQueue::granularity`] does:
-    /// the entry is filed on the coarsest wheel, never early.
+    /// # Panics
+    ///
+    /// On a `level` above the top one ([`TimeQueue::level_for`] never
+    /// gives one): a caller's contract violation, like an index out of
+    /// range. A clamp cost 4–5 instructions per packet on the shaper's
+    /// path (measured 2026-11-26), so the level is not clamped.
     #[inline(always)]
     fn reserve(&mut self, e: Entry, level: u8) -> Option<WheelTicket> {
-        let level = level.min(self.cfg.levels - 1);
+        debug_assert!(
+            usize::from(level) <= self.top,
+            "level {level} above the top level {}",
+            self.top
+        );
         let at = self.locate(e.edt, usize::from(level))?;
         let node = self.alloc(e, level)?;
         Some(WheelTicket { node, at })
@@ -734,25 +741,19 @@ mod tests {
     use crate::shape::{Entry, TimeQueue};
     use crate::units::Nanos;
 
-    /// A caller's level above the top one is filed on the top level: no
-    /// panic, and the entry comes out at its slot, not before its EDT.
+    /// A caller's level above the top one is a contract violation that
+    /// panics (it must not file the entry somewhere wrong instead).
     #[test]
-    fn reserve_clamps_a_level_above_the_top_one() {
+    #[should_panic]
+    fn reserve_refuses_a_level_above_the_top_one_by_panicking() {
         let mut w = Wheels::new(WheelConfig::mltw(1, 8, Nanos(64))).expect("valid config");
         let top = w.config().levels - 1;
-        assert!(top > 0, "several levels");
-        for (flow, level) in [(0u32, top + 1), (1, u8::MAX)] {
-            let e = Entry {
-                edt: 10,
-                flow,
-                generation: 0,
-            };
-            assert_eq!(w.push(e, level), Ok(()), "level {level}");
-        }
-        let mut out = Vec::new();
-        assert_eq!(w.release_to(Nanos(9), &mut out), 0, "not before the EDT");
-        assert_eq!(w.release_to(Nanos(16), &mut out), 2, "{out:?}");
-        assert_eq!(w.len(), 0);
+        let e = Entry {
+            edt: 10,
+            flow: 0,
+            generation: 0,
+        };
+        let _ = w.push(e, top + 1);
     }
 
     /// The add-and-shift ceil and its cold path agree with a 128-bit

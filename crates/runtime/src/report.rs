@@ -27,6 +27,9 @@ pub struct ArbiterStats {
     /// Mailbox reads (one per client per round it was read).
     pub mailbox_reads: u64,
     /// Sum and maximum of the busy rounds' duration, ns (threaded runs).
+    /// A round that starts at once after the last reuses that round's end
+    /// as its start, so the time between two such rounds (the policy, the
+    /// stop check, the lock) counts as busy too.
     pub busy_loop_ns: u64,
     /// See `busy_loop_ns`.
     pub max_loop_ns: u64,

@@ -317,9 +317,14 @@ fn exit_if_signalled(out: &mut Stdout) -> Result<()> {
 fn sink_ports(a: &SinkArgs, classes: &[SinkClass]) -> Result<Vec<u16>> {
     let ports: Vec<u16> = match &a.ports {
         Some(text) => {
-            let range: pktsched_io::classify::PortRange = text
-                .parse()
-                .map_err(|e| anyhow::anyhow!("--ports {text:?}: {e}"))?;
+            use pktsched_io::classify::{ParseError, PortRange};
+            let range: PortRange = text.parse().map_err(|e| match e {
+                // The classifier's ports include 0; a sink's do not.
+                ParseError::Port => anyhow::anyhow!(
+                    "--ports {text:?}: not a port: allowed a port 1..=65535 or a range LO-HI"
+                ),
+                e => anyhow::anyhow!("--ports {text:?}: {e}"),
+            })?;
             (range.lo..=range.hi).collect()
         }
         None if !classes.is_empty() => {

@@ -914,6 +914,11 @@ fn shaper_and_traffic() {
             )
         },
         row(&["sink", "--ports", "10-1"], 2, &["--ports", "LO <= HI"]),
+        row(
+            &["sink", "--ports", "70000"],
+            2,
+            &["--ports \"70000\": not a port", "allowed a port 1..=65535"],
+        ),
         row(&["sink", "--ports", "1-2000"], 2, &["at most 1024"]),
         row(
             &["sink", "--ports", "0"],

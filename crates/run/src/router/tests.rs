@@ -691,7 +691,10 @@ fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
     use super::daemon::idle_wait_for;
     let cfg = format!("{ROUTER}\n[egress]\nrate = \"8mbit\"\n");
     let mut r = rig_with(&cfg);
-    for _ in 0..3 {
+    // 50 frames hold the 8 Mbit/s egress for 3 ms: frames still wait after
+    // the rounds even when this thread loses its core meanwhile (with 3,
+    // a 0.2 ms preemption let all of them leave: CI, 19:46).
+    for _ in 0..50 {
         push(&r.rings[1], udp("10.2.0.2", 80, 64));
     }
     while r.round() > 0 {}

@@ -37,14 +37,6 @@ pub(crate) struct SimArgs {
 }
 
 pub(crate) fn run(a: &SimArgs, out: &mut crate::output::Stdout) -> Result<()> {
-    // The simulator's reader would wait on a FIFO for a writer: refused
-    // here first, by what it is (its own cap still applies to the size).
-    pktsched_run::config::check_regular(
-        &a.scenario,
-        "scenario",
-        pktsched_sim::input_file::MAX_CONFIG_BYTES,
-    )
-    .map_err(anyhow::Error::msg)?;
     let mut cfg = pktsched_sim::scenario::load(&a.scenario)?;
     if let Some(s) = a.seed {
         cfg.seed = s;

@@ -31,12 +31,16 @@ pub enum InputFileError {
         source: std::io::Error,
     },
     /// The file is larger than the cap.
-    #[error("{what} `{path}` is larger than {cap} bytes, the limit for a {what} file")]
+    #[error(
+        "{what} `{path}` is larger than {cap} bytes (at least {len}), the limit for a {what} file"
+    )]
     TooLarge {
         /// What the file is.
         what: &'static str,
         /// The path as given.
         path: String,
+        /// Its size, bytes (or what was read before the cap).
+        len: u64,
         /// The cap, bytes.
         cap: u64,
     },
@@ -93,20 +97,25 @@ pub fn read_capped(path: &Path, what: &'static str, cap: u64) -> Result<String, 
         .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
         .map_err(io)?;
-    let kind = file.metadata().map_err(io)?.file_type();
-    if !kind.is_file() {
-        return Err(not_regular(kind));
+    let meta = file.metadata().map_err(io)?;
+    if !meta.file_type().is_file() {
+        return Err(not_regular(meta.file_type()));
+    }
+    let too_large = |len| InputFileError::TooLarge {
+        what,
+        path: shown(),
+        len,
+        cap,
+    };
+    if meta.len() > cap {
+        return Err(too_large(meta.len()));
     }
     let mut bytes = Vec::new();
     file.take(cap.saturating_add(1))
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if bytes.len() as u64 > cap {
-        return Err(InputFileError::TooLarge {
-            what,
-            path: shown(),
-            cap,
-        });
+        return Err(too_large(bytes.len() as u64));
     }
     String::from_utf8(bytes).map_err(|_| InputFileError::NotText {
         what,
@@ -119,7 +128,7 @@ fn kind_name(kind: &FileType) -> &'static str {
     if kind.is_dir() {
         "a directory"
     } else if kind.is_fifo() {
-        "a FIFO"
+        "a FIFO (named pipe)"
     } else if kind.is_socket() {
         "a socket"
     } else if kind.is_char_device() || kind.is_block_device() {
@@ -156,7 +165,7 @@ mod tests {
         assert!(made.is_ok_and(|s| s.success()), "mkfifo");
         let e = read_capped(&fifo, "trace", 10).expect_err("a FIFO, no writer: no hang");
         std::fs::remove_file(&fifo).expect("clean up");
-        assert!(e.to_string().contains("it is a FIFO"), "{e}");
+        assert!(e.to_string().contains("it is a FIFO (named pipe)"), "{e}");
     }
 
     #[test]

@@ -43,14 +43,6 @@ fn regular_within(file: &std::fs::File, path: &Path, what: &str, cap: u64) -> Re
     Ok(())
 }
 
-/// Checks, without reading it, that `path` is a regular file of at most
-/// `cap` bytes (for readers elsewhere that would block on a FIFO); the
-/// error says what it is instead and what is allowed.
-pub fn check_regular(path: &Path, what: &str, cap: u64) -> Result<(), String> {
-    let file = open_nonblocking(path, what, cap)?;
-    regular_within(&file, path, what, cap)
-}
-
 /// Opens `path` for reading: anything but a regular file is refused by
 /// what it is before it is opened (opening a device can act: a watchdog,
 /// a tty); the open itself does not block (a FIFO swapped in after the

@@ -62,7 +62,7 @@ use pktsched_io::classify::Match;
 
 pub use class_rates::{ClassRateRange, MAX_CLASS_BURST, MIN_CLASS_RATE, parse_size};
 pub(crate) use file::read_config;
-pub use file::{MAX_CONFIG_BYTES, check_regular, read_capped};
+pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::{class_name_problem, match_rule};
 pub(crate) use normalise::{rule_toml, write_class_settings};

@@ -33,6 +33,7 @@ use crate::sync::{Arc, AtomicBool, Ordering};
 
 #[cfg(test)]
 mod handoff_tests;
+mod lens;
 #[cfg(test)]
 mod prio_credit_tests;
 mod shared;
@@ -142,8 +143,9 @@ pub struct Arbiter<T, O> {
     sink: Sink<T, O>,
     /// Packets released this round, on their way to the sink.
     batch: Vec<Pkt<T>>,
-    /// Scratch: one mailbox read on its way into the scheduler.
-    inbox: VecDeque<Pkt<T>>,
+    /// Scratch: one mailbox read on its way into the scheduler (a `Vec`:
+    /// the mailbox appends a run to it as one contiguous copy).
+    inbox: Vec<Pkt<T>>,
     /// Scratch for the ids taken from the doorbell.
     rung: Vec<usize>,
     read_interval: Nanos,
@@ -152,6 +154,10 @@ pub struct Arbiter<T, O> {
     /// The longest packet drained so far: every queued packet is at most
     /// this long (the bound [`Arbiter::release`] plans its runs with).
     max_len: pktsched_core::Bytes,
+    /// The scheduler has been lent out ([`Arbiter::scheduler`]), so packets
+    /// may have entered past the mailboxes, longer than `max_len`: from
+    /// then on the release also folds the lengths it sends into it.
+    lent: bool,
     trim_after: u32,
     settle_interval: Nanos,
     last_settle: Option<Nanos>,
@@ -225,12 +231,13 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             active: Vec::new(),
             sink,
             batch: Vec::with_capacity(cfg.round_cap),
-            inbox: VecDeque::with_capacity(cfg.read_batch),
+            inbox: Vec::with_capacity(cfg.read_batch),
             rung: Vec::new(),
             read_interval: dur_nanos(cfg.read_interval),
             round_cap: cfg.round_cap,
             read_batch: cfg.read_batch,
             max_len: 0,
+            lent: false,
             trim_after: cfg.trim_after,
             settle_interval: dur_nanos(cfg.settle_interval),
             last_settle: None,
@@ -248,6 +255,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
 
     /// The scheduler (to add flows before traffic starts, read stats).
     pub fn scheduler(&mut self) -> &mut BoxedScheduler<T> {
+        self.lent = true;
         &mut self.sched
     }
 
@@ -445,6 +453,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         round.backlog = self.sched.backlog().pkts;
         round.link_free = self.link.free_at();
         self.was_empty = round.backlog == 0;
+        if self.was_empty {
+            // Nothing queued came in past the mailboxes any more; a lender
+            // calls `scheduler()` again before it can add more.
+            self.lent = false;
+        }
         round
     }
 
@@ -587,17 +600,15 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 self.stats.bytes += u64::from(p.len);
                 self.max_len = self.max_len.max(p.len);
             } else {
-                let (mut bytes, mut longest) = (0u64, self.max_len);
-                for p in run {
-                    bytes += u64::from(p.len);
-                    longest = longest.max(p.len);
-                }
+                let bytes = lens::total_bytes(run);
                 // All of them start in time (`starts_by`): one addition.
                 self.link.send_run(bytes);
                 self.stats.bytes += bytes;
                 // Only a packet put into the scheduler past the mailboxes
                 // (through `scheduler()`) can be longer; the bound grows.
-                self.max_len = longest;
+                if self.lent {
+                    self.max_len = lens::longest(run, self.max_len);
+                }
             }
             round.released += got;
             if credit {
@@ -632,18 +643,18 @@ struct ReadCtx<'a, T, O> {
 fn read_one<T, O>(
     c: &mut ClientEnd<T>,
     id: usize,
-    inbox: &mut VecDeque<Pkt<T>>,
+    inbox: &mut Vec<Pkt<T>>,
     cx: ReadCtx<'_, T, O>,
 ) -> usize {
     if !c.held.is_empty() {
-        inbox.append(&mut c.held);
+        inbox.extend(c.held.drain(..));
     }
     let room = cx.read_batch.saturating_sub(inbox.len());
     c.rx.pop_many(inbox, room);
     if inbox.is_empty() {
         return 0;
     }
-    *cx.max_len = inbox.iter().fold(*cx.max_len, |m, p| m.max(p.len));
+    *cx.max_len = lens::longest(inbox, *cx.max_len);
     // Client-transmit: remember who sent each flow's packets.
     if let Sink::Clients { owner, .. } = cx.sink {
         for p in inbox.iter() {
@@ -655,16 +666,25 @@ fn read_one<T, O>(
         }
     }
     let offered = inbox.len();
-    let r = cx.sched.enqueue_batch(inbox, cx.now);
-    let n = offered - inbox.len();
+    // The batch enqueue takes a `VecDeque`: the `Vec`'s buffer becomes one
+    // and back again without a copy.
+    let mut queue = VecDeque::from(std::mem::take(inbox));
+    let r = cx.sched.enqueue_batch(&mut queue, cx.now);
+    let n = offered - queue.len();
     c.drained += n as u64;
     if let Err(rej) = r {
         c.dropped[drop_reason_index(rej.reason)] += 1;
         cx.stats.dropped += 1;
         c.meta.backpressure.store(true, Ordering::Relaxed);
-        c.rx.report_held(inbox.len());
-        std::mem::swap(&mut c.held, inbox);
+        c.rx.report_held(queue.len());
+        // `held` was emptied above: the rest waits there, and its empty
+        // buffer becomes the scratch.
+        std::mem::swap(&mut c.held, &mut queue);
     }
+    // Empty: `clear` puts its start at the buffer's start, so the `Vec`
+    // is taken back without moving anything.
+    queue.clear();
+    *inbox = Vec::from(queue);
     n
 }
 

@@ -193,7 +193,7 @@ mod ring;
 #[cfg(all(test, not(loom), not(miri)))]
 mod traffic;
 
-pub use consumer::Consumer;
+pub use consumer::{Consumer, RunSink};
 pub use producer::Producer;
 
 use crossbeam_utils::CachePadded;

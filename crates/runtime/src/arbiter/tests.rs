@@ -578,3 +578,40 @@ fn an_idle_link_is_not_caught_up_after_the_scheduler_was_empty() {
     let r = a.do_scan(Nanos(1_003_500));
     assert_eq!(r.released, 3);
 }
+
+/// Packets put into the scheduler directly (through `scheduler()`), longer
+/// than any the mailboxes brought: once a run of them has been released,
+/// the arbiter plans its next runs with their length, so the next packet
+/// still starts within `burst` of the clock (a bound of the shorter
+/// length would let two start at 13 µs, the second at 32 µs).
+#[test]
+fn packets_lent_in_past_the_mailboxes_raise_the_release_bound() {
+    let mut cfg = Config::new(Rate::gbit(1));
+    cfg.burst = 1250; // 10 µs at 1 Gbit/s
+    cfg.round_cap = 2;
+    let mut a = Arbiter::new(
+        &cfg,
+        Algorithm::Fifo.build_send::<u64>(),
+        VecOutput::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    // A 125-byte packet through the mailbox: the bound is 125 bytes.
+    assert_eq!(c.send(pkt(0, 125, 0)), Ok(Sent::Queued));
+    assert_eq!(a.do_scan(Nanos(0)).released, 1);
+    for i in 1..=5 {
+        a.scheduler()
+            .enqueue(pkt(0, 1250, i), Nanos(1000))
+            .unwrap_or_else(|e| panic!("{e:?}"));
+    }
+    // Link idle from 2 µs: two of the round's cap start at 2 and 12 µs.
+    let r = a.do_scan(Nanos(2000));
+    assert_eq!((r.released, r.link_free), (2, Nanos(22_000)));
+    // At 13 µs the link may run until 23 µs: one 10 µs packet starts (at
+    // 22 µs), not two.
+    let r = a.do_scan(Nanos(13_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(32_000)));
+    let r = a.do_scan(Nanos(100_000));
+    assert_eq!((r.released, r.backlog), (2, 0));
+}

@@ -53,6 +53,29 @@ impl<T, const L: usize, const H: usize> fmt::Debug for Consumer<T, L, H> {
     }
 }
 
+/// Where [`Consumer::pop_many`] appends its runs: a queue that can
+/// reserve room for a run before the run's values are moved into it, so
+/// that nothing can panic between moving a value out of its slot and
+/// advancing past it.
+pub trait RunSink<T>: Extend<T> {
+    /// Makes room for `n` more items.
+    fn reserve_run(&mut self, n: usize);
+}
+
+impl<T> RunSink<T> for Vec<T> {
+    #[inline(always)]
+    fn reserve_run(&mut self, n: usize) {
+        self.reserve(n);
+    }
+}
+
+impl<T> RunSink<T> for VecDeque<T> {
+    #[inline(always)]
+    fn reserve_run(&mut self, n: usize) {
+        self.reserve(n);
+    }
+}
+
 /// The items a batch pop takes: at most `left` more, each moved out by
 /// [`Consumer::take`] in whole-group mode. The loop under
 /// [`Consumer::pop_batch`] and [`Consumer::pop_into`] ([`Consumer::pop_many`]
@@ -155,9 +178,10 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// Moves a published run of a group at a time: one look at the
     /// group's stamps, room reserved in `out` once, then the run's values
     /// copied out back to back (no per-item position, bound or capacity
-    /// check).
+    /// check). `out` is a `Vec` (the cheapest: one contiguous append per
+    /// run) or a `VecDeque`.
     #[inline]
-    pub fn pop_many(&mut self, out: &mut VecDeque<T>, max: usize) -> usize {
+    pub fn pop_many<O: RunSink<T>>(&mut self, out: &mut O, max: usize) -> usize {
         let mut left = max;
         while left > 0 {
             let Some(run) = self.take_run(left, out) else {
@@ -174,7 +198,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// advances past them; returns how many, `None` if the next slot is not
     /// published.
     #[inline(always)]
-    fn take_run(&mut self, max: usize, out: &mut VecDeque<T>) -> Option<usize> {
+    fn take_run<O: RunSink<T>>(&mut self, max: usize, out: &mut O) -> Option<usize> {
         let (offset, tag) = (self.offset, self.tag);
         let group = self.ring.groups.get(self.group)?;
         if offset >= self.ready {
@@ -184,7 +208,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         let cells = group.values.get(offset..end)?;
         // Room first: nothing below can panic between moving a value out
         // and advancing past its slot.
-        out.reserve(cells.len());
+        out.reserve_run(cells.len());
         out.extend(cells.iter().map(|cell| {
             cell.with(|p| {
                 // SAFETY: every slot of `offset..ready` is published in this

@@ -29,7 +29,7 @@
 //! stamp of the group's *last* slot; if that one is published, so is the
 //! whole group, and the consumer takes the rest of it without loading a
 //! stamp or branching on one per slot; [`Consumer::pop_many`] copies such a
-//! run into its `VecDeque` at once. A single [`Consumer::pop`] loads only
+//! run into its `Vec` or `VecDeque` ([`RunSink`]) at once. A single [`Consumer::pop`] loads only
 //! its own slot's stamp.
 //!
 //! # Layout: lines of groups (generic `T`)

@@ -9,7 +9,8 @@
 # (crates/runtime/benches/arbiter.rs: one thread, a client `send` per
 # 64-byte packet, a round per 64 packets: mailbox pop, scheduler enqueue and
 # dequeue, emulated link, null output; the client's send included) for QFQ
-# and FIFO on 1 and 64 flows.
+# and FIFO on 1 and 64 flows, and for QFQ with the packets spread over 8
+# clients (a round's eight mailbox reads of ~8 packets each).
 #
 # With the peers folder (PKTSCHED_PEERS, default ../shared/peers) the first
 # table has a second column: dummynet's own harness and schedulers
@@ -123,4 +124,10 @@ for alg in qfq fifo; do
         b=$(ir "$arbiter" --single "$long" --alg "$alg" --flows "$flows")
         echo "| $alg, $flows flow(s) | $(( (b - a) / (long - short) )) |"
     done
+done
+# Eight clients in turn: a round reads eight mailboxes of ~8 packets.
+for flows in 1 64; do
+    a=$(ir "$arbiter" --single "$short" --alg qfq --flows "$flows" --clients 8)
+    b=$(ir "$arbiter" --single "$long" --alg qfq --flows "$flows" --clients 8)
+    echo "| qfq, $flows flow(s), 8 clients | $(( (b - a) / (long - short) )) |"
 done

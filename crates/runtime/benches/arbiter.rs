@@ -8,6 +8,11 @@
 //! cargo bench -p pktsched-runtime --bench arbiter -- --single 1000000 --alg qfq --flows 1
 //! ```
 //!
+//! `--clients K` (K > 1) spreads the packets over `K` clients in turn
+//! (packet `i` from client `i mod K`), so a round reads `K` mailboxes of
+//! about `64 / K` packets each: the per-visit cost at many clients. (Its
+//! own loop, so the one-client loop compiles as before.)
+//!
 //! It prints the packets transmitted and the arbiter's decisions, nothing
 //! else: `ci/instructions.sh` runs it under callgrind twice with different
 //! `N` and divides the difference of instructions by the difference of `N`
@@ -26,6 +31,7 @@ struct Args {
     single: u64,
     alg: Algorithm,
     flows: usize,
+    clients: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -33,6 +39,7 @@ fn parse_args() -> Result<Args, String> {
         single: 1_000_000,
         alg: Algorithm::Qfq,
         flows: 1,
+        clients: 1,
     };
     let mut it = std::env::args().skip(1);
     while let Some(s) = it.next() {
@@ -53,10 +60,51 @@ fn parse_args() -> Result<Args, String> {
                     .filter(|&n| (1..=65_536).contains(&n))
                     .ok_or(format!("--flows {v:?}: expected 1..=65536"))?;
             }
+            "--clients" => {
+                let v = value("--clients")?;
+                a.clients = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| (1..=64).contains(&n))
+                    .ok_or(format!("--clients {v:?}: expected 1..=64"))?;
+            }
             _ => {} // `cargo bench` passes `--bench`; ignore what we do not know.
         }
     }
     Ok(a)
+}
+
+type Bench = Arbiter<u64, NullOutput>;
+
+/// The loop of `main` with the packets spread over `args.clients` clients.
+#[inline(never)]
+fn run_many(arb: &mut Bench, flows: &[FlowId], args: &Args) {
+    let mut clients: Vec<_> = (0..args.clients)
+        .map(|_| arb.client().expect("client"))
+        .collect();
+    let (mut now, mut sent, mut next, mut who) = (0u64, 0u64, 0usize, 0usize);
+    while sent < args.single {
+        let end = (sent + ROUND).min(args.single);
+        while sent < end {
+            let flow = flows[next];
+            next = if next + 1 == flows.len() { 0 } else { next + 1 };
+            clients[who]
+                .send(Pkt::new(flow, 64, Nanos(now), sent))
+                .expect("the mailbox holds a round");
+            who = if who + 1 == clients.len() { 0 } else { who + 1 };
+            sent += 1;
+        }
+        now += 1_000;
+        arb.do_scan(Nanos(now));
+    }
+    report(arb);
+}
+
+/// Prints the packets transmitted and the arbiter's decisions.
+fn report(arb: &Bench) {
+    let stats = arb.stats();
+    let out = arb.output().copied().unwrap_or_default();
+    println!("{} {}", out.pkts, stats.decisions);
 }
 
 fn main() {
@@ -71,6 +119,10 @@ fn main() {
     let mut sched = args.alg.build_send::<u64>();
     let flows = add_flows(&mut *sched, &[1], args.flows, 256).expect("flows");
     let mut arb = Arbiter::new(&cfg, sched, NullOutput::default()).expect("arbiter");
+    if args.clients > 1 {
+        run_many(&mut arb, &flows, &args);
+        return;
+    }
     let mut client = arb.client().expect("client");
     let mut now = 0u64;
     let mut sent = 0u64;

@@ -367,12 +367,14 @@ saturate() { # $1 name: 64-byte frames from the ring generator, far above
         # full buffer (the kernel's UDP RcvbufErrors) instead of building
         # an ICMP port-unreachable per frame (a route lookup and an ICMP
         # send on the DUT core, where s0's receive runs).
-        nsr "$sink" python3 -c 'import socket, sys, time
+        # Not through nsr: $! must be python itself (ip netns exec and
+        # taskset exec it), so the kill below ends it before the next sink.
+        ip netns exec "$sink" "${pin_rest[@]}" python3 -c 'import socket, sys, time
 s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.bind(("198.18.0.2", 6000))
-time.sleep(float(sys.argv[1]))' "$(( secs + 5 ))" &
+time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
         hold_pid=$!
         sleep 0.3
     fi

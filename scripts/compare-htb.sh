@@ -70,7 +70,8 @@
 # (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
 # symbols in NAME.profile.txt; use with KEEP); PERF_RECORD=dut records
 # the whole DUT core instead (`-C 1`: the forwarder, the NAPI thread,
-# softirq and anything else there), for every architecture. KEEP=DIR
+# softirq and anything else there), for every architecture, and
+# PERF_RECORD=all every CPU (`-a`: the generator's core too). KEEP=DIR
 # keeps the run's files (configs, each measurement's JSON, pktsched's
 # stats) in DIR. The saturation run records its profile too (name
 # ARCH-sat) and prints each CPU's busy share, g0's drops and pktsched's
@@ -402,7 +403,8 @@ time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
 per_cpu_busy() { awk '$1 ~ /^cpu[0-9]+$/ {printf "%d ", $2+$3+$4+$7+$8} END {print ""}' /proc/stat; }
 
 # perf_start NAME: with PERF_RECORD=dut the whole DUT core's profile
-# (every architecture: kernel threads and softirq too), with
+# (every architecture: kernel threads and softirq too), PERF_RECORD=all
+# every CPU's (the generator's side too: `perf report --sort cpu,comm`),
 # PERF_RECORD=1 the forwarder's; the recorder's pid in rec_pid (empty
 # when none). perf_stop NAME stops it and writes NAME.profile.txt.
 rec_pid=""
@@ -410,6 +412,9 @@ perf_start() {
     rec_pid=""
     if [ "${PERF_RECORD:-}" = dut ] && [ -n "$dut_cpu" ] && command -v perf >/dev/null; then
         perf record -q -e cpu-clock -g -C "$dut_cpu" -o "$work/$1.perf.data" 2>/dev/null &
+        rec_pid=$!
+    elif [ "${PERF_RECORD:-}" = all ] && command -v perf >/dev/null; then
+        perf record -q -e cpu-clock -g -a -o "$work/$1.perf.data" 2>/dev/null &
         rec_pid=$!
     elif [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
         perf record -q -e cpu-clock -g -p "$shaper_pid" -o "$work/$1.perf.data" 2>/dev/null &

@@ -18,7 +18,9 @@
 #   5. saturation: 64-byte frames from the AF_PACKET ring generator
 #      (`gen --backend packet`, far more than any of them forwards), limit
 #      far above: frames/s arriving on s0 (its rx_packets counter), also
-#      through a plain bridge with no qdisc.
+#      through a plain bridge with no qdisc. s0's receive ends at a bound
+#      UDP socket that never reads (SAT_SINK below), not in an ICMP
+#      port unreachable per frame.
 #   2b. the same victim at a lower link rate (VICTIM_RATE, default
 #      10mbit; whole Mbit/s, at least 2): 8 greedy 1500-byte flows of
 #      VICTIM_RATE/5 each (1.6x overload) and the victim at
@@ -381,10 +383,11 @@ time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
     fi
     perf_start "$name"
     g0=$(g0_tx_dropped); p0=($(proc_counters "$shaper_pid"))
-    r0=$(s0_rx); b0=$(busy_jiffies); c0=($(per_cpu_busy))
+    local t0 t1
+    r0=$(s0_rx); b0=$(busy_jiffies); c0=($(per_cpu_busy)); t0=$(date +%s%N)
     nsr "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
         --flow "dport=6000,rate=5gbit,size=64" --duration "${secs}s" --json >"$work/$name.gen.json"
-    r1=$(s0_rx); b1=$(busy_jiffies); c1=($(per_cpu_busy)); p1=($(proc_counters "$shaper_pid"))
+    r1=$(s0_rx); b1=$(busy_jiffies); c1=($(per_cpu_busy)); t1=$(date +%s%N); p1=($(proc_counters "$shaper_pid"))
     perf_stop "$name"
     if [ -n "$hold_pid" ]; then kill "$hold_pid" 2>/dev/null || true; wait "$hold_pid" 2>/dev/null || true; fi
     echo $(( (r1 - r0) / secs )) >"$work/$name.pps"
@@ -392,7 +395,9 @@ time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
     # Each CPU's busy share of the run (%), g0's drops, the forwarder's
     # own jiffies and switches: what saturates first.
     local i shares=""
-    for i in "${!c0[@]}"; do shares="$shares $(( (c1[i] - c0[i]) * 100 / (secs * $(getconf CLK_TCK)) ))"; done
+    # Over the generator's whole run (it starts and stops around SECONDS).
+    local ticks=$(( (t1 - t0) * $(getconf CLK_TCK) / 1000000000 ))
+    for i in "${!c0[@]}"; do shares="$shares $(( (c1[i] - c0[i]) * 100 / (ticks > 0 ? ticks : 1) ))"; done
     echo "$shares" >"$work/$name.cpu_busy_pct"
     echo $(( ($(g0_tx_dropped) - g0) / secs )) >"$work/$name.g0_dropped"
     echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"

@@ -64,7 +64,9 @@
 # pins that kernel thread to the DUT core, under PKTSCHED_RT=N at
 # SCHED_FIFO N+1 (veth queues only 256 frames for d0, so the thread must
 # preempt the forwarder as a softirq would), so both paths receive on the
-# DUT core; DUT_NAPI=softirq (the default) leaves it where it is. When
+# DUT core; DUT_NAPI=softirq (the default) leaves it where it is.
+# DUT_NAPI_PRIO=D sets the NAPI thread's priority to PKTSCHED_RT + D
+# (default 1; -1 lets the forwarder preempt it). When
 # the core that runs d0's NAPI is short of time, veth's 256-frame XDP ring
 # from g0 to d0 overflows and those frames are dropped at g0's transmit
 # (g0 tx_dropped, printed per fixed-rate run) before pktsched sees them.
@@ -172,6 +174,9 @@ case "$sat_sink" in socket|none) ;; *) echo "compare-htb.sh: SAT_SINK=$sat_sink:
 dut_napi="${DUT_NAPI:-softirq}"
 case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_napi: allowed thread or softirq" >&2; exit 2 ;; esac
 [ -n "$dut_cpu" ] || dut_napi=softirq
+napi_prio="${DUT_NAPI_PRIO:-1}"
+[[ "$napi_prio" =~ ^-?[0-9]{1,2}$ ]] ||
+    { echo "compare-htb.sh: DUT_NAPI_PRIO=$napi_prio: allowed a whole number -99..99 (the NAPI thread's priority relative to PKTSCHED_RT)" >&2; exit 2; }
 # The NAPI placement of the pktsched architecture being run: DUT_NAPI,
 # or `thread` for the `-nt` variants (rtc-nt: run-to-completion with d0's
 # NAPI threaded), so both placements interleave in one run.
@@ -199,7 +204,12 @@ napi_on_dut() {
     taskset -pc "$dut_cpu" "$pid" >/dev/null
     # One above the forwarder: veth queues only 256 frames for d0, so its
     # NAPI preempts the forwarder as a softirq would, not wait for its pass.
-    if [ -n "${PKTSCHED_RT:-}" ]; then chrt -f -p "$(( PKTSCHED_RT < 99 ? PKTSCHED_RT + 1 : 99 ))" "$pid"; fi
+    # DUT_NAPI_PRIO=D puts it D above the forwarder instead (0: level, no
+    # preemption either way; -1: the forwarder preempts it).
+    if [ -n "${PKTSCHED_RT:-}" ]; then
+        local np=$(( PKTSCHED_RT + napi_prio ))
+        chrt -f -p "$(( np < 1 ? 1 : np > 99 ? 99 : np ))" "$pid"
+    fi
 }
 napi_off() { [ "$arch_napi" = thread ] && nsx "$dut" sh -c 'echo 0 > /sys/class/net/d0/threaded' 2>/dev/null || true; }
 

@@ -346,6 +346,15 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         (&["--runs", "0"], "--runs 0"),
         (&["--arbiter-nap", "0ns"], "--arbiter-nap 0ns"),
         (&["--arbiter-nap", "soon"], "or `off`"),
+        (
+            &["--arbiter-sched", "rr"],
+            "--arbiter-sched `rr` is not a policy",
+        ),
+        (
+            &["--arbiter-sched", "fifo:0"],
+            "priority `0` is out of range",
+        ),
+        (&["--arbiter-sched", "fifo:100"], "fifo:N with N in 1..=99"),
         (&["--dispatchers", "100"], "dispatchers"),
         (&["--alg", "qfq", "--len", "70000"], "packet length 70000"),
         (

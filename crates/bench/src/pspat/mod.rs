@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use pktsched_core::units::parse_duration;
 use pktsched_core::{Algorithm, FlowId, Rate, Scheduler};
-use pktsched_runtime::pspat::{Config, add_flows};
+use pktsched_runtime::pspat::{ArbiterSched, Config, add_flows, check_arbiter_sched};
 use serde::Serialize;
 
 use crate::limits::{self, Range};
@@ -92,6 +92,8 @@ pub struct PspatOptions {
     pub placement: String,
     /// PSPAT's arbiter thread's nice value (`none` or -20..=19).
     pub arbiter_nice: String,
+    /// PSPAT's arbiter thread's policy: `other` or `fifo:N`.
+    pub arbiter_sched: String,
     /// How PSPAT's arbiter waits on the CPU: `yield` or `spin`.
     pub arbiter_wait: String,
     /// PSPAT hand-off: `off`, or how long after the last arbiter round a
@@ -229,6 +231,8 @@ pub struct Plan {
     /// Cores on the machine.
     cores: usize,
     arbiter_nice: Option<i32>,
+    /// `Config::arbiter_sched`.
+    arbiter_sched: ArbiterSched,
     /// The arbiter yields (rather than spins) while it waits.
     arbiter_yield: bool,
     /// Hand-off threshold (`None`: clients never run rounds).
@@ -335,6 +339,10 @@ impl Plan {
                     _ => bail!("--arbiter-nice `{s}`; allowed: none or -20..=19"),
                 },
             },
+            arbiter_sched: a
+                .arbiter_sched
+                .parse()
+                .map_err(|e| anyhow!("--arbiter-sched {e}"))?,
             arbiter_yield: match a.arbiter_wait.as_str() {
                 "yield" => true,
                 "spin" => false,
@@ -356,6 +364,10 @@ impl Plan {
             thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
+        if plan.archs.contains(&Arch::Pspat) {
+            check_arbiter_sched(plan.arbiter_sched)
+                .map_err(|e| anyhow!("--arbiter-sched {}: {e}", plan.arbiter_sched))?;
+        }
         // Let the scheduler and the runtime check their own ranges now,
         // with the flags' names, rather than in the middle of a run.
         for ph in &plan.phases {
@@ -445,6 +457,7 @@ impl Plan {
             dispatcher_cores: self.placement.runtime_cores(self.cores).1,
             max_clients: 129,
             arbiter_nice: self.arbiter_nice,
+            arbiter_sched: self.arbiter_sched,
             yield_when_idle: self.arbiter_yield,
             assist_after: self.assist_after,
             nap_cover: self.nap_cover,

@@ -28,9 +28,11 @@ use crate::stats::median;
 mod arch;
 mod breakdown;
 mod load;
+mod targets;
 mod threads;
 
 pub use breakdown::{Breakdown, Part};
+pub use targets::VictimTargets;
 pub use threads::{RoleWindow, ThreadsWindow};
 
 /// Runs per configuration (`--runs`).
@@ -613,6 +615,8 @@ pub struct Summary {
     victim_bound_ns: Option<f64>,
     /// Medians over runs of each part's p50 and p99.
     victim_breakdown: Option<Breakdown>,
+    /// PSPAT, overload: the victim's targets counted run by run.
+    victim_targets: Option<VictimTargets>,
     drop_from_peak: Option<f64>,
 }
 
@@ -665,6 +669,9 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
                     .collect();
                 median(&v)
             };
+            let victim_targets = (arch == "pspat")
+                .then(|| targets::victim_targets(runs, clients))
+                .flatten();
             Summary {
                 phase,
                 arch,
@@ -677,6 +684,7 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
                 victim_p999_ns: vm(&|v| v.p999_ns),
                 victim_bound_ns: vm(&|v| v.bound_ns),
                 victim_breakdown: median_breakdown(&rs),
+                victim_targets,
                 drop_from_peak: None,
             }
         })
@@ -818,8 +826,42 @@ pub fn write_tables(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resu
             writeln!(out, "{line}")?;
         }
         if *ph == Phase::Overload {
+            write_targets(out, p, sums)?;
             write_breakdown(out, p, sums)?;
         }
+    }
+    Ok(())
+}
+
+/// The victim's targets run by run: PSPAT's p99 within its bound, and at
+/// most the locked baseline's in the run measured next to it.
+fn write_targets(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Result<()> {
+    let counts: Vec<(usize, VictimTargets)> = p
+        .clients
+        .iter()
+        .filter_map(|&n| {
+            sums.iter()
+                .find(|s| s.phase == "overload" && s.arch == "pspat" && s.clients == n)
+                .and_then(|s| s.victim_targets)
+                .map(|t| (n, t))
+        })
+        .collect();
+    if counts.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\npspat victim p99, run by run (against the locked run of the same index, measured next to it):"
+    )?;
+    for (n, t) in counts {
+        let mut line = format!(
+            "{n:>7} clients: within the bound in {} of {} runs",
+            t.in_bound, t.runs
+        );
+        if t.paired > 0 {
+            line += &format!(", at most locked's in {} of {}", t.le_locked, t.paired);
+        }
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

@@ -1523,6 +1523,16 @@ fn odd_config_files() {
             &["c.toml:5:1", "`link.rate = \"2gbit\"`: duplicate key"],
         ),
         check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\n[[class]]\nname = \"a\"\n",
+            )],
+            &[
+                "c.toml:9:8",
+                "class \"a\" is defined twice (first at line 6)",
+            ],
+        ),
+        check(
             link_with("colour = \"red\""),
             &["c.toml:5:1", "unknown field `colour`", "`ingress`"],
         ),
@@ -1608,7 +1618,8 @@ fn odd_config_files() {
 
 /// Class names in a route config: too long, defined twice, with a
 /// control character, or `reverse` (taken by the egress → ingress
-/// counters) are named with what is allowed.
+/// counters) are named with what is allowed; a class, route, neighbour
+/// or egress class given twice names the first one's line too.
 #[test]
 fn route_class_names() {
     let route = |content: &'static str, words| Row {
@@ -1622,7 +1633,31 @@ fn route_class_names() {
         ),
         route(
             "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
-            &["r.toml:7:8", "class \"be\" is defined twice"],
+            &[
+                "r.toml:7:8",
+                "class \"be\" is defined twice (first at line 5)",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &[
+                "r.toml:10:10",
+                "route.prefix = \"10.0.0.0/8\" is given twice (first at line 7)",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"02:00:00:00:00:01\"\n[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"02:00:00:00:00:02\"\n",
+            &[
+                "r.toml:13:6",
+                "neighbour.ip = 10.0.0.1 is given twice (first at line 10)",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\n[[egress.class]]\nname = \"be\"\n",
+            &[
+                "r.toml:14:8",
+                "egress.class \"be\" is given twice (first at line 12)",
+            ],
         ),
         route(
             "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"a\\nb\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",

@@ -322,7 +322,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}{class}{class}"),
-            &["defined twice", "unique"],
+            &["defined twice (first at line", "unique"],
         ),
         (
             format!("{link}{class}[[class]]\nname = \"b\"\ndefault = true\n"),

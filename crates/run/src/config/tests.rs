@@ -257,7 +257,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
                 "t.toml:5:10",
                 "`link.engine = 2`",
                 "the value is a whole number",
-                "allowed a string",
+                "allowed \"run-to-completion\" or \"pspat\"",
             ],
         ),
         (
@@ -282,7 +282,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}sched = 50\n{class}"),
-            &["t.toml:5", "`link.sched = 50`", "allowed a string"],
+            &["t.toml:5", "`link.sched = 50`", "allowed \"other\" or \"fifo:N\""],
         ),
         (
             format!("{link}bogus = 1\n{class}"),

@@ -604,7 +604,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             ),
             &[
                 "`class.burst = 1.5`: the value is a fractional number",
-                "allowed a whole number or a string",
+                "allowed bytes, e.g. `burst = 15360`",
                 "15360 or \"15k\"",
             ],
         ),

@@ -605,7 +605,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &[
                 "`class.burst = 1.5`: the value is a fractional number",
                 "allowed bytes, e.g. `burst = 15360`",
-                "15360 or \"15k\"",
+                "`burst = \"15k\"`",
             ],
         ),
         ("not toml [".to_string(), &["t.toml:1:"]),

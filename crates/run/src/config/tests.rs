@@ -282,7 +282,11 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}sched = 50\n{class}"),
-            &["t.toml:5", "`link.sched = 50`", "allowed \"other\" or \"fifo:N\""],
+            &[
+                "t.toml:5",
+                "`link.sched = 50`",
+                "allowed \"other\" or \"fifo:N\"",
+            ],
         ),
         (
             format!("{link}bogus = 1\n{class}"),

@@ -18,7 +18,9 @@
 #   5. saturation: 64-byte frames from the AF_PACKET ring generator
 #      (`gen --backend packet`, far more than any of them forwards), limit
 #      far above: frames/s arriving on s0 (its rx_packets counter), also
-#      through a plain bridge with no qdisc.
+#      through a plain bridge with no qdisc. s0's receive ends at a bound
+#      UDP socket that never reads (SAT_SINK below), not in an ICMP
+#      port unreachable per frame.
 #   2b. the same victim at a lower link rate (VICTIM_RATE, default
 #      10mbit; whole Mbit/s, at least 2): 8 greedy 1500-byte flows of
 #      VICTIM_RATE/5 each (1.6x overload) and the victim at
@@ -41,7 +43,10 @@
 # compares both in one interleaved run; `rtc-nc` is the run-to-completion
 # engine without the priority credit (`link.prio_burst = 0`; the victim's
 # class otherwise gets the default, one frame), `rtc-pbN` with
-# `link.prio_burst = N` bytes. PKTSCHED_BUSY_POLL=1 turns busy
+# `link.prio_burst = N` bytes; a `-nt` suffix (`rtc-nt`) runs that
+# architecture with d0's NAPI threaded on the DUT core (as DUT_NAPI=thread
+# below, for that architecture only), so `ARCHS="rtc rtc-nt htb"` compares
+# both placements interleaved. PKTSCHED_BUSY_POLL=1 turns busy
 # polling on for every pktsched architecture.
 #
 # Placement (alike for every row): with two or more CPUs the device under
@@ -59,7 +64,9 @@
 # pins that kernel thread to the DUT core, under PKTSCHED_RT=N at
 # SCHED_FIFO N+1 (veth queues only 256 frames for d0, so the thread must
 # preempt the forwarder as a softirq would), so both paths receive on the
-# DUT core; DUT_NAPI=softirq (the default) leaves it where it is. When
+# DUT core; DUT_NAPI=softirq (the default) leaves it where it is.
+# DUT_NAPI_PRIO=D sets the NAPI thread's priority to PKTSCHED_RT + D
+# (default 1; -1 lets the forwarder preempt it). When
 # the core that runs d0's NAPI is short of time, veth's 256-frame XDP ring
 # from g0 to d0 overflows and those frames are dropped at g0's transmit
 # (g0 tx_dropped, printed per fixed-rate run) before pktsched sees them.
@@ -67,9 +74,12 @@
 # (`perf record -e cpu-clock -g`, kept as NAME.perf.data and the top
 # symbols in NAME.profile.txt; use with KEEP); PERF_RECORD=dut records
 # the whole DUT core instead (`-C 1`: the forwarder, the NAPI thread,
-# softirq and anything else there), for every architecture. KEEP=DIR
+# softirq and anything else there), for every architecture, and
+# PERF_RECORD=all every CPU (`-a`: the generator's core too). KEEP=DIR
 # keeps the run's files (configs, each measurement's JSON, pktsched's
-# stats) in DIR. ONLY="victim fwd" runs only the listed measurements
+# stats) in DIR. The saturation run records its profile too (name
+# ARCH-sat) and prints each CPU's busy share, g0's drops and pktsched's
+# I/O counters, and with ROUNDS > 1 its frames/s per round and median. ONLY="victim fwd" runs only the listed measurements
 # (rate, victim, fwd, reload, sat) of each architecture, e.g. to look at
 # the forwarder's pass trace (the `forwarder` object of NAME.stats.json);
 # the summary table then prints only what was measured. ROUNDS=N runs
@@ -153,9 +163,24 @@ nsr() { local ns="$1"; shift; ip netns exec "$ns" "${pin_rest[@]}" "$@"; }
 # RPS: d0's receive processing on the DUT's CPU (HTB rows), or back to
 # where the frame arrived ("0").
 rps() { nsx "$dut" sh -c "echo $1 > /sys/class/net/d0/queues/rx-0/rps_cpus" 2>/dev/null || true; }
+# SAT_SINK: what takes the saturation run's frames on s0: `socket` (the
+# default), a bound UDP socket on the port that never reads, or `none`,
+# no socket at all: every frame then makes s0's stack build an ICMP port
+# unreachable (rate-limited sends, but a route lookup per frame), work
+# that runs on the DUT core for every architecture (the method up to
+# 2026-11-26 19:00).
+sat_sink="${SAT_SINK:-socket}"
+case "$sat_sink" in socket|none) ;; *) echo "compare-htb.sh: SAT_SINK=$sat_sink: allowed socket or none" >&2; exit 2 ;; esac
 dut_napi="${DUT_NAPI:-softirq}"
 case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_napi: allowed thread or softirq" >&2; exit 2 ;; esac
 [ -n "$dut_cpu" ] || dut_napi=softirq
+napi_prio="${DUT_NAPI_PRIO:-1}"
+[[ "$napi_prio" =~ ^-?[0-9]{1,2}$ ]] ||
+    { echo "compare-htb.sh: DUT_NAPI_PRIO=$napi_prio: allowed a whole number -99..99 (the NAPI thread's priority relative to PKTSCHED_RT)" >&2; exit 2; }
+# The NAPI placement of the pktsched architecture being run: DUT_NAPI,
+# or `thread` for the `-nt` variants (rtc-nt: run-to-completion with d0's
+# NAPI threaded), so both placements interleave in one run.
+arch_napi="$dut_napi"
 # napi_on_dut: d0's NAPI as a kernel thread on the DUT core, with
 # pktsched's policy (after the XDP program is attached: veth has a NAPI
 # context only then). Kernel threads live in no namespace and other runs
@@ -163,7 +188,7 @@ case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_na
 # threaded NAPI is switched on.
 napi_threads() { ps -eo pid=,comm= | awk 'index($2, "napi/d0-") == 1 {print $1}' | sort; }
 napi_on_dut() {
-    [ "$dut_napi" = thread ] || return 0
+    [ "$arch_napi" = thread ] || return 0
     [ "${PKTSCHED_BACKEND:-auto}" = packet ] &&
         { echo "compare-htb.sh: DUT_NAPI=thread needs the xdp backend (veth has a NAPI context only with an XDP program); PKTSCHED_BACKEND=packet runs with DUT_NAPI=softirq" >&2; exit 1; }
     local before pid=""
@@ -179,9 +204,14 @@ napi_on_dut() {
     taskset -pc "$dut_cpu" "$pid" >/dev/null
     # One above the forwarder: veth queues only 256 frames for d0, so its
     # NAPI preempts the forwarder as a softirq would, not wait for its pass.
-    if [ -n "${PKTSCHED_RT:-}" ]; then chrt -f -p "$(( PKTSCHED_RT < 99 ? PKTSCHED_RT + 1 : 99 ))" "$pid"; fi
+    # DUT_NAPI_PRIO=D puts it D above the forwarder instead (0: level, no
+    # preemption either way; -1: the forwarder preempts it).
+    if [ -n "${PKTSCHED_RT:-}" ]; then
+        local np=$(( PKTSCHED_RT + napi_prio ))
+        chrt -f -p "$(( np < 1 ? 1 : np > 99 ? 99 : np ))" "$pid"
+    fi
 }
-napi_off() { [ "$dut_napi" = thread ] && nsx "$dut" sh -c 'echo 0 > /sys/class/net/d0/threaded' 2>/dev/null || true; }
+napi_off() { [ "$arch_napi" = thread ] && nsx "$dut" sh -c 'echo 0 > /sys/class/net/d0/threaded' 2>/dev/null || true; }
 
 # proc_counters PID: "cpu_jiffies voluntary involuntary" summed over the
 # process's threads (zeros when there is none).
@@ -298,6 +328,18 @@ stop_direct() {
 # Architectures: pktsched with each engine, bridge + HTB, plain bridge, and
 # no device under test (direct).
 start_arch() { # $1 arch, $2 rate
+    arch_napi="$dut_napi"
+    case "$1" in
+        *-nt)
+            [ -n "$dut_cpu" ] || { echo "compare-htb.sh: ARCHS: $1 needs the pinning (two CPUs, PIN=1)" >&2; exit 2; }
+            arch_napi=thread
+            start_arch_base "${1%-nt}" "$2"
+            arch_napi=thread
+            return ;;
+    esac
+    start_arch_base "$1" "$2"
+}
+start_arch_base() { # $1 arch, $2 rate
     case "$1" in
         rtc) prio_line="" start_pktsched "$2" run-to-completion ;;
         rtc-nc) prio_line="prio_burst = 0" start_pktsched "$2" run-to-completion ;;
@@ -314,6 +356,9 @@ start_arch() { # $1 arch, $2 rate
 }
 stop_arch() {
     case "$1" in
+        *-nt) stop_arch "${1%-nt}"; arch_napi="$dut_napi"; return ;;
+    esac
+    case "$1" in
         rtc|rtc-nc|rtc-pb*|rtc-bp|pspat) stop_pktsched ;;
         direct) stop_direct ;;
         *) stop_htb ;;
@@ -329,13 +374,73 @@ saturate() { # $1 name: 64-byte frames from the ring generator, far above
     local name="$1"
     # One ordinary datagram first, so ARP has resolved the sink's MAC.
     nsr "$gen" "$bin" gen --dst 198.18.0.2 --flow dport=6000,rate=1mbit,size=64 --duration 200ms >/dev/null 2>&1 || true
-    local r0 b0 r1 b1
-    r0=$(s0_rx); b0=$(busy_jiffies)
+    local r0 b0 r1 b1 c0 c1 p0 p1 g0 hold_pid=""
+    if [ "$sat_sink" = socket ]; then
+        # A bound UDP socket that never reads: s0's receive ends at its
+        # full buffer (the kernel's UDP RcvbufErrors) instead of building
+        # an ICMP port-unreachable per frame (a route lookup and an ICMP
+        # send on the DUT core, where s0's receive runs).
+        # Not through nsr: $! must be python itself (ip netns exec and
+        # taskset exec it), so the kill below ends it before the next sink.
+        ip netns exec "$sink" "${pin_rest[@]}" python3 -c 'import socket, sys, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+s.bind(("198.18.0.2", 6000))
+time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
+        hold_pid=$!
+        sleep 0.3
+    fi
+    perf_start "$name"
+    g0=$(g0_tx_dropped); p0=($(proc_counters "$shaper_pid"))
+    local t0 t1
+    r0=$(s0_rx); b0=$(busy_jiffies); c0=($(per_cpu_busy)); t0=$(date +%s%N)
     nsr "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
         --flow "dport=6000,rate=5gbit,size=64" --duration "${secs}s" --json >"$work/$name.gen.json"
-    r1=$(s0_rx); b1=$(busy_jiffies)
+    r1=$(s0_rx); b1=$(busy_jiffies); c1=($(per_cpu_busy)); t1=$(date +%s%N); p1=($(proc_counters "$shaper_pid"))
+    perf_stop "$name"
+    if [ -n "$hold_pid" ]; then kill "$hold_pid" 2>/dev/null || true; wait "$hold_pid" 2>/dev/null || true; fi
     echo $(( (r1 - r0) / secs )) >"$work/$name.pps"
     echo $(( (b1 - b0) * 10000000 / ((r1 - r0) > 0 ? (r1 - r0) : 1) )) >"$work/$name.cpu_per_frame"
+    # Each CPU's busy share of the run (%), g0's drops, the forwarder's
+    # own jiffies and switches: what saturates first.
+    local i shares=""
+    # Over the generator's whole run (it starts and stops around SECONDS).
+    local ticks=$(( (t1 - t0) * $(getconf CLK_TCK) / 1000000000 ))
+    for i in "${!c0[@]}"; do shares="$shares $(( (c1[i] - c0[i]) * 100 / (ticks > 0 ? ticks : 1) ))"; done
+    echo "$shares" >"$work/$name.cpu_busy_pct"
+    echo $(( ($(g0_tx_dropped) - g0) / secs )) >"$work/$name.g0_dropped"
+    echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
+    [ -S "$work/ctl.sock" ] && "$bin" stats --socket "$work/ctl.sock" --json >"$work/$name.stats.json" 2>/dev/null || true
+}
+
+# per_cpu_busy: every CPU's busy jiffies (cpu0 cpu1 ...), one line.
+per_cpu_busy() { awk '$1 ~ /^cpu[0-9]+$/ {printf "%d ", $2+$3+$4+$7+$8} END {print ""}' /proc/stat; }
+
+# perf_start NAME: with PERF_RECORD=dut the whole DUT core's profile
+# (every architecture: kernel threads and softirq too), PERF_RECORD=all
+# every CPU's (the generator's side too: `perf report --sort cpu,comm`),
+# PERF_RECORD=1 the forwarder's; the recorder's pid in rec_pid (empty
+# when none). perf_stop NAME stops it and writes NAME.profile.txt.
+rec_pid=""
+perf_start() {
+    rec_pid=""
+    if [ "${PERF_RECORD:-}" = dut ] && [ -n "$dut_cpu" ] && command -v perf >/dev/null; then
+        perf record -q -e cpu-clock -g -C "$dut_cpu" -o "$work/$1.perf.data" 2>/dev/null &
+        rec_pid=$!
+    elif [ "${PERF_RECORD:-}" = all ] && command -v perf >/dev/null; then
+        perf record -q -e cpu-clock -g -a -o "$work/$1.perf.data" 2>/dev/null &
+        rec_pid=$!
+    elif [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
+        perf record -q -e cpu-clock -g -p "$shaper_pid" -o "$work/$1.perf.data" 2>/dev/null &
+        rec_pid=$!
+    fi
+}
+perf_stop() {
+    [ -n "$rec_pid" ] || return 0
+    kill -INT "$rec_pid" 2>/dev/null || true; wait "$rec_pid" 2>/dev/null || true; rec_pid=""
+    perf report -i "$work/$1.perf.data" --no-children --sort sym --stdio 2>/dev/null \
+        | grep -v '^#' | grep '%' | head -40 >"$work/$1.profile.txt" || true
 }
 
 measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
@@ -352,15 +457,7 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
         perf_pid=$!
     fi
     local d0=0 d1=0
-    local rec_pid=""
-    if [ "${PERF_RECORD:-}" = dut ] && [ -n "$dut_cpu" ] && command -v perf >/dev/null; then
-        # the whole DUT core (every architecture): kernel threads and softirq too
-        perf record -q -e cpu-clock -g -C "$dut_cpu" -o "$work/$name.perf.data" 2>/dev/null &
-        rec_pid=$!
-    elif [ -n "${PERF_RECORD:-}" ] && [ -n "$shaper_pid" ] && command -v perf >/dev/null; then
-        perf record -q -e cpu-clock -g -p "$shaper_pid" -o "$work/$name.perf.data" 2>/dev/null &
-        rec_pid=$!
-    fi
+    perf_start "$name"
     local g0=$(g0_tx_dropped)
     b0=$(busy_jiffies); p0=($(proc_counters "$shaper_pid"))
     [ -n "$dut_cpu" ] && d0=$(cpu_busy_jiffies "$dut_cpu")
@@ -370,11 +467,7 @@ measure() { # $1 name; rest: gen --flow specs. Prints the sink's JSON path.
     echo $(( $(g0_tx_dropped) - g0 )) >"$work/$name.g0_dropped"
     echo $(( d1 - d0 )) >"$work/$name.dut_jiffies"
     if [ -n "$perf_pid" ]; then kill -INT "$perf_pid" 2>/dev/null || true; wait "$perf_pid" 2>/dev/null || true; fi
-    if [ -n "$rec_pid" ]; then
-        kill -INT "$rec_pid" 2>/dev/null || true; wait "$rec_pid" 2>/dev/null || true
-        perf report -i "$work/$name.perf.data" --no-children --sort sym --stdio 2>/dev/null \
-            | grep -v '^#' | grep '%' | head -40 >"$work/$name.profile.txt" || true
-    fi
+    perf_stop "$name"
     # The forwarder's own CPU jiffies, voluntary and involuntary switches.
     echo $(( p1[0] - p0[0] )) $(( p1[1] - p0[1] )) $(( p1[2] - p0[2] )) >"$work/$name.proc"
     # pktsched's own view: each class's sojourn (received → released to the output).
@@ -465,7 +558,7 @@ for r in $(seq "$rounds"); do
     k=$(( (r - 1) % ${#list[@]} ))
     for a in "${list[@]:k}" "${list[@]:0:k}"; do run_all "$a"; done
     mkdir -p "$work/round$r"
-    for f in "$work"/*-victim*.json; do [ -e "$f" ] && cp "$f" "$work/round$r/"; done
+    for f in "$work"/*-victim*.json "$work"/*-sat.pps; do [ -e "$f" ] && cp "$f" "$work/round$r/"; done
 done
 
 # The run-to-completion forwarder's own account (its stats' `forwarder`):
@@ -593,13 +686,52 @@ for m in ("victim", "victim-slow"):
 PY
 }
 
+# The saturation run's I/O counters (pktsched only, per second): frames
+# taken from d0's AF_XDP ring, dropped by the kernel at it (ring full or
+# no fill buffer), dropped for want of a pool buffer, transmit retries
+# (tx_busy), kicks and frames per kick, the forwarder's own CPU share.
+sat_io_rows() {
+    local a line k
+    line="| pktsched per s: rx / kernel drops at the ring / no pool buffer / tx busy / kicks (frames per kick) / forwarder CPU % |"
+    for a in $sat_archs; do
+        if [ ! -s "$work/$a-sat.stats.json" ]; then line="$line — |"; continue; fi
+        read -r j _ _ <"$work/$a-sat.proc"
+        k=$(jq_py "$work/$a-sat.stats.json" "
+rx=[x for x in d['devices'] if x['role']=='rx']; tx=[x for x in d['devices'] if x['role']=='tx']
+s=lambda xs,k: sum(x.get(k,0) for x in xs)
+f=d.get('forwarder') or {}
+kicks=f.get('tx_kicks',0); fr=f.get('frames_received',0)
+print('%.0f / %.0f / %.0f / %.0f / %.0f (%.1f)' % (s(rx,'rx_packets')/$secs, s(rx,'rx_kernel_drops')/$secs, s(rx,'rx_no_buffer')/$secs, s(tx,'tx_busy')/$secs, kicks/$secs, fr/max(kicks,1)))")
+        line="$line $k / $(( j * 100 / (secs * $(getconf CLK_TCK)) )) |"
+    done
+    echo "$line"
+}
+
+# ROUNDS > 1: the saturation frames/s per round and the median.
+sat_rounds_table() {
+    [ "$rounds" -gt 1 ] || return 0
+    python3 - "$work" "$rounds" "$sat_archs" <<'PY2'
+import os, statistics, sys
+work, rounds, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
+got = {a: [int(open(f).read()) for r in range(1, rounds + 1)
+           for f in [os.path.join(work, f"round{r}", f"{a}-sat.pps")] if os.path.exists(f)] for a in archs}
+got = {a: v for a, v in got.items() if v}
+if got:
+    print("\n| saturation frames/s per round | " + " | ".join(got) + " |")
+    print("| --- |" + " ---: |" * len(got))
+    for r in range(max(len(v) for v in got.values())):
+        print(f"| round {r + 1} | " + " | ".join(str(got[a][r]) if r < len(got[a]) else "—" for a in got) + " |")
+    print("| median | " + " | ".join(f"{statistics.median(got[a]):.0f}" for a in got) + " |")
+PY2
+}
+
 shaped=""
 sat_archs=""
 for a in $archs; do
     case "$a" in bridge|direct) ;; *) shaped="$shaped $a" ;; esac
     [ "$a" = direct ] || sat_archs="$sat_archs $a"
 done
-name_of() { case "$1" in rtc) echo "pktsched run-to-completion" ;; rtc-nc) echo "pktsched rtc, no priority credit" ;; rtc-pb*) echo "pktsched rtc, prio_burst ${1#rtc-pb}" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
+name_of() { case "$1" in *-nt) echo "$(name_of "${1%-nt}"), d0 NAPI threaded" ;; rtc) echo "pktsched run-to-completion" ;; rtc-nc) echo "pktsched rtc, no priority credit" ;; rtc-pb*) echo "pktsched rtc, prio_burst ${1#rtc-pb}" ;; rtc-bp) echo "pktsched rtc, busy poll" ;; pspat) echo "pktsched pspat" ;; htb) echo "bridge + HTB" ;; bridge) echo "bridge, no qdisc" ;; direct) echo "gen → sink veth, no DUT" ;; esac; }
 
 # The victim's time split by pktsched's stats (stamped frames), one table
 # row per part: $1 measurement, $2 / $3 the row label's head and tail, then
@@ -734,10 +866,14 @@ row() { # label, python expression over d (sink JSON), measurement name
     rounds_table
     wanted sat || exit 0
     echo
-    echo "| saturation: ring generator, 64 B frames, limit far above |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
+    echo "| saturation: ring generator, 64 B frames, limit far above (SAT_SINK=$sat_sink) |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
     echo "| --- |$(for a in $sat_archs; do printf ' ---: |'; done)"
     echo "| frames/s arriving on s0 |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.pps")"; done)"
     echo "| whole-machine CPU ns per arriving frame |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"
     echo "| frames/s offered by the generator |$(for a in $sat_archs; do printf ' %s |' "$(jq_py "$work/$a-sat.gen.json" "print('%.0f' % (sum(f['sent'] for f in d['flows'])/d['seconds']))")"; done)"
+    echo "| frames/s dropped at g0 → d0 (veth's ring to d0 full) |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.g0_dropped")"; done)"
+    echo "| busy % of each CPU (cpu0 cpu1 ...) |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_busy_pct")"; done)"
+    sat_io_rows
+    sat_rounds_table
 } | tee target/compare-htb.md
 forwarder_trace

@@ -93,6 +93,14 @@ pub(crate) struct PspatArgs {
     /// client's scheduling, as PSPAT's kernel thread is.
     #[arg(long, default_value = "-20", allow_hyphen_values = true)]
     arbiter_nice: String,
+    /// PSPAT: scheduling policy of the arbiter thread: `other` (the
+    /// normal policy, at `--arbiter-nice`) or `fifo:N` (SCHED_FIFO at
+    /// priority N, 1..=99, as PSPAT's arbiter is a kernel thread no
+    /// client preempts; needs CAP_SYS_NICE, refused otherwise). The
+    /// kernel throttles real-time threads that run 95 % of a second:
+    /// pair it with `--arbiter-nap`.
+    #[arg(long, default_value = "other")]
+    arbiter_sched: String,
     /// PSPAT: how the arbiter waits on the CPU (for the link, or before
     /// it sleeps when idle): `yield` (threads sharing its core run
     /// meanwhile) or `spin`.
@@ -163,6 +171,7 @@ impl PspatArgs {
             read_interval: self.read_interval.clone(),
             placement: self.placement.clone(),
             arbiter_nice: self.arbiter_nice.clone(),
+            arbiter_sched: self.arbiter_sched.clone(),
             arbiter_wait: self.arbiter_wait.clone(),
             assist_after: self.assist_after.clone(),
             arbiter_nap: self.arbiter_nap.clone(),

@@ -326,6 +326,46 @@ fn bench_pspat_json_accounts_for_every_packet() {
     assert!(plot.starts_with("<svg") && plot.contains("pspat"), "plot");
 }
 
+/// `--arbiter-sched fifo:N` without CAP_SYS_NICE (dropped from the
+/// bounding set by `setpriv`, so even root lacks it) is refused before
+/// any run, with the policy and the capability named.
+#[test]
+fn bench_pspat_refuses_a_real_time_arbiter_without_cap_sys_nice() {
+    let Ok(o) = Command::new("setpriv")
+        .args([
+            "--inh-caps=-sys_nice",
+            "--bounding-set=-sys_nice",
+            "--",
+            env!("CARGO_BIN_EXE_pktsched"),
+            "bench",
+            "pspat",
+            "--arbiter-sched",
+            "fifo:50",
+            "--phases",
+            "overload",
+            "--clients",
+            "1",
+            "--runs",
+            "1",
+        ])
+        .output()
+    else {
+        eprintln!("skipped: setpriv (util-linux) is not installed");
+        return;
+    };
+    let e = stderr(&o);
+    if e.contains("setpriv:") {
+        eprintln!("skipped: setpriv could not drop CAP_SYS_NICE: {e}");
+        return;
+    }
+    assert_eq!(o.status.code(), Some(2), "{e}");
+    assert!(
+        e.contains("fifo:50") && e.contains("CAP_SYS_NICE") && e.contains("`other`"),
+        "{e}"
+    );
+    assert!(o.stdout.is_empty(), "a run started: {:?}", o.stdout);
+}
+
 #[test]
 fn bench_pspat_bad_input_is_refused_with_a_reason() {
     let cases: &[(&[&str], &str)] = &[
@@ -346,6 +386,15 @@ fn bench_pspat_bad_input_is_refused_with_a_reason() {
         (&["--runs", "0"], "--runs 0"),
         (&["--arbiter-nap", "0ns"], "--arbiter-nap 0ns"),
         (&["--arbiter-nap", "soon"], "or `off`"),
+        (
+            &["--arbiter-sched", "rr"],
+            "--arbiter-sched `rr` is not a policy",
+        ),
+        (
+            &["--arbiter-sched", "fifo:0"],
+            "priority `0` is out of range",
+        ),
+        (&["--arbiter-sched", "fifo:100"], "fifo:N with N in 1..=99"),
         (&["--dispatchers", "100"], "dispatchers"),
         (&["--alg", "qfq", "--len", "70000"], "packet length 70000"),
         (

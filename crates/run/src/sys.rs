@@ -3,12 +3,14 @@
 
 mod napi;
 mod napi_state;
+mod napi_thread;
 mod placement;
 
 pub use napi::{
     ApplyError, BUSY_POLL_DEFER_HARD_IRQS, BUSY_POLL_GRO_FLUSH_NS, NapiSettings, STATE_DIR,
 };
 pub use napi_state::refuse_if_held;
+pub use napi_thread::{ThreadedNapi, napi_threads, place_thread};
 pub use placement::{Placed, allowed_cpus, calling_thread_policy, place_calling_thread};
 
 /// Sets the calling thread's timer slack (ns), so the idle arbiter's short

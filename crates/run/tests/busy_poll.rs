@@ -1,7 +1,10 @@
 //! Busy polling (`link.busy_poll`) on real veths: the daemon, in
 //! namespaces of its own (prefix `fwbp-`), forwards a paced flow from the
 //! generator to the sink with its run-to-completion thread pinned and
-//! never sleeping, stops cleanly, and every frame is accounted for.
+//! never sleeping, stops cleanly, and every frame is accounted for; and
+//! threaded NAPI ([`pktsched_run::sys::ThreadedNapi`]) on a real veth
+//! with an XDP program (namespaces `c7nt-`): the kernel's thread is found,
+//! pinned and given its priority, and goes when the setting goes back.
 //! Needs root (CI runs as root); skipped with a message otherwise.
 
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -152,4 +155,144 @@ fn a_busy_polling_forwarder_forwards_without_sleeping_and_stops_with_every_frame
     // about once per frame at this pace.
     let sleeps = sleeps.expect("the rtc thread's counters");
     assert!(sleeps * 20 < frames, "{sleeps} sleeps for {frames} frames");
+}
+
+/// A sysfs mounted from inside a network namespace (it shows that
+/// namespace's devices), unmounted and removed when dropped.
+struct NsSysfs(std::path::PathBuf);
+
+impl NsSysfs {
+    fn mount(ns: &str, name: &str) -> NsSysfs {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let guard = NsSysfs(dir);
+        // nsenter enters the network namespace only: the mount lands in
+        // this process's mount namespace, tagged with the device's.
+        let st = std::process::Command::new("nsenter")
+            .arg(format!("--net=/run/netns/{ns}"))
+            .args(["mount", "-t", "sysfs", "sysfs"])
+            .arg(&guard.0)
+            .status()
+            .expect("nsenter");
+        assert!(st.success(), "mounting the namespace's sysfs: {st}");
+        guard
+    }
+}
+
+impl Drop for NsSysfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+        let _ = std::fs::remove_dir(&self.0);
+    }
+}
+
+/// A thread's CPU list and (policy, real-time priority), from /proc.
+fn placement_of(tid: i32) -> (String, u32, u32) {
+    let status = std::fs::read_to_string(format!("/proc/{tid}/status")).expect("status");
+    let cpus = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .expect("cpus")
+        .trim()
+        .to_string();
+    let stat = std::fs::read_to_string(format!("/proc/{tid}/stat")).expect("stat");
+    // Fields after the name: state is field 3, rt_priority 40, policy 41.
+    let rest: Vec<&str> = stat[stat.rfind(')').expect("name") + 2..]
+        .split_whitespace()
+        .collect();
+    (
+        cpus,
+        rest[41 - 3].parse().expect("policy"),
+        rest[40 - 3].parse().expect("prio"),
+    )
+}
+
+#[test]
+fn threaded_napi_on_a_veth_pins_the_kernels_thread_and_goes_back() {
+    use pktsched_run::config::ThreadSched;
+    use pktsched_run::sys::ThreadedNapi;
+    if !is_root() {
+        eprintln!("skipped: needs root to create network namespaces");
+        return;
+    }
+    let topo = Topology::line("c7nt-").expect("topology");
+    let sysfs = NsSysfs::mount(&topo.dut_ns, "c7nt-sys");
+    let net = sysfs.0.join("class/net");
+    let cpu = *allowed_cpus().expect("affinity").last().expect("a cpu");
+    let was = std::fs::read_to_string(net.join("d0/threaded")).expect("threaded");
+    assert_eq!(was.trim(), "0", "veth starts unthreaded");
+    in_namespace(&topo.dut_ns, || {
+        // veth has a NAPI context only with an XDP program attached.
+        let xdp = pktsched_io::xdp::open("d0", &pktsched_io::xdp::XdpConfig::default())
+            .expect("AF_XDP on d0");
+        let index: i32 = std::fs::read_to_string(net.join("d0/ifindex"))
+            .expect("ifindex")
+            .trim()
+            .parse()
+            .expect("number");
+        let t = ThreadedNapi::apply(
+            &net,
+            std::path::Path::new("/proc"),
+            "d0",
+            Some(index),
+            Some(cpu),
+            ThreadSched::Fifo(10),
+        )
+        .expect("threaded NAPI");
+        assert!(!t.threads.is_empty(), "a napi/d0-* thread: {:?}", t.notes);
+        let tids = t.threads.clone();
+        for &tid in &tids {
+            let comm = std::fs::read_to_string(format!("/proc/{tid}/comm")).expect("comm");
+            assert!(comm.starts_with("napi/d0-"), "{comm}");
+            assert_eq!(
+                placement_of(tid),
+                (cpu.to_string(), libc::SCHED_FIFO as u32, 11),
+                "pinned, one above the forwarder's FIFO 10"
+            );
+        }
+        assert_eq!(
+            std::fs::read_to_string(net.join("d0/threaded"))
+                .expect("read")
+                .trim(),
+            "1"
+        );
+        // The same namespace's sysfs seen by index: another namespace's
+        // d0 would be refused.
+        let e = ThreadedNapi::apply(
+            &net,
+            std::path::Path::new("/proc"),
+            "d0",
+            Some(index + 1000),
+            None,
+            ThreadSched::Other,
+        )
+        .expect_err("another index");
+        assert!(e.contains("another network namespace"), "{e}");
+        t.restore().expect("restore");
+        assert_eq!(
+            std::fs::read_to_string(net.join("d0/threaded"))
+                .expect("read")
+                .trim(),
+            "0"
+        );
+        // The kernel stops the thread once NAPI is no longer threaded.
+        let start = Instant::now();
+        while tids.iter().any(|t| {
+            std::fs::read_to_string(format!("/proc/{t}/comm"))
+                .is_ok_and(|c| c.starts_with("napi/d0-"))
+        }) {
+            assert!(
+                start.elapsed() < Duration::from_secs(2),
+                "napi thread still there"
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(xdp);
+    })
+    .expect("namespace");
+    drop(sysfs);
+    drop(topo);
 }

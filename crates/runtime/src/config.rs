@@ -78,6 +78,19 @@ pub struct Config {
     /// gets a sliver; a lower nice value raises its weight, so it keeps
     /// up, while it still sleeps when idle.
     pub arbiter_nice: Option<i32>,
+    /// Scheduling policy of the arbiter thread: the normal time-sharing
+    /// policy (with `arbiter_nice`), or `SCHED_FIFO` at a priority, as
+    /// PSPAT's arbiter is a dedicated kernel thread that no client
+    /// preempts. Unlike `arbiter_nice` it is not best effort: without
+    /// `CAP_SYS_NICE` (or an `RLIMIT_RTPRIO` that allows the priority)
+    /// [`Pspat::start`](crate::driver::Pspat::start) refuses it with
+    /// [`RuntimeError::Sched`]. Under `SCHED_FIFO` a yield lets only
+    /// real-time threads run, so waiting on the CPU holds the core
+    /// against every client on it; and the kernel throttles real-time
+    /// threads that run 95 % of a second (`sched_rt_runtime_us`), so
+    /// an arbiter that never sleeps stops for ~50 ms each second. Pair
+    /// it with the nap (`nap_cover`). Default: [`ArbiterSched::Other`].
+    pub arbiter_sched: ArbiterSched,
     /// Bytes the emulated link may run ahead of the clock (HTB's `burst`):
     /// a packet is released when the link will be free within the time
     /// these bytes take. 0 (the default): never early. The long-run rate is
@@ -147,6 +160,7 @@ impl Config {
             arbiter_core: None,
             dispatcher_cores: Vec::new(),
             arbiter_nice: None,
+            arbiter_sched: ArbiterSched::Other,
             burst: 0,
             assist_after: None,
             nap_cover: None,
@@ -197,6 +211,15 @@ impl Config {
         {
             return bad("arbiter_nice", n.to_string(), "-20..=19");
         }
+        if let ArbiterSched::Fifo(p) = self.arbiter_sched
+            && !(1..=99).contains(&p)
+        {
+            return bad(
+                "arbiter_sched",
+                self.arbiter_sched.to_string(),
+                "fifo:1..=99",
+            );
+        }
         if self.burst > 1 << 24 {
             return bad("burst", self.burst.to_string(), "0..=16777216 bytes");
         }
@@ -242,6 +265,45 @@ impl Config {
     }
 }
 
+/// The arbiter thread's scheduling policy ([`Config::arbiter_sched`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ArbiterSched {
+    /// The normal time-sharing policy (`SCHED_OTHER`), at
+    /// [`Config::arbiter_nice`].
+    #[default]
+    Other,
+    /// `SCHED_FIFO` at this priority (1..=99).
+    Fifo(u8),
+}
+
+impl std::fmt::Display for ArbiterSched {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ArbiterSched::Other => f.write_str("other"),
+            ArbiterSched::Fifo(p) => write!(f, "fifo:{p}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ArbiterSched {
+    type Err = String;
+    /// `other`, or `fifo:N` with N in 1..=99; the error says what was
+    /// wrong and what is allowed.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let allowed = "allowed: other, or fifo:N with N in 1..=99";
+        if s == "other" {
+            return Ok(ArbiterSched::Other);
+        }
+        let Some(n) = s.strip_prefix("fifo:") else {
+            return Err(format!("`{s}` is not a policy; {allowed}"));
+        };
+        match n.parse::<u8>() {
+            Ok(p) if (1..=99).contains(&p) => Ok(ArbiterSched::Fifo(p)),
+            _ => Err(format!("`{s}`: priority `{n}` is out of range; {allowed}")),
+        }
+    }
+}
+
 /// Errors of the runtime's API.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum RuntimeError {
@@ -271,6 +333,16 @@ pub enum RuntimeError {
         /// Outputs needed (dispatchers, or 1 with none, or 0 when clients
         /// transmit).
         need: usize,
+    },
+    /// The arbiter thread may not run under the configured policy.
+    #[error(
+        "the arbiter thread may not run under {policy}: {reason}; a real-time policy needs CAP_SYS_NICE (or an RLIMIT_RTPRIO that allows the priority), or use `other`"
+    )]
+    Sched {
+        /// The policy asked for.
+        policy: ArbiterSched,
+        /// What the kernel answered.
+        reason: String,
     },
     /// The runtime was stopped.
     #[error("the runtime is stopped")]

@@ -23,7 +23,9 @@ use pktsched_core::{Nanos, Pkt};
 
 use crate::arbiter::{Arbiter, DispatchTx, SharedArbiter, Sink};
 use crate::client::{Client, Shared, new_client};
-use crate::config::{BoxedScheduler, Clock, Config, RuntimeError, StopMode, dur_nanos};
+use crate::config::{
+    ArbiterSched, BoxedScheduler, Clock, Config, RuntimeError, StopMode, dur_nanos,
+};
 use crate::doorbell::Doorbell;
 use crate::mailbox::{Consumer, Mailbox};
 use crate::output::Output;
@@ -66,6 +68,7 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         clock: Clock,
     ) -> Result<Pspat<T, O>, RuntimeError> {
         cfg.validate()?;
+        prio::check_sched(cfg.arbiter_sched)?;
         let need = if cfg.client_transmit {
             0
         } else {
@@ -104,11 +107,16 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         };
         let core = cfg.arbiter_core;
         let nice = cfg.arbiter_nice;
+        let sched = cfg.arbiter_sched;
         let handle = std::thread::Builder::new()
             .name("pspat-arbiter".into())
             .spawn(move || {
                 pin(core);
                 prio::set_nice(nice);
+                // Checked in a thread of its own above; a refusal now
+                // (the limits changed meanwhile) leaves the policy as it
+                // was, like a refused nice value.
+                let _ = prio::set_sched(sched);
                 thread.run()
             })
             .map_err(|e| RuntimeError::Thread(e.to_string()))?;
@@ -190,6 +198,13 @@ fn wake_to_stop<T>(shared: &Shared<T>) {
     shared.doorbell.ring(usize::MAX);
 }
 
+/// Whether the arbiter thread may run under `sched` here: what
+/// [`Pspat::start`] checks first, for callers that want to know before
+/// they set anything else up (a short-lived thread tries the policy).
+pub fn check_arbiter_sched(sched: ArbiterSched) -> Result<(), RuntimeError> {
+    prio::check_sched(sched)
+}
+
 /// Pins the calling thread to `core`, if any.
 fn pin(core: Option<usize>) {
     if let Some(c) = core {
@@ -198,10 +213,58 @@ fn pin(core: Option<usize>) {
     }
 }
 
-/// The arbiter thread's priority (one of the driver's two unsafe calls,
-/// with `cpu`).
+/// The arbiter thread's priority and policy (with `cpu`, the driver's
+/// unsafe calls).
 #[allow(unsafe_code)]
 mod prio {
+    use crate::config::{ArbiterSched, RuntimeError};
+
+    /// Whether a thread may run under `sched`: a short-lived thread of its
+    /// own tries it (capabilities and limits are per thread, and the
+    /// caller's policy stays as it is), so a refusal is an error at start,
+    /// before any thread of the runtime runs.
+    pub(super) fn check_sched(sched: ArbiterSched) -> Result<(), RuntimeError> {
+        if sched == ArbiterSched::Other {
+            return Ok(());
+        }
+        std::thread::Builder::new()
+            .name("pspat-sched-check".into())
+            .spawn(move || set_sched(sched))
+            .map_err(|e| RuntimeError::Thread(e.to_string()))?
+            .join()
+            .map_err(|_| RuntimeError::Thread("policy check panicked".into()))?
+    }
+
+    /// Puts the calling thread under `sched` (`Other`: leaves it as it
+    /// is); the error names the policy and the kernel's answer.
+    pub(super) fn set_sched(sched: ArbiterSched) -> Result<(), RuntimeError> {
+        let ArbiterSched::Fifo(p) = sched else {
+            return Ok(());
+        };
+        #[cfg(target_os = "linux")]
+        {
+            let param = libc::sched_param {
+                sched_priority: i32::from(p),
+            };
+            // SAFETY: `param` is a valid sched_param for the call's
+            // duration; pid 0 is the calling thread, and the call only
+            // reads it.
+            let rc = unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &param) };
+            if rc != 0 {
+                return Err(RuntimeError::Sched {
+                    policy: sched,
+                    reason: std::io::Error::last_os_error().to_string(),
+                });
+            }
+            Ok(())
+        }
+        #[cfg(not(target_os = "linux"))]
+        Err(RuntimeError::Sched {
+            policy: sched,
+            reason: format!("real-time priority {p} is supported on Linux only"),
+        })
+    }
+
     /// Sets the calling thread's nice value, if any (best effort: without
     /// `CAP_SYS_NICE` a negative value is refused and the thread keeps
     /// its own).

@@ -121,7 +121,7 @@ pub use mailbox::{Consumer, Mailbox, Producer};
 pub use output::{NullOutput, Output, VecOutput};
 #[cfg(not(loom))]
 pub use pspat::{
-    Arbiter, ArbiterStats, BoxedScheduler, Client, ClientStats, Clock, Config, Pspat, Report,
-    Round, RuntimeError, SendError, Sent, SharedArbiter, Stats, StopMode, Stopped, add_flows,
-    thread_cpu_ns,
+    Arbiter, ArbiterSched, ArbiterStats, BoxedScheduler, Client, ClientStats, Clock, Config, Pspat,
+    Report, Round, RuntimeError, SendError, Sent, SharedArbiter, Stats, StopMode, Stopped,
+    add_flows, thread_cpu_ns,
 };

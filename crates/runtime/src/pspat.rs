@@ -24,7 +24,8 @@
 pub use crate::arbiter::{Arbiter, Round, SharedArbiter};
 pub use crate::client::{Client, ClientStats, SendError, Stopped};
 pub use crate::config::{
-    BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode, add_flows, thread_cpu_ns,
+    ArbiterSched, BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode, add_flows,
+    thread_cpu_ns,
 };
-pub use crate::driver::Pspat;
+pub use crate::driver::{Pspat, check_arbiter_sched};
 pub use crate::report::{ArbiterStats, Report, Stats};

@@ -12,8 +12,13 @@ use pktsched_runtime::pspat::{Client, Clock, Config, Pspat, SendError, StopMode,
 /// Sends packets `0..n` of flow `flow` (numbered `flow << 32 | seq`),
 /// yielding while the mailbox is full.
 fn send_numbered(c: &mut Client<u64>, flow: u32, len: u32, n: u64) {
-    let mut seq = 0;
-    while seq < n {
+    send_numbered_from(c, flow, len, 0, n);
+}
+
+/// Sends packets `from..to` of flow `flow`, as [`send_numbered`] does.
+fn send_numbered_from(c: &mut Client<u64>, flow: u32, len: u32, from: u64, to: u64) {
+    let mut seq = from;
+    while seq < to {
         let p = Pkt::new(FlowId(flow), len, Nanos(0), u64::from(flow) << 32 | seq);
         match c.send(p) {
             Ok(_) => seq += 1,
@@ -370,16 +375,41 @@ fn without_naps_the_same_backlog_leaves_without_any() {
     assert_eq!(r.arbiter.naps, 0);
 }
 
+/// Counts the packets that reached it (shared with the sending threads)
+/// and keeps them.
+struct CountedOutput {
+    pkts: Vec<Pkt<u64>>,
+    out: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Output<u64> for CountedOutput {
+    fn transmit(&mut self, batch: &mut Vec<Pkt<u64>>) {
+        self.out
+            .fetch_add(batch.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        self.pkts.append(batch);
+    }
+}
+
 /// The arbiter pinned to a core that a spinning thread also wants: it gets
 /// about half of it, steps aside, and the sending clients run the rounds
 /// while it is away (without `assist_after`). Every packet leaves, in
 /// order, and the stop's unpark ends an away period at once (the test
 /// would otherwise wait up to an away period per stop, not fail). Whether
 /// away paid is the bench's question (`bench pspat --step-aside`).
+///
+/// The clients keep sending (not polling with empty batches) until each
+/// has run a round: the arbiter judges its windows only while it runs
+/// rounds, so on a loaded machine whose first windows did not trigger
+/// (or whose first away period did not pay and started a hold-off), an
+/// arbiter that had drained the first packets would sleep and never
+/// judge again. At most [`IN_FLIGHT`] packets are between the clients
+/// and the output at any time, so the queues never reach their limits.
 #[test]
 fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
     use std::sync::Arc;
-    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    /// Most packets sent and not yet at the output, all clients together.
+    const IN_FLIGHT: u64 = 2_000;
     let core = core_affinity::get_core_ids()
         .and_then(|c| c.first().copied())
         .map(|c| c.id);
@@ -406,45 +436,66 @@ fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
     };
     let mut sched = Algorithm::Qfq.build_send::<u64>();
     add_flows(sched.as_mut(), &[1, 2], 2, 8192).unwrap();
-    let rt = Pspat::start(&cfg, sched, vec![VecOutput::default()], Clock::new()).unwrap();
+    let reached = Arc::new(AtomicU64::new(0));
+    let out = CountedOutput {
+        pkts: Vec::new(),
+        out: reached.clone(),
+    };
+    let rt = Pspat::start(&cfg, sched, vec![out], Clock::new()).unwrap();
+    let sent_all = Arc::new(AtomicU64::new(0));
     // 1 000-byte packets on 1 Gbit/s: 8 µs each, 2 × 3 000 take 48 ms.
-    let per_client = 3_000u64;
+    let at_least = 3_000u64;
     let handles: Vec<_> = (0..2u32)
         .map(|i| {
             let mut c = rt.client().unwrap();
+            let (sent_all, reached) = (sent_all.clone(), reached.clone());
             std::thread::spawn(move || {
-                send_numbered(&mut c, i, 1_000, per_client);
-                // Then poll (an empty batch) until this client has run a
-                // round: the arbiter steps aside within a few ms of
-                // sharing its core (the deadline is a hang guard).
-                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-                while c.assisted_rounds() == 0 && std::time::Instant::now() < deadline {
-                    let _ = c.send_batch(&mut std::collections::VecDeque::new());
-                    std::thread::yield_now();
+                // The deadline is a hang guard: the arbiter steps aside
+                // within a few ms of sharing its core.
+                let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+                let mut seq = 0u64;
+                while (seq < at_least || c.assisted_rounds() == 0)
+                    && std::time::Instant::now() < deadline
+                {
+                    let ahead = sent_all.load(Ordering::Relaxed);
+                    if ahead.saturating_sub(reached.load(Ordering::Relaxed)) >= IN_FLIGHT {
+                        // Poll: while the arbiter is away this runs rounds.
+                        let _ = c.send_batch(&mut std::collections::VecDeque::new());
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    send_numbered_from(&mut c, i, 1_000, seq, seq + 1);
+                    seq += 1;
+                    sent_all.fetch_add(1, Ordering::Relaxed);
                 }
-                c.assisted_rounds()
+                (seq, c.assisted_rounds())
             })
         })
         .collect();
-    let by_clients: u64 = handles.into_iter().map(|h| h.join().unwrap()).sum();
+    let per_client: Vec<(u64, u64)> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let by_clients: u64 = per_client.iter().map(|&(_, r)| r).sum();
     let report = rt.stop(StopMode::Drain).unwrap();
     spinning.store(false, Ordering::Relaxed);
     spinner.join().unwrap();
     let a = &report.arbiter;
     assert!(a.away_periods > 0, "never stepped aside: {a:?}");
     assert!(a.away_kept <= a.away_periods);
-    assert!(by_clients >= 2, "a client ran no round while it was away");
+    assert!(
+        per_client.iter().all(|&(_, r)| r > 0),
+        "a client ran no round while the arbiter was away: {per_client:?}"
+    );
     assert_eq!(a.assisted_rounds, by_clients);
     let out: Vec<Pkt<u64>> = report.outputs.into_iter().flat_map(|o| o.pkts).collect();
     assert_eq!(a.dropped, 0);
-    assert_eq!(out.len() as u64, 2 * per_client);
+    let sent: u64 = per_client.iter().map(|&(n, _)| n).sum();
+    assert_eq!(out.len() as u64, sent);
     assert_eq!(out.len() as u64, a.decisions + report.flushed);
-    for f in 0..2u64 {
+    for (f, &(n, _)) in per_client.iter().enumerate() {
         let seqs: Vec<u64> = out
             .iter()
-            .filter(|p| p.item >> 32 == f)
+            .filter(|p| p.item >> 32 == f as u64)
             .map(|p| p.item & 0xffff_ffff)
             .collect();
-        assert_eq!(seqs, (0..per_client).collect::<Vec<_>>(), "flow {f}");
+        assert_eq!(seqs, (0..n).collect::<Vec<_>>(), "flow {f}");
     }
 }

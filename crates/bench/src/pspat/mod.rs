@@ -19,7 +19,7 @@ use std::time::Duration;
 use anyhow::{Result, anyhow, bail};
 use pktsched_core::units::parse_duration;
 use pktsched_core::{Algorithm, FlowId, Rate, Scheduler};
-use pktsched_runtime::pspat::{Config, add_flows};
+use pktsched_runtime::pspat::{ArbiterSched, Config, add_flows, check_arbiter_sched};
 use serde::Serialize;
 
 use crate::limits::{self, Range};
@@ -28,9 +28,11 @@ use crate::stats::median;
 mod arch;
 mod breakdown;
 mod load;
+mod targets;
 mod threads;
 
 pub use breakdown::{Breakdown, Part};
+pub use targets::VictimTargets;
 pub use threads::{RoleWindow, ThreadsWindow};
 
 /// Runs per configuration (`--runs`).
@@ -92,6 +94,8 @@ pub struct PspatOptions {
     pub placement: String,
     /// PSPAT's arbiter thread's nice value (`none` or -20..=19).
     pub arbiter_nice: String,
+    /// PSPAT's arbiter thread's policy: `other` or `fifo:N`.
+    pub arbiter_sched: String,
     /// How PSPAT's arbiter waits on the CPU: `yield` or `spin`.
     pub arbiter_wait: String,
     /// PSPAT hand-off: `off`, or how long after the last arbiter round a
@@ -229,6 +233,8 @@ pub struct Plan {
     /// Cores on the machine.
     cores: usize,
     arbiter_nice: Option<i32>,
+    /// `Config::arbiter_sched`.
+    arbiter_sched: ArbiterSched,
     /// The arbiter yields (rather than spins) while it waits.
     arbiter_yield: bool,
     /// Hand-off threshold (`None`: clients never run rounds).
@@ -335,6 +341,10 @@ impl Plan {
                     _ => bail!("--arbiter-nice `{s}`; allowed: none or -20..=19"),
                 },
             },
+            arbiter_sched: a
+                .arbiter_sched
+                .parse()
+                .map_err(|e| anyhow!("--arbiter-sched {e}"))?,
             arbiter_yield: match a.arbiter_wait.as_str() {
                 "yield" => true,
                 "spin" => false,
@@ -356,6 +366,10 @@ impl Plan {
             thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
+        if plan.archs.contains(&Arch::Pspat) {
+            check_arbiter_sched(plan.arbiter_sched)
+                .map_err(|e| anyhow!("--arbiter-sched {}: {e}", plan.arbiter_sched))?;
+        }
         // Let the scheduler and the runtime check their own ranges now,
         // with the flags' names, rather than in the middle of a run.
         for ph in &plan.phases {
@@ -445,6 +459,7 @@ impl Plan {
             dispatcher_cores: self.placement.runtime_cores(self.cores).1,
             max_clients: 129,
             arbiter_nice: self.arbiter_nice,
+            arbiter_sched: self.arbiter_sched,
             yield_when_idle: self.arbiter_yield,
             assist_after: self.assist_after,
             nap_cover: self.nap_cover,
@@ -600,6 +615,8 @@ pub struct Summary {
     victim_bound_ns: Option<f64>,
     /// Medians over runs of each part's p50 and p99.
     victim_breakdown: Option<Breakdown>,
+    /// PSPAT, overload: the victim's targets counted run by run.
+    victim_targets: Option<VictimTargets>,
     drop_from_peak: Option<f64>,
 }
 
@@ -652,6 +669,9 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
                     .collect();
                 median(&v)
             };
+            let victim_targets = (arch == "pspat")
+                .then(|| targets::victim_targets(runs, clients))
+                .flatten();
             Summary {
                 phase,
                 arch,
@@ -664,6 +684,7 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
                 victim_p999_ns: vm(&|v| v.p999_ns),
                 victim_bound_ns: vm(&|v| v.bound_ns),
                 victim_breakdown: median_breakdown(&rs),
+                victim_targets,
                 drop_from_peak: None,
             }
         })
@@ -805,8 +826,42 @@ pub fn write_tables(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resu
             writeln!(out, "{line}")?;
         }
         if *ph == Phase::Overload {
+            write_targets(out, p, sums)?;
             write_breakdown(out, p, sums)?;
         }
+    }
+    Ok(())
+}
+
+/// The victim's targets run by run: PSPAT's p99 within its bound, and at
+/// most the locked baseline's in the run measured next to it.
+fn write_targets(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Result<()> {
+    let counts: Vec<(usize, VictimTargets)> = p
+        .clients
+        .iter()
+        .filter_map(|&n| {
+            sums.iter()
+                .find(|s| s.phase == "overload" && s.arch == "pspat" && s.clients == n)
+                .and_then(|s| s.victim_targets)
+                .map(|t| (n, t))
+        })
+        .collect();
+    if counts.is_empty() {
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "\npspat victim p99, run by run (against the locked run of the same index, measured next to it):"
+    )?;
+    for (n, t) in counts {
+        let mut line = format!(
+            "{n:>7} clients: within the bound in {} of {} runs",
+            t.in_bound, t.runs
+        );
+        if t.paired > 0 {
+            line += &format!(", at most locked's in {} of {}", t.le_locked, t.paired);
+        }
+        writeln!(out, "{line}")?;
     }
     Ok(())
 }

@@ -1438,7 +1438,7 @@ fn stats_and_reload_find_the_route_socket() {
                 "c.toml:2:11",
                 "`router.ingress = 7`",
                 "a whole number",
-                "allowed a string",
+                "allowed an interface name in quotes, e.g. \"eth0\"",
             ],
         ),
         row(
@@ -1503,7 +1503,44 @@ fn odd_config_files() {
             link_with("backend = { x = 1 }"),
             &[
                 "`link.backend = { x = 1 }`: the value is a table",
-                "allowed a string",
+                "allowed \"auto\", \"xdp\" or \"packet\"",
+            ],
+        ),
+        check(
+            link_with("sched = 5"),
+            &[
+                "c.toml:5:9",
+                "`link.sched = 5`: the value is a whole number",
+                "allowed \"other\" or \"fifo:N\" with N in 1..=99",
+            ],
+        ),
+        check(
+            link_with("[scheduler]\nalgorithm = 5"),
+            &[
+                "c.toml:6:13",
+                "`scheduler.algorithm = 5`",
+                "allowed one of fifo, prio, rr, drr, wf2q, qfq in quotes",
+            ],
+        ),
+        check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[class]\nname = \"a\"\n",
+            )],
+            &[
+                "c.toml:5:1",
+                "`[class]` is a single table, but class is a list: allowed `[[class]]`",
+            ],
+        ),
+        check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nburst = 1.5\n",
+            )],
+            &[
+                "c.toml:8:9",
+                "`class.burst = 1.5`: the value is a fractional number",
+                "allowed bytes, e.g. `burst = 15360` or `burst = \"15k\"`",
             ],
         ),
         check(
@@ -1523,6 +1560,16 @@ fn odd_config_files() {
             &["c.toml:5:1", "`link.rate = \"2gbit\"`: duplicate key"],
         ),
         check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\n[[class]]\nname = \"a\"\n",
+            )],
+            &[
+                "c.toml:9:8",
+                "class \"a\" is defined twice (first at line 6)",
+            ],
+        ),
+        check(
             link_with("colour = \"red\""),
             &["c.toml:5:1", "unknown field `colour`", "`ingress`"],
         ),
@@ -1535,7 +1582,7 @@ fn odd_config_files() {
                 "c.toml:8:20",
                 "`class.match.dport",
                 "a fractional number",
-                "ports: 80 or \"1000-2000\"",
+                "allowed a port or a range, e.g. `dport = 80` or `dport = \"1000-2000\"`",
             ],
         ),
         check(
@@ -1579,6 +1626,21 @@ fn odd_config_files() {
                 "allowed a whole number",
             ],
         ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\nstrategy = 5\n",
+            &[
+                "r.toml:4:12",
+                "`router.strategy = 5`: the value is a whole number",
+                "allowed \"sq\", \"rr\", \"ll-rr\" or \"ll-wfq\"",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[route]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &[
+                "r.toml:6:1",
+                "`[route]` is a single table, but route is a list: allowed `[[route]]`",
+            ],
+        ),
         row(
             &["route", "--check", "/tmp"],
             2,
@@ -1608,7 +1670,8 @@ fn odd_config_files() {
 
 /// Class names in a route config: too long, defined twice, with a
 /// control character, or `reverse` (taken by the egress → ingress
-/// counters) are named with what is allowed.
+/// counters) are named with what is allowed; a class, route, neighbour
+/// or egress class given twice names the first one's line too.
 #[test]
 fn route_class_names() {
     let route = |content: &'static str, words| Row {
@@ -1622,7 +1685,31 @@ fn route_class_names() {
         ),
         route(
             "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
-            &["r.toml:7:8", "class \"be\" is defined twice"],
+            &[
+                "r.toml:7:8",
+                "class \"be\" is defined twice (first at line 5)",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",
+            &[
+                "r.toml:10:10",
+                "route.prefix = \"10.0.0.0/8\" is given twice (first at line 7)",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"02:00:00:00:00:01\"\n[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"02:00:00:00:00:02\"\n",
+            &[
+                "r.toml:13:6",
+                "neighbour.ip = 10.0.0.1 is given twice (first at line 10)",
+            ],
+        ),
+        route(
+            "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"be\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"be\"\n[[egress.class]]\nname = \"be\"\n",
+            &[
+                "r.toml:14:8",
+                "egress.class \"be\" is given twice (first at line 12)",
+            ],
         ),
         route(
             "[router]\ningress = \"a0\"\negress = \"a1\"\n[[class]]\nname = \"a\\nb\"\n[[route]]\nprefix = \"10.0.0.0/8\"\ndev = \"a1\"\n",

@@ -26,16 +26,30 @@ pub(crate) struct Ctx<'a> {
 
 impl Ctx<'_> {
     pub(crate) fn err(&self, span: Range<usize>, msg: impl Into<String>) -> ConfigError {
-        let pos = span.start.min(self.src.len());
+        let pos = self.floor(span.start);
         let before = &self.src[..pos];
-        let line = before.matches('\n').count() + 1;
         let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
         ConfigError {
             file: self.file.to_string(),
-            line,
+            line: self.line_of(&span),
             col,
             msg: msg.into(),
         }
+    }
+
+    /// The 1-based line of the file where `span` starts, for messages that
+    /// point at a second place (a first definition).
+    pub(crate) fn line_of(&self, span: &Range<usize>) -> usize {
+        self.src[..self.floor(span.start)].matches('\n').count() + 1
+    }
+
+    /// `pos` within the text, at a character boundary.
+    fn floor(&self, pos: usize) -> usize {
+        let mut pos = pos.min(self.src.len());
+        while !self.src.is_char_boundary(pos) {
+            pos -= 1;
+        }
+        pos
     }
 
     /// A TOML or type error from the deserializer, said with the field's
@@ -366,11 +380,12 @@ fn parse_classes(
         if let Some(why) = super::class_name_problem(name) {
             return Err(cx.err(raw.name.span(), why));
         }
-        if let Some(first) = seen.insert(name, classes.len()) {
+        if let Some(first) = seen.insert(name, cx.line_of(&raw.name.span())) {
             return Err(cx.err(
                 raw.name.span(),
                 format!(
-                    "class {name:?} is defined twice (first as class {first}): names must be unique"
+                    "class {name:?} is defined twice (first at line {first}): names must be \
+                     unique"
                 ),
             ));
         }

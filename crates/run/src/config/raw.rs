@@ -145,7 +145,7 @@ pub(crate) enum NumOrText {
 }
 
 /// What a [`NumOrText`] field takes, for serde's "invalid type" message.
-const NUM_OR_TEXT_EXPECTED: &str = "a whole number or a string (ports: 80 or \"1000-2000\"; \
+pub(crate) const NUM_OR_TEXT_EXPECTED: &str = "a whole number or a string (ports: 80 or \"1000-2000\"; \
      dscp: 46 or \"ef\"; proto: 17 or \"udp\"; burst: 15360 or \"15k\")";
 
 impl<'de> Deserialize<'de> for NumOrText {

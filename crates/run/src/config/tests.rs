@@ -257,7 +257,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
                 "t.toml:5:10",
                 "`link.engine = 2`",
                 "the value is a whole number",
-                "allowed a string",
+                "allowed \"run-to-completion\" or \"pspat\"",
             ],
         ),
         (
@@ -282,7 +282,11 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}sched = 50\n{class}"),
-            &["t.toml:5", "`link.sched = 50`", "allowed a string"],
+            &[
+                "t.toml:5",
+                "`link.sched = 50`",
+                "allowed \"other\" or \"fifo:N\"",
+            ],
         ),
         (
             format!("{link}bogus = 1\n{class}"),
@@ -322,7 +326,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}{class}{class}"),
-            &["defined twice", "unique"],
+            &["defined twice (first at line", "unique"],
         ),
         (
             format!("{link}{class}[[class]]\nname = \"b\"\ndefault = true\n"),
@@ -604,8 +608,8 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             ),
             &[
                 "`class.burst = 1.5`: the value is a fractional number",
-                "allowed a whole number or a string",
-                "15360 or \"15k\"",
+                "allowed bytes, e.g. `burst = 15360`",
+                "`burst = \"15k\"`",
             ],
         ),
         ("not toml [".to_string(), &["t.toml:1:"]),

@@ -27,9 +27,62 @@ fn found_kind(serde_kind: &str) -> &'static str {
         .map_or("a value of another type", |(_, said)| said)
 }
 
+/// The forms a string field of a run or route config takes, by its
+/// dotted name (`link.backend`) or, failing that, its key.
+fn string_forms(field: &str, key: &str) -> Option<String> {
+    let fixed = match field {
+        "link.backend" | "router.backend" => "\"auto\", \"xdp\" or \"packet\"",
+        "link.engine" => "\"run-to-completion\" or \"pspat\"",
+        "link.sched" => "\"other\" or \"fifo:N\" with N in 1..=99",
+        "router.strategy" => "\"sq\", \"rr\", \"ll-rr\" or \"ll-wfq\"",
+        "router.cost" => crate::router::cost::COST_FORMS,
+        "scheduler.algorithm" | "egress.algorithm" => {
+            let names: Vec<&str> = pktsched_core::Algorithm::ALL
+                .iter()
+                .map(|a| a.name())
+                .collect();
+            return Some(format!("one of {} in quotes", names.join(", ")));
+        }
+        "scheduler.policy" => "the policy file's path in quotes, e.g. `policy = \"tree.policy\"`",
+        "control.socket" => "a path of 1 to 100 bytes, e.g. `socket = \"/run/pktsched.sock\"`",
+        "control.prometheus" => "ADDRESS:PORT in quotes, e.g. `prometheus = \"127.0.0.1:9100\"`",
+        "route.prefix" | "class.match.src" | "class.match.dst" => {
+            "ADDRESS/LEN in quotes, e.g. \"10.0.0.0/8\""
+        }
+        "route.via" | "neighbour.ip" => "an IP address in quotes, e.g. \"198.18.0.1\"",
+        "neighbour.mac" => "a MAC address in quotes, e.g. \"02:00:00:00:00:01\"",
+        "router.ingress_address" | "router.egress_address" => {
+            "an IPv4 address in quotes, e.g. \"198.18.0.254\""
+        }
+        "router.ingress_address6" | "router.egress_address6" => {
+            "a unicast IPv6 address in quotes, e.g. \"2001:db8::1\""
+        }
+        _ => match key {
+            "ingress" | "egress" | "dev" => "an interface name in quotes, e.g. \"eth0\"",
+            "name" => "a class name in quotes, e.g. `name = \"rt\"`",
+            _ => return None,
+        },
+    };
+    Some(fixed.to_string())
+}
+
+/// The forms of a field that takes a number or a string, by its key.
+fn num_or_text_forms(key: &str) -> Option<String> {
+    let forms = match key {
+        "sport" | "dport" => "a port or a range, e.g. `KEY = 80` or `KEY = \"1000-2000\"`",
+        "dscp" => "a DSCP value or name, e.g. `dscp = 46` or `dscp = \"ef\"`",
+        "proto" => "a protocol number or name, e.g. `proto = 17` or `proto = \"udp\"`",
+        "burst" | "cburst" => "bytes, e.g. `KEY = 15360` or `KEY = \"15k\"`",
+        _ => return None,
+    };
+    Some(forms.replace("KEY", key))
+}
+
 /// What a field accepts, from serde's `expected ...` (Rust type names are
-/// said as TOML forms, with an example using the field's key).
-fn accepted(expected: &str, key: &str) -> String {
+/// said as TOML forms, with an example using the field's key; string and
+/// number-or-string fields of the run and route configs by their own
+/// forms).
+fn accepted(expected: &str, field: &str, key: &str) -> String {
     let e = expected.trim();
     let whole = [
         "i8", "i16", "i32", "i64", "i128", "u8", "u16", "u32", "u64", "u128", "usize",
@@ -37,7 +90,10 @@ fn accepted(expected: &str, key: &str) -> String {
     if whole.contains(&e) {
         format!("a whole number, e.g. `{key} = 64`")
     } else if e == "a string" {
-        format!("a string in quotes, e.g. `{key} = \"...\"`")
+        string_forms(field, key)
+            .unwrap_or_else(|| format!("a string in quotes, e.g. `{key} = \"...\"`"))
+    } else if e == super::raw::NUM_OR_TEXT_EXPECTED {
+        num_or_text_forms(key).unwrap_or_else(|| e.to_string())
     } else if e == "a boolean" {
         format!("true or false, e.g. `{key} = true`")
     } else if e.starts_with("a sequence") {
@@ -102,6 +158,19 @@ fn section_at(src: &str, pos: usize) -> Option<&str> {
     })
 }
 
+/// A `[name]` header where an array of tables is wanted (serde: a map
+/// where it expected a sequence): the header to write instead.
+fn header_error(line: &str, msg: &str) -> Option<String> {
+    let name = line.trim().strip_prefix('[')?.split_once(']')?.0.trim();
+    if name.starts_with('[') || !msg.starts_with("invalid type: map, expected a sequence") {
+        return None;
+    }
+    Some(format!(
+        "`[{name}]` is a single table, but {name} is a list: allowed `[[{name}]]` for each \
+         entry"
+    ))
+}
+
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
@@ -110,7 +179,7 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
     let line = src[line_start..].lines().next().unwrap_or("");
     let (first, inner) = keys_of(line, pos - line_start);
     let Some(first) = first.filter(|_| !line.trim_start().starts_with('[')) else {
-        return msg.to_string();
+        return header_error(line, msg).unwrap_or_else(|| msg.to_string());
     };
     let mut field = section_at(src, line_start).map_or(String::new(), |s| format!("{s}."));
     field.push_str(first);
@@ -138,7 +207,7 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
             format!(
                 "{shown}: the value is {}{big}; allowed {}",
                 found_kind(kind),
-                accepted(expected, key)
+                accepted(expected, &field, key)
             )
         }
         None => format!("{shown}: {msg}"),
@@ -192,6 +261,85 @@ mod tests {
             describe(src, at, "duplicate key"),
             "`link.rate = \"2gbit\"`: duplicate key"
         );
+    }
+
+    /// String and number-or-string fields name their own forms; a header
+    /// where a list of tables is wanted says to double its brackets.
+    #[test]
+    fn fields_name_their_own_forms_and_headers_their_brackets() {
+        let cases = [
+            (
+                "[link]\nsched = 5\n",
+                "5",
+                "expected a string",
+                "\"fifo:N\"",
+            ),
+            (
+                "[router]\nstrategy = 5\n",
+                "5",
+                "expected a string",
+                "\"ll-wfq\"",
+            ),
+            (
+                "[scheduler]\nalgorithm = 5\n",
+                "5",
+                "expected a string",
+                "wf2q, qfq",
+            ),
+            ("[egress]\nalgorithm = 5\n", "5", "expected a string", "drr"),
+            (
+                "[[route]]\nvia = 5\n",
+                "5",
+                "expected a string",
+                "an IP address",
+            ),
+            (
+                "[[class]]\nname = 5\n",
+                "5",
+                "expected a string",
+                "`name = \"rt\"`",
+            ),
+            (
+                "[control]\nx = 5\n",
+                "5",
+                "expected a string",
+                "`x = \"...\"`",
+            ),
+        ];
+        for (src, at, want, words) in cases {
+            let m = describe(
+                src,
+                src.rfind(at).expect("value"),
+                &format!("invalid type: integer `5`, {want}"),
+            );
+            assert!(m.contains(words), "{src:?}: {m}");
+        }
+        let nt = format!("expected {}", super::super::raw::NUM_OR_TEXT_EXPECTED);
+        for (key, words) in [
+            ("dport", "`dport = \"1000-2000\"`"),
+            ("dscp", "\"ef\""),
+            ("cburst", "`cburst = \"15k\"`"),
+        ] {
+            let src = format!("[[class]]\n{key} = 1.5\n");
+            let m = describe(
+                &src,
+                src.find("1.5").expect("value"),
+                &format!("invalid type: floating point `1.5`, {nt}"),
+            );
+            assert!(m.contains(words) && !m.contains("ports:"), "{key}: {m}");
+        }
+        let src = "[link]\nrate = \"1gbit\"\n[class]\nname = \"a\"\n";
+        let m = describe(
+            src,
+            src.find("[class]").expect("header"),
+            "invalid type: map, expected a sequence",
+        );
+        assert_eq!(
+            m,
+            "`[class]` is a single table, but class is a list: allowed `[[class]]` for each entry"
+        );
+        // Another error on a header line: serde's message as it is.
+        assert_eq!(describe("[link]\n", 0, "duplicate key"), "duplicate key");
     }
 
     /// Non-ASCII text before the error: no slicing inside a character,

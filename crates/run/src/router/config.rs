@@ -3,7 +3,7 @@
 //! allowed; [`RouteConfig`]'s `Display` prints it back normalised
 //! (`pktsched route --check`).
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::path::{Path, PathBuf};
 
@@ -320,7 +320,7 @@ fn parse_classes(
         ));
     }
     let default_budget = (router.device_budget / n as u32).max(1);
-    let mut names = HashSet::new();
+    let mut names = HashMap::new();
     let mut classes = Vec::with_capacity(n);
     let mut default = None;
     for c in list.get_ref() {
@@ -337,10 +337,13 @@ fn parse_classes(
                     .to_string(),
             ));
         }
-        if !names.insert(name.clone()) {
+        if let Some(first) = names.insert(name.clone(), cx.line_of(&raw.name.span())) {
             return Err(cx.err(
                 raw.name.span(),
-                format!("class {name:?} is defined twice: names must be unique"),
+                format!(
+                    "class {name:?} is defined twice (first at line {first}): names must be \
+                     unique"
+                ),
             ));
         }
         let budget = opt_range(
@@ -411,7 +414,7 @@ fn parse_routes(
             ),
         ));
     }
-    let mut seen = HashSet::new();
+    let mut seen = HashMap::new();
     let mut out = Vec::with_capacity(list.len());
     for r in list {
         let raw = r.get_ref();
@@ -422,10 +425,10 @@ fn parse_routes(
                 format!("route.prefix = {text:?}: {e} (allowed ADDRESS/LEN with no host bits, IPv4 or IPv6)"),
             )
         })?;
-        if !seen.insert(prefix) {
+        if let Some(first) = seen.insert(prefix, cx.line_of(&raw.prefix.span())) {
             return Err(cx.err(
                 raw.prefix.span(),
-                format!("route.prefix = {text:?} is given twice"),
+                format!("route.prefix = {text:?} is given twice (first at line {first})"),
             ));
         }
         let dev = raw.dev.get_ref();

@@ -18,7 +18,7 @@
 //! limit = 256
 //! ```
 
-use std::collections::HashSet;
+use std::collections::HashMap;
 use std::path::PathBuf;
 
 use pktsched_core::{Algorithm, Rate};
@@ -144,7 +144,7 @@ pub(crate) fn parse_egress(
     };
     let scheduler = SchedulerChoice::Algorithm(algorithm);
     let mut out: Vec<ClassConfig> = classes.iter().map(|c| default_class(&c.name)).collect();
-    let mut seen = HashSet::new();
+    let mut seen = HashMap::new();
     for c in e.class.as_deref().unwrap_or(&[]) {
         let rc = c.get_ref();
         let name = rc.name.get_ref();
@@ -158,10 +158,13 @@ pub(crate) fn parse_egress(
                 ),
             ));
         };
-        if !seen.insert(i) {
+        if let Some(first) = seen.insert(i, cx.line_of(&rc.name.span())) {
             return Err(cx.err(
                 rc.name.span(),
-                format!("egress.class {name:?} is given twice: allowed one entry per class"),
+                format!(
+                    "egress.class {name:?} is given twice (first at line {first}): allowed one \
+                     entry per class"
+                ),
             ));
         }
         refuse_run_only_fields(cx, rc)?;

@@ -119,8 +119,12 @@ pub(crate) fn parse_neighbours(
                 ),
             )
         })?;
-        if out.iter().any(|(seen, _)| *seen == ip) {
-            return Err(cx.err(raw.ip.span(), format!("neighbour.ip = {ip} is given twice")));
+        if let Some(first) = out.iter().position(|(seen, _)| *seen == ip) {
+            let first = cx.line_of(&list[first].get_ref().ip.span());
+            return Err(cx.err(
+                raw.ip.span(),
+                format!("neighbour.ip = {ip} is given twice (first at line {first})"),
+            ));
         }
         out.push((ip, mac(cx, &raw.mac, "neighbour.mac")?));
     }

@@ -81,7 +81,7 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
         ),
         (
             format!("{BASE}{class}{class}{ROUTE}"),
-            &["class \"be\" is defined twice", "unique"],
+            &["class \"be\" is defined twice (first at line", "unique"],
         ),
         (
             format!("{BASE}[[class]]\nname = \"x\"\nmatch = [{{ dscp = 1 }}]\n{ROUTE}"),

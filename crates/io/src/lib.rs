@@ -85,9 +85,48 @@ pub enum IoError {
     },
 }
 
+/// The kind of kernel receive ring behind a device, which says which of
+/// the ring counters of [`IoStats`] the kernel keeps for it.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum RxRingKind {
+    /// No kernel receive ring (a transmit socket, an in-memory device):
+    /// no ring-full, fill-empty or freeze counter.
+    #[default]
+    None,
+    /// An AF_PACKET TPACKET_V3 ring of blocks: ring full (`tp_drops`)
+    /// and queue freezes (`tp_freeze_q_cnt`); no fill ring.
+    PacketBlocks,
+    /// An AF_PACKET TPACKET_V2 ring of frame slots: ring full
+    /// (`tp_drops`); no fill ring, no freezes (a V3 block notion).
+    PacketSlots,
+    /// An AF_XDP RX ring and its fill ring: ring full and fill ring
+    /// empty (`XDP_STATISTICS`); no freezes.
+    Xdp,
+}
+
+impl RxRingKind {
+    /// Whether the kernel counts frames lost to a full receive ring.
+    pub fn counts_ring_full(self) -> bool {
+        self != RxRingKind::None
+    }
+
+    /// Whether there is a fill ring whose emptiness the kernel counts.
+    pub fn counts_fill_empty(self) -> bool {
+        self == RxRingKind::Xdp
+    }
+
+    /// Whether the kernel counts receive-queue freezes.
+    pub fn counts_freezes(self) -> bool {
+        self == RxRingKind::PacketBlocks
+    }
+}
+
 /// A device's counters.
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct IoStats {
+    /// Which ring counters below the kernel keeps for this device (those
+    /// it does not keep stay 0 and mean nothing).
+    pub rx_ring: RxRingKind,
     /// Frames received.
     pub rx_packets: u64,
     /// Bytes received.
@@ -114,8 +153,12 @@ pub struct IoStats {
     /// Frames longer than a transmit slot (left unsent; also in
     /// `tx_failed`).
     pub tx_oversize: u64,
-    /// AF_XDP: frames the kernel dropped because the RX ring was full
-    /// (`rx_ring_full` of `XDP_STATISTICS`; also in `rx_kernel_drops`).
+    /// Frames the kernel dropped because the receive ring had no room
+    /// (also in `rx_kernel_drops`). AF_XDP: `rx_ring_full` of
+    /// `XDP_STATISTICS`. AF_PACKET: `tp_drops` of `PACKET_STATISTICS`,
+    /// which on a ring socket without a virtio-net header the kernel
+    /// raises only when the ring has no free slot or block (a frozen V3
+    /// queue included).
     pub rx_ring_full: u64,
     /// AF_XDP: times the kernel found the fill ring empty
     /// (`rx_fill_ring_empty_descs`): the reader returns frames too slowly.

@@ -34,7 +34,7 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
-use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
+use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo, RxRingKind};
 
 mod busy_poll;
 pub use busy_poll::BusyPoll;
@@ -605,7 +605,14 @@ impl PacketSocket {
             tx_last: None,
             since_stats: 0,
             busy: BusyPoll::default(),
-            stats: IoStats::default(),
+            stats: IoStats {
+                rx_ring: match role {
+                    Role::Rx(_) => RxRingKind::PacketBlocks,
+                    Role::RxFrames(_) => RxRingKind::PacketSlots,
+                    Role::Tx(_) => RxRingKind::None,
+                },
+                ..IoStats::default()
+            },
         })
     }
 
@@ -736,6 +743,7 @@ impl PacketSocket {
         };
         if rc == 0 {
             self.stats.rx_kernel_drops += u64::from(st.tp_drops);
+            self.stats.rx_ring_full += u64::from(st.tp_drops);
             // Zero for a TPACKET_V2 ring (its shorter struct leaves it).
             self.stats.rx_freezes += u64::from(st.tp_freeze_q_cnt);
         }

@@ -12,7 +12,7 @@ use pktsched_io::clock::monotonic_ns;
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
 use pktsched_io::netns::{Topology, in_namespace, missing_privileges};
 use pktsched_io::packet::{FrameRing, PacketSocket, Role, RxRing};
-use pktsched_io::{BufPool, PacketIo};
+use pktsched_io::{BufPool, PacketIo, RxRingKind};
 
 const BURSTS: u64 = 20;
 const BURST: u64 = 200;
@@ -112,6 +112,19 @@ fn overflow(rx_role: Role) {
     );
     assert_eq!(after.rx_packets - before.rx_packets, got);
     assert_eq!((after.rx_no_buffer, after.rx_oversize), (0, 0));
+    // `tp_drops` on a ring socket is the ring having no room: all of the
+    // ring's drops are ring-full ones, on a ring of the socket's kind.
+    assert_eq!(
+        after.rx_ring_full - before.rx_ring_full,
+        ring_drops,
+        "{after:?}"
+    );
+    let kind = match rx_role {
+        Role::Rx(_) => RxRingKind::PacketBlocks,
+        _ => RxRingKind::PacketSlots,
+    };
+    assert_eq!(after.rx_ring, kind);
+    assert_eq!(after.rx_fill_empty, 0, "no fill ring");
     assert_eq!(pool.stats().free, 1024);
 }
 

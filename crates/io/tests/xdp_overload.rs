@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use pktsched_io::frame::{Stamp, build_udp, udp_payload};
 use pktsched_io::netns::{Topology, in_namespace};
 use pktsched_io::xdp::{self, XdpConfig};
-use pktsched_io::{BufPool, PacketIo};
+use pktsched_io::{BufPool, PacketIo, RxRingKind};
 
 mod common;
 use common::{line_udp, on_line, skip};
@@ -115,6 +115,15 @@ fn an_overflowing_af_xdp_ingress_counts_every_frame_it_lost() {
             "every frame accounted for"
         );
         assert_eq!(after.rx_packets - before.rx_packets, got);
+        // The socket's losses show as the ring full or the fill ring
+        // found empty (the counters `pktsched stats` shows).
+        assert_eq!(after.rx_ring, RxRingKind::Xdp);
+        assert!(
+            socket_drops == 0
+                || after.rx_ring_full + after.rx_fill_empty
+                    > before.rx_ring_full + before.rx_fill_empty,
+            "{socket_drops} socket drops, neither ring full nor fill empty: {after:?}"
+        );
         assert_eq!(pool.stats().free, 1024, "every buffer is back");
     });
 }

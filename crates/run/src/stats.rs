@@ -5,6 +5,7 @@
 
 use std::fmt::Write as _;
 
+use pktsched_io::IoStats;
 use serde::Serialize;
 
 /// Upper bounds (seconds) of the sojourn-time histogram's buckets.
@@ -98,7 +99,91 @@ pub struct DeviceStats {
     pub tx_busy: u64,
     /// Frames that could not be transmitted, dropped.
     pub tx_failed: u64,
+    /// Frames the kernel dropped because the receive ring had no room
+    /// (also in `rx_kernel_drops`): AF_XDP's `rx_ring_full`, AF_PACKET's
+    /// `tp_drops`. `None` (JSON `null`, no Prometheus series) for a
+    /// socket without a kernel receive ring (a transmit socket).
+    pub rx_ring_full: Option<u64>,
+    /// AF_XDP: times the kernel found the fill ring empty (the reader
+    /// returns frames too slowly). `None` on AF_PACKET, which has no fill
+    /// ring, and without a receive ring.
+    pub rx_fill_empty: Option<u64>,
+    /// AF_PACKET TPACKET_V3: times the kernel froze the receive queue
+    /// because user space held every block. `None` on AF_XDP and V2
+    /// rings, which have no such state.
+    pub rx_freezes: Option<u64>,
 }
+
+impl DeviceStats {
+    /// The counters of `io`, for `device` in `role`; the ring counters
+    /// the kernel does not keep for that kind of ring are `None`.
+    pub fn from_io(device: &str, role: &str, io: &IoStats) -> DeviceStats {
+        let kind = io.rx_ring;
+        DeviceStats {
+            device: device.to_string(),
+            role: role.to_string(),
+            rx_packets: io.rx_packets,
+            tx_packets: io.tx_packets,
+            rx_kernel_drops: io.rx_kernel_drops,
+            rx_no_buffer: io.rx_no_buffer,
+            rx_oversize: io.rx_oversize,
+            tx_busy: io.tx_busy,
+            tx_failed: io.tx_failed,
+            rx_ring_full: kind.counts_ring_full().then_some(io.rx_ring_full),
+            rx_fill_empty: kind.counts_fill_empty().then_some(io.rx_fill_empty),
+            rx_freezes: kind.counts_freezes().then_some(io.rx_freezes),
+        }
+    }
+
+    /// The counters with a name, in display order: `None` for a counter
+    /// this device does not have.
+    pub fn counters(&self) -> [(&'static str, Option<u64>); 10] {
+        [
+            ("rx_packets", Some(self.rx_packets)),
+            ("tx_packets", Some(self.tx_packets)),
+            ("rx_kernel_drops", Some(self.rx_kernel_drops)),
+            ("rx_ring_full", self.rx_ring_full),
+            ("rx_fill_empty", self.rx_fill_empty),
+            ("rx_freezes", self.rx_freezes),
+            ("rx_no_buffer", Some(self.rx_no_buffer)),
+            ("rx_oversize", Some(self.rx_oversize)),
+            ("tx_busy", Some(self.tx_busy)),
+            ("tx_failed", Some(self.tx_failed)),
+        ]
+    }
+}
+
+/// Help text of each device counter's Prometheus metric.
+const DEVICE_HELP: [(&str, &str); 10] = [
+    ("rx_packets", "Frames received."),
+    ("tx_packets", "Frames transmitted."),
+    (
+        "rx_kernel_drops",
+        "Frames the kernel dropped on receive, all reasons.",
+    ),
+    (
+        "rx_ring_full",
+        "Frames the kernel dropped because the receive ring had no room (AF_XDP rx_ring_full, AF_PACKET tp_drops).",
+    ),
+    (
+        "rx_fill_empty",
+        "Times the kernel found the AF_XDP fill ring empty.",
+    ),
+    (
+        "rx_freezes",
+        "Times the kernel froze the AF_PACKET TPACKET_V3 receive queue (every block held by user space).",
+    ),
+    ("rx_no_buffer", "Frames dropped because no buffer was free."),
+    ("rx_oversize", "Frames longer than max_frame, dropped."),
+    (
+        "tx_busy",
+        "Transmit attempts that found the ring or the peer full (retried).",
+    ),
+    (
+        "tx_failed",
+        "Frames that could not be transmitted, dropped.",
+    ),
+];
 
 /// The whole pipeline.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -169,6 +254,11 @@ fn us_or_dash(samples: u64, us: f64) -> String {
     }
 }
 
+/// A counter for text: `—` for one the device does not have.
+fn count_or_dash(v: Option<u64>) -> String {
+    v.map_or_else(|| "—".to_string(), |n| n.to_string())
+}
+
 fn rate_text(bps: u64) -> String {
     match bps {
         b if b >= 1_000_000_000 => format!("{:.2}Gbit", b as f64 / 1e9),
@@ -237,19 +327,20 @@ impl Snapshot {
             );
         }
         for d in &self.devices {
+            let counters: Vec<String> = d
+                .counters()
+                .iter()
+                .skip(2)
+                .map(|(name, v)| format!("{name} {}", count_or_dash(*v)))
+                .collect();
             let _ = writeln!(
                 s,
-                "device {} {}: rx {} tx {} rx_kernel_drops {} rx_no_buffer {} rx_oversize {} \
-                 tx_busy {} tx_failed {}",
+                "device {} {}: rx {} tx {} {}",
                 d.device,
                 d.role,
                 d.rx_packets,
                 d.tx_packets,
-                d.rx_kernel_drops,
-                d.rx_no_buffer,
-                d.rx_oversize,
-                d.tx_busy,
-                d.tx_failed
+                counters.join(" ")
             );
         }
         let anomalies: Vec<String> = self
@@ -282,12 +373,15 @@ impl Snapshot {
         let dev = |role: &str| self.devices.iter().find(|d| d.role == role);
         let rx = dev("rx").map_or(0, |d| d.rx_packets);
         let kdrop = dev("rx").map_or(0, |d| d.rx_kernel_drops + d.rx_no_buffer);
+        let ring_full = count_or_dash(dev("rx").and_then(|d| d.rx_ring_full));
+        let fill_empty = count_or_dash(dev("rx").and_then(|d| d.rx_fill_empty));
         let tx = dev("tx").map_or(0, |d| d.tx_packets);
         let received: u64 = self.classes.iter().map(|c| c.received).sum();
         let anomalies: u64 = self.classify_anomalies.iter().map(|(_, n)| n).sum();
         let _ = writeln!(
             s,
-            "[{} rx] {rx} frames (kernel/no-buffer drops {kdrop})\n  -> [classifier] {received}              classified ({anomalies} with anomalies)",
+            "[{} rx] {rx} frames (kernel/no-buffer drops {kdrop}; ring full {ring_full}, fill ring \
+             empty {fill_empty})\n  -> [classifier] {received}              classified ({anomalies} with anomalies)",
             self.ingress
         );
         for c in &self.classes {
@@ -430,24 +524,28 @@ impl Snapshot {
         }
         self.rx_split_metrics(&mut s, dev);
         self.forwarder_metrics(&mut s, dev);
-        for d in &self.devices {
-            for (metric, v) in [
-                ("rx_packets", d.rx_packets),
-                ("tx_packets", d.tx_packets),
-                ("rx_kernel_drops", d.rx_kernel_drops),
-                ("rx_no_buffer", d.rx_no_buffer),
-                ("rx_oversize", d.rx_oversize),
-                ("tx_busy", d.tx_busy),
-                ("tx_failed", d.tx_failed),
-            ] {
-                let _ = writeln!(
-                    s,
-                    "pktsched_device_{metric}_total{{device=\"{}\",role=\"{}\"}} {v}",
-                    d.device, d.role
-                );
+        self.device_metrics(&mut s);
+        s
+    }
+
+    /// Each device counter as `pktsched_device_<counter>_total{device,
+    /// role}`, grouped by metric; a device without the counter (see
+    /// [`DeviceStats`]) has no series rather than an invented 0.
+    fn device_metrics(&self, s: &mut String) {
+        for (metric, help) in DEVICE_HELP {
+            let name = format!("pktsched_device_{metric}_total");
+            let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
+            for d in &self.devices {
+                let value = d.counters().into_iter().find(|(n, _)| *n == metric);
+                if let Some((_, Some(v))) = value {
+                    let _ = writeln!(
+                        s,
+                        "{name}{{device=\"{}\",role=\"{}\"}} {v}",
+                        d.device, d.role
+                    );
+                }
             }
         }
-        s
     }
 
     /// The run-to-completion forwarder's counters (none with the PSPAT
@@ -556,6 +654,8 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
+    use pktsched_io::RxRingKind;
+
     use super::*;
 
     fn sample() -> Snapshot {
@@ -581,8 +681,152 @@ mod tests {
                 dropped_at_stop: 3,
                 ..ClassStats::default()
             }],
+            devices: sample_devices(),
             ..Snapshot::default()
         }
+    }
+
+    /// Every device counter, by name, with a distinct value on the AF_XDP
+    /// receive socket.
+    const XDP_RX_COUNTERS: [(&str, u64); 10] = [
+        ("rx_packets", 101),
+        ("tx_packets", 102),
+        ("rx_kernel_drops", 103),
+        ("rx_ring_full", 104),
+        ("rx_fill_empty", 105),
+        ("rx_freezes", 106),
+        ("rx_no_buffer", 107),
+        ("rx_oversize", 108),
+        ("tx_busy", 109),
+        ("tx_failed", 110),
+    ];
+
+    /// An AF_XDP receive socket (no freeze counter) and an AF_PACKET
+    /// transmit socket (no ring counters).
+    fn sample_devices() -> Vec<DeviceStats> {
+        let v = |name: &str| {
+            XDP_RX_COUNTERS
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or(0, |(_, v)| *v)
+        };
+        let xdp = IoStats {
+            rx_ring: RxRingKind::Xdp,
+            rx_packets: v("rx_packets"),
+            tx_packets: v("tx_packets"),
+            rx_kernel_drops: v("rx_kernel_drops"),
+            rx_ring_full: v("rx_ring_full"),
+            rx_fill_empty: v("rx_fill_empty"),
+            rx_freezes: v("rx_freezes"),
+            rx_no_buffer: v("rx_no_buffer"),
+            rx_oversize: v("rx_oversize"),
+            tx_busy: v("tx_busy"),
+            tx_failed: v("tx_failed"),
+            ..IoStats::default()
+        };
+        let tx = IoStats {
+            tx_packets: 7,
+            ..IoStats::default()
+        };
+        vec![
+            DeviceStats::from_io("d0", "rx", &xdp),
+            DeviceStats::from_io("d1", "tx", &tx),
+        ]
+    }
+
+    /// The counters the AF_XDP socket has (all but the freezes).
+    fn xdp_rx_counters() -> impl Iterator<Item = (&'static str, u64)> {
+        XDP_RX_COUNTERS
+            .into_iter()
+            .filter(|(n, _)| *n != "rx_freezes")
+    }
+
+    #[test]
+    fn a_device_has_the_ring_counters_its_kind_of_ring_has() {
+        let io = IoStats {
+            rx_ring_full: 5,
+            rx_fill_empty: 6,
+            rx_freezes: 7,
+            ..IoStats::default()
+        };
+        let of = |rx_ring| {
+            let d = DeviceStats::from_io("d0", "rx", &IoStats { rx_ring, ..io });
+            (d.rx_ring_full, d.rx_fill_empty, d.rx_freezes)
+        };
+        assert_eq!(of(RxRingKind::Xdp), (Some(5), Some(6), None));
+        assert_eq!(of(RxRingKind::PacketBlocks), (Some(5), None, Some(7)));
+        assert_eq!(of(RxRingKind::PacketSlots), (Some(5), None, None));
+        assert_eq!(of(RxRingKind::None), (None, None, None));
+    }
+
+    #[test]
+    fn every_device_counter_is_in_text_json_and_prometheus() {
+        let snap = sample();
+        let t = snap.text();
+        let v: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+        let p = snap.prometheus();
+        assert!(
+            t.contains("device d0 rx: rx 101 tx 102 rx_kernel_drops 103 "),
+            "{t}"
+        );
+        for (name, n) in xdp_rx_counters() {
+            if !name.ends_with("_packets") {
+                assert!(t.contains(&format!(" {name} {n}")), "{name} in {t}");
+            }
+            assert_eq!(v["devices"][0][name], n, "{name} in {v}");
+            assert!(
+                p.contains(&format!(
+                    "pktsched_device_{name}_total{{device=\"d0\",role=\"rx\"}} {n}\n"
+                )),
+                "{name} in {p}"
+            );
+            assert!(
+                p.contains(&format!("# TYPE pktsched_device_{name}_total counter\n")),
+                "{name} in {p}"
+            );
+        }
+        // Counters the device has not: a dash, null, no series.
+        assert!(t.contains(" rx_freezes — "), "{t}");
+        assert!(v["devices"][0]["rx_freezes"].is_null(), "{v}");
+        assert!(!p.contains("pktsched_device_rx_freezes_total{"), "{p}");
+        assert!(
+            t.contains("device d1 tx: rx 0 tx 7 rx_kernel_drops 0 rx_ring_full — rx_fill_empty — rx_freezes — "),
+            "{t}"
+        );
+        for name in ["rx_ring_full", "rx_fill_empty", "rx_freezes"] {
+            assert!(v["devices"][1][name].is_null(), "{name} in {v}");
+            assert!(
+                !p.contains(&format!("pktsched_device_{name}_total{{device=\"d1\"")),
+                "{p}"
+            );
+        }
+        assert!(p.contains("pktsched_device_tx_packets_total{device=\"d1\",role=\"tx\"} 7\n"));
+    }
+
+    #[test]
+    fn every_device_counter_has_a_prometheus_help() {
+        let names: Vec<&str> = DeviceStats::default()
+            .counters()
+            .iter()
+            .map(|c| c.0)
+            .collect();
+        let helped: Vec<&str> = DEVICE_HELP.iter().map(|h| h.0).collect();
+        assert_eq!(names, helped);
+        let listed: Vec<&str> = XDP_RX_COUNTERS.iter().map(|c| c.0).collect();
+        assert_eq!(names, listed);
+    }
+
+    #[test]
+    fn the_pipeline_dump_shows_the_ingress_ring_counters() {
+        let mut snap = sample();
+        let d = snap.pipeline_text();
+        assert!(
+            d.contains("[d0 rx] 101 frames (kernel/no-buffer drops 210; ring full 104, fill ring empty 105)"),
+            "{d}"
+        );
+        snap.devices[0].rx_fill_empty = None;
+        let d = snap.pipeline_text();
+        assert!(d.contains("ring full 104, fill ring empty —)"), "{d}");
     }
 
     #[test]

@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::ring::{Consumer, Producer};
 use super::socket::{self, Mapping, RingMap, Socket};
 use super::{Shared, XdpConfig};
-use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
+use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo, RxRingKind};
 
 /// Kicks and waits before a transmit gives up on the kernel taking the
 /// ring (each counted in `tx_busy`).
@@ -206,6 +206,7 @@ pub(super) fn copy_out(
 
 /// Folds the kernel's receive counters of socket `fd` into `s`.
 pub(super) fn fold_rx_kernel_stats(fd: i32, s: &mut IoStats) {
+    s.rx_ring = RxRingKind::Xdp;
     if let Some(k) = socket::kernel_stats(fd) {
         s.rx_kernel_drops = k.rx_dropped + k.rx_ring_full;
         s.rx_ring_full = k.rx_ring_full;

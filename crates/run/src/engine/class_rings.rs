@@ -247,15 +247,7 @@ impl ClassRings {
             .stats
             .iter()
             .zip(&self.names)
-            .map(|(s, name)| DeviceStats {
-                device: self.device.clone(),
-                role: format!("rx ring {name}"),
-                rx_packets: s.rx_packets,
-                rx_kernel_drops: s.rx_kernel_drops,
-                rx_no_buffer: s.rx_no_buffer,
-                rx_oversize: s.rx_oversize,
-                ..DeviceStats::default()
-            })
+            .map(|(s, name)| DeviceStats::from_io(&self.device, &format!("rx ring {name}"), s))
             .collect();
         self.board.write(v);
     }
@@ -431,13 +423,22 @@ impl PacketIo for ClassRings {
 
     /// The rings' counters summed.
     fn stats(&self) -> IoStats {
-        let mut t = IoStats::default();
+        let mut t = IoStats {
+            rx_ring: self
+                .stats
+                .first()
+                .map_or_else(Default::default, |s| s.rx_ring),
+            ..IoStats::default()
+        };
         for s in &self.stats {
             t.rx_packets += s.rx_packets;
             t.rx_bytes += s.rx_bytes;
             t.rx_kernel_drops += s.rx_kernel_drops;
             t.rx_no_buffer += s.rx_no_buffer;
             t.rx_oversize += s.rx_oversize;
+            t.rx_ring_full += s.rx_ring_full;
+            t.rx_fill_empty += s.rx_fill_empty;
+            t.rx_freezes += s.rx_freezes;
         }
         t
     }

@@ -284,18 +284,7 @@ fn finish<P: PacketIo + Send + 'static>(stopped: Stopped<P>, shared: &Shared) ->
 
 /// A port's counters as the stats show them.
 pub(crate) fn device_stats<P: PacketIo>(port: &Port<P>) -> DeviceStats {
-    let s = port.io.stats();
-    DeviceStats {
-        device: port.device.clone(),
-        role: port.role.to_string(),
-        rx_packets: s.rx_packets,
-        tx_packets: s.tx_packets,
-        rx_kernel_drops: s.rx_kernel_drops,
-        rx_no_buffer: s.rx_no_buffer,
-        rx_oversize: s.rx_oversize,
-        tx_busy: s.tx_busy,
-        tx_failed: s.tx_failed,
-    }
+    DeviceStats::from_io(&port.device, port.role, &port.io.stats())
 }
 
 /// The egress's counters.

@@ -237,7 +237,9 @@ pub struct RingSnapshot {
     pub received: u64,
     /// Frames the kernel dropped because the ring was full.
     pub dropped_ring_full: u64,
-    /// AF_XDP: times the fill ring was empty.
+    /// AF_XDP: times the fill ring was empty. AF_PACKET has no fill
+    /// ring: the snapshot shows `—`, JSON `null` and Prometheus no
+    /// series there (see [`RouterSnapshot::has_fill_ring`]).
     pub dropped_fill_empty: u64,
     /// Other kernel drops (and frames with no pool buffer or too long).
     pub dropped_kernel: u64,
@@ -289,6 +291,12 @@ fn ns_or_dash(samples: u64, ns: u64) -> String {
 }
 
 impl RouterSnapshot {
+    /// Whether the rings have a fill ring whose emptiness the kernel
+    /// counts (AF_XDP); on AF_PACKET `dropped_fill_empty` means nothing.
+    pub fn has_fill_ring(&self) -> bool {
+        self.backend == "xdp"
+    }
+
     /// JSON, one object. Quantiles with no sample behind them are `null`,
     /// not 0: the latency's while `latency_samples` is 0, the ring wait's
     /// while `ring_wait_samples` is 0.
@@ -297,6 +305,13 @@ impl RouterSnapshot {
             Ok(v) => v,
             Err(e) => return format!("{{\"error\":\"{e}\"}}"),
         };
+        if !self.has_fill_ring()
+            && let Some(rings) = v.get_mut("rings").and_then(|r| r.as_array_mut())
+        {
+            for r in rings.iter_mut().filter_map(|r| r.as_object_mut()) {
+                r.insert("dropped_fill_empty".into(), serde_json::Value::Null);
+            }
+        }
         if let Some(classes) = v.get_mut("classes").and_then(|c| c.as_array_mut()) {
             for c in classes {
                 crate::stats::null_without_samples(
@@ -348,7 +363,11 @@ impl RouterSnapshot {
                 r.budget,
                 r.received,
                 r.dropped_ring_full,
-                r.dropped_fill_empty,
+                if self.has_fill_ring() {
+                    r.dropped_fill_empty.to_string()
+                } else {
+                    "—".to_string()
+                },
                 r.dropped_kernel,
                 r.polls,
                 r.visits,
@@ -419,6 +438,9 @@ impl RouterSnapshot {
                 ("visits", r.visits),
                 ("budget_exhausted", r.budget_exhausted),
             ] {
+                if what == "fill_empty" && !self.has_fill_ring() {
+                    continue;
+                }
                 let _ = writeln!(
                     s,
                     "pktsched_route_ring_{what}_total{{ring=\"{}\"}} {v}",
@@ -487,6 +509,50 @@ impl RouterSnapshot {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ring_counters_are_shown_and_fill_empty_only_on_af_xdp() {
+        let ring = RingSnapshot {
+            name: "voip".into(),
+            dropped_ring_full: 11,
+            dropped_fill_empty: 12,
+            dropped_kernel: 13,
+            ..RingSnapshot::default()
+        };
+        let xdp = RouterSnapshot {
+            backend: "xdp".into(),
+            rings: vec![ring.clone()],
+            ..RouterSnapshot::default()
+        };
+        let t = xdp.text();
+        assert!(t.contains("ring_full 11 fill_empty 12 kernel 13"), "{t}");
+        let v: serde_json::Value = serde_json::from_str(&xdp.json()).expect("json");
+        assert_eq!(v["rings"][0]["dropped_ring_full"], 11);
+        assert_eq!(v["rings"][0]["dropped_fill_empty"], 12);
+        assert_eq!(v["rings"][0]["dropped_kernel"], 13);
+        let p = xdp.prometheus();
+        for (what, n) in [("ring_full", 11), ("fill_empty", 12), ("kernel_drops", 13)] {
+            assert!(
+                p.contains(&format!(
+                    "pktsched_route_ring_{what}_total{{ring=\"voip\"}} {n}\n"
+                )),
+                "{what} in {p}"
+            );
+        }
+        // AF_PACKET has no fill ring: a dash, null, no series.
+        let packet = RouterSnapshot {
+            backend: "packet".into(),
+            ..xdp
+        };
+        let t = packet.text();
+        assert!(t.contains("ring_full 11 fill_empty — kernel 13"), "{t}");
+        let v: serde_json::Value = serde_json::from_str(&packet.json()).expect("json");
+        assert!(v["rings"][0]["dropped_fill_empty"].is_null(), "{v}");
+        assert_eq!(v["rings"][0]["dropped_ring_full"], 11);
+        let p = packet.prometheus();
+        assert!(!p.contains("pktsched_route_ring_fill_empty_total"), "{p}");
+        assert!(p.contains("pktsched_route_ring_ring_full_total{ring=\"voip\"} 11\n"));
+    }
 
     #[test]
     fn latency_without_a_transmitted_frame_is_a_dash_null_and_nan() {

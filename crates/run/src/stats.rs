@@ -381,7 +381,7 @@ impl Snapshot {
         let _ = writeln!(
             s,
             "[{} rx] {rx} frames (kernel/no-buffer drops {kdrop}; ring full {ring_full}, fill ring \
-             empty {fill_empty})\n  -> [classifier] {received}              classified ({anomalies} with anomalies)",
+             empty {fill_empty})\n  -> [classifier] {received} classified ({anomalies} with anomalies)",
             self.ingress
         );
         for c in &self.classes {
@@ -393,7 +393,7 @@ impl Snapshot {
         }
         let _ = writeln!(
             s,
-            "  -> [{} @ {}] {} decisions -> [{} tx] {tx} frames\n[{} -> {} reverse] {} forwarded,              {} dropped",
+            "  -> [{} @ {}] {} decisions -> [{} tx] {tx} frames\n[{} -> {} reverse] {} forwarded, {} dropped",
             self.scheduler,
             self.rate,
             self.arbiter_decisions,

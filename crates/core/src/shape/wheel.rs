@@ -60,6 +60,9 @@ pub struct WheelTicket {
 /// Most levels a [`Wheels`] may have (see [`WheelConfig::levels`]).
 const MAX_LEVELS: usize = 48;
 
+/// The level [`Wheels::park_place`] names when no wheel reaches an entry.
+const UNREACHED: usize = usize::MAX;
+
 /// Parameters of a [`Wheels`] structure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WheelConfig {
@@ -381,21 +384,28 @@ impl Wheels {
         if aa.wrapping_sub(cur2) <= self.mask {
             return Some(Place::Slot(qq, aa));
         }
-        self.park_place(edt, q)
+        match self.park_place(edt, q) {
+            (UNREACHED, _) => None,
+            (r, b) => Some(Place::Parked(r, b)),
+        }
     }
 
     /// For an entry beyond its own wheel `q`'s horizon: the first coarser
-    /// wheel that reaches `edt`, at the floor slot (its time <= `edt`); the
-    /// entry goes back to its own wheel when that slot comes.
+    /// wheel that reaches `edt` and its floor slot there (its time <=
+    /// `edt`), or level [`UNREACHED`]; the entry goes back to its own wheel
+    /// when that slot comes. Two words, so they come back in registers and
+    /// the per-packet `locate` keeps its place out of memory.
     #[cold]
     #[inline(never)]
-    fn park_place(&self, edt: u64, q: usize) -> Option<Place> {
-        (q + 1..=self.top).find_map(|r| {
-            let sr = self.g_shift + r as u32;
-            let b = edt >> sr;
-            let cur_r = (self.last >> sr) + 1;
-            (b >= cur_r && b - cur_r <= self.mask).then_some(Place::Parked(r, b))
-        })
+    fn park_place(&self, edt: u64, q: usize) -> (usize, u64) {
+        (q + 1..=self.top)
+            .find_map(|r| {
+                let sr = self.g_shift + r as u32;
+                let b = edt >> sr;
+                let cur_r = (self.last >> sr) + 1;
+                (b >= cur_r && b - cur_r <= self.mask).then_some((r, b))
+            })
+            .unwrap_or((UNREACHED, 0))
     }
 
     /// Files node `i` (allocated, `next = NIL`) at `at`, found by

@@ -18,6 +18,8 @@ use crate::units::{Bytes, Nanos, Rate};
 
 mod arrival;
 use arrival::ArrivalRec;
+#[cfg(test)]
+mod tests;
 
 /// A dense index into one scheduler's flow table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]

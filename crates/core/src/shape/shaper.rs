@@ -367,10 +367,9 @@ impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
             flow: self.flow,
             generation: s.generation,
         };
-        let Some(ticket) = self.q.reserve(e, s.level) else {
+        if self.q.push(e, s.level).is_err() {
             return false;
-        };
-        self.q.commit(ticket);
+        }
         s.pacer.restore(clock);
         true
     }

@@ -647,8 +647,7 @@ impl<T, X> FlowTable<T, X> {
     /// The filer runs only for an admissible packet that has a pool slot
     /// waiting, so once it has filed the packet nothing can refuse it; when
     /// it says no, the packet comes back as [`Unqueued::Unfiled`], not
-    /// counted, and the table is as it was (but for a pool slot it may
-    /// have grown, left free).
+    /// counted, and the table is as it was.
     #[inline(always)]
     pub(crate) fn admit_filed(
         &mut self,

@@ -666,6 +666,7 @@ impl<T, X> FlowTable<T, X> {
         let i = self.free_slot;
         // No free slot (NIL is past the end): the pool grows, or is full.
         let Some(s) = self.pool.get_mut(i as usize) else {
+            core::hint::cold_path();
             return self.admit_filed_grown(pkt, filer);
         };
         if !filer.file(&mut h.ext) {
@@ -680,8 +681,10 @@ impl<T, X> FlowTable<T, X> {
     /// [`FlowTable::admit_filed`] for an admissible packet that finds no
     /// free slot: a new one if the pool may grow (its cap is the
     /// scheduler-wide limit), else refused as [`DropReason::QueueFull`].
-    #[cold]
-    #[inline(never)]
+    ///
+    /// Inlined (behind a `cold_path` hint), so the filer is never put in
+    /// memory to be passed to it.
+    #[inline(always)]
     fn admit_filed_grown(&mut self, pkt: Pkt<T>, filer: impl Filer<X>) -> Result<(), Unqueued<T>> {
         if self.pool.len() >= self.pool_cap {
             return Err(Unqueued::Refused(self.refuse(pkt, DropReason::QueueFull)));

@@ -18,6 +18,8 @@ use crate::units::{Bytes, Nanos, Rate};
 
 mod arrival;
 use arrival::ArrivalRec;
+#[cfg(test)]
+mod tests;
 
 /// A dense index into one scheduler's flow table.
 #[derive(Copy, Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -115,6 +117,24 @@ pub struct Rejected<T> {
     pub pkt: Pkt<T>,
     /// Why it was refused.
     pub reason: DropReason,
+}
+
+/// What [`FlowTable::admit_filed`] asks of its caller for an admissible
+/// packet, before queueing it: to file it, with the flow's own state.
+pub(crate) trait Filer<X> {
+    /// Files the packet using the flow's `ext`; false if it cannot (then
+    /// nothing may have changed).
+    fn file(self, ext: &mut X) -> bool;
+}
+
+/// Why [`FlowTable::admit_filed`] did not queue a packet.
+#[derive(Debug)]
+pub(crate) enum Unqueued<T> {
+    /// The flow table refused it (counted).
+    Refused(Rejected<T>),
+    /// The caller's `file` did not take it (not counted: the caller says
+    /// why).
+    Unfiled(Pkt<T>),
 }
 
 /// Packets and bytes.
@@ -290,9 +310,15 @@ impl Default for FlowConfig {
 /// are compiled into a 128-bit vector add that takes three times the
 /// instructions of two scalar adds to memory (the constant, the packing,
 /// the load and the store).
+///
+/// `ext` is the owning scheduler's own per-flow state, reached through the
+/// same index check as the FIFO (`()` for most schedulers; the shaper
+/// keeps its pacer and generation there). It starts in the 16 bytes after
+/// the counters, so an `ext` of up to 16 bytes keeps the record on one
+/// line and the first 16 bytes of a larger one share the FIFO's line.
 #[derive(Debug, Clone)]
 #[repr(C, align(64))]
-pub(crate) struct Hot {
+pub(crate) struct Hot<X = ()> {
     head: u32,
     tail: u32,
     /// Packets queued.
@@ -310,10 +336,13 @@ pub(crate) struct Hot {
     pub(crate) deq_bytes: u64,
     /// Bytes accepted.
     pub(crate) enq_bytes: u64,
+    /// The scheduler's own per-flow state (kept when a flow's index is
+    /// reused: the scheduler sets it after [`FlowTable::insert`]).
+    pub(crate) ext: X,
 }
 
-impl Hot {
-    fn new(cfg: &FlowConfig) -> Hot {
+impl<X> Hot<X> {
+    fn new(cfg: &FlowConfig, ext: X) -> Hot<X> {
         Hot {
             head: NIL,
             tail: NIL,
@@ -324,6 +353,7 @@ impl Hot {
             enq_pkts: 0,
             deq_bytes: 0,
             enq_bytes: 0,
+            ext,
         }
     }
 }
@@ -407,10 +437,13 @@ pub(crate) struct Cold {
 /// stays warm, the way dummynet's mbuf free list behaves, instead of every
 /// flow owning a ring scattered through memory. The pool grows to the peak
 /// backlog and then never allocates again.
+///
+/// `X` is per-flow state of the owning scheduler kept in each flow's hot
+/// record (see `Hot`): one index check reaches both (`()` by default).
 #[derive(Debug)]
-pub struct FlowTable<T> {
+pub struct FlowTable<T, X = ()> {
     /// Per-flow order: the flows' hot records (empty in arrival order).
-    pub(crate) hot: Vec<Hot>,
+    pub(crate) hot: Vec<Hot<X>>,
     /// Arrival order: the flows' records (empty in per-flow order).
     arr: Vec<ArrivalRec>,
     cold: Vec<Cold>,
@@ -439,7 +472,7 @@ pub struct FlowTable<T> {
     ring_room: u64,
 }
 
-impl<T> Default for FlowTable<T> {
+impl<T, X> Default for FlowTable<T, X> {
     fn default() -> Self {
         FlowTable {
             hot: Vec::new(),
@@ -460,7 +493,7 @@ impl<T> Default for FlowTable<T> {
     }
 }
 
-impl<T> FlowTable<T> {
+impl<T, X> FlowTable<T, X> {
     /// Number of live flows.
     pub fn len(&self) -> usize {
         self.live
@@ -478,7 +511,10 @@ impl<T> FlowTable<T> {
     pub(crate) fn next_id(&self) -> FlowId {
         FlowId(self.free.last().copied().unwrap_or(self.capacity() as u32))
     }
-    pub(crate) fn insert(&mut self, cfg: FlowConfig) -> FlowId {
+    pub(crate) fn insert(&mut self, cfg: FlowConfig) -> FlowId
+    where
+        X: Default,
+    {
         self.live += 1;
         let cold = Cold {
             cfg,
@@ -489,7 +525,8 @@ impl<T> FlowTable<T> {
             if self.arrival_order {
                 self.arr[i as usize] = ArrivalRec::new(&cfg);
             } else {
-                self.hot[i as usize] = Hot::new(&cfg);
+                let h = &mut self.hot[i as usize];
+                *h = Hot::new(&cfg, core::mem::take(&mut h.ext));
             }
             self.cold[i as usize] = cold;
             FlowId(i)
@@ -497,7 +534,7 @@ impl<T> FlowTable<T> {
             if self.arrival_order {
                 self.arr.push(ArrivalRec::new(&cfg));
             } else {
-                self.hot.push(Hot::new(&cfg));
+                self.hot.push(Hot::new(&cfg, X::default()));
             }
             self.cold.push(cold);
             FlowId(self.cold.len() as u32 - 1)
@@ -604,6 +641,85 @@ impl<T> FlowTable<T> {
         Self::count_in(&mut self.totals, h, len);
         Ok(false)
     }
+    /// Checks a packet, then lets `filer` act on its flow's `ext` (the
+    /// shaper stamps and files it there), then queues it, with no head
+    /// lengths (see [`FlowTable::pop_if`]): one index check for all three.
+    /// The filer runs only for an admissible packet that has a pool slot
+    /// waiting, so once it has filed the packet nothing can refuse it; when
+    /// it says no, the packet comes back as [`Unqueued::Unfiled`], not
+    /// counted, and the table is as it was.
+    #[inline(always)]
+    pub(crate) fn admit_filed(
+        &mut self,
+        pkt: Pkt<T>,
+        filer: impl Filer<X>,
+    ) -> Result<(), Unqueued<T>> {
+        debug_assert!(!self.arrival_order);
+        let len = pkt.len;
+        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
+            return Err(Unqueued::Refused(self.refuse_checked(pkt, false)));
+        };
+        // A dead flow has limit 0, so it fails the limit test.
+        if len > h.max_len || h.len >= h.limit {
+            return Err(Unqueued::Refused(self.refuse_checked(pkt, false)));
+        }
+        let i = self.free_slot;
+        // No free slot (NIL is past the end): the pool grows, or is full.
+        let Some(s) = self.pool.get_mut(i as usize) else {
+            core::hint::cold_path();
+            return self.admit_filed_grown(pkt, filer);
+        };
+        if !filer.file(&mut h.ext) {
+            return Err(Unqueued::Unfiled(pkt));
+        }
+        self.free_slot = s.next;
+        s.pkt = Some(pkt);
+        s.next = NIL;
+        Self::link_tail(&mut self.pool, &mut self.totals, h, i, len);
+        Ok(())
+    }
+    /// [`FlowTable::admit_filed`] for an admissible packet that finds no
+    /// free slot: a new one if the pool may grow (its cap is the
+    /// scheduler-wide limit), else refused as [`DropReason::QueueFull`].
+    ///
+    /// Inlined (behind a `cold_path` hint), so the filer is never put in
+    /// memory to be passed to it.
+    #[inline(always)]
+    fn admit_filed_grown(&mut self, pkt: Pkt<T>, filer: impl Filer<X>) -> Result<(), Unqueued<T>> {
+        if self.pool.len() >= self.pool_cap {
+            return Err(Unqueued::Refused(self.refuse(pkt, DropReason::QueueFull)));
+        }
+        let len = pkt.len;
+        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
+            // Not reached: the caller found the flow.
+            return Err(Unqueued::Refused(self.refuse(pkt, DropReason::UnknownFlow)));
+        };
+        if !filer.file(&mut h.ext) {
+            return Err(Unqueued::Unfiled(pkt));
+        }
+        self.pool.push(Slot {
+            pkt: Some(pkt),
+            next: NIL,
+            next_len: 0,
+        });
+        // `pool_cap <= NIL`: the new index is below NIL.
+        let i = (self.pool.len() - 1) as u32;
+        Self::link_tail(&mut self.pool, &mut self.totals, h, i, len);
+        Ok(())
+    }
+    /// Links slot `i` (holding a `len`-byte packet) behind flow `h`'s tail
+    /// and counts the arrival (no head lengths).
+    #[inline(always)]
+    fn link_tail(pool: &mut [Slot<T>], totals: &mut Totals, h: &mut Hot<X>, i: u32, len: Bytes) {
+        match pool.get_mut(h.tail as usize) {
+            // The flow was backlogged: link the packet behind its tail.
+            Some(t) => t.next = i,
+            // An empty flow's tail is NIL, which no slot has.
+            None => h.head = i,
+        }
+        h.tail = i;
+        Self::count_in(totals, h, len);
+    }
     /// Packets queued in all flows.
     #[inline(always)]
     pub fn total_queued(&self) -> u64 {
@@ -646,10 +762,6 @@ impl<T> FlowTable<T> {
     /// `overlimits`).
     pub(crate) fn count_overlimit(&mut self) {
         self.rare.overlimits += 1;
-    }
-    /// True if no slot is free and the pool cannot grow.
-    pub(crate) fn pool_full(&self) -> bool {
-        self.free_slot == NIL && self.pool.len() >= self.pool_cap
     }
     /// Caps the pool at `pkts` slots: a scheduler-wide packet limit in
     /// per-flow order, found where the pool would grow, so the packet path
@@ -696,7 +808,7 @@ impl<T> FlowTable<T> {
     }
     /// Counts an arrival of `len` bytes in flow `h`.
     #[inline(always)]
-    fn count_in(totals: &mut Totals, h: &mut Hot, len: Bytes) {
+    fn count_in(totals: &mut Totals, h: &mut Hot<X>, len: Bytes) {
         h.len += 1;
         h.enq_pkts += 1;
         h.enq_bytes += u64::from(len);
@@ -705,7 +817,7 @@ impl<T> FlowTable<T> {
     }
     /// Counts a departure of `len` bytes from flow `h`.
     #[inline(always)]
-    fn count_out(totals: &mut Totals, h: &mut Hot, len: Bytes) {
+    fn count_out(totals: &mut Totals, h: &mut Hot<X>, len: Bytes) {
         h.len -= 1;
         h.deq_bytes += u64::from(len);
         totals.deq_pkts += 1;
@@ -724,8 +836,28 @@ impl<T> FlowTable<T> {
     /// reports `Some(0)`.
     #[inline(always)]
     pub(crate) fn pop_with(&mut self, id: FlowId, lens: bool) -> Option<(Pkt<T>, Option<Bytes>)> {
+        self.pop_if_with(id, |_| true, lens)
+    }
+    /// Takes the head packet of a flow if `take` says so of the flow's
+    /// `ext` (one index check for both), keeping no head lengths: for a
+    /// scheduler that never reads them (its flows' `head_len` stays 0).
+    #[inline(always)]
+    pub(crate) fn pop_if(&mut self, id: FlowId, take: impl FnOnce(&X) -> bool) -> Option<Pkt<T>> {
+        self.pop_if_with(id, take, false).map(|(p, _)| p)
+    }
+    /// [`FlowTable::pop_with`] when `take` says yes of the flow's `ext`.
+    #[inline(always)]
+    fn pop_if_with(
+        &mut self,
+        id: FlowId,
+        take: impl FnOnce(&X) -> bool,
+        lens: bool,
+    ) -> Option<(Pkt<T>, Option<Bytes>)> {
         debug_assert!(!self.arrival_order);
         let h = self.hot.get_mut(id.index())?;
+        if !take(&h.ext) {
+            return None;
+        }
         let i = h.head;
         // A flow's list only links used slots; a free slot here (a broken
         // invariant) is refused before it can corrupt the free list.
@@ -750,6 +882,16 @@ impl<T> FlowTable<T> {
             }
             Some((pkt, Some(next_len)))
         }
+    }
+    /// The scheduler's own state of flow record `id` (live or dead).
+    #[inline]
+    pub(crate) fn ext(&self, id: FlowId) -> Option<&X> {
+        self.hot.get(id.index()).map(|h| &h.ext)
+    }
+    /// [`FlowTable::ext`], to change.
+    #[inline]
+    pub(crate) fn ext_mut(&mut self, id: FlowId) -> Option<&mut X> {
+        self.hot.get_mut(id.index()).map(|h| &mut h.ext)
     }
     /// Marks the flow dead and returns its packets in FIFO order, counted
     /// as dropped with reason [`DropReason::Removed`].
@@ -899,7 +1041,7 @@ impl<T> FlowTable<T> {
     }
     /// Approximate heap memory held by the table, in bytes.
     pub fn memory_bytes(&self) -> usize {
-        self.hot.capacity() * core::mem::size_of::<Hot>()
+        self.hot.capacity() * core::mem::size_of::<Hot<X>>()
             + self.arr.capacity() * core::mem::size_of::<ArrivalRec>()
             + self.cold.capacity() * core::mem::size_of::<Cold>()
             + self.pool.capacity() * core::mem::size_of::<Slot<T>>()

@@ -83,10 +83,10 @@ impl ArrivalRec {
     }
 }
 
-impl<T> FlowTable<T> {
+impl<T, X> FlowTable<T, X> {
     /// A table whose packets are kept in arrival order across all flows
     /// (see [`FlowTable`]).
-    pub(crate) fn in_arrival_order() -> FlowTable<T> {
+    pub(crate) fn in_arrival_order() -> FlowTable<T, X> {
         FlowTable {
             arrival_order: true,
             ..FlowTable::default()

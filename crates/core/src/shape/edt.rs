@@ -41,6 +41,9 @@ pub struct Pacer {
     memo_len: Bytes,
     memo_ns: u64,
     memo_rem: u64,
+    /// `rate − memo_rem` (`> 0`): a remainder `>= memo_gap` carries a
+    /// nanosecond when `memo_rem` is added, with no overflow to test.
+    memo_gap: u64,
 }
 
 /// A saved [`Pacer`] clock (see [`Pacer::checkpoint`]).
@@ -62,6 +65,7 @@ impl Pacer {
             memo_len: 0,
             memo_ns: 0,
             memo_rem: 0,
+            memo_gap: rate.as_bps(),
         }
     }
 
@@ -90,6 +94,7 @@ impl Pacer {
             self.memo_len = 0;
             self.memo_ns = 0;
             self.memo_rem = 0;
+            self.memo_gap = rate.as_bps();
         }
     }
 
@@ -139,20 +144,40 @@ impl Pacer {
         } else {
             (self.ns, self.rem)
         };
-        let r = self.rate.as_bps();
         if len != self.memo_len {
             self.memoise(len);
         }
-        // rem < r and memo_rem < r: the true sum is < 2r, so one carry; it
-        // may exceed u64 (r > 2^63), which the overflow flag reports.
-        let (sum, over) = rem.overflowing_add(self.memo_rem);
-        let carry = over || sum >= r;
-        let rem = if carry { sum.wrapping_sub(r) } else { sum };
-        let ns = ns
-            .saturating_add(self.memo_ns)
-            .saturating_add(u64::from(carry));
-        let due = ns.saturating_add(u64::from(rem != 0));
+        // rem < r and memo_rem < r: the true sum is < 2r, so at most one
+        // carry, exactly when `rem >= r − memo_rem` (then `rem − gap` is
+        // the sum less r; else the sum is below r and fits).
+        let carry = rem >= self.memo_gap;
+        let rem = if carry {
+            rem - self.memo_gap
+        } else {
+            rem + self.memo_rem
+        };
+        let frac = u64::from(rem != 0);
+        let (ns, due) = match Self::advance(ns, self.memo_ns, carry, frac) {
+            Some(t) => t,
+            None => Self::advance_saturating(ns, self.memo_ns, carry, frac),
+        };
         (Nanos(due), PacerClock { ns, rem, due })
+    }
+
+    /// `ns + step + carry` and that plus `frac`, `None` on an overflow.
+    #[inline(always)]
+    fn advance(ns: u64, step: u64, carry: bool, frac: u64) -> Option<(u64, u64)> {
+        let ns = ns.checked_add(step)?.checked_add(u64::from(carry))?;
+        Some((ns, ns.checked_add(frac)?))
+    }
+
+    /// [`Pacer::advance`] saturating at `u64::MAX` (a clock that far out
+    /// stays there).
+    #[cold]
+    #[inline(never)]
+    fn advance_saturating(ns: u64, step: u64, carry: bool, frac: u64) -> (u64, u64) {
+        let ns = ns.saturating_add(step).saturating_add(u64::from(carry));
+        (ns, ns.saturating_add(frac))
     }
 
     /// Spacing of a `len`-byte packet: whole ns and remainder.
@@ -163,6 +188,7 @@ impl Pacer {
         self.memo_ns = u64::try_from(num / r).unwrap_or(u64::MAX);
         // `num % r < r <= u64::MAX`.
         self.memo_rem = (num % r) as u64;
+        self.memo_gap = self.rate.as_bps() - self.memo_rem;
         self.memo_len = len;
     }
 }

@@ -1,23 +1,35 @@
 //! [`Shaper`]: the EDT shaping scheduler over any [`TimeQueue`].
 
 use super::{Entry, Pacer, TimeQueue};
-use crate::flow::{DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
+use crate::flow::{DropReason, Filer, FlowConfig, FlowId, FlowTable, Pkt, Rejected, Unqueued};
 use crate::sched::{ConfigError, Limits, Scheduler};
-use crate::units::{Nanos, Rate};
+use crate::units::{Bytes, Nanos, Rate};
 
-/// A flow's shaping state: its pacer, its wheel and its generation. One
-/// 64-byte line, aligned: the enqueue (pacer, level) and the release
-/// (generation) of a packet touch one line of it, not two.
+/// A flow's shaping state, kept in the flow table's hot record of the
+/// flow (one index check reaches the FIFO, the pacer and the generation).
+/// The generation and the level come first: they sit on the record's first
+/// line with the FIFO's ends and the counters, so a release touches one
+/// line of the record; an enqueue also reads the pacer on the second.
 #[derive(Clone, Copy, Debug)]
-#[repr(align(64))]
+#[repr(C)]
 struct FlowShape {
-    pacer: Pacer,
-    level: u8,
     generation: u32,
+    level: u8,
+    pacer: Pacer,
 }
 
-// A field more and the record would take two lines: the build says so.
-const _: () = assert!(core::mem::size_of::<FlowShape>() == 64);
+impl Default for FlowShape {
+    fn default() -> FlowShape {
+        FlowShape {
+            generation: 0,
+            level: 0,
+            pacer: Pacer::new(Rate::MAX),
+        }
+    }
+}
+
+// The flow's record is two lines; a field more would make it three.
+const _: () = assert!(core::mem::size_of::<crate::flow::Hot<FlowShape>>() == 128);
 
 /// Release statistics of a [`Shaper`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -69,8 +81,7 @@ impl ShapeStats {
 /// [`Shaper::add_flow_rate`] / [`Shaper::set_rate`] to choose.
 #[derive(Debug)]
 pub struct Shaper<Q, T> {
-    flows: FlowTable<T>,
-    shape: Vec<FlowShape>,
+    flows: FlowTable<T, FlowShape>,
     q: Q,
     /// `st.released` when the open batch was released: the batch is the
     /// packets released since (counted in the statistics when the next
@@ -88,7 +99,6 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     pub fn new(q: Q, default_rate: Rate) -> Shaper<Q, T> {
         Shaper {
             flows: FlowTable::default(),
-            shape: Vec::new(),
             q,
             batch_start: 0,
             batch_open: false,
@@ -114,11 +124,10 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         st
     }
 
-    /// Heap memory: flow table, per-flow state, time queue.
+    /// Heap memory: flow table (with the per-flow shaping state), time
+    /// queue.
     pub fn memory_bytes(&self) -> usize {
-        self.flows.memory_bytes()
-            + self.shape.capacity() * core::mem::size_of::<FlowShape>()
-            + self.q.memory_bytes()
+        self.flows.memory_bytes() + self.q.memory_bytes()
     }
 
     /// Allowed rates (bits/s) for packets of up to `max_len` bytes:
@@ -155,19 +164,16 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     pub fn add_flow_bps(&mut self, cfg: FlowConfig, bps: u64) -> Result<FlowId, ConfigError> {
         let rate = self.check_rate(bps, cfg.max_len)?;
         Limits::generic(self.q.name()).check(&cfg)?;
-        let id = self.flows.insert(cfg);
         let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
-        let fs = FlowShape {
-            pacer: Pacer::new(rate),
-            level,
-            generation: 0,
-        };
-        match self.shape.get_mut(id.index()) {
-            Some(s) => {
-                let generation = s.generation.wrapping_add(1);
-                *s = FlowShape { generation, ..fs };
-            }
-            None => self.shape.push(fs),
+        let id = self.flows.insert(cfg);
+        // A reused index keeps its record's generation: one more makes the
+        // entries of the flow it had before stale.
+        if let Some(s) = self.flows.ext_mut(id) {
+            *s = FlowShape {
+                generation: s.generation.wrapping_add(1),
+                level,
+                pacer: Pacer::new(rate),
+            };
         }
         Ok(id)
     }
@@ -185,24 +191,29 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         };
         let rate = self.check_rate(bps, cfg.max_len)?;
         let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
-        let s = &mut self.shape[flow.index()];
-        s.pacer.set_rate(rate);
-        s.level = level;
+        if let Some(s) = self.flows.ext_mut(flow) {
+            s.pacer.set_rate(rate);
+            s.level = level;
+        }
         Ok(())
     }
 
     /// The rate of a flow.
     pub fn rate(&self, flow: FlowId) -> Option<Rate> {
-        self.flows
-            .contains(flow)
-            .then(|| self.shape[flow.index()].pacer.rate())
+        self.live_shape(flow).map(|s| s.pacer.rate())
     }
 
     /// The wheel level a flow's packets are filed under.
     pub fn level(&self, flow: FlowId) -> Option<u8> {
+        self.live_shape(flow).map(|s| s.level)
+    }
+
+    /// The shaping state of a live flow.
+    fn live_shape(&self, flow: FlowId) -> Option<&FlowShape> {
         self.flows
             .contains(flow)
-            .then(|| self.shape[flow.index()].level)
+            .then(|| self.flows.ext(flow))
+            .flatten()
     }
 
     /// Lateness bound of a flow's packets when dequeued at `next_ready`:
@@ -251,11 +262,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// before a removal never match again.
     #[inline(always)]
     fn pop_for(&mut self, e: Entry) -> Option<Pkt<T>> {
-        let s = self.shape.get(e.flow as usize)?;
-        if s.generation != e.generation {
-            return None;
-        }
-        self.flows.pop(FlowId(e.flow)).map(|(p, _)| p)
+        self.flows
+            .pop_if(FlowId(e.flow), |s| s.generation == e.generation)
     }
 
     /// Like [`Scheduler::dequeue_batch`], also giving each packet's EDT:
@@ -330,17 +338,40 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 }
 
 impl<Q: TimeQueue, T> Shaper<Q, T> {
-    /// Refuses a packet the time queue cannot file: for the reason the flow
-    /// table would give if it has one (the packet was never admissible),
-    /// else as `QueueFull`, counted in `beyond_horizon`.
+    /// Refuses an admissible packet the time queue cannot file, as
+    /// `QueueFull`, counted in `beyond_horizon`.
     #[cold]
     #[inline(never)]
     fn refuse_beyond_horizon(&mut self, pkt: Pkt<T>) -> Rejected<T> {
-        if let Some(r) = self.flows.refusal(&pkt, self.flows.pool_full()) {
-            return self.flows.refuse(pkt, r);
-        }
         self.st.beyond_horizon += 1;
         self.flows.refuse(pkt, DropReason::QueueFull)
+    }
+}
+
+/// The shaper's part of an enqueue, run by the flow table once the packet
+/// is admissible: stamp it with the flow's pacer and file it in the time
+/// queue. The pacer's clock moves only once the time queue has filed it.
+struct Stamp<'a, Q> {
+    q: &'a mut Q,
+    flow: u32,
+    len: Bytes,
+    now: Nanos,
+}
+
+impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
+    #[inline(always)]
+    fn file(self, s: &mut FlowShape) -> bool {
+        let (edt, clock) = s.pacer.peek(self.len, self.now);
+        let e = Entry {
+            edt: edt.0,
+            flow: self.flow,
+            generation: s.generation,
+        };
+        if self.q.push(e, s.level).is_err() {
+            return false;
+        }
+        s.pacer.restore(clock);
+        true
     }
 }
 
@@ -368,10 +399,15 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         }
         Limits::generic(self.q.name()).check(&cfg)?;
         self.flows.check_max_len(flow, cfg.max_len)?;
-        let rate = self.shape[flow.index()].pacer.rate();
+        let Some(rate) = self.rate(flow) else {
+            return Err(ConfigError::UnknownFlow(flow));
+        };
         self.check_rate(rate.as_bps(), cfg.max_len)?;
+        let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
         self.flows.set_config(flow, cfg);
-        self.shape[flow.index()].level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
+        if let Some(s) = self.flows.ext_mut(flow) {
+            s.level = level;
+        }
         Ok(())
     }
 
@@ -380,40 +416,28 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
             return Err(ConfigError::UnknownFlow(flow));
         }
         // Entries still filed for this flow are skipped when released.
-        let s = &mut self.shape[flow.index()];
-        s.generation = s.generation.wrapping_add(1);
+        if let Some(s) = self.flows.ext_mut(flow) {
+            s.generation = s.generation.wrapping_add(1);
+        }
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
         Ok(pkts)
     }
 
-    /// Stamps the packet, reserves its place in the time queue, then lets
-    /// the flow table admit it (one lookup of the flow's record for the
-    /// tests and the queueing); the pacer and the time queue change only
-    /// once it is admitted.
+    /// Lets the flow table admit the packet, stamping and filing it in
+    /// the time queue from inside the admission ([`Stamp`]: one lookup of
+    /// the flow's record for the tests, the pacer and the queueing).
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
-        let Some(s) = self.shape.get_mut(pkt.flow.index()) else {
-            return Err(self.flows.refuse(pkt, DropReason::UnknownFlow));
-        };
-        let (edt, clock) = s.pacer.peek(pkt.len, now);
-        let e = Entry {
-            edt: edt.0,
+        let stamp = Stamp {
+            q: &mut self.q,
             flow: pkt.flow.0,
-            generation: s.generation,
+            len: pkt.len,
+            now,
         };
-        let Some(ticket) = self.q.reserve(e, s.level) else {
-            return Err(self.refuse_beyond_horizon(pkt));
-        };
-        match self.flows.admit(pkt, false) {
-            Ok(_) => {
-                s.pacer.restore(clock);
-                self.q.commit(ticket);
-                Ok(())
-            }
-            Err(r) => {
-                self.q.cancel(ticket);
-                Err(r)
-            }
+        match self.flows.admit_filed(pkt, stamp) {
+            Ok(()) => Ok(()),
+            Err(Unqueued::Refused(r)) => Err(r),
+            Err(Unqueued::Unfiled(p)) => Err(self.refuse_beyond_horizon(p)),
         }
     }
 

@@ -60,6 +60,9 @@ pub struct WheelTicket {
 /// Most levels a [`Wheels`] may have (see [`WheelConfig::levels`]).
 const MAX_LEVELS: usize = 48;
 
+/// The level [`Wheels::park_place`] names when no wheel reaches an entry.
+const UNREACHED: usize = usize::MAX;
+
 /// Parameters of a [`Wheels`] structure.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct WheelConfig {
@@ -363,39 +366,70 @@ impl Wheels {
     /// `None` if no wheel reaches it. Changes nothing.
     #[inline(always)]
     fn locate(&self, edt: u64, q: usize) -> Option<Place> {
-        let top = self.top;
+        match self.ceil_place(edt, q) {
+            Some((qq, aa)) => Some(Place::Slot(qq, aa)),
+            None => self.locate_elsewhere(edt, q),
+        }
+    }
+
+    /// The level and slot of an entry's ceil slot time, when that slot is
+    /// on a wheel and not yet due (the common case); `None` when the entry
+    /// is due or beyond its own wheel.
+    #[inline(always)]
+    fn ceil_place(&self, edt: u64, q: usize) -> Option<(usize, u64)> {
         let s = self.g_shift + q as u32;
         // Ceil slot: the slot's time is the first multiple of g_q >= edt.
         let a = ceil_slot(edt, s);
-        // A slot whose time is `<= last` has been emptied: the entry is
-        // due. Only an `edt <= last` can have such a ceil slot, so the
-        // common case (a future departure) skips the slot comparison.
-        if edt <= self.last && a < (self.last >> s) + 1 {
-            return Some(Place::Due);
+        if self.is_due(edt, a, s) {
+            return None;
         }
         // Merge into the coarsest level whose slot has the same time.
-        let k = (a.trailing_zeros() as usize).min(top - q);
+        let k = (a.trailing_zeros() as usize).min(self.top - q);
         let (qq, aa) = (q + k, a >> k);
         // `aa >= cur2`: the slot's time is `>= edt`, and not due.
         let cur2 = (self.last >> (s + k as u32)) + 1;
-        if aa.wrapping_sub(cur2) <= self.mask {
-            return Some(Place::Slot(qq, aa));
+        (aa.wrapping_sub(cur2) <= self.mask).then_some((qq, aa))
+    }
+
+    /// True if ceil slot `a` (of width `2^s` ns) of an entry of EDT `edt`
+    /// has been emptied (its time is `<= last`): the entry is due. Only an
+    /// `edt <= last` can have such a ceil slot, so the common case (a
+    /// future departure) skips the slot comparison.
+    #[inline(always)]
+    fn is_due(&self, edt: u64, a: u64, s: u32) -> bool {
+        edt <= self.last && a < (self.last >> s) + 1
+    }
+
+    /// [`Wheels::locate`] for an entry that [`Wheels::ceil_place`] does
+    /// not place: due, parked in a coarser wheel, or nowhere.
+    #[inline(never)]
+    fn locate_elsewhere(&self, edt: u64, q: usize) -> Option<Place> {
+        let s = self.g_shift + q as u32;
+        if self.is_due(edt, ceil_slot(edt, s), s) {
+            return Some(Place::Due);
         }
-        self.park_place(edt, q)
+        match self.park_place(edt, q) {
+            (UNREACHED, _) => None,
+            (r, b) => Some(Place::Parked(r, b)),
+        }
     }
 
     /// For an entry beyond its own wheel `q`'s horizon: the first coarser
-    /// wheel that reaches `edt`, at the floor slot (its time <= `edt`); the
-    /// entry goes back to its own wheel when that slot comes.
+    /// wheel that reaches `edt` and its floor slot there (its time <=
+    /// `edt`), or level [`UNREACHED`]; the entry goes back to its own wheel
+    /// when that slot comes. Two words, so they come back in registers and
+    /// the per-packet `locate` keeps its place out of memory.
     #[cold]
     #[inline(never)]
-    fn park_place(&self, edt: u64, q: usize) -> Option<Place> {
-        (q + 1..=self.top).find_map(|r| {
-            let sr = self.g_shift + r as u32;
-            let b = edt >> sr;
-            let cur_r = (self.last >> sr) + 1;
-            (b >= cur_r && b - cur_r <= self.mask).then_some(Place::Parked(r, b))
-        })
+    fn park_place(&self, edt: u64, q: usize) -> (usize, u64) {
+        (q + 1..=self.top)
+            .find_map(|r| {
+                let sr = self.g_shift + r as u32;
+                let b = edt >> sr;
+                let cur_r = (self.last >> sr) + 1;
+                (b >= cur_r && b - cur_r <= self.mask).then_some((r, b))
+            })
+            .unwrap_or((UNREACHED, 0))
     }
 
     /// Files node `i` (allocated, `next = NIL`) at `at`, found by
@@ -427,6 +461,16 @@ impl Wheels {
             n.parked = true;
         }
         self.append(r, b, i);
+    }
+
+    /// [`TimeQueue::push`] of an entry that is due or beyond its own
+    /// wheel.
+    #[inline(never)]
+    fn push_elsewhere(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
+        let at = self.locate_elsewhere(e.edt, usize::from(level)).ok_or(e)?;
+        let node = self.alloc(e, level).ok_or(e)?;
+        self.file(node, at);
+        Ok(())
     }
 
     /// Places node `i` (allocated, `next = NIL`) for an entry whose own
@@ -677,6 +721,24 @@ impl TimeQueue for Wheels {
     #[cold]
     fn cancel(&mut self, t: WheelTicket) {
         self.release_node(t.node);
+    }
+
+    /// [`TimeQueue::reserve`] and [`TimeQueue::commit`] in one step, with
+    /// the common case (a slot on a wheel, not due) on a path of its own,
+    /// so its level and slot go straight from the arithmetic to the slot.
+    #[inline(always)]
+    fn push(&mut self, e: Entry, level: u8) -> Result<(), Entry> {
+        debug_assert!(
+            usize::from(level) <= self.top,
+            "level {level} above the top level {}",
+            self.top
+        );
+        let Some((q, slot)) = self.ceil_place(e.edt, usize::from(level)) else {
+            return self.push_elsewhere(e, level);
+        };
+        let node = self.alloc(e, level).ok_or(e)?;
+        self.append(q, slot, node);
+        Ok(())
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {

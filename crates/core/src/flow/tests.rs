@@ -1,0 +1,102 @@
+//! The flow table's entry points for a scheduler keeping its own per-flow
+//! state in the hot record (`admit_filed`, `pop_if`).
+
+use super::*;
+
+/// A filer that records whether it ran and says `yes` or not, counting
+/// the packets it filed in the flow's state.
+struct Count<'a> {
+    ran: &'a mut bool,
+    yes: bool,
+}
+
+impl Filer<u32> for Count<'_> {
+    fn file(self, ext: &mut u32) -> bool {
+        *self.ran = true;
+        if self.yes {
+            *ext += 1;
+        }
+        self.yes
+    }
+}
+
+fn admit(
+    t: &mut FlowTable<u64, u32>,
+    f: FlowId,
+    item: u64,
+    yes: bool,
+) -> (bool, Result<(), Unqueued<u64>>) {
+    let mut ran = false;
+    let r = t.admit_filed(
+        Pkt::new(f, 100, Nanos::ZERO, item),
+        Count { ran: &mut ran, yes },
+    );
+    (ran, r)
+}
+
+/// A packet the filer does not take comes back untouched and uncounted,
+/// with the pool as it was, on the path that grows the pool and on the one
+/// that reuses a free slot; the filer never runs for a packet the table
+/// refuses (here: the scheduler-wide limit of two packets).
+#[test]
+fn unfiled_packets_leave_the_table_as_it_was() {
+    let mut t = FlowTable::<u64, u32>::default();
+    t.set_pool_cap(2);
+    let f = t.insert(FlowConfig::default());
+    // No free slot: the path that grows the pool.
+    match admit(&mut t, f, 7, false) {
+        (true, Err(Unqueued::Unfiled(p))) => assert_eq!(p.item, 7),
+        (ran, r) => panic!("ran {ran}, {r:?}"),
+    }
+    assert_eq!(t.totals().enqueued.pkts, 0);
+    assert_eq!(t.queued(f), Some(0));
+    assert_eq!(t.ext(f), Some(&0));
+    assert_eq!(t.pool_slots(), 0);
+    assert!(matches!(admit(&mut t, f, 1, true), (true, Ok(()))));
+    assert!(matches!(admit(&mut t, f, 3, true), (true, Ok(()))));
+    assert_eq!(t.pool_slots(), 2);
+    match admit(&mut t, f, 4, true) {
+        (false, Err(Unqueued::Refused(r))) => assert_eq!(r.reason, DropReason::QueueFull),
+        (ran, r) => panic!("ran {ran}, {r:?}"),
+    }
+    // A free slot: the common path.
+    assert_eq!(t.pop_if(f, |_| true).map(|p| p.item), Some(1));
+    match admit(&mut t, f, 2, false) {
+        (true, Err(Unqueued::Unfiled(p))) => assert_eq!(p.item, 2),
+        (ran, r) => panic!("ran {ran}, {r:?}"),
+    }
+    assert_eq!(t.queued(f), Some(1));
+    assert!(matches!(admit(&mut t, f, 5, true), (true, Ok(()))));
+    assert_eq!(t.pool_slots(), 2);
+    assert_eq!(t.ext(f), Some(&3));
+    let c = t.totals();
+    assert_eq!(
+        (c.enqueued.pkts, c.dequeued.pkts, c.backlog.pkts),
+        (3, 1, 2)
+    );
+    assert_eq!(c.dropped(DropReason::QueueFull).pkts, 1);
+    assert!(c.conserved());
+    let items: Vec<u64> = t.packets(f).map(|p| p.item).collect();
+    assert_eq!(items, vec![3, 5]);
+}
+
+/// `pop_if` pops the head only when asked, in FIFO order, and keeps no
+/// head lengths; an unknown flow is refused before the filer runs.
+#[test]
+fn pop_if_pops_only_when_asked() {
+    let mut t = FlowTable::<u64, u32>::default();
+    let f = t.insert(FlowConfig::default());
+    for i in 0..3 {
+        assert!(matches!(admit(&mut t, f, i, true), (true, Ok(()))));
+    }
+    assert_eq!(t.pop_if(f, |n| *n == 99), None);
+    assert_eq!(t.queued(f), Some(3));
+    let got: Vec<u64> = core::iter::from_fn(|| t.pop_if(f, |n| *n == 3).map(|p| p.item)).collect();
+    assert_eq!(got, vec![0, 1, 2]);
+    assert_eq!(t.head_len(f), 0);
+    assert!(t.totals().conserved());
+    match admit(&mut t, FlowId(5), 9, true) {
+        (false, Err(Unqueued::Refused(r))) => assert_eq!(r.reason, DropReason::UnknownFlow),
+        (ran, r) => panic!("ran {ran}, {r:?}"),
+    }
+}

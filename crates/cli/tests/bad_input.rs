@@ -41,7 +41,13 @@ struct Row {
     status: i32,
     /// Words the standard error must contain (all of them).
     words: &'static [&'static str],
+    /// Words it must not contain (none of them).
+    absent: &'static [&'static str],
 }
+
+/// serde's words for Rust types, which a message about a file's value
+/// must not show.
+const RUST_TYPE_WORDS: &[&str] = &["Raw", "enum", "struct", "u64", "i64", "invalid type"];
 
 const fn row(args: &'static [&'static str], status: i32, words: &'static [&'static str]) -> Row {
     Row {
@@ -50,6 +56,7 @@ const fn row(args: &'static [&'static str], status: i32, words: &'static [&'stat
         stdout: Stdout::Read,
         status,
         words,
+        absent: &[],
     }
 }
 
@@ -110,6 +117,11 @@ fn check(r: &Row) -> Option<String> {
     for w in r.words {
         if !err.contains(w) {
             problems.push(format!("stderr lacks {w:?}"));
+        }
+    }
+    for w in r.absent {
+        if err.contains(w) {
+            problems.push(format!("stderr holds {w:?}"));
         }
     }
     (!problems.is_empty()).then(|| format!("{args:?}: {}\n  stderr: {err}", problems.join("; ")))
@@ -240,6 +252,137 @@ fn sim_scenarios() {
             )
         },
     ]);
+}
+
+/// The head of a scenario that is right up to its flows.
+macro_rules! scenario {
+    ($rest:literal) => {
+        concat!(
+            "link = \"1gbit\"\nalgorithm = \"qfq\"\nduration = \"1ms\"\n",
+            $rest
+        )
+    };
+}
+
+/// A scenario row: `s.toml` holds `text`; the message must hold `words`
+/// and no Rust type name.
+fn sim_row(text: &'static str, words: &'static [&'static str]) -> Row {
+    Row {
+        files: vec![("s.toml", text)].leak(),
+        absent: RUST_TYPE_WORDS,
+        ..row(&["sim", "{dir}/s.toml"], 2, words)
+    }
+}
+
+/// The start of what a scenario's `source` allows.
+const SOURCE_FORMS: &str =
+    "allowed `{ type = \"greedy\" }`, `{ type = \"cbr\", rate = \"10mbit\" }`";
+
+/// A value of the wrong type, a missing field or a wrong header in a
+/// scenario: the field, the value, its kind and the forms allowed, never
+/// serde's Rust type names.
+#[test]
+fn sim_scenario_types() {
+    let rows = [
+        sim_row(
+            scenario!("[[flows]]\nsource = 5\n"),
+            &[
+                "s.toml:5:10",
+                "`flows[0].source = 5`: the value is a whole number",
+                SOURCE_FORMS,
+            ],
+        ),
+        sim_row(
+            scenario!("[flows]\nname = \"a\"\n"),
+            &[
+                "s.toml:4:1",
+                "`[flows]` is a single table, but flows is a list: allowed `[[flows]]`",
+            ],
+        ),
+        sim_row(
+            "link = 5\nalgorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\n",
+            &[
+                "s.toml:1:8",
+                "`link = 5`: the value is a whole number; allowed a rate with its unit",
+            ],
+        ),
+        sim_row(
+            scenario!("seed = \"x\"\n[[flows]]\n"),
+            &[
+                "s.toml:4:8",
+                "`seed = \"x\"`: the value is a string; allowed a whole number from 0",
+            ],
+        ),
+        sim_row(
+            scenario!("drain = 1\n[[flows]]\n"),
+            &["`drain = 1`: the value is a whole number; allowed true or false"],
+        ),
+        sim_row(
+            scenario!("pspat = 5\n[[flows]]\n"),
+            &["`pspat = 5`: the value is a whole number; allowed a table: `[pspat]`"],
+        ),
+        sim_row(
+            scenario!("[pspat]\narbiter = 1\ndispatcher = \"1us\"\n[[flows]]\n"),
+            &[
+                "s.toml:5:11",
+                "`pspat.arbiter = 1`",
+                "a duration with its unit",
+            ],
+        ),
+        sim_row(
+            scenario!("[pspat]\narbiter = \"1us\"\n[[flows]]\n"),
+            &["`pspat.dispatcher` is missing; allowed a duration"],
+        ),
+        sim_row(
+            "algorithm = \"qfq\"\nduration = \"1ms\"\n[[flows]]\n",
+            &["`link` is missing; allowed a rate with its unit"],
+        ),
+        sim_row(
+            scenario!(""),
+            &["`flows` is missing; allowed `[[flows]]` before each flow group"],
+        ),
+        sim_row(
+            scenario!("flows = 5\n"),
+            &["`flows = 5`: the value is a whole number; allowed `[[flows]]`"],
+        ),
+        sim_row(
+            scenario!("[[flows]]\n[[flows]]\ncount = \"x\"\n"),
+            &[
+                "s.toml:6:9",
+                "`flows[1].count = \"x\"`: the value is a string; allowed a whole number",
+            ],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nmax_delay = 5\n"),
+            &["`flows[0].max_delay = 5`", "a duration with its unit"],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsize = \"big\"\n"),
+            &[
+                "`flows[0].size = \"big\"`: the value has none of the forms",
+                "`{ min = 64, max = 1500 }`",
+            ],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsource = { type = \"cbr\", rate = 5 }\n"),
+            &[
+                "a field in it is a whole number where a string is wanted",
+                SOURCE_FORMS,
+            ],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsource = { type = \"warp\" }\n"),
+            &[
+                "`flows[0].source.type`: unknown variant `warp`",
+                SOURCE_FORMS,
+            ],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsource = { rate = \"1mbit\" }\n"),
+            &["missing field `type`", SOURCE_FORMS],
+        ),
+    ];
+    run_table(&rows);
 }
 
 /// The bench commands: every size a user controls has a stated range
@@ -460,6 +603,82 @@ fn policy_files() {
         2,
         &["cannot read policy"],
     )]);
+}
+
+/// A policy row: `p.toml` (or `p.dot`) holds `text`, read by `bench
+/// sched --alg policy:FILE` and by a scenario's `policy = "FILE"`; both
+/// messages must hold `words` and no Rust type name.
+fn policy_rows(file: &'static str, text: &'static str, words: &'static [&'static str]) -> [Row; 2] {
+    let alg: &'static str = format!("policy:{{dir}}/{file}").leak();
+    let scenario: &'static str = format!(
+        "link = \"1gbit\"\nalgorithm = \"policy\"\npolicy = \"{file}\"\nduration = \"1ms\"\n[[flows]]\n"
+    )
+    .leak();
+    let files: &'static [(&'static str, &'static str)] =
+        vec![(file, text), ("s.toml", scenario)].leak();
+    let bench: &'static [&'static str] = vec!["bench", "sched", "--alg", alg, "-n", "10"].leak();
+    [
+        Row {
+            files,
+            absent: RUST_TYPE_WORDS,
+            ..row(bench, 2, words)
+        },
+        Row {
+            files,
+            absent: RUST_TYPE_WORDS,
+            ..row(&["sim", "{dir}/s.toml"], 2, words)
+        },
+    ]
+}
+
+/// A value of the wrong type, a missing field or a wrong header in a
+/// policy file: the field, the value, its kind and the forms allowed.
+#[test]
+fn policy_file_types() {
+    let rows = [
+        policy_rows(
+            "p.toml",
+            "[[node]]\nname = \"r\"\nkind = \"wfq\"\nweight = \"x\"\n",
+            &[
+                "line 4, column 10",
+                "`node.weight = \"x\"`: the value is a string; allowed a whole number from 0",
+            ],
+        ),
+        policy_rows(
+            "p.toml",
+            "[node]\nname = \"r\"\nkind = \"wfq\"\n",
+            &["`[node]` is a single table, but node is a list: allowed `[[node]]`"],
+        ),
+        policy_rows(
+            "p.toml",
+            "[policy]\nmax_len = -1\n[[node]]\nname = \"r\"\nkind = \"wfq\"\n",
+            &["`policy.max_len = -1`: the value is a negative whole number"],
+        ),
+        policy_rows(
+            "p.toml",
+            "[[node]]\nname = \"r\"\nkind = 5\n",
+            &["`node.kind = 5`: the value is a whole number; allowed one of \"rr\""],
+        ),
+        policy_rows(
+            "p.toml",
+            "[[node]]\nname = \"r\"\n",
+            &["`node.kind` is missing; allowed one of \"rr\""],
+        ),
+        policy_rows(
+            "p.toml",
+            "[[node]]\nname = \"r\"\nkind = \"wfq\"\nqueue = 5\n",
+            &["`node.queue = 5`", "\"cffs\", \"hffs\""],
+        ),
+        policy_rows(
+            "p.dot",
+            "digraph { r [kind=wfq, weight=\"x\"] }\n",
+            &[
+                "attribute `weight`",
+                "the value is a string; allowed a whole number from 0",
+            ],
+        ),
+    ];
+    run_table(&rows.into_iter().flatten().collect::<Vec<_>>());
 }
 
 const RUN_LINK: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n";

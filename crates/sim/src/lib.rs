@@ -77,6 +77,7 @@ pub mod report;
 pub mod scenario;
 pub mod session;
 pub mod source;
+mod toml_error;
 
 pub use engine::SimError;
 pub use model::{

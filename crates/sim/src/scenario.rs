@@ -32,7 +32,8 @@
 //! ```
 //!
 //! Every error names the line and column, the field, the value and the
-//! allowed range.
+//! allowed range or forms (a value of the wrong type too:
+//! [`crate::toml_error`]).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -225,11 +226,10 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
     let cx = Ctx { file, src };
     let raw: RawScenario = toml::from_str(src).map_err(|e| {
         let span = e.span().unwrap_or(0..0);
-        let mut msg = e.message().trim().to_string();
-        if msg.contains("untagged enum RawSize") {
-            msg = "size: expected a length in bytes (`1500`), `{ min = 64, max = 1500 }` or `{ mix = [[64, 7], [1500, 3]] }` (lengths 1..=65536, weights ≥ 1)".into();
-        }
-        cx.err(span, msg)
+        cx.err(
+            span.clone(),
+            crate::toml_error::describe(src, span.start, e.message()),
+        )
     })?;
 
     let rate = Rate::parse(raw.link.get_ref())

@@ -84,7 +84,7 @@ fn units_and_values() {
     ));
     assert!(e.contains("needs a top-level `trace"), "{e}");
     let e = err(HEAD);
-    assert!(e.contains("missing field `flows`"), "{e}");
+    assert!(e.contains("`flows` is missing; allowed `[[flows]]`"), "{e}");
 }
 
 #[test]

@@ -118,6 +118,7 @@ pub mod dot;
 pub mod limits;
 mod sched;
 mod spec;
+mod toml_error;
 
 #[cfg(test)]
 mod burst_tests;

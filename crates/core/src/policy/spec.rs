@@ -111,7 +111,8 @@ pub enum PolicyError {
     Syntax {
         /// Position of the error, if the parser gave one.
         loc: Option<Loc>,
-        /// The parser's message.
+        /// The parser's message; a value of the wrong type or a missing
+        /// field named with the forms it accepts.
         msg: String,
     },
     /// Two nodes have the same name.
@@ -481,7 +482,7 @@ impl PolicySpec {
         let lines = LineIndex::new(src);
         let f: file::File = toml::from_str(src).map_err(|e| PolicyError::Syntax {
             loc: e.span().map(|s| lines.loc(s.start)),
-            msg: e.message().to_string(),
+            msg: super::toml_error::describe(src, e.span().map_or(0, |s| s.start), e.message()),
         })?;
         let loc_of = |s: core::ops::Range<usize>| Some(lines.loc(s.start));
         if let Some(n) = f.node.get(MAX_NODES) {

@@ -1,0 +1,367 @@
+//! A TOML or type error from the scenario's deserializer, said in the
+//! scenario's words: serde names the Rust type it wanted (`u64`, an
+//! internally tagged enum `RawSource`) but not the field, nor the kind of
+//! value it found. The message here names the field (`seed`,
+//! `flows[1].source`), the value as written, its kind and the forms the
+//! field accepts.
+
+/// The kind of value in serde's `invalid type: KIND, expected ...`, in
+/// TOML's words.
+fn found_kind(serde_kind: &str) -> &'static str {
+    let table = [
+        ("integer", "a whole number"),
+        ("floating point", "a fractional number"),
+        ("string", "a string"),
+        ("boolean", "a boolean"),
+        ("map", "a table"),
+        ("sequence", "an array"),
+        ("date", "a date"),
+    ];
+    let k = serde_kind.trim();
+    table
+        .iter()
+        .find(|(prefix, _)| k.starts_with(prefix))
+        .map_or("a value of another type", |(_, said)| said)
+}
+
+/// The kind serde's `expected ...` wants, in TOML's words (None for a
+/// scenario type, whose forms say it).
+fn wanted_kind(expected: &str) -> Option<&'static str> {
+    match expected.trim() {
+        "a string" => Some("a string"),
+        "a boolean" => Some("a boolean"),
+        "i64" | "u64" | "u32" => Some("a whole number"),
+        _ => None,
+    }
+}
+
+const SOURCE_FORMS: &str = "`{ type = \"greedy\" }`, `{ type = \"cbr\", rate = \"10mbit\" }`, \
+     `{ type = \"poisson\", rate = \"10mbit\" }`, `{ type = \"onoff\", rate = \"10mbit\", \
+     on = \"1ms\", off = \"1ms\" }` (optionally `fixed = true`) or `{ type = \"trace\" }`";
+
+const SIZE_FORMS: &str = "a length in bytes (`size = 1500`), `{ min = 64, max = 1500 }` or \
+     `{ mix = [[64, 7], [1500, 3]] }` (lengths 1..=65536, weights ≥ 1)";
+
+/// The forms a scenario field accepts, by its name without flow index
+/// (`flows.source.rate`); None for a name that is not a field.
+fn forms(field: &str) -> Option<String> {
+    let fixed = match field {
+        "link" | "flows.source.rate" => "a rate with its unit in quotes, e.g. \"10gbit\"",
+        "algorithm" => {
+            let names: Vec<&str> = pktsched_core::Algorithm::ALL
+                .iter()
+                .map(|a| a.name())
+                .collect();
+            return Some(format!(
+                "one of {} in quotes, or \"policy\" with `policy = \"file.toml\"`",
+                names.join(", ")
+            ));
+        }
+        "duration" | "pspat.arbiter" | "pspat.dispatcher" | "flows.max_delay"
+        | "flows.source.on" | "flows.source.off" => {
+            "a duration with its unit in quotes, e.g. \"20ms\" (ns, us, ms, s)"
+        }
+        "seed" => "a whole number from 0, e.g. `seed = 1`",
+        "drain" => "true or false, e.g. `drain = true`",
+        "flows.source.fixed" => "true or false, e.g. `fixed = true`",
+        "name" | "flows.name" => "a name in quotes, e.g. `name = \"victim\"`",
+        "flows.node" => "a policy node's name in quotes, e.g. `node = \"gold.web\"`",
+        "trace" => "the trace file's path in quotes, e.g. `trace = \"trace.csv\"`",
+        "policy" => "the policy file's path in quotes, e.g. `policy = \"tree.toml\"`",
+        "pspat" => "a table: `[pspat]` with `arbiter = \"1us\"` and `dispatcher = \"1us\"`",
+        "flows" => "`[[flows]]` before each flow group",
+        "flows.count" | "flows.weight" | "flows.limit" | "flows.prio" => {
+            return Some(format!(
+                "a whole number, e.g. `{} = 1`",
+                field.trim_start_matches("flows.")
+            ));
+        }
+        "flows.size" | "flows.size.min" | "flows.size.max" | "flows.size.mix" => SIZE_FORMS,
+        "flows.source" | "flows.source.type" => SOURCE_FORMS,
+        _ => return None,
+    };
+    Some(fixed.to_string())
+}
+
+/// `; allowed FORMS` for the field, or nothing.
+fn allowed(field: &str) -> String {
+    forms(field).map_or(String::new(), |f| format!("; allowed {f}"))
+}
+
+/// serde's `missing field `X`` for a table (the whole file, a `[pspat]`
+/// or `[[flows]]` entry): the field that is missing and its forms.
+fn missing_field(src: &str, line_start: usize, line: &str, msg: &str) -> Option<String> {
+    let name = msg
+        .trim()
+        .strip_prefix("missing field `")?
+        .strip_suffix('`')?;
+    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
+    if value.starts_with('{') {
+        return None;
+    }
+    let section = if line.trim_start().starts_with('[') {
+        section_at(src, line_start + line.len())
+    } else {
+        section_at(src, line_start)
+    };
+    let (shown, generic) = match section {
+        Some((s, Some(i))) => (format!("{s}[{i}].{name}"), format!("{s}.{name}")),
+        Some((s, None)) => (format!("{s}.{name}"), format!("{s}.{name}")),
+        None => (name.to_string(), name.to_string()),
+    };
+    Some(format!("`{shown}` is missing{}", allowed(&generic)))
+}
+
+/// The key of `key = value` nearest before byte `col` of `line`.
+fn key_before(line: &str, col: usize) -> Option<&str> {
+    let mut col = col.min(line.len());
+    while !line.is_char_boundary(col) {
+        col -= 1;
+    }
+    let head = line[..col].rsplit_once('=')?.0.trim_end();
+    let start = head
+        .char_indices()
+        .rev()
+        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
+        .map_or(0, |(i, c)| i + c.len_utf8());
+    let k = head[start..].trim_matches('"');
+    (!k.is_empty()).then_some(k)
+}
+
+/// The section the line starting at byte `line_start` is in: `pspat`, or
+/// `flows` with its index (the number of `[[flows]]` headers before, less
+/// one); None at the top level.
+fn section_at(src: &str, line_start: usize) -> Option<(String, Option<usize>)> {
+    let header = |l: &str| {
+        let l = l.trim();
+        let inner = l.strip_prefix("[[").and_then(|s| s.split_once("]]"));
+        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|s| s.split_once(']')));
+        inner.map(|(name, _)| name.trim().to_string())
+    };
+    let before = &src[..line_start];
+    let name = before.lines().rev().find_map(header)?;
+    let index = (name == "flows").then(|| {
+        let n = before
+            .lines()
+            .filter(|l| l.trim().starts_with("[[") && header(l).as_deref() == Some("flows"))
+            .count();
+        n.saturating_sub(1)
+    });
+    Some((name, index))
+}
+
+/// serde's words without the scenario's Rust type names.
+fn plain(msg: &str) -> String {
+    let msg = msg.trim();
+    if msg.contains("did not match any variant") {
+        return "the value has none of the forms".to_string();
+    }
+    match msg.split_once(", expected ") {
+        Some((head, want)) if want.contains("Raw") || want.starts_with("struct") => {
+            head.to_string()
+        }
+        _ => msg.to_string(),
+    }
+}
+
+/// The message for a header line (`[flows]` where `[[flows]]` is meant).
+fn header_message(line: &str, msg: &str) -> String {
+    let name = line
+        .trim()
+        .trim_start_matches('[')
+        .split(']')
+        .next()
+        .unwrap_or("")
+        .trim();
+    if !line.trim().starts_with("[[") && msg.starts_with("invalid type: map, expected a sequence") {
+        return format!(
+            "`[{name}]` is a single table, but {name} is a list: allowed `[[{name}]]` before \
+             each flow group"
+        );
+    }
+    if line.trim().starts_with("[[") && msg.contains("expected struct") {
+        return format!(
+            "`[[{name}]]` is a list of tables, but {name} is one table: allowed `[{name}]`"
+        );
+    }
+    plain(msg)
+}
+
+/// The message for a deserializer error at byte `pos` of `src` whose
+/// serde text is `msg`.
+pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
+    let mut pos = pos.min(src.len());
+    while !src.is_char_boundary(pos) {
+        pos -= 1;
+    }
+    let line_start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
+    let line = src[line_start..].lines().next().unwrap_or("");
+    if let Some(m) = missing_field(src, line_start, line, msg) {
+        return m;
+    }
+    let first = line
+        .split_once('=')
+        .map(|(k, _)| k.trim().trim_matches('"'))
+        .filter(|k| !k.is_empty() && !k.starts_with('['));
+    let Some(first) = first else {
+        return header_message(line, msg);
+    };
+    let section = section_at(src, line_start);
+    let (mut shown, mut generic) = match &section {
+        Some((name, Some(i))) => (format!("{name}[{i}].{first}"), format!("{name}.{first}")),
+        Some((name, None)) => (format!("{name}.{first}"), format!("{name}.{first}")),
+        None => (first.to_string(), first.to_string()),
+    };
+    let inner = key_before(line, pos - line_start).filter(|k| *k != first);
+    if let Some(k) = inner {
+        shown = format!("{shown}.{k}");
+        generic = format!("{generic}.{k}");
+    }
+    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
+    let head = if inner.is_none() && value.len() <= 60 {
+        format!("`{shown} = {value}`")
+    } else {
+        format!("`{shown}`")
+    };
+    let what = match msg
+        .trim()
+        .strip_prefix("invalid type: ")
+        .or_else(|| msg.trim().strip_prefix("invalid value: "))
+        .and_then(|r| r.split_once(", expected "))
+    {
+        Some((kind, expected)) => {
+            let nested =
+                inner.is_none() && value.starts_with('{') && !kind.trim_start().starts_with("map");
+            match (nested, wanted_kind(expected)) {
+                (true, Some(want)) => format!(
+                    "a field in it is {} where {want} is wanted",
+                    found_kind(kind)
+                ),
+                (true, None) => format!("a field in it is {}", found_kind(kind)),
+                (false, _) if kind.contains("integer `-") && expected.trim() == "u64" => {
+                    "the value is a negative whole number".to_string()
+                }
+                (false, _) => format!("the value is {}", found_kind(kind)),
+            }
+        }
+        None => plain(msg),
+    };
+    format!("{head}: {what}{}", allowed(&generic))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_error_names_field_value_kind_and_forms() {
+        let src = "seed = \"x\"\nlink = \"1gbit\"\n";
+        let m = describe(src, 7, "invalid type: string \"x\", expected u64");
+        assert_eq!(
+            m,
+            "`seed = \"x\"`: the value is a string; allowed a whole number from 0, e.g. \
+             `seed = 1`"
+        );
+        let src = "link = \"1gbit\"\n[[flows]]\n[[flows]]\nsource = 5\n";
+        let m = describe(
+            src,
+            src.find('5').expect("value"),
+            "invalid type: integer `5`, expected internally tagged enum RawSource",
+        );
+        assert!(
+            m.starts_with("`flows[1].source = 5`: the value is a whole number; allowed `{ type")
+                && !m.contains("RawSource"),
+            "{m}"
+        );
+        let src = "[[flows]]\nsource = { type = \"cbr\", rate = 5 }\n";
+        let m = describe(
+            src,
+            src.find('{').expect("value"),
+            "invalid type: integer `5`, expected a string",
+        );
+        assert!(
+            m.contains("a field in it is a whole number where a string is wanted"),
+            "{m}"
+        );
+        let src = "[[flows]]\nsource = { type = \"warp\" }\n";
+        let m = describe(
+            src,
+            src.find("\"warp").expect("value"),
+            "unknown variant `warp`, expected one of `greedy`, `cbr`",
+        );
+        assert!(
+            m.starts_with("`flows[0].source.type`: unknown variant `warp`"),
+            "{m}"
+        );
+    }
+
+    #[test]
+    fn a_missing_field_is_named_with_its_forms() {
+        let src = "algorithm = \"qfq\"\n[[flows]]\n";
+        let m = describe(src, 0, "missing field `link`");
+        assert!(
+            m.starts_with("`link` is missing; allowed a rate with its unit"),
+            "{m}"
+        );
+        let src = "link = \"1gbit\"\n[pspat]\narbiter = \"1us\"\n";
+        let m = describe(
+            src,
+            src.find("[pspat]").expect("header"),
+            "missing field `dispatcher`",
+        );
+        assert!(
+            m.starts_with("`pspat.dispatcher` is missing; allowed a duration"),
+            "{m}"
+        );
+        // Inside an inline table: the table's field and its forms.
+        let src = "[[flows]]\nsource = { rate = \"1mbit\" }\n";
+        let m = describe(src, src.find('{').expect("value"), "missing field `type`");
+        assert!(
+            m.starts_with(
+                "`flows[0].source = { rate = \"1mbit\" }`: missing field `type`; allowed `{ type"
+            ),
+            "{m}"
+        );
+        // An unknown field: serde's list of fields, no forms.
+        let src = "foo = 1\n";
+        let m = describe(
+            src,
+            0,
+            "unknown field `foo`, expected one of `name`, `link`",
+        );
+        assert_eq!(
+            m,
+            "`foo = 1`: unknown field `foo`, expected one of `name`, `link`"
+        );
+    }
+
+    #[test]
+    fn headers_say_which_brackets() {
+        let src = "link = \"1gbit\"\n[flows]\nname = \"a\"\n";
+        let m = describe(
+            src,
+            src.find("[flows]").expect("header"),
+            "invalid type: map, expected a sequence",
+        );
+        assert!(m.contains("allowed `[[flows]]`"), "{m}");
+        let src = "[[pspat]]\narbiter = \"1us\"\n";
+        let m = describe(src, 0, "invalid type: sequence, expected struct RawPspat");
+        assert!(m.contains("allowed `[pspat]`") && !m.contains("Raw"), "{m}");
+        // Another error on a header line: serde's words as they are.
+        assert_eq!(describe("[x\n", 0, "expected `]`"), "expected `]`");
+    }
+
+    /// Non-ASCII text: no slicing inside a character, at any position.
+    #[test]
+    fn non_ascii_text_never_splits_a_character() {
+        let src = "name = \"é=1\" ü=2\n[[flows]]\nnode = \"ñ\"\n";
+        for pos in 0..=src.len() + 2 {
+            let m = describe(src, pos, "invalid type: integer `1`, expected a string");
+            // On a key's line the field's forms; on the header serde's words.
+            assert!(
+                m.contains("allowed") || m == "invalid type: integer `1`, expected a string",
+                "{pos}: {m}"
+            );
+        }
+    }
+}

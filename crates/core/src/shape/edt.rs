@@ -270,4 +270,24 @@ mod tests {
             }
         }
     }
+
+    /// Rates above 2^63 bit/s, where a remainder and the memoised one can
+    /// each exceed half of `u64`: enough 9000-byte packets that the carried
+    /// remainder passes the rate many times, against one big division.
+    #[test]
+    fn the_carry_is_exact_at_rates_above_two_to_the_63() {
+        for bps in [u64::MAX, u64::MAX - 12_345, (1u64 << 63) + 1] {
+            let mut p = Pacer::new(Rate::bps(bps));
+            let mut bits: u128 = 0;
+            for i in 0..300_000u32 {
+                let len = if i % 5 == 4 { 8_999 } else { 9_000 };
+                bits += u128::from(len) * 8;
+                let got = p.stamp(len, Nanos::ZERO);
+                let exact_ps = bits * 1_000_000_000_000 / u128::from(bps);
+                let rem = bits * 1_000_000_000_000 % u128::from(bps);
+                let want = (exact_ps + u128::from(rem != 0)).div_ceil(1000);
+                assert_eq!(u128::from(got.0), want, "{bps} bit/s, packet {i}");
+            }
+        }
+    }
 }

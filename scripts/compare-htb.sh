@@ -167,8 +167,8 @@ rps() { nsx "$dut" sh -c "echo $1 > /sys/class/net/d0/queues/rx-0/rps_cpus" 2>/d
 # default), a bound UDP socket on the port that never reads, or `none`,
 # no socket at all: every frame then makes s0's stack build an ICMP port
 # unreachable (rate-limited sends, but a route lookup per frame), work
-# that runs on the DUT core for every architecture (the method up to
-# 2026-11-26 19:00).
+# that runs on the DUT core for every architecture (saturation figures
+# taken with `none` are not comparable with `socket`'s).
 sat_sink="${SAT_SINK:-socket}"
 case "$sat_sink" in socket|none) ;; *) echo "compare-htb.sh: SAT_SINK=$sat_sink: allowed socket or none" >&2; exit 2 ;; esac
 dut_napi="${DUT_NAPI:-softirq}"
@@ -330,6 +330,8 @@ stop_direct() {
 start_arch() { # $1 arch, $2 rate
     arch_napi="$dut_napi"
     case "$1" in
+        htb-nt|bridge-nt|direct-nt)
+            echo "compare-htb.sh: ARCHS: $1: the -nt suffix is for pktsched's architectures (rtc..., pspat)" >&2; exit 2 ;;
         *-nt)
             [ -n "$dut_cpu" ] || { echo "compare-htb.sh: ARCHS: $1 needs the pinning (two CPUs, PIN=1)" >&2; exit 2; }
             arch_napi=thread

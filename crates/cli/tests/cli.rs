@@ -356,12 +356,17 @@ fn bench_pspat_json_accounts_for_every_packet() {
 }
 
 /// `--arbiter-sched fifo:N` without CAP_SYS_NICE (dropped from the
-/// bounding set by `setpriv`, so even root lacks it) is refused before
-/// any run, with the policy and the capability named.
+/// bounding set by `setpriv`, so even root lacks it) and with no
+/// real-time allowance (`prlimit --rtprio=0:0`, so a host whose
+/// RLIMIT_RTPRIO would allow priority 50 cannot let it through) is
+/// refused before any run, with the policy and the capability named.
 #[test]
 fn bench_pspat_refuses_a_real_time_arbiter_without_cap_sys_nice() {
-    let Ok(o) = Command::new("setpriv")
+    let Ok(o) = Command::new("prlimit")
         .args([
+            "--rtprio=0:0",
+            "--",
+            "setpriv",
             "--inh-caps=-sys_nice",
             "--bounding-set=-sys_nice",
             "--",
@@ -379,12 +384,12 @@ fn bench_pspat_refuses_a_real_time_arbiter_without_cap_sys_nice() {
         ])
         .output()
     else {
-        eprintln!("skipped: setpriv (util-linux) is not installed");
+        eprintln!("skipped: prlimit (util-linux) is not installed");
         return;
     };
     let e = stderr(&o);
-    if e.contains("setpriv:") {
-        eprintln!("skipped: setpriv could not drop CAP_SYS_NICE: {e}");
+    if e.contains("setpriv:") || e.contains("prlimit:") {
+        eprintln!("skipped: setpriv/prlimit could not drop CAP_SYS_NICE or RLIMIT_RTPRIO: {e}");
         return;
     }
     assert_eq!(o.status.code(), Some(2), "{e}");

@@ -112,8 +112,10 @@ fn overflow(rx_role: Role) {
     );
     assert_eq!(after.rx_packets - before.rx_packets, got);
     assert_eq!((after.rx_no_buffer, after.rx_oversize), (0, 0));
-    // `tp_drops` on a ring socket is the ring having no room: all of the
-    // ring's drops are ring-full ones, on a ring of the socket's kind.
+    // pktsched counts the socket's `tp_drops` as ring full (on a ring
+    // socket the kernel raises it only when the ring has no room): the
+    // ring-full delta is the drops this test saw, and the ring kind is
+    // the socket's.
     assert_eq!(
         after.rx_ring_full - before.rx_ring_full,
         ring_drops,

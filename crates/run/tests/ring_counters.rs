@@ -1,4 +1,6 @@
-//! The ingress's ring counters reach `pktsched stats` from the kernel: on
+//! The ingress's ring counters go from the kernel through `IoStats` and
+//! `DeviceStats::from_io` into the stats' text, JSON and Prometheus forms
+//! (the daemon and its control socket are not started here): on
 //! real veths in namespaces of their own (prefix `c7-`), frames arrive on
 //! d0 while nobody reads its receive ring (a stopped or slow forwarder),
 //! four times as many as the ring holds; then the reader catches up. The
@@ -193,6 +195,8 @@ fn an_unread_af_packet_ring_shows_tp_drops_as_ring_full() {
     }
     let d0 = ring_full_shows_in_the_stats("c7-pkt-", "packet");
     assert!(d0.rx_ring_full.is_some_and(|n| n > 0), "{d0:?}");
+    // The mapping, not the kernel's meaning: pktsched adds `tp_drops` to
+    // both counters, and nothing else to either on this socket.
     assert_eq!(
         d0.rx_ring_full,
         Some(d0.rx_kernel_drops),

@@ -666,25 +666,17 @@ fn read_one<T, O>(
         }
     }
     let offered = inbox.len();
-    // The batch enqueue takes a `VecDeque`: the `Vec`'s buffer becomes one
-    // and back again without a copy.
-    let mut queue = VecDeque::from(std::mem::take(inbox));
-    let r = cx.sched.enqueue_batch(&mut queue, cx.now);
-    let n = offered - queue.len();
+    // `held` was emptied above: what the scheduler refuses and what is
+    // behind it wait there; `inbox` comes back empty.
+    let r = cx.sched.enqueue_batch(inbox, &mut c.held, cx.now);
+    let n = offered - c.held.len();
     c.drained += n as u64;
     if let Err(rej) = r {
         c.dropped[drop_reason_index(rej.reason)] += 1;
         cx.stats.dropped += 1;
         c.meta.backpressure.store(true, Ordering::Relaxed);
-        c.rx.report_held(queue.len());
-        // `held` was emptied above: the rest waits there, and its empty
-        // buffer becomes the scratch.
-        std::mem::swap(&mut c.held, &mut queue);
+        c.rx.report_held(c.held.len());
     }
-    // Empty: `clear` puts its start at the buffer's start, so the `Vec`
-    // is taken back without moving anything.
-    queue.clear();
-    *inbox = Vec::from(queue);
     n
 }
 
@@ -885,7 +877,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         loop {
             let mut moved = 0u64;
             for c in &mut self.clients {
-                while let Some(pkt) = c.held.pop_front().or_else(|| c.rx.pop()) {
+                let held = std::mem::take(&mut c.held);
+                for pkt in held.into_iter().chain(std::iter::from_fn(|| c.rx.pop())) {
                     moved += 1;
                     c.drained += 1;
                     self.stats.drained += 1;

@@ -105,7 +105,7 @@ pub(crate) struct ClientEnd<T> {
     /// Packets taken from the mailbox behind one the scheduler dropped:
     /// the next read offers them first. They count as pending for the
     /// client (see [`Consumer::report_held`]).
-    pub(crate) held: VecDeque<Pkt<T>>,
+    pub(crate) held: Vec<Pkt<T>>,
 }
 
 impl<T> ClientEnd<T> {
@@ -640,7 +640,7 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         dropped: [0; 4],
         ret: ret_tx,
         ret_waiting: VecDeque::new(),
-        held: VecDeque::new(),
+        held: Vec::new(),
     });
     shared.next_id.store(id as u64 + 1, Ordering::Relaxed);
     shared

@@ -19,7 +19,6 @@
 //! departures_unchanged`, then review the diff.
 #![allow(clippy::unwrap_used)]
 
-
 use pktsched_core::policy::{Policy, PolicySched};
 use pktsched_core::sched::{Drr, FlowSched, Prio};
 use pktsched_core::{Algorithm, DropReason, FlowConfig, FlowId, Nanos, Pkt, Scheduler};

@@ -163,6 +163,8 @@ pub struct Arbiter<T, O> {
     last_settle: Option<Nanos>,
     /// [`Config::assist_after`], for [`SharedArbiter`].
     assist_after: Option<Nanos>,
+    /// [`Config::starved_assist`], for [`SharedArbiter`].
+    starved_assist: bool,
     /// The scheduler was empty at the end of the last round: the link has
     /// had nothing to send since, so its idle time is no credit.
     was_empty: bool,
@@ -242,6 +244,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             settle_interval: dur_nanos(cfg.settle_interval),
             last_settle: None,
             assist_after: cfg.assist_after.map(dur_nanos),
+            starved_assist: cfg.starved_assist,
             was_empty: true,
             stats: ArbiterStats::default(),
         }

@@ -15,7 +15,6 @@
 //! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
 //! | QFQ | [`Qfq`] | O(1) | T-WFI (3·σ_k + 2·L)/R, σ_k < 2·L_k/φ_k |
 
-
 use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::units::{Bytes, Nanos};
 

@@ -2,7 +2,6 @@
 //! departure, in both the packet system and the fluid reference, and the
 //! PSPAT arbiter and dispatchers in between.
 
-
 use pktsched_core::{DropReason, FlowId, Nanos, Pkt, Scheduler};
 
 use super::event_loop::Engine;

@@ -650,7 +650,7 @@ fn read_one<T, O>(
     cx: ReadCtx<'_, T, O>,
 ) -> usize {
     if !c.held.is_empty() {
-        inbox.extend(c.held.drain(..));
+        inbox.append(&mut c.held);
     }
     let room = cx.read_batch.saturating_sub(inbox.len());
     c.rx.pop_many(inbox, room);

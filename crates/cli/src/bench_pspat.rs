@@ -125,6 +125,12 @@ pub(crate) struct PspatArgs {
     /// decisions per second; `off` (the default): never.
     #[arg(long, default_value = "off")]
     step_aside: String,
+    /// PSPAT starved assist: `on`: a client whose own send gaps show it
+    /// lost its core (over 500 µs) runs a round itself when none started
+    /// within 2 µs, even while the arbiter thread is present; `off` (the
+    /// default): never.
+    #[arg(long, default_value = "off")]
+    starved_assist: String,
     /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
@@ -176,6 +182,7 @@ impl PspatArgs {
             assist_after: self.assist_after.clone(),
             arbiter_nap: self.arbiter_nap.clone(),
             step_aside: self.step_aside.clone(),
+            starved_assist: self.starved_assist.clone(),
             no_pin: self.no_pin,
             thread_counters: self.stats,
         }

@@ -19,8 +19,6 @@
 //! departures_unchanged`, then review the diff.
 #![allow(clippy::unwrap_used)]
 
-use std::collections::VecDeque;
-
 use pktsched_core::policy::{Policy, PolicySched};
 use pktsched_core::sched::{Drr, FlowSched, Prio};
 use pktsched_core::{Algorithm, DropReason, FlowConfig, FlowId, Nanos, Pkt, Scheduler};
@@ -142,11 +140,13 @@ fn offer(
             }
         }
         Calls::Batch => {
-            let mut q: VecDeque<Pkt<u64>> = burst.into();
-            while let Err(r) = s.enqueue_batch(&mut q, now) {
+            let (mut q, mut rest) = (burst, Vec::new());
+            while let Err(r) = s.enqueue_batch(&mut q, &mut rest, now) {
                 refused(r.pkt.item, r.reason);
+                assert!(q.is_empty(), "the batch is taken whole");
+                std::mem::swap(&mut q, &mut rest);
             }
-            assert!(q.is_empty());
+            assert!(q.is_empty() && rest.is_empty());
         }
     }
 }

@@ -163,6 +163,8 @@ pub struct Arbiter<T, O> {
     last_settle: Option<Nanos>,
     /// [`Config::assist_after`], for [`SharedArbiter`].
     assist_after: Option<Nanos>,
+    /// [`Config::starved_assist`], for [`SharedArbiter`].
+    starved_assist: bool,
     /// The scheduler was empty at the end of the last round: the link has
     /// had nothing to send since, so its idle time is no credit.
     was_empty: bool,
@@ -242,6 +244,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             settle_interval: dur_nanos(cfg.settle_interval),
             last_settle: None,
             assist_after: cfg.assist_after.map(dur_nanos),
+            starved_assist: cfg.starved_assist,
             was_empty: true,
             stats: ArbiterStats::default(),
         }
@@ -647,7 +650,7 @@ fn read_one<T, O>(
     cx: ReadCtx<'_, T, O>,
 ) -> usize {
     if !c.held.is_empty() {
-        inbox.extend(c.held.drain(..));
+        inbox.append(&mut c.held);
     }
     let room = cx.read_batch.saturating_sub(inbox.len());
     c.rx.pop_many(inbox, room);
@@ -666,25 +669,17 @@ fn read_one<T, O>(
         }
     }
     let offered = inbox.len();
-    // The batch enqueue takes a `VecDeque`: the `Vec`'s buffer becomes one
-    // and back again without a copy.
-    let mut queue = VecDeque::from(std::mem::take(inbox));
-    let r = cx.sched.enqueue_batch(&mut queue, cx.now);
-    let n = offered - queue.len();
+    // `held` was emptied above: what the scheduler refuses and what is
+    // behind it wait there; `inbox` comes back empty.
+    let r = cx.sched.enqueue_batch(inbox, &mut c.held, cx.now);
+    let n = offered - c.held.len();
     c.drained += n as u64;
     if let Err(rej) = r {
         c.dropped[drop_reason_index(rej.reason)] += 1;
         cx.stats.dropped += 1;
         c.meta.backpressure.store(true, Ordering::Relaxed);
-        c.rx.report_held(queue.len());
-        // `held` was emptied above: the rest waits there, and its empty
-        // buffer becomes the scratch.
-        std::mem::swap(&mut c.held, &mut queue);
+        c.rx.report_held(c.held.len());
     }
-    // Empty: `clear` puts its start at the buffer's start, so the `Vec`
-    // is taken back without moving anything.
-    queue.clear();
-    *inbox = Vec::from(queue);
     n
 }
 
@@ -885,7 +880,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         loop {
             let mut moved = 0u64;
             for c in &mut self.clients {
-                while let Some(pkt) = c.held.pop_front().or_else(|| c.rx.pop()) {
+                let held = std::mem::take(&mut c.held);
+                for pkt in held.into_iter().chain(std::iter::from_fn(|| c.rx.pop())) {
                     moved += 1;
                     c.drained += 1;
                     self.stats.drained += 1;

@@ -105,7 +105,7 @@ pub(crate) struct ClientEnd<T> {
     /// Packets taken from the mailbox behind one the scheduler dropped:
     /// the next read offers them first. They count as pending for the
     /// client (see [`Consumer::report_held`]).
-    pub(crate) held: VecDeque<Pkt<T>>,
+    pub(crate) held: Vec<Pkt<T>>,
 }
 
 impl<T> ClientEnd<T> {
@@ -181,6 +181,8 @@ pub(crate) struct AssistSetup {
     /// Lateness threshold, ns; `None`: clients run rounds only while the
     /// arbiter thread has stepped aside.
     pub(crate) after: Option<u64>,
+    /// `Config::starved_assist`.
+    pub(crate) starved: bool,
 }
 
 /// A client's end of [`AssistSetup`].
@@ -188,6 +190,9 @@ struct Assist {
     round: std::sync::Arc<dyn LateRound>,
     clock: Option<Clock>,
     after: Option<u64>,
+    /// `Config::starved_assist`: a starved gap lets this client run a
+    /// round while the arbiter thread is present.
+    starved: bool,
     /// When this client last read the clock in a send, ns.
     last_send: u64,
     /// That send came less than [`STREAM_GAP`] after the one before.
@@ -383,10 +388,19 @@ impl<T: Send> Client<T> {
     /// a hand-off lock.
     pub fn assist_at(&mut self, now: Nanos) -> bool {
         let away = self.shared.away.load(Ordering::Relaxed);
-        let Some(a) = &mut self.assist else {
+        let Some(a) = &self.assist else {
             return false;
         };
         let Some(after) = lateness(a.after, away) else {
+            return false;
+        };
+        self.late_round(now, after)
+    }
+
+    /// Runs one round at `now` if none started within `after` before it
+    /// and no one is running one; `true` if it ran.
+    fn late_round(&mut self, now: Nanos, after: u64) -> bool {
+        let Some(a) = &mut self.assist else {
             return false;
         };
         let late = |seen: u64| now.0.saturating_sub(seen) > after;
@@ -433,6 +447,19 @@ impl<T: Send> Client<T> {
         }
         a.unclocked = 0;
         let now = clock.now().0;
+        self.clocked_send(pushed, now, away);
+    }
+
+    /// The part of [`Client::assist_if_late`] after the clock read, at
+    /// `now` (ns): counts a starved gap and runs a round if the arbiter is
+    /// late. With `Config::starved_assist`, a starved gap counts as the
+    /// arbiter being away: the client, back on a core after losing it,
+    /// runs the round if none started within [`AWAY_AFTER`], backlogged
+    /// or not.
+    pub(crate) fn clocked_send(&mut self, pushed: usize, now: u64, away: bool) {
+        let Some(a) = &mut self.assist else {
+            return;
+        };
         let (starved, streaming) = starved_gap(a.streaming, a.last_send, now);
         if starved > 0 {
             self.meta
@@ -442,13 +469,14 @@ impl<T: Send> Client<T> {
         }
         a.streaming = streaming;
         a.last_send = now;
-        let Some(after) = lateness(a.after, away) else {
+        let urgent = away || (a.starved && starved > 0);
+        let Some(after) = lateness(a.after, urgent) else {
             return;
         };
-        if now.saturating_sub(a.seen) <= after || (!away && self.tx.len_estimate() > pushed) {
+        if now.saturating_sub(a.seen) <= after || (!urgent && self.tx.len_estimate() > pushed) {
             return;
         }
-        self.assist_at(Nanos(now));
+        self.late_round(Nanos(now), after);
     }
 
     /// Approximate number of packets waiting in this client's mailbox.
@@ -640,7 +668,7 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         dropped: [0; 4],
         ret: ret_tx,
         ret_waiting: VecDeque::new(),
-        held: VecDeque::new(),
+        held: Vec::new(),
     });
     shared.next_id.store(id as u64 + 1, Ordering::Relaxed);
     shared
@@ -654,6 +682,7 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
             round: s.round.upgrade()?,
             clock: s.clock,
             after: s.after,
+            starved: s.starved,
             last_send: 0,
             streaming: false,
             unclocked: 0,

@@ -104,6 +104,15 @@ pub struct Config {
     /// this project's 2-vCPU machine 2 µs cost 30–45 % of the decisions
     /// per second at 1–64 clients (BENCHMARKS.md), so it is opt-in.
     pub assist_after: Option<Duration>,
+    /// Starved assist: a client whose own sends show that it lost its core
+    /// (a gap over `client::STARVED_GAP` in back-to-back sends) runs a
+    /// round itself when none started within `client::AWAY_AFTER` (or
+    /// `assist_after`, if shorter), even while the arbiter thread is
+    /// present and without `assist_after`: on a busy core the arbiter is
+    /// likely off its core too. Needs no clock read of its own (the gaps
+    /// are those the client already measures). `false` (the default):
+    /// starved gaps are only counted.
+    pub starved_assist: bool,
     /// Nap: when no mailbox holds a packet and the scheduler's backlog
     /// keeps the emulated link busy for at least this long, the arbiter
     /// thread sleeps for half of that link time, at most this long (a
@@ -163,6 +172,7 @@ impl Config {
             arbiter_sched: ArbiterSched::Other,
             burst: 0,
             assist_after: None,
+            starved_assist: false,
             nap_cover: None,
             step_aside: false,
         }

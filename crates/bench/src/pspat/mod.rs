@@ -107,6 +107,9 @@ pub struct PspatOptions {
     /// PSPAT step aside: `on` (the arbiter thread leaves the rounds to
     /// the clients while it or they lack a core) or `off`.
     pub step_aside: String,
+    /// PSPAT starved assist: `on` (a client that lost its core runs a
+    /// late round itself, the arbiter thread present or not) or `off`.
+    pub starved_assist: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
     /// Read every thread's scheduling counters at both ends of each
@@ -243,6 +246,8 @@ pub struct Plan {
     nap_cover: Option<Duration>,
     /// `Config::step_aside`.
     step_aside: bool,
+    /// `Config::starved_assist`.
+    starved_assist: bool,
     /// [`PspatOptions::thread_counters`].
     thread_counters: bool,
 }
@@ -363,6 +368,11 @@ impl Plan {
                 "off" => false,
                 s => bail!("--step-aside `{s}`; allowed: on, off"),
             },
+            starved_assist: match a.starved_assist.as_str() {
+                "on" => true,
+                "off" => false,
+                s => bail!("--starved-assist `{s}`; allowed: on, off"),
+            },
             thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
@@ -464,6 +474,7 @@ impl Plan {
             assist_after: self.assist_after,
             nap_cover: self.nap_cover,
             step_aside: self.step_aside,
+            starved_assist: self.starved_assist,
             ..Config::new(link)
         }
     }

@@ -15,8 +15,6 @@
 //! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
 //! | QFQ | [`Qfq`] | O(1) | T-WFI (3·σ_k + 2·L)/R, σ_k < 2·L_k/φ_k |
 
-use std::collections::VecDeque;
-
 use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};
 use crate::units::{Bytes, Nanos};
 
@@ -146,20 +144,29 @@ pub trait Scheduler<T> {
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>>;
     /// Takes the next packet to send, if any is eligible at `now`.
     fn dequeue(&mut self, now: Nanos) -> Option<Pkt<T>>;
-    /// Offers the packets of `pkts` in order, taking each from the front,
-    /// exactly as calling [`enqueue`](Scheduler::enqueue) on each in turn
-    /// would. Stops at the first refusal and returns it; the packets behind
-    /// it stay in `pkts` (offer them again, or hand them back).
+    /// Offers the packets of `pkts` in order, exactly as calling
+    /// [`enqueue`](Scheduler::enqueue) on each in turn would, and leaves
+    /// `pkts` empty (its capacity kept). Stops at the first refusal and
+    /// returns it; the packets behind it are appended to `rest`, in order
+    /// (offer them again, or hand them back). `rest` is untouched when every
+    /// packet is accepted.
     ///
     /// One call per batch: through a `dyn Scheduler`, the per-packet calls
-    /// inside are static.
+    /// inside are static, and taking the packets in order from a `Vec` costs
+    /// a pointer step each. A caller that keeps both buffers allocates
+    /// nothing here.
     fn enqueue_batch(
         &mut self,
-        pkts: &mut VecDeque<Pkt<T>>,
+        pkts: &mut Vec<Pkt<T>>,
+        rest: &mut Vec<Pkt<T>>,
         now: Nanos,
     ) -> Result<(), Rejected<T>> {
-        while let Some(p) = pkts.pop_front() {
-            self.enqueue(p, now)?;
+        let mut taken = pkts.drain(..);
+        while let Some(p) = taken.next() {
+            if let Err(r) = self.enqueue(p, now) {
+                rest.extend(taken);
+                return Err(r);
+            }
         }
         Ok(())
     }

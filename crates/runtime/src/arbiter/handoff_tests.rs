@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::{Arbiter, SharedArbiter};
-use crate::client::Client;
+use crate::client::{Client, STARVED_GAP};
 use crate::config::{Config, StopMode, add_flows};
 use crate::output::VecOutput;
 
@@ -247,4 +247,67 @@ fn clients_run_the_rounds_while_the_arbiter_is_away_and_departures_are_unchanged
         seq,
         "a packet was neither released, returned nor dropped"
     );
+}
+
+/// `Config::starved_assist` on a virtual clock: a client that was sending
+/// back to back and then lost its core for longer than `STARVED_GAP` runs
+/// the round the arbiter missed, though the arbiter thread is present and
+/// there is no `assist_after`; a late arbiter alone (the client kept its
+/// core) or an arbiter on time does not make it run one, and without the
+/// option a starved client runs none.
+#[test]
+fn a_starved_client_runs_the_late_round_only_with_starved_assist() {
+    for starved_assist in [false, true] {
+        let cfg = Config {
+            starved_assist,
+            ..config(None)
+        };
+        let s = SharedArbiter::new(qfq_arbiter(&cfg, 1));
+        let mut c = client(&s);
+        let (mut t, mut seq) = (1_000_000u64, 0u64);
+        let mut send = |c: &mut Client<u64>, t: u64| {
+            seq += 1;
+            assert!(c.send(Pkt::new(FlowId(0), 64, Nanos(t), seq)).is_ok());
+            c.clocked_send(1, t, false);
+        };
+        // Back to back (1 µs apart), the arbiter on time.
+        for _ in 0..50 {
+            send(&mut c, t);
+            assert!(s.do_scan(Nanos(t)).is_some());
+            t += 1_000;
+        }
+        // The arbiter misses 100 µs of rounds while the client keeps its
+        // core: not starved, so no round.
+        for _ in 0..100 {
+            send(&mut c, t);
+            t += 1_000;
+        }
+        assert_eq!(c.assisted_rounds(), 0);
+        // Both lose their cores; the client's next send comes after a
+        // starved gap, the last round 1 ms ago.
+        t += STARVED_GAP + 1_000;
+        send(&mut c, t);
+        let ran = u64::from(starved_assist);
+        assert_eq!(c.assisted_rounds(), ran, "starved_assist {starved_assist}");
+        assert_eq!(s.last_round().0 == t, starved_assist);
+        // Streaming again; then a starved gap with the arbiter on time (a
+        // round 1 µs before the send, within AWAY_AFTER): no round.
+        for _ in 0..10 {
+            t += 1_000;
+            send(&mut c, t);
+            assert!(s.do_scan(Nanos(t)).is_some());
+        }
+        t += STARVED_GAP + 1_000;
+        assert!(s.do_scan(Nanos(t - 1_000)).is_some());
+        send(&mut c, t);
+        assert_eq!(c.assisted_rounds(), ran);
+        assert_eq!(s.with(|a| a.stats().assisted_rounds), Some(ran));
+        let r = s.stop(StopMode::Return, Nanos(t + 1_000));
+        let r = r.unwrap_or_else(|| panic!("stopped twice"));
+        assert_eq!(
+            r.arbiter.decisions + r.returned.len() as u64 + r.arbiter.dropped,
+            seq,
+            "a packet was neither released, returned nor dropped"
+        );
+    }
 }

@@ -106,13 +106,15 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
     fn build(arbiter: Arbiter<T, O>, clock: Option<Clock>, step_aside: bool) -> Self {
         let shared = arbiter.shared().clone();
         let after = arbiter.assist_after.map(|a| a.0);
+        let starved = arbiter.starved_assist;
         let slot = Arc::new(RoundLock::new(Some(arbiter)));
-        if after.is_some() || step_aside {
+        if after.is_some() || step_aside || starved {
             let weak = Arc::downgrade(&slot);
             shared.set_assist(AssistSetup {
                 round: weak,
                 clock,
                 after,
+                starved,
             });
         }
         SharedArbiter { slot, shared }

@@ -2,8 +2,6 @@
 //! departure, in both the packet system and the fluid reference, and the
 //! PSPAT arbiter and dispatchers in between.
 
-use std::collections::VecDeque;
-
 use pktsched_core::{DropReason, FlowId, Nanos, Pkt, Scheduler};
 
 use super::event_loop::Engine;
@@ -280,17 +278,20 @@ impl Engine<'_> {
         let now = Nanos(t / 1000);
         // The round's mailbox goes in as one batch (one call through the
         // `dyn Scheduler`, the per-packet work inside it static).
-        let mut batch: VecDeque<Pkt<u32>> = p
+        let mut batch: Vec<Pkt<u32>> = p
             .begin_round(t)
             .into_iter()
             .map(|m| Pkt::new(FlowId(m.flow), m.len, now, m.id))
             .collect();
+        let mut rest = Vec::new();
         loop {
             let before = batch.len();
-            let r = s.enqueue_batch(&mut batch, now);
+            let r = s.enqueue_batch(&mut batch, &mut rest, now);
             let refused = usize::from(r.is_err());
-            self.link.sched_queued += (before - batch.len() - refused) as u64;
+            self.link.sched_queued += (before - rest.len() - refused) as u64;
             let Err(rej) = r else { break };
+            // The packets behind the refusal are offered next.
+            std::mem::swap(&mut batch, &mut rest);
             // Cannot happen (the limit was applied at arrival); counted so
             // the accounting check reports it.
             let fs = &mut self.flows.stats[rej.pkt.flow.index()];

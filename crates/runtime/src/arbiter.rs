@@ -151,8 +151,10 @@ pub struct Arbiter<T, O> {
     read_interval: Nanos,
     round_cap: usize,
     read_batch: usize,
-    /// The longest packet drained so far: every queued packet is at most
-    /// this long (the bound [`Arbiter::release`] plans its runs with).
+    /// The longest packet drained so far: every packet queued through the
+    /// mailboxes is at most this long (the bound [`Arbiter::release`] plans
+    /// its runs with); packets put in through [`Arbiter::scheduler`] are
+    /// covered by `lent`.
     max_len: pktsched_core::Bytes,
     /// The scheduler has been lent out ([`Arbiter::scheduler`]), so packets
     /// may have entered past the mailboxes, longer than `max_len`: from
@@ -256,10 +258,19 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         new_client(&self.shared)
     }
 
-    /// The scheduler (to add flows before traffic starts, read stats).
+    /// The scheduler, to change (add or remove flows, put packets in past
+    /// the mailboxes). Packets put in this way may be longer than any the
+    /// mailboxes gave, so from this call until the scheduler is next empty
+    /// the release folds each sent packet's length into its bound (a few
+    /// instructions per packet); to read, use [`Arbiter::scheduler_view`].
     pub fn scheduler(&mut self) -> &mut BoxedScheduler<T> {
         self.lent = true;
         &mut self.sched
+    }
+
+    /// The scheduler, to read (stats, flow configs, the next ready time).
+    pub fn scheduler_view(&self) -> &BoxedScheduler<T> {
+        &self.sched
     }
 
     /// The arbiter's counters.

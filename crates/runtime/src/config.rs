@@ -307,9 +307,12 @@ impl std::str::FromStr for ArbiterSched {
         let Some(n) = s.strip_prefix("fifo:") else {
             return Err(format!("`{s}` is not a policy; {allowed}"));
         };
-        match n.parse::<u8>() {
-            Ok(p) if (1..=99).contains(&p) => Ok(ArbiterSched::Fifo(p)),
-            _ => Err(format!("`{s}`: priority `{n}` is out of range; {allowed}")),
+        match n.parse::<i64>() {
+            Ok(p) if (1..=99).contains(&p) => Ok(ArbiterSched::Fifo(p as u8)),
+            Ok(_) => Err(format!("`{s}`: priority `{n}` is out of range; {allowed}")),
+            Err(_) => Err(format!(
+                "`{s}`: priority `{n}` is not a whole number; {allowed}"
+            )),
         }
     }
 }

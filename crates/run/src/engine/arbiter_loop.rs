@@ -150,7 +150,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .chain(self.retiring.iter().map(|(s, _)| s))
             .map(|s| s.flow)
             .collect();
-        let sched = self.arbiter.scheduler();
+        let sched = self.arbiter.scheduler_view();
         let levels: Vec<Option<u32>> = flows
             .iter()
             .map(|&f| sched.flow_config(f).map(|c| c.prio))
@@ -261,7 +261,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .saturating_sub(self.arbiter.release_lead().0);
         let sched = self
             .arbiter
-            .scheduler()
+            .scheduler_view()
             .next_ready(now)
             .map_or(now.0, |t| t.0);
         Some(Due {
@@ -488,7 +488,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         if period < 1_000_000_000 {
             return;
         }
-        let sched = self.arbiter.scheduler();
+        let sched = self.arbiter.scheduler_view();
         for s in &mut self.classes {
             let sent = sched
                 .flow_stats(s.flow)
@@ -538,7 +538,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             ingress: self.cfg.link.ingress.clone(),
             egress: self.cfg.link.egress.clone(),
             rate: self.cfg.link.rate.to_string(),
-            scheduler: self.arbiter.scheduler().name().to_string(),
+            scheduler: self.arbiter.scheduler_view().name().to_string(),
             uptime_s: now.0 as f64 / 1e9,
             classes,
             devices,

@@ -53,11 +53,21 @@ impl<T, const L: usize, const H: usize> fmt::Debug for Consumer<T, L, H> {
     }
 }
 
+mod sealed {
+    /// Only this crate's impls (`Vec`, `VecDeque`) may be [`super::RunSink`]s.
+    pub trait Sealed {}
+    impl<T> Sealed for Vec<T> {}
+    impl<T> Sealed for std::collections::VecDeque<T> {}
+}
+
 /// Where [`Consumer::pop_many`] appends its runs: a queue that can
 /// reserve room for a run before the run's values are moved into it, so
 /// that nothing can panic between moving a value out of its slot and
-/// advancing past it.
-pub trait RunSink<T>: Extend<T> {
+/// advancing past it. Sealed: `take_run`'s safety rests on `extend`
+/// taking every item it is given without panicking once room is
+/// reserved, which holds for `Vec` and `VecDeque` (the only impls) and
+/// could not be promised for an impl outside this crate.
+pub trait RunSink<T>: Extend<T> + sealed::Sealed {
     /// Makes room for `n` more items.
     fn reserve_run(&mut self, n: usize);
 }
@@ -207,7 +217,9 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         let end = self.ready.min(offset.saturating_add(max));
         let cells = group.values.get(offset..end)?;
         // Room first: nothing below can panic between moving a value out
-        // and advancing past its slot.
+        // and advancing past its slot (`out` is a `Vec` or `VecDeque`:
+        // `RunSink` is sealed, and their `extend` with room reserved pulls
+        // every item and does not panic).
         out.reserve_run(cells.len());
         out.extend(cells.iter().map(|cell| {
             cell.with(|p| {

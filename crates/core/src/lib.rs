@@ -85,6 +85,7 @@ pub mod pq;
 pub mod route;
 pub mod sched;
 pub mod shape;
+pub mod toml_error;
 pub mod units;
 
 pub use flow::{Counter, Counters, DropReason, FlowConfig, FlowId, FlowTable, Pkt, Rejected};

@@ -5,24 +5,11 @@
 //! `flows[1].source`), the value as written, its kind and the forms the
 //! field accepts.
 
-/// The kind of value in serde's `invalid type: KIND, expected ...`, in
-/// TOML's words.
-fn found_kind(serde_kind: &str) -> &'static str {
-    let table = [
-        ("integer", "a whole number"),
-        ("floating point", "a fractional number"),
-        ("string", "a string"),
-        ("boolean", "a boolean"),
-        ("map", "a table"),
-        ("sequence", "an array"),
-        ("date", "a date"),
-    ];
-    let k = serde_kind.trim();
-    table
-        .iter()
-        .find(|(prefix, _)| k.starts_with(prefix))
-        .map_or("a value of another type", |(_, said)| said)
-}
+use pktsched_core::toml_error::{
+    allowed, bracketed_name, field_head, first_key, found_kind, header_name,
+    is_single_table_for_list, key_before, line_at, missing_field_name, single_table_message,
+    split_type_error, value_of,
+};
 
 /// The kind serde's `expected ...` wants, in TOML's words (None for a
 /// scenario type, whose forms say it).
@@ -83,19 +70,11 @@ fn forms(field: &str) -> Option<String> {
     Some(fixed.to_string())
 }
 
-/// `; allowed FORMS` for the field, or nothing.
-fn allowed(field: &str) -> String {
-    forms(field).map_or(String::new(), |f| format!("; allowed {f}"))
-}
-
 /// serde's `missing field `X`` for a table (the whole file, a `[pspat]`
 /// or `[[flows]]` entry): the field that is missing and its forms.
 fn missing_field(src: &str, line_start: usize, line: &str, msg: &str) -> Option<String> {
-    let name = msg
-        .trim()
-        .strip_prefix("missing field `")?
-        .strip_suffix('`')?;
-    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
+    let name = missing_field_name(msg)?;
+    let value = value_of(line);
     if value.starts_with('{') {
         return None;
     }
@@ -109,41 +88,19 @@ fn missing_field(src: &str, line_start: usize, line: &str, msg: &str) -> Option<
         Some((s, None)) => (format!("{s}.{name}"), format!("{s}.{name}")),
         None => (name.to_string(), name.to_string()),
     };
-    Some(format!("`{shown}` is missing{}", allowed(&generic)))
-}
-
-/// The key of `key = value` nearest before byte `col` of `line`.
-fn key_before(line: &str, col: usize) -> Option<&str> {
-    let mut col = col.min(line.len());
-    while !line.is_char_boundary(col) {
-        col -= 1;
-    }
-    let head = line[..col].rsplit_once('=')?.0.trim_end();
-    let start = head
-        .char_indices()
-        .rev()
-        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
-        .map_or(0, |(i, c)| i + c.len_utf8());
-    let k = head[start..].trim_matches('"');
-    (!k.is_empty()).then_some(k)
+    Some(format!("`{shown}` is missing{}", allowed(forms(&generic))))
 }
 
 /// The section the line starting at byte `line_start` is in: `pspat`, or
 /// `flows` with its index (the number of `[[flows]]` headers before, less
 /// one); None at the top level.
 fn section_at(src: &str, line_start: usize) -> Option<(String, Option<usize>)> {
-    let header = |l: &str| {
-        let l = l.trim();
-        let inner = l.strip_prefix("[[").and_then(|s| s.split_once("]]"));
-        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|s| s.split_once(']')));
-        inner.map(|(name, _)| name.trim().to_string())
-    };
     let before = &src[..line_start];
-    let name = before.lines().rev().find_map(header)?;
+    let name = before.lines().rev().find_map(header_name)?.to_string();
     let index = (name == "flows").then(|| {
         let n = before
             .lines()
-            .filter(|l| l.trim().starts_with("[[") && header(l).as_deref() == Some("flows"))
+            .filter(|l| l.trim().starts_with("[[") && header_name(l) == Some("flows"))
             .count();
         n.saturating_sub(1)
     });
@@ -166,18 +123,9 @@ fn plain(msg: &str) -> String {
 
 /// The message for a header line (`[flows]` where `[[flows]]` is meant).
 fn header_message(line: &str, msg: &str) -> String {
-    let name = line
-        .trim()
-        .trim_start_matches('[')
-        .split(']')
-        .next()
-        .unwrap_or("")
-        .trim();
-    if !line.trim().starts_with("[[") && msg.starts_with("invalid type: map, expected a sequence") {
-        return format!(
-            "`[{name}]` is a single table, but {name} is a list: allowed `[[{name}]]` before \
-             each flow group"
-        );
+    let name = bracketed_name(line);
+    if is_single_table_for_list(line, msg) {
+        return single_table_message(name, "before each flow group");
     }
     if line.trim().starts_with("[[") && msg.contains("expected struct") {
         return format!(
@@ -190,20 +138,11 @@ fn header_message(line: &str, msg: &str) -> String {
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
-    let mut pos = pos.min(src.len());
-    while !src.is_char_boundary(pos) {
-        pos -= 1;
-    }
-    let line_start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
-    let line = src[line_start..].lines().next().unwrap_or("");
+    let (pos, line_start, line) = line_at(src, pos);
     if let Some(m) = missing_field(src, line_start, line, msg) {
         return m;
     }
-    let first = line
-        .split_once('=')
-        .map(|(k, _)| k.trim().trim_matches('"'))
-        .filter(|k| !k.is_empty() && !k.starts_with('['));
-    let Some(first) = first else {
+    let Some(first) = first_key(line) else {
         return header_message(line, msg);
     };
     let section = section_at(src, line_start);
@@ -217,18 +156,12 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
         shown = format!("{shown}.{k}");
         generic = format!("{generic}.{k}");
     }
-    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
-    let head = if inner.is_none() && value.len() <= 60 {
-        format!("`{shown} = {value}`")
-    } else {
-        format!("`{shown}`")
+    let value = value_of(line);
+    let head = match inner {
+        None => field_head(&shown, value),
+        Some(_) => format!("`{shown}`"),
     };
-    let what = match msg
-        .trim()
-        .strip_prefix("invalid type: ")
-        .or_else(|| msg.trim().strip_prefix("invalid value: "))
-        .and_then(|r| r.split_once(", expected "))
-    {
+    let what = match split_type_error(msg.trim()) {
         Some((kind, expected)) => {
             let nested =
                 inner.is_none() && value.starts_with('{') && !kind.trim_start().starts_with("map");
@@ -246,7 +179,7 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
         }
         None => plain(msg),
     };
-    format!("{head}: {what}{}", allowed(&generic))
+    format!("{head}: {what}{}", allowed(forms(&generic)))
 }
 
 #[cfg(test)]

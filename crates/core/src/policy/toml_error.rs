@@ -4,25 +4,10 @@
 //! message here names the field (`node.weight`, `policy.max_len`), the
 //! value as written, its kind and the forms the field accepts.
 
-/// The kind of value in serde's `invalid type: KIND, expected ...`, in
-/// TOML's words.
-fn found_kind(serde_kind: &str) -> &'static str {
-    let table = [
-        ("integer `-", "a negative whole number"),
-        ("integer", "a whole number"),
-        ("floating point", "a fractional number"),
-        ("string", "a string"),
-        ("boolean", "a boolean"),
-        ("map", "a table"),
-        ("sequence", "an array"),
-        ("date", "a date"),
-    ];
-    let k = serde_kind.trim();
-    table
-        .iter()
-        .find(|(prefix, _)| k.starts_with(prefix))
-        .map_or("a value of another type", |(_, said)| said)
-}
+use crate::toml_error::{
+    allowed, bracketed_name, field_head, first_key, found_kind, is_single_table_for_list, line_at,
+    missing_field_name, section_before, single_table_message, split_type_error, value_of,
+};
 
 /// The forms a policy field accepts, by `section.key`; None for a name
 /// that is not a field.
@@ -61,44 +46,21 @@ fn forms(field: &str) -> Option<String> {
     Some(fixed.to_string())
 }
 
-/// The section (`[policy]` → `policy`, `[[node]]` → `node`) of the text
-/// before byte `end`.
-fn section_before(src: &str, end: usize) -> Option<&str> {
-    src[..end].lines().rev().find_map(|l| {
-        let l = l.trim().strip_prefix('[')?;
-        let l = l.strip_prefix('[').unwrap_or(l);
-        l.split(']').next().map(str::trim)
-    })
-}
-
 /// `section.key`, or the key alone at the top level.
 fn dotted(section: Option<&str>, key: &str) -> String {
     section.map_or(key.to_string(), |s| format!("{s}.{key}"))
 }
 
-/// `; allowed FORMS` for the field, or nothing.
-fn allowed(field: &str) -> String {
-    forms(field).map_or(String::new(), |f| format!("; allowed {f}"))
-}
-
 /// The message for a header line: `[node]` where `[[node]]` is meant, a
 /// missing field of the table it opens, else serde's words.
 fn header_message(src: &str, line_end: usize, line: &str, msg: &str) -> String {
-    let name = line.trim().trim_start_matches('[').split(']').next();
-    let name = name.unwrap_or("").trim();
     let msg = msg.trim();
-    if let Some(f) = msg
-        .strip_prefix("missing field `")
-        .and_then(|m| m.strip_suffix('`'))
-    {
+    if let Some(f) = missing_field_name(msg) {
         let field = dotted(section_before(src, line_end), f);
-        return format!("`{field}` is missing{}", allowed(&field));
+        return format!("`{field}` is missing{}", allowed(forms(&field)));
     }
-    if !line.trim().starts_with("[[") && msg.starts_with("invalid type: map, expected a sequence") {
-        return format!(
-            "`[{name}]` is a single table, but {name} is a list: allowed `[[{name}]]` before \
-             each node"
-        );
+    if is_single_table_for_list(line, msg) {
+        return single_table_message(bracketed_name(line), "before each node");
     }
     msg.to_string()
 }
@@ -106,36 +68,22 @@ fn header_message(src: &str, line_end: usize, line: &str, msg: &str) -> String {
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
-    let mut pos = pos.min(src.len());
-    while !src.is_char_boundary(pos) {
-        pos -= 1;
-    }
-    let line_start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
-    let line = src[line_start..].lines().next().unwrap_or("");
-    let key = line
-        .split_once('=')
-        .map(|(k, _)| k.trim().trim_matches('"'))
-        .filter(|k| !k.is_empty() && !k.starts_with('['));
-    let Some(key) = key else {
+    let (_, line_start, line) = line_at(src, pos);
+    let Some(key) = first_key(line) else {
         return header_message(src, line_start + line.len(), line, msg);
     };
     let field = dotted(section_before(src, line_start), key);
-    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
-    let head = if value.len() <= 60 {
-        format!("`{field} = {value}`")
-    } else {
-        format!("`{field}`")
-    };
+    let head = field_head(&field, value_of(line));
     let m = msg.trim();
-    let kind = m
-        .strip_prefix("invalid type: ")
-        .or_else(|| m.strip_prefix("invalid value: "))
-        .and_then(|r| r.split_once(", expected "));
-    match kind {
+    match split_type_error(m) {
+        Some((kind, _)) if kind.trim().starts_with("integer `-") => format!(
+            "{head}: the value is a negative whole number{}",
+            allowed(forms(&field))
+        ),
         Some((kind, _)) => format!(
             "{head}: the value is {}{}",
             found_kind(kind),
-            allowed(&field)
+            allowed(forms(&field))
         ),
         None => format!("{head}: {m}"),
     }

@@ -6,26 +6,10 @@
 //! (a whole number, a string, a table, ...) and the forms the field
 //! accepts.
 
-/// The kind of value serde's `invalid type: KIND VALUE, expected WANT`
-/// found, in TOML's words.
-fn found_kind(serde_kind: &str) -> &'static str {
-    let k = serde_kind.trim();
-    let table = [
-        ("integer", "a whole number"),
-        ("floating point", "a fractional number"),
-        ("string", "a string"),
-        ("boolean", "a boolean"),
-        ("map", "a table"),
-        ("sequence", "an array"),
-        ("unit", "nothing"),
-        ("date", "a date"),
-        ("datetime", "a date"),
-    ];
-    table
-        .iter()
-        .find(|(prefix, _)| k.starts_with(prefix))
-        .map_or("a value of another type", |(_, said)| said)
-}
+use pktsched_core::toml_error::{
+    field_head, first_key, found_kind, is_single_table_for_list, key_before, line_at,
+    section_before, single_table_message, split_type_error, value_of,
+};
 
 /// The forms a string field of a run or route config takes, by its
 /// dotted name (`link.backend`) or, failing that, its key.
@@ -105,83 +89,25 @@ fn accepted(expected: &str, field: &str, key: &str) -> String {
     }
 }
 
-/// Splits serde's `invalid type: KIND, expected WANT` (also `invalid
-/// value:`) into the kind of value found and what was expected.
-fn split_type_error(msg: &str) -> Option<(&str, &str)> {
-    let rest = msg
-        .strip_prefix("invalid type: ")
-        .or_else(|| msg.strip_prefix("invalid value: "))?;
-    rest.split_once(", expected ")
-}
-
-/// The last key of a `key = ` in `s`.
-fn key_before(s: &str) -> Option<&str> {
-    let eq = s.rfind('=')?;
-    let head = s[..eq].trim_end();
-    let start = head
-        .char_indices()
-        .rev()
-        .find(|&(_, c)| !(c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '"'))
-        .map_or(0, |(i, c)| i + c.len_utf8());
-    let k = head[start..].trim_matches('"');
-    (!k.is_empty()).then_some(k)
-}
-
-/// The largest char boundary of `s` at or below byte `i`.
-fn floor_boundary(s: &str, i: usize) -> usize {
-    let mut i = i.min(s.len());
-    while !s.is_char_boundary(i) {
-        i -= 1;
-    }
-    i
-}
-
-/// The key of `key = value` nearest before byte `col` of `line` (the inner
-/// key of an inline table), and the first key of the line.
-fn keys_of(line: &str, col: usize) -> (Option<&str>, Option<&str>) {
-    let first = line
-        .split_once('=')
-        .map(|(k, _)| k.trim().trim_matches('"'))
-        .filter(|k| !k.is_empty() && !k.starts_with('['));
-    let inner = key_before(&line[..floor_boundary(line, col)]);
-    (first, inner)
-}
-
-/// The section (`[link]` → `link`, `[[egress.class]]` → `egress.class`)
-/// the byte `pos` of `src` is in.
-fn section_at(src: &str, pos: usize) -> Option<&str> {
-    src[..pos].lines().rev().find_map(|l| {
-        let l = l.trim();
-        let inner = l.strip_prefix("[[").and_then(|s| s.split_once("]]"));
-        let inner = inner.or_else(|| l.strip_prefix('[').and_then(|s| s.split_once(']')));
-        inner.map(|(name, _)| name.trim())
-    })
-}
-
 /// A `[name]` header where an array of tables is wanted (serde: a map
 /// where it expected a sequence): the header to write instead.
 fn header_error(line: &str, msg: &str) -> Option<String> {
     let name = line.trim().strip_prefix('[')?.split_once(']')?.0.trim();
-    if name.starts_with('[') || !msg.starts_with("invalid type: map, expected a sequence") {
+    if name.starts_with('[') || !is_single_table_for_list(line, msg) {
         return None;
     }
-    Some(format!(
-        "`[{name}]` is a single table, but {name} is a list: allowed `[[{name}]]` for each \
-         entry"
-    ))
+    Some(single_table_message(name, "for each entry"))
 }
 
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
-    let pos = floor_boundary(src, pos);
-    let line_start = src[..pos].rfind('\n').map_or(0, |i| i + 1);
-    let line = src[line_start..].lines().next().unwrap_or("");
-    let (first, inner) = keys_of(line, pos - line_start);
+    let (pos, line_start, line) = line_at(src, pos);
+    let (first, inner) = (first_key(line), key_before(line, pos - line_start));
     let Some(first) = first.filter(|_| !line.trim_start().starts_with('[')) else {
         return header_error(line, msg).unwrap_or_else(|| msg.to_string());
     };
-    let mut field = section_at(src, line_start).map_or(String::new(), |s| format!("{s}."));
+    let mut field = section_before(src, line_start).map_or(String::new(), |s| format!("{s}."));
     field.push_str(first);
     let key = match inner {
         Some(k) if k != first => {
@@ -191,12 +117,7 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
         }
         _ => first,
     };
-    let value = line.split_once('=').map_or("", |(_, v)| v.trim());
-    let shown = if value.len() <= 60 {
-        format!("`{field} = {value}`")
-    } else {
-        format!("`{field}`")
-    };
+    let shown = field_head(&field, value_of(line));
     match split_type_error(msg) {
         Some((kind, expected)) => {
             let big = if kind.contains(" as i128") || kind.contains(" as u128") {
@@ -352,7 +273,7 @@ mod tests {
             assert!(m.contains("expected newline"), "{pos}: {m}");
         }
         // A key ends at the character before it, whatever its width.
-        assert_eq!(key_before("x = \"é=1"), None);
-        assert_eq!(key_before("é_key = 1"), Some("_key"));
+        assert_eq!(key_before("x = \"é=1", 99), None);
+        assert_eq!(key_before("é_key = 1", 99), Some("_key"));
     }
 }

@@ -807,7 +807,7 @@ mod tests {
     /// panics (it must not file the entry somewhere wrong instead).
     #[test]
     #[should_panic]
-    fn reserve_refuses_a_level_above_the_top_one_by_panicking() {
+    fn push_refuses_a_level_above_the_top_one_by_panicking() {
         let mut w = Wheels::new(WheelConfig::mltw(1, 8, Nanos(64))).expect("valid config");
         let top = w.config().levels - 1;
         let e = Entry {
@@ -816,6 +816,51 @@ mod tests {
             generation: 0,
         };
         let _ = w.push(e, top + 1);
+    }
+
+    /// `push`'s own path (the shaper's) and `reserve` + `commit` (the
+    /// trait's general filing, with `cancel`) file alike: the same entries
+    /// refused and the same releases, entry for entry, on seeded random
+    /// entries across every level, the due case and the horizon.
+    #[test]
+    fn push_files_as_reserve_and_commit_do() {
+        let cfg = WheelConfig::mltw(64, 16, Nanos(1 << 20));
+        let mut by_push = Wheels::new(cfg.clone()).expect("valid config");
+        let mut by_ticket = Wheels::new(cfg).expect("valid config");
+        let top = by_push.config().levels - 1;
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        let mut now = 0u64;
+        let (mut a, mut b) = (Vec::new(), Vec::new());
+        for i in 0..20_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let level = (x % u64::from(top + 1)) as u8;
+            let edt = now.saturating_sub(100) + (x >> 20) % (1 << 21);
+            let e = Entry {
+                edt,
+                flow: i,
+                generation: 0,
+            };
+            let pushed = by_push.push(e, level);
+            let reserved = by_ticket.reserve(e, level);
+            assert_eq!(pushed.is_ok(), reserved.is_some(), "entry {i}: {e:?}");
+            if let Some(t) = reserved {
+                if i % 97 == 0 {
+                    by_ticket.cancel(t);
+                    let _ = by_ticket.reserve(e, level).map(|t| by_ticket.commit(t));
+                } else {
+                    by_ticket.commit(t);
+                }
+            }
+            if i % 50 == 49 {
+                now += 3_000;
+                by_push.release_to(Nanos(now), &mut a);
+                by_ticket.release_to(Nanos(now), &mut b);
+                assert_eq!(a, b, "releases up to {now} ns");
+            }
+        }
+        assert!(a.len() > 1_000, "entries released: {}", a.len());
     }
 
     /// The add-and-shift ceil and its cold path agree with a 128-bit

@@ -825,7 +825,7 @@ mod tests {
     #[test]
     fn push_files_as_reserve_and_commit_do() {
         let cfg = WheelConfig::mltw(64, 16, Nanos(1 << 20));
-        let mut by_push = Wheels::new(cfg.clone()).expect("valid config");
+        let mut by_push = Wheels::new(cfg).expect("valid config");
         let mut by_ticket = Wheels::new(cfg).expect("valid config");
         let top = by_push.config().levels - 1;
         let mut x = 0x9e37_79b9_7f4a_7c15u64;

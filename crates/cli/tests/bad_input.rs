@@ -1528,7 +1528,7 @@ fn route_configs_and_flags() {
         },
         Row {
             files: file(cat(&["[router]\ningress = \"rtnosuch0\"\n", CLASS, ROUTE])),
-            ..check(&["missing field `egress`"])
+            ..check(&["`router.egress` is missing", "an interface name"])
         },
         Row {
             files: file(cat(&[RT_HEAD, "ring_frames = 3\n", CLASS, ROUTE])),
@@ -1689,6 +1689,17 @@ fn odd_config_files() {
         ..row(&["route", "--check", "{dir}/r.toml"], 2, words)
     };
     run_table(&[
+        check(
+            &[(
+                "c.toml",
+                "# no rate\n[link]\ningress = \"d0\"\negress = \"d1\"\n",
+            )],
+            &[
+                "c.toml:2:1",
+                "`link.rate` is missing",
+                "a rate with its unit in quotes",
+            ],
+        ),
         check(
             &[(
                 "c.toml",

@@ -176,7 +176,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
     let link = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n";
     let class = "[[class]]\nname = \"a\"\ndefault = true\n";
     let rows: &[(String, &[&str])] = &[
-        (class.to_string(), &["missing field `link`"]),
+        (class.to_string(), &["`link` is missing", "[link]` table"]),
         (link.to_string(), &["no [[class]]"]),
         (
             link.replace("1gbit", "0bit") + class,

@@ -8,7 +8,7 @@
 
 use pktsched_core::toml_error::{
     field_head, first_key, found_kind, is_single_table_for_list, key_before, line_at,
-    section_before, single_table_message, split_type_error, value_of,
+    missing_field_name, section_before, single_table_message, split_type_error, value_of,
 };
 
 /// The forms a string field of a run or route config takes, by its
@@ -99,9 +99,56 @@ fn header_error(line: &str, msg: &str) -> Option<String> {
     Some(single_table_message(name, "for each entry"))
 }
 
+/// The top-level tables a run or route config must have.
+const REQUIRED_TABLES: [&str; 3] = ["link", "scheduler", "router"];
+
+/// The forms of a required field that has no entry in [`string_forms`].
+fn required_forms(field: &str) -> Option<&'static str> {
+    Some(match field {
+        "link" => "a `[link]` table with `ingress`, `egress` and `rate`",
+        "scheduler" => "a `[scheduler]` table with `algorithm` or `policy`",
+        "router" => "a `[router]` table with `ingress`, `egress` and `strategy`",
+        "link.rate" | "egress.rate" => "a rate with its unit in quotes, e.g. `rate = \"100mbit\"`",
+        _ => return None,
+    })
+}
+
+/// serde's `missing field `NAME``, placed at the header of the table that
+/// lacks it (or at the file's start for a top-level table): the field as
+/// a dotted path and what it takes.
+fn missing_field(src: &str, pos: usize, msg: &str) -> Option<String> {
+    let name = missing_field_name(msg)?;
+    let (_, _, line) = line_at(src, pos);
+    let header = line
+        .trim()
+        .strip_prefix('[')
+        .map(|h| {
+            h.trim_start_matches('[')
+                .split(']')
+                .next()
+                .unwrap_or("")
+                .trim()
+        })
+        .filter(|h| !h.is_empty());
+    let field = match header {
+        Some(h) if !(pos == 0 && REQUIRED_TABLES.contains(&name)) => format!("{h}.{name}"),
+        _ => name.to_string(),
+    };
+    let forms = string_forms(&field, name)
+        .or_else(|| required_forms(&field).map(str::to_string))
+        .or_else(|| num_or_text_forms(name));
+    Some(match forms {
+        Some(f) => format!("`{field}` is missing; allowed {f}"),
+        None => format!("`{field}` is missing"),
+    })
+}
+
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
+    if let Some(m) = missing_field(src, pos, msg) {
+        return m;
+    }
     let (pos, line_start, line) = line_at(src, pos);
     let (first, inner) = (first_key(line), key_before(line, pos - line_start));
     let Some(first) = first.filter(|_| !line.trim_start().starts_with('[')) else {
@@ -138,6 +185,34 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_missing_field_is_named_with_its_table_and_forms() {
+        let src = "# c\n[scheduler]\nalgorithm = \"drr\"\n[link]\ningress = \"d0\"\n";
+        let at = src.find("[link]").expect("header");
+        assert_eq!(
+            describe(src, at, "missing field `rate`"),
+            "`link.rate` is missing; allowed a rate with its unit in quotes, e.g. \
+             `rate = \"100mbit\"`"
+        );
+        assert_eq!(
+            describe(src, at, "missing field `egress`"),
+            "`link.egress` is missing; allowed an interface name in quotes, e.g. \"eth0\""
+        );
+        // A top-level table is reported at the file's start, whatever its
+        // first line is.
+        let src = "[scheduler]\nalgorithm = \"drr\"\n";
+        assert_eq!(
+            describe(src, 0, "missing field `link`"),
+            "`link` is missing; allowed a `[link]` table with `ingress`, `egress` and `rate`"
+        );
+        // A field with no known forms is still named with its table.
+        let src = "[[class]]\nprio = 1\n";
+        assert_eq!(
+            describe(src, 0, "missing field `zzz`"),
+            "`class.zzz` is missing"
+        );
+    }
 
     #[test]
     fn a_type_error_names_field_value_kind_and_forms() {

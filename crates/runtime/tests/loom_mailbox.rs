@@ -201,6 +201,34 @@ fn batches_move_owned_values() {
     });
 }
 
+/// The arbiter's read: batch pops of heap-owning items appended to a
+/// `Vec` (the other batch-pop models use a `VecDeque`); each item arrives
+/// once, in order, and nothing is dropped twice (3 preemptions; the
+/// unbounded model takes five minutes).
+#[test]
+fn batch_pops_into_a_vec_move_owned_values() {
+    let mut bounded = Builder::new();
+    bounded.preemption_bound = Some(3);
+    bounded.check(|| {
+        let (mut tx, mut rx) = Mailbox::with_line_slots::<Box<usize>, 2>(2);
+        let producer = thread::spawn(move || {
+            for i in 0..5 {
+                push_spin(&mut tx, Box::new(i));
+            }
+        });
+        let mut got: Vec<Box<usize>> = Vec::new();
+        while got.len() < 5 {
+            if rx.pop_many(&mut got, 3) == 0 {
+                thread::yield_now();
+            }
+        }
+        producer.join().ok();
+        let got: Vec<usize> = got.into_iter().map(|b| *b).collect();
+        assert_eq!(got, vec![0, 1, 2, 3, 4]);
+        assert!(rx.is_empty());
+    });
+}
+
 /// `u64` items through the `Copy` slice API, popped with a closure.
 #[test]
 fn push_batch_and_pop_batch() {

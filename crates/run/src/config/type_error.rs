@@ -7,8 +7,8 @@
 //! accepts.
 
 use pktsched_core::toml_error::{
-    field_head, first_key, found_kind, is_single_table_for_list, key_before, line_at,
-    missing_field_name, section_before, single_table_message, split_type_error, value_of,
+    allowed, field_head, first_key, found_kind, header_name, is_single_table_for_list, key_before,
+    line_at, missing_field_name, section_before, single_table_message, split_type_error, value_of,
 };
 
 /// The forms a string field of a run or route config takes, by its
@@ -119,28 +119,14 @@ fn required_forms(field: &str) -> Option<&'static str> {
 fn missing_field(src: &str, pos: usize, msg: &str) -> Option<String> {
     let name = missing_field_name(msg)?;
     let (_, _, line) = line_at(src, pos);
-    let header = line
-        .trim()
-        .strip_prefix('[')
-        .map(|h| {
-            h.trim_start_matches('[')
-                .split(']')
-                .next()
-                .unwrap_or("")
-                .trim()
-        })
-        .filter(|h| !h.is_empty());
-    let field = match header {
+    let field = match header_name(line).filter(|h| !h.is_empty()) {
         Some(h) if !(pos == 0 && REQUIRED_TABLES.contains(&name)) => format!("{h}.{name}"),
         _ => name.to_string(),
     };
     let forms = string_forms(&field, name)
         .or_else(|| required_forms(&field).map(str::to_string))
         .or_else(|| num_or_text_forms(name));
-    Some(match forms {
-        Some(f) => format!("`{field}` is missing; allowed {f}"),
-        None => format!("`{field}` is missing"),
-    })
+    Some(format!("`{field}` is missing{}", allowed(forms)))
 }
 
 /// The message for a deserializer error at byte `pos` of `src` whose

@@ -284,6 +284,27 @@ const SOURCE_FORMS: &str =
 #[test]
 fn sim_scenario_types() {
     let rows = [
+        // Unknown keys in a source or a size table are refused, not
+        // ignored (an internally tagged unit variant and an untagged
+        // enum's struct variants would let them through).
+        sim_row(
+            scenario!("[[flows]]\nsource = { type = \"greedy\", rate = \"1mbit\" }\n"),
+            &["s.toml:5:10", "unknown field `rate`", SOURCE_FORMS],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsize = { min = 64, mx = 1500 }\n"),
+            &[
+                "`flows[0].size = { min = 64, mx = 1500 }`: the value has none of the forms",
+                "`{ min = 64, max = 1500 }`",
+            ],
+        ),
+        sim_row(
+            scenario!("sed = 2\n[[flows]]\n"),
+            &[
+                "`sed = 2`: unknown field `sed`; allowed `name`, `link`",
+                "or `flows`",
+            ],
+        ),
         sim_row(
             scenario!("[[flows]]\nsource = 5\n"),
             &[
@@ -636,6 +657,16 @@ fn policy_rows(file: &'static str, text: &'static str, words: &'static [&'static
 #[test]
 fn policy_file_types() {
     let rows = [
+        policy_rows(
+            "p.toml",
+            "[[node]]\nname = \"r\"\nkind = \"wfq\"\nwieght = 3\n",
+            &["`node.wieght = 3`: unknown field `wieght`; allowed `name`, `parent`"],
+        ),
+        policy_rows(
+            "p.toml",
+            "[polcy]\n[[node]]\nname = \"r\"\nkind = \"wfq\"\n",
+            &["`[polcy]`: unknown table `polcy`; allowed `policy` or `node`"],
+        ),
         policy_rows(
             "p.toml",
             "[[node]]\nname = \"r\"\nkind = \"wfq\"\nweight = \"x\"\n",
@@ -1802,6 +1833,29 @@ fn odd_config_files() {
         check(
             link_with("colour = \"red\""),
             &["c.toml:5:1", "unknown field `colour`", "`ingress`"],
+        ),
+        // An unknown key inside an inline table is named through it, and
+        // an unknown table by its header.
+        check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nmatch = [{ dprt = 5 }]\n",
+            )],
+            &[
+                "c.toml:8:",
+                "`class.match.dprt`: unknown field `dprt`; allowed `src`, `dst`",
+                "`dscp` or `vlan`",
+            ],
+        ),
+        check(
+            &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[classes]\nname = \"a\"\n",
+            )],
+            &[
+                "`[classes]`: unknown table `classes`; allowed `link`",
+                "`class`",
+            ],
         ),
         check(
             &[(

@@ -44,6 +44,62 @@ pub fn missing_field_name(msg: &str) -> Option<&str> {
         .strip_suffix('`')
 }
 
+/// serde's `unknown field `NAME`, expected ...`: the name and the
+/// fields the table has, in the house's words (`` `a`, `b` or `c` ``, or
+/// "no fields").
+pub fn unknown_field(msg: &str) -> Option<(&str, String)> {
+    let rest = msg.trim().strip_prefix("unknown field `")?;
+    let (name, expected) = rest.split_once('`')?;
+    let expected = expected.trim_start_matches(',').trim();
+    let fields = if let Some(list) = expected.strip_prefix("expected one of ") {
+        let names: Vec<&str> = list.split(", ").collect();
+        match names.split_last() {
+            Some((last, head)) if !head.is_empty() => format!("{} or {last}", head.join(", ")),
+            _ => list.to_string(),
+        }
+    } else if let Some(list) = expected.strip_prefix("expected ") {
+        list.to_string()
+    } else if expected.starts_with("there are no fields") {
+        "no fields".to_string()
+    } else {
+        return None;
+    };
+    Some((name, fields))
+}
+
+/// The message for serde's unknown-field error on a line whose first key
+/// is `first`, written `path` in the message (`link.rate`,
+/// `flows[2].rate`): the unknown field as a dotted path
+/// (`class.match.dprt` when it is inside `first`'s inline table), the
+/// value when it is the line's own key, and the fields allowed. `None`
+/// for any other message.
+pub fn unknown_field_message(
+    path: &str,
+    first: &str,
+    line_value: &str,
+    msg: &str,
+) -> Option<String> {
+    let (name, fields) = unknown_field(msg)?;
+    let head = if name == first {
+        field_head(path, line_value)
+    } else {
+        format!("`{path}.{name}`")
+    };
+    Some(format!("{head}: unknown field `{name}`; allowed {fields}"))
+}
+
+/// serde's unknown-field error on a header line (`[bogus]`): the table
+/// and the tables (fields) allowed where it stands. `None` for any other
+/// message.
+pub fn unknown_table_message(line: &str, msg: &str) -> Option<String> {
+    let (name, fields) = unknown_field(msg)?;
+    let shown = bracketed_name(line);
+    let shown = if shown.is_empty() { name } else { shown };
+    Some(format!(
+        "`[{shown}]`: unknown table `{name}`; allowed {fields}"
+    ))
+}
+
 /// The largest char boundary of `s` at or below byte `i`.
 pub fn floor_boundary(s: &str, i: usize) -> usize {
     let mut i = i.min(s.len());
@@ -158,6 +214,35 @@ mod tests {
         assert_eq!(split_type_error("duplicate key"), None);
         assert_eq!(missing_field_name("missing field `kind`"), Some("kind"));
         assert_eq!(missing_field_name("unknown field `kind`"), None);
+    }
+
+    #[test]
+    fn unknown_fields_are_named_with_their_path_and_the_fields_allowed() {
+        let many = "unknown field `dprt`, expected one of `src`, `dst`, `dport`";
+        assert_eq!(
+            unknown_field(many),
+            Some(("dprt", "`src`, `dst` or `dport`".to_string()))
+        );
+        let two = "unknown field `x`, expected `a` or `b`";
+        assert_eq!(unknown_field(two), Some(("x", "`a` or `b`".to_string())));
+        let none = "unknown field `x`, there are no fields";
+        assert_eq!(unknown_field(none), Some(("x", "no fields".to_string())));
+        assert_eq!(unknown_field("missing field `x`"), None);
+        // Inside an inline table: the path goes through the line's key.
+        assert_eq!(
+            unknown_field_message("class.match", "match", "[{ dprt = 5 }]", many).as_deref(),
+            Some("`class.match.dprt`: unknown field `dprt`; allowed `src`, `dst` or `dport`")
+        );
+        // The line's own key: its value is shown.
+        assert_eq!(
+            unknown_field_message("x", "x", "3", two).as_deref(),
+            Some("`x = 3`: unknown field `x`; allowed `a` or `b`")
+        );
+        assert_eq!(unknown_field_message("x", "x", "3", "duplicate key"), None);
+        assert_eq!(
+            unknown_table_message("[bogus]", "unknown field `bogus`, expected `link`").as_deref(),
+            Some("`[bogus]`: unknown table `bogus`; allowed `link`")
+        );
     }
 
     #[test]

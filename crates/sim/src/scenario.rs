@@ -148,18 +148,38 @@ fn default_size() -> Spanned<RawSize> {
     Spanned::new(0..0, RawSize::Fixed(1500))
 }
 
+/// A packet size: a number, `{ min, max }` or `{ mix = [...] }`. The
+/// table forms are structs of their own so that an unknown key in them
+/// (`{ min = 64, mx = 1500 }`) is refused: an untagged enum's inline
+/// struct variants would ignore it.
 #[derive(Debug, Deserialize)]
 #[serde(untagged)]
 enum RawSize {
     Fixed(i64),
-    Uniform { min: i64, max: i64 },
-    Mix { mix: Vec<(i64, i64)> },
+    Uniform(RawUniform),
+    Mix(RawMix),
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawUniform {
+    min: i64,
+    max: i64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawMix {
+    mix: Vec<(i64, i64)>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(tag = "type", rename_all = "lowercase", deny_unknown_fields)]
 enum RawSource {
-    Greedy,
+    /// `{}`, not a unit variant: an internally tagged unit variant
+    /// ignores other keys (`{ type = "greedy", rate = "1mbit" }` would
+    /// pass silently).
+    Greedy {},
     Cbr {
         rate: String,
     },
@@ -173,7 +193,7 @@ enum RawSource {
         #[serde(default)]
         fixed: bool,
     },
-    Trace,
+    Trace {},
 }
 
 struct Ctx<'a> {
@@ -644,7 +664,7 @@ fn size_dist(
     };
     Ok(match s {
         RawSize::Fixed(l) => SizeDist::Fixed(len(*l)?),
-        RawSize::Uniform { min, max } => {
+        RawSize::Uniform(RawUniform { min, max }) => {
             let (a, b) = (len(*min)?, len(*max)?);
             if a > b {
                 return Err(cx.err(
@@ -654,7 +674,7 @@ fn size_dist(
             }
             SizeDist::Uniform(a, b)
         }
-        RawSize::Mix { mix } => {
+        RawSize::Mix(RawMix { mix }) => {
             if mix.is_empty() {
                 return Err(cx.err(
                     span,
@@ -712,7 +732,7 @@ fn source_spec(
             })
     };
     Ok(match s {
-        RawSource::Greedy => SourceSpec::Greedy,
+        RawSource::Greedy {} => SourceSpec::Greedy,
         RawSource::Cbr { rate: r } => SourceSpec::Cbr { rate: rate(r)? },
         RawSource::Poisson { rate: r } => SourceSpec::Poisson { rate: rate(r)? },
         RawSource::Onoff {
@@ -726,7 +746,7 @@ fn source_spec(
             off_ps: dur("off", off)?,
             exponential: !fixed,
         },
-        RawSource::Trace => SourceSpec::Trace(Vec::new()),
+        RawSource::Trace {} => SourceSpec::Trace(Vec::new()),
     })
 }
 

@@ -8,7 +8,7 @@
 use pktsched_core::toml_error::{
     allowed, bracketed_name, field_head, first_key, found_kind, header_name,
     is_single_table_for_list, key_before, line_at, missing_field_name, single_table_message,
-    split_type_error, value_of,
+    split_type_error, unknown_field, unknown_table_message, value_of,
 };
 
 /// The kind serde's `expected ...` wants, in TOML's words (None for a
@@ -132,7 +132,7 @@ fn header_message(line: &str, msg: &str) -> String {
             "`[[{name}]]` is a list of tables, but {name} is one table: allowed `[{name}]`"
         );
     }
-    plain(msg)
+    unknown_table_message(line, msg).unwrap_or_else(|| plain(msg))
 }
 
 /// The message for a deserializer error at byte `pos` of `src` whose
@@ -161,6 +161,12 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
         None => field_head(&shown, value),
         Some(_) => format!("`{shown}`"),
     };
+    if let Some((name, fields)) = unknown_field(msg) {
+        // The field's own forms when it has some (an unknown key inside
+        // `source = { ... }`), else the table's fields.
+        let forms = forms(&generic).unwrap_or(fields);
+        return format!("{head}: unknown field `{name}`; allowed {forms}");
+    }
     let what = match split_type_error(msg.trim()) {
         Some((kind, expected)) => {
             let nested =
@@ -255,7 +261,7 @@ mod tests {
             ),
             "{m}"
         );
-        // An unknown field: serde's list of fields, no forms.
+        // An unknown field: the fields serde lists, in the house's words.
         let src = "foo = 1\n";
         let m = describe(
             src,
@@ -264,7 +270,7 @@ mod tests {
         );
         assert_eq!(
             m,
-            "`foo = 1`: unknown field `foo`, expected one of `name`, `link`"
+            "`foo = 1`: unknown field `foo`; allowed `name` or `link`"
         );
     }
 

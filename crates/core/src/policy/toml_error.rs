@@ -6,7 +6,8 @@
 
 use crate::toml_error::{
     allowed, bracketed_name, field_head, first_key, found_kind, is_single_table_for_list, line_at,
-    missing_field_name, section_before, single_table_message, split_type_error, value_of,
+    missing_field_name, section_before, single_table_message, split_type_error,
+    unknown_field_message, unknown_table_message, value_of,
 };
 
 /// The forms a policy field accepts, by `section.key`; None for a name
@@ -62,7 +63,7 @@ fn header_message(src: &str, line_end: usize, line: &str, msg: &str) -> String {
     if is_single_table_for_list(line, msg) {
         return single_table_message(bracketed_name(line), "before each node");
     }
-    msg.to_string()
+    unknown_table_message(line, msg).unwrap_or_else(|| msg.to_string())
 }
 
 /// The message for a deserializer error at byte `pos` of `src` whose
@@ -73,6 +74,9 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
         return header_message(src, line_start + line.len(), line, msg);
     };
     let field = dotted(section_before(src, line_start), key);
+    if let Some(m) = unknown_field_message(&field, key, value_of(line), msg) {
+        return m;
+    }
     let head = field_head(&field, value_of(line));
     let m = msg.trim();
     match split_type_error(m) {
@@ -115,12 +119,12 @@ mod tests {
         let src = "[[node]]\nkind = 5\n";
         let m = describe(src, 16, "invalid type: integer `5`, expected a string");
         assert!(m.contains("a whole number; allowed one of \"rr\""), "{m}");
-        // An unknown field: serde's list, no forms.
+        // An unknown field: the fields serde lists, in the house's words.
         let src = "[[node]]\nwieght = 1\n";
         let m = describe(src, 9, "unknown field `wieght`, expected one of `name`");
         assert_eq!(
             m,
-            "`node.wieght = 1`: unknown field `wieght`, expected one of `name`"
+            "`node.wieght = 1`: unknown field `wieght`; allowed `name`"
         );
     }
 

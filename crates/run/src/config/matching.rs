@@ -1,6 +1,6 @@
 //! A class's `match` rules: from TOML fields to the classifier's [`Match`].
 
-use pktsched_io::classify::{IpPrefix, Match, PortRange};
+use pktsched_io::classify::{IpPrefix, Match, ParseError, PortRange};
 use toml::Spanned;
 
 use super::ConfigError;
@@ -62,14 +62,13 @@ pub(crate) fn match_rule(
         v.as_ref()
             .map(|s| {
                 s.get_ref().parse::<IpPrefix>().map_err(|e| {
-                    cx.err(
-                        s.span(),
-                        format!(
-                            "{} = {:?}: {e} (allowed an address or ADDRESS/LEN, IPv4 or IPv6)",
-                            what(f),
-                            s.get_ref()
-                        ),
-                    )
+                    let why = match e {
+                        ParseError::Address => {
+                            format!("{e}: allowed an address or ADDRESS/LEN, IPv4 or IPv6")
+                        }
+                        e => e.to_string(),
+                    };
+                    cx.err(s.span(), format!("{} = {:?}: {why}", what(f), s.get_ref()))
                 })
             })
             .transpose()
@@ -82,14 +81,13 @@ pub(crate) fn match_rule(
                 NumOrText::Text(s) => s.clone(),
             };
             text.parse::<PortRange>().map(Some).map_err(|e| {
-                cx.err(
-                v.span(),
-                format!(
-                    "{} = {}: {e} (allowed a port 0..=65535 or a range \"LO-HI\" with LO <= HI)",
-                    what(f),
-                    v.get_ref()
-                ),
-            )
+                let why = match e {
+                    ParseError::Port => "not a port: allowed a port 0..=65535 or a range \
+                                         \"LO-HI\" with LO <= HI"
+                        .to_string(),
+                    e => e.to_string(),
+                };
+                cx.err(v.span(), format!("{} = {}: {why}", what(f), v.get_ref()))
             })
         };
     let src = prefix(&raw.src, "src")?;

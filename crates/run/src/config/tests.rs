@@ -374,7 +374,7 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}{class}match = [{{ dport = \"70000\" }}]\n"),
-            &["match.dport", "0..=65535"],
+            &["match.dport = \"70000\": not a port: allowed a port 0..=65535 or a range"],
         ),
         (
             format!("{link}{class}match = [{{ dport = \"20-10\" }}]\n"),
@@ -390,7 +390,11 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
         ),
         (
             format!("{link}{class}match = [{{ dst = \"10.0.0.0/33\" }}]\n"),
-            &["match.dst"],
+            &["match.dst = \"10.0.0.0/33\": prefix length 33 is out of range: allowed 0..=32"],
+        ),
+        (
+            format!("{link}{class}match = [{{ dst = \"ten.0.0.0\" }}]\n"),
+            &["not an IPv4 or IPv6 address: allowed an address or ADDRESS/LEN"],
         ),
         (
             format!("{link}{class}match = [{{ src = \"10.0.0.0/8\", dst = \"2001:db8::/32\" }}]\n"),

@@ -8,7 +8,8 @@
 
 use pktsched_core::toml_error::{
     allowed, field_head, first_key, found_kind, header_name, is_single_table_for_list, key_before,
-    line_at, missing_field_name, section_before, single_table_message, split_type_error, value_of,
+    line_at, missing_field_name, section_before, single_table_message, split_type_error,
+    unknown_field_message, unknown_table_message, value_of,
 };
 
 /// The forms a string field of a run or route config takes, by its
@@ -138,10 +139,15 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
     let (pos, line_start, line) = line_at(src, pos);
     let (first, inner) = (first_key(line), key_before(line, pos - line_start));
     let Some(first) = first.filter(|_| !line.trim_start().starts_with('[')) else {
-        return header_error(line, msg).unwrap_or_else(|| msg.to_string());
+        return header_error(line, msg)
+            .or_else(|| unknown_table_message(line, msg))
+            .unwrap_or_else(|| msg.to_string());
     };
     let mut field = section_before(src, line_start).map_or(String::new(), |s| format!("{s}."));
     field.push_str(first);
+    if let Some(m) = unknown_field_message(&field, first, value_of(line), msg) {
+        return m;
+    }
     let key = match inner {
         Some(k) if k != first => {
             field.push('.');

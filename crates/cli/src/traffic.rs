@@ -6,9 +6,9 @@ use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, bail};
+use anyhow::{Result, bail};
 use clap::Args;
-use pktsched_run::traffic::gen_flows::{FlowSpec, KEYS, MAX_FLOWS};
+use pktsched_run::traffic::gen_flows::{self, FlowSpec, KEYS, MAX_FLOWS};
 use pktsched_run::traffic::generator::GenBackend;
 use pktsched_run::traffic::ring_out::{RingTarget, parse_mac};
 use pktsched_run::traffic::sink_class::SinkClass;
@@ -141,31 +141,8 @@ fn duration(flag: &str, text: &str) -> Result<Duration> {
 fn flows_from_file(path: &std::path::Path, base: &FlowSpec) -> Result<Vec<FlowSpec>> {
     let text = pktsched_run::config::read_capped(path, "flows", 1 << 20)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
-    let doc: toml::Table = text
-        .parse()
-        .with_context(|| format!("{}", path.display()))?;
-    let Some(list) = doc.get("flow").and_then(|f| f.as_array()) else {
-        bail!("{}: no [[flow]] tables", path.display());
-    };
-    let mut out = Vec::new();
-    for (i, item) in list.iter().enumerate() {
-        let Some(table) = item.as_table() else {
-            bail!("{}: flow {i} is not a table", path.display());
-        };
-        let mut f = base.clone();
-        for (k, v) in table {
-            let text = match v {
-                toml::Value::String(s) => s.clone(),
-                other => other.to_string(),
-            };
-            f.set(k, &text)
-                .map_err(|e| anyhow::anyhow!("{}: flow {i}: {e}", path.display()))?;
-        }
-        f.validate()
-            .map_err(|e| anyhow::anyhow!("{}: flow {i}: {e}", path.display()))?;
-        out.push(f);
-    }
-    Ok(out)
+    gen_flows::flows_from_toml(&path.display().to_string(), &text, base)
+        .map_err(|e| anyhow::anyhow!("{e}"))
 }
 
 /// The workload's flows, with the frames per second they offer.

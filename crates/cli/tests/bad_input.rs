@@ -1414,6 +1414,47 @@ fn gen_workload_sink_classes_and_plot() {
             &["--load", "--flow"]
         ),
         gen_row!(["--rt-share", "0.5"], 2, &["--load"]),
+    ]);
+    // `gen --flows-file`: each error names file:line:col, the flow and
+    // what is allowed.
+    let flows_file = |text: &'static str, words: &'static [&'static str]| Row {
+        files: vec![("g.toml", text)].leak(),
+        ..row(
+            &["gen", "--dst", "127.0.0.1", "--flows-file", "{dir}/g.toml"],
+            2,
+            words,
+        )
+    };
+    run_table(&[
+        flows_file(
+            "[[flow]]\nrate = \"1mbit\"\ndprot = 5000\n",
+            &["g.toml:3:1: flow[0]: unknown key \"dprot\": allowed dst, dport"],
+        ),
+        flows_file(
+            "[[flow]]\nrate = \"1mbit\"\n[[flow]]\nrate = 5\n",
+            &["g.toml:4:8: flow[1]: rate = \"5\"", "has no unit"],
+        ),
+        flows_file(
+            "[[flow]]\nrate = 1.5\n",
+            &["g.toml:2:8: flow[0].rate = 1.5: the value is a fractional number"],
+        ),
+        flows_file(
+            "[flow]\nrate = \"1mbit\"\n",
+            &[
+                "g.toml:1:1: `[flow]` is a single table",
+                "allowed `[[flow]]`",
+            ],
+        ),
+        flows_file(
+            "flows = 1\n",
+            &["g.toml:1:1: unknown table or key \"flows\": allowed only `[[flow]]`"],
+        ),
+        flows_file("# none\n", &["no `[[flow]]` tables"]),
+        flows_file(
+            "[[flow]]\nsize = 40\n",
+            &["g.toml:2:8: flow[0]: size = \"40\"", "60..=9216"],
+        ),
+        flows_file("[[flow]\n", &["g.toml", "TOML parse error"]),
         gen_row!(
             ["--load", "1kpps", "--rt-pattern", "burst"],
             2,

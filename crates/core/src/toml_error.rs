@@ -100,6 +100,16 @@ pub fn unknown_table_message(line: &str, msg: &str) -> Option<String> {
     ))
 }
 
+/// 1-based line and column of byte offset `pos` in `src` (moved down to
+/// a character boundary first).
+pub fn line_col(src: &str, pos: usize) -> (usize, usize) {
+    let pos = floor_boundary(src, pos);
+    let before = &src[..pos];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
+    (line, col)
+}
+
 /// The largest char boundary of `s` at or below byte `i`.
 pub fn floor_boundary(s: &str, i: usize) -> usize {
     let mut i = i.min(s.len());

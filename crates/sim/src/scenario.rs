@@ -84,16 +84,7 @@ fn position(line: usize, col: usize) -> String {
 }
 
 /// 1-based line and column of byte offset `pos` in `src`.
-pub fn line_col(src: &str, pos: usize) -> (usize, usize) {
-    let mut pos = pos.min(src.len());
-    while !src.is_char_boundary(pos) {
-        pos -= 1;
-    }
-    let before = &src[..pos];
-    let line = before.matches('\n').count() + 1;
-    let col = before.rfind('\n').map_or(pos, |i| pos - i - 1) + 1;
-    (line, col)
-}
+pub use pktsched_core::toml_error::line_col;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -194,6 +194,105 @@ impl FlowSpec {
     }
 }
 
+/// The flows of a `--flows-file`: `[[flow]]` tables with the keys of
+/// [`KEYS`], each over `base`. An error names `file:line:col`, the flow
+/// (`flow[1]`), the key, the value and what is allowed; at most
+/// [`MAX_FLOWS`] tables.
+pub fn flows_from_toml(file: &str, text: &str, base: &FlowSpec) -> Result<Vec<FlowSpec>, String> {
+    use pktsched_core::toml_error::{line_col, single_table_message};
+    use toml::de::{DeTable, DeValue};
+    let at = |pos: usize| {
+        let (line, col) = line_col(text, pos);
+        format!("{file}:{line}:{col}")
+    };
+    let doc = DeTable::parse(text).map_err(|e| format!("{file}: {e}"))?;
+    let mut flows = None;
+    for (key, value) in doc.get_ref() {
+        if key.get_ref().as_ref() != "flow" {
+            return Err(format!(
+                "{}: unknown table or key {}: allowed only `[[flow]]` tables with keys {KEYS}",
+                at(key.span().start),
+                quoted(key.get_ref())
+            ));
+        }
+        flows = Some(value);
+    }
+    let Some(flows) = flows else {
+        return Err(format!(
+            "{file}: no `[[flow]]` tables: allowed one `[[flow]]` table per flow with keys {KEYS}"
+        ));
+    };
+    let list = match flows.get_ref() {
+        DeValue::Array(list) => list,
+        DeValue::Table(_) => {
+            let msg = single_table_message("flow", "for each flow");
+            return Err(format!("{}: {msg}", at(flows.span().start)));
+        }
+        _ => {
+            return Err(format!(
+                "{}: `flow` is a value: allowed `[[flow]]` tables",
+                at(flows.span().start)
+            ));
+        }
+    };
+    if list.len() > MAX_FLOWS {
+        return Err(format!(
+            "{file}: {} `[[flow]]` tables: allowed at most {MAX_FLOWS}",
+            list.len()
+        ));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    for (i, item) in list.iter().enumerate() {
+        let DeValue::Table(table) = item.get_ref() else {
+            return Err(format!(
+                "{}: flow[{i}] is not a table",
+                at(item.span().start)
+            ));
+        };
+        let mut flow = base.clone();
+        for (key, value) in table {
+            let value_text = match value.get_ref() {
+                DeValue::String(s) => s.to_string(),
+                DeValue::Integer(_) => text[value.span()].to_string(),
+                other => {
+                    let kind = match other {
+                        DeValue::Float(_) => "a fractional number",
+                        DeValue::Boolean(_) => "a boolean",
+                        DeValue::Array(_) => "an array",
+                        DeValue::Table(_) => "a table",
+                        _ => "a date",
+                    };
+                    let raw = &text[value.span()];
+                    let shown = if raw.len() <= QUOTED_MAX {
+                        raw.to_string()
+                    } else {
+                        quoted(raw)
+                    };
+                    return Err(format!(
+                        "{}: flow[{i}].{} = {shown}: the value is {kind}; allowed a string or a \
+                         whole number",
+                        at(value.span().start),
+                        key.get_ref(),
+                    ));
+                }
+            };
+            // An unknown key is pointed at itself, a bad value at the value.
+            let known = KEYS.split(", ").any(|k| k == key.get_ref().as_ref());
+            let pos = if known {
+                value.span().start
+            } else {
+                key.span().start
+            };
+            flow.set(key.get_ref(), &value_text)
+                .map_err(|e| format!("{}: flow[{i}]: {e}", at(pos)))?;
+        }
+        flow.validate()
+            .map_err(|e| format!("{}: flow[{i}]: {e}", at(item.span().start)))?;
+        out.push(flow);
+    }
+    Ok(out)
+}
+
 /// Longest piece of a user's text an error message repeats.
 pub(crate) const QUOTED_MAX: usize = 64;
 

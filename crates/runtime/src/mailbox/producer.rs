@@ -192,11 +192,9 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// [`Producer::free_offset`]) of the current group and publishes it.
     #[inline(always)]
     fn fill(&mut self, offset: usize, value: T) {
-        let Some(group) = self.ring.groups.get(self.group) else {
-            // `group < groups.len()` always holds; a `get` keeps the access
-            // checked without a panic path in the hot loop.
-            return;
-        };
+        // SAFETY: `self.group` is a group index of this handle (see
+        // `Ring::group_unchecked`).
+        let group = unsafe { self.ring.group_unchecked(self.group) };
         group.values[offset].with_mut(|p| {
             // SAFETY: the group's line was claimed by `claim_line`, whose
             // Acquire load saw the line after it (hence, by release order,

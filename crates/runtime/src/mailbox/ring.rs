@@ -86,6 +86,24 @@ impl<T, const H: usize> Ring<T, H> {
     pub(super) fn len(&self) -> usize {
         self.end - self.first
     }
+
+    /// The group at `index`, without a bounds check: the hot paths of both
+    /// handles reach their current group through this (a push or a pop
+    /// then costs no compare with the slice's length).
+    ///
+    /// # Safety
+    ///
+    /// `index < self.groups.len()`. Every group index a handle keeps is in
+    /// `first..end` (it starts at `first` or `end - 1` and moves only to a
+    /// next index below its line's end, which is at most `end`, or back to
+    /// `first`), and `end ≤ groups.len()` ([`Ring::new`] allocates one
+    /// group more than `end - first`, with `first ≤ 1`).
+    #[inline(always)]
+    pub(super) unsafe fn group_unchecked(&self, index: usize) -> &Group<T, H> {
+        debug_assert!(index < self.groups.len(), "group {index} out of the ring");
+        // SAFETY: the caller guarantees `index < groups.len()`.
+        unsafe { self.groups.get_unchecked(index) }
+    }
 }
 
 /// Written only by the consumer; read by the producer's length estimate and

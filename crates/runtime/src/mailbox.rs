@@ -346,6 +346,7 @@ impl Mailbox {
             // "The last group of the last line is full": the first push
             // claims line 0 and flips the tag to FIRST_TAG.
             group: ring.end - 1,
+            cur: ring.group_ptr(ring.end - 1),
             offset: H,
             line_end: ring.end,
             tag: FIRST_TAG ^ TAG_FLIP,
@@ -355,6 +356,7 @@ impl Mailbox {
         };
         let consumer = Consumer {
             group: ring.first,
+            cur: ring.group_ptr(ring.first),
             line_end: ring.first + L / H,
             ring,
             shared,

@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::prefetch;
-use super::ring::{Group, Ring, Shared};
+use super::ring::{Group, GroupPtr, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP};
 use crate::sync::{Arc, Ordering};
 
@@ -18,6 +18,8 @@ pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     /// its line (in ring order) are released, so its line is also the
     /// clear index.
     pub(super) group: usize,
+    /// Points at `group` (the hot path's way to it).
+    pub(super) cur: GroupPtr<T, H>,
     /// Next slot to read in `group` (`0..H`).
     pub(super) offset: usize,
     /// Slots `offset..ready` of `group` are known to be published (`ready ≤
@@ -210,9 +212,8 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     #[inline(always)]
     fn take_run<O: RunSink<T>>(&mut self, max: usize, out: &mut O) -> Option<usize> {
         let (offset, tag) = (self.offset, self.tag);
-        // SAFETY: `self.group` is a group index of this handle (see
-        // `Ring::group_unchecked`).
-        let group = unsafe { self.ring.group_unchecked(self.group) };
+        // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+        let group = unsafe { self.cur.get(&self.ring) };
         if offset >= self.ready {
             self.ready = published_run(group, offset, tag)?;
         }
@@ -331,9 +332,8 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     #[inline(always)]
     fn take(&mut self, whole_group: bool) -> Option<T> {
         let (offset, tag) = (self.offset, self.tag);
-        // SAFETY: `self.group` is a group index of this handle (see
-        // `Ring::group_unchecked`).
-        let group = unsafe { self.ring.group_unchecked(self.group) };
+        // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+        let group = unsafe { self.cur.get(&self.ring) };
         if offset < H - 1 {
             let value = Self::take_slot(&mut self.ready, group, offset, tag, whole_group)?;
             self.offset = offset + 1;
@@ -389,6 +389,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
+            self.cur = self.ring.group_ptr(next);
         } else {
             self.release_line();
         }
@@ -409,6 +410,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
             self.tag ^= TAG_FLIP;
         }
         self.group = next;
+        self.cur = self.ring.group_ptr(next);
         self.line_end = next + Self::GROUPS;
         if self.prefetch {
             self.prefetch_line_after(next);

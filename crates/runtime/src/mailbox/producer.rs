@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::ring::{Ring, Shared};
+use super::ring::{GroupPtr, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP, clamp_len};
 use crate::sync::{Arc, Ordering};
 
@@ -19,6 +19,8 @@ pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     pub(super) shared: Arc<Shared<T, H>>,
     /// Group being filled (an index into the ring's slice).
     pub(super) group: usize,
+    /// Points at `group` (the hot path's way to it).
+    pub(super) cur: GroupPtr<T, H>,
     /// Next slot to fill in `group`; `H` means the group is full and the
     /// next push must move on (and, at the end of a line, claim a new one:
     /// the "write index reached the checked index" case).
@@ -123,6 +125,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
+            self.cur = self.ring.group_ptr(next);
         } else if !self.claim_line() {
             return false;
         }
@@ -182,6 +185,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         // Lines are released in ring order, so `ahead` being released means
         // `next` is released too.
         self.group = next;
+        self.cur = self.ring.group_ptr(next);
         self.line_end = next + Self::GROUPS;
         self.tag = tag;
         self.claimed = self.claimed.wrapping_add(1);
@@ -192,9 +196,8 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// [`Producer::free_offset`]) of the current group and publishes it.
     #[inline(always)]
     fn fill(&mut self, offset: usize, value: T) {
-        // SAFETY: `self.group` is a group index of this handle (see
-        // `Ring::group_unchecked`).
-        let group = unsafe { self.ring.group_unchecked(self.group) };
+        // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+        let group = unsafe { self.cur.get(&self.ring) };
         group.values[offset].with_mut(|p| {
             // SAFETY: the group's line was claimed by `claim_line`, whose
             // Acquire load saw the line after it (hence, by release order,

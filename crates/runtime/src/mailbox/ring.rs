@@ -2,6 +2,7 @@
 //! share, and dropping what is left when both are gone.
 
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
 use crossbeam_utils::CachePadded;
 
@@ -87,22 +88,55 @@ impl<T, const H: usize> Ring<T, H> {
         self.end - self.first
     }
 
-    /// The group at `index`, without a bounds check: the hot paths of both
-    /// handles reach their current group through this (a push or a pop
-    /// then costs no compare with the slice's length).
+    /// A pointer to group `index` (which is in `first..end`: every group
+    /// index a handle keeps is), for the handle's hot path.
+    pub(super) fn group_ptr(&self, index: usize) -> GroupPtr<T, H> {
+        // Indexing panics only for an index outside the ring: a bug, not
+        // an input (see `Producer::group` and `Consumer::group`).
+        GroupPtr(NonNull::from(&self.groups[index]))
+    }
+}
+
+/// A handle's pointer to its current group: the hot path reaches the
+/// group with one load, instead of loading the slice's base and adding the
+/// scaled index (each handle keeps the group's index too, for its slow
+/// paths).
+///
+/// Made only by [`Ring::group_ptr`], from a bounds-checked index, so it
+/// points at a group of that ring's allocation; the handle that holds it
+/// also holds a clone of that ring (its `Arc`), which keeps the allocation
+/// alive for as long as the handle.
+pub(super) struct GroupPtr<T, const H: usize>(NonNull<Group<T, H>>);
+
+// SAFETY: a `GroupPtr` only ever gives shared access (`&Group`) to a group
+// of a ring whose `Arc` the same handle holds, and `Group<T, H>` is `Sync`
+// for `T: Send`: sending or sharing the pointer is as safe as sending or
+// sharing that `Arc` (which is `Send + Sync` under the same bound).
+unsafe impl<T: Send, const H: usize> Send for GroupPtr<T, H> {}
+// SAFETY: as for `Send` above.
+unsafe impl<T: Send, const H: usize> Sync for GroupPtr<T, H> {}
+
+impl<T, const H: usize> GroupPtr<T, H> {
+    /// The group this points at, borrowed for as long as `ring`.
     ///
     /// # Safety
     ///
-    /// `index < self.groups.len()`. Every group index a handle keeps is in
-    /// `first..end` (it starts at `first` or `end - 1` and moves only to a
-    /// next index below its line's end, which is at most `end`, or back to
-    /// `first`), and `end ≤ groups.len()` ([`Ring::new`] allocates one
-    /// group more than `end - first`, with `first ≤ 1`).
+    /// `self` was made by `ring.group_ptr` or by `group_ptr` of a clone of
+    /// `ring` (the same allocation): then it points at a live group of
+    /// `ring`, and the borrow of `ring` keeps it alive.
     #[inline(always)]
-    pub(super) unsafe fn group_unchecked(&self, index: usize) -> &Group<T, H> {
-        debug_assert!(index < self.groups.len(), "group {index} out of the ring");
-        // SAFETY: the caller guarantees `index < groups.len()`.
-        unsafe { self.groups.get_unchecked(index) }
+    pub(super) unsafe fn get<'a>(&self, ring: &'a Ring<T, H>) -> &'a Group<T, H> {
+        debug_assert!(
+            ring.groups
+                .as_ptr_range()
+                .contains(&self.0.as_ptr().cast_const()),
+            "group pointer outside its ring"
+        );
+        // SAFETY: the caller guarantees that `self` points at a group of
+        // `ring`'s allocation, which the shared borrow of `ring` keeps
+        // alive; every access through the `&Group` is to atomics or to
+        // cells whose use the mailbox protocol partitions (see `Group`).
+        unsafe { self.0.as_ref() }
     }
 }
 

@@ -331,6 +331,11 @@ impl Mailbox {
             panic!("mailbox of {capacity} items with {L}-slot lines overflows usize");
         };
         let ring: Ring<T, H> = Ring::new(groups);
+        // Both are groups of the ring (it has at least two lines).
+        let (Some(last), Some(first)) = (ring.group_ptr(ring.end - 1), ring.group_ptr(ring.first))
+        else {
+            unreachable!("a mailbox ring has at least two lines");
+        };
         let shared = Arc::new(Shared {
             ring: ring.clone(),
             cons: CachePadded::new(ConsumerShared {
@@ -346,7 +351,7 @@ impl Mailbox {
             // "The last group of the last line is full": the first push
             // claims line 0 and flips the tag to FIRST_TAG.
             group: ring.end - 1,
-            cur: ring.group_ptr(ring.end - 1),
+            cur: last,
             offset: H,
             line_end: ring.end,
             tag: FIRST_TAG ^ TAG_FLIP,
@@ -356,7 +361,7 @@ impl Mailbox {
         };
         let consumer = Consumer {
             group: ring.first,
-            cur: ring.group_ptr(ring.first),
+            cur: first,
             line_end: ring.first + L / H,
             ring,
             shared,

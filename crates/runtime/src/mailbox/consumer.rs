@@ -115,6 +115,15 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// Groups per line.
     const GROUPS: usize = L / H;
 
+    /// Points the hot path at group `index`, the new `self.group` (always
+    /// in the ring, so the pointer always moves).
+    #[inline(always)]
+    fn point_at(&mut self, index: usize) {
+        if let Some(group) = self.ring.group_ptr(index) {
+            self.cur = group;
+        }
+    }
+
     /// Maximum number of items the mailbox holds: entries − one line.
     pub fn capacity(&self) -> usize {
         self.ring.len() * H - L
@@ -389,7 +398,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
-            self.cur = self.ring.group_ptr(next);
+            self.point_at(next);
         } else {
             self.release_line();
         }
@@ -410,7 +419,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
             self.tag ^= TAG_FLIP;
         }
         self.group = next;
-        self.cur = self.ring.group_ptr(next);
+        self.point_at(next);
         self.line_end = next + Self::GROUPS;
         if self.prefetch {
             self.prefetch_line_after(next);

@@ -55,6 +55,15 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// Groups per line.
     const GROUPS: usize = L / H;
 
+    /// Points the hot path at group `index`, the new `self.group` (always
+    /// in the ring, so the pointer always moves).
+    #[inline(always)]
+    fn point_at(&mut self, index: usize) {
+        if let Some(group) = self.ring.group_ptr(index) {
+            self.cur = group;
+        }
+    }
+
     /// Maximum number of items the mailbox holds: entries − one line.
     ///
     /// Space is reclaimed a line at a time: after the consumer popped `k`
@@ -125,7 +134,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
-            self.cur = self.ring.group_ptr(next);
+            self.point_at(next);
         } else if !self.claim_line() {
             return false;
         }
@@ -185,7 +194,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         // Lines are released in ring order, so `ahead` being released means
         // `next` is released too.
         self.group = next;
-        self.cur = self.ring.group_ptr(next);
+        self.point_at(next);
         self.line_end = next + Self::GROUPS;
         self.tag = tag;
         self.claimed = self.claimed.wrapping_add(1);

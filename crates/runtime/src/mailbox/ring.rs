@@ -88,12 +88,14 @@ impl<T, const H: usize> Ring<T, H> {
         self.end - self.first
     }
 
-    /// A pointer to group `index` (which is in `first..end`: every group
-    /// index a handle keeps is), for the handle's hot path.
-    pub(super) fn group_ptr(&self, index: usize) -> GroupPtr<T, H> {
-        // Indexing panics only for an index outside the ring: a bug, not
-        // an input (see `Producer::group` and `Consumer::group`).
-        GroupPtr(NonNull::from(&self.groups[index]))
+    /// A pointer to group `index`, for the handle's hot path; `None` only
+    /// for an index outside the ring, which a handle never keeps (its
+    /// indices are in `first..end`). An `Option` rather than an indexing
+    /// panic keeps the panic path (and its code) out of the callers' hot
+    /// loops, which changes their inlining.
+    #[inline(always)]
+    pub(super) fn group_ptr(&self, index: usize) -> Option<GroupPtr<T, H>> {
+        self.groups.get(index).map(|g| GroupPtr(NonNull::from(g)))
     }
 }
 

@@ -41,8 +41,8 @@ impl<T, const H: usize> Group<T, H> {
 
 /// The ring: a `std` `Arc` of a slice of groups, of which `first..end` are
 /// used (a line is `L / H` consecutive groups). Each handle keeps its own
-/// clone, so reaching a group is one indexed access from the handle (no
-/// pointer chase through the shared block). Loom sees every protocol access
+/// clone (no pointer chase through the shared block), which also keeps
+/// alive the group its [`GroupPtr`] points at. Loom sees every protocol access
 /// anyway: they all go through the loom atomics and cells inside the
 /// groups, and the end of both handles is ordered by the loom `Arc` of
 /// [`Shared`].

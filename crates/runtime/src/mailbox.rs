@@ -115,19 +115,25 @@
 //!
 //! # Unsafe surface
 //!
-//! Five `unsafe` sites, each with its `SAFETY:` argument:
+//! Seven `unsafe` sites, each with its `SAFETY:` argument:
 //!
 //! * `Producer::fill` writes a value into a `MaybeUninit` slot of a line
 //!   the look-ahead proved released;
-//! * `Consumer::take` moves a value out of a slot whose stamp, or the stamp
-//!   of a later slot of its group, it has seen (Acquire) carry the current
-//!   pass tag;
+//! * `Consumer::take_slot` (and `take_run`, for a run) moves a value out
+//!   of a slot whose stamp, or the stamp of a later slot of its group, it
+//!   has seen (Acquire) carry the current pass tag;
 //! * `Shared::drop` drops the values still queued when both handles are
 //!   gone;
 //! * `unsafe impl Sync for Group` (the cells are partitioned by the
 //!   protocol);
 //! * `prefetch::group` calls the `_mm_prefetch` intrinsic (a hint with no
-//!   architectural memory access; compiled out under loom and Miri).
+//!   architectural memory access; compiled out under loom and Miri);
+//! * `GroupPtr::get` dereferences a handle's pointer to its current group
+//!   (taken with a bounds-checked `get` from the handle's own ring clone,
+//!   which keeps the allocation alive), for the push, the pop and the run
+//!   pop;
+//! * `unsafe impl Send`/`Sync` for `GroupPtr` (it gives only `&Group`, as
+//!   the ring's `Arc` does).
 //!
 //! # Prefetch
 //!
@@ -145,7 +151,11 @@
 //! gain could be measured on the shared 2-vCPU test machine.
 //!
 //! Everything else — indices, stamps, the group ring — is safe code with
-//! bounds-checked indexing.
+//! bounds-checked indexing. The hot paths need no bounds check: the group
+//! is behind the pointer, a push's slot index is below `H` by its one
+//! compare (the group is full or not), and a pop's by its one compare
+//! with the group's last slot (before it: the index moves on; at it: the
+//! constant index `H - 1`, then the group step).
 //!
 //! # Fields grouped by writer
 //!
@@ -157,8 +167,9 @@
 //! released — the end of its line and pass tag) in the [`Consumer`] handle:
 //! each is owned by one thread, so they are plain fields, never read by the
 //! other side. Each handle also holds its own clone of the ring (a `std`
-//! `Arc` of the group slice), so a push or pop reaches its slot with one
-//! indexed access from the handle. The producer writes nothing shared but
+//! `Arc` of the group slice) and a pointer to its current group (re-taken
+//! from that clone at each group step), so a push or pop reaches its slot
+//! with one load from the handle. The producer writes nothing shared but
 //! the slots: its item count follows from its position, and
 //! [`Consumer::len_estimate`] counts the published stamps. The consumer
 //! publishes its item count (`Relaxed`, on its own cache line, read only by
@@ -331,6 +342,11 @@ impl Mailbox {
             panic!("mailbox of {capacity} items with {L}-slot lines overflows usize");
         };
         let ring: Ring<T, H> = Ring::new(groups);
+        // Both are groups of the ring (it has at least two lines).
+        let (Some(last), Some(first)) = (ring.group_ptr(ring.end - 1), ring.group_ptr(ring.first))
+        else {
+            unreachable!("a mailbox ring has at least two lines");
+        };
         let shared = Arc::new(Shared {
             ring: ring.clone(),
             cons: CachePadded::new(ConsumerShared {
@@ -346,6 +362,7 @@ impl Mailbox {
             // "The last group of the last line is full": the first push
             // claims line 0 and flips the tag to FIRST_TAG.
             group: ring.end - 1,
+            cur: last,
             offset: H,
             line_end: ring.end,
             tag: FIRST_TAG ^ TAG_FLIP,
@@ -355,6 +372,7 @@ impl Mailbox {
         };
         let consumer = Consumer {
             group: ring.first,
+            cur: first,
             line_end: ring.first + L / H,
             ring,
             shared,

@@ -110,6 +110,31 @@ fn two_group_lines_visited_three_times() {
     });
 }
 
+/// Single pops of owned values over lines of two two-slot groups (two
+/// lines of four slots, capacity 4), for 9 items: each pop takes either a
+/// group's first slot (the position just moves on) or its last (then the
+/// consumer's group pointer moves to the next group of the line, or the
+/// line is released), and the producer's pointer moves within a line and
+/// across lines; line 0 is visited twice (items 0–3, then 8, after line 1
+/// took 4–7). A value read twice or never would be a double drop or a
+/// leak of its `Box`.
+#[test]
+fn single_pops_of_two_slot_groups_move_owned_values() {
+    shallow().check(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<Box<usize>, 4, 2>(4);
+        let producer = thread::spawn(move || {
+            for i in 0..9 {
+                push_spin(&mut tx, Box::new(i));
+            }
+        });
+        for i in 0..9 {
+            assert_eq!(*pop_spin(&mut rx), i);
+        }
+        producer.join().ok();
+        assert!(rx.is_empty());
+    });
+}
+
 /// Batch pops over lines of two two-slot groups (two lines of four
 /// slots, capacity 4) while single pushes fill them, for 18 items: each
 /// line is visited three times (line 0 takes items 0–3, 8–11 and 16–17).

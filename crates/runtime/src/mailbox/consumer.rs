@@ -4,7 +4,7 @@ use std::collections::VecDeque;
 use std::fmt;
 
 use super::prefetch;
-use super::ring::{Group, Ring, Shared};
+use super::ring::{Group, GroupPtr, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP};
 use crate::sync::{Arc, Ordering};
 
@@ -18,6 +18,8 @@ pub struct Consumer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     /// its line (in ring order) are released, so its line is also the
     /// clear index.
     pub(super) group: usize,
+    /// Points at `group` (the hot path's way to it).
+    pub(super) cur: GroupPtr<T, H>,
     /// Next slot to read in `group` (`0..H`).
     pub(super) offset: usize,
     /// Slots `offset..ready` of `group` are known to be published (`ready ≤
@@ -112,6 +114,15 @@ impl<T, const L: usize, const H: usize> Iterator for Batch<'_, T, L, H> {
 impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// Groups per line.
     const GROUPS: usize = L / H;
+
+    /// Points the hot path at group `index`, the new `self.group` (always
+    /// in the ring, so the pointer always moves).
+    #[inline(always)]
+    fn point_at(&mut self, index: usize) {
+        if let Some(group) = self.ring.group_ptr(index) {
+            self.cur = group;
+        }
+    }
 
     /// Maximum number of items the mailbox holds: entries − one line.
     pub fn capacity(&self) -> usize {
@@ -210,7 +221,8 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     #[inline(always)]
     fn take_run<O: RunSink<T>>(&mut self, max: usize, out: &mut O) -> Option<usize> {
         let (offset, tag) = (self.offset, self.tag);
-        let group = self.ring.groups.get(self.group)?;
+        // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+        let group = unsafe { self.cur.get(&self.ring) };
         if offset >= self.ready {
             self.ready = published_run(group, offset, tag)?;
         }
@@ -322,39 +334,58 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// looks at the group's stamps. Without (a single [`Consumer::pop`]),
     /// the slot's own stamp is loaded, which is all a lone pop needs.
     ///
+    /// One compare splits the two cases a pop can be in: a slot before the
+    /// group's last (the position just moves on; the compare also proves
+    /// the slot index in bounds, so no other check is made) and the
+    /// group's last slot (index `H - 1`, a constant; then the group step).
+    #[inline(always)]
+    fn take(&mut self, whole_group: bool) -> Option<T> {
+        let (offset, tag) = (self.offset, self.tag);
+        // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+        let group = unsafe { self.cur.get(&self.ring) };
+        if offset < H - 1 {
+            let value = Self::take_slot(&mut self.ready, group, offset, tag, whole_group)?;
+            self.offset = offset + 1;
+            Some(value)
+        } else {
+            // `offset < H` always holds, so this is the last slot.
+            let value = Self::take_slot(&mut self.ready, group, H - 1, tag, whole_group)?;
+            self.next_group();
+            Some(value)
+        }
+    }
+
+    /// Moves the value of slot `offset` of `group` (the read position) out
+    /// if it is published in the pass of `tag`; the caller advances.
+    ///
     /// The position and the group are read into locals before the first
     /// Acquire load, which the compiler may not move later loads of `self`
     /// above: everything after it uses the locals.
     #[inline(always)]
-    fn take(&mut self, whole_group: bool) -> Option<T> {
-        let (offset, tag) = (self.offset, self.tag);
-        let group = self.ring.groups.get(self.group)?;
-        // `offset < H` always holds; `get` keeps a panic path out and lets
-        // the compiler drop the bounds checks below.
-        let stamp = group.stamps.get(offset)?;
+    fn take_slot(
+        ready: &mut usize,
+        group: &Group<T, H>,
+        offset: usize,
+        tag: u8,
+        whole_group: bool,
+    ) -> Option<T> {
         if whole_group {
-            if offset >= self.ready {
-                self.ready = published_run(group, offset, tag)?;
+            if offset >= *ready {
+                *ready = published_run(group, offset, tag)?;
             }
-        } else if stamp.load(Ordering::Acquire) != tag {
+        } else if group.stamps[offset].load(Ordering::Acquire) != tag {
             return None;
         }
-        let value = group.values[offset].with(|p| {
+        Some(group.values[offset].with(|p| {
             // SAFETY: this pass's tag was seen (Acquire) in this slot's stamp
             // or in a later slot's of the group, which the producer stored
             // with Release after initialising this value (it fills a group
             // in order); the producer will not write this slot again before
             // the consumer releases its line, and the consumer is unique
-            // (`&mut self`) and advances past the slot below, so the value
-            // is moved out exactly once.
+            // (`&mut self`) and advances past the slot (the caller) before
+            // it reads again, so the value is moved out exactly once.
             unsafe { (*p).assume_init_read() }
-        });
-        if offset + 1 < H {
-            self.offset = offset + 1;
-        } else {
-            self.next_group();
-        }
-        Some(value)
+        }))
     }
 
     /// The consumer has read the last slot of its group: move to the next
@@ -367,6 +398,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
+            self.point_at(next);
         } else {
             self.release_line();
         }
@@ -387,6 +419,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
             self.tag ^= TAG_FLIP;
         }
         self.group = next;
+        self.point_at(next);
         self.line_end = next + Self::GROUPS;
         if self.prefetch {
             self.prefetch_line_after(next);

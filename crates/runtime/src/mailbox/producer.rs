@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::ring::{Ring, Shared};
+use super::ring::{GroupPtr, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP, clamp_len};
 use crate::sync::{Arc, Ordering};
 
@@ -19,6 +19,8 @@ pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     pub(super) shared: Arc<Shared<T, H>>,
     /// Group being filled (an index into the ring's slice).
     pub(super) group: usize,
+    /// Points at `group` (the hot path's way to it).
+    pub(super) cur: GroupPtr<T, H>,
     /// Next slot to fill in `group`; `H` means the group is full and the
     /// next push must move on (and, at the end of a line, claim a new one:
     /// the "write index reached the checked index" case).
@@ -52,6 +54,15 @@ impl<T, const L: usize, const H: usize> fmt::Debug for Producer<T, L, H> {
 impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// Groups per line.
     const GROUPS: usize = L / H;
+
+    /// Points the hot path at group `index`, the new `self.group` (always
+    /// in the ring, so the pointer always moves).
+    #[inline(always)]
+    fn point_at(&mut self, index: usize) {
+        if let Some(group) = self.ring.group_ptr(index) {
+            self.cur = group;
+        }
+    }
 
     /// Maximum number of items the mailbox holds: entries − one line.
     ///
@@ -123,6 +134,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
+            self.point_at(next);
         } else if !self.claim_line() {
             return false;
         }
@@ -182,6 +194,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         // Lines are released in ring order, so `ahead` being released means
         // `next` is released too.
         self.group = next;
+        self.point_at(next);
         self.line_end = next + Self::GROUPS;
         self.tag = tag;
         self.claimed = self.claimed.wrapping_add(1);
@@ -192,11 +205,8 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// [`Producer::free_offset`]) of the current group and publishes it.
     #[inline(always)]
     fn fill(&mut self, offset: usize, value: T) {
-        let Some(group) = self.ring.groups.get(self.group) else {
-            // `group < groups.len()` always holds; a `get` keeps the access
-            // checked without a panic path in the hot loop.
-            return;
-        };
+        // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+        let group = unsafe { self.cur.get(&self.ring) };
         group.values[offset].with_mut(|p| {
             // SAFETY: the group's line was claimed by `claim_line`, whose
             // Acquire load saw the line after it (hence, by release order,

@@ -2,6 +2,7 @@
 //! share, and dropping what is left when both are gone.
 
 use std::mem::MaybeUninit;
+use std::ptr::NonNull;
 
 use crossbeam_utils::CachePadded;
 
@@ -40,8 +41,8 @@ impl<T, const H: usize> Group<T, H> {
 
 /// The ring: a `std` `Arc` of a slice of groups, of which `first..end` are
 /// used (a line is `L / H` consecutive groups). Each handle keeps its own
-/// clone, so reaching a group is one indexed access from the handle (no
-/// pointer chase through the shared block). Loom sees every protocol access
+/// clone (no pointer chase through the shared block), which also keeps
+/// alive the group its [`GroupPtr`] points at. Loom sees every protocol access
 /// anyway: they all go through the loom atomics and cells inside the
 /// groups, and the end of both handles is ordered by the loom `Arc` of
 /// [`Shared`].
@@ -85,6 +86,59 @@ impl<T, const H: usize> Ring<T, H> {
     /// Number of groups in use.
     pub(super) fn len(&self) -> usize {
         self.end - self.first
+    }
+
+    /// A pointer to group `index`, for the handle's hot path; `None` only
+    /// for an index outside the ring, which a handle never keeps (its
+    /// indices are in `first..end`). An `Option` rather than an indexing
+    /// panic keeps the panic path (and its code) out of the callers' hot
+    /// loops, which changes their inlining.
+    #[inline(always)]
+    pub(super) fn group_ptr(&self, index: usize) -> Option<GroupPtr<T, H>> {
+        self.groups.get(index).map(|g| GroupPtr(NonNull::from(g)))
+    }
+}
+
+/// A handle's pointer to its current group: the hot path reaches the
+/// group with one load, instead of loading the slice's base and adding the
+/// scaled index (each handle keeps the group's index too, for its slow
+/// paths).
+///
+/// Made only by [`Ring::group_ptr`], from a bounds-checked index, so it
+/// points at a group of that ring's allocation; the handle that holds it
+/// also holds a clone of that ring (its `Arc`), which keeps the allocation
+/// alive for as long as the handle.
+pub(super) struct GroupPtr<T, const H: usize>(NonNull<Group<T, H>>);
+
+// SAFETY: a `GroupPtr` only ever gives shared access (`&Group`) to a group
+// of a ring whose `Arc` the same handle holds, and `Group<T, H>` is `Sync`
+// for `T: Send`: sending or sharing the pointer is as safe as sending or
+// sharing that `Arc` (which is `Send + Sync` under the same bound).
+unsafe impl<T: Send, const H: usize> Send for GroupPtr<T, H> {}
+// SAFETY: as for `Send` above.
+unsafe impl<T: Send, const H: usize> Sync for GroupPtr<T, H> {}
+
+impl<T, const H: usize> GroupPtr<T, H> {
+    /// The group this points at, borrowed for as long as `ring`.
+    ///
+    /// # Safety
+    ///
+    /// `self` was made by `ring.group_ptr` or by `group_ptr` of a clone of
+    /// `ring` (the same allocation): then it points at a live group of
+    /// `ring`, and the borrow of `ring` keeps it alive.
+    #[inline(always)]
+    pub(super) unsafe fn get<'a>(&self, ring: &'a Ring<T, H>) -> &'a Group<T, H> {
+        debug_assert!(
+            ring.groups
+                .as_ptr_range()
+                .contains(&self.0.as_ptr().cast_const()),
+            "group pointer outside its ring"
+        );
+        // SAFETY: the caller guarantees that `self` points at a group of
+        // `ring`'s allocation, which the shared borrow of `ring` keeps
+        // alive; every access through the `&Group` is to atomics or to
+        // cells whose use the mailbox protocol partitions (see `Group`).
+        unsafe { self.0.as_ref() }
     }
 }
 

@@ -58,6 +58,18 @@ impl LinkDevice {
             LinkDevice::XdpTx(_) | LinkDevice::ClassRings(..) => None,
         }
     }
+
+    /// Whether any receive ring of the device holds frames (every class
+    /// ring of class rings), read in memory; `None` for a device that
+    /// cannot tell this way (a transmit half, class rings of a backend
+    /// that cannot count its rings).
+    pub fn frames_waiting(&mut self) -> Option<bool> {
+        match self {
+            LinkDevice::ClassRings(r, _) => r.any_waiting(),
+            LinkDevice::XdpTx(_) => None,
+            d => d.rx_ready(),
+        }
+    }
 }
 
 impl PacketIo for LinkDevice {

@@ -326,6 +326,16 @@ impl ClassRings {
         })
     }
 
+    /// Whether any ring holds frames, read in memory; `None` when a ring
+    /// cannot tell ([`ClassRx::waiting`]).
+    pub fn any_waiting(&self) -> Option<bool> {
+        let mut any = false;
+        for ring in 0..self.names.len() {
+            any |= self.rx.waiting(ring)? > 0;
+        }
+        Some(any)
+    }
+
     #[cfg(test)]
     fn armed(&self) -> Vec<bool> {
         self.pollfds.iter().map(|p| p.fd >= 0).collect()
@@ -590,6 +600,42 @@ mod tests {
                 })
                 .collect()
         }
+    }
+
+    /// The rings' in-memory count: any ring holding frames, none, or a
+    /// backend that cannot tell.
+    #[test]
+    fn any_waiting_reads_every_ring_and_admits_a_ring_that_cannot_tell() {
+        let cfg = parse(PRIO, "t.toml", None).expect("config");
+        let plan = class_ring_plan(&cfg).expect("three classes: class rings");
+        let (mem, frames) = mem_rings(vec![VecDeque::new(); 3]);
+        let rings = ClassRings::new(Box::new(mem), Vec::new(), &plan, &cfg).expect("rings");
+        assert_eq!(rings.any_waiting(), Some(false));
+        frames.lock().expect("rings")[2].push_back(vec![0u8; 60]);
+        assert_eq!(rings.any_waiting(), Some(true), "the last ring holds one");
+        struct Blind;
+        impl ClassRx for Blind {
+            fn classes(&self) -> usize {
+                3
+            }
+            fn recv_class(
+                &mut self,
+                _: usize,
+                _: &BufPool,
+                _: &mut Vec<PacketBuf>,
+                _: usize,
+            ) -> Result<usize, IoError> {
+                Ok(0)
+            }
+            fn wait(&mut self, _: Duration) -> Result<(), IoError> {
+                Ok(())
+            }
+            fn class_stats(&mut self) -> Vec<IoStats> {
+                vec![IoStats::default(); 3]
+            }
+        }
+        let blind = ClassRings::new(Box::new(Blind), Vec::new(), &plan, &cfg).expect("rings");
+        assert_eq!(blind.any_waiting(), None);
     }
 
     /// Every receive ends with the backend's round end (the AF_XDP group

@@ -79,6 +79,18 @@ impl<P: PacketIo + 'static> Port<P> {
             .unwrap_or(false)
     }
 
+    /// `true` if any receive ring of the device holds frames (every
+    /// class ring too), read in memory; `None` when the device cannot
+    /// tell that way ([`LinkDevice::frames_waiting`]).
+    pub(crate) fn frames_waiting(&mut self) -> Option<bool> {
+        let any: &mut dyn std::any::Any = &mut self.io;
+        if let Some(d) = any.downcast_mut::<LinkDevice>() {
+            return d.frames_waiting();
+        }
+        any.downcast_mut::<ClassRings>()
+            .and_then(|r| r.any_waiting())
+    }
+
     /// Waits up to `timeout` for frames to arrive, before a release due
     /// at its end for which the emulated link is busy (`link_busy`) or
     /// not (a shaper's wait: per-class rings then watch every class);

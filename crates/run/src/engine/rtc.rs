@@ -7,6 +7,16 @@
 //! crosses a thread; the control commands are answered between batches by
 //! the same [`ArbiterLoop`] the PSPAT engine uses.
 //!
+//! Under load it polls before it sleeps ([`SpinRule`]): when a pass finds
+//! nothing to do while frames have been arriving less than [`SPIN_NS`]
+//! apart, the thread reads the receive rings in memory for up to that
+//! long before it waits in `ppoll`. At these rates the next frame comes
+//! within the poll, so the thread neither sleeps nor is woken: no
+//! `ppoll`, context switch or wake-up IPI on the DUT core, and no wake-up
+//! (`sock_def_readable` → `try_to_wake_up`) in the ingress's receive
+//! softirq on the core that sent the frame. At lower rates (or after a
+//! pause in the stream) it sleeps at once, as before.
+//!
 //! Busy polling (`link.busy_poll`): the thread never sleeps. On AF_XDP
 //! every receive call drives the ingress's NAPI context (the device's
 //! busy-poll kick; AF_PACKET has none to drive, the thread spins on its
@@ -16,7 +26,7 @@
 //! same core still runs.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
 use pktsched_runtime::Clock;
@@ -27,6 +37,81 @@ use super::rx::{PUBLISH_EVERY, RX_BATCH, RX_WAIT, classify_into};
 use super::shared::Shared;
 use super::trace::{PassTrace, Phase};
 use super::{device_stats, wait};
+
+/// The longest poll of the receive rings before an idle sleep (ns): about
+/// what a sleep and its wake-up cost the DUT core in this VM (~12 µs,
+/// perf log 17:14), so a poll that catches nothing costs no more than the
+/// sleep it then takes anyway.
+pub(crate) const SPIN_NS: u64 = 10_000;
+/// Polls keep the core at most this long (ns) since the thread last slept;
+/// then the next idle wait sleeps, so the core's other threads (the
+/// reverse direction, the kernel's workers) still get it under a stream
+/// that never pauses.
+pub(crate) const SPIN_HOLD_NS: u64 = 5_000_000;
+
+/// When an idle pass polls the receive rings before it sleeps: while
+/// frames arrive less than [`SPIN_NS`] apart on average (an average over
+/// about the last eight passes that received), the last of them less
+/// than `SPIN_NS` ago, and the thread slept within [`SPIN_HOLD_NS`].
+#[derive(Debug, Default, Clone)]
+pub(crate) struct SpinRule {
+    /// When a pass last received frames (engine clock, ns; 0: never).
+    last_rx: u64,
+    /// Average time between passes that received (ns; 0: not known yet).
+    gap: u64,
+    /// When the thread last slept.
+    last_sleep: u64,
+}
+
+impl SpinRule {
+    /// A pass received frames at `now`.
+    pub(crate) fn received(&mut self, now: u64) {
+        if self.last_rx != 0 {
+            let gap = now.saturating_sub(self.last_rx);
+            self.gap = if self.gap == 0 {
+                gap
+            } else {
+                self.gap - self.gap / 8 + gap / 8
+            };
+        }
+        self.last_rx = now;
+    }
+
+    /// The thread slept until `now`.
+    pub(crate) fn slept(&mut self, now: u64) {
+        self.last_sleep = now;
+    }
+
+    /// How long an idle pass at `now` polls before it sleeps (ns; 0:
+    /// sleep at once).
+    pub(crate) fn budget(&self, now: u64) -> u64 {
+        let streaming = self.last_rx != 0
+            && self.gap != 0
+            && self.gap <= SPIN_NS
+            && now.saturating_sub(self.last_rx) <= SPIN_NS;
+        let held = now.saturating_sub(self.last_sleep) > SPIN_HOLD_NS;
+        if streaming && !held { SPIN_NS } else { 0 }
+    }
+}
+
+/// Reads `port`'s receive rings in memory until one holds a frame (`true`)
+/// or the clock reaches `until` (`false`, also for a device that cannot
+/// tell without a system call).
+fn poll_rings_until<P: PacketIo + 'static>(port: &mut Port<P>, clock: &Clock, until: u64) -> bool {
+    loop {
+        match port.frames_waiting() {
+            Some(true) => return true,
+            None => return false,
+            Some(false) => {}
+        }
+        if clock.now().0 >= until {
+            return false;
+        }
+        for _ in 0..16 {
+            std::hint::spin_loop();
+        }
+    }
+}
 
 /// Runs until the pipeline stops, then the stop sequence (what is queued
 /// is sent at once; nothing is held outside the scheduler at that point).
@@ -41,9 +126,12 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
     crate::sys::set_timer_slack(1000);
     let mut bufs: Vec<PacketBuf> = Vec::with_capacity(RX_BATCH);
     let (mut map, mut generation) = shared.map();
-    let mut published = Instant::now();
+    // When the device's counters were last published (engine clock, ns):
+    // the pass's own clock read, not one more per pass.
+    let mut published = clock.now().0;
     // The kernel's receive stamps (CLOCK_MONOTONIC) on the engine's clock.
     let origin = pktsched_io::clock::monotonic_ns().saturating_sub(clock.now().0);
+    let mut spin = SpinRule::default();
     while !shared.stopping() {
         let now = clock.now();
         looper.housekeeping(now);
@@ -57,6 +145,9 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         let received = port.recv(pool, &mut bufs, RX_BATCH);
         let now = clock.now();
         trace.received(now.0, received);
+        if received > 0 {
+            spin.received(now.0);
+        }
         let sched = looper.arbiter.scheduler();
         // A refused frame is counted by the scheduler under its class and
         // reason; dropping it returns its buffer.
@@ -67,14 +158,14 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             drop(sched.enqueue(p, now));
         });
         let round = looper.arbiter.do_scan(now);
-        if published.elapsed() >= PUBLISH_EVERY {
+        if now.0.saturating_sub(published) >= PUBLISH_EVERY.as_nanos() as u64 {
             if busy_poll {
                 // It never waits on the device otherwise, and the wait is
                 // where the kernel's drop counters are read.
                 port.wait(Duration::ZERO);
             }
             shared.publish_device(device_stats(&port));
-            published = Instant::now();
+            published = now.0;
         }
         let mut kicked = 0;
         if round.released == 0 {
@@ -95,6 +186,16 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             continue;
         }
         let asked = match looper.next_due(&round, now) {
+            // Idle under a stream: poll the rings a little first (the
+            // next pass takes what arrived).
+            None if {
+                let at = clock.now().0;
+                let budget = spin.budget(at);
+                budget > 0 && poll_rings_until(&mut port, &clock, at + budget)
+            } =>
+            {
+                None
+            }
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.
             None => (!port.rx_ready() && port.wait_due(RX_WAIT, false))
@@ -103,7 +204,9 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
         };
         // Only a wait that slept is a sleep of the trace.
         if let Some(asked) = asked {
-            looper.trace_slept(asked, clock.now().0);
+            let end = clock.now().0;
+            looper.trace_slept(asked, end);
+            spin.slept(end);
         }
     }
     looper.flush_tx();
@@ -143,4 +246,77 @@ fn sleep_until_frame_or<P: PacketIo + 'static>(
         true
     });
     slept.then_some(timeout.as_nanos() as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{SPIN_HOLD_NS, SPIN_NS, SpinRule};
+
+    /// Passes that received at `times` (ns), after a sleep at `slept`.
+    fn rule(slept: u64, times: &[u64]) -> SpinRule {
+        let mut r = SpinRule::default();
+        r.slept(slept);
+        for &t in times {
+            r.received(t);
+        }
+        r
+    }
+
+    #[test]
+    fn a_stream_of_close_arrivals_polls_a_slow_one_sleeps_at_once() {
+        // Every 4 µs (250 k frames/s): poll.
+        let fast: Vec<u64> = (1..=20).map(|i| 1_000_000 + i * 4_000).collect();
+        let r = rule(1_000_000, &fast);
+        assert_eq!(r.budget(1_082_000), SPIN_NS);
+        // Every 70 µs (14 k frames/s, the victim runs): sleep at once.
+        let slow: Vec<u64> = (1..=20).map(|i| 1_000_000 + i * 70_000).collect();
+        let r = rule(2_000_000, &slow);
+        assert_eq!(r.budget(2_401_000), 0);
+        // One frame is no stream yet.
+        assert_eq!(rule(1_000_000, &[1_000_000]).budget(1_001_000), 0);
+        assert_eq!(SpinRule::default().budget(5_000), 0, "nothing received");
+    }
+
+    #[test]
+    fn a_pause_in_the_stream_or_a_long_hold_of_the_core_ends_the_polls() {
+        let fast: Vec<u64> = (1..=20).map(|i| 1_000_000 + i * 4_000).collect();
+        let r = rule(1_000_000, &fast);
+        let last = 1_080_000;
+        assert_eq!(
+            r.budget(last + SPIN_NS),
+            SPIN_NS,
+            "the last frame is recent"
+        );
+        assert_eq!(r.budget(last + SPIN_NS + 1), 0, "the stream paused");
+        // Frames kept coming every 4 µs, but the thread has not slept for
+        // longer than the hold.
+        let mut held = r.clone();
+        let mut t = last;
+        while t <= 1_000_000 + SPIN_HOLD_NS {
+            t += 4_000;
+            held.received(t);
+        }
+        assert_eq!(held.budget(t + 1_000), 0, "held the core since the sleep");
+        held.slept(t + 1_000);
+        held.received(t + 4_000);
+        assert_eq!(
+            held.budget(t + 5_000),
+            SPIN_NS,
+            "after a sleep it polls again"
+        );
+    }
+
+    #[test]
+    fn the_average_gap_follows_the_rate_within_a_few_passes() {
+        // Slow, then fast: after ~20 fast passes the average is under SPIN_NS.
+        let mut times: Vec<u64> = (1..=10).map(|i| i * 100_000).collect();
+        let start = 1_000_000;
+        let fast: Vec<u64> = (1..=24).map(|i| start + i * 3_000).collect();
+        times.extend(&fast);
+        let r = rule(start, &times);
+        assert_eq!(r.budget(start + 24 * 3_000 + 1_000), SPIN_NS);
+        // ... but not after the first few.
+        let r = rule(start, &times[..13]);
+        assert_eq!(r.budget(start + 3 * 3_000 + 1_000), 0);
+    }
 }

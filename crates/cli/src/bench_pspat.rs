@@ -132,8 +132,8 @@ pub(crate) struct PspatArgs {
     #[arg(long, default_value = "off")]
     starved_assist: String,
     /// PSPAT humble: `on`: when sending clients lose their cores for 30 %
-    /// of a millisecond while the arbiter thread spends under half of it
-    /// in busy rounds, the thread gives up its raised
+    /// of a millisecond while the arbiter thread has its core and spends
+    /// under half of it in busy rounds, the thread gives up its raised
     /// nice value (`--arbiter-nice`) for 16 ms to 1 s, so the kernel can
     /// put a client on its core; kept while that serves about as many
     /// decisions per second; `off` (the default): never.

@@ -148,8 +148,9 @@ pub struct Config {
     /// Humble (threaded runtime, with an `arbiter_nice` below the nice
     /// value the thread inherits, under the normal policy): when sending
     /// clients lose their cores for at least 30 % of a millisecond's
-    /// window while the arbiter thread spends less than half of it in
-    /// rounds that move packets, the thread goes back to its inherited
+    /// window while the arbiter thread had its core (waited for one less
+    /// than 20 % of it) and spent less than half of it in rounds that
+    /// move packets, the thread goes back to its inherited
     /// nice value for a humble period (16 ms to 1 s) and keeps running
     /// the rounds: at nice −20 an always-runnable arbiter counts as some
     /// eighty threads in the kernel's load balance, which then keeps

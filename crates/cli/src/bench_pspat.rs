@@ -131,6 +131,18 @@ pub(crate) struct PspatArgs {
     /// default): never.
     #[arg(long, default_value = "off")]
     starved_assist: String,
+    /// PSPAT humble: `on`: when sending clients lose their cores for 30 %
+    /// of a millisecond while the arbiter thread has its core and spends
+    /// under half of it in busy rounds, the thread gives up its raised
+    /// nice value (`--arbiter-nice`) for 16 ms to 1 s, so the kernel can
+    /// put a client on its core; kept while that serves about as many
+    /// decisions per second; `off` (the default): never.
+    #[arg(long, default_value = "off")]
+    humble: String,
+    /// A thread spinning on this core through every run of every
+    /// architecture (a process that takes one core), or `off`.
+    #[arg(long, default_value = "off")]
+    busy_core: String,
     /// Same as `--placement none`.
     #[arg(long)]
     no_pin: bool,
@@ -183,6 +195,8 @@ impl PspatArgs {
             arbiter_nap: self.arbiter_nap.clone(),
             step_aside: self.step_aside.clone(),
             starved_assist: self.starved_assist.clone(),
+            humble: self.humble.clone(),
+            busy_core: self.busy_core.clone(),
             no_pin: self.no_pin,
             thread_counters: self.stats,
         }

@@ -145,6 +145,22 @@ pub struct Config {
     /// a busy process on one core it raised what one client delivers from
     /// a median 0.49× to 0.61× the locked baseline (BENCHMARKS.md).
     pub step_aside: bool,
+    /// Humble (threaded runtime, with an `arbiter_nice` below the nice
+    /// value the thread inherits, under the normal policy): when sending
+    /// clients lose their cores for at least 30 % of a millisecond's
+    /// window while the arbiter thread had its core (waited for one less
+    /// than 20 % of it) and spent less than half of it in rounds that
+    /// move packets, the thread goes back to its inherited
+    /// nice value for a humble period (16 ms to 1 s) and keeps running
+    /// the rounds: at nice −20 an always-runnable arbiter counts as some
+    /// eighty threads in the kernel's load balance, which then keeps
+    /// every client off its core, and draws its task group's weight to
+    /// its core, away from the clients on the others. Kept (and doubled) while a period serves more
+    /// than 0.95× the decisions per second of the window that triggered
+    /// it; otherwise the priority is raised again for a doubling hold-off
+    /// (32 ms to 1 s). See `driver::humble`. `false` (the default): the
+    /// thread keeps `arbiter_nice` throughout.
+    pub humble: bool,
 }
 
 impl Config {
@@ -175,6 +191,7 @@ impl Config {
             starved_assist: false,
             nap_cover: None,
             step_aside: false,
+            humble: false,
         }
     }
 

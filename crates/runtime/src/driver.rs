@@ -13,6 +13,7 @@
 //!   queued, lets the dispatchers empty their TX mailboxes, joins the
 //!   threads and reports where every packet went.
 
+mod humble;
 mod step_aside;
 
 use std::sync::{Mutex, PoisonError};
@@ -31,6 +32,7 @@ use crate::mailbox::{Consumer, Mailbox};
 use crate::output::Output;
 use crate::report::{ArbiterStats, Report, Stats, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering, fence};
+use humble::Humble;
 use step_aside::{Step, StepAside, Window, away_ends, away_nap};
 
 /// The dispatcher threads, each returning its output when joined.
@@ -46,6 +48,24 @@ pub struct Pspat<T: Send + 'static, O: Output<T>> {
     dispatchers: DispatcherThreads<O>,
     /// What the arbiter thread does at stop with packets still queued.
     mode: Arc<Mutex<StopMode>>,
+    /// The arbiter thread's humble periods so far (`Config::humble`).
+    humble: Arc<Mutex<HumbleStats>>,
+}
+
+/// What [`Config::humble`] did so far ([`Pspat::humble_stats`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HumbleStats {
+    /// Humble periods judged (the priority lowered, or kept lowered).
+    pub periods: u64,
+    /// Of them, kept: the period served more than 0.95× the decisions
+    /// per second of the window that triggered it.
+    pub kept: u64,
+    /// Wall time at the lowered priority, ns (periods judged so far).
+    pub humble_ns: u64,
+    /// The priority is lowered right now.
+    pub lowered: bool,
+    /// Humble could engage: on, and the thread runs at a raised priority.
+    pub armed: bool,
 }
 
 impl<T: Send + 'static, O: Output<T>> std::fmt::Debug for Pspat<T, O> {
@@ -84,9 +104,10 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
         let (sink, dispatchers) = start_sink(cfg, outputs)?;
         let arbiter = Arbiter::build(cfg, sched, sink);
         let shared = arbiter.shared().clone();
-        let arbiter = SharedArbiter::with_clock(arbiter, clock, cfg.step_aside);
+        let arbiter = SharedArbiter::with_clock(arbiter, clock, cfg.step_aside || cfg.humble);
         let published = Arc::new(Mutex::new(ArbiterStats::default()));
         let mode = Arc::new(Mutex::new(StopMode::Drain));
+        let humble_stats = Arc::new(Mutex::new(HumbleStats::default()));
         let thread = ArbiterThread {
             arbiter,
             shared: shared.clone(),
@@ -102,21 +123,29 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             mode: mode.clone(),
             counts: ThreadCounts::default(),
             step: cfg.step_aside.then(StepAside::default),
+            humble: None,
+            humble_stats: humble_stats.clone(),
             mark: Mark::default(),
             slept_ns: 0,
         };
         let core = cfg.arbiter_core;
         let nice = cfg.arbiter_nice;
         let sched = cfg.arbiter_sched;
+        let humble = cfg.humble && sched == ArbiterSched::Other;
         let handle = std::thread::Builder::new()
             .name("pspat-arbiter".into())
             .spawn(move || {
                 pin(core);
+                let base = prio::nice();
                 prio::set_nice(nice);
                 // Checked in a thread of its own above; a refusal now
                 // (the limits changed meanwhile) leaves the policy as it
                 // was, like a refused nice value.
                 let _ = prio::set_sched(sched);
+                let mut thread = thread;
+                if humble {
+                    thread.arm_humble(base, prio::nice());
+                }
                 thread.run()
             })
             .map_err(|e| RuntimeError::Thread(e.to_string()))?;
@@ -127,7 +156,13 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             arbiter: Some(handle),
             dispatchers,
             mode,
+            humble: humble_stats,
         })
+    }
+
+    /// What [`Config::humble`] did so far.
+    pub fn humble_stats(&self) -> HumbleStats {
+        *self.humble.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// A new client handle; move it to the sending thread.
@@ -263,6 +298,27 @@ mod prio {
             policy: sched,
             reason: format!("real-time priority {p} is supported on Linux only"),
         })
+    }
+
+    /// The calling thread's nice value (`None` where unknown).
+    pub(super) fn nice() -> Option<i32> {
+        #[cfg(target_os = "linux")]
+        {
+            // SAFETY: gettid has no preconditions; getpriority only reads
+            // its integer arguments. -1 is also a valid nice value, so
+            // errno is cleared first and read after.
+            unsafe {
+                let tid = libc::gettid();
+                *libc::__errno_location() = 0;
+                let n = libc::getpriority(libc::PRIO_PROCESS, tid as libc::id_t);
+                if n == -1 && *libc::__errno_location() != 0 {
+                    return None;
+                }
+                Some(n)
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        None
     }
 
     /// Sets the calling thread's nice value, if any (best effort: without
@@ -483,7 +539,12 @@ struct ArbiterThread<T, O> {
     counts: ThreadCounts,
     /// Stepping aside (`None`: `Config::step_aside` is off).
     step: Option<StepAside>,
-    /// Where the current window of [`StepAside`] started.
+    /// Humble periods (`None`: `Config::humble` is off, or the thread
+    /// runs at no raised priority to give up).
+    humble: Option<HumbleState>,
+    /// Where [`Pspat::humble_stats`] reads what humble did.
+    humble_stats: Arc<Mutex<HumbleStats>>,
+    /// Where the current window of [`StepAside`] and [`Humble`] started.
     mark: Mark,
     /// Time asleep by choice so far, ns.
     slept_ns: u64,
@@ -495,8 +556,24 @@ struct Mark {
     at: u64,
     slept_ns: u64,
     cpu_ns: u64,
+    busy_ns: u64,
     starved_ns: u64,
     decisions: u64,
+}
+
+/// The arbiter thread's humble state ([`Config::humble`]).
+#[derive(Debug)]
+struct HumbleState {
+    policy: Humble,
+    /// The nice value it inherited (humble) and the one it runs at
+    /// (raised, lower).
+    base: i32,
+    raised: i32,
+    /// While lowered: when the period ends (ns) and the counters at its
+    /// start.
+    lowered: Option<(u64, Mark)>,
+    /// Wall time lowered, in periods judged, ns.
+    humble_ns: u64,
 }
 
 impl Mark {
@@ -506,6 +583,7 @@ impl Mark {
             wall_ns: to.at.saturating_sub(self.at),
             slept_ns: to.slept_ns.saturating_sub(self.slept_ns),
             cpu_ns: to.cpu_ns.saturating_sub(self.cpu_ns),
+            busy_ns: to.busy_ns.saturating_sub(self.busy_ns),
             starved_ns: to.starved_ns.saturating_sub(self.starved_ns),
             decisions: to.decisions.saturating_sub(self.decisions),
         }
@@ -539,7 +617,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     fn run_rounds(&mut self) {
         self.shared.doorbell.register_consumer();
         self.counts.cpu_ns = cpu::thread_ns();
-        self.mark = self.mark_at(self.clock.now(), 0);
+        self.mark = self.mark_at(self.clock.now(), 0, 0);
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
         let napping = self.policy.nap_cover.is_some();
@@ -586,7 +664,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             if let Some(st) = stats {
                 self.publish(st);
                 next_publish = Nanos(end.0 + 1_000_000);
-                self.judge_window(end, st.decisions);
+                self.judge_window(end, st.decisions, st.busy_loop_ns);
             }
             if self.shared.stop.load(Ordering::Relaxed) {
                 return;
@@ -636,31 +714,101 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         }
     }
 
-    /// The counters now (`end`), with `decisions` so far.
-    fn mark_at(&self, end: Nanos, decisions: u64) -> Mark {
+    /// The counters now (`end`), with `decisions` and `busy_ns` (time in
+    /// busy rounds) so far.
+    fn mark_at(&self, end: Nanos, decisions: u64, busy_ns: u64) -> Mark {
         Mark {
             at: end.0,
             slept_ns: self.slept_ns,
             cpu_ns: self.counts.cpu_ns,
+            busy_ns,
             starved_ns: self.shared.clients_starved_ns(),
             decisions,
         }
     }
 
-    /// About every millisecond (after a publication, which read the
-    /// thread's CPU time): judges the window since the last one and
-    /// steps aside if [`StepAside`] says so.
-    fn judge_window(&mut self, end: Nanos, decisions: u64) {
-        if self.step.is_none() {
+    /// With [`Config::humble`]: arms the policy if the thread runs at a
+    /// raised priority (`now` below the inherited `base`).
+    fn arm_humble(&mut self, base: Option<i32>, now: Option<i32>) {
+        let (Some(base), Some(raised)) = (base, now) else {
+            return;
+        };
+        if raised >= base {
             return;
         }
-        let now = self.mark_at(end, decisions);
+        self.humble = Some(HumbleState {
+            policy: Humble::default(),
+            base,
+            raised,
+            lowered: None,
+            humble_ns: 0,
+        });
+        self.publish_humble();
+    }
+
+    /// About every millisecond (after a publication, which read the
+    /// thread's CPU time): judges the window since the last one, lowers
+    /// or raises the priority if [`Humble`] says so, and (at the raised
+    /// priority) steps aside if [`StepAside`] says so.
+    fn judge_window(&mut self, end: Nanos, decisions: u64, busy_ns: u64) {
+        if self.step.is_none() && self.humble.is_none() {
+            return;
+        }
+        let now = self.mark_at(end, decisions, busy_ns);
         let w = self.mark.window_to(&now);
         self.mark = now;
+        if self.judge_humble(&now, &w) {
+            return;
+        }
         let step = self.step.as_mut().map(|s| s.after_present(end.0, &w));
         if let Some(Step::Away(len)) = step {
             self.step_aside(len, decisions);
         }
+    }
+
+    /// Humble's part of [`ArbiterThread::judge_window`] for the window `w`
+    /// that ends at `now`; `true` while the priority is lowered.
+    fn judge_humble(&mut self, now: &Mark, w: &Window) -> bool {
+        let Some(h) = self.humble.as_mut() else {
+            return false;
+        };
+        let next = match h.lowered {
+            None => h.policy.after_present(now.at, w),
+            Some((until, _)) if now.at < until => return true,
+            Some((_, start)) => {
+                let period = start.window_to(now);
+                h.humble_ns += period.wall_ns;
+                h.policy.after_humble(now.at, &period)
+            }
+        };
+        let was_lowered = h.lowered.is_some();
+        h.lowered = next.map(|len| (now.at.saturating_add(len), *now));
+        match (was_lowered, h.lowered.is_some()) {
+            (false, true) => prio::set_nice(Some(h.base)),
+            (true, false) => prio::set_nice(Some(h.raised)),
+            _ => {}
+        }
+        let lowered = h.lowered.is_some();
+        self.publish_humble();
+        lowered
+    }
+
+    /// Copies the humble counters for [`Pspat::humble_stats`].
+    fn publish_humble(&self) {
+        let Some(h) = &self.humble else {
+            return;
+        };
+        let mut p = self
+            .humble_stats
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        *p = HumbleStats {
+            periods: h.policy.periods,
+            kept: h.policy.kept,
+            humble_ns: h.humble_ns,
+            lowered: h.lowered.is_some(),
+            armed: true,
+        };
     }
 
     /// Steps aside for `len` ns: clients run the rounds meanwhile (the
@@ -689,10 +837,13 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         self.slept_ns += away_ns;
         self.counts.away_ns += away_ns;
         self.counts.away_periods += 1;
-        let after = self
+        let (after, busy_ns) = self
             .arbiter
-            .with(|a| a.stats().decisions)
-            .unwrap_or(decisions);
+            .with(|a| {
+                let st = a.stats();
+                (st.decisions, st.busy_loop_ns)
+            })
+            .unwrap_or((decisions, self.mark.busy_ns));
         let w = Window {
             wall_ns: away_ns,
             decisions: after.saturating_sub(decisions),
@@ -703,7 +854,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             self.counts.away_kept = s.kept;
         }
         self.counts.cpu_ns = cpu::thread_ns();
-        self.mark = self.mark_at(end, after);
+        self.mark = self.mark_at(end, after, busy_ns);
     }
 
     /// Waits while a client runs a round: on the CPU for a round's time

@@ -15,7 +15,7 @@ use pktsched_runtime::pspat::{ArbiterStats, Clock, Pspat, Stats, StopMode, Stopp
 use super::breakdown::{Breakdown, PartHists, Stamped, Stamps};
 use super::load::{BenchOut, Gen, GenDone, generate, pin, sample};
 use super::threads::{self, Snapshot, ThreadsWindow};
-use super::{ArbiterWindow, Arch, Phase, Plan, RunRes, Victim};
+use super::{ArbiterWindow, Arch, HumbleRun, Phase, Plan, RunRes, Victim};
 use crate::stats::jain;
 
 /// Longest the main thread sleeps before it looks at the interrupt flag.
@@ -306,6 +306,13 @@ fn run_pspat(
         })?);
     }
     let w = c.measure(&counters, rt_stats);
+    let h = rt.humble_stats();
+    res.humble = h.armed.then_some(HumbleRun {
+        periods: h.periods,
+        kept: h.kept,
+        humble_ms: h.humble_ns as f64 / 1e6,
+        lowered: h.lowered,
+    });
     let mut done = Vec::new();
     for h in handles {
         done.push(joined(h)?);
@@ -470,6 +477,37 @@ fn victim(c: &Ctx<'_>, weights: &[u32], arch: Arch, p99_loop: u64, lat: &Latency
     }
 }
 
+/// `--busy-core`: a thread that spins on one core (another process's
+/// work) until stopped.
+struct BusyCore {
+    stop: Arc<AtomicBool>,
+    handle: std::thread::JoinHandle<()>,
+}
+
+impl BusyCore {
+    fn start(core: usize) -> Result<BusyCore> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let flag = stop.clone();
+        let handle = std::thread::Builder::new()
+            .name(threads::BUSY_NAME.into())
+            .spawn(move || {
+                pin(Some(core));
+                while !flag.load(Ordering::Relaxed) {
+                    std::hint::spin_loop();
+                }
+            })
+            .map_err(|e| anyhow!("starting the --busy-core thread: {e}"))?;
+        Ok(BusyCore { stop, handle })
+    }
+
+    fn stop(self) -> Result<()> {
+        self.stop.store(true, Ordering::Relaxed);
+        self.handle
+            .join()
+            .map_err(|_| anyhow!("the --busy-core thread panicked"))
+    }
+}
+
 /// One measured run of one architecture; `None` when `interrupt` was set
 /// before the measured window began.
 pub(super) fn run_one(
@@ -510,11 +548,16 @@ pub(super) fn run_one(
         run,
         ..RunRes::default()
     };
-    let (w, lat) = match arch {
-        Arch::Pspat => run_pspat(&c, gens, sched, &mut res)?,
-        Arch::Locked => run_locked(&c, gens, sched, &mut res)?,
-        Arch::None => run_none(&c, gens, &mut res)?,
+    let busy = p.busy_core.map(BusyCore::start).transpose()?;
+    let ran = match arch {
+        Arch::Pspat => run_pspat(&c, gens, sched, &mut res),
+        Arch::Locked => run_locked(&c, gens, sched, &mut res),
+        Arch::None => run_none(&c, gens, &mut res),
     };
+    if let Some(b) = busy {
+        b.stop()?;
+    }
+    let (w, lat) = ran?;
     // Nothing lost: every packet handed over was delivered, dropped with a
     // reason, or handed back at stop.
     if res.sent != res.delivered + res.dropped + res.returned {

@@ -110,6 +110,14 @@ pub struct PspatOptions {
     /// PSPAT starved assist: `on` (a client that lost its core runs a
     /// late round itself, the arbiter thread present or not) or `off`.
     pub starved_assist: String,
+    /// PSPAT humble: `on` (the arbiter thread gives up its raised nice
+    /// value while its clients lack a core and it has one to spare) or
+    /// `off`.
+    pub humble: String,
+    /// A thread that spins on this core through every run of every
+    /// architecture (`off`: none): the busy-core case, a process that
+    /// takes one core.
+    pub busy_core: String,
     /// Shorthand for `placement = none`.
     pub no_pin: bool,
     /// Read every thread's scheduling counters at both ends of each
@@ -248,8 +256,34 @@ pub struct Plan {
     step_aside: bool,
     /// `Config::starved_assist`.
     starved_assist: bool,
+    /// `Config::humble`.
+    humble: bool,
+    /// [`PspatOptions::busy_core`].
+    pub busy_core: Option<usize>,
     /// [`PspatOptions::thread_counters`].
     thread_counters: bool,
+}
+
+/// `--busy-core`: `off`, or a core this machine has.
+fn parse_busy_core(s: &str) -> Result<Option<usize>> {
+    if s == "off" {
+        return Ok(None);
+    }
+    let ids: Vec<usize> = core_affinity::get_core_ids()
+        .unwrap_or_default()
+        .iter()
+        .map(|c| c.id)
+        .collect();
+    match s.parse::<usize>() {
+        Ok(c) if ids.contains(&c) => Ok(Some(c)),
+        _ => bail!(
+            "--busy-core `{s}`; allowed: off, or a core this process may run on ({})",
+            ids.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
 }
 
 fn list<T>(name: &str, s: &str, f: impl Fn(&str) -> Result<T, String>) -> Result<Vec<T>> {
@@ -373,6 +407,12 @@ impl Plan {
                 "off" => false,
                 s => bail!("--starved-assist `{s}`; allowed: on, off"),
             },
+            humble: match a.humble.as_str() {
+                "on" => true,
+                "off" => false,
+                s => bail!("--humble `{s}`; allowed: on, off"),
+            },
+            busy_core: parse_busy_core(&a.busy_core)?,
             thread_counters: a.thread_counters,
         };
         plan.check_rates(a)?;
@@ -475,6 +515,7 @@ impl Plan {
             nap_cover: self.nap_cover,
             step_aside: self.step_aside,
             starved_assist: self.starved_assist,
+            humble: self.humble,
             ..Config::new(link)
         }
     }
@@ -536,6 +577,10 @@ pub struct RunRes {
     arbiter_sleeps: u64,
     /// PSPAT: rounds run by clients because the arbiter was late.
     assisted_rounds: u64,
+    /// PSPAT with `--humble on`: humble periods judged by the end of the
+    /// window, kept, ms at the lowered priority, and whether it was
+    /// lowered at the window's end.
+    humble: Option<HumbleRun>,
     /// PSPAT: what the arbiter thread did during the measured window.
     window: Option<ArbiterWindow>,
     /// Every architecture: the threads' time on a core, waiting for one,
@@ -544,6 +589,19 @@ pub struct RunRes {
     /// The `tc -s`-style report (PSPAT runs).
     #[serde(skip)]
     tc: Option<String>,
+}
+
+/// What `Config::humble` did by the end of a PSPAT run's measured window.
+#[derive(Clone, Copy, Debug, Default, Serialize)]
+pub struct HumbleRun {
+    /// Humble periods judged.
+    pub periods: u64,
+    /// Of them, kept.
+    pub kept: u64,
+    /// Time at the lowered priority, ms (periods judged).
+    pub humble_ms: f64,
+    /// Lowered at the window's end.
+    pub lowered: bool,
 }
 
 /// What PSPAT's arbiter thread did during a run's measured window, from
@@ -925,6 +983,16 @@ pub fn write_stats(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
                 "\n{} phase, {} clients, run {}:\n{t}",
                 r.phase, r.clients, r.run
             )?;
+            if let Some(h) = &r.humble {
+                writeln!(
+                    out,
+                    " humble: {} periods ({} kept, {:.1} ms), lowered at the window's end: {}",
+                    h.periods,
+                    h.kept,
+                    h.humble_ms,
+                    if h.lowered { "yes" } else { "no" }
+                )?;
+            }
         }
     }
     Ok(())

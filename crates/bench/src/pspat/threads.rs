@@ -25,6 +25,8 @@ pub(crate) const ROLES: [(&str, Role); 3] = [
 pub(crate) const CLIENT_NAME: &str = "bench-client";
 /// Name of the victim's thread.
 pub(crate) const VICTIM_NAME: &str = "bench-victim";
+/// Name of the `--busy-core` thread (no role: not counted).
+pub(crate) const BUSY_NAME: &str = "bench-busy";
 
 /// A role's threads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -98,7 +98,8 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
     /// As [`SharedArbiter::new`]; clients' sends read `clock` to see
     /// whether the arbiter is late. With `step_aside`, clients also run
     /// rounds while the arbiter thread has stepped aside (even without
-    /// `Config::assist_after`) and count their starved gaps.
+    /// `Config::assist_after`) and count their starved gaps (which
+    /// `Config::humble` needs as well).
     pub(crate) fn with_clock(arbiter: Arbiter<T, O>, clock: Clock, step_aside: bool) -> Self {
         Self::build(arbiter, Some(clock), step_aside)
     }

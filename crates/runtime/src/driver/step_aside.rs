@@ -67,6 +67,8 @@ pub(crate) struct Window {
     pub(crate) slept_ns: u64,
     /// The arbiter thread's CPU time, ns.
     pub(crate) cpu_ns: u64,
+    /// Of it, in rounds that moved packets, ns (see `driver::humble`).
+    pub(crate) busy_ns: u64,
     /// Clients' starved gaps, summed, ns.
     pub(crate) starved_ns: u64,
     /// Scheduling decisions (packets released), by anyone.
@@ -189,6 +191,7 @@ mod tests {
             wall_ns,
             slept_ns: 0,
             cpu_ns,
+            busy_ns: 0,
             starved_ns,
             decisions,
         }

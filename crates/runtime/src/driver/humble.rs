@@ -1,0 +1,301 @@
+//! Humble: the arbiter thread gives up its raised priority while it holds
+//! a core that its clients lack.
+//!
+//! The arbiter runs at a raised priority (`Config::arbiter_nice` below the
+//! nice value it inherited) so that clients sharing its core do not leave
+//! it a sliver. But the kernel's load balancer weighs runnable threads by
+//! their priority: an arbiter at nice −20 that is always runnable (it waits
+//! for the link on the CPU, a yield per departure) counts as some eighty
+//! normal threads, so its core looks full, and the balancer puts every
+//! other runnable thread on the other cores. When one of those cores is
+//! also taken by another busy process, a client there gets half of it, in
+//! time slices longer than its mailbox and queue last on the link, and
+//! the link idles while the arbiter's core is mostly idle. A locked design
+//! has no such thread: its one client gets the free core.
+//!
+//! [`Humble`] decides from the windows of about a millisecond the arbiter
+//! thread already measures for stepping aside ([`Window`]). It lowers the
+//! priority (back to the inherited nice value) for a humble period when,
+//! in one window:
+//! * the clients' starved share is at least [`STARVED_TRIGGER`] (they lost
+//!   their cores while sending back to back);
+//! * its busy share is below [`MAX_BUSY`] (it mostly waits, for the link
+//!   or for work: a busy arbiter is the bottleneck and keeps its
+//!   priority);
+//! * its wait share is below [`MAX_WAIT`]: it had a core. (With the
+//!   bench's threads in one task group, an autogroup or a cgroup, the
+//!   kernel splits the group's weight among the cores by the group's load
+//!   on each, so a thread at nice −20 also draws the group's weight away
+//!   from the clients' cores; lowering it then helps the clients even
+//!   while the arbiter waits. But an arbiter that waits for a core and
+//!   gives up its weight too leaves the victim's packets in their mailbox
+//!   longer: in one loaded run without this limit the victim's p99 at 8
+//!   and 64 clients went from 7 and 90 µs to 28 and 37 ms.)
+//!
+//! The thread keeps running every round meanwhile; only its weight in the
+//! kernel's eyes changes, so the balancer can move a client onto its core.
+//! At the end of the period it compares the decisions per second of the
+//! period with those of the window that triggered it: more than
+//! [`KEEP_SHARE`] of them keeps it humble for twice as long (up to
+//! [`MAX_HUMBLE`]); otherwise it raises its priority again and does not
+//! lower it for a hold-off that doubles each time (up to [`MAX_HOLDOFF`]).
+//! The periods are longer than stepping aside's: the balancer moves a
+//! thread only after several of its intervals (milliseconds each on a
+//! busy core).
+//!
+//! Pure: the caller measures the windows and sets the priority; tests
+//! feed made-up windows.
+
+use super::step_aside::Window;
+
+/// Shortest humble period, ns.
+pub(crate) const MIN_HUMBLE: u64 = 16_000_000;
+/// Longest humble period, ns.
+pub(crate) const MAX_HUMBLE: u64 = 1_000_000_000;
+/// Shortest hold-off after a humble period that did not pay, ns.
+pub(crate) const MIN_HOLDOFF: u64 = 32_000_000;
+/// Longest hold-off, ns.
+pub(crate) const MAX_HOLDOFF: u64 = 1_000_000_000;
+/// Clients' starved share from which the arbiter tries a humble period.
+pub(crate) const STARVED_TRIGGER: f64 = 0.3;
+/// Highest wait share of the arbiter for a humble period.
+pub(crate) const MAX_WAIT: f64 = 0.2;
+/// Highest busy share (time in rounds that moved packets, per awake
+/// time) for a humble period.
+pub(crate) const MAX_BUSY: f64 = 0.5;
+/// Share of the triggering window's decisions per second that a humble
+/// period must beat to be kept.
+pub(crate) const KEEP_SHARE: f64 = 0.95;
+/// Shortest window judged, ns.
+pub(crate) const MIN_WINDOW: u64 = 500_000;
+
+/// The humble policy's state.
+#[derive(Clone, Debug)]
+pub(crate) struct Humble {
+    /// The next humble period, ns.
+    len: u64,
+    /// The next hold-off, ns.
+    holdoff_len: u64,
+    /// No humble period starts before this time, ns.
+    holdoff_until: u64,
+    /// Decisions per second in the window that started the current run
+    /// of humble periods.
+    present_rate: f64,
+    /// Humble periods judged, and of them kept.
+    pub(crate) periods: u64,
+    /// See `periods`.
+    pub(crate) kept: u64,
+}
+
+impl Default for Humble {
+    fn default() -> Self {
+        Humble {
+            len: MIN_HUMBLE,
+            holdoff_len: MIN_HOLDOFF,
+            holdoff_until: 0,
+            present_rate: 0.0,
+            periods: 0,
+            kept: 0,
+        }
+    }
+}
+
+/// Share of the awake time in rounds that moved packets.
+fn busy_share(w: &Window) -> f64 {
+    let awake = w.wall_ns.saturating_sub(w.slept_ns);
+    if awake == 0 {
+        return 0.0;
+    }
+    w.busy_ns as f64 / awake as f64
+}
+
+impl Humble {
+    /// After a window `w` at the raised priority that ended at `now`: the
+    /// length of a humble period to start now, or `None`.
+    pub(crate) fn after_present(&mut self, now: u64, w: &Window) -> Option<u64> {
+        if w.wall_ns < MIN_WINDOW || now < self.holdoff_until {
+            return None;
+        }
+        if w.starved_share() < STARVED_TRIGGER
+            || busy_share(w) >= MAX_BUSY
+            || w.wait_share() >= MAX_WAIT
+        {
+            return None;
+        }
+        self.present_rate = w.rate();
+        self.len = MIN_HUMBLE;
+        Some(self.len)
+    }
+
+    /// After a humble period `w` that ended at `now`: the length of the
+    /// next humble period if this one served more than [`KEEP_SHARE`] of
+    /// the triggering window's rate (twice as long), else `None` (raise
+    /// the priority again and hold off, longer each time).
+    pub(crate) fn after_humble(&mut self, now: u64, w: &Window) -> Option<u64> {
+        self.periods += 1;
+        if w.decisions > 0 && w.rate() > self.present_rate * KEEP_SHARE {
+            self.kept += 1;
+            self.holdoff_len = MIN_HOLDOFF;
+            self.len = self.len.saturating_mul(2).min(MAX_HUMBLE);
+            return Some(self.len);
+        }
+        self.len = MIN_HUMBLE;
+        self.holdoff_until = now.saturating_add(self.holdoff_len);
+        self.holdoff_len = self.holdoff_len.saturating_mul(2).min(MAX_HOLDOFF);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+
+    /// A window of `wall` ns with the arbiter on a core for `cpu` of it,
+    /// in busy rounds for `busy`, clients starved `starved`.
+    fn window(wall: u64, cpu: u64, busy: u64, starved: u64, decisions: u64) -> Window {
+        Window {
+            wall_ns: wall,
+            slept_ns: 0,
+            cpu_ns: cpu,
+            busy_ns: busy,
+            starved_ns: starved,
+            decisions,
+        }
+    }
+
+    #[test]
+    fn only_an_idle_arbiter_with_a_core_beside_starved_clients_lowers_its_priority() {
+        // The busy-core case: on its core all the window, busy 5 % of it,
+        // the client starved 60 %.
+        let busy_core = window(MS, MS, 50_000, 600_000, 300);
+        assert_eq!(
+            Humble::default().after_present(MS, &busy_core),
+            Some(MIN_HUMBLE)
+        );
+        // Clients not starved (below the trigger): stay.
+        let fed = window(MS, MS, 50_000, 290_000, 800);
+        assert_eq!(Humble::default().after_present(MS, &fed), None);
+        // The arbiter waited for a core 20 % of the window: stay.
+        let waits = window(MS, 800_000, 50_000, 600_000, 300);
+        assert_eq!(Humble::default().after_present(MS, &waits), None);
+        // Busy half the window (the throughput phase's arbiter): stay.
+        let busy = window(MS, MS, 500_000, 600_000, 30_000);
+        assert_eq!(Humble::default().after_present(MS, &busy), None);
+        // At the trigger and just under the busy and wait limits: lowers.
+        let edge = window(MS, 800_001, 499_999, 300_000, 300);
+        assert_eq!(Humble::default().after_present(MS, &edge), Some(MIN_HUMBLE));
+        // Asleep most of the window: the sleep is neither wait nor busy.
+        let slept = Window {
+            slept_ns: 900_000,
+            ..window(MS, 100_000, 10_000, 600_000, 10)
+        };
+        assert_eq!(
+            Humble::default().after_present(MS, &slept),
+            Some(MIN_HUMBLE)
+        );
+        // Too short a window says nothing.
+        let short = window(MS / 4, MS / 4, 0, MS, 10);
+        assert_eq!(Humble::default().after_present(MS, &short), None);
+    }
+
+    #[test]
+    fn humble_periods_that_serve_as_much_grow_up_to_the_cap() {
+        let mut h = Humble::default();
+        let mut now = MS;
+        let Some(mut len) = h.after_present(now, &window(MS, MS, 0, 700_000, 300)) else {
+            panic!("no humble period");
+        };
+        let mut lens = vec![len];
+        for _ in 0..8 {
+            now += len;
+            // 800 decisions per ms against the trigger's 300.
+            let Some(next) = h.after_humble(now, &window(len, len, 0, 0, 800 * len / MS)) else {
+                panic!("not kept at {now}");
+            };
+            len = next;
+            lens.push(len);
+        }
+        assert_eq!(
+            lens,
+            vec![
+                16 * MS,
+                32 * MS,
+                64 * MS,
+                128 * MS,
+                256 * MS,
+                512 * MS,
+                MAX_HUMBLE,
+                MAX_HUMBLE,
+                MAX_HUMBLE
+            ]
+        );
+        assert_eq!((h.periods, h.kept), (8, 8));
+    }
+
+    #[test]
+    fn humble_periods_that_do_not_pay_hold_off_doubling() {
+        let mut h = Humble::default();
+        let starved = window(MS, MS, 0, 700_000, 4000);
+        let mut now = MS;
+        let mut holdoffs = Vec::new();
+        for _ in 0..8 {
+            let Some(len) = h.after_present(now, &starved) else {
+                panic!("no humble period at {now}");
+            };
+            assert_eq!(len, MIN_HUMBLE, "an unpaid period never grows");
+            now += len;
+            // 3 000 per ms against 4 000: not kept.
+            assert_eq!(
+                h.after_humble(now, &window(len, len, 0, 0, 3000 * len / MS)),
+                None
+            );
+            let until = h.holdoff_until;
+            holdoffs.push(until - now);
+            assert_eq!(h.after_present(until - 1, &starved), None);
+            now = until;
+        }
+        assert_eq!(holdoffs[..4], [32 * MS, 64 * MS, 128 * MS, 256 * MS]);
+        assert_eq!(holdoffs[7], MAX_HOLDOFF);
+        assert_eq!((h.periods, h.kept), (8, 0));
+        // A tie is kept; 5 % worse is not; no decisions is not.
+        let mut h = Humble::default();
+        assert!(h.after_present(MS, &starved).is_some());
+        assert!(
+            h.after_humble(17 * MS, &window(MS, MS, 0, 0, 4000))
+                .is_some()
+        );
+        let mut h = Humble::default();
+        assert!(h.after_present(MS, &starved).is_some());
+        assert!(
+            h.after_humble(17 * MS, &window(MS, MS, 0, 0, 3800))
+                .is_none()
+        );
+        let mut h = Humble::default();
+        assert!(
+            h.after_present(MS, &window(MS, MS, 0, 700_000, 0))
+                .is_some()
+        );
+        assert!(
+            h.after_humble(17 * MS, &window(16 * MS, 0, 0, 0, 0))
+                .is_none()
+        );
+        // A kept run that then stops paying starts over from the shortest
+        // period after its hold-off.
+        let mut h = Humble::default();
+        assert!(h.after_present(MS, &starved).is_some());
+        assert!(
+            h.after_humble(17 * MS, &window(16 * MS, 0, 0, 0, 80_000))
+                .is_some()
+        );
+        assert!(
+            h.after_humble(49 * MS, &window(32 * MS, 0, 0, 0, 1))
+                .is_none()
+        );
+        assert_eq!(
+            h.after_present(49 * MS + MIN_HOLDOFF, &starved),
+            Some(MIN_HUMBLE)
+        );
+    }
+}

@@ -845,6 +845,19 @@ impl<T, X> FlowTable<T, X> {
     pub(crate) fn pop_if(&mut self, id: FlowId, take: impl FnOnce(&X) -> bool) -> Option<Pkt<T>> {
         self.pop_if_with(id, take, false).map(|(p, _)| p)
     }
+    /// [`FlowTable::pop_with`], the packet pushed onto `out` straight from
+    /// its slot (one move, no copy through a returned tuple): its length
+    /// and the new head's length (`None`: the flow is empty now).
+    #[inline(always)]
+    pub(crate) fn pop_onto(
+        &mut self,
+        id: FlowId,
+        lens: bool,
+        out: &mut Vec<Pkt<T>>,
+    ) -> Option<(Bytes, Option<Bytes>)> {
+        self.take_head(id, |_| true, lens, |p| out.push(p))
+            .map(|((), len, next)| (len, next))
+    }
     /// [`FlowTable::pop_with`] when `take` says yes of the flow's `ext`.
     #[inline(always)]
     fn pop_if_with(
@@ -853,6 +866,25 @@ impl<T, X> FlowTable<T, X> {
         take: impl FnOnce(&X) -> bool,
         lens: bool,
     ) -> Option<(Pkt<T>, Option<Bytes>)> {
+        self.take_head(id, take, lens, |p| p)
+            .map(|(p, _, next)| (p, next))
+    }
+    /// Unlinks flow `id`'s head packet if `take` says yes of the flow's
+    /// `ext`, hands it to `put` (moved once, out of its slot) and counts
+    /// the departure: `put`'s result, the packet's length and the new
+    /// head's length (`None`: the flow is empty now; `Some(0)` without
+    /// head lengths).
+    ///
+    /// An empty (or dead) flow's head is `NIL`, which no slot has: the
+    /// pool lookup finds it, with no separate test of the queue length.
+    #[inline(always)]
+    fn take_head<R>(
+        &mut self,
+        id: FlowId,
+        take: impl FnOnce(&X) -> bool,
+        lens: bool,
+        put: impl FnOnce(Pkt<T>) -> R,
+    ) -> Option<(R, Bytes, Option<Bytes>)> {
         debug_assert!(!self.arrival_order);
         let h = self.hot.get_mut(id.index())?;
         if !take(&h.ext) {
@@ -863,11 +895,15 @@ impl<T, X> FlowTable<T, X> {
         // invariant) is refused before it can corrupt the free list.
         let s = self.pool.get_mut(i as usize)?;
         let pkt = s.pkt.take()?;
+        let len = pkt.len;
+        // Handed on at once, so its bytes go from the slot to `put`'s place
+        // without a stop on the stack.
+        let r = put(pkt);
         let next = s.next;
         let next_len = if lens { s.next_len } else { 0 };
         s.next = self.free_slot;
         self.free_slot = i;
-        Self::count_out(&mut self.totals, h, pkt.len);
+        Self::count_out(&mut self.totals, h, len);
         // The tail's `next` is NIL: the flow is empty now.
         h.head = next;
         if next == NIL {
@@ -875,12 +911,12 @@ impl<T, X> FlowTable<T, X> {
             if lens {
                 h.head_len = 0;
             }
-            Some((pkt, None))
+            Some((r, len, None))
         } else {
             if lens {
                 h.head_len = next_len;
             }
-            Some((pkt, Some(next_len)))
+            Some((r, len, Some(next_len)))
         }
     }
     /// The scheduler's own state of flow record `id` (live or dead).

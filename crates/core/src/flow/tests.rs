@@ -100,3 +100,38 @@ fn pop_if_pops_only_when_asked() {
         (ran, r) => panic!("ran {ran}, {r:?}"),
     }
 }
+
+/// `pop_onto` appends the head packet to the caller's `Vec` and reports
+/// what `pop` would have (the packet's length, the new head's length or
+/// `None` once the flow is empty), counting the departure the same way;
+/// an empty or unknown flow leaves `out` and the counters alone.
+#[test]
+fn pop_onto_matches_pop() {
+    let mut a = FlowTable::<u64>::default();
+    let mut b = FlowTable::<u64>::default();
+    let (fa, fb) = (
+        a.insert(FlowConfig::default()),
+        b.insert(FlowConfig::default()),
+    );
+    for (i, len) in [(0, 100), (1, 300), (2, 60)] {
+        assert!(a.admit(Pkt::new(fa, len, Nanos::ZERO, i), false).is_ok());
+        assert!(b.admit(Pkt::new(fb, len, Nanos::ZERO, i), false).is_ok());
+    }
+    let mut out = vec![Pkt::new(FlowId(9), 1, Nanos::ZERO, 99)];
+    for _ in 0..3 {
+        let (p, next) = a.pop(fa).expect("a packet");
+        assert_eq!(b.pop_onto(fb, true, &mut out), Some((p.len, next)));
+        assert_eq!(out.last(), Some(&p));
+        assert_eq!(a.head_len(fa), b.head_len(fb));
+    }
+    assert_eq!(
+        out.iter().map(|p| p.item).collect::<Vec<_>>(),
+        [99, 0, 1, 2]
+    );
+    assert_eq!(b.pop_onto(fb, true, &mut out), None);
+    assert_eq!(b.pop_onto(FlowId(3), true, &mut out), None);
+    assert_eq!(out.len(), 4);
+    assert_eq!(a.totals(), b.totals());
+    assert_eq!(a.stats(fa), b.stats(fb));
+    assert!(b.totals().conserved());
+}

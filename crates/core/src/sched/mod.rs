@@ -461,21 +461,23 @@ impl<D: Discipline, T> Scheduler<T> for FlowSched<D, T> {
         let n = usize::try_from(self.flows.total_queued()).map_or(max, |q| q.min(max));
         out.reserve(n);
         for k in 0..n {
-            let p = if D::ARRIVAL_ORDER {
-                self.flows.pop_arrival()
+            // A backlogged table always yields a packet; stop if not.
+            if D::ARRIVAL_ORDER {
+                let Some(p) = self.flows.pop_arrival() else {
+                    return k;
+                };
+                out.push(p);
             } else {
                 let flows = &self.flows;
                 let Some(id) = self.disc.pick(|f| flows.head_len(f)) else {
                     return k;
                 };
-                self.flows.pop_with(id, D::HEAD_LEN).map(|(pkt, next)| {
-                    self.disc.depart(id, pkt.len, next);
-                    pkt
-                })
-            };
-            // A backlogged table always yields a packet; stop if not.
-            let Some(p) = p else { return k };
-            out.push(p);
+                // The packet goes from its pool slot straight into `out`.
+                let Some((len, next)) = self.flows.pop_onto(id, D::HEAD_LEN, out) else {
+                    return k;
+                };
+                self.disc.depart(id, len, next);
+            }
         }
         n
     }

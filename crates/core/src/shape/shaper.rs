@@ -279,6 +279,34 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         self.release_into(now, max, |p, edt| out.push((p, edt)))
     }
 
+    /// Hands every packet due at `now` to `f` with its EDT, in the order
+    /// repeated [`Shaper::dequeue_edt`] calls at `now` would return them and
+    /// counted as they count them, until one would return `None`; `f` gets
+    /// the shaper back and may enqueue (a closed loop's refill). Returns
+    /// how many, or `f`'s first error (that packet counted as released).
+    /// One loop, so the packet goes from the flow table to `f` with no
+    /// `Option` in between to test again.
+    #[inline(always)]
+    pub fn release_each<E>(
+        &mut self,
+        now: Nanos,
+        mut f: impl FnMut(&mut Self, Pkt<T>, Nanos) -> Result<(), E>,
+    ) -> Result<u64, E> {
+        let mut n = 0u64;
+        while let Some(e) = self.next_entry(now, 0) {
+            let Some(pkt) = self.pop_for(e) else {
+                continue;
+            };
+            let late = now.0.saturating_sub(e.edt);
+            self.st.released += 1;
+            self.st.lateness_sum += u128::from(late);
+            self.st.max_lateness = self.st.max_lateness.max(late);
+            n += 1;
+            f(self, pkt, Nanos(e.edt))?;
+        }
+        Ok(n)
+    }
+
     /// The release loop behind every dequeue: hands up to `max` due packets
     /// to `emit` (with their EDTs), refilling the ready batch from the time
     /// queue whenever it runs dry, and stops at the first dequeue that would

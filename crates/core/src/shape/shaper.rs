@@ -378,7 +378,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 
 /// The shaper's part of an enqueue, run by the flow table once the packet
 /// is admissible: stamp it with the flow's pacer and file it in the time
-/// queue. The pacer's clock moves only once the time queue has filed it.
+/// queue. The pacer's clock moves at once and is set back if the time
+/// queue refuses the entry: what lives across the filing is then the old
+/// clock (loaded by the stamp anyway, stored back only on a refusal), not
+/// the new one, which was kept on the stack and read back to be stored
+/// after the push (−3 instructions per packet).
 struct Stamp<'a, Q> {
     q: &'a mut Q,
     flow: u32,
@@ -389,16 +393,17 @@ struct Stamp<'a, Q> {
 impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
     #[inline(always)]
     fn file(self, s: &mut FlowShape) -> bool {
-        let (edt, clock) = s.pacer.peek(self.len, self.now);
+        let before = s.pacer.checkpoint();
+        let edt = s.pacer.stamp(self.len, self.now);
         let e = Entry {
             edt: edt.0,
             flow: self.flow,
             generation: s.generation,
         };
         if self.q.push(e, s.level).is_err() {
+            s.pacer.restore(before);
             return false;
         }
-        s.pacer.restore(clock);
         true
     }
 }

@@ -596,6 +596,25 @@ fn refused_packets_leave_no_entry_and_keep_the_pacer() {
         let c = sh.stats();
         assert_eq!(c.backlog.pkts, queued);
         assert!(c.conserved());
+        // The refused packet left the flow's clock where it was: once all but ten of
+        // the packets have left, the next one is spaced one gap (12 µs at
+        // 1 Gbit/s) after the last accepted one, not two.
+        let later = Nanos(now.0 + (queued - 10) * 12_000);
+        while sh.dequeue_edt(later).is_some() {}
+        sh.enqueue(Pkt::new(g, 1500, later, queued), later)
+            .expect("fits once packets have left");
+        let mut edts = Vec::new();
+        let mut t = later;
+        while let Some(n) = sh.next_ready(t) {
+            t = n;
+            while let Some((_, edt)) = sh.dequeue_edt(t) {
+                edts.push(edt.0);
+            }
+        }
+        let [.., before, last] = edts[..] else {
+            panic!("{}: fewer than two packets left", sh.name());
+        };
+        assert_eq!(last - before, 12_000, "{}", sh.name());
     }
     check(mltw(64, Nanos::from_millis(1)));
     check(CffsShaper::new(64, Nanos::from_millis(1), 64 << 20).expect("cffs"));

@@ -108,6 +108,13 @@ pub enum LoopError {
         /// Most the item type can number.
         max: usize,
     },
+    /// A released packet's item names no record of the loop's (a packet
+    /// the loop did not make).
+    #[error("a released packet's item names record place {place}, which the loop does not have")]
+    UnknownItem {
+        /// `1 +` the record index the item carried.
+        place: usize,
+    },
     /// The shaper's next release time was before the current time.
     #[error("next_ready went back in time: {next:?} < now {now:?}")]
     Backwards {
@@ -229,19 +236,36 @@ impl ClosedLoop {
             }
             self.now = t;
             let now = t;
-            while let Some((p, edt)) = sh.dequeue_edt(now) {
+            let (records, per_flow, len) = (&mut self.records, self.per_flow, self.len);
+            sh.release_each(now, |sh, p, edt| {
                 on_release(sh, &p, edt, now);
                 let at = p.item.place();
-                let r = &mut self.records[at];
+                let Some(r) = records.get_mut(at) else {
+                    return Err(LoopError::UnknownItem { place: at });
+                };
                 r.record(now.0, p.len);
-                if r.sent < self.per_flow {
-                    sh.enqueue(Pkt::new(p.flow, self.len, now, p.item), now)
-                        .map_err(|e| refused(at - 1, &e))?;
-                    r.sent += 1;
+                if r.sent >= per_flow {
+                    return Ok(());
                 }
-            }
+                // Counted before the enqueue, so the record is not kept
+                // across it; a refusal ends the loop (and uncounts it).
+                r.sent += 1;
+                let refill = Pkt { len, ts: now, ..p };
+                sh.enqueue(refill, now)
+                    .map_err(|e| Self::refused_at(records, at, &e))
+            })?;
         }
         Ok(())
+    }
+
+    /// A refill the shaper refused: uncounted in its record, reported.
+    #[cold]
+    #[inline(never)]
+    fn refused_at<T>(records: &mut [FlowRecord], at: usize, e: &Rejected<T>) -> LoopError {
+        if let Some(r) = records.get_mut(at) {
+            r.sent -= 1;
+        }
+        refused(at - 1, e)
     }
 
     /// The time of the last release (or of the last start, before `run`).

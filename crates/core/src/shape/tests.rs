@@ -596,7 +596,83 @@ fn refused_packets_leave_no_entry_and_keep_the_pacer() {
         let c = sh.stats();
         assert_eq!(c.backlog.pkts, queued);
         assert!(c.conserved());
+        // The refused packet left the flow's clock where it was: once all but ten of
+        // the packets have left, the next one is spaced one gap (12 µs at
+        // 1 Gbit/s) after the last accepted one, not two.
+        let later = Nanos(now.0 + (queued - 10) * 12_000);
+        while sh.dequeue_edt(later).is_some() {}
+        sh.enqueue(Pkt::new(g, 1500, later, queued), later)
+            .expect("fits once packets have left");
+        let mut edts = Vec::new();
+        let mut t = later;
+        while let Some(n) = sh.next_ready(t) {
+            t = n;
+            while let Some((_, edt)) = sh.dequeue_edt(t) {
+                edts.push(edt.0);
+            }
+        }
+        let [.., before, last] = edts[..] else {
+            panic!("{}: fewer than two packets left", sh.name());
+        };
+        assert_eq!(last - before, 12_000, "{}", sh.name());
     }
     check(mltw(64, Nanos::from_millis(1)));
     check(CffsShaper::new(64, Nanos::from_millis(1), 64 << 20).expect("cffs"));
+}
+
+/// `release_each` hands out what repeated `dequeue_edt` calls would, in the
+/// same order with the same EDTs and statistics, lets its callback enqueue,
+/// and stops at the callback's first error with that packet counted.
+#[test]
+fn release_each_matches_repeated_dequeue_edt() {
+    let build = || {
+        let (mut sh, f, g) = two_gigabit_flows(mltw(64, Nanos(1 << 24)));
+        for i in 0..40u64 {
+            let flow = if i % 3 == 0 { g } else { f };
+            sh.enqueue(
+                Pkt::new(flow, 100 + (i as u32 % 7) * 200, Nanos(0), i),
+                Nanos(0),
+            )
+            .expect("enqueue");
+        }
+        sh
+    };
+    let (mut a, mut b) = (build(), build());
+    let (mut got_a, mut got_b) = (Vec::new(), Vec::new());
+    let mut now = Nanos(0);
+    while let Some(t) = a.next_ready(now) {
+        now = t;
+        while let Some((p, edt)) = a.dequeue_edt(now) {
+            got_a.push((p.item, edt, now));
+        }
+        let n = b
+            .release_each(now, |_, p, edt| {
+                got_b.push((p.item, edt, now));
+                Ok::<(), ()>(())
+            })
+            .expect("no error");
+        assert_eq!(
+            b.next_ready(now),
+            a.next_ready(now),
+            "at {now:?} ({n} released)"
+        );
+    }
+    assert_eq!(got_a.len(), 40);
+    assert_eq!(got_a, got_b);
+    assert_eq!(a.shape_stats(), b.shape_stats());
+
+    // The callback may enqueue; its error ends the loop at that packet.
+    let mut c = build();
+    let t = c.next_ready(Nanos(0)).expect("due");
+    let mut seen = 0;
+    let r = c.release_each(t, |sh, p, _| {
+        seen += 1;
+        sh.enqueue(Pkt::new(p.flow, p.len, t, p.item + 100), t)
+            .map_err(|_| "refused")?;
+        if seen == 2 { Err("stop") } else { Ok(()) }
+    });
+    assert_eq!(r, Err("stop"));
+    assert_eq!(seen, 2);
+    assert_eq!(c.shape_stats().released, 2);
+    assert_eq!(c.stats().backlog.pkts, 40);
 }

@@ -564,6 +564,35 @@ fn bench_commands() {
             2,
             &["--victim-weight `y`"],
         ),
+        // The arbiter's and the bench's switches name their forms.
+        row(
+            &["bench", "pspat", "--busy-core", "99"],
+            2,
+            &[
+                "--busy-core `99`",
+                "allowed: off, or a core this process may run on",
+            ],
+        ),
+        row(
+            &["bench", "pspat", "--humble", "maybe"],
+            2,
+            &["--humble `maybe`", "allowed: on, off"],
+        ),
+        row(
+            &["bench", "pspat", "--step-aside", "maybe"],
+            2,
+            &["--step-aside `maybe`", "allowed: on, off"],
+        ),
+        row(
+            &["bench", "pspat", "--arbiter-nice", "-30"],
+            2,
+            &["--arbiter-nice `-30`", "allowed: none or -20..=19"],
+        ),
+        row(
+            &["bench", "pspat", "--arbiter-sched", "fifo:100"],
+            2,
+            &["--arbiter-sched `fifo:100`", "fifo:N with N in 1..=99"],
+        ),
         // A slow link is paced by sleeps that still honour --duration.
         row(
             &[

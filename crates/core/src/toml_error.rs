@@ -92,6 +92,9 @@ pub fn unknown_field_message(
 /// and the tables (fields) allowed where it stands. `None` for any other
 /// message.
 pub fn unknown_table_message(line: &str, msg: &str) -> Option<String> {
+    if !line.trim_start().starts_with('[') {
+        return None;
+    }
     let (name, fields) = unknown_field(msg)?;
     let shown = bracketed_name(line);
     let shown = if shown.is_empty() { name } else { shown };
@@ -131,9 +134,17 @@ pub fn line_at(src: &str, pos: usize) -> (usize, usize, &str) {
 /// The first key of a `key = value` line, without quotes; None on a
 /// header line or a line without `=`.
 pub fn first_key(line: &str) -> Option<&str> {
+    let is_key_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '"');
     line.split_once('=')
-        .map(|(k, _)| k.trim().trim_matches('"'))
-        .filter(|k| !k.is_empty() && !k.starts_with('['))
+        .map(|(k, _)| k.trim())
+        // A continuation line of a multi-line inline array or table
+        // (`  { dport = 5 },`) has no key of its own.
+        .filter(|k| {
+            let quoted = k.len() >= 2 && k.starts_with('"') && k.ends_with('"');
+            quoted || (!k.is_empty() && k.chars().all(is_key_char))
+        })
+        .map(|k| k.trim_matches('"'))
+        .filter(|k| !k.is_empty())
 }
 
 /// The value of a `key = value` line as written, trimmed ("" without `=`).
@@ -269,6 +280,14 @@ mod tests {
         assert_eq!(section_before(src, src.len()), Some("class"));
         assert_eq!(header_name("[[egress.class]]"), Some("egress.class"));
         assert_eq!(first_key("[x]"), None);
+        assert_eq!(first_key("\"a b\" = 1"), Some("a b"));
+        assert_eq!(first_key("a.b = 1"), Some("a.b"));
+        // A continuation line of a multi-line inline array has no key.
+        assert_eq!(first_key("  { dport = 5, dprt = 6 },"), None);
+        assert_eq!(
+            unknown_table_message("  { dprt = 6 },", "unknown field `dprt`, expected `a`"),
+            None
+        );
         assert_eq!(bracketed_name("[[x"), "x");
     }
 

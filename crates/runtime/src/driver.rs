@@ -324,19 +324,22 @@ mod prio {
     /// Sets the calling thread's nice value, if any (best effort: without
     /// `CAP_SYS_NICE` a negative value is refused and the thread keeps
     /// its own).
-    pub(super) fn set_nice(nice: Option<i32>) {
+    /// Sets the calling thread's nice value; `false` when the kernel
+    /// refused it (no `CAP_SYS_NICE` or `RLIMIT_NICE` to raise it).
+    pub(super) fn set_nice(nice: Option<i32>) -> bool {
         #[cfg(target_os = "linux")]
         if let Some(n) = nice {
             // SAFETY: gettid has no preconditions; setpriority only reads
             // its integer arguments. On Linux, PRIO_PROCESS with a thread
             // id sets that one thread's nice value.
-            unsafe {
+            return unsafe {
                 let tid = libc::gettid();
-                let _ = libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n);
-            }
+                libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, n) == 0
+            };
         }
         #[cfg(not(target_os = "linux"))]
         let _ = nice;
+        true
     }
 }
 
@@ -783,14 +786,23 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         };
         let was_lowered = h.lowered.is_some();
         h.lowered = next.map(|len| (now.at.saturating_add(len), *now));
-        match (was_lowered, h.lowered.is_some()) {
-            (false, true) => prio::set_nice(Some(h.base)),
+        let raised_back = match (was_lowered, h.lowered.is_some()) {
+            (false, true) => {
+                let _ = prio::set_nice(Some(h.base));
+                true
+            }
             (true, false) => prio::set_nice(Some(h.raised)),
-            _ => {}
-        }
-        let lowered = h.lowered.is_some();
+            _ => true,
+        };
         self.publish_humble();
-        lowered
+        if !raised_back {
+            // The kernel would not give the raised priority back: the
+            // policy has nothing left to give up, so it ends here.
+            self.humble = None;
+        }
+        // A window that ended a lowered period was measured at the
+        // lowered priority: step-aside waits for one at the raised one.
+        was_lowered || next.is_some()
     }
 
     /// Copies the humble counters for [`Pspat::humble_stats`].

@@ -27,5 +27,5 @@ pub use crate::config::{
     ArbiterSched, BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode, add_flows,
     thread_cpu_ns,
 };
-pub use crate::driver::{Pspat, check_arbiter_sched};
+pub use crate::driver::{HumbleStats, Pspat, check_arbiter_sched};
 pub use crate::report::{ArbiterStats, Report, Stats};

@@ -240,7 +240,8 @@ impl ClosedLoop {
             sh.release_each(now, |sh, p, edt| {
                 on_release(sh, &p, edt, now);
                 let at = p.item.place();
-                let Some(r) = records.get_mut(at) else {
+                // Place 0 is the spare record no packet of the loop names.
+                let Some(r) = records.get_mut(at).filter(|_| at != 0) else {
                     return Err(LoopError::UnknownItem { place: at });
                 };
                 r.record(now.0, p.len);

@@ -185,17 +185,18 @@ pub(crate) fn rtc_loop<P: PacketIo + Send + 'static>(
             }
             continue;
         }
-        let asked = match looper.next_due(&round, now) {
-            // Idle under a stream: poll the rings a little first (the
-            // next pass takes what arrived).
-            None if {
-                let at = clock.now().0;
-                let budget = spin.budget(at);
-                budget > 0 && poll_rings_until(&mut port, &clock, at + budget)
-            } =>
-            {
-                None
+        let due = looper.next_due(&round, now);
+        if due.is_none() {
+            // Idle under a stream: poll the rings a little first; the
+            // next pass takes what arrived (its time is traced as the
+            // next pass's scheduling segment).
+            let at = clock.now().0;
+            let budget = spin.budget(at);
+            if budget > 0 && poll_rings_until(&mut port, &clock, at + budget) {
+                continue;
             }
+        }
+        let asked = match due {
             // Idle: the device's own wait (it also refreshes the kernel's
             // drop counters); a command or stop waits at most RX_WAIT.
             None => (!port.rx_ready() && port.wait_due(RX_WAIT, false))

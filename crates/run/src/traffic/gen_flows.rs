@@ -235,6 +235,12 @@ pub fn flows_from_toml(file: &str, text: &str, base: &FlowSpec) -> Result<Vec<Fl
             ));
         }
     };
+    if list.is_empty() {
+        return Err(format!(
+            "{}: `flow` is empty: allowed one `[[flow]]` table per flow with keys {KEYS}",
+            at(flows.span().start)
+        ));
+    }
     if list.len() > MAX_FLOWS {
         return Err(format!(
             "{file}: {} `[[flow]]` tables: allowed at most {MAX_FLOWS}",
@@ -253,7 +259,9 @@ pub fn flows_from_toml(file: &str, text: &str, base: &FlowSpec) -> Result<Vec<Fl
         for (key, value) in table {
             let value_text = match value.get_ref() {
                 DeValue::String(s) => s.to_string(),
-                DeValue::Integer(_) => text[value.span()].to_string(),
+                // As its number: `5_000` and `0x1388` are 5000.
+                DeValue::Integer(n) => i64::from_str_radix(n.as_str(), n.radix())
+                    .map_or_else(|_| text[value.span()].to_string(), |v| v.to_string()),
                 other => {
                     let kind = match other {
                         DeValue::Float(_) => "a fractional number",
@@ -374,6 +382,27 @@ mod tests {
                 assert!(e.contains(w), "{e:?} lacks {w:?} ({spec})");
             }
         }
+    }
+
+    #[test]
+    fn a_flows_file_sets_each_key_over_the_base() {
+        let text = "[[flow]]\nrate = \"2mbit\"\ndport = 5_000\nsize = \"64:7+1500:1\"\n\
+                    [[flow]]\nrate = \"1mbit\"\ndport = 0x1389\ncount = 3\ndscp = \"ef\"\n";
+        let flows = flows_from_toml("g.toml", text, &base()).expect("valid file");
+        assert_eq!(flows.len(), 2);
+        assert_eq!((flows[0].rate, flows[0].dport), (Rate::mbit(2), 5000));
+        assert_eq!(flows[0].sizes, Sizes::Mix(vec![(64, 7), (1500, 1)]));
+        assert_eq!(
+            (flows[1].dport, flows[1].count, flows[1].dscp),
+            (5001, 3, 46)
+        );
+        assert_eq!(
+            flows[1].sizes,
+            base().sizes,
+            "an unset key keeps the base's value"
+        );
+        let err = flows_from_toml("g.toml", "flow = []\n", &base()).expect_err("no flow");
+        assert!(err.contains("g.toml:1:8: `flow` is empty"), "{err}");
     }
 
     #[test]

@@ -67,7 +67,9 @@ pub(crate) struct Window {
     pub(crate) slept_ns: u64,
     /// The arbiter thread's CPU time, ns.
     pub(crate) cpu_ns: u64,
-    /// Of it, in rounds that moved packets, ns (see `driver::humble`).
+    /// Wall time of the arbiter thread's rounds that moved packets, ns
+    /// (preemption inside a round included, so it may exceed `cpu_ns`;
+    /// see `driver::humble`).
     pub(crate) busy_ns: u64,
     /// Clients' starved gaps, summed, ns.
     pub(crate) starved_ns: u64,

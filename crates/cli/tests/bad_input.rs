@@ -579,6 +579,14 @@ fn bench_commands() {
             &["--humble `maybe`", "allowed: on, off"],
         ),
         row(
+            &["bench", "pspat", "--humble", "on", "--arbiter-nice", "none"],
+            2,
+            &[
+                "--humble on with --arbiter-nice none",
+                "allowed with --arbiter-nice -20..=-1",
+            ],
+        ),
+        row(
             &["bench", "pspat", "--step-aside", "maybe"],
             2,
             &["--step-aside `maybe`", "allowed: on, off"],

@@ -733,12 +733,9 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     /// With [`Config::humble`]: arms the policy if the thread runs at a
     /// raised priority (`now` below the inherited `base`).
     fn arm_humble(&mut self, base: Option<i32>, now: Option<i32>) {
-        let (Some(base), Some(raised)) = (base, now) else {
+        let Some((base, raised)) = humble::arms(base, now) else {
             return;
         };
-        if raised >= base {
-            return;
-        }
         self.humble = Some(HumbleState {
             policy: Humble::default(),
             base,

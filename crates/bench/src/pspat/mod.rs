@@ -264,6 +264,15 @@ pub struct Plan {
     thread_counters: bool,
 }
 
+/// A switch's value: `on` or `off`.
+fn on_off(flag: &str, value: &str) -> Result<bool> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        s => bail!("{flag} `{s}`; allowed: on, off"),
+    }
+}
+
 /// `--busy-core`: `off`, or a core this machine has.
 fn parse_busy_core(s: &str) -> Result<Option<usize>> {
     if s == "off" {
@@ -397,24 +406,19 @@ impl Plan {
                 "off" => None,
                 s => Some(NAP.duration(s).map_err(|e| anyhow!("{e}, or `off`"))?),
             },
-            step_aside: match a.step_aside.as_str() {
-                "on" => true,
-                "off" => false,
-                s => bail!("--step-aside `{s}`; allowed: on, off"),
-            },
-            starved_assist: match a.starved_assist.as_str() {
-                "on" => true,
-                "off" => false,
-                s => bail!("--starved-assist `{s}`; allowed: on, off"),
-            },
-            humble: match a.humble.as_str() {
-                "on" => true,
-                "off" => false,
-                s => bail!("--humble `{s}`; allowed: on, off"),
-            },
+            step_aside: on_off("--step-aside", &a.step_aside)?,
+            starved_assist: on_off("--starved-assist", &a.starved_assist)?,
+            humble: on_off("--humble", &a.humble)?,
             busy_core: parse_busy_core(&a.busy_core)?,
             thread_counters: a.thread_counters,
         };
+        if plan.humble && !plan.arbiter_nice.is_some_and(|n| n < 0) {
+            bail!(
+                "--humble on with --arbiter-nice {}: the humble arbiter gives up a raised \
+                 priority and there is none; allowed with --arbiter-nice -20..=-1 (the default -20)",
+                a.arbiter_nice
+            );
+        }
         plan.check_rates(a)?;
         if plan.archs.contains(&Arch::Pspat) {
             check_arbiter_sched(plan.arbiter_sched)

@@ -232,12 +232,18 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
-            let late = now.0.saturating_sub(e.edt);
-            self.st.released += 1;
-            self.st.lateness_sum += u128::from(late);
-            self.st.max_lateness = self.st.max_lateness.max(late);
+            self.count_release(now, e.edt);
             return Some((pkt, Nanos(e.edt)));
         }
+    }
+
+    /// Counts one packet released at `now` that was filed for `edt`.
+    #[inline(always)]
+    fn count_release(&mut self, now: Nanos, edt: u64) {
+        let late = now.0.saturating_sub(edt);
+        self.st.released += 1;
+        self.st.lateness_sum += u128::from(late);
+        self.st.max_lateness = self.st.max_lateness.max(late);
     }
 
     /// The next entry of the time queue's ready list, releasing the next
@@ -297,10 +303,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
-            let late = now.0.saturating_sub(e.edt);
-            self.st.released += 1;
-            self.st.lateness_sum += u128::from(late);
-            self.st.max_lateness = self.st.max_lateness.max(late);
+            self.count_release(now, e.edt);
             n += 1;
             f(self, pkt, Nanos(e.edt))?;
         }

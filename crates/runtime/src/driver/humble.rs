@@ -100,6 +100,17 @@ impl Default for Humble {
     }
 }
 
+/// Whether the policy arms for a thread whose inherited nice value is
+/// `base` and whose present one is `now`: only at a raised priority
+/// (`now` below `base`), as `(base, raised)`; `None` when either is
+/// unknown or nothing was raised (there is nothing to give up).
+pub(crate) fn arms(base: Option<i32>, now: Option<i32>) -> Option<(i32, i32)> {
+    match (base, now) {
+        (Some(base), Some(raised)) if raised < base => Some((base, raised)),
+        _ => None,
+    }
+}
+
 /// Share of the awake time in rounds that moved packets.
 fn busy_share(w: &Window) -> f64 {
     let awake = w.wall_ns.saturating_sub(w.slept_ns);
@@ -163,6 +174,16 @@ mod tests {
             starved_ns: starved,
             decisions,
         }
+    }
+
+    #[test]
+    fn it_arms_only_over_a_raised_priority() {
+        assert_eq!(arms(Some(0), Some(-20)), Some((0, -20)));
+        assert_eq!(arms(Some(5), Some(-1)), Some((5, -1)));
+        assert_eq!(arms(Some(0), Some(0)), None, "nothing raised");
+        assert_eq!(arms(Some(-20), Some(0)), None, "lower than inherited");
+        assert_eq!(arms(None, Some(-20)), None);
+        assert_eq!(arms(Some(0), None), None);
     }
 
     #[test]

@@ -412,7 +412,7 @@ impl Plan {
             busy_core: parse_busy_core(&a.busy_core)?,
             thread_counters: a.thread_counters,
         };
-        if plan.humble && !plan.arbiter_nice.is_some_and(|n| n < 0) {
+        if plan.humble && plan.arbiter_nice.is_none_or(|n| n >= 0) {
             bail!(
                 "--humble on with --arbiter-nice {}: the humble arbiter gives up a raised \
                  priority and there is none; allowed with --arbiter-nice -20..=-1 (the default -20)",

@@ -587,6 +587,21 @@ fn bench_commands() {
             ],
         ),
         row(
+            &[
+                "bench",
+                "pspat",
+                "--humble",
+                "on",
+                "--arbiter-sched",
+                "fifo:50",
+            ],
+            2,
+            &[
+                "--humble on with --arbiter-sched fifo:50",
+                "allowed with --arbiter-sched other",
+            ],
+        ),
+        row(
             &["bench", "pspat", "--step-aside", "maybe"],
             2,
             &["--step-aside `maybe`", "allowed: on, off"],

@@ -412,6 +412,13 @@ impl Plan {
             busy_core: parse_busy_core(&a.busy_core)?,
             thread_counters: a.thread_counters,
         };
+        if plan.humble && plan.arbiter_sched != ArbiterSched::Other {
+            bail!(
+                "--humble on with --arbiter-sched {}: the humble arbiter gives up a raised nice \
+                 value, which a real-time thread does not use; allowed with --arbiter-sched other",
+                a.arbiter_sched
+            );
+        }
         if plan.humble && plan.arbiter_nice.is_none_or(|n| n >= 0) {
             bail!(
                 "--humble on with --arbiter-nice {}: the humble arbiter gives up a raised \

@@ -59,7 +59,11 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// in the ring, so the pointer always moves).
     #[inline(always)]
     fn point_at(&mut self, index: usize) {
-        if let Some(group) = self.ring.group_ptr(index) {
+        let group = self.ring.group_ptr(index);
+        // Callers step within the ring; a slip would leave `cur` on a
+        // stale (still in-ring) group: caught in debug builds.
+        debug_assert!(group.is_some(), "group {index} is outside the ring");
+        if let Some(group) = group {
             self.cur = group;
         }
     }

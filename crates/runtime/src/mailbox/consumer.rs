@@ -115,19 +115,6 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
     /// Groups per line.
     const GROUPS: usize = L / H;
 
-    /// Points the hot path at group `index`, the new `self.group` (always
-    /// in the ring, so the pointer always moves).
-    #[inline(always)]
-    fn point_at(&mut self, index: usize) {
-        let group = self.ring.group_ptr(index);
-        // Callers step within the ring; a slip would leave `cur` on a
-        // stale (still in-ring) group: caught in debug builds.
-        debug_assert!(group.is_some(), "group {index} is outside the ring");
-        if let Some(group) = group {
-            self.cur = group;
-        }
-    }
-
     /// Maximum number of items the mailbox holds: entries − one line.
     pub fn capacity(&self) -> usize {
         self.ring.len() * H - L
@@ -402,7 +389,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
-            self.point_at(next);
+            self.ring.point(&mut self.cur, next);
         } else {
             self.release_line();
         }
@@ -423,7 +410,7 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
             self.tag ^= TAG_FLIP;
         }
         self.group = next;
-        self.point_at(next);
+        self.ring.point(&mut self.cur, next);
         self.line_end = next + Self::GROUPS;
         if self.prefetch {
             self.prefetch_line_after(next);

@@ -55,19 +55,6 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// Groups per line.
     const GROUPS: usize = L / H;
 
-    /// Points the hot path at group `index`, the new `self.group` (always
-    /// in the ring, so the pointer always moves).
-    #[inline(always)]
-    fn point_at(&mut self, index: usize) {
-        let group = self.ring.group_ptr(index);
-        // Callers step within the ring; a slip would leave `cur` on a
-        // stale (still in-ring) group: caught in debug builds.
-        debug_assert!(group.is_some(), "group {index} is outside the ring");
-        if let Some(group) = group {
-            self.cur = group;
-        }
-    }
-
     /// Maximum number of items the mailbox holds: entries − one line.
     ///
     /// Space is reclaimed a line at a time: after the consumer popped `k`
@@ -138,7 +125,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         let next = self.group + 1;
         if next < self.line_end {
             self.group = next;
-            self.point_at(next);
+            self.ring.point(&mut self.cur, next);
         } else if !self.claim_line() {
             return false;
         }
@@ -198,7 +185,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         // Lines are released in ring order, so `ahead` being released means
         // `next` is released too.
         self.group = next;
-        self.point_at(next);
+        self.ring.point(&mut self.cur, next);
         self.line_end = next + Self::GROUPS;
         self.tag = tag;
         self.claimed = self.claimed.wrapping_add(1);

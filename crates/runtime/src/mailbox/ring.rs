@@ -97,6 +97,19 @@ impl<T, const H: usize> Ring<T, H> {
     pub(super) fn group_ptr(&self, index: usize) -> Option<GroupPtr<T, H>> {
         self.groups.get(index).map(|g| GroupPtr(NonNull::from(g)))
     }
+
+    /// Points a handle's `cur` at group `index`, its new current group
+    /// (always in the ring, so the pointer always moves; a slip would
+    /// leave `cur` on a stale, still in-ring group: caught in debug
+    /// builds).
+    #[inline(always)]
+    pub(super) fn point(&self, cur: &mut GroupPtr<T, H>, index: usize) {
+        let group = self.group_ptr(index);
+        debug_assert!(group.is_some(), "group {index} is outside the ring");
+        if let Some(group) = group {
+            *cur = group;
+        }
+    }
 }
 
 /// A handle's pointer to its current group: the hot path reaches the

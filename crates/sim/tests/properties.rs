@@ -413,17 +413,9 @@ fn worst_bwfi(rep: &pktsched_sim::Report) -> f64 {
     rep.groups.iter().map(|g| g.bwfi_bytes).fold(0.0, f64::max)
 }
 
-/// Found by the property test when it checked WF2Q+ against one maximum
-/// packet: a flow's B-WFI reaches 1527.6 bytes, above 1500. The
-/// brute-force computation above agrees with the engine on this value and
-/// a textbook WF2Q+ measures the same
-/// (`wf2q_matches_a_textbook_reference_on_the_counterexamples`), so it was
-/// the stated bound that did not hold. It is now checked against the bound
-/// derived in `metrics` (2·L_k + 2·φ_k·(L − L_k)); the test also keeps
-/// showing that one packet is exceeded.
-#[test]
-fn wf2q_one_packet_bwfi_counterexample() {
-    let src = r#"
+/// The first WF2Q+ counter-example to a one-packet B-WFI: three flows, one
+/// of them Poisson, with the seed the property test found.
+const WF2Q_POISSON_COUNTEREXAMPLE: &str = r#"
 link = "1gbit"
 algorithm = "wf2q"
 duration = "1ms"
@@ -439,7 +431,18 @@ source = { type = "poisson", rate = "41mbit" }
 weight = 11
 size = { mix = [[64, 3], [1500, 1]] }
 "#;
-    let c = pktsched_sim::scenario::parse(src, "wf2q.toml", None).unwrap();
+
+/// Found by the property test when it checked WF2Q+ against one maximum
+/// packet: a flow's B-WFI reaches 1527.6 bytes, above 1500. The
+/// brute-force computation above agrees with the engine on this value and
+/// a textbook WF2Q+ measures the same
+/// (`wf2q_matches_a_textbook_reference_on_the_counterexamples`), so it was
+/// the stated bound that did not hold. It is now checked against the bound
+/// derived in `metrics` (2·L_k + 2·φ_k·(L − L_k)); the test also keeps
+/// showing that one packet is exceeded.
+#[test]
+fn wf2q_one_packet_bwfi_counterexample() {
+    let c = pktsched_sim::scenario::parse(WF2Q_POISSON_COUNTEREXAMPLE, "wf2q.toml", None).unwrap();
     let rep = pktsched_sim::run(&c).unwrap();
     assert!(rep.violations.is_empty(), "{}", rep.table());
     assert!((worst_bwfi(&rep) - 1527.6).abs() < 0.1, "{}", rep.table());
@@ -627,27 +630,8 @@ fn wf2q_matches_a_textbook_reference_on_the_counterexamples() {
             limit: 1024,
         })
         .collect();
-    let poisson = pktsched_sim::scenario::parse(
-        r#"
-link = "1gbit"
-algorithm = "wf2q"
-duration = "1ms"
-seed = 14896835110339716174
-[[flows]]
-weight = 1
-size = 173
-[[flows]]
-weight = 1
-size = { mix = [[64, 3], [1500, 1]] }
-source = { type = "poisson", rate = "41mbit" }
-[[flows]]
-weight = 11
-size = { mix = [[64, 3], [1500, 1]] }
-"#,
-        "wf2q.toml",
-        None,
-    )
-    .unwrap();
+    let poisson =
+        pktsched_sim::scenario::parse(WF2Q_POISSON_COUNTEREXAMPLE, "wf2q.toml", None).unwrap();
     for c in [cfg(Algorithm::Wf2q, bimodal, 5), poisson] {
         let ours = pktsched_sim::run(&c).unwrap();
         let out = pktsched_sim::engine::simulate_with(

@@ -22,32 +22,6 @@ use pktsched_run::traffic::sink::{Sink, SinkReport};
 /// One real-wire run at a time in this binary.
 static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-const CONFIG: &str = r#"
-[link]
-ingress = "d0"
-egress = "d1"
-rate = "100mbit"
-backend = "BACKEND"
-
-[scheduler]
-algorithm = "prio"
-
-[control]
-socket = "/tmp/unused.sock"
-
-[[class]]
-name = "bulk"
-prio = 1
-limit = 200
-default = true
-
-[[class]]
-name = "victim"
-prio = 0
-limit = 200
-match = [{ proto = "udp", dport = 5000 }]
-"#;
-
 /// What one run saw: the ingress's rings (in words), the generator, the
 /// sink, the daemon's final counters and the kernel's along the line.
 struct Run {
@@ -64,11 +38,8 @@ fn run(engine: Engine, backend: &str, flows: &[&str], ports: &[u16]) -> Run {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
     let topo = Topology::line("vc-rings-").expect("topology");
-    let src = CONFIG.replace("BACKEND", backend).replacen(
-        "[link]\n",
-        &format!("[link]\nengine = \"{}\"\n", engine.name()),
-        1,
-    );
+    let engine_line = format!("engine = \"{}\"\n", engine.name());
+    let src = common::prio_line_config(backend, &engine_line, common::BULK_AND_VICTIM);
     let cfg = parse(&src, "test.toml", None).expect("config");
     let (devices, pool, choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
         .expect("namespace")

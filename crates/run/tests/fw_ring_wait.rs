@@ -4,6 +4,8 @@
 //! (CI runs as root); skipped with a message otherwise. The namespaces
 //! are removed even when the test fails.
 
+mod common;
+
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
 
@@ -12,30 +14,6 @@ use pktsched_io::{PacketBuf, PacketIo};
 use pktsched_run::config::parse;
 use pktsched_run::devices::open_devices;
 
-const CONFIG: &str = r#"
-[link]
-ingress = "d0"
-egress = "d1"
-rate = "100mbit"
-backend = "xdp"
-
-[scheduler]
-algorithm = "prio"
-
-[control]
-socket = "/tmp/unused.sock"
-
-[[class]]
-name = "bulk"
-prio = 1
-default = true
-
-[[class]]
-name = "victim"
-prio = 0
-match = [{ proto = "udp", dport = 5000 }]
-"#;
-
 #[test]
 fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
     if !is_root() {
@@ -43,7 +21,8 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
         return;
     }
     let topo = Topology::line("fw-wait-").expect("topology");
-    let cfg = parse(CONFIG, "test.toml", None).expect("config");
+    let src = common::prio_line_config("xdp", "", common::BULK_AND_VICTIM);
+    let cfg = parse(&src, "test.toml", None).expect("config");
     let (mut devices, pool, choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
         .expect("namespace")
         .expect("devices");

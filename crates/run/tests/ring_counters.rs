@@ -11,6 +11,8 @@
 //! root (CI runs as root); skipped with a message otherwise. The
 //! namespaces are removed even when a test fails.
 
+mod common;
+
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -22,19 +24,8 @@ use pktsched_run::config::parse;
 use pktsched_run::devices::{LinkDevice, open_devices};
 use pktsched_run::stats::{DeviceStats, Snapshot};
 
-const CONFIG: &str = r#"
-[link]
-ingress = "d0"
-egress = "d1"
-rate = "100mbit"
-backend = "BACKEND"
-
-[scheduler]
-algorithm = "prio"
-
-[control]
-socket = "/tmp/unused.sock"
-
+/// One class for every frame.
+const ALL: &str = r#"
 [[class]]
 name = "all"
 prio = 0
@@ -84,7 +75,12 @@ fn drain(rx: &mut LinkDevice, pool: &BufPool) -> u64 {
 /// Floods d0 on `backend` with its ring unread, then checks the stats.
 fn ring_full_shows_in_the_stats(prefix: &str, backend: &str) -> DeviceStats {
     let topo = Topology::line(prefix).expect("topology");
-    let cfg = parse(&CONFIG.replace("BACKEND", backend), "test.toml", None).expect("config");
+    let cfg = parse(
+        &common::prio_line_config(backend, "", ALL),
+        "test.toml",
+        None,
+    )
+    .expect("config");
     let (mut devices, pool, choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
         .expect("namespace")
         .expect("devices");

@@ -1,7 +1,9 @@
 //! Shared by the real-wire tests: the kernel's counters along the line
 //! `gen` → g0 → d0 (pktsched) d1 → s0 → sink, read after a run, so that a
 //! failing test says at which hop frames went missing and whose loss it
-//! was.
+//! was; and the configs the tests on that line share.
+// Each test binary that includes this module uses part of it.
+#![allow(dead_code)]
 
 use pktsched_io::netns::Topology;
 
@@ -102,7 +104,6 @@ fn udp_rcvbuf_errors(ns: &str) -> std::io::Result<u64> {
 /// line to the file `PKTSCHED_UNTESTED_LOG` names, if set: `ci/test.sh`
 /// sets it and prints the file at the end, so a skipped check is seen in
 /// CI's output and not only in a passing test's hidden stderr.
-#[allow(dead_code)] // not every test binary that shares this module skips
 pub(crate) fn untested(test: &str, what: &str) {
     eprintln!("UNTESTED ({test}): {what}");
     let Some(path) = std::env::var_os("PKTSCHED_UNTESTED_LOG") else {
@@ -118,4 +119,42 @@ pub(crate) fn untested(test: &str, what: &str) {
     if let Err(e) = written {
         eprintln!("could not append to PKTSCHED_UNTESTED_LOG {path:?}: {e}");
     }
+}
+
+/// Two strict-priority classes for a victim next to an overload: `bulk`
+/// (priority 1, the default) and `victim` (priority 0, UDP to port 5000),
+/// 200 packets each.
+pub(crate) const BULK_AND_VICTIM: &str = r#"
+[[class]]
+name = "bulk"
+prio = 1
+limit = 200
+default = true
+
+[[class]]
+name = "victim"
+prio = 0
+limit = 200
+match = [{ proto = "udp", dport = 5000 }]
+"#;
+
+/// A `pktsched run` config on the line topology: d0 → d1 at 100 Mbit/s,
+/// strict priority, on `backend`, with `link_extra` (whole lines) added to
+/// its `[link]` table, then `classes` (its `[[class]]` tables).
+pub(crate) fn prio_line_config(backend: &str, link_extra: &str, classes: &str) -> String {
+    format!(
+        r#"
+[link]
+ingress = "d0"
+egress = "d1"
+rate = "100mbit"
+backend = "{backend}"
+{link_extra}
+[scheduler]
+algorithm = "prio"
+
+[control]
+socket = "/tmp/unused.sock"
+{classes}"#
+    )
 }

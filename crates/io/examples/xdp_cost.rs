@@ -12,8 +12,9 @@
 //! class group loads it (`classify/class@0`). Frames: 64-byte UDP over
 //! IPv4 to the bulk port (the saturation run's), to 6008, the same with
 //! an 802.1Q tag, and UDP over IPv6. Two timings for each: `loop`, one
-//! test run of REPEAT runs (the runs share one buffer, so after the first
-//! few the metadata has no room and the stamp's store is skipped), and
+//! test run of REPEAT runs (the runs share one buffer, so once the
+//! reserved metadata reaches the kernel's limit the reservation fails and
+//! the stamp's store is skipped: most runs take that path), and
 //! `single`, the median of the kernel's durations of REPEAT / 1000 test
 //! runs of one run each (every run reserves and stamps, plus the timer's
 //! own cost). Medians over ROUNDS (default 5). The class each program

@@ -360,8 +360,9 @@ impl Program {
     /// last run with the kernel's mean duration per run in nanoseconds
     /// (its own clock around the loop: the program's cost plus the loop's).
     /// The runs share the buffer, so metadata a program reserves stays
-    /// reserved: after a few runs `bpf_xdp_adjust_meta` finds no room and
-    /// fails, and the timing is of that path.
+    /// reserved: once it reaches the kernel's limit `bpf_xdp_adjust_meta`
+    /// fails, and most of the timing is of that path. `out` needs room for
+    /// the frame and that metadata (the frame's length + 256 is enough).
     pub fn test_run_repeated(
         &self,
         frame: &[u8],

@@ -8,10 +8,15 @@
 //!
 //! # How the fields are read
 //!
-//! Every header read is a `bpf_xdp_load_bytes` of a fixed length at an
-//! offset computed as the userspace walk computes it, into a buffer on
-//! the program's stack; a read past the frame's end fails, which is the
-//! userspace `truncated` rule (the fields read so far still match). Field
+//! Every header is read in place (direct packet access: no helper call)
+//! at an offset computed as the userspace walk computes it, after a check
+//! that the read ends within the frame (`data + offset + len ≤
+//! data_end`, the check the verifier asks for); a read that would pass
+//! the frame's end is not made, which is the userspace `truncated` rule
+//! (the fields read so far still match). The program is loaded without
+//! multi-buffer support, so the frame it sees is all in `data ..
+//! data_end`. The IP header is copied to the program's stack, where the
+//! rules read the addresses. Field
 //! slots start "absent" (`u32::MAX`, which no VLAN id, protocol, DSCP or
 //! port equals; address family 0), so a rule naming a field the frame
 //! lacks never matches, as in userspace.
@@ -30,7 +35,8 @@
 //! verifier's and the jumps' reach); more are refused by count.
 //!
 //! Registers: R6 the context, R7 the offset being read, R8 the ethertype
-//! or next header, R9 the class.
+//! or next header, R9 the class; while the headers are read (no helper is
+//! called then) R4 holds `data` and R5 `data_end`.
 
 use super::insn::{Alu, Asm, Cond, Insn, Reg, Size};
 use super::sys::{Map, Program};
@@ -64,10 +70,8 @@ const SPORT: i16 = -20;
 const DPORT: i16 = -24;
 /// 40 bytes: the IP header.
 const HDR: i16 = -64;
-/// 8 bytes: small reads.
-const SMALL: i16 = -72;
 /// 8 bytes: the receive stamp.
-const STAMP: i16 = -80;
+const STAMP: i16 = -72;
 /// Bytes of metadata: the class, then the stamp.
 pub const META_LEN: usize = 12;
 const ABSENT: i32 = -1; // u32::MAX
@@ -82,23 +86,39 @@ struct Gen {
 }
 
 impl Gen {
-    /// `bpf_xdp_load_bytes(ctx, R7 + add, R10 + dst, len)`; on failure to
-    /// `fail`.
-    fn load(&mut self, add: i32, dst: i16, len: i32, fail: super::insn::Label) {
+    /// `R1 = data + R7`, then to `fail` unless `len` bytes from R1 are in
+    /// the frame (`R1 + len ≤ data_end`; R3 scratch). After it, R1 + 0 ..
+    /// len can be read.
+    fn check(&mut self, len: i32, fail: super::insn::Label) {
         self.a
-            .mov64_reg(Reg::R1, Reg::R6)
-            .mov64_reg(Reg::R2, Reg::R7)
-            .alu64_imm(Alu::Add, Reg::R2, add)
-            .mov64_reg(Reg::R3, Reg::R10)
-            .alu64_imm(Alu::Add, Reg::R3, i32::from(dst))
-            .mov64_imm(Reg::R4, len)
-            .call(helper::XDP_LOAD_BYTES)
-            .jmp_imm(Cond::Ne, Reg::R0, 0, fail);
+            .mov64_reg(Reg::R1, Reg::R4)
+            .alu64_reg(Alu::Add, Reg::R1, Reg::R7)
+            .mov64_reg(Reg::R3, Reg::R1)
+            .alu64_imm(Alu::Add, Reg::R3, len)
+            .jmp_reg(Cond::Gt, Reg::R3, Reg::R5, fail);
     }
 
     /// `reg = be16 at R10 + at`.
     fn be16(&mut self, reg: Reg, at: i16) {
         self.a.ldx(Size::H, reg, Reg::R10, at).be(reg, 16);
+    }
+
+    /// `reg = be16 at R1 + at` (in the frame, after [`Gen::check`]).
+    fn be16_pkt(&mut self, reg: Reg, at: i16) {
+        self.a.ldx(Size::H, reg, Reg::R1, at).be(reg, 16);
+    }
+
+    /// Copies `len` bytes (a multiple of 4) from the frame at R1 (after
+    /// [`Gen::check`]) to the stack at `dst` (8-aligned); R2 scratch.
+    fn copy_to_stack(&mut self, dst: i16, len: i16) {
+        let mut at = 0;
+        while at < len {
+            let size = if len - at >= 8 { Size::DW } else { Size::W };
+            self.a
+                .ldx(size, Reg::R2, Reg::R1, at)
+                .stx(size, Reg::R10, dst + at, Reg::R2);
+            at += if len - at >= 8 { 8 } else { 4 };
+        }
     }
 
     fn init(&mut self) {
@@ -110,9 +130,15 @@ impl Gen {
             self.a.st_imm(Size::W, Reg::R10, slot, ABSENT);
         }
         self.a.st_imm(Size::W, Reg::R10, FAM, 0);
-        for i in 0..6 {
-            self.a.st_imm(Size::DW, Reg::R10, SMALL + 8 * i, 0);
+        for i in 0..5 {
+            self.a.st_imm(Size::DW, Reg::R10, HDR + 8 * i, 0);
         }
+        self.a.ldx(Size::W, Reg::R4, Reg::R6, xdp_md::DATA).ldx(
+            Size::W,
+            Reg::R5,
+            Reg::R6,
+            xdp_md::DATA_END,
+        );
     }
 
     /// Ethernet and up to two VLAN tags; leaves R7 at the L3 header and
@@ -120,8 +146,8 @@ impl Gen {
     fn ethernet(&mut self) {
         let (rules, default) = (self.rules, self.default);
         self.a.mov64_imm(Reg::R7, 12);
-        self.load(0, SMALL, 2, default);
-        self.be16(Reg::R8, SMALL);
+        self.check(2, default);
+        self.be16_pkt(Reg::R8, 0);
         self.a.mov64_imm(Reg::R7, 14);
         let l3 = self.a.label();
         for tag in 0..2 {
@@ -133,14 +159,14 @@ impl Gen {
                 l3,
             );
             self.a.bind(is_tag);
-            self.load(0, SMALL, 4, rules);
+            self.check(4, rules);
             if tag == 0 {
-                self.be16(Reg::R1, SMALL);
+                self.be16_pkt(Reg::R2, 0);
                 self.a
-                    .alu64_imm(Alu::And, Reg::R1, 0x0fff)
-                    .stx(Size::W, Reg::R10, VLAN, Reg::R1);
+                    .alu64_imm(Alu::And, Reg::R2, 0x0fff)
+                    .stx(Size::W, Reg::R10, VLAN, Reg::R2);
             }
-            self.be16(Reg::R8, SMALL + 2);
+            self.be16_pkt(Reg::R8, 2);
             self.a.alu64_imm(Alu::Add, Reg::R7, 4);
         }
         self.a.bind(l3);
@@ -165,16 +191,17 @@ impl Gen {
             .jmp_imm(Cond::Eq, Reg::R2, 17, read)
             .jmp_imm(Cond::Ne, Reg::R2, 132, rules);
         self.a.bind(read);
-        self.load(0, SMALL, 4, rules);
-        self.be16(Reg::R1, SMALL);
-        self.a.stx(Size::W, Reg::R10, SPORT, Reg::R1);
-        self.be16(Reg::R1, SMALL + 2);
-        self.a.stx(Size::W, Reg::R10, DPORT, Reg::R1).ja(rules);
+        self.check(4, rules);
+        self.be16_pkt(Reg::R2, 0);
+        self.a.stx(Size::W, Reg::R10, SPORT, Reg::R2);
+        self.be16_pkt(Reg::R2, 2);
+        self.a.stx(Size::W, Reg::R10, DPORT, Reg::R2).ja(rules);
     }
 
     fn ipv4(&mut self) {
         let rules = self.rules;
-        self.load(0, HDR, 20, rules);
+        self.check(20, rules);
+        self.copy_to_stack(HDR, 20);
         self.a
             .ldx(Size::B, Reg::R1, Reg::R10, HDR)
             .mov64_reg(Reg::R2, Reg::R1)
@@ -203,7 +230,8 @@ impl Gen {
 
     fn ipv6(&mut self) {
         let rules = self.rules;
-        self.load(0, HDR, 40, rules);
+        self.check(40, rules);
+        self.copy_to_stack(HDR, 40);
         self.a
             .ldx(Size::B, Reg::R1, Reg::R10, HDR)
             .mov64_reg(Reg::R2, Reg::R1)
@@ -234,22 +262,22 @@ impl Gen {
                 .jmp_imm(Cond::Eq, Reg::R8, 44, frag)
                 .ja(last);
             self.a.bind(ext);
-            self.load(0, SMALL, 2, rules);
+            self.check(2, rules);
             self.a
-                .ldx(Size::B, Reg::R8, Reg::R10, SMALL)
-                .ldx(Size::B, Reg::R1, Reg::R10, SMALL + 1)
-                .alu64_imm(Alu::Lsh, Reg::R1, 3)
-                .alu64_imm(Alu::Add, Reg::R1, 8)
-                .alu64_reg(Alu::Add, Reg::R7, Reg::R1)
+                .ldx(Size::B, Reg::R8, Reg::R1, 0)
+                .ldx(Size::B, Reg::R2, Reg::R1, 1)
+                .alu64_imm(Alu::Lsh, Reg::R2, 3)
+                .alu64_imm(Alu::Add, Reg::R2, 8)
+                .alu64_reg(Alu::Add, Reg::R7, Reg::R2)
                 .ja(next);
             self.a.bind(frag);
-            self.load(0, SMALL, 4, rules);
-            self.a.ldx(Size::B, Reg::R8, Reg::R10, SMALL);
-            self.be16(Reg::R1, SMALL + 2);
+            self.check(4, rules);
+            self.a.ldx(Size::B, Reg::R8, Reg::R1, 0);
+            self.be16_pkt(Reg::R2, 2);
             self.a
                 .alu64_imm(Alu::Add, Reg::R7, 8)
-                .alu64_imm(Alu::And, Reg::R1, 0xfff8)
-                .jmp_imm(Cond::Eq, Reg::R1, 0, next)
+                .alu64_imm(Alu::And, Reg::R2, 0xfff8)
+                .jmp_imm(Cond::Eq, Reg::R2, 0, next)
                 .stx(Size::W, Reg::R10, PROTO, Reg::R8)
                 .ja(rules);
             // Any other header ends the walk: it is the protocol.

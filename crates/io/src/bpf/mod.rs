@@ -14,7 +14,8 @@
 //! * [`stamp`]: the receive stamp (`bpf_ktime_get_ns()`, 8 bytes of
 //!   metadata right before the frame) both programs write.
 //! * [`classify`]: the classifier of [`crate::classify`] compiled to
-//!   eBPF: the same fields, the same rule for odd frames, the first
+//!   eBPF (headers read in place, no helper call per read): the same
+//!   fields, the same rule for odd frames, the first
 //!   matching rule's class written into the frame's metadata and used as
 //!   the XSKMAP key (for frames of one queue only, or the queue as key:
 //!   see [`classify::Steer`]).
@@ -34,7 +35,8 @@ pub mod helper {
     pub const REDIRECT_MAP: i32 = 51;
     /// `bpf_xdp_adjust_meta(ctx, delta)`.
     pub const XDP_ADJUST_META: i32 = 54;
-    /// `bpf_xdp_load_bytes(ctx, offset, buf, len)`.
+    /// `bpf_xdp_load_bytes(ctx, offset, buf, len)` (no longer used: the
+    /// classifier reads the frame in place).
     pub const XDP_LOAD_BYTES: i32 = 189;
 }
 

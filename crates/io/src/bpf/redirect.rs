@@ -67,6 +67,36 @@ mod tests {
     }
 
     #[test]
+    fn repeated_test_runs_give_the_verdict_and_refuse_a_bad_count() {
+        if !crate::netns::is_root() {
+            eprintln!("skipped: bpf(2) needs root");
+            return;
+        }
+        let map = Map::xsk(4, "pst_test").expect("map");
+        let prog = load_redirect_by_queue(&map).expect("load");
+        let frame = [0x5au8; 60];
+        let mut out = [0u8; 512];
+        let (run, _mean_ns) = prog
+            .test_run_repeated(&frame, &mut out, 1000)
+            .expect("1000 runs");
+        assert_eq!(run.retval, action::PASS);
+        // The frame comes out unchanged behind whatever metadata the runs
+        // left reserved (at most the test run's 256 bytes of headroom).
+        assert!(run.out_len >= frame.len() && run.out_len <= frame.len() + 256);
+        assert_eq!(&out[run.out_len - frame.len()..run.out_len], &frame[..]);
+        for bad in [0, crate::bpf::sys::MAX_TEST_REPEAT + 1] {
+            let e = prog
+                .test_run_repeated(&frame, &mut out, bad)
+                .expect_err("refused")
+                .to_string();
+            assert!(
+                e.contains("repeat") && e.contains(&bad.to_string()) && e.contains("allowed"),
+                "{e}"
+            );
+        }
+    }
+
+    #[test]
     fn a_refused_program_brings_the_verifier_log() {
         if !crate::netns::is_root() {
             eprintln!("skipped: bpf(2) needs root");

@@ -119,6 +119,32 @@ impl RxRingKind {
     pub fn counts_freezes(self) -> bool {
         self == RxRingKind::PacketBlocks
     }
+
+    /// Whether the kernel counts invalid receive descriptors (AF_XDP's
+    /// `rx_invalid_descs`: fill-ring entries outside the UMEM).
+    pub fn counts_invalid(self) -> bool {
+        self == RxRingKind::Xdp
+    }
+}
+
+/// The kind of kernel transmit ring behind a device, which says whether
+/// [`IoStats::tx_invalid`] and [`IoStats::tx_ring_empty`] mean anything.
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
+pub enum TxRingKind {
+    /// No AF_XDP transmit ring (AF_PACKET, in memory, receive only): the
+    /// kernel keeps no invalid-descriptor count.
+    #[default]
+    Other,
+    /// An AF_XDP TX ring: the kernel counts the descriptors it refused
+    /// (`tx_invalid_descs`) and the times it found the ring empty.
+    Xdp,
+}
+
+impl TxRingKind {
+    /// Whether the kernel counts refused transmit descriptors.
+    pub fn counts_invalid(self) -> bool {
+        self == TxRingKind::Xdp
+    }
 }
 
 /// A device's counters.
@@ -127,6 +153,9 @@ pub struct IoStats {
     /// Which ring counters below the kernel keeps for this device (those
     /// it does not keep stay 0 and mean nothing).
     pub rx_ring: RxRingKind,
+    /// Which transmit ring counters below the kernel keeps for this
+    /// device.
+    pub tx_ring: TxRingKind,
     /// Frames received.
     pub rx_packets: u64,
     /// Bytes received.

@@ -112,6 +112,14 @@ pub struct DeviceStats {
     /// because user space held every block. `None` on AF_XDP and V2
     /// rings, which have no such state.
     pub rx_freezes: Option<u64>,
+    /// AF_XDP: fill-ring descriptors the kernel refused as invalid
+    /// (`rx_invalid_descs`). `None` on AF_PACKET and without a receive
+    /// ring.
+    pub rx_invalid: Option<u64>,
+    /// AF_XDP: transmit descriptors the kernel refused as invalid
+    /// (`tx_invalid_descs`; those frames were not sent). `None` on
+    /// AF_PACKET and without an AF_XDP transmit ring.
+    pub tx_invalid: Option<u64>,
 }
 
 impl DeviceStats {
@@ -132,12 +140,14 @@ impl DeviceStats {
             rx_ring_full: kind.counts_ring_full().then_some(io.rx_ring_full),
             rx_fill_empty: kind.counts_fill_empty().then_some(io.rx_fill_empty),
             rx_freezes: kind.counts_freezes().then_some(io.rx_freezes),
+            rx_invalid: kind.counts_invalid().then_some(io.rx_invalid),
+            tx_invalid: io.tx_ring.counts_invalid().then_some(io.tx_invalid),
         }
     }
 
     /// The counters with a name, in display order: `None` for a counter
     /// this device does not have.
-    pub fn counters(&self) -> [(&'static str, Option<u64>); 10] {
+    pub fn counters(&self) -> [(&'static str, Option<u64>); 12] {
         [
             ("rx_packets", Some(self.rx_packets)),
             ("tx_packets", Some(self.tx_packets)),
@@ -145,16 +155,18 @@ impl DeviceStats {
             ("rx_ring_full", self.rx_ring_full),
             ("rx_fill_empty", self.rx_fill_empty),
             ("rx_freezes", self.rx_freezes),
+            ("rx_invalid", self.rx_invalid),
             ("rx_no_buffer", Some(self.rx_no_buffer)),
             ("rx_oversize", Some(self.rx_oversize)),
             ("tx_busy", Some(self.tx_busy)),
             ("tx_failed", Some(self.tx_failed)),
+            ("tx_invalid", self.tx_invalid),
         ]
     }
 }
 
 /// Help text of each device counter's Prometheus metric.
-const DEVICE_HELP: [(&str, &str); 10] = [
+const DEVICE_HELP: [(&str, &str); 12] = [
     ("rx_packets", "Frames received."),
     ("tx_packets", "Frames transmitted."),
     (
@@ -173,6 +185,10 @@ const DEVICE_HELP: [(&str, &str); 10] = [
         "rx_freezes",
         "Times the kernel froze the AF_PACKET TPACKET_V3 receive queue (every block held by user space).",
     ),
+    (
+        "rx_invalid",
+        "AF_XDP fill-ring descriptors the kernel refused as invalid.",
+    ),
     ("rx_no_buffer", "Frames dropped because no buffer was free."),
     ("rx_oversize", "Frames longer than max_frame, dropped."),
     (
@@ -182,6 +198,10 @@ const DEVICE_HELP: [(&str, &str); 10] = [
     (
         "tx_failed",
         "Frames that could not be transmitted, dropped.",
+    ),
+    (
+        "tx_invalid",
+        "AF_XDP transmit descriptors the kernel refused as invalid (not sent).",
     ),
 ];
 
@@ -330,7 +350,7 @@ impl Snapshot {
             let counters: Vec<String> = d
                 .counters()
                 .iter()
-                .skip(2)
+                .filter(|(name, _)| !matches!(*name, "rx_packets" | "tx_packets"))
                 .map(|(name, v)| format!("{name} {}", count_or_dash(*v)))
                 .collect();
             let _ = writeln!(
@@ -654,7 +674,7 @@ impl Snapshot {
 
 #[cfg(test)]
 mod tests {
-    use pktsched_io::RxRingKind;
+    use pktsched_io::{RxRingKind, TxRingKind};
 
     use super::*;
 
@@ -686,19 +706,21 @@ mod tests {
         }
     }
 
-    /// Every device counter, by name, with a distinct value on the AF_XDP
-    /// receive socket.
-    const XDP_RX_COUNTERS: [(&str, u64); 10] = [
+    /// Every device counter, by name, with a distinct value on an AF_XDP
+    /// device (its receive and transmit rings).
+    const XDP_RX_COUNTERS: [(&str, u64); 12] = [
         ("rx_packets", 101),
         ("tx_packets", 102),
         ("rx_kernel_drops", 103),
         ("rx_ring_full", 104),
         ("rx_fill_empty", 105),
         ("rx_freezes", 106),
+        ("rx_invalid", 111),
         ("rx_no_buffer", 107),
         ("rx_oversize", 108),
         ("tx_busy", 109),
         ("tx_failed", 110),
+        ("tx_invalid", 112),
     ];
 
     /// An AF_XDP receive socket (no freeze counter) and an AF_PACKET
@@ -712,6 +734,7 @@ mod tests {
         };
         let xdp = IoStats {
             rx_ring: RxRingKind::Xdp,
+            tx_ring: TxRingKind::Xdp,
             rx_packets: v("rx_packets"),
             tx_packets: v("tx_packets"),
             rx_kernel_drops: v("rx_kernel_drops"),
@@ -722,6 +745,8 @@ mod tests {
             rx_oversize: v("rx_oversize"),
             tx_busy: v("tx_busy"),
             tx_failed: v("tx_failed"),
+            rx_invalid: v("rx_invalid"),
+            tx_invalid: v("tx_invalid"),
             ..IoStats::default()
         };
         let tx = IoStats {
@@ -760,6 +785,34 @@ mod tests {
     }
 
     #[test]
+    fn only_af_xdp_rings_have_invalid_descriptor_counters() {
+        let io = IoStats {
+            rx_invalid: 3,
+            tx_invalid: 4,
+            ..IoStats::default()
+        };
+        let of = |rx_ring, tx_ring| {
+            let d = DeviceStats::from_io(
+                "d0",
+                "rx",
+                &IoStats {
+                    rx_ring,
+                    tx_ring,
+                    ..io
+                },
+            );
+            (d.rx_invalid, d.tx_invalid)
+        };
+        assert_eq!(of(RxRingKind::Xdp, TxRingKind::Other), (Some(3), None));
+        assert_eq!(of(RxRingKind::None, TxRingKind::Xdp), (None, Some(4)));
+        assert_eq!(
+            of(RxRingKind::PacketBlocks, TxRingKind::Other),
+            (None, None)
+        );
+        assert_eq!(of(RxRingKind::PacketSlots, TxRingKind::Other), (None, None));
+    }
+
+    #[test]
     fn every_device_counter_is_in_text_json_and_prometheus() {
         let snap = sample();
         let t = snap.text();
@@ -793,7 +846,13 @@ mod tests {
             t.contains("device d1 tx: rx 0 tx 7 rx_kernel_drops 0 rx_ring_full — rx_fill_empty — rx_freezes — "),
             "{t}"
         );
-        for name in ["rx_ring_full", "rx_fill_empty", "rx_freezes"] {
+        for name in [
+            "rx_ring_full",
+            "rx_fill_empty",
+            "rx_freezes",
+            "rx_invalid",
+            "tx_invalid",
+        ] {
             assert!(v["devices"][1][name].is_null(), "{name} in {v}");
             assert!(
                 !p.contains(&format!("pktsched_device_{name}_total{{device=\"d1\"")),

@@ -72,8 +72,9 @@ fn drain(rx: &mut LinkDevice, pool: &BufPool) -> u64 {
     got
 }
 
-/// Floods d0 on `backend` with its ring unread, then checks the stats.
-fn ring_full_shows_in_the_stats(prefix: &str, backend: &str) -> DeviceStats {
+/// Floods d0 on `backend` with its ring unread, then checks the stats;
+/// returns the ingress's and the egress's counters.
+fn ring_full_shows_in_the_stats(prefix: &str, backend: &str) -> (DeviceStats, DeviceStats) {
     let topo = Topology::line(prefix).expect("topology");
     let cfg = parse(
         &common::prio_line_config(backend, "", ALL),
@@ -159,9 +160,10 @@ fn ring_full_shows_in_the_stats(prefix: &str, backend: &str) -> DeviceStats {
     // The egress's transmit socket has no receive ring.
     assert_eq!(snap.devices[1].rx_ring_full, None, "{t}");
     assert!(json["devices"][1]["rx_ring_full"].is_null(), "{json}");
+    let d1 = snap.devices[1].clone();
     snap.devices.truncate(1);
     eprintln!("{}", snap.text());
-    d0
+    (d0, d1)
 }
 
 fn skip() -> bool {
@@ -177,11 +179,15 @@ fn an_unread_af_xdp_ring_shows_its_losses_in_the_stats() {
     if skip() {
         return;
     }
-    let d0 = ring_full_shows_in_the_stats("c7-xdp-", "xdp");
+    let (d0, d1) = ring_full_shows_in_the_stats("c7-xdp-", "xdp");
     let (full, empty) = (d0.rx_ring_full.unwrap_or(0), d0.rx_fill_empty);
     assert!(empty.is_some(), "AF_XDP has a fill ring: {d0:?}");
     assert!(full + empty.unwrap_or(0) > 0, "{d0:?}");
     assert_eq!(d0.rx_freezes, None, "AF_XDP has no queue freezes: {d0:?}");
+    // Both AF_XDP rings count the descriptors the kernel refused: none
+    // here (pktsched hands it only its own UMEM's frames).
+    assert_eq!(d0.rx_invalid, Some(0), "{d0:?}");
+    assert_eq!(d1.tx_invalid, Some(0), "{d1:?}");
 }
 
 #[test]
@@ -189,7 +195,7 @@ fn an_unread_af_packet_ring_shows_tp_drops_as_ring_full() {
     if skip() {
         return;
     }
-    let d0 = ring_full_shows_in_the_stats("c7-pkt-", "packet");
+    let (d0, d1) = ring_full_shows_in_the_stats("c7-pkt-", "packet");
     assert!(d0.rx_ring_full.is_some_and(|n| n > 0), "{d0:?}");
     // The mapping, not the kernel's meaning: pktsched adds `tp_drops` to
     // both counters, and nothing else to either on this socket.
@@ -201,4 +207,10 @@ fn an_unread_af_packet_ring_shows_tp_drops_as_ring_full() {
     assert_eq!(d0.rx_fill_empty, None, "AF_PACKET has no fill ring: {d0:?}");
     // The ingress is a TPACKET_V2 frame-slot ring: no V3 queue freezes.
     assert_eq!(d0.rx_freezes, None, "{d0:?}");
+    // AF_PACKET keeps no invalid-descriptor counts.
+    assert_eq!(
+        (d0.rx_invalid, d1.tx_invalid),
+        (None, None),
+        "{d0:?} {d1:?}"
+    );
 }

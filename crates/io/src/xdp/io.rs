@@ -12,7 +12,7 @@ use std::time::Duration;
 use super::ring::{Consumer, Producer};
 use super::socket::{self, Mapping, RingMap, Socket};
 use super::{Shared, XdpConfig};
-use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo, RxRingKind};
+use crate::{BufPool, IoError, IoStats, PacketBuf, PacketIo, RxRingKind, TxRingKind};
 
 /// Kicks and waits before a transmit gives up on the kernel taking the
 /// ring (each counted in `tx_busy`).
@@ -517,6 +517,7 @@ impl PacketIo for XdpTx {
 
     fn stats(&self) -> IoStats {
         let mut s = self.stats;
+        s.tx_ring = TxRingKind::Xdp;
         if let Some(k) = socket::kernel_stats(self.core.fd.as_raw_fd()) {
             s.tx_ring_empty = k.tx_ring_empty_descs;
             s.tx_invalid = k.tx_invalid_descs;

@@ -14,6 +14,7 @@
 //!   threads and reports where every packet went.
 
 mod humble;
+mod nap_gate;
 mod step_aside;
 mod trial;
 
@@ -34,6 +35,7 @@ use crate::output::Output;
 use crate::report::{ArbiterStats, Report, Stats, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering, fence};
 use humble::{HumbleState, Judged};
+use nap_gate::NapGate;
 use step_aside::{Step, StepAside, Window, away_ends, away_nap};
 
 /// The dispatcher threads, each returning its output when joined.
@@ -124,6 +126,8 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             mode: mode.clone(),
             counts: ThreadCounts::default(),
             step: cfg.step_aside.then(StepAside::default),
+            nap_gate: (cfg.nap_when_waiting && cfg.nap_cover.is_some()).then(NapGate::default),
+            nap_open: cfg.nap_cover.is_some() && !cfg.nap_when_waiting,
             humble: None,
             humble_stats: humble_stats.clone(),
             mark: Mark::default(),
@@ -543,6 +547,12 @@ struct ArbiterThread<T, O> {
     counts: ThreadCounts,
     /// Stepping aside (`None`: `Config::step_aside` is off).
     step: Option<StepAside>,
+    /// `Config::nap_when_waiting` (`None`: off, the nap follows
+    /// `nap_cover` alone).
+    nap_gate: Option<NapGate>,
+    /// The nap may be taken now (`nap_cover` set, and the gate open if
+    /// there is one).
+    nap_open: bool,
     /// Humble periods (`None`: `Config::humble` is off, or the thread
     /// runs at no raised priority to give up).
     humble: Option<HumbleState>,
@@ -610,13 +620,13 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         self.mark = self.mark_at(self.clock.now(), 0, 0);
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
-        let napping = self.policy.nap_cover.is_some();
         // The end of a round that is followed at once by the next one is
         // that round's start: one clock read per round, not two.
         let mut fresh: Option<Nanos> = None;
         loop {
             let start = fresh.take().unwrap_or_else(|| self.clock.now());
             let clock = self.clock;
+            let napping = self.nap_open;
             let step = self.arbiter.try_scan_then(start, |a, r| {
                 let end = clock.now();
                 let did_work = r.drained + r.released > 0;
@@ -732,12 +742,15 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     /// or raises the priority if [`humble::Humble`] says so, and (at the raised
     /// priority) steps aside if [`StepAside`] says so.
     fn judge_window(&mut self, end: Nanos, decisions: u64, busy_ns: u64) {
-        if self.step.is_none() && self.humble.is_none() {
+        if self.step.is_none() && self.humble.is_none() && self.nap_gate.is_none() {
             return;
         }
         let now = self.mark_at(end, decisions, busy_ns);
         let w = self.mark.window_to(&now);
         self.mark = now;
+        if let Some(g) = self.nap_gate.as_mut() {
+            self.nap_open = g.after_window(end.0, &w);
+        }
         if self.judge_humble(&now, &w) {
             return;
         }
@@ -1099,6 +1112,23 @@ mod tests {
             e.as_deref().is_some_and(|e| e.contains("nap_cover")),
             "{e:?}"
         );
+        // The nap gate without a nap to gate.
+        let cfg = Config {
+            nap_when_waiting: true,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = cfg.validate().err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("nap_when_waiting") && e.contains("nap_cover")),
+            "{e:?}"
+        );
+        let cfg = Config {
+            nap_when_waiting: true,
+            nap_cover: Some(std::time::Duration::from_micros(200)),
+            ..Config::new(Rate::gbit(1))
+        };
+        assert!(cfg.validate().is_ok());
         let cfg = Config {
             max_clients: 1,
             ..Config::new(Rate::gbit(1))

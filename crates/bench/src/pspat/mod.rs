@@ -434,7 +434,9 @@ impl Plan {
         }
         if plan.nap_when_waiting && plan.nap_cover.is_none() {
             bail!(
-                "--nap-when-waiting on with --arbiter-nap off: the gate opens and shuts the nap,                  and there is none; allowed with an --arbiter-nap cover (e.g. 200us), or                  --nap-when-waiting off"
+                "--nap-when-waiting on with --arbiter-nap off: the gate opens and shuts the nap, \
+                 and there is none; allowed with an --arbiter-nap cover (e.g. 200us), or \
+                 --nap-when-waiting off"
             );
         }
         plan.check_rates(a)?;

@@ -139,6 +139,13 @@ pub(crate) struct PspatArgs {
     /// decisions per second; `off` (the default): never.
     #[arg(long, default_value = "off")]
     humble: String,
+    /// PSPAT nap gate: `on` (needs `--arbiter-nap`): the arbiter naps only
+    /// while it lacks a core: after a millisecond in which it was runnable
+    /// but not running for 25 % of its awake time, for 16 ms to 1 s (kept
+    /// while that stays at 5 % or more); `off` (the default): the nap
+    /// follows `--arbiter-nap` alone.
+    #[arg(long, default_value = "off")]
+    nap_when_waiting: String,
     /// A thread spinning on this core through every run of every
     /// architecture (a process that takes one core), or `off`.
     #[arg(long, default_value = "off")]
@@ -196,6 +203,7 @@ impl PspatArgs {
             step_aside: self.step_aside.clone(),
             starved_assist: self.starved_assist.clone(),
             humble: self.humble.clone(),
+            nap_when_waiting: self.nap_when_waiting.clone(),
             busy_core: self.busy_core.clone(),
             no_pin: self.no_pin,
             thread_counters: self.stats,

@@ -130,6 +130,18 @@ pub struct Config {
     /// process delivers and raised the victim's p99 at one client
     /// (BENCHMARKS.md, PSPAT section).
     pub nap_cover: Option<Duration>,
+    /// Nap only while the arbiter thread lacks a core (threaded runtime,
+    /// with `nap_cover`): the nap opens for 16 ms to 1 s after a window
+    /// of about a millisecond in which the thread was runnable but not
+    /// running for at least 25 % of its awake time, and stays open while
+    /// that share stays at 5 % or more. A thread that yields once per
+    /// departure on a shared core is picked after the other threads even
+    /// at nice −20, and the victim's packets wait in their mailbox; one
+    /// that sleeps is woken by a ring at once. Alone on its core a nap
+    /// only adds a wake-up, so the gate keeps it shut. See
+    /// `driver::nap_gate`. `false` (the default): `nap_cover` alone
+    /// decides.
+    pub nap_when_waiting: bool,
     /// Step aside (threaded runtime): when the arbiter thread waits for a
     /// core, or sending clients lose theirs, for at least 30 % of a
     /// millisecond's window, the thread sleeps for an away period (2 to
@@ -190,6 +202,7 @@ impl Config {
             assist_after: None,
             starved_assist: false,
             nap_cover: None,
+            nap_when_waiting: false,
             step_aside: false,
             humble: false,
         }
@@ -279,6 +292,13 @@ impl Config {
                 "nap_cover",
                 format!("{d:?}"),
                 "above 0 and at most 1s, or None",
+            );
+        }
+        if self.nap_when_waiting && self.nap_cover.is_none() {
+            return bad(
+                "nap_when_waiting",
+                "true".to_string(),
+                "true only with a nap_cover (it gates the nap); false",
             );
         }
         if self.read_interval > Duration::from_secs(1) {

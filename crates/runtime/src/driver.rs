@@ -14,7 +14,9 @@
 //!   threads and reports where every packet went.
 
 mod humble;
+mod nap_gate;
 mod step_aside;
+mod trial;
 
 use std::sync::{Mutex, PoisonError};
 use std::thread::JoinHandle;
@@ -32,7 +34,8 @@ use crate::mailbox::{Consumer, Mailbox};
 use crate::output::Output;
 use crate::report::{ArbiterStats, Report, Stats, ThreadCounts};
 use crate::sync::{Arc, AtomicBool, Ordering, fence};
-use humble::Humble;
+use humble::{HumbleState, Judged};
+use nap_gate::NapGate;
 use step_aside::{Step, StepAside, Window, away_ends, away_nap};
 
 /// The dispatcher threads, each returning its output when joined.
@@ -123,6 +126,8 @@ impl<T: Send + 'static, O: Output<T>> Pspat<T, O> {
             mode: mode.clone(),
             counts: ThreadCounts::default(),
             step: cfg.step_aside.then(StepAside::default),
+            nap_gate: (cfg.nap_when_waiting && cfg.nap_cover.is_some()).then(NapGate::default),
+            nap_open: cfg.nap_cover.is_some() && !cfg.nap_when_waiting,
             humble: None,
             humble_stats: humble_stats.clone(),
             mark: Mark::default(),
@@ -542,12 +547,19 @@ struct ArbiterThread<T, O> {
     counts: ThreadCounts,
     /// Stepping aside (`None`: `Config::step_aside` is off).
     step: Option<StepAside>,
+    /// `Config::nap_when_waiting` (`None`: off, the nap follows
+    /// `nap_cover` alone).
+    nap_gate: Option<NapGate>,
+    /// The nap may be taken now (`nap_cover` set, and the gate open if
+    /// there is one).
+    nap_open: bool,
     /// Humble periods (`None`: `Config::humble` is off, or the thread
     /// runs at no raised priority to give up).
     humble: Option<HumbleState>,
     /// Where [`Pspat::humble_stats`] reads what humble did.
     humble_stats: Arc<Mutex<HumbleStats>>,
-    /// Where the current window of [`StepAside`] and [`Humble`] started.
+    /// Where the current window of [`StepAside`] and [`humble::Humble`]
+    /// started.
     mark: Mark,
     /// Time asleep by choice so far, ns.
     slept_ns: u64,
@@ -562,21 +574,6 @@ struct Mark {
     busy_ns: u64,
     starved_ns: u64,
     decisions: u64,
-}
-
-/// The arbiter thread's humble state ([`Config::humble`]).
-#[derive(Debug)]
-struct HumbleState {
-    policy: Humble,
-    /// The nice value it inherited (humble) and the one it runs at
-    /// (raised, lower).
-    base: i32,
-    raised: i32,
-    /// While lowered: when the period ends (ns) and the counters at its
-    /// start.
-    lowered: Option<(u64, Mark)>,
-    /// Wall time lowered, in periods judged, ns.
-    humble_ns: u64,
 }
 
 impl Mark {
@@ -623,13 +620,13 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         self.mark = self.mark_at(self.clock.now(), 0, 0);
         let mut idle_since: Option<Nanos> = None;
         let mut next_publish = Nanos(0);
-        let napping = self.policy.nap_cover.is_some();
         // The end of a round that is followed at once by the next one is
         // that round's start: one clock read per round, not two.
         let mut fresh: Option<Nanos> = None;
         loop {
             let start = fresh.take().unwrap_or_else(|| self.clock.now());
             let clock = self.clock;
+            let napping = self.nap_open;
             let step = self.arbiter.try_scan_then(start, |a, r| {
                 let end = clock.now();
                 let did_work = r.drained + r.released > 0;
@@ -736,27 +733,24 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         let Some((base, raised)) = humble::arms(base, now) else {
             return;
         };
-        self.humble = Some(HumbleState {
-            policy: Humble::default(),
-            base,
-            raised,
-            lowered: None,
-            humble_ns: 0,
-        });
+        self.humble = Some(HumbleState::new(base, raised));
         self.publish_humble();
     }
 
     /// About every millisecond (after a publication, which read the
     /// thread's CPU time): judges the window since the last one, lowers
-    /// or raises the priority if [`Humble`] says so, and (at the raised
+    /// or raises the priority if [`humble::Humble`] says so, and (at the raised
     /// priority) steps aside if [`StepAside`] says so.
     fn judge_window(&mut self, end: Nanos, decisions: u64, busy_ns: u64) {
-        if self.step.is_none() && self.humble.is_none() {
+        if self.step.is_none() && self.humble.is_none() && self.nap_gate.is_none() {
             return;
         }
         let now = self.mark_at(end, decisions, busy_ns);
         let w = self.mark.window_to(&now);
         self.mark = now;
+        if let Some(g) = self.nap_gate.as_mut() {
+            self.nap_open = g.after_window(end.0, &w);
+        }
         if self.judge_humble(&now, &w) {
             return;
         }
@@ -767,39 +761,23 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
     }
 
     /// Humble's part of [`ArbiterThread::judge_window`] for the window `w`
-    /// that ends at `now`; `true` while the priority is lowered.
+    /// that ends at `now` (see [`HumbleState::judge`]); `true` while the
+    /// priority is lowered, and for the window that ended a lowered
+    /// period.
     fn judge_humble(&mut self, now: &Mark, w: &Window) -> bool {
         let Some(h) = self.humble.as_mut() else {
             return false;
         };
-        let next = match h.lowered {
-            None => h.policy.after_present(now.at, w),
-            Some((until, _)) if now.at < until => return true,
-            Some((_, start)) => {
-                let period = start.window_to(now);
-                h.humble_ns += period.wall_ns;
-                h.policy.after_humble(now.at, &period)
+        match h.judge(now, w, |nice| prio::set_nice(Some(nice))) {
+            Judged::Lowered => true,
+            Judged::Changed { holds, disarm } => {
+                self.publish_humble();
+                if disarm {
+                    self.humble = None;
+                }
+                holds
             }
-        };
-        let was_lowered = h.lowered.is_some();
-        h.lowered = next.map(|len| (now.at.saturating_add(len), *now));
-        let raised_back = match (was_lowered, h.lowered.is_some()) {
-            (false, true) => {
-                let _ = prio::set_nice(Some(h.base));
-                true
-            }
-            (true, false) => prio::set_nice(Some(h.raised)),
-            _ => true,
-        };
-        self.publish_humble();
-        if !raised_back {
-            // The kernel would not give the raised priority back: the
-            // policy has nothing left to give up, so it ends here.
-            self.humble = None;
         }
-        // A window that ended a lowered period was measured at the
-        // lowered priority: step-aside waits for one at the raised one.
-        was_lowered || next.is_some()
     }
 
     /// Copies the humble counters for [`Pspat::humble_stats`].
@@ -812,10 +790,10 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         *p = HumbleStats {
-            periods: h.policy.periods,
-            kept: h.policy.kept,
+            periods: h.policy.periods(),
+            kept: h.policy.kept(),
             humble_ns: h.humble_ns,
-            lowered: h.lowered.is_some(),
+            lowered: h.is_lowered(),
             armed: true,
         };
     }
@@ -860,7 +838,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         };
         if let Some(s) = self.step.as_mut() {
             s.after_away(end.0, &w);
-            self.counts.away_kept = s.kept;
+            self.counts.away_kept = s.kept();
         }
         self.counts.cpu_ns = cpu::thread_ns();
         self.mark = self.mark_at(end, after, busy_ns);
@@ -1134,6 +1112,23 @@ mod tests {
             e.as_deref().is_some_and(|e| e.contains("nap_cover")),
             "{e:?}"
         );
+        // The nap gate without a nap to gate.
+        let cfg = Config {
+            nap_when_waiting: true,
+            ..Config::new(Rate::gbit(1))
+        };
+        let e = cfg.validate().err().map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("nap_when_waiting") && e.contains("nap_cover")),
+            "{e:?}"
+        );
+        let cfg = Config {
+            nap_when_waiting: true,
+            nap_cover: Some(std::time::Duration::from_micros(200)),
+            ..Config::new(Rate::gbit(1))
+        };
+        assert!(cfg.validate().is_ok());
         let cfg = Config {
             max_clients: 1,
             ..Config::new(Rate::gbit(1))

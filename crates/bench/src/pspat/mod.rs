@@ -114,6 +114,9 @@ pub struct PspatOptions {
     /// value while its clients lack a core and it has one to spare) or
     /// `off`.
     pub humble: String,
+    /// PSPAT nap gate: `on` (with `--arbiter-nap`: nap only while the
+    /// arbiter thread waits for a core) or `off`.
+    pub nap_when_waiting: String,
     /// A thread that spins on this core through every run of every
     /// architecture (`off`: none): the busy-core case, a process that
     /// takes one core.
@@ -258,6 +261,8 @@ pub struct Plan {
     starved_assist: bool,
     /// `Config::humble`.
     humble: bool,
+    /// `Config::nap_when_waiting`.
+    nap_when_waiting: bool,
     /// [`PspatOptions::busy_core`].
     pub busy_core: Option<usize>,
     /// [`PspatOptions::thread_counters`].
@@ -409,6 +414,7 @@ impl Plan {
             step_aside: on_off("--step-aside", &a.step_aside)?,
             starved_assist: on_off("--starved-assist", &a.starved_assist)?,
             humble: on_off("--humble", &a.humble)?,
+            nap_when_waiting: on_off("--nap-when-waiting", &a.nap_when_waiting)?,
             busy_core: parse_busy_core(&a.busy_core)?,
             thread_counters: a.thread_counters,
         };
@@ -424,6 +430,13 @@ impl Plan {
                 "--humble on with --arbiter-nice {}: the humble arbiter gives up a raised \
                  priority and there is none; allowed with --arbiter-nice -20..=-1 (the default -20)",
                 a.arbiter_nice
+            );
+        }
+        if plan.nap_when_waiting && plan.nap_cover.is_none() {
+            bail!(
+                "--nap-when-waiting on with --arbiter-nap off: the gate opens and shuts the nap, \
+                 and there is none; allowed with an --arbiter-nap cover (e.g. 200us), or \
+                 --nap-when-waiting off"
             );
         }
         plan.check_rates(a)?;
@@ -527,6 +540,7 @@ impl Plan {
             step_aside: self.step_aside,
             starved_assist: self.starved_assist,
             humble: self.humble,
+            nap_when_waiting: self.nap_when_waiting,
             ..Config::new(link)
         }
     }

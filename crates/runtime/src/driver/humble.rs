@@ -36,17 +36,21 @@
 //! kernel's eyes changes, so the balancer can move a client onto its core.
 //! At the end of the period it compares the decisions per second of the
 //! period with those of the window that triggered it: more than
-//! [`KEEP_SHARE`] of them keeps it humble for twice as long (up to
+//! [`KEEP_SHARE`](super::trial::KEEP_SHARE) of them keeps it humble for twice as long (up to
 //! [`MAX_HUMBLE`]); otherwise it raises its priority again and does not
 //! lower it for a hold-off that doubles each time (up to [`MAX_HOLDOFF`]).
 //! The periods are longer than stepping aside's: the balancer moves a
 //! thread only after several of its intervals (milliseconds each on a
 //! busy core).
 //!
-//! Pure: the caller measures the windows and sets the priority; tests
+//! [`Humble`] is pure; [`HumbleState`] adds the nice values and the
+//! lowered period, and sets the priority through a function its caller
+//! gives (the arbiter thread: `setpriority`; tests: a recorder). Tests
 //! feed made-up windows.
 
+use super::Mark;
 use super::step_aside::Window;
+use super::trial::{Bounds, Trial};
 
 /// Shortest humble period, ns.
 pub(crate) const MIN_HUMBLE: u64 = 16_000_000;
@@ -63,39 +67,25 @@ pub(crate) const MAX_WAIT: f64 = 0.2;
 /// Highest busy share (time in rounds that moved packets, per awake
 /// time) for a humble period.
 pub(crate) const MAX_BUSY: f64 = 0.5;
-/// Share of the triggering window's decisions per second that a humble
-/// period must beat to be kept.
-pub(crate) const KEEP_SHARE: f64 = 0.95;
 /// Shortest window judged, ns.
 pub(crate) const MIN_WINDOW: u64 = 500_000;
 
-/// The humble policy's state.
+/// The humble policy's state: its trigger here, its periods and hold-offs
+/// in a [`Trial`] (shared with stepping aside).
 #[derive(Clone, Debug)]
 pub(crate) struct Humble {
-    /// The next humble period, ns.
-    len: u64,
-    /// The next hold-off, ns.
-    holdoff_len: u64,
-    /// No humble period starts before this time, ns.
-    holdoff_until: u64,
-    /// Decisions per second in the window that started the current run
-    /// of humble periods.
-    present_rate: f64,
-    /// Humble periods judged, and of them kept.
-    pub(crate) periods: u64,
-    /// See `periods`.
-    pub(crate) kept: u64,
+    trial: Trial,
 }
 
 impl Default for Humble {
     fn default() -> Self {
         Humble {
-            len: MIN_HUMBLE,
-            holdoff_len: MIN_HOLDOFF,
-            holdoff_until: 0,
-            present_rate: 0.0,
-            periods: 0,
-            kept: 0,
+            trial: Trial::new(Bounds {
+                min_len: MIN_HUMBLE,
+                max_len: MAX_HUMBLE,
+                min_holdoff: MIN_HOLDOFF,
+                max_holdoff: MAX_HOLDOFF,
+            }),
         }
     }
 }
@@ -122,9 +112,11 @@ fn busy_share(w: &Window) -> f64 {
 
 impl Humble {
     /// After a window `w` at the raised priority that ended at `now`: the
-    /// length of a humble period to start now, or `None`.
+    /// length of a humble period to start now, or `None`. (A run of
+    /// periods ends only with one that did not pay, which sets the
+    /// shortest length again: a new run starts with it.)
     pub(crate) fn after_present(&mut self, now: u64, w: &Window) -> Option<u64> {
-        if w.wall_ns < MIN_WINDOW || now < self.holdoff_until {
+        if w.wall_ns < MIN_WINDOW || !self.trial.may_start(now) {
             return None;
         }
         if w.starved_share() < STARVED_TRIGGER
@@ -133,27 +125,115 @@ impl Humble {
         {
             return None;
         }
-        self.present_rate = w.rate();
-        self.len = MIN_HUMBLE;
-        Some(self.len)
+        Some(self.trial.start(w))
     }
 
     /// After a humble period `w` that ended at `now`: the length of the
-    /// next humble period if this one served more than [`KEEP_SHARE`] of
-    /// the triggering window's rate (twice as long), else `None` (raise
-    /// the priority again and hold off, longer each time).
+    /// next humble period if this one served more than
+    /// [`super::trial::KEEP_SHARE`] of the triggering window's rate (twice
+    /// as long), else `None` (raise the priority again and hold off,
+    /// longer each time).
     pub(crate) fn after_humble(&mut self, now: u64, w: &Window) -> Option<u64> {
-        self.periods += 1;
-        if w.decisions > 0 && w.rate() > self.present_rate * KEEP_SHARE {
-            self.kept += 1;
-            self.holdoff_len = MIN_HOLDOFF;
-            self.len = self.len.saturating_mul(2).min(MAX_HUMBLE);
-            return Some(self.len);
+        self.trial.judge(now, w)
+    }
+
+    /// Humble periods judged.
+    pub(crate) fn periods(&self) -> u64 {
+        self.trial.periods
+    }
+
+    /// Of them, kept.
+    pub(crate) fn kept(&self) -> u64 {
+        self.trial.kept
+    }
+
+    /// When the running hold-off ends, ns.
+    #[cfg(test)]
+    pub(crate) fn holdoff_until(&self) -> u64 {
+        self.trial.holdoff_until()
+    }
+}
+
+/// The arbiter thread's humble state ([`crate::Config::humble`]).
+#[derive(Debug)]
+pub(crate) struct HumbleState {
+    pub(crate) policy: Humble,
+    /// The nice value it inherited (humble) and the one it runs at
+    /// (raised, lower).
+    base: i32,
+    raised: i32,
+    /// While lowered: when the period ends (ns) and the counters at its
+    /// start.
+    lowered: Option<(u64, Mark)>,
+    /// Wall time lowered, in periods judged, ns.
+    pub(crate) humble_ns: u64,
+}
+
+/// What [`HumbleState::judge`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Judged {
+    /// In a lowered period that has not ended: nothing changed.
+    Lowered,
+    /// A window judged: `holds` while the priority is lowered, or the
+    /// window ended a lowered period (it was measured at the lowered
+    /// priority: stepping aside waits for one at the raised one);
+    /// `disarm` when the kernel would not give the raised priority back
+    /// (the policy has nothing left to give up: it ends here).
+    Changed { holds: bool, disarm: bool },
+}
+
+impl HumbleState {
+    /// Armed at the raised nice value `raised`, below the inherited `base`
+    /// (see [`arms`]).
+    pub(crate) fn new(base: i32, raised: i32) -> Self {
+        HumbleState {
+            policy: Humble::default(),
+            base,
+            raised,
+            lowered: None,
+            humble_ns: 0,
         }
-        self.len = MIN_HUMBLE;
-        self.holdoff_until = now.saturating_add(self.holdoff_len);
-        self.holdoff_len = self.holdoff_len.saturating_mul(2).min(MAX_HOLDOFF);
-        None
+    }
+
+    /// The priority is lowered now.
+    pub(crate) fn is_lowered(&self) -> bool {
+        self.lowered.is_some()
+    }
+
+    /// Judges the window `w` that ends at `now`: starts, goes on with or
+    /// ends a humble period, calling `set_nice` with the inherited nice
+    /// value to lower the priority and with the raised one to raise it
+    /// again (it returns whether the kernel took it; a refused lowering
+    /// changes nothing here, a refused raise disarms).
+    pub(crate) fn judge(
+        &mut self,
+        now: &Mark,
+        w: &Window,
+        mut set_nice: impl FnMut(i32) -> bool,
+    ) -> Judged {
+        let next = match self.lowered {
+            None => self.policy.after_present(now.at, w),
+            Some((until, _)) if now.at < until => return Judged::Lowered,
+            Some((_, start)) => {
+                let period = start.window_to(now);
+                self.humble_ns += period.wall_ns;
+                self.policy.after_humble(now.at, &period)
+            }
+        };
+        let was_lowered = self.lowered.is_some();
+        self.lowered = next.map(|len| (now.at.saturating_add(len), *now));
+        let raised_back = match (was_lowered, self.lowered.is_some()) {
+            (false, true) => {
+                let _ = set_nice(self.base);
+                true
+            }
+            (true, false) => set_nice(self.raised),
+            _ => true,
+        };
+        Judged::Changed {
+            holds: was_lowered || next.is_some(),
+            disarm: !raised_back,
+        }
     }
 }
 
@@ -252,7 +332,7 @@ mod tests {
                 MAX_HUMBLE
             ]
         );
-        assert_eq!((h.periods, h.kept), (8, 8));
+        assert_eq!((h.periods(), h.kept()), (8, 8));
     }
 
     #[test]
@@ -272,14 +352,14 @@ mod tests {
                 h.after_humble(now, &window(len, len, 0, 0, 3000 * len / MS)),
                 None
             );
-            let until = h.holdoff_until;
+            let until = h.holdoff_until();
             holdoffs.push(until - now);
             assert_eq!(h.after_present(until - 1, &starved), None);
             now = until;
         }
         assert_eq!(holdoffs[..4], [32 * MS, 64 * MS, 128 * MS, 256 * MS]);
         assert_eq!(holdoffs[7], MAX_HOLDOFF);
-        assert_eq!((h.periods, h.kept), (8, 0));
+        assert_eq!((h.periods(), h.kept()), (8, 0));
         // A tie is kept; 5 % worse is not; no decisions is not.
         let mut h = Humble::default();
         assert!(h.after_present(MS, &starved).is_some());
@@ -318,5 +398,132 @@ mod tests {
             h.after_present(49 * MS + MIN_HOLDOFF, &starved),
             Some(MIN_HUMBLE)
         );
+    }
+
+    /// Cumulative counters at `at` ms, as the arbiter thread marks them.
+    fn mark(at_ms: u64, starved: u64, decisions: u64) -> Mark {
+        Mark {
+            at: at_ms * MS,
+            slept_ns: 0,
+            cpu_ns: at_ms * MS,
+            busy_ns: at_ms * MS / 20,
+            starved_ns: starved,
+            decisions,
+        }
+    }
+
+    /// Judges the window from `from` to `to`, recording the nice values
+    /// set (each answered with `answer`).
+    fn judge_between(
+        h: &mut HumbleState,
+        from: &Mark,
+        to: &Mark,
+        answer: bool,
+        calls: &mut Vec<i32>,
+    ) -> Judged {
+        h.judge(to, &from.window_to(to), |nice| {
+            calls.push(nice);
+            answer
+        })
+    }
+
+    #[test]
+    fn the_thread_lowers_keeps_raises_holds_off_and_disarms_in_order() {
+        let mut h = HumbleState::new(0, -20);
+        let mut calls = Vec::new();
+        let changed = |holds, disarm| Judged::Changed { holds, disarm };
+        // 0 → 1 ms: the client starved 60 %, 300 decisions: lowered (to
+        // the inherited 0) for 16 ms.
+        let (m0, m1) = (mark(0, 0, 0), mark(1, 600_000, 300));
+        assert_eq!(
+            judge_between(&mut h, &m0, &m1, true, &mut calls),
+            changed(true, false)
+        );
+        assert_eq!(calls, [0]);
+        assert!(h.is_lowered());
+        // Inside the period: nothing changes, nothing is set.
+        let m2 = mark(2, 600_000, 700);
+        assert_eq!(
+            judge_between(&mut h, &m1, &m2, true, &mut calls),
+            Judged::Lowered
+        );
+        let m16 = mark(16, 600_000, 6_000);
+        assert_eq!(
+            judge_between(&mut h, &m2, &m16, true, &mut calls),
+            Judged::Lowered
+        );
+        // 17 ms: the period (1 → 17 ms) served 400 per ms against 300:
+        // kept, lowered for 32 ms more, no call.
+        let m17 = mark(17, 600_000, 300 + 16 * 400);
+        assert_eq!(
+            judge_between(&mut h, &m16, &m17, true, &mut calls),
+            changed(true, false)
+        );
+        assert_eq!(calls, [0]);
+        assert_eq!((h.policy.periods(), h.policy.kept()), (1, 1));
+        // 49 ms: the period (17 → 49 ms) served 100 per ms: raised again
+        // (to −20), held off for 32 ms. The window was measured lowered,
+        // so it still holds stepping aside back.
+        let m49 = mark(49, 600_000, m17.decisions + 32 * 100);
+        assert_eq!(
+            judge_between(&mut h, &m17, &m49, true, &mut calls),
+            changed(true, false)
+        );
+        assert_eq!(calls, [0, -20]);
+        assert!(!h.is_lowered());
+        assert_eq!(h.humble_ns, 48 * MS);
+        assert_eq!(h.policy.holdoff_until(), 81 * MS);
+        // 49 → 50 ms and up to 81 ms: starved again, but held off.
+        let m50 = mark(50, 1_200_000, m49.decisions + 300);
+        assert_eq!(
+            judge_between(&mut h, &m49, &m50, true, &mut calls),
+            changed(false, false)
+        );
+        let m80 = mark(80, 1_800_000, m50.decisions + 300);
+        let m80_1 = mark(80, 2_400_000, m80.decisions + 300);
+        let m80_1 = Mark {
+            at: 81 * MS - 1,
+            ..m80_1
+        };
+        assert_eq!(
+            judge_between(&mut h, &m80, &m80_1, true, &mut calls),
+            changed(false, false)
+        );
+        assert_eq!(calls, [0, -20]);
+        // 81 ms − 1 → 82 ms: lowered again, for the shortest period.
+        let m82 = mark(82, 3_000_000, m80_1.decisions + 300);
+        assert_eq!(
+            judge_between(&mut h, &m80_1, &m82, true, &mut calls),
+            changed(true, false)
+        );
+        assert_eq!(calls, [0, -20, 0]);
+        // 98 ms: the period did not pay and the kernel refuses −20:
+        // disarmed.
+        let m98 = mark(98, 3_000_000, m82.decisions + 16);
+        assert_eq!(
+            judge_between(&mut h, &m82, &m98, false, &mut calls),
+            changed(true, true)
+        );
+        assert_eq!(calls, [0, -20, 0, -20]);
+        assert_eq!(h.humble_ns, 64 * MS);
+        assert_eq!((h.policy.periods(), h.policy.kept()), (3, 1));
+    }
+
+    #[test]
+    fn a_refused_lowering_still_starts_the_period() {
+        // The kernel refused the inherited nice value (as the thread sets
+        // it, it rarely can): the period runs and is judged as any other.
+        let mut h = HumbleState::new(5, -1);
+        let mut calls = Vec::new();
+        let (m0, m1) = (mark(0, 0, 0), mark(1, 600_000, 300));
+        assert_eq!(
+            judge_between(&mut h, &m0, &m1, false, &mut calls),
+            Judged::Changed {
+                holds: true,
+                disarm: false
+            }
+        );
+        assert_eq!(calls, [5]);
+        assert!(h.is_lowered());
     }
 }

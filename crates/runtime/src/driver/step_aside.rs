@@ -25,7 +25,7 @@
 //! them). At the end of the period it compares the decisions per second
 //! while away with those of the present window that triggered it:
 //! * away served about as many or more (more than [`KEEP_SHARE`] of
-//!   them: the link often caps both, and a millisecond's window is noisy):
+//!   them, `driver::trial::KEEP_SHARE`: the link often caps both, and a millisecond's window is noisy):
 //!   the next away period is twice as long (up to [`MAX_AWAY`]), so the
 //!   arbiter comes back less and less often while the machine stays
 //!   shared;
@@ -34,7 +34,12 @@
 //!   clients on a shared core whose arbiter is busy) costs a shrinking
 //!   share of the time.
 //!
+//! The away periods and hold-offs are a [`Trial`] (shared with humble
+//! periods, see `driver::trial`).
+//!
 //! Pure: the caller measures the windows; tests feed made-up ones.
+
+use super::trial::{Bounds, Trial};
 
 /// Shortest away period, ns.
 pub(crate) const MIN_AWAY: u64 = 2_000_000;
@@ -50,11 +55,6 @@ pub(crate) const MIN_HOLDOFF: u64 = 8_000_000;
 pub(crate) const MAX_HOLDOFF: u64 = 1_000_000_000;
 /// Wait or starved share from which the arbiter tries stepping aside.
 pub(crate) const TRIGGER: f64 = 0.3;
-/// Share of the present window's decisions per second that away must
-/// beat to be kept: not worse, within a millisecond window's noise. (A
-/// margin above 1 kept almost no away period when the link was the
-/// limit: 3 of 12 with a busy core at one client, 0.49–0.64× locked.)
-pub(crate) const KEEP_SHARE: f64 = 0.95;
 /// Shortest window judged, ns (shorter ones say too little).
 pub(crate) const MIN_WINDOW: u64 = 500_000;
 
@@ -108,34 +108,22 @@ pub(crate) enum Step {
     Away(u64),
 }
 
-/// The step-aside policy's state.
+/// The step-aside policy's state: its trigger here, its away periods and
+/// hold-offs in a [`Trial`].
 #[derive(Clone, Debug)]
 pub(crate) struct StepAside {
-    /// The next away period, ns.
-    away_len: u64,
-    /// The next hold-off, ns.
-    holdoff_len: u64,
-    /// No stepping aside before this time, ns.
-    holdoff_until: u64,
-    /// Decisions per second in the present window that triggered the
-    /// current away period.
-    present_rate: f64,
-    /// Away periods taken, and of them kept (away served more than
-    /// [`KEEP_SHARE`] of the present window's rate).
-    pub(crate) periods: u64,
-    /// See `periods`.
-    pub(crate) kept: u64,
+    trial: Trial,
 }
 
 impl Default for StepAside {
     fn default() -> Self {
         StepAside {
-            away_len: MIN_AWAY,
-            holdoff_len: MIN_HOLDOFF,
-            holdoff_until: 0,
-            present_rate: 0.0,
-            periods: 0,
-            kept: 0,
+            trial: Trial::new(Bounds {
+                min_len: MIN_AWAY,
+                max_len: MAX_AWAY,
+                min_holdoff: MIN_HOLDOFF,
+                max_holdoff: MAX_HOLDOFF,
+            }),
         }
     }
 }
@@ -153,32 +141,34 @@ pub(crate) fn away_nap(now: u64, deadline: u64) -> u64 {
 
 impl StepAside {
     /// After a present window `w` that ended at `now`: step aside or not.
+    /// (After an away period that paid, the next one, if the trigger
+    /// holds again, is twice as long.)
     pub(crate) fn after_present(&mut self, now: u64, w: &Window) -> Step {
-        if w.wall_ns < MIN_WINDOW || now < self.holdoff_until {
+        if w.wall_ns < MIN_WINDOW || !self.trial.may_start(now) {
             return Step::Stay;
         }
         if w.wait_share() < TRIGGER && w.starved_share() < TRIGGER {
             return Step::Stay;
         }
-        self.present_rate = w.rate();
-        self.periods += 1;
-        Step::Away(self.away_len)
+        Step::Away(self.trial.start(w))
     }
 
     /// After an away period `w` that ended at `now`: keeps stepping aside
-    /// (longer) if it served more than [`KEEP_SHARE`] of the present
-    /// window's rate, else holds off (longer).
+    /// (longer) if it served more than `driver::trial::KEEP_SHARE` of the
+    /// present window's rate, else holds off (longer).
     pub(crate) fn after_away(&mut self, now: u64, w: &Window) {
-        let rate = w.rate();
-        if w.decisions > 0 && rate > self.present_rate * KEEP_SHARE {
-            self.kept += 1;
-            self.away_len = self.away_len.saturating_mul(2).min(MAX_AWAY);
-            self.holdoff_len = MIN_HOLDOFF;
-            return;
-        }
-        self.away_len = MIN_AWAY;
-        self.holdoff_until = now.saturating_add(self.holdoff_len);
-        self.holdoff_len = self.holdoff_len.saturating_mul(2).min(MAX_HOLDOFF);
+        let _next = self.trial.judge(now, w);
+    }
+
+    /// Away periods judged.
+    #[cfg(test)]
+    pub(crate) fn periods(&self) -> u64 {
+        self.trial.periods
+    }
+
+    /// Of them, kept.
+    pub(crate) fn kept(&self) -> u64 {
+        self.trial.kept
     }
 }
 
@@ -233,7 +223,7 @@ mod tests {
             s.after_present(4 * MS, &window(MS / 4, 0, 0, 1)),
             Step::Stay
         );
-        assert_eq!(s.periods, 0);
+        assert_eq!(s.periods(), 0);
     }
 
     #[test]
@@ -250,7 +240,10 @@ mod tests {
             s.after_present(2 * MS, &window(2 * MS, 2 * MS, 1_500_000, 100)),
             Step::Away(MIN_AWAY)
         );
-        assert_eq!(s.periods, 1);
+        // Counted once judged.
+        assert_eq!(s.periods(), 0);
+        s.after_away(4 * MS, &window(MIN_AWAY, 0, 0, 200));
+        assert_eq!((s.periods(), s.kept()), (1, 1));
     }
 
     #[test]
@@ -273,7 +266,7 @@ mod tests {
             lens,
             vec![2 * MS, 4 * MS, 8 * MS, 16 * MS, 32 * MS, 32 * MS, 32 * MS]
         );
-        assert_eq!(s.kept, 7);
+        assert_eq!(s.kept(), 7);
     }
 
     #[test]
@@ -290,7 +283,7 @@ mod tests {
             now += len;
             // Away served 1 500 per ms: less than present's 4 000.
             s.after_away(now, &window(len, 0, 0, 3000));
-            let until = s.holdoff_until;
+            let until = s.trial.holdoff_until();
             holdoffs.push(until - now);
             // Held off until then, not a ns longer.
             assert_eq!(s.after_present(until - 1, &starved), Step::Stay);
@@ -298,17 +291,17 @@ mod tests {
         }
         assert_eq!(holdoffs[..4], [8 * MS, 16 * MS, 32 * MS, 64 * MS]);
         assert_eq!(holdoffs[9], MAX_HOLDOFF);
-        assert_eq!(s.kept, 0);
-        assert_eq!(s.holdoff_len, MAX_HOLDOFF);
+        assert_eq!(s.kept(), 0);
+        assert_eq!(s.trial.holdoff_len(), MAX_HOLDOFF);
         // A tie is kept (the link often caps both); 5 % worse is not.
         let mut s = StepAside::default();
         assert!(matches!(s.after_present(MS, &starved), Step::Away(_)));
         s.after_away(3 * MS, &window(MS, 0, 0, 4000));
-        assert_eq!(s.kept, 1);
+        assert_eq!(s.kept(), 1);
         let mut s = StepAside::default();
         assert!(matches!(s.after_present(MS, &starved), Step::Away(_)));
         s.after_away(3 * MS, &window(MS, 0, 0, 3800));
-        assert_eq!(s.kept, 0);
+        assert_eq!(s.kept(), 0);
         assert_eq!(s.after_present(4 * MS, &starved), Step::Stay);
         assert_eq!(
             s.after_present(3 * MS + MIN_HOLDOFF - 1, &starved),
@@ -322,6 +315,6 @@ mod tests {
         let mut s = StepAside::default();
         let _ = s.after_present(MS, &window(MS, 0, 0, 0));
         s.after_away(3 * MS, &window(2 * MS, 0, 0, 0));
-        assert_eq!(s.kept, 0);
+        assert_eq!(s.kept(), 0);
     }
 }

@@ -602,6 +602,19 @@ fn bench_commands() {
             ],
         ),
         row(
+            &["bench", "pspat", "--nap-when-waiting", "maybe"],
+            2,
+            &["--nap-when-waiting `maybe`", "allowed: on, off"],
+        ),
+        row(
+            &["bench", "pspat", "--nap-when-waiting", "on"],
+            2,
+            &[
+                "--nap-when-waiting on with --arbiter-nap off",
+                "allowed with an --arbiter-nap cover",
+            ],
+        ),
+        row(
             &["bench", "pspat", "--step-aside", "maybe"],
             2,
             &["--step-aside `maybe`", "allowed: on, off"],

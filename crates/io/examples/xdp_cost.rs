@@ -9,8 +9,8 @@
 //! Programs: the queue redirect (`redirect`), the classifier with the
 //! rules of `scripts/compare-htb.sh` (`dport 6008` → class 1, else 0) as
 //! the AF_XDP port loads it (`classify/queue`: the queue as key) and as a
-//! class group loads it (`classify/class@0`). Frames: 64-byte UDP over
-//! IPv4 to the bulk port (the saturation run's), to 6008, the same with
+//! class group loads it (`classify/class@0`). Frames: UDP over
+//! IPv4 (60 bytes, the minimum Ethernet frame without its FCS) to the bulk port (the saturation run's), to 6008, the same with
 //! an 802.1Q tag, and UDP over IPv6. Two timings for each: `loop`, one
 //! test run of REPEAT runs (the runs share one buffer, so once the
 //! reserved metadata reaches the kernel's limit the reservation fails and
@@ -85,13 +85,33 @@ fn cost(prog: &Program, f: &[u8], rounds: usize, repeat: u32) -> (f64, f64, Opti
     (median(looped), median(single), class)
 }
 
+/// Argument `index` as a whole number in `allowed`, or `default` when it
+/// is absent; anything else ends the program with a message naming it.
+fn arg(index: usize, name: &str, allowed: std::ops::RangeInclusive<u32>, default: u32) -> u32 {
+    let Some(text) = std::env::args().nth(index) else {
+        return default;
+    };
+    match text.parse::<u32>() {
+        Ok(n) if allowed.contains(&n) => n,
+        _ => {
+            eprintln!(
+                "xdp_cost: {name} `{text}`: allowed a whole number {}..={}",
+                allowed.start(),
+                allowed.end()
+            );
+            std::process::exit(2);
+        }
+    }
+}
+
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let rounds: usize = args.get(1).and_then(|a| a.parse().ok()).unwrap_or(5);
-    let repeat: u32 = args
-        .get(2)
-        .and_then(|a| a.parse().ok())
-        .unwrap_or(1_000_000);
+    let rounds = arg(1, "ROUNDS", 1..=1000, 5) as usize;
+    let repeat = arg(
+        2,
+        "REPEAT",
+        1..=pktsched_io::bpf::sys::MAX_TEST_REPEAT,
+        1_000_000,
+    );
     let map = Map::xsk(4, "pst_cost").expect("XSKMAP (needs root)");
     let rules = vec![Rule {
         class: 1,

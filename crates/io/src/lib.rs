@@ -119,12 +119,6 @@ impl RxRingKind {
     pub fn counts_freezes(self) -> bool {
         self == RxRingKind::PacketBlocks
     }
-
-    /// Whether the kernel counts invalid receive descriptors (AF_XDP's
-    /// `rx_invalid_descs`: fill-ring entries outside the UMEM).
-    pub fn counts_invalid(self) -> bool {
-        self == RxRingKind::Xdp
-    }
 }
 
 /// The kind of kernel transmit ring behind a device, which says whether
@@ -192,7 +186,10 @@ pub struct IoStats {
     /// AF_XDP: times the kernel found the fill ring empty
     /// (`rx_fill_ring_empty_descs`): the reader returns frames too slowly.
     pub rx_fill_empty: u64,
-    /// AF_XDP: invalid descriptors the kernel met on receive.
+    /// AF_XDP: the kernel's `rx_invalid_descs`, counted on the RX ring the
+    /// kernel itself fills, so 0 in practice (fill-ring entries it refuses
+    /// are counted on the fill ring, which `XDP_STATISTICS` does not
+    /// report); kept for completeness, not shown in the stats.
     pub rx_invalid: u64,
     /// AF_XDP: times the kernel found the TX ring empty when it looked
     /// (`tx_ring_empty_descs`; informational).

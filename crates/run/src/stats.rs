@@ -112,10 +112,6 @@ pub struct DeviceStats {
     /// because user space held every block. `None` on AF_XDP and V2
     /// rings, which have no such state.
     pub rx_freezes: Option<u64>,
-    /// AF_XDP: fill-ring descriptors the kernel refused as invalid
-    /// (`rx_invalid_descs`). `None` on AF_PACKET and without a receive
-    /// ring.
-    pub rx_invalid: Option<u64>,
     /// AF_XDP: transmit descriptors the kernel refused as invalid
     /// (`tx_invalid_descs`; those frames were not sent). `None` on
     /// AF_PACKET and without an AF_XDP transmit ring.
@@ -140,14 +136,13 @@ impl DeviceStats {
             rx_ring_full: kind.counts_ring_full().then_some(io.rx_ring_full),
             rx_fill_empty: kind.counts_fill_empty().then_some(io.rx_fill_empty),
             rx_freezes: kind.counts_freezes().then_some(io.rx_freezes),
-            rx_invalid: kind.counts_invalid().then_some(io.rx_invalid),
             tx_invalid: io.tx_ring.counts_invalid().then_some(io.tx_invalid),
         }
     }
 
     /// The counters with a name, in display order: `None` for a counter
     /// this device does not have.
-    pub fn counters(&self) -> [(&'static str, Option<u64>); 12] {
+    pub fn counters(&self) -> [(&'static str, Option<u64>); 11] {
         [
             ("rx_packets", Some(self.rx_packets)),
             ("tx_packets", Some(self.tx_packets)),
@@ -155,7 +150,6 @@ impl DeviceStats {
             ("rx_ring_full", self.rx_ring_full),
             ("rx_fill_empty", self.rx_fill_empty),
             ("rx_freezes", self.rx_freezes),
-            ("rx_invalid", self.rx_invalid),
             ("rx_no_buffer", Some(self.rx_no_buffer)),
             ("rx_oversize", Some(self.rx_oversize)),
             ("tx_busy", Some(self.tx_busy)),
@@ -166,7 +160,7 @@ impl DeviceStats {
 }
 
 /// Help text of each device counter's Prometheus metric.
-const DEVICE_HELP: [(&str, &str); 12] = [
+const DEVICE_HELP: [(&str, &str); 11] = [
     ("rx_packets", "Frames received."),
     ("tx_packets", "Frames transmitted."),
     (
@@ -184,10 +178,6 @@ const DEVICE_HELP: [(&str, &str); 12] = [
     (
         "rx_freezes",
         "Times the kernel froze the AF_PACKET TPACKET_V3 receive queue (every block held by user space).",
-    ),
-    (
-        "rx_invalid",
-        "AF_XDP fill-ring descriptors the kernel refused as invalid.",
     ),
     ("rx_no_buffer", "Frames dropped because no buffer was free."),
     ("rx_oversize", "Frames longer than max_frame, dropped."),
@@ -708,14 +698,13 @@ mod tests {
 
     /// Every device counter, by name, with a distinct value on an AF_XDP
     /// device (its receive and transmit rings).
-    const XDP_RX_COUNTERS: [(&str, u64); 12] = [
+    const XDP_RX_COUNTERS: [(&str, u64); 11] = [
         ("rx_packets", 101),
         ("tx_packets", 102),
         ("rx_kernel_drops", 103),
         ("rx_ring_full", 104),
         ("rx_fill_empty", 105),
         ("rx_freezes", 106),
-        ("rx_invalid", 111),
         ("rx_no_buffer", 107),
         ("rx_oversize", 108),
         ("tx_busy", 109),
@@ -745,7 +734,6 @@ mod tests {
             rx_oversize: v("rx_oversize"),
             tx_busy: v("tx_busy"),
             tx_failed: v("tx_failed"),
-            rx_invalid: v("rx_invalid"),
             tx_invalid: v("tx_invalid"),
             ..IoStats::default()
         };
@@ -785,31 +773,22 @@ mod tests {
     }
 
     #[test]
-    fn only_af_xdp_rings_have_invalid_descriptor_counters() {
+    fn only_an_af_xdp_transmit_ring_has_an_invalid_descriptor_counter() {
         let io = IoStats {
-            rx_invalid: 3,
             tx_invalid: 4,
             ..IoStats::default()
         };
         let of = |rx_ring, tx_ring| {
-            let d = DeviceStats::from_io(
-                "d0",
-                "rx",
-                &IoStats {
-                    rx_ring,
-                    tx_ring,
-                    ..io
-                },
-            );
-            (d.rx_invalid, d.tx_invalid)
+            let io = IoStats {
+                rx_ring,
+                tx_ring,
+                ..io
+            };
+            DeviceStats::from_io("d1", "tx", &io).tx_invalid
         };
-        assert_eq!(of(RxRingKind::Xdp, TxRingKind::Other), (Some(3), None));
-        assert_eq!(of(RxRingKind::None, TxRingKind::Xdp), (None, Some(4)));
-        assert_eq!(
-            of(RxRingKind::PacketBlocks, TxRingKind::Other),
-            (None, None)
-        );
-        assert_eq!(of(RxRingKind::PacketSlots, TxRingKind::Other), (None, None));
+        assert_eq!(of(RxRingKind::None, TxRingKind::Xdp), Some(4));
+        assert_eq!(of(RxRingKind::Xdp, TxRingKind::Other), None);
+        assert_eq!(of(RxRingKind::PacketSlots, TxRingKind::Other), None);
     }
 
     #[test]
@@ -846,13 +825,7 @@ mod tests {
             t.contains("device d1 tx: rx 0 tx 7 rx_kernel_drops 0 rx_ring_full — rx_fill_empty — rx_freezes — "),
             "{t}"
         );
-        for name in [
-            "rx_ring_full",
-            "rx_fill_empty",
-            "rx_freezes",
-            "rx_invalid",
-            "tx_invalid",
-        ] {
+        for name in ["rx_ring_full", "rx_fill_empty", "rx_freezes", "tx_invalid"] {
             assert!(v["devices"][1][name].is_null(), "{name} in {v}");
             assert!(
                 !p.contains(&format!("pktsched_device_{name}_total{{device=\"d1\"")),

@@ -750,6 +750,7 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         self.mark = now;
         if let Some(g) = self.nap_gate.as_mut() {
             self.nap_open = g.after_window(end.0, &w);
+            self.counts.nap_gate_opened = g.opened;
         }
         if self.judge_humble(&now, &w) {
             return;

@@ -43,6 +43,9 @@ pub struct ArbiterStats {
     /// Of `sleeps`, naps: sleeps with packets queued for a busy link and
     /// empty mailboxes (see `Config::nap_cover`).
     pub naps: u64,
+    /// Times the nap gate opened (`Config::nap_when_waiting`: the arbiter
+    /// thread waited for a core for a quarter of a window); 0 without it.
+    pub nap_gate_opened: u64,
     /// Times a TX mailbox was full (the packet waited in the arbiter).
     pub tx_full: u64,
     /// Rounds run by a client because the arbiter was late (counted in
@@ -82,6 +85,7 @@ pub(crate) struct ThreadCounts {
     pub(crate) spins: u64,
     pub(crate) held_waits: u64,
     pub(crate) naps: u64,
+    pub(crate) nap_gate_opened: u64,
     pub(crate) cpu_ns: u64,
     pub(crate) away_periods: u64,
     pub(crate) away_kept: u64,
@@ -95,6 +99,7 @@ impl ThreadCounts {
         s.spins = self.spins;
         s.held_waits = self.held_waits;
         s.naps = self.naps;
+        s.nap_gate_opened = self.nap_gate_opened;
         s.cpu_ns = self.cpu_ns;
         s.away_periods = self.away_periods;
         s.away_kept = self.away_kept;
@@ -209,7 +214,7 @@ impl<T, O> Report<T, O> {
             s,
             " arbiter: {} decisions, {} rounds ({} busy, {:.1} pkts/busy round, \
              avg {:.0} ns, max {} ns), {} mailbox reads ({} put off), {} settles, \
-             {} sleeps ({} naps), {} yields, {} spins, {} waits for a client's round, \
+             {} sleeps ({} naps, nap gate opened {} times), {} yields, {} spins, {} waits for a client's round, \
              {} tx-full, {} rounds run by clients, {:.1} ms CPU, \
              stepped aside {} times ({} kept, {:.1} ms)",
             a.decisions,
@@ -223,6 +228,7 @@ impl<T, O> Report<T, O> {
             a.settles,
             a.sleeps,
             a.naps,
+            a.nap_gate_opened,
             a.yields,
             a.spins,
             a.held_waits,

@@ -381,6 +381,10 @@ fn a_gated_nap_keeps_the_link_exact() {
     }
     let r = rt.stop(StopMode::Drain).unwrap();
     assert_eq!(r.flushed, 0, "every packet left at the link's pace");
+    // The gate shuts the nap until a window shows the thread waiting for
+    // a core: no nap without an opening.
+    let a = &r.arbiter;
+    assert!(a.naps == 0 || a.nap_gate_opened > 0, "{a:?}");
     let at = &r.outputs[0].at;
     assert_eq!(at.len() as u64, n);
     let start = at[0].saturating_sub(r.arbiter.max_loop_ns);

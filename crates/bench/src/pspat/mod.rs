@@ -418,27 +418,7 @@ impl Plan {
             busy_core: parse_busy_core(&a.busy_core)?,
             thread_counters: a.thread_counters,
         };
-        if plan.humble && plan.arbiter_sched != ArbiterSched::Other {
-            bail!(
-                "--humble on with --arbiter-sched {}: the humble arbiter gives up a raised nice \
-                 value, which a real-time thread does not use; allowed with --arbiter-sched other",
-                a.arbiter_sched
-            );
-        }
-        if plan.humble && plan.arbiter_nice.is_none_or(|n| n >= 0) {
-            bail!(
-                "--humble on with --arbiter-nice {}: the humble arbiter gives up a raised \
-                 priority and there is none; allowed with --arbiter-nice -20..=-1 (the default -20)",
-                a.arbiter_nice
-            );
-        }
-        if plan.nap_when_waiting && plan.nap_cover.is_none() {
-            bail!(
-                "--nap-when-waiting on with --arbiter-nap off: the gate opens and shuts the nap, \
-                 and there is none; allowed with an --arbiter-nap cover (e.g. 200us), or \
-                 --nap-when-waiting off"
-            );
-        }
+        plan.check_arbiter_switches(a)?;
         plan.check_rates(a)?;
         if plan.archs.contains(&Arch::Pspat) {
             check_arbiter_sched(plan.arbiter_sched)
@@ -464,6 +444,33 @@ impl Plan {
                 .map_err(|e| anyhow!("runtime settings: {e}"))?;
         }
         Ok(plan)
+    }
+
+    /// The arbiter's switches that need another one: the humble arbiter
+    /// a raised nice value under the normal policy, the nap gate a nap.
+    fn check_arbiter_switches(&self, a: &PspatOptions) -> Result<()> {
+        if self.humble && self.arbiter_sched != ArbiterSched::Other {
+            bail!(
+                "--humble on with --arbiter-sched {}: the humble arbiter gives up a raised nice \
+                 value, which a real-time thread does not use; allowed with --arbiter-sched other",
+                a.arbiter_sched
+            );
+        }
+        if self.humble && self.arbiter_nice.is_none_or(|n| n >= 0) {
+            bail!(
+                "--humble on with --arbiter-nice {}: the humble arbiter gives up a raised \
+                 priority and there is none; allowed with --arbiter-nice -20..=-1 (the default -20)",
+                a.arbiter_nice
+            );
+        }
+        if self.nap_when_waiting && self.nap_cover.is_none() {
+            bail!(
+                "--nap-when-waiting on with --arbiter-nap off: the gate opens and shuts the nap, \
+                 and there is none; allowed with an --arbiter-nap cover (e.g. 200us), or \
+                 --nap-when-waiting off"
+            );
+        }
+        Ok(())
     }
 
     /// A link too slow to send [`MIN_PKTS`] packets in `--duration`
@@ -654,6 +661,8 @@ pub struct ArbiterWindow {
     /// Of `sleeps_per_s`, naps (sleeps while the link is busy with the
     /// backlog and the mailboxes are empty).
     pub naps_per_s: f64,
+    /// Times the nap gate opened in the window (`--nap-when-waiting on`).
+    pub nap_gate_opened: u64,
     /// See `yields_per_s`.
     pub held_waits_per_s: f64,
     /// Sends that found their mailbox full, per released packet: above 0
@@ -688,6 +697,7 @@ impl ArbiterWindow {
             spins_per_s: d(|s| s.spins) / secs,
             sleeps_per_s: d(|s| s.sleeps) / secs,
             naps_per_s: d(|s| s.naps) / secs,
+            nap_gate_opened: b.nap_gate_opened.saturating_sub(a.nap_gate_opened),
             held_waits_per_s: d(|s| s.held_waits) / secs,
             full_per_decision: full.1.saturating_sub(full.0) as f64 / decisions.max(1.0),
         }
@@ -1030,11 +1040,11 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
     }
     writeln!(
         out,
-        "\npspat arbiter in the measured window: cpu = share of wall time on a core, busy = in rounds that moved packets, empty = rounds that moved nothing; per second: rounds, yields, spins, sleeps (of them naps), reads put off; full = mailbox-full sends per decision"
+        "\npspat arbiter in the measured window: cpu = share of wall time on a core, busy = in rounds that moved packets, empty = rounds that moved nothing; per second: rounds, yields, spins, sleeps (of them naps), reads put off; gate = times the nap gate opened; full = mailbox-full sends per decision"
     )?;
     writeln!(
         out,
-        "{:>10} {:>7} {:>3} {:>5} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>6}",
+        "{:>10} {:>7} {:>3} {:>5} {:>5} {:>6} {:>7} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>5} {:>6}",
         "phase",
         "clients",
         "run",
@@ -1048,6 +1058,7 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
         "sleep/s",
         "naps/s",
         "putoff/s",
+        "gate",
         "full"
     )?;
     for r in runs {
@@ -1055,7 +1066,7 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
         let k = |x: f64| format!("{:.0}k", x / 1e3);
         writeln!(
             out,
-            "{:>10} {:>7} {:>3} {:>5.2} {:>5.2} {:>6.2} {:>7.1} {:>8} {:>8} {:>8} {:>7.0} {:>7.0} {:>8} {:>6.3}",
+            "{:>10} {:>7} {:>3} {:>5.2} {:>5.2} {:>6.2} {:>7.1} {:>8} {:>8} {:>8} {:>7.0} {:>7.0} {:>8} {:>5} {:>6.3}",
             r.phase,
             r.clients,
             r.run,
@@ -1069,6 +1080,7 @@ fn write_windows(out: &mut dyn Write, runs: &[RunRes]) -> io::Result<()> {
             w.sleeps_per_s,
             w.naps_per_s,
             k(w.deferred_reads_per_s),
+            w.nap_gate_opened,
             w.full_per_decision
         )?;
     }

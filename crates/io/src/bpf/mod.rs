@@ -35,9 +35,6 @@ pub mod helper {
     pub const REDIRECT_MAP: i32 = 51;
     /// `bpf_xdp_adjust_meta(ctx, delta)`.
     pub const XDP_ADJUST_META: i32 = 54;
-    /// `bpf_xdp_load_bytes(ctx, offset, buf, len)` (no longer used: the
-    /// classifier reads the frame in place).
-    pub const XDP_LOAD_BYTES: i32 = 189;
 }
 
 /// XDP actions.

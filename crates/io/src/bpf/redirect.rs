@@ -90,7 +90,7 @@ mod tests {
                 .expect_err("refused")
                 .to_string();
             assert!(
-                e.contains("repeat") && e.contains(&bad.to_string()) && e.contains("allowed"),
+                e.contains(&format!("repeat {bad}:")) && e.contains("allowed"),
                 "{e}"
             );
         }

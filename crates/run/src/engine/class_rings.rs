@@ -449,7 +449,6 @@ impl PacketIo for ClassRings {
             t.rx_ring_full += s.rx_ring_full;
             t.rx_fill_empty += s.rx_fill_empty;
             t.rx_freezes += s.rx_freezes;
-            t.rx_invalid += s.rx_invalid;
         }
         t
     }

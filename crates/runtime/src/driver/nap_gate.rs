@@ -45,7 +45,7 @@ pub(crate) struct NapGate {
     open_until: Option<u64>,
     /// The next hold, ns (0 before the first).
     hold: u64,
-    /// Times the gate opened (closed before).
+    /// Times the gate opened (closed before): `ArbiterStats::nap_gate_opened`.
     pub(crate) opened: u64,
 }
 

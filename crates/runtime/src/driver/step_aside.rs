@@ -24,8 +24,9 @@
 //! [`crate::handoff`]; the rounds are the same sequence whoever runs
 //! them). At the end of the period it compares the decisions per second
 //! while away with those of the present window that triggered it:
-//! * away served about as many or more (more than [`KEEP_SHARE`] of
-//!   them, `driver::trial::KEEP_SHARE`: the link often caps both, and a millisecond's window is noisy):
+//! * away served about as many or more (more than
+//!   [`KEEP_SHARE`](super::trial::KEEP_SHARE) of them: the link often
+//!   caps both, and a millisecond's window is noisy):
 //!   the next away period is twice as long (up to [`MAX_AWAY`]), so the
 //!   arbiter comes back less and less often while the machine stays
 //!   shared;
@@ -157,7 +158,9 @@ impl StepAside {
     /// (longer) if it served more than `driver::trial::KEEP_SHARE` of the
     /// present window's rate, else holds off (longer).
     pub(crate) fn after_away(&mut self, now: u64, w: &Window) {
-        let _next = self.trial.judge(now, w);
+        // A kept period's doubled length is used at the next trigger;
+        // `judge` keeps it, so the returned length is not needed here.
+        let _ = self.trial.judge(now, w);
     }
 
     /// Away periods judged.

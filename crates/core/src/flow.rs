@@ -587,7 +587,7 @@ impl<T, X> FlowTable<T, X> {
     #[cold]
     #[inline(never)]
     fn refuse_parts(&mut self, flow: FlowId, len: Bytes, ts: Nanos, item: T) -> Rejected<T> {
-        self.refuse_checked(Pkt { flow, len, ts, item }, false)
+        self.refuse_checked(Pkt::new(flow, len, ts, item), false)
     }
     /// Checks and queues a packet: whether its flow was empty before, or the
     /// packet back with the reason (counted; `extra_full`: a limit of the
@@ -665,7 +665,12 @@ impl<T, X> FlowTable<T, X> {
         // Taken apart at once: the cold paths get the fields as scalars
         // (`refuse_parts`), so the packet is never put on the stack to be
         // passed to them and goes from registers into its slot.
-        let Pkt { flow, len, ts, item } = pkt;
+        let Pkt {
+            flow,
+            len,
+            ts,
+            item,
+        } = pkt;
         let Some(h) = self.hot.get_mut(flow.index()) else {
             return Err(Unqueued::Refused(self.refuse_parts(flow, len, ts, item)));
         };
@@ -677,15 +682,20 @@ impl<T, X> FlowTable<T, X> {
         // No free slot (NIL is past the end): the pool grows, or is full.
         let Some(s) = self.pool.get_mut(i as usize) else {
             core::hint::cold_path();
-            let pkt = Pkt { flow, len, ts, item };
+            let pkt = Pkt::new(flow, len, ts, item);
             return self.admit_filed_grown(pkt, filer);
         };
+        // The packet goes into its slot before the filing, so its fields
+        // are not kept (on the stack) across it; the slot stays on the free
+        // list until the filing succeeds, and is emptied if it fails.
+        s.pkt = Some(Pkt::new(flow, len, ts, item));
         if !filer.file(&mut h.ext) {
             core::hint::cold_path();
-            return Err(Unqueued::Unfiled(Pkt { flow, len, ts, item }));
+            // Always `Some`: the packet was put there above.
+            debug_assert!(s.pkt.is_some());
+            return s.pkt.take().map_or(Ok(()), |p| Err(Unqueued::Unfiled(p)));
         }
         self.free_slot = s.next;
-        s.pkt = Some(Pkt { flow, len, ts, item });
         s.next = NIL;
         Self::link_tail(&mut self.pool, &mut self.totals, h, i, len);
         Ok(())

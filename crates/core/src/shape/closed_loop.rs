@@ -252,8 +252,10 @@ impl ClosedLoop {
                 // across it; a refusal ends the loop (and uncounts it).
                 r.sent += 1;
                 let refill = Pkt { len, ts: now, ..p };
-                sh.enqueue(refill, now)
-                    .map_err(|e| Self::refused_at(records, at, &e))
+                match sh.enqueue(refill, now) {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(Self::refused_at(records, at, e)),
+                }
             })?;
         }
         Ok(())
@@ -262,11 +264,11 @@ impl ClosedLoop {
     /// A refill the shaper refused: uncounted in its record, reported.
     #[cold]
     #[inline(never)]
-    fn refused_at<T>(records: &mut [FlowRecord], at: usize, e: &Rejected<T>) -> LoopError {
+    fn refused_at<T>(records: &mut [FlowRecord], at: usize, e: Rejected<T>) -> LoopError {
         if let Some(r) = records.get_mut(at) {
             r.sent -= 1;
         }
-        refused(at - 1, e)
+        refused(at - 1, &e)
     }
 
     /// The time of the last release (or of the last start, before `run`).

@@ -582,6 +582,13 @@ impl<T, X> FlowTable<T, X> {
         let r = r.unwrap_or(DropReason::QueueFull);
         self.refuse(pkt, r)
     }
+    /// [`FlowTable::refuse_checked`] (no caller's limit) for a packet
+    /// handed over as its fields, which arrive in registers.
+    #[cold]
+    #[inline(never)]
+    fn refuse_parts(&mut self, flow: FlowId, len: Bytes, ts: Nanos, item: T) -> Rejected<T> {
+        self.refuse_checked(Pkt::new(flow, len, ts, item), false)
+    }
     /// Checks and queues a packet: whether its flow was empty before, or the
     /// packet back with the reason (counted; `extra_full`: a limit of the
     /// caller's is reached). A full pool (the scheduler-wide limit) refuses
@@ -655,25 +662,40 @@ impl<T, X> FlowTable<T, X> {
         filer: impl Filer<X>,
     ) -> Result<(), Unqueued<T>> {
         debug_assert!(!self.arrival_order);
-        let len = pkt.len;
-        let Some(h) = self.hot.get_mut(pkt.flow.index()) else {
-            return Err(Unqueued::Refused(self.refuse_checked(pkt, false)));
+        // Taken apart at once: the cold paths get the fields as scalars
+        // (`refuse_parts`), so the packet is never put on the stack to be
+        // passed to them and goes from registers into its slot.
+        let Pkt {
+            flow,
+            len,
+            ts,
+            item,
+        } = pkt;
+        let Some(h) = self.hot.get_mut(flow.index()) else {
+            return Err(Unqueued::Refused(self.refuse_parts(flow, len, ts, item)));
         };
         // A dead flow has limit 0, so it fails the limit test.
         if len > h.max_len || h.len >= h.limit {
-            return Err(Unqueued::Refused(self.refuse_checked(pkt, false)));
+            return Err(Unqueued::Refused(self.refuse_parts(flow, len, ts, item)));
         }
         let i = self.free_slot;
         // No free slot (NIL is past the end): the pool grows, or is full.
         let Some(s) = self.pool.get_mut(i as usize) else {
             core::hint::cold_path();
+            let pkt = Pkt::new(flow, len, ts, item);
             return self.admit_filed_grown(pkt, filer);
         };
+        // The packet goes into its slot before the filing, so its fields
+        // are not kept (on the stack) across it; the slot stays on the free
+        // list until the filing succeeds, and is emptied if it fails.
+        s.pkt = Some(Pkt::new(flow, len, ts, item));
         if !filer.file(&mut h.ext) {
-            return Err(Unqueued::Unfiled(pkt));
+            core::hint::cold_path();
+            // Always `Some`: the packet was put there above.
+            debug_assert!(s.pkt.is_some());
+            return s.pkt.take().map_or(Ok(()), |p| Err(Unqueued::Unfiled(p)));
         }
         self.free_slot = s.next;
-        s.pkt = Some(pkt);
         s.next = NIL;
         Self::link_tail(&mut self.pool, &mut self.totals, h, i, len);
         Ok(())

@@ -252,8 +252,10 @@ impl ClosedLoop {
                 // across it; a refusal ends the loop (and uncounts it).
                 r.sent += 1;
                 let refill = Pkt { len, ts: now, ..p };
-                sh.enqueue(refill, now)
-                    .map_err(|e| Self::refused_at(records, at, &e))
+                match sh.enqueue(refill, now) {
+                    Ok(()) => Ok(()),
+                    Err(e) => Err(Self::refused_at(records, at, e)),
+                }
             })?;
         }
         Ok(())
@@ -262,11 +264,11 @@ impl ClosedLoop {
     /// A refill the shaper refused: uncounted in its record, reported.
     #[cold]
     #[inline(never)]
-    fn refused_at<T>(records: &mut [FlowRecord], at: usize, e: &Rejected<T>) -> LoopError {
+    fn refused_at<T>(records: &mut [FlowRecord], at: usize, e: Rejected<T>) -> LoopError {
         if let Some(r) = records.get_mut(at) {
             r.sent -= 1;
         }
-        refused(at - 1, e)
+        refused(at - 1, &e)
     }
 
     /// The time of the last release (or of the last start, before `run`).
@@ -309,5 +311,30 @@ mod tests {
             assert_eq!(NonZeroU32::for_record(i).place(), i + 1);
         }
         assert_eq!(<u64 as LoopItem>::for_record(7).place(), 8);
+    }
+
+    /// A refill the shaper refuses ends the run with the flow and the
+    /// reason, and is not counted as sent: the record's `sent` is what the
+    /// shaper took (here the refills are made too large for the flow).
+    #[test]
+    fn a_refused_refill_ends_the_run_uncounted() {
+        use crate::shape::{WheelConfig, Wheels};
+        use crate::{FlowConfig, Rate};
+        let q = Wheels::new(WheelConfig::mltw(1024, 1024, Nanos(1 << 30))).expect("mltw");
+        let mut sh: Shaper<Wheels, u64> = Shaper::new(q, Rate::gbit(1));
+        let cfg = FlowConfig::default().with_max_len(1000);
+        let f = sh.add_flow_bps(cfg, 1_000_000_000).expect("flow");
+        let mut cl = ClosedLoop::fill(&mut sh, &[f], &[], 2, 1000, 10).expect("fill");
+        cl.len = 1001;
+        let err = cl.run(&mut sh, |_, _, _, _| {}, || false);
+        assert_eq!(
+            err,
+            Err(LoopError::Refused {
+                flow: 0,
+                reason: "too_large".to_string(),
+            })
+        );
+        let r = cl.records()[0];
+        assert_eq!((r.sent, r.released), (2, 1));
     }
 }

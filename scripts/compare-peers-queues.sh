@@ -20,7 +20,8 @@
 #     line; spscq's iffq checks 32-entry lines), 7-slot lines (one group),
 #     14-slot lines of one group (14 stamps then 14 values: two hardware
 #     lines for slots 6-13) and 14-slot lines of two groups, and
-#     the default with the consumer's software prefetch off;
+#     the default with the consumer's software prefetch on (off by
+#     default since 2026-11-27);
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
 #     1 000 and 10 000 flows at 10 Gbit/s in phase, 1 000 flows at 1 Mbit/s
@@ -142,7 +143,7 @@ SHAPE_CASES=(
 # Queue rows: label | source (bench row name, or spscq:TEST).
 QUEUES=(
     "pktsched mailbox|pspat mailbox"
-    "mailbox, no prefetch|pspat mailbox, no prefetch"
+    "mailbox, prefetch on|pspat mailbox, prefetch"
     "mailbox, batch 32|pspat mailbox, batch 32"
     "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
     "mailbox, 1-group lines|pspat mailbox, 1-group lines"

@@ -15,8 +15,9 @@
 //! line), one with 14-slot lines of one group (14 stamps, then 14
 //! values: the stamp and value of slots 6..13 in different hardware lines)
 //! and one with 14-slot lines (two groups) compare layouts in the same
-//! interleaved rounds, and a row with the consumer's software prefetch off
-//! (`Consumer::set_prefetch(false)`) measures what the prefetch is worth.
+//! interleaved rounds, and a row with the consumer's software prefetch on
+//! (`Consumer::set_prefetch(true)`; off by default) measures what the
+//! prefetch is worth.
 //! The `P run` and `C run` columns say in which
 //! regime a queue ran: items per stretch between two stalls of the producer
 //! on a full queue, and of the consumer on an empty one (spscq prints the
@@ -33,7 +34,7 @@
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
 //! pops of 64) through the queue named by `--only` (`mailbox`, the default;
-//! `nopf`, `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
+//! `pf` (the prefetch on), `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -119,17 +120,17 @@ type PspatOneGroup = PspatMailbox<14, 14>;
 /// 256 bytes, like the default's 28).
 type Pspat14 = PspatMailbox<14, 7>;
 
-/// The default layout with the consumer's software prefetch off
-/// (`Consumer::set_prefetch(false)`).
-struct PspatNoPrefetch;
-impl Queue for PspatNoPrefetch {
-    const NAME: &'static str = "pspat mailbox, no prefetch";
+/// The default layout with the consumer's software prefetch on
+/// (`Consumer::set_prefetch(true)`; off by default since 2026-11-27).
+struct PspatPrefetch;
+impl Queue for PspatPrefetch {
+    const NAME: &'static str = "pspat mailbox, prefetch";
     const ITEMS: u64 = 20_000_000;
     type Tx = Producer<u64>;
     type Rx = Consumer<u64>;
     fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
         let (tx, mut rx) = Mailbox::with_capacity(capacity);
-        rx.set_prefetch(false);
+        rx.set_prefetch(true);
         (tx, rx)
     }
     #[inline]
@@ -473,7 +474,7 @@ fn main() {
             Some("mailbox7") => single_thread::<Pspat7>(cap, n),
             Some("onegroup") => single_thread::<PspatOneGroup>(cap, n),
             Some("mailbox14") => single_thread::<Pspat14>(cap, n),
-            Some("nopf") => single_thread::<PspatNoPrefetch>(cap, n),
+            Some("pf") => single_thread::<PspatPrefetch>(cap, n),
             _ => single_thread::<PspatDefault>(cap, n),
         };
         println!("{sum}");
@@ -490,9 +491,9 @@ fn main() {
             run_once::<PspatDefault>,
         ),
         (
-            PspatNoPrefetch::NAME,
-            PspatNoPrefetch::ITEMS,
-            run_once::<PspatNoPrefetch>,
+            PspatPrefetch::NAME,
+            PspatPrefetch::ITEMS,
+            run_once::<PspatPrefetch>,
         ),
         (Pspat7::NAME, Pspat7::ITEMS, run_once::<Pspat7>),
         (

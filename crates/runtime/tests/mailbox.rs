@@ -496,6 +496,17 @@ fn pop_many_takes_in_order_and_held_items_count_as_queued() {
     assert!(rx.is_empty());
 }
 
+/// The consumer's prefetch is off unless asked for (measured slower than
+/// no prefetch with the consumer close behind the producer); the handle's
+/// `Debug` says which.
+#[test]
+fn prefetch_is_off_by_default() {
+    let (_tx, mut rx) = Mailbox::with_capacity::<u64>(40);
+    assert!(format!("{rx:?}").contains("prefetch: false"), "{rx:?}");
+    rx.set_prefetch(true);
+    assert!(format!("{rx:?}").contains("prefetch: true"), "{rx:?}");
+}
+
 /// The consumer's prefetch is a hint: on or off, the same items come out
 /// in order over many passes, and the producer's estimate of what is
 /// queued (which counts the consumer's pops by its position) stays exact

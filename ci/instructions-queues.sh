@@ -72,6 +72,7 @@ per_item() { # short long cmd-with-N... (N replaced by the count)
 CASES=(
     "mailbox push+pop|mailbox|mailbox"
     "mailbox push+pop, batches of 32|mailbox|batch"
+    "mailbox push runs + single pops|mailbox|pushrun"
     "mailbox push+pop, prefetch on|mailbox|pf"
     "mailbox push+pop, 7-slot lines (one group)|mailbox|mailbox7"
     "mailbox push+pop, 14-slot lines of one group|mailbox|onegroup"

@@ -21,7 +21,9 @@
 #     14-slot lines of one group (14 stamps then 14 values: two hardware
 #     lines for slots 6-13) and 14-slot lines of two groups, and
 #     the default with the consumer's software prefetch on (off by
-#     default since 2026-11-27);
+#     default since 2026-11-27), and "push runs" (one `try_push_many`
+#     until full, single pops: spscq's iffq loop keeps its write index in
+#     a register the same way, so this is the like-for-like row);
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
 #     1 000 and 10 000 flows at 10 Gbit/s in phase, 1 000 flows at 1 Mbit/s
@@ -145,6 +147,7 @@ QUEUES=(
     "pktsched mailbox|pspat mailbox"
     "mailbox, prefetch on|pspat mailbox, prefetch"
     "mailbox, batch 32|pspat mailbox, batch 32"
+    "mailbox, push runs|pspat mailbox, push runs"
     "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
     "mailbox, 1-group lines|pspat mailbox, 1-group lines"
     "mailbox, 14-slot lines|pspat mailbox, 14-slot lines"

@@ -204,6 +204,17 @@ for i in "${!QUEUES[@]}"; do
     printf '%-24s %10s %3s/%-2s %10s %8s %8s %10s\n' "$label" "$m" "$(clean_count ${RATE[$i]})" "$ROUNDS" \
         "$(ratio "$mb" "$m")" "$(clean_median ${PRUN[$i]})" "$(clean_median ${CRUN[$i]})" "$target"
 done
+# The like-for-like pair (see the header): the mailbox's push runs against
+# iffq, whose compiled producer loop keeps its write index in a register.
+for i in "${!QUEUES[@]}"; do
+    IFS='|' read -r _ src <<<"${QUEUES[$i]}"
+    # shellcheck disable=SC2086
+    case "$src" in
+    "pspat mailbox, push runs") runs=$(clean_median ${RATE[$i]}) ;;
+    spscq:iffq) iffq=$(clean_median ${RATE[$i]}) ;;
+    esac
+done
+echo "push runs / spscq iffq (producer loops of the same shape): $(ratio "${runs:-nan}" "${iffq:-nan}")"
 echo
 echo "MLTW shaping, 1500 B packets, 2 outstanding per flow: median CPU ns/packet over $ROUNDS rounds"
 printf '%-32s %10s %12s %12s %8s\n' "case" "pktsched" "FlowBundler" "pktsched/FB" "target"

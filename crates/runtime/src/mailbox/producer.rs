@@ -146,20 +146,24 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     pub fn try_push_many<I: Iterator<Item = T>>(&mut self, items: &mut I) -> usize {
         let mut pushed = 0;
         while let Some(start) = self.free_offset() {
+            let (tag, publish) = (self.tag, self.publish_ordering());
             // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
             let group = unsafe { self.cur.get(&self.ring) };
-            let (tag, publish) = (self.tag, self.publish_ordering());
-            let mut offset = start;
-            while offset < H {
+            let mut pos = Position {
+                stored: &mut self.offset,
+                offset: start,
+            };
+            while pos.offset < H {
                 let Some(value) = items.next() else {
                     break;
                 };
-                Self::write_slot(group, offset, value, tag, publish);
-                offset += 1;
+                Self::write_slot(group, pos.offset, value, tag, publish);
+                pos.offset += 1;
             }
-            self.offset = offset;
-            pushed += offset - start;
-            if offset < H {
+            let end = pos.offset;
+            drop(pos);
+            pushed += end - start;
+            if end < H {
                 break;
             }
         }
@@ -259,5 +263,22 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     #[doc(hidden)]
     pub fn loom_weaken_publication(&mut self) {
         self.publish = Ordering::Relaxed;
+    }
+}
+
+/// The producer's position within its group during a batch push, kept in
+/// a local and stored into the handle when dropped: at the end of the
+/// group's batch, or while unwinding if the item iterator panics part-way
+/// (the slots written before are published, so the next push must start
+/// after them, never write them again while the consumer may read them).
+struct Position<'a> {
+    stored: &'a mut usize,
+    offset: usize,
+}
+
+impl Drop for Position<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        *self.stored = self.offset;
     }
 }

@@ -7,7 +7,7 @@
 #     pushes then 64 pops, u64 items, capacity 1024): one item a call
 #     (`try_push` / `pop`, the default 28-slot lines of four 7-slot
 #     groups), batches of up to 32 (`try_push_many` / `pop_batch`), the
-#     default with the consumer's prefetch off, and the
+#     default with the consumer's prefetch on (off by default), and the
 #     other layouts (7-slot lines of one group, 14-slot lines of one
 #     group, 14-slot lines of two groups); rtrb in the same harness for
 #     reference; the harness loop is included (~10 instructions). A base
@@ -72,7 +72,8 @@ per_item() { # short long cmd-with-N... (N replaced by the count)
 CASES=(
     "mailbox push+pop|mailbox|mailbox"
     "mailbox push+pop, batches of 32|mailbox|batch"
-    "mailbox push+pop, no prefetch|mailbox|nopf"
+    "mailbox push runs + single pops|mailbox|pushrun"
+    "mailbox push+pop, prefetch on|mailbox|pf"
     "mailbox push+pop, 7-slot lines (one group)|mailbox|mailbox7"
     "mailbox push+pop, 14-slot lines of one group|mailbox|onegroup"
     "mailbox push+pop, 14-slot lines (two groups)|mailbox|mailbox14"

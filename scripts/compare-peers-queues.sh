@@ -20,7 +20,10 @@
 #     line; spscq's iffq checks 32-entry lines), 7-slot lines (one group),
 #     14-slot lines of one group (14 stamps then 14 values: two hardware
 #     lines for slots 6-13) and 14-slot lines of two groups, and
-#     the default with the consumer's software prefetch off;
+#     the default with the consumer's software prefetch on (off by
+#     default since 2026-11-27), and "push runs" (one `try_push_many`
+#     until full, single pops: spscq's iffq loop keeps its write index in
+#     a register the same way, so this is the like-for-like row);
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
 #     1 000 and 10 000 flows at 10 Gbit/s in phase, 1 000 flows at 1 Mbit/s
@@ -142,8 +145,9 @@ SHAPE_CASES=(
 # Queue rows: label | source (bench row name, or spscq:TEST).
 QUEUES=(
     "pktsched mailbox|pspat mailbox"
-    "mailbox, no prefetch|pspat mailbox, no prefetch"
+    "mailbox, prefetch on|pspat mailbox, prefetch"
     "mailbox, batch 32|pspat mailbox, batch 32"
+    "mailbox, push runs|pspat mailbox, push runs"
     "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
     "mailbox, 1-group lines|pspat mailbox, 1-group lines"
     "mailbox, 14-slot lines|pspat mailbox, 14-slot lines"
@@ -200,6 +204,17 @@ for i in "${!QUEUES[@]}"; do
     printf '%-24s %10s %3s/%-2s %10s %8s %8s %10s\n' "$label" "$m" "$(clean_count ${RATE[$i]})" "$ROUNDS" \
         "$(ratio "$mb" "$m")" "$(clean_median ${PRUN[$i]})" "$(clean_median ${CRUN[$i]})" "$target"
 done
+# The like-for-like pair (see the header): the mailbox's push runs against
+# iffq, whose compiled producer loop keeps its write index in a register.
+for i in "${!QUEUES[@]}"; do
+    IFS='|' read -r _ src <<<"${QUEUES[$i]}"
+    # shellcheck disable=SC2086
+    case "$src" in
+    "pspat mailbox, push runs") runs=$(clean_median ${RATE[$i]}) ;;
+    spscq:iffq) iffq=$(clean_median ${RATE[$i]}) ;;
+    esac
+done
+echo "push runs / spscq iffq (producer loops of the same shape): $(ratio "${runs:-nan}" "${iffq:-nan}")"
 echo
 echo "MLTW shaping, 1500 B packets, 2 outstanding per flow: median CPU ns/packet over $ROUNDS rounds"
 printf '%-32s %10s %12s %12s %8s\n' "case" "pktsched" "FlowBundler" "pktsched/FB" "target"

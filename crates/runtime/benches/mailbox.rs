@@ -15,8 +15,12 @@
 //! line), one with 14-slot lines of one group (14 stamps, then 14
 //! values: the stamp and value of slots 6..13 in different hardware lines)
 //! and one with 14-slot lines (two groups) compare layouts in the same
-//! interleaved rounds, and a row with the consumer's software prefetch off
-//! (`Consumer::set_prefetch(false)`) measures what the prefetch is worth.
+//! interleaved rounds, and a row with the consumer's software prefetch on
+//! (`Consumer::set_prefetch(true)`; off by default) measures what the
+//! prefetch is worth. The row "push runs" pushes with one `try_push_many`
+//! until the queue is full and pops one item a call: the shape spscq's
+//! `iffq` loop has once compiled (its producer's write index stays in a
+//! register), the like-for-like row against it.
 //! The `P run` and `C run` columns say in which
 //! regime a queue ran: items per stretch between two stalls of the producer
 //! on a full queue, and of the consumer on an empty one (spscq prints the
@@ -33,7 +37,7 @@
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
 //! pops of 64) through the queue named by `--only` (`mailbox`, the default;
-//! `nopf`, `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
+//! `pf` (the prefetch on), `pushrun` (push runs, single pops), `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -119,17 +123,17 @@ type PspatOneGroup = PspatMailbox<14, 14>;
 /// 256 bytes, like the default's 28).
 type Pspat14 = PspatMailbox<14, 7>;
 
-/// The default layout with the consumer's software prefetch off
-/// (`Consumer::set_prefetch(false)`).
-struct PspatNoPrefetch;
-impl Queue for PspatNoPrefetch {
-    const NAME: &'static str = "pspat mailbox, no prefetch";
+/// The default layout with the consumer's software prefetch on
+/// (`Consumer::set_prefetch(true)`; off by default since 2026-11-27).
+struct PspatPrefetch;
+impl Queue for PspatPrefetch {
+    const NAME: &'static str = "pspat mailbox, prefetch";
     const ITEMS: u64 = 20_000_000;
     type Tx = Producer<u64>;
     type Rx = Consumer<u64>;
     fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
         let (tx, mut rx) = Mailbox::with_capacity(capacity);
-        rx.set_prefetch(false);
+        rx.set_prefetch(true);
         (tx, rx)
     }
     #[inline]
@@ -159,6 +163,34 @@ impl Queue for PspatMailboxBatch {
     #[inline]
     fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
         rx.pop_batch(32, check) as u64
+    }
+}
+
+/// The mailbox pushed the way spscq's `iffq` loop runs once compiled: the
+/// producer keeps its position in registers until the queue is full (one
+/// `try_push_many` over the rest of the items: the position is stored once
+/// per 7-slot group), the consumer pops one item a call. GCC keeps
+/// `iffq_producer`'s write index in a register for the whole run (its slot
+/// store is `volatile`, which orders nothing), so its producer makes one
+/// store per item; a `try_push` per item makes three (value, stamp,
+/// position: the stamp's `Release` store keeps the position's store in
+/// the loop). This row is the like-for-like one for the producer's side.
+struct PspatPushRun;
+impl Queue for PspatPushRun {
+    const NAME: &'static str = "pspat mailbox, push runs";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = Producer<u64>;
+    type Rx = Consumer<u64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        Mailbox::with_capacity(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, n: u64) -> u64 {
+        tx.try_push_many(&mut (first..first + n)) as u64
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        PspatDefault::pop(rx, check)
     }
 }
 
@@ -473,7 +505,8 @@ fn main() {
             Some("mailbox7") => single_thread::<Pspat7>(cap, n),
             Some("onegroup") => single_thread::<PspatOneGroup>(cap, n),
             Some("mailbox14") => single_thread::<Pspat14>(cap, n),
-            Some("nopf") => single_thread::<PspatNoPrefetch>(cap, n),
+            Some("pf") => single_thread::<PspatPrefetch>(cap, n),
+            Some("pushrun") => single_thread::<PspatPushRun>(cap, n),
             _ => single_thread::<PspatDefault>(cap, n),
         };
         println!("{sum}");
@@ -483,16 +516,16 @@ fn main() {
     if cores.len() < 2 {
         eprintln!("warning: fewer than 2 cores visible; threads are not pinned");
     }
-    let queues: [(&str, u64, Runner); 9] = [
+    let queues: [(&str, u64, Runner); 10] = [
         (
             PspatDefault::NAME,
             PspatDefault::ITEMS,
             run_once::<PspatDefault>,
         ),
         (
-            PspatNoPrefetch::NAME,
-            PspatNoPrefetch::ITEMS,
-            run_once::<PspatNoPrefetch>,
+            PspatPrefetch::NAME,
+            PspatPrefetch::ITEMS,
+            run_once::<PspatPrefetch>,
         ),
         (Pspat7::NAME, Pspat7::ITEMS, run_once::<Pspat7>),
         (
@@ -505,6 +538,11 @@ fn main() {
             PspatMailboxBatch::NAME,
             PspatMailboxBatch::ITEMS,
             run_once::<PspatMailboxBatch>,
+        ),
+        (
+            PspatPushRun::NAME,
+            PspatPushRun::ITEMS,
+            run_once::<PspatPushRun>,
         ),
         (Rtrb::NAME, Rtrb::ITEMS, run_once::<Rtrb>),
         (

@@ -127,7 +127,8 @@
 //! * `unsafe impl Sync for Group` (the cells are partitioned by the
 //!   protocol);
 //! * `prefetch::group` calls the `_mm_prefetch` intrinsic (a hint with no
-//!   architectural memory access; compiled out under loom and Miri);
+//!   architectural memory access; compiled out under loom and Miri; off
+//!   unless [`Consumer::set_prefetch`] turns it on);
 //! * `GroupPtr::get` dereferences a handle's pointer to its current group
 //!   (taken with a bounds-checked `get` from the handle's own ring clone,
 //!   which keeps the allocation alive), for the push, the pop and the run
@@ -135,20 +136,25 @@
 //! * `unsafe impl Send`/`Sync` for `GroupPtr` (it gives only `&Group`, as
 //!   the ring's `Arc` does).
 //!
-//! # Prefetch
+//! # Prefetch (off by default)
 //!
-//! On moving to a new line the consumer asks the cache for the hardware
-//! lines of the line after it ([`Consumer::set_prefetch`] turns this off).
+//! [`Consumer::set_prefetch`]`(true)` makes the consumer, on moving to a
+//! new line, ask the cache for the hardware lines of the line after it.
 //! When the consumer trails the producer by more than a line — a backlog
 //! at the arbiter, a queue running full — every line it reads next was
 //! written on the producer's core, and each first read is a cross-core
 //! transfer; the prefetch overlaps it with the pops of the current line.
 //! Right behind the producer the prefetched lines are ones the producer
-//! writes next; the traffic model (`mailbox/traffic.rs`) finds that the
-//! prefetch adds no line move in any of its regimes, because the consumer
-//! reads those lines a line later anyway. A PREFETCHW of the producer's
-//! next look-ahead line (as the PSPAT code does) was tried and dropped: no
-//! gain could be measured on the shared 2-vCPU test machine.
+//! is still writing: the prefetch takes them away from the producer's
+//! core, which must take them back for its next store. The traffic model
+//! (`mailbox/traffic.rs`) counts lines, not this timing, and finds no
+//! extra move; the idle interleaved runs found a cost: off was faster in
+//! five of seven (within ±4 % either way on 2026-11-26, 1.23× and 1.30×
+//! on 2026-11-27), so it is off by default (perf log, 2026-11-27 02:22,
+//! h-mb9). A PREFETCHW of
+//! the producer's next look-ahead line (as the PSPAT code does) was tried
+//! and dropped: no gain could be measured on the shared 2-vCPU test
+//! machine.
 //!
 //! Everything else — indices, stamps, the group ring — is safe code with
 //! bounds-checked indexing. The hot paths need no bounds check: the group
@@ -380,7 +386,7 @@ impl Mailbox {
             ready: 0,
             tag: FIRST_TAG,
             group_base: 0,
-            prefetch: true,
+            prefetch: false,
             #[cfg(loom)]
             release: Ordering::Release,
         };

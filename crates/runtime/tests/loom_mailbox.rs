@@ -490,3 +490,29 @@ fn broken_relaxed_publication_of_batch_pops_is_caught() {
         assert_eq!(got, (0..2).collect::<std::collections::VecDeque<_>>());
     });
 }
+
+/// The batch push (`try_push_many`) publishes its slots from its own loop,
+/// with the group, the tag and the ordering in locals: with its stamps
+/// weakened to `Relaxed`, loom must report the consumer's read of a value
+/// not ordered after its write (the check that the batch loop's stores are
+/// the ones the model sees).
+#[test]
+#[should_panic(expected = "Causality violation")]
+fn broken_relaxed_publication_of_batch_pushes_is_caught() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::with_layout::<usize, 4, 2>(4);
+        tx.loom_weaken_publication();
+        let producer = thread::spawn(move || {
+            let mut items = 0..2;
+            while items.len() > 0 {
+                if tx.try_push_many(&mut items) == 0 {
+                    thread::yield_now();
+                }
+            }
+        });
+        for i in 0..2 {
+            assert_eq!(pop_spin(&mut rx), i);
+        }
+        producer.join().ok();
+    });
+}

@@ -496,6 +496,38 @@ fn pop_many_takes_in_order_and_held_items_count_as_queued() {
     assert!(rx.is_empty());
 }
 
+/// A batch push whose iterator panics part-way through a group keeps what
+/// it pushed before the panic queued, and the next push goes after it (no
+/// slot written twice, nothing lost or repeated).
+#[test]
+fn a_panicking_iterator_leaves_what_was_pushed_queued() {
+    let (mut tx, mut rx) = Mailbox::with_capacity::<u64>(40);
+    let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let mut items = (0..10u64).inspect(|&i| {
+            assert_ne!(i, 3, "the iterator fails at item 3");
+        });
+        tx.try_push_many(&mut items)
+    }));
+    assert!(pushed.is_err(), "the iterator's panic reaches the caller");
+    assert_eq!(tx.len_estimate(), 3, "items 0, 1, 2 are queued");
+    assert_eq!(tx.try_push_many(&mut (3..6)), 3);
+    for want in 0..6 {
+        assert_eq!(rx.pop(), Some(want));
+    }
+    assert_eq!(rx.pop(), None);
+}
+
+/// The consumer's prefetch is off unless asked for (measured slower than
+/// no prefetch with the consumer close behind the producer); the handle's
+/// `Debug` says which.
+#[test]
+fn prefetch_is_off_by_default() {
+    let (_tx, mut rx) = Mailbox::with_capacity::<u64>(40);
+    assert!(format!("{rx:?}").contains("prefetch: false"), "{rx:?}");
+    rx.set_prefetch(true);
+    assert!(format!("{rx:?}").contains("prefetch: true"), "{rx:?}");
+}
+
 /// The consumer's prefetch is a hint: on or off, the same items come out
 /// in order over many passes, and the producer's estimate of what is
 /// queued (which counts the consumer's pops by its position) stays exact

@@ -282,14 +282,15 @@ impl<T, const L: usize, const H: usize> Consumer<T, L, H> {
         taken
     }
 
-    /// Turns the software prefetch on (the default) or off: on moving to a
-    /// new line the consumer asks the cache for the hardware lines of the
-    /// line after it (x86_64; elsewhere nothing happens). When the consumer
-    /// trails the producer by more than a line, those lines sit in the
-    /// producer's cache and the prefetch overlaps their transfer with the
-    /// pops of the current line; right behind the producer it fetches lines
-    /// the producer has yet to write, which then move once more. Off serves
-    /// measuring it (`benches/mailbox.rs`).
+    /// Turns the software prefetch on or off (off by default): on moving
+    /// to a new line the consumer asks the cache for the hardware lines of
+    /// the line after it (x86_64; elsewhere nothing happens). When the
+    /// consumer trails the producer by more than a line, those lines sit
+    /// in the producer's cache and the prefetch overlaps their transfer
+    /// with the pops of the current line; right behind the producer it
+    /// fetches lines the producer is still writing, which then move once
+    /// more (slower in five of seven idle interleaved runs of
+    /// `benches/mailbox.rs`, by up to 1.3×; hence off by default).
     pub fn set_prefetch(&mut self, on: bool) {
         self.prefetch = on;
     }

@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::ring::{GroupPtr, Ring, Shared};
+use super::ring::{Group, GroupPtr, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP, clamp_len};
 use crate::sync::{Arc, Ordering};
 
@@ -137,14 +137,35 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     /// were pushed. An item is taken from the iterator only when a slot is
     /// known to be free, so nothing is lost: what did not fit stays in
     /// `items`.
+    ///
+    /// Fills a group at a time from a local position (and the group and
+    /// tag in locals): the handle's position is stored once per group, not
+    /// once per item (the publishing Release store of each stamp keeps the
+    /// compiler from deferring a per-item store of it), so an item costs
+    /// the producer two stores, its value and its stamp.
     pub fn try_push_many<I: Iterator<Item = T>>(&mut self, items: &mut I) -> usize {
         let mut pushed = 0;
-        while let Some(offset) = self.free_offset() {
-            let Some(value) = items.next() else {
-                break;
+        while let Some(start) = self.free_offset() {
+            let (tag, publish) = (self.tag, self.publish_ordering());
+            // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
+            let group = unsafe { self.cur.get(&self.ring) };
+            let mut pos = Position {
+                stored: &mut self.offset,
+                offset: start,
             };
-            self.fill(offset, value);
-            pushed += 1;
+            while pos.offset < H {
+                let Some(value) = items.next() else {
+                    break;
+                };
+                Self::write_slot(group, pos.offset, value, tag, publish);
+                pos.offset += 1;
+            }
+            let end = pos.offset;
+            drop(pos);
+            pushed += end - start;
+            if end < H {
+                break;
+            }
         }
         pushed
     }
@@ -198,19 +219,30 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     fn fill(&mut self, offset: usize, value: T) {
         // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
         let group = unsafe { self.cur.get(&self.ring) };
+        Self::write_slot(group, offset, value, self.tag, self.publish_ordering());
+        self.offset = offset + 1;
+    }
+
+    /// Writes `value` into slot `offset` of `group` and publishes it with
+    /// `tag`: the caller's slot is the next one of the producer's current
+    /// group, free (from [`Producer::free_offset`], or the slots after it
+    /// in the same group), and the caller advances past it.
+    #[inline(always)]
+    fn write_slot(group: &Group<T, H>, offset: usize, value: T, tag: u8, publish: Ordering) {
         group.values[offset].with_mut(|p| {
             // SAFETY: the group's line was claimed by `claim_line`, whose
             // Acquire load saw the line after it (hence, by release order,
             // this one) released: the consumer has moved the previous value
             // out and will not touch the cell until it sees the stamp stored
-            // below. The producer is unique (`&mut self`). Writing a
-            // `MaybeUninit` never drops the (moved-out) old bytes.
+            // below. The producer is unique (`&mut self` in every caller),
+            // and each caller advances past the slot, so it is written once
+            // per claim. Writing a `MaybeUninit` never drops the (moved-out)
+            // old bytes.
             unsafe {
                 (*p).write(value);
             }
         });
-        group.stamps[offset].store(self.tag, self.publish_ordering());
-        self.offset = offset + 1;
+        group.stamps[offset].store(tag, publish);
     }
 
     #[inline(always)]
@@ -231,5 +263,22 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     #[doc(hidden)]
     pub fn loom_weaken_publication(&mut self) {
         self.publish = Ordering::Relaxed;
+    }
+}
+
+/// The producer's position within its group during a batch push, kept in
+/// a local and stored into the handle when dropped: at the end of the
+/// group's batch, or while unwinding if the item iterator panics part-way
+/// (the slots written before are published, so the next push must start
+/// after them, never write them again while the consumer may read them).
+struct Position<'a> {
+    stored: &'a mut usize,
+    offset: usize,
+}
+
+impl Drop for Position<'_> {
+    #[inline(always)]
+    fn drop(&mut self) {
+        *self.stored = self.offset;
     }
 }

@@ -6,8 +6,11 @@
 #   * mailbox push + pop: `benches/mailbox.rs --single N` (one thread, 64
 #     pushes then 64 pops, u64 items, capacity 1024): one item a call
 #     (`try_push` / `pop`, the default 28-slot lines of four 7-slot
-#     groups), batches of up to 32 (`try_push_many` / `pop_batch`), the
-#     default with the consumer's prefetch on (off by default), and the
+#     groups), batches of up to 32 (`try_push_many` / `pop_batch`), push
+#     runs (`pushrun`: one `try_push_many` until full, then single pops,
+#     the shape of spscq's iffq loop), the default with the consumer's
+#     prefetch on (`pf`; off by default, so a base revision before
+#     2026-11-27 counted its default with the prefetch on), and the
 #     other layouts (7-slot lines of one group, 14-slot lines of one
 #     group, 14-slot lines of two groups); rtrb in the same harness for
 #     reference; the harness loop is included (~10 instructions). A base

@@ -654,7 +654,9 @@ impl<T, X> FlowTable<T, X> {
     /// The filer runs only for an admissible packet that has a pool slot
     /// waiting, so once it has filed the packet nothing can refuse it; when
     /// it says no, the packet comes back as [`Unqueued::Unfiled`], not
-    /// counted, and the table is as it was.
+    /// counted, and the table is as it was. (A filer that panics leaves the
+    /// packet in the free slot it was written to: it is dropped when the
+    /// slot is reused or the table dropped, and counted nowhere.)
     #[inline(always)]
     pub(crate) fn admit_filed(
         &mut self,
@@ -691,9 +693,10 @@ impl<T, X> FlowTable<T, X> {
         s.pkt = Some(Pkt::new(flow, len, ts, item));
         if !filer.file(&mut h.ext) {
             core::hint::cold_path();
-            // Always `Some`: the packet was put there above.
-            debug_assert!(s.pkt.is_some());
-            return s.pkt.take().map_or(Ok(()), |p| Err(Unqueued::Unfiled(p)));
+            let Some(p) = s.pkt.take() else {
+                unreachable!("the packet was put in its slot above");
+            };
+            return Err(Unqueued::Unfiled(p));
         }
         self.free_slot = s.next;
         s.next = NIL;

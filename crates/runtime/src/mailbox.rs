@@ -117,8 +117,9 @@
 //!
 //! Seven `unsafe` sites, each with its `SAFETY:` argument:
 //!
-//! * `Producer::fill` writes a value into a `MaybeUninit` slot of a line
-//!   the look-ahead proved released;
+//! * `Producer::write_slot` (an `unsafe fn`, called from `fill` for one
+//!   push and from `try_push_many` for a batch) writes a value into a
+//!   `MaybeUninit` slot of a line the look-ahead proved released;
 //! * `Consumer::take_slot` (and `take_run`, for a run) moves a value out
 //!   of a slot whose stamp, or the stamp of a later slot of its group, it
 //!   has seen (Acquire) carry the current pass tag;
@@ -131,8 +132,8 @@
 //!   unless [`Consumer::set_prefetch`] turns it on);
 //! * `GroupPtr::get` dereferences a handle's pointer to its current group
 //!   (taken with a bounds-checked `get` from the handle's own ring clone,
-//!   which keeps the allocation alive), for the push, the pop and the run
-//!   pop;
+//!   which keeps the allocation alive), for the push, the batch push, the
+//!   pop and the run pop;
 //! * `unsafe impl Send`/`Sync` for `GroupPtr` (it gives only `&Group`, as
 //!   the ring's `Arc` does).
 //!

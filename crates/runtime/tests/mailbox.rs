@@ -496,25 +496,34 @@ fn pop_many_takes_in_order_and_held_items_count_as_queued() {
     assert!(rx.is_empty());
 }
 
-/// A batch push whose iterator panics part-way through a group keeps what
-/// it pushed before the panic queued, and the next push goes after it (no
-/// slot written twice, nothing lost or repeated).
+/// A batch push whose iterator panics (before the first item, part-way
+/// through a group, right after a group boundary, in the second group)
+/// keeps what it pushed before the panic queued, and the next push goes
+/// after it (no slot written twice, nothing lost or repeated); an empty
+/// iterator pushes nothing.
 #[test]
 fn a_panicking_iterator_leaves_what_was_pushed_queued() {
-    let (mut tx, mut rx) = Mailbox::with_capacity::<u64>(40);
-    let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        let mut items = (0..10u64).inspect(|&i| {
-            assert_ne!(i, 3, "the iterator fails at item 3");
-        });
-        tx.try_push_many(&mut items)
-    }));
-    assert!(pushed.is_err(), "the iterator's panic reaches the caller");
-    assert_eq!(tx.len_estimate(), 3, "items 0, 1, 2 are queued");
-    assert_eq!(tx.try_push_many(&mut (3..6)), 3);
-    for want in 0..6 {
-        assert_eq!(rx.pop(), Some(want));
+    for fail_at in [0u64, 3, 7, 9] {
+        let (mut tx, mut rx) = Mailbox::with_capacity::<u64>(40);
+        let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let mut items = (0..20u64).inspect(|&i| {
+                assert_ne!(i, fail_at, "the iterator fails at item {fail_at}");
+            });
+            tx.try_push_many(&mut items)
+        }));
+        assert!(pushed.is_err(), "the iterator's panic reaches the caller");
+        assert_eq!(
+            tx.len_estimate(),
+            fail_at as usize,
+            "items before {fail_at}"
+        );
+        assert_eq!(tx.try_push_many(&mut core::iter::empty()), 0);
+        assert_eq!(tx.try_push_many(&mut (fail_at..fail_at + 3)), 3);
+        for want in 0..fail_at + 3 {
+            assert_eq!(rx.pop(), Some(want), "failed at {fail_at}");
+        }
+        assert_eq!(rx.pop(), None);
     }
-    assert_eq!(rx.pop(), None);
 }
 
 /// The consumer's prefetch is off unless asked for (measured slower than

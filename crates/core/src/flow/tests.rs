@@ -45,7 +45,7 @@ fn unfiled_packets_leave_the_table_as_it_was() {
     let f = t.insert(FlowConfig::default());
     // No free slot: the path that grows the pool.
     match admit(&mut t, f, 7, false) {
-        (true, Err(Unqueued::Unfiled(p))) => assert_eq!(p.item, 7),
+        (true, Err(Unqueued::Unfiled(p))) => assert_eq!(p, Pkt::new(f, 100, Nanos::ZERO, 7)),
         (ran, r) => panic!("ran {ran}, {r:?}"),
     }
     assert_eq!(t.totals().enqueued.pkts, 0);
@@ -62,7 +62,7 @@ fn unfiled_packets_leave_the_table_as_it_was() {
     // A free slot: the common path.
     assert_eq!(t.pop_if(f, |_| true).map(|p| p.item), Some(1));
     match admit(&mut t, f, 2, false) {
-        (true, Err(Unqueued::Unfiled(p))) => assert_eq!(p.item, 2),
+        (true, Err(Unqueued::Unfiled(p))) => assert_eq!(p, Pkt::new(f, 100, Nanos::ZERO, 2)),
         (ran, r) => panic!("ran {ran}, {r:?}"),
     }
     assert_eq!(t.queued(f), Some(1));
@@ -78,6 +78,62 @@ fn unfiled_packets_leave_the_table_as_it_was() {
     assert!(c.conserved());
     let items: Vec<u64> = t.packets(f).map(|p| p.item).collect();
     assert_eq!(items, vec![3, 5]);
+}
+
+/// A packet `admit_filed` refuses before the filing (longer than its
+/// flow's maximum, its flow at its limit, an unknown flow) comes back whole
+/// with the reason, counted as dropped, the filer not run and the totals
+/// conserved.
+#[test]
+fn refused_packets_come_back_whole_and_counted() {
+    let mut t = FlowTable::<u64, u32>::default();
+    let f = t.insert(FlowConfig {
+        max_len: 200,
+        limit: 1,
+        ..FlowConfig::default()
+    });
+    let mut ran = false;
+    let mut offer = |t: &mut FlowTable<u64, u32>, flow: FlowId, len: u32, item: u64| {
+        let pkt = Pkt::new(flow, len, Nanos(5), item);
+        match t.admit_filed(
+            pkt,
+            Count {
+                ran: &mut ran,
+                yes: true,
+            },
+        ) {
+            Err(Unqueued::Refused(r)) => {
+                assert_eq!(r.pkt, Pkt::new(flow, len, Nanos(5), item));
+                Some(r.reason)
+            }
+            Ok(()) => None,
+            Err(e) => panic!("{e:?}"),
+        }
+    };
+    assert_eq!(offer(&mut t, f, 201, 1), Some(DropReason::TooLarge));
+    assert_eq!(offer(&mut t, f, 200, 2), None);
+    assert_eq!(offer(&mut t, f, 100, 3), Some(DropReason::QueueFull));
+    assert_eq!(
+        offer(&mut t, FlowId(9), 100, 4),
+        Some(DropReason::UnknownFlow)
+    );
+    let c = t.totals();
+    assert_eq!((c.enqueued.pkts, c.backlog.pkts), (1, 1));
+    let dropped: u64 = [
+        DropReason::TooLarge,
+        DropReason::QueueFull,
+        DropReason::UnknownFlow,
+    ]
+    .iter()
+    .map(|r| c.dropped(*r).pkts)
+    .sum();
+    assert_eq!(dropped, 3);
+    assert!(c.conserved());
+    assert_eq!(
+        t.ext(f),
+        Some(&1),
+        "the filer ran once, for the queued packet"
+    );
 }
 
 /// `pop_if` pops the head only when asked, in FIFO order, and keeps no

@@ -157,7 +157,11 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
                 let Some(value) = items.next() else {
                     break;
                 };
-                Self::write_slot(group, pos.offset, value, tag, publish);
+                // SAFETY: `pos.offset` is the next free slot of the
+                // claimed group (`free_offset`, then the slots after it
+                // while under H), and `pos` moves past it even if the
+                // iterator unwinds later (its drop stores the position).
+                unsafe { Self::write_slot(group, pos.offset, value, tag, publish) };
                 pos.offset += 1;
             }
             let end = pos.offset;
@@ -219,16 +223,25 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     fn fill(&mut self, offset: usize, value: T) {
         // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
         let group = unsafe { self.cur.get(&self.ring) };
-        Self::write_slot(group, offset, value, self.tag, self.publish_ordering());
+        // SAFETY: `offset` is the next free slot of the claimed group
+        // (`free_offset`), and the position moves past it below.
+        unsafe { Self::write_slot(group, offset, value, self.tag, self.publish_ordering()) };
         self.offset = offset + 1;
     }
 
     /// Writes `value` into slot `offset` of `group` and publishes it with
-    /// `tag`: the caller's slot is the next one of the producer's current
-    /// group, free (from [`Producer::free_offset`], or the slots after it
-    /// in the same group), and the caller advances past it.
+    /// `tag`.
+    ///
+    /// # Safety
+    ///
+    /// `group` is the producer's current group, in a line `claim_line`
+    /// claimed, and `offset` its next free slot (from
+    /// [`Producer::free_offset`], or a slot after it in the same group not
+    /// yet written since the claim); the caller then advances its position
+    /// past the slot, also when it unwinds, so the slot is written once per
+    /// claim and never while the consumer may read it.
     #[inline(always)]
-    fn write_slot(group: &Group<T, H>, offset: usize, value: T, tag: u8, publish: Ordering) {
+    unsafe fn write_slot(group: &Group<T, H>, offset: usize, value: T, tag: u8, publish: Ordering) {
         group.values[offset].with_mut(|p| {
             // SAFETY: the group's line was claimed by `claim_line`, whose
             // Acquire load saw the line after it (hence, by release order,

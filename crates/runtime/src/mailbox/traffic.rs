@@ -314,11 +314,11 @@ fn moves_per_item(model: &dyn Model, regime: Regime, items: usize) -> (f64, f64)
 fn models() -> Vec<(&'static str, Box<dyn Model>)> {
     vec![
         (
-            "mailbox 28/7 (default)",
+            "mailbox 28/7, prefetch",
             Box::new(Pspat::new::<28, 7>(1024).prefetching()),
         ),
         (
-            "mailbox 28/7, no prefetch",
+            "mailbox 28/7 (default, no prefetch)",
             Box::new(Pspat::new::<28, 7>(1024)),
         ),
         ("mailbox 7/7", Box::new(Pspat::new::<7, 7>(1024))),
@@ -389,7 +389,7 @@ fn line_moves_per_item_by_layout() {
     // groups; the one-group line moves the stamp's and the value's line
     // for slots 6..13.
     let (grouped, single) = (
-        total("mailbox 28/7 (default)", "Behind(1)"),
+        total("mailbox 28/7 (default, no prefetch)", "Behind(1)"),
         total("mailbox 14/14 (one group)", "Behind(1)"),
     );
     assert!(
@@ -404,7 +404,7 @@ fn line_moves_per_item_by_layout() {
     // per pass: a 64-byte group of 7 items costs more per item than a line
     // of 8 bare pointers, but not by more than the density difference plus
     // the look-ahead and release.
-    let full = total("mailbox 28/7 (default)", "Full");
+    let full = total("mailbox 28/7 (default, no prefetch)", "Full");
     assert!(full < 0.5, "default layout, kept full: {full}");
     // rtrb stores its index on every call: right behind, the index lines
     // move with every item on top of the slot's line. Trailing by a line or
@@ -416,7 +416,7 @@ fn line_moves_per_item_by_layout() {
         rtrb_behind > 1.5 * grouped,
         "rtrb {rtrb_behind} vs mailbox {grouped}, right behind"
     );
-    for layout in ["mailbox 28/7 (default)", "mailbox 14/7"] {
+    for layout in ["mailbox 28/7 (default, no prefetch)", "mailbox 14/7"] {
         let (m, r) = (total(layout, "Lag(64)"), total("rtrb", "Lag(64)"));
         assert!(r < m, "{layout} {m} vs rtrb {r}, 64 behind");
     }
@@ -424,8 +424,8 @@ fn line_moves_per_item_by_layout() {
     // it adds no move in any regime of the model.
     for regime in ["Behind(1)", "Behind(4)", "Lag(64)", "Full"] {
         let (with, without) = (
-            total("mailbox 28/7 (default)", regime),
-            total("mailbox 28/7, no prefetch", regime),
+            total("mailbox 28/7, prefetch", regime),
+            total("mailbox 28/7 (default, no prefetch)", regime),
         );
         assert!(with <= without + 0.01, "{regime}: {with} vs {without}");
     }

@@ -66,8 +66,7 @@ impl LinkDevice {
     pub fn frames_waiting(&mut self) -> Option<bool> {
         match self {
             LinkDevice::ClassRings(r, _) => r.any_waiting(),
-            LinkDevice::XdpTx(_) => None,
-            d => d.rx_ready(),
+            LinkDevice::Packet(_) | LinkDevice::XdpRx(..) | LinkDevice::XdpTx(_) => self.rx_ready(),
         }
     }
 }

@@ -504,7 +504,7 @@ fn broken_relaxed_publication_of_batch_pushes_is_caught() {
         tx.loom_weaken_publication();
         let producer = thread::spawn(move || {
             let mut items = 0..2;
-            while items.len() > 0 {
+            while !items.is_empty() {
                 if tx.try_push_many(&mut items) == 0 {
                     thread::yield_now();
                 }

@@ -7,7 +7,9 @@
 
 use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
 use pktsched_runtime::output::{Output, VecOutput};
-use pktsched_runtime::pspat::{Client, Clock, Config, Pspat, SendError, StopMode, add_flows};
+use pktsched_runtime::pspat::{
+    ArbiterStats, Client, Clock, Config, Pspat, SendError, StopMode, add_flows,
+};
 
 /// Sends packets `0..n` of flow `flow` (numbered `flow << 32 | seq`),
 /// yielding while the mailbox is full.
@@ -304,17 +306,12 @@ impl Output<u64> for ReleaseTimes {
     }
 }
 
-/// A client that queued a long backlog and went quiet: the arbiter naps
-/// (sleeps while the link is busy instead of waiting on the CPU for each
-/// departure), and the link neither runs early nor loses a packet — each
-/// leaves at or after its slot at the link's rate, and all leave without
-/// the stop's flush. The wait is a hang guard, not a timing goal.
-#[test]
-fn a_quiet_backlog_naps_and_the_link_stays_exact() {
-    let cfg = Config {
-        nap_cover: Some(std::time::Duration::from_micros(200)),
-        ..Config::new(Rate::gbit(1))
-    };
+/// Sends a backlog of `n` 1500-byte packets through one FIFO flow at
+/// 1 Gbit/s (12 µs each) under `cfg`, waits until the arbiter has decided
+/// them all (a hang guard, not a timing goal), and checks that none was
+/// left for the stop's flush and that each left at or after its slot at
+/// the link's rate; returns the arbiter's counters.
+fn backlog_leaves_at_the_links_pace(cfg: &Config, n: u64) -> ArbiterStats {
     let clock = Clock::new();
     let mut sched = Algorithm::Fifo.build_send::<u64>();
     add_flows(sched.as_mut(), &[1], 1, 256).unwrap();
@@ -322,10 +319,8 @@ fn a_quiet_backlog_naps_and_the_link_stays_exact() {
         clock,
         at: Vec::new(),
     };
-    let rt = Pspat::start(&cfg, sched, vec![out], clock).unwrap();
+    let rt = Pspat::start(cfg, sched, vec![out], clock).unwrap();
     let mut c = rt.client().unwrap();
-    // 1500 bytes at 1 Gbit/s: 12 µs each, 2.4 ms of link time in all.
-    let n = 200u64;
     for i in 0..n {
         c.send(Pkt::new(FlowId(0), 1500, Nanos(0), i)).unwrap();
     }
@@ -337,7 +332,6 @@ fn a_quiet_backlog_naps_and_the_link_stays_exact() {
     }
     let r = rt.stop(StopMode::Drain).unwrap();
     assert_eq!(r.flushed, 0, "every packet left at the link's pace");
-    assert!(r.arbiter.naps >= 1, "{:?}", r.arbiter);
     let at = &r.outputs[0].at;
     assert_eq!(at.len() as u64, n);
     // The first packet's round started at most one round before it
@@ -347,12 +341,29 @@ fn a_quiet_backlog_naps_and_the_link_stays_exact() {
         let slot = start + 12_000 * k as u64;
         assert!(t >= slot, "packet {k} left at {t}, before its slot {slot}");
     }
+    r.arbiter
+}
+
+/// A client that queued a long backlog and went quiet: the arbiter naps
+/// (sleeps while the link is busy instead of waiting on the CPU for each
+/// departure), and the link neither runs early nor loses a packet — each
+/// leaves at or after its slot at the link's rate, and all leave without
+/// the stop's flush (2.4 ms of link time in all).
+#[test]
+fn a_quiet_backlog_naps_and_the_link_stays_exact() {
+    let cfg = Config {
+        nap_cover: Some(std::time::Duration::from_micros(200)),
+        ..Config::new(Rate::gbit(1))
+    };
+    let a = backlog_leaves_at_the_links_pace(&cfg, 200);
+    assert!(a.naps >= 1, "{a:?}");
 }
 
 /// With the nap gated (`nap_when_waiting`), the arbiter naps only after a
 /// window in which it waited for a core, which this test cannot arrange
 /// (it depends on the machine's load): whether it naps or not, every
-/// packet leaves at or after its slot and none is left for the stop.
+/// packet leaves at or after its slot and none is left for the stop, and
+/// it never naps without the gate having opened.
 #[test]
 fn a_gated_nap_keeps_the_link_exact() {
     let cfg = Config {
@@ -360,38 +371,8 @@ fn a_gated_nap_keeps_the_link_exact() {
         nap_when_waiting: true,
         ..Config::new(Rate::gbit(1))
     };
-    let clock = Clock::new();
-    let mut sched = Algorithm::Fifo.build_send::<u64>();
-    add_flows(sched.as_mut(), &[1], 1, 256).unwrap();
-    let out = ReleaseTimes {
-        clock,
-        at: Vec::new(),
-    };
-    let rt = Pspat::start(&cfg, sched, vec![out], clock).unwrap();
-    let mut c = rt.client().unwrap();
-    let n = 200u64;
-    for i in 0..n {
-        c.send(Pkt::new(FlowId(0), 1500, Nanos(0), i)).unwrap();
-    }
-    for _ in 0..10_000 {
-        if rt.stats().arbiter.decisions == n {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    let r = rt.stop(StopMode::Drain).unwrap();
-    assert_eq!(r.flushed, 0, "every packet left at the link's pace");
-    // The gate shuts the nap until a window shows the thread waiting for
-    // a core: no nap without an opening.
-    let a = &r.arbiter;
+    let a = backlog_leaves_at_the_links_pace(&cfg, 200);
     assert!(a.naps == 0 || a.nap_gate_opened > 0, "{a:?}");
-    let at = &r.outputs[0].at;
-    assert_eq!(at.len() as u64, n);
-    let start = at[0].saturating_sub(r.arbiter.max_loop_ns);
-    for (k, &t) in at.iter().enumerate() {
-        let slot = start + 12_000 * k as u64;
-        assert!(t >= slot, "packet {k} left at {t}, before its slot {slot}");
-    }
 }
 
 /// With napping off the arbiter waits for the same backlog on the CPU:
@@ -402,22 +383,8 @@ fn without_naps_the_same_backlog_leaves_without_any() {
         nap_cover: None,
         ..Config::new(Rate::gbit(1))
     };
-    let mut sched = Algorithm::Fifo.build_send::<u64>();
-    add_flows(sched.as_mut(), &[1], 1, 256).unwrap();
-    let rt = Pspat::start(&cfg, sched, vec![Count(0)], Clock::new()).unwrap();
-    let mut c = rt.client().unwrap();
-    for i in 0..100 {
-        c.send(Pkt::new(FlowId(0), 1500, Nanos(0), i)).unwrap();
-    }
-    for _ in 0..10_000 {
-        if rt.stats().arbiter.decisions == 100 {
-            break;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1));
-    }
-    let r = rt.stop(StopMode::Drain).unwrap();
-    assert_eq!((r.outputs[0].0, r.flushed), (100, 0));
-    assert_eq!(r.arbiter.naps, 0);
+    let a = backlog_leaves_at_the_links_pace(&cfg, 100);
+    assert_eq!(a.naps, 0, "{a:?}");
 }
 
 /// Counts the packets that reached it (shared with the sending threads)

@@ -294,8 +294,31 @@ fn sim_scenario_types() {
         sim_row(
             scenario!("[[flows]]\nsize = { min = 64, mx = 1500 }\n"),
             &[
-                "`flows[0].size = { min = 64, mx = 1500 }`: the value has none of the forms",
+                "`flows[0].size = { min = 64, mx = 1500 }`: unknown field `mx`",
                 "`{ min = 64, max = 1500 }`",
+            ],
+        ),
+        // A size table names what is missing or clashing.
+        sim_row(
+            scenario!("[[flows]]\nsize = { min = 64 }\n"),
+            &["`flows[0].size = { min = 64 }`: missing field `max`"],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsize = {}\n"),
+            &[
+                "`flows[0].size = {}`: an empty table",
+                "`{ mix = [[64, 7], [1500, 3]] }`",
+            ],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsize = { min = 64, max = 100, mix = [[64, 1]] }\n"),
+            &["`mix` with `min` or `max`: give `{ min, max }` or `{ mix }`, not both"],
+        ),
+        sim_row(
+            scenario!("[[flows]]\nsize = 9999999999999999999\n"),
+            &[
+                "9999999999999999999 is above every length allowed",
+                "lengths 1..=65536",
             ],
         ),
         sim_row(
@@ -380,7 +403,7 @@ fn sim_scenario_types() {
         sim_row(
             scenario!("[[flows]]\nsize = \"big\"\n"),
             &[
-                "`flows[0].size = \"big\"`: the value has none of the forms",
+                "`flows[0].size = \"big\"`: the value is a string",
                 "`{ min = 64, max = 1500 }`",
             ],
         ),

@@ -139,29 +139,79 @@ fn default_size() -> Spanned<RawSize> {
     Spanned::new(0..0, RawSize::Fixed(1500))
 }
 
-/// A packet size: a number, `{ min, max }` or `{ mix = [...] }`. The
-/// table forms are structs of their own so that an unknown key in them
-/// (`{ min = 64, mx = 1500 }`) is refused: an untagged enum's inline
-/// struct variants would ignore it.
-#[derive(Debug, Deserialize)]
-#[serde(untagged)]
+/// A packet size: a number, `{ min, max }` or `{ mix = [...] }`.
+/// Deserialized by hand (not as an untagged enum, whose error names no
+/// field): an unknown key in the table (`{ min = 64, mx = 1500 }`) is named
+/// with the keys allowed, a lone `min` or `max` names the one missing, and
+/// `mix` next to `min`/`max` is refused.
+#[derive(Debug)]
 enum RawSize {
     Fixed(i64),
     Uniform(RawUniform),
     Mix(RawMix),
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 struct RawUniform {
     min: i64,
     max: i64,
 }
 
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
+#[derive(Debug)]
 struct RawMix {
     mix: Vec<(i64, i64)>,
+}
+
+/// The keys a size table may have.
+const SIZE_KEYS: &[&str] = &["min", "max", "mix"];
+
+impl<'de> Deserialize<'de> for RawSize {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<RawSize, D::Error> {
+        d.deserialize_any(SizeVisitor)
+    }
+}
+
+struct SizeVisitor;
+
+impl<'de> serde::de::Visitor<'de> for SizeVisitor {
+    type Value = RawSize;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("a length in bytes or a table with `min` and `max`, or `mix`")
+    }
+
+    fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<RawSize, E> {
+        Ok(RawSize::Fixed(v))
+    }
+
+    fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<RawSize, E> {
+        i64::try_from(v)
+            .map(RawSize::Fixed)
+            .map_err(|_| E::custom(format!("{v} is above every length allowed")))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<RawSize, A::Error> {
+        use serde::de::Error;
+        let (mut min, mut max, mut mix) = (None, None, None);
+        while let Some(key) = map.next_key::<String>()? {
+            match key.as_str() {
+                "min" => min = Some(map.next_value::<i64>()?),
+                "max" => max = Some(map.next_value::<i64>()?),
+                "mix" => mix = Some(map.next_value::<Vec<(i64, i64)>>()?),
+                other => return Err(A::Error::unknown_field(other, SIZE_KEYS)),
+            }
+        }
+        match (min, max, mix) {
+            (None, None, Some(mix)) => Ok(RawSize::Mix(RawMix { mix })),
+            (Some(min), Some(max), None) => Ok(RawSize::Uniform(RawUniform { min, max })),
+            (_, _, Some(_)) => Err(A::Error::custom(
+                "`mix` with `min` or `max`: give `{ min, max }` or `{ mix }`, not both",
+            )),
+            (Some(_), None, None) => Err(A::Error::missing_field("max")),
+            (None, Some(_), None) => Err(A::Error::missing_field("min")),
+            (None, None, None) => Err(A::Error::custom("an empty table")),
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]

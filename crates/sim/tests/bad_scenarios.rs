@@ -44,8 +44,10 @@ fn syntax_and_type_errors_have_positions() {
     let e = err(&format!("{HEAD}[[flows]]\nweigth = 2\n"));
     assert!(e.starts_with("s.toml:5:1:") && e.contains("weigth"), "{e}");
     let e = err(&format!("{HEAD}[[flows]]\nsize = {{ mix = 3 }}\n"));
+    // At the value that has the wrong type, named with its path.
     assert!(
-        e.starts_with("s.toml:5:8:") && e.contains("mix = [[64, 7]"),
+        e.starts_with("s.toml:5:16: `flows[0].size.mix`: the value is a whole number")
+            && e.contains("mix = [[64, 7]"),
         "{e}"
     );
     let e = err(&format!(

@@ -12,8 +12,9 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use pktsched_io::bpf::action;
 use pktsched_io::bpf::classify::{MAX_RULES, META_LEN, Steer, class_of_output, compile, load};
+use pktsched_io::bpf::redirect::redirect_by_queue;
 use pktsched_io::bpf::stamp::rx_ns_of_output;
-use pktsched_io::bpf::sys::Map;
+use pktsched_io::bpf::sys::{Map, Program, STRICT_ALIGNMENT};
 use pktsched_io::classify::{Classifier, IpPrefix, Match, PortRange, Rule};
 use pktsched_io::frame::{UdpSpec, build_udp};
 use pktsched_io::netns::is_root;
@@ -377,4 +378,50 @@ fn every_field_of_a_rule_compiles_and_too_many_rules_are_refused_by_count() {
         e.contains("rule 0") && e.contains("different IP versions"),
         "{e}"
     );
+}
+
+/// The classifier and the redirect program load where the verifier checks
+/// packet alignment (a kernel without efficient unaligned access, e.g.
+/// some riscv64 builds; asked for here with `BPF_F_STRICT_ALIGNMENT`):
+/// every header read is aligned to its width for the IP header at 14, 18
+/// or 22 bytes, with both address families and every steering, and the
+/// class and the stamp in front of the frame are stored two bytes at a
+/// time.
+#[test]
+fn the_xdp_programs_load_under_strict_alignment() {
+    if !is_root() {
+        eprintln!("skipped: bpf(2) needs root");
+        return;
+    }
+    let map = Map::xsk(64, "pst_align").expect("XSKMAP");
+    let rule = |src: &str, dst: &str| Rule {
+        class: 1,
+        matches: Match {
+            src: Some(src.parse().expect("prefix")),
+            dst: Some(dst.parse().expect("prefix")),
+            proto: Some(17),
+            dport: Some("5000".parse().expect("range")),
+            dscp: Some(46),
+            vlan: Some(100),
+            ..Match::default()
+        },
+    };
+    let rules = [
+        rule("10.0.0.0/8", "198.18.0.0/15"),
+        rule("2001:db8::/33", "2001:db8:8000::/127"),
+    ];
+    let redirect = redirect_by_queue(&map).expect("assembles");
+    if let Err(e) =
+        Program::load_xdp_flags("pst_align", &redirect, "Dual MIT/GPL", STRICT_ALIGNMENT)
+    {
+        panic!("redirect: refused under strict alignment: {e:?}");
+    }
+    for steer in [Steer::ByClass, Steer::ByQueue, Steer::ByClassOnQueue(0)] {
+        let insns = compile(&rules, 0, &map, steer).expect("compiles");
+        if let Err(e) =
+            Program::load_xdp_flags("pst_align", &insns, "Dual MIT/GPL", STRICT_ALIGNMENT)
+        {
+            panic!("{steer:?}: refused under strict alignment: {e:?}");
+        }
+    }
 }

@@ -6,7 +6,10 @@
 //! not support it the call fails and the frame goes on unstamped (the
 //! reader then sees the 0 it left there, [`crate::PacketBuf::rx_ns`]).
 //! The stamp is checked against `data` before the store, as the verifier
-//! demands.
+//! demands, and stored two bytes at a time ([`store_halves`]): a kernel
+//! that checks packet alignment (one without efficient unaligned access)
+//! takes `data` to sit 2 bytes past an aligned address (`NET_IP_ALIGN`),
+//! so no wider store just in front of it is aligned there.
 
 use super::insn::{Alu, Asm, Cond, Label, Reg, Size};
 use super::{helper, xdp_md};
@@ -29,8 +32,29 @@ pub fn reserve_and_stamp(a: &mut Asm, ctx: Reg, stamp: Reg, meta_len: i32, skip:
         .ldx(Size::W, Reg::R3, ctx, xdp_md::DATA_META)
         .mov64_reg(Reg::R1, Reg::R3)
         .alu64_imm(Alu::Add, Reg::R1, meta_len)
-        .jmp_reg(Cond::Gt, Reg::R1, Reg::R2, skip)
-        .stx(Size::DW, Reg::R3, (meta_len - STAMP_LEN) as i16, stamp);
+        .jmp_reg(Cond::Gt, Reg::R1, Reg::R2, skip);
+    store_halves(a, Reg::R3, (meta_len - STAMP_LEN) as i16, stamp, 8);
+}
+
+/// Emits: store the low `bytes` (4 or 8) of `value` at `base + off` in
+/// host byte order, as the same-width store would, but two bytes at a
+/// time (aligned wherever the packet is 2-aligned); R1 scratch, `value`
+/// kept.
+pub fn store_halves(a: &mut Asm, base: Reg, off: i16, value: Reg, bytes: i16) {
+    a.mov64_reg(Reg::R1, value);
+    for k in 0..bytes / 2 {
+        // The k-th 16 bits from the least significant end go first on a
+        // little-endian host, last on a big-endian one.
+        let at = if cfg!(target_endian = "little") {
+            off + 2 * k
+        } else {
+            off + bytes - 2 - 2 * k
+        };
+        if k > 0 {
+            a.alu64_imm(Alu::Rsh, Reg::R1, 16);
+        }
+        a.stx(Size::H, base, at, Reg::R1);
+    }
 }
 
 /// The receive stamp a program wrote in front of a frame, from a test

@@ -15,6 +15,10 @@ const BPF_MAP_CREATE: libc::c_long = 0;
 const BPF_MAP_LOOKUP_ELEM: libc::c_long = 1;
 const BPF_MAP_UPDATE_ELEM: libc::c_long = 2;
 const BPF_PROG_LOAD: libc::c_long = 5;
+/// `BPF_F_STRICT_ALIGNMENT`: the verifier checks every packet access's
+/// alignment as a kernel without efficient unaligned access does (taking
+/// the packet to start 2 bytes past an aligned address, `NET_IP_ALIGN`).
+pub const STRICT_ALIGNMENT: u32 = 1;
 const BPF_PROG_TEST_RUN: libc::c_long = 10;
 const BPF_LINK_CREATE: libc::c_long = 28;
 
@@ -304,6 +308,17 @@ impl Program {
     /// Loads `insns` as an XDP program. On failure the error carries the
     /// verifier's log (the load is repeated with the log on).
     pub fn load_xdp(name: &str, insns: &[Insn], license: &str) -> Result<Program, BpfError> {
+        Self::load_xdp_flags(name, insns, license, 0)
+    }
+
+    /// [`Program::load_xdp`] with the load's `prog_flags` (e.g.
+    /// [`STRICT_ALIGNMENT`]).
+    pub fn load_xdp_flags(
+        name: &str,
+        insns: &[Insn],
+        license: &str,
+        flags: u32,
+    ) -> Result<Program, BpfError> {
         let code = encode_all(insns);
         let lic = CString::new(license)
             .map_err(|_| BpfError::Invalid(format!("license {license:?} contains a NUL")))?;
@@ -314,6 +329,7 @@ impl Program {
             license: lic.as_ptr() as u64,
             prog_name: name16(name),
             expected_attach_type: ATTACH_XDP,
+            prog_flags: flags,
             ..ProgLoadAttr::default()
         };
         match load(&mut attr) {

@@ -326,11 +326,9 @@ mod prio {
         None
     }
 
-    /// Sets the calling thread's nice value, if any (best effort: without
-    /// `CAP_SYS_NICE` a negative value is refused and the thread keeps
-    /// its own).
-    /// Sets the calling thread's nice value; `false` when the kernel
-    /// refused it (no `CAP_SYS_NICE` or `RLIMIT_NICE` to raise it).
+    /// Sets the calling thread's nice value, if any; `false` when the
+    /// kernel refused it (no `CAP_SYS_NICE` or `RLIMIT_NICE` to raise it:
+    /// the thread keeps its own).
     pub(super) fn set_nice(nice: Option<i32>) -> bool {
         #[cfg(target_os = "linux")]
         if let Some(n) = nice {

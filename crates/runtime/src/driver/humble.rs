@@ -49,7 +49,7 @@
 //! feed made-up windows.
 
 use super::Mark;
-use super::step_aside::Window;
+use super::step_aside::{MIN_WINDOW, Window};
 use super::trial::{Bounds, Trial};
 
 /// Shortest humble period, ns.
@@ -67,8 +67,6 @@ pub(crate) const MAX_WAIT: f64 = 0.2;
 /// Highest busy share (time in rounds that moved packets, per awake
 /// time) for a humble period.
 pub(crate) const MAX_BUSY: f64 = 0.5;
-/// Shortest window judged, ns.
-pub(crate) const MIN_WINDOW: u64 = 500_000;
 
 /// The humble policy's state: its trigger here, its periods and hold-offs
 /// in a [`Trial`] (shared with stepping aside).

@@ -25,7 +25,7 @@
 //!
 //! Pure: the caller measures the windows; tests feed made-up ones.
 
-use super::step_aside::Window;
+use super::step_aside::{MIN_WINDOW, Window};
 
 /// Wait share of a window that opens the gate.
 pub(crate) const OPEN_WAIT: f64 = 0.25;
@@ -35,8 +35,6 @@ pub(crate) const KEEP_WAIT: f64 = 0.05;
 pub(crate) const MIN_HOLD: u64 = 16_000_000;
 /// Longest hold, ns.
 pub(crate) const MAX_HOLD: u64 = 1_000_000_000;
-/// Shortest window judged, ns.
-pub(crate) const MIN_WINDOW: u64 = 500_000;
 
 /// Whether the arbiter thread may nap now.
 #[derive(Clone, Debug, Default)]

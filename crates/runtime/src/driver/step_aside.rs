@@ -56,7 +56,8 @@ pub(crate) const MIN_HOLDOFF: u64 = 8_000_000;
 pub(crate) const MAX_HOLDOFF: u64 = 1_000_000_000;
 /// Wait or starved share from which the arbiter tries stepping aside.
 pub(crate) const TRIGGER: f64 = 0.3;
-/// Shortest window judged, ns (shorter ones say too little).
+/// Shortest window any policy judges (stepping aside, humble, the nap
+/// gate), ns: shorter ones say too little.
 pub(crate) const MIN_WINDOW: u64 = 500_000;
 
 /// What one window measured (differences over the window).

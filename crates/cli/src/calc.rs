@@ -12,12 +12,16 @@ use clap::Args;
 use pktsched_core::ingress::bound::{self, Bound};
 use pktsched_core::ingress::{DEFAULT_DEVICE_BUDGET, IngressConfig, MAX_DEVICE_BUDGET};
 use pktsched_core::units::parse_duration_ps;
-use pktsched_sim::ingress::{Arrivals, ClassLoad, IngressOutcome, IngressSim};
+use pktsched_sim::ingress::{Arrivals, ClassLoad, IngressOutcome, IngressSim, IngressSimError};
 
 use crate::output::Stdout;
 
-/// `pktsched calc ingress`.
+/// `pktsched calc ingress`. The simulation's flags need `--simulate` or
+/// `--sweep` (clap refuses them otherwise, naming both), and `--sweep`
+/// takes none of the single bound's (`--m`, `--target`, `--b`,
+/// `--rho-rt`, `--simulate`): a flag that would be ignored is an error.
 #[derive(Debug, Args)]
+#[command(group(clap::ArgGroup::new("model").args(["simulate", "sweep"]).multiple(false)))]
 pub(crate) struct IngressArgs {
     /// Longest per-packet service time of the poller, e.g. `1us`, `250ns`.
     #[arg(long, value_name = "DURATION")]
@@ -43,31 +47,59 @@ pub(crate) struct IngressArgs {
     simulate: bool,
     /// RT arrivals of the simulation: periodic (the bound's envelope) or
     /// poisson.
-    #[arg(long, default_value = "periodic", value_parser = ["periodic", "poisson"])]
+    #[arg(long, default_value = "periodic", value_parser = ["periodic", "poisson"], requires = "simulate")]
     rt_arrivals: String,
     /// BE offered load of the simulation, as a fraction of 1/x.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, default_value_t = 1.0, requires = "simulate")]
     be_load: f64,
     /// Arrivals to simulate (per run, or per sweep point).
-    #[arg(long, default_value_t = 200_000)]
+    #[arg(long, default_value_t = 200_000, requires = "model")]
     packets: u64,
     /// Service time spread: uniform in [x(1 − jitter), x].
-    #[arg(long, default_value_t = 0.0)]
+    #[arg(long, default_value_t = 0.0, requires = "simulate")]
     jitter: f64,
     /// Seed of the simulation.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, requires = "model")]
     seed: u64,
     /// Ring capacity per class (packets) of the simulation.
-    #[arg(long, default_value_t = 512)]
+    #[arg(long, default_value_t = 512, requires = "model")]
     ring: usize,
     /// Sweep SQ, RR, LL-RR and LL-WFQ over offered loads 0.2..1.6 and
     /// write DIR/ingress-sweep.csv, DIR/ingress-p99.svg (both classes),
     /// DIR/ingress-rt-p99.svg (RT only) and DIR/ingress-loss.svg.
-    #[arg(long, value_name = "DIR")]
+    #[arg(long, value_name = "DIR", conflicts_with_all = ["m", "target", "b", "rho_rt"])]
     sweep: Option<PathBuf>,
-    /// RT share of the offered load in the sweep.
-    #[arg(long, default_value_t = 0.3)]
-    rt_share: f64,
+    /// RT share of the offered load in the sweep (default 0.3).
+    /// (Checked by hand: clap waives `requires = "sweep"` when a flag
+    /// that conflicts with `--sweep` is present.)
+    #[arg(long)]
+    rt_share: Option<f64>,
+}
+
+/// The sweep's RT share of the offered load unless `--rt-share` says.
+const DEFAULT_RT_SHARE: f64 = 0.3;
+
+/// The simulation's range error with the flag that set the value
+/// (`load of class 1` is `--be-load`).
+fn flag_error(e: IngressSimError) -> anyhow::Error {
+    let IngressSimError::Range {
+        field,
+        value,
+        allowed,
+    } = e
+    else {
+        return e.into();
+    };
+    let flag = match field.as_str() {
+        "load of class 0" => "--rho-rt",
+        "load of class 1" => "--be-load",
+        f if f.starts_with("ring of class") => "--ring",
+        "jitter" => "--jitter",
+        "packets" => "--packets",
+        "rt_share" => "--rt-share",
+        other => other,
+    };
+    anyhow!("{flag} = {value}: allowed {allowed}")
 }
 
 fn dur(flag: &str, s: &str) -> Result<u64> {
@@ -96,6 +128,9 @@ pub(crate) fn ingress(a: &IngressArgs, out: &mut Stdout) -> Result<()> {
     }
     if let Some(dir) = &a.sweep {
         return sweep(a, x_ps, dir, out);
+    }
+    if let Some(share) = a.rt_share {
+        bail!("--rt-share = {share}: the RT share of a sweep's load, it needs --sweep DIR");
     }
     let (b, m) = match (a.m, &a.target, a.b) {
         (Some(m), _, _) => (bound::largest_b(m, a.rho_rt)?, Some(m)),
@@ -205,7 +240,7 @@ fn simulate(a: &IngressArgs, bd: &Bound) -> Result<IngressOutcome> {
         packets: a.packets,
         seed: a.seed,
     };
-    Ok(sim.run()?)
+    sim.run().map_err(flag_error)
 }
 
 fn print_sim(o: &IngressOutcome, out: &mut Stdout) -> Result<()> {
@@ -259,7 +294,9 @@ fn print_sim(o: &IngressOutcome, out: &mut Stdout) -> Result<()> {
 
 fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) -> Result<()> {
     let loads: Vec<f64> = (1..=8).map(|i| f64::from(i) * 0.2).collect();
-    let pts = pktsched_sim::ingress::sweep(x_ps, &loads, a.rt_share, a.packets, a.ring, a.seed)?;
+    let rt_share = a.rt_share.unwrap_or(DEFAULT_RT_SHARE);
+    let pts = pktsched_sim::ingress::sweep(x_ps, &loads, rt_share, a.packets, a.ring, a.seed)
+        .map_err(flag_error)?;
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let csv = dir.join("ingress-sweep.csv");
     let f = std::fs::File::create(&csv).with_context(|| format!("creating {}", csv.display()))?;
@@ -284,7 +321,7 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
     let title = |what: &str| {
         format!(
             "{what} vs offered load ({}% RT, x = {})",
-            a.rt_share * 100.0,
+            rt_share * 100.0,
             show(x_ps as f64)
         )
     };

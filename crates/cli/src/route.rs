@@ -26,7 +26,7 @@ pub(crate) struct RouteArgs {
     /// Print the final counters as JSON.
     #[arg(long)]
     json: bool,
-    /// Stop after this long (e.g. `30s`); default: until SIGINT/SIGTERM.
+    /// Stop after this long (e.g. `30s`); default: until SIGINT, SIGTERM or SIGHUP (route does not reload).
     #[arg(long)]
     duration: Option<String>,
     /// The control socket (default: the config's control.socket).

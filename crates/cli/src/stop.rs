@@ -1,4 +1,4 @@
-//! Stopping a bench on SIGINT or SIGTERM: the handlers, and the marks of
+//! Stopping a bench on SIGINT, SIGTERM or SIGHUP: the handlers, and the marks of
 //! a partial result (a line under a table, `"partial": true` in JSON, the
 //! exit status 130 or 143 through [`Interrupted`]).
 
@@ -9,19 +9,19 @@ use pktsched_runtime::signal;
 
 use crate::output::Stdout;
 
-/// A bench was stopped by SIGINT or SIGTERM after printing what it had.
+/// A bench was stopped by a signal after printing what it had.
 #[derive(Debug, thiserror::Error)]
 #[error("interrupted by {}: the results above are partial", .0.name())]
 pub(crate) struct Interrupted(pub(crate) signal::Signal);
 
-/// The flag the bench loops poll, with the SIGINT/SIGTERM handlers
+/// The flag the bench loops poll, with the stop-signal handlers
 /// installed (once) so that a signal sets it instead of ending the
 /// process.
 pub(crate) fn stop_flag() -> Result<&'static std::sync::atomic::AtomicBool> {
     static INSTALLED: std::sync::Once = std::sync::Once::new();
     let mut res = Ok(());
     INSTALLED.call_once(|| res = signal::install());
-    res.map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM handlers: {e}"))?;
+    res.map_err(|e| anyhow::anyhow!("cannot install the SIGINT/SIGTERM/SIGHUP handlers: {e}"))?;
     Ok(signal::stop_flag())
 }
 

@@ -1,13 +1,14 @@
-//! Stopping a bench: SIGINT or SIGTERM ends a long run at its next safe
-//! point with what was measured so far, marked partial, and the exit
-//! status a shell reports for the signal (130, 143). Also: a bench that
-//! cannot produce every row says why in its JSON.
+//! Stopping a bench: SIGINT, SIGTERM or SIGHUP (a closed terminal) ends a
+//! long run at its next safe point with what was measured so far, marked
+//! partial, and the exit status a shell reports for the signal (130, 143,
+//! 129); so does the sink. Also: a bench that cannot produce every row
+//! says why in its JSON.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Whether process `pid` has handlers for SIGINT and SIGTERM (the
+/// Whether process `pid` has handlers for SIGINT, SIGTERM and SIGHUP (the
 /// `SigCgt` mask of /proc/PID/status), i.e. a signal will now stop the
 /// bench instead of killing it.
 fn handlers_installed(pid: u32) -> bool {
@@ -19,7 +20,7 @@ fn handlers_installed(pid: u32) -> bool {
         .find_map(|l| l.strip_prefix("SigCgt:"))
         .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
         .unwrap_or(0);
-    let want = (1 << (2 - 1)) | (1 << (15 - 1)); // SIGINT, SIGTERM
+    let want = (1 << (2 - 1)) | (1 << (15 - 1)) | (1 << (1 - 1)); // SIGINT, SIGTERM, SIGHUP
     mask & want == want
 }
 
@@ -127,6 +128,37 @@ fn sigterm_stops_bench_sched() {
     let last = v.as_array().unwrap().last().unwrap().clone();
     assert_eq!(last["partial"], true, "{out}");
     assert_eq!(last["signal"], "SIGTERM", "{out}");
+}
+
+#[test]
+fn sighup_stops_the_sink_with_what_it_received() {
+    // A port of its own per test process (nothing needs to arrive).
+    let port = (40_000 + std::process::id() % 20_000).to_string();
+    let (code, out, err) = stop_with(
+        &["sink", "--addr", "127.0.0.1", "--ports", &port, "--json"],
+        1,
+        "-HUP",
+        Duration::from_millis(100),
+    );
+    assert_eq!(code, Some(129), "{err}");
+    assert!(err.contains("interrupted by SIGHUP"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["partial"], true, "{out}");
+    assert!(v["flows"].is_array(), "{out}");
+}
+
+#[test]
+fn sighup_stops_bench_sched() {
+    let (code, out, err) = stop_with(
+        &["bench", "sched", "--alg", "drr", "-n", "1G", "--json"],
+        1,
+        "-HUP",
+        Duration::from_millis(300),
+    );
+    assert_eq!(code, Some(129), "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let last = v.as_array().unwrap().last().unwrap().clone();
+    assert_eq!(last["signal"], "SIGHUP", "{out}");
 }
 
 #[test]

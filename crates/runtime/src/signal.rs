@@ -1,11 +1,12 @@
-//! SIGINT and SIGTERM as a flag that long runs poll at safe points.
+//! SIGINT, SIGTERM and SIGHUP as a flag that long runs poll at safe points.
 //!
-//! [`install`] replaces the default action of both signals (terminate at
-//! once, losing whatever was measured) with a handler that only records
+//! [`install`] replaces the default action of the three signals (terminate
+//! at once, losing whatever was measured; SIGHUP comes with a closed
+//! terminal or an ssh session's end) with a handler that only records
 //! the signal. A benchmark, simulation or daemon checks [`stop_flag`]
 //! between steps, stops cleanly, prints what it has (marked partial) and
-//! exits with [`Signal::exit_code`] (130 or 143, as a shell reports a
-//! process killed by the signal). A second SIGINT or SIGTERM (counted by
+//! exits with [`Signal::exit_code`] (130, 143 or 129, as a shell reports a
+//! process killed by the signal). A second stop signal (counted by
 //! the handler itself, whatever else sets the flag) ends the process at once (the default action, as if no handler were there), so a
 //! run that never reaches a safe point can still be stopped; before it
 //! dies, the handler writes the files registered with [`set_last_writes`]
@@ -13,19 +14,20 @@
 //! knobs, put back to what they were) with `open`/`write`/`close` only,
 //! which are async-signal-safe.
 //!
-//! A daemon also calls [`install_reload`]: SIGHUP then sets a flag that
-//! [`take_reload`] reads and clears (re-read the config, like nginx).
+//! A daemon also calls [`install_reload`] (after [`install`]): SIGHUP then
+//! no longer stops it but sets a flag that [`take_reload`] reads and
+//! clears (re-read the config, like nginx).
 
 use std::ffi::CString;
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
-/// Set when SIGINT or SIGTERM arrives.
+/// Set when a stop signal (SIGINT, SIGTERM, SIGHUP) arrives.
 static STOP: AtomicBool = AtomicBool::new(false);
 /// The signal number that set [`STOP`] first.
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
-/// SIGINTs and SIGTERMs received: the handler's own count (unlike
+/// Stop signals received: the handler's own count (unlike
 /// [`STOP`], handed out by [`stop_flag`], nothing else writes it), so only
 /// a second signal ends the process.
 static STOP_SIGNALS: AtomicU32 = AtomicU32::new(0);
@@ -37,15 +39,20 @@ pub enum Signal {
     Interrupt,
     /// SIGTERM.
     Terminate,
+    /// SIGHUP (the terminal or session went away), where no reload
+    /// handler took it.
+    Hangup,
 }
 
 impl Signal {
     /// The conventional exit status after stopping for this signal
-    /// (128 + the signal number: 130 for SIGINT, 143 for SIGTERM).
+    /// (128 + the signal number: 130 for SIGINT, 143 for SIGTERM, 129 for
+    /// SIGHUP).
     pub const fn exit_code(self) -> u8 {
         match self {
             Signal::Interrupt => 130,
             Signal::Terminate => 143,
+            Signal::Hangup => 129,
         }
     }
 
@@ -54,6 +61,7 @@ impl Signal {
         match self {
             Signal::Interrupt => "SIGINT",
             Signal::Terminate => "SIGTERM",
+            Signal::Hangup => "SIGHUP",
         }
     }
 }
@@ -68,10 +76,10 @@ pub fn received() -> Option<Signal> {
     if !STOP.load(Ordering::Acquire) {
         return None;
     }
-    Some(if SIGNAL.load(Ordering::Relaxed) == libc::SIGTERM {
-        Signal::Terminate
-    } else {
-        Signal::Interrupt
+    Some(match SIGNAL.load(Ordering::Relaxed) {
+        libc::SIGTERM => Signal::Terminate,
+        libc::SIGHUP => Signal::Hangup,
+        _ => Signal::Interrupt,
     })
 }
 
@@ -212,10 +220,11 @@ extern "C" fn record(signo: libc::c_int) {
     }
 }
 
-/// Installs the handlers for SIGINT and SIGTERM (the first records the
-/// signal, the second ends the process; see the module's notes).
+/// Installs the handlers for SIGINT, SIGTERM and SIGHUP (the first stop
+/// signal is recorded, the second ends the process; see the module's
+/// notes). [`install_reload`] afterwards gives SIGHUP to reloading.
 pub fn install() -> std::io::Result<()> {
-    for signo in [libc::SIGINT, libc::SIGTERM] {
+    for signo in [libc::SIGINT, libc::SIGTERM, libc::SIGHUP] {
         // SAFETY: `sigaction` is plain data; all-zero is a valid value
         // (empty mask, no flags) that is filled in below.
         let mut action: libc::sigaction = unsafe { std::mem::zeroed() };
@@ -241,6 +250,7 @@ mod tests {
     fn a_signal_is_recorded_not_fatal() {
         assert_eq!(Signal::Interrupt.exit_code(), 130);
         assert_eq!(Signal::Terminate.exit_code(), 143);
+        assert_eq!(Signal::Hangup.exit_code(), 129);
         install().expect("install handlers");
         assert_eq!(received(), None);
         // SAFETY: raising a signal whose handler was just installed; the
@@ -260,13 +270,17 @@ mod tests {
     /// (or, in mode `unwritable`, a file under a missing directory) to
     /// write and `FILE.gone` to remove, then raises SIGTERM twice; in mode
     /// `flag`, stores `true` to the stop flag first and raises it once.
-    /// Exits 3 if no signal killed it.
+    /// Exits 3 if no signal killed it. The SIGHUP modes exit as
+    /// [`sighup_child`] says.
     #[test]
     fn second_signal_child() {
         let Some(file) = std::env::var_os(CHILD_FILE) else {
             return;
         };
         let mode = std::env::var(CHILD_MODE).unwrap_or_default();
+        if let Some(code) = sighup_child(&mode) {
+            std::process::exit(code);
+        }
         install().expect("install");
         let file = PathBuf::from(file);
         let gone = file.with_extension("gone");
@@ -288,6 +302,40 @@ mod tests {
         }
         // Not reached when a signal kills the process.
         std::process::exit(3);
+    }
+
+    /// The SIGHUP modes, each in a child of its own (handlers are per
+    /// process, and a stop signal raised next to another test's would be
+    /// a second one): `hangup` (the stop handlers only: SIGHUP stops, 4)
+    /// and `reload` (then the reload handler: each SIGHUP is one reload
+    /// and no stop, 6). Any other outcome exits 5; other modes `None`.
+    fn sighup_child(mode: &str) -> Option<i32> {
+        let ok = match mode {
+            "hangup" => {
+                install().expect("install");
+                // SAFETY: raising a signal whose handler was installed above.
+                unsafe { libc::raise(libc::SIGHUP) };
+                stop_flag().load(Ordering::Acquire) && received() == Some(Signal::Hangup)
+            }
+            "reload" => {
+                install().expect("install");
+                install_reload().expect("install reload");
+                let mut each = !take_reload();
+                for _ in 0..2 {
+                    // SAFETY: the SIGHUP handler was just installed; it
+                    // only stores to an atomic.
+                    each &= unsafe { libc::raise(libc::SIGHUP) } == 0;
+                    each &= take_reload() && !take_reload();
+                }
+                each && !stop_flag().load(Ordering::Acquire)
+            }
+            _ => return None,
+        };
+        Some(match (mode, ok) {
+            ("hangup", true) => 4,
+            (_, true) => 6,
+            _ => 5,
+        })
     }
 
     /// Runs [`second_signal_child`] in `mode` on a fresh file holding
@@ -339,15 +387,14 @@ mod tests {
     }
 
     #[test]
-    fn sighup_requests_one_reload_each_time() {
-        install_reload().expect("install");
-        assert!(!take_reload());
-        for _ in 0..2 {
-            // SAFETY: the SIGHUP handler was just installed; it only stores
-            // to an atomic.
-            assert_eq!(unsafe { libc::raise(libc::SIGHUP) }, 0);
-            assert!(take_reload());
-            assert!(!take_reload());
-        }
+    fn sighup_stops_a_process_without_a_reload_handler() {
+        let (status, _, _) = run_child("hangup");
+        assert_eq!(status.code(), Some(4), "{status:?}");
+    }
+
+    #[test]
+    fn sighup_requests_one_reload_each_time_once_the_reload_handler_is_in() {
+        let (status, _, _) = run_child("reload");
+        assert_eq!(status.code(), Some(6), "{status:?}");
     }
 }

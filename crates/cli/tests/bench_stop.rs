@@ -20,8 +20,18 @@ fn handlers_installed(pid: u32) -> bool {
         .find_map(|l| l.strip_prefix("SigCgt:"))
         .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
         .unwrap_or(0);
-    let want = (1 << (2 - 1)) | (1 << (15 - 1)) | (1 << (1 - 1)); // SIGINT, SIGTERM, SIGHUP
+    // Bit N - 1 for signal N.
+    let want = [libc_signo::SIGINT, libc_signo::SIGTERM, libc_signo::SIGHUP]
+        .iter()
+        .fold(0u64, |m, n| m | 1 << (n - 1));
     mask & want == want
+}
+
+/// Signal numbers (Linux, every architecture this runs on).
+mod libc_signo {
+    pub(crate) const SIGHUP: u32 = 1;
+    pub(crate) const SIGINT: u32 = 2;
+    pub(crate) const SIGTERM: u32 = 15;
 }
 
 /// Threads of process `pid` (from /proc).

@@ -259,13 +259,19 @@ fn parse_router(cx: &Ctx<'_>, raw: &Spanned<RawRouter>) -> Result<RouterSection,
     let address =
         |v: &Option<Spanned<String>>, field: &str| -> Result<Option<Ipv4Addr>, ConfigError> {
             v.as_ref()
-                .map(|a| {
-                    a.get_ref().parse::<Ipv4Addr>().map_err(|_| {
-                        cx.err(
-                            a.span(),
-                            format!("{field} = {:?}: allowed an IPv4 address", a.get_ref()),
-                        )
-                    })
+                .map(|a| match a.get_ref().parse::<Ipv4Addr>() {
+                    // The source of the router's ICMP errors: one host.
+                    Ok(ip) if !ip.is_multicast() && !ip.is_broadcast() && !ip.is_unspecified() => {
+                        Ok(ip)
+                    }
+                    _ => Err(cx.err(
+                        a.span(),
+                        format!(
+                            "{field} = {:?}: allowed a unicast IPv4 address (not 0.0.0.0, \
+                             255.255.255.255 or 224.0.0.0/4)",
+                            a.get_ref()
+                        ),
+                    )),
                 })
                 .transpose()
         };
@@ -459,15 +465,19 @@ pub(crate) fn default_socket() -> PathBuf {
     PathBuf::from("/run/pktsched-route.sock")
 }
 
-/// Parses a MAC; the error names the field.
+/// Parses a neighbour's MAC: one station's (unicast, not all zeros); the
+/// error names the field.
 pub(crate) fn mac(cx: &Ctx<'_>, v: &Spanned<String>, field: &str) -> Result<[u8; 6], ConfigError> {
-    parse_mac(v.get_ref()).ok_or_else(|| {
-        cx.err(
-            v.span(),
-            format!(
-                "{field} = {:?}: allowed a MAC address aa:bb:cc:dd:ee:ff",
-                v.get_ref()
-            ),
-        )
-    })
+    parse_mac(v.get_ref())
+        .filter(|m| m[0] & 1 == 0 && *m != [0; 6])
+        .ok_or_else(|| {
+            cx.err(
+                v.span(),
+                format!(
+                    "{field} = {:?}: allowed a unicast MAC address aa:bb:cc:dd:ee:ff (the \
+                     first byte even, not all zeros)",
+                    v.get_ref()
+                ),
+            )
+        })
 }

@@ -124,6 +124,43 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
         ),
         (
             format!(
+                "{BASE}{class}{ROUTE}[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"ff:ff:ff:ff:ff:ff\"\n"
+            ),
+            &["neighbour.mac = \"ff:ff:ff:ff:ff:ff\"", "unicast"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"01:00:5e:00:00:01\"\n"
+            ),
+            &["neighbour.mac = \"01:00:5e:00:00:01\"", "first byte even"],
+        ),
+        (
+            format!("{BASE}ingress_address = \"255.255.255.255\"\n{class}{ROUTE}"),
+            &[
+                "router.ingress_address = \"255.255.255.255\"",
+                "unicast IPv4",
+            ],
+        ),
+        (
+            format!("{BASE}egress_address = \"224.0.0.1\"\n{class}{ROUTE}"),
+            &["router.egress_address = \"224.0.0.1\"", "224.0.0.0/4"],
+        ),
+        (
+            format!("{BASE}egress_address = \"0.0.0.0\"\n{class}{ROUTE}"),
+            &["router.egress_address = \"0.0.0.0\"", "not 0.0.0.0"],
+        ),
+        (
+            format!("{BASE}egress_address = \"10.0.0\"\n{class}{ROUTE}"),
+            &["router.egress_address = \"10.0.0\"", "unicast IPv4"],
+        ),
+        (
+            format!(
+                "{BASE}{class}{ROUTE}[[neighbour]]\nip = \"10.0.0.1\"\nmac = \"00:00:00:00:00:00\"\n"
+            ),
+            &["neighbour.mac", "not all zeros"],
+        ),
+        (
+            format!(
                 "{BASE}{class}{ROUTE}[egress]\nrate = \"10mbit\"\n[[egress.class]]\nname = \"voip\"\n"
             ),
             &["egress.class name \"voip\"", "allowed \"be\""],

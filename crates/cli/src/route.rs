@@ -39,6 +39,7 @@ pub(crate) struct RouteArgs {
 
 pub(crate) fn route(a: &RouteArgs, out: &mut Stdout) -> Result<()> {
     if let Some(file) = &a.check {
+        refuse_other_kind(file, ConfigKind::Route)?;
         let cfg = router::load_checked(file).map_err(anyhow::Error::msg)?;
         writeln!(out, "# {}: ok", file.display())?;
         write!(out, "{cfg}")?;
@@ -47,6 +48,7 @@ pub(crate) fn route(a: &RouteArgs, out: &mut Stdout) -> Result<()> {
     let Some(config) = &a.config else {
         bail!("--config FILE (run the router) or --check FILE (validate) is needed");
     };
+    refuse_other_kind(config, ConfigKind::Route)?;
     let duration = match &a.duration {
         Some(d) => Some(Duration::from_nanos(
             pktsched_core::units::parse_duration(d)
@@ -112,6 +114,26 @@ pub(crate) enum ConfigKind {
     Route,
     /// `pktsched run` (`[link]`).
     Run,
+}
+
+/// Refuses a config of the other kind before its own parser's messages
+/// (an unknown field `router` or `limit`) could hide what is wrong: the
+/// error names the command that takes it. A file that is neither, or not
+/// TOML, is left to the parser, whose messages name the line.
+pub(crate) fn refuse_other_kind(path: &Path, want: ConfigKind) -> Result<()> {
+    // (the other kind, its command and table, this command and table)
+    let (other, its_cmd, its_table, cmd, table) = match want {
+        ConfigKind::Route => (ConfigKind::Run, "run", "[link]", "route", "[router]"),
+        ConfigKind::Run => (ConfigKind::Route, "route", "[router]", "run", "[link]"),
+    };
+    match config_kind(path) {
+        Ok(kind) if kind == other => bail!(
+            "{path}: a `pktsched {its_cmd}` config (it has {its_table}); `pktsched {cmd}` \
+             takes configs with {table}: allowed `pktsched {its_cmd} --config {path}`",
+            path = path.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 /// Tells a route config from a run config by its top-level tables.

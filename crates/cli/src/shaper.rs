@@ -122,6 +122,7 @@ impl DaemonEvents for Events<'_> {
 }
 
 pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
+    crate::route::refuse_other_kind(&a.config, crate::route::ConfigKind::Run)?;
     let duration = match &a.duration {
         Some(d) => Some(Duration::from_nanos(
             pktsched_core::units::parse_duration(d)

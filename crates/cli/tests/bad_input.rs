@@ -1941,6 +1941,28 @@ fn stats_and_reload_find_the_route_socket() {
             2,
             &["cannot read config"],
         ),
+        // A config of the other daemon: named, with the command it is for.
+        with(
+            RT,
+            &["run", "--config", "{dir}/c.toml"],
+            &[
+                "a `pktsched route` config",
+                "allowed `pktsched route --config",
+            ],
+        ),
+        with(
+            "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nlimit = 5\n",
+            &["route", "--check", "{dir}/c.toml"],
+            &["a `pktsched run` config", "allowed `pktsched run --config"],
+        ),
+        with(
+            "[link]\n",
+            &["route", "--config", "{dir}/c.toml"],
+            &[
+                "a `pktsched run` config",
+                "`pktsched route` takes configs with [router]",
+            ],
+        ),
     ]);
 }
 

@@ -302,7 +302,9 @@ mod tests {
             .replace("weight = 2", "weight = 5")
             .replace("100mbit", "50mbit")
             .replace("dport = 80", "dport = 443");
-        let new = cfg(&format!("{edited}\n[[class]]\nname = \"c\"\n"));
+        let new = cfg(&format!(
+            "{edited}\n[[class]]\nname = \"c\"\nmatch = [{{ dport = 8080 }}]\n"
+        ));
         let d = diff(&old, &new).expect("live");
         assert_eq!(
             d,

@@ -34,6 +34,8 @@
 //! cburst = "15k"        # bytes ahead of ceil (needs ceil; default: burst,
 //!                       # else one frame)
 //! match = [{ proto = "udp", dport = "5000-5010" }, { dscp = "ef" }]
+//!                       # first match wins; every class but the default
+//!                       # needs a rule, and a rule names at least one field
 //!
 //! [[class]]
 //! name = "bulk"

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use pktsched_core::policy::Policy;
 use pktsched_core::{Algorithm, Rate};
+use pktsched_io::classify::Match;
 use toml::Spanned;
 
 use super::class_rates::{ClassRateRange, class_bursts, class_rates};
@@ -418,7 +419,49 @@ fn parse_classes(
         ));
     }
     shadowed_rules(cx, list, &classes)?;
+    unreachable_classes(cx, list, &classes)?;
     Ok(classes)
+}
+
+/// A class no frame can reach (not the default, no rule) and a rule
+/// that matches every frame outside the default class (the default then
+/// gets none): refused, naming the class and what would do.
+fn unreachable_classes(
+    cx: &Ctx<'_>,
+    list: &Spanned<Vec<Spanned<RawClass>>>,
+    classes: &[ClassConfig],
+) -> Result<(), ConfigError> {
+    let default = classes
+        .iter()
+        .find(|c| c.default)
+        .map_or("", |c| c.name.as_str());
+    for (j, class) in classes.iter().enumerate().filter(|(_, c)| !c.default) {
+        let span = list.get_ref()[j].span();
+        if class.rules.is_empty() {
+            return Err(cx.err(
+                span,
+                format!(
+                    "class {:?} has no match rules and is not the default class ({default:?}): \
+                     no frame can reach it; allowed: match = [{{ ... }}] on it, or default = \
+                     true on it instead",
+                    class.name
+                ),
+            ));
+        }
+        if let Some(k) = class.rules.iter().position(|r| *r == Match::default()) {
+            return Err(cx.err(
+                span,
+                format!(
+                    "class {:?}: match rule {} names no field, so it matches every frame and \
+                     the default class {default:?} gets none; allowed: at least one of src, \
+                     dst, proto, sport, dport, dscp, vlan, or default = true on this class",
+                    class.name,
+                    k + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A rule that an earlier rule of another class covers can never match

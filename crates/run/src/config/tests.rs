@@ -439,6 +439,22 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             ],
         ),
         (
+            format!("{link}{class}[[class]]\nname = \"spare\"\nweight = 3\n"),
+            &[
+                "class \"spare\" has no match rules",
+                "not the default class (\"a\")",
+                "no frame can reach it",
+            ],
+        ),
+        (
+            format!("{link}{class}[[class]]\nname = \"all\"\nmatch = [{{ dport = 80 }}, {{}}]\n"),
+            &[
+                "class \"all\": match rule 2 names no field",
+                "\"a\" gets none",
+                "src, dst, proto",
+            ],
+        ),
+        (
             format!(
                 "{link}[scheduler]\nalgorithm = \"drr\"\n{class}rate = \"20mbit\"\nceil = \"10mbit\"\n"
             ),

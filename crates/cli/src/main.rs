@@ -51,9 +51,10 @@ enum Cmd {
         /// Run the in-memory demo even as root.
         #[arg(long)]
         synthetic: bool,
-        /// Live demo: seconds of traffic (1..=3600).
-        #[arg(long, default_value_t = 6)]
-        seconds: u64,
+        /// Live demo: seconds of traffic (1..=3600, default 6).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3600),
+              conflicts_with_all = ["synthetic", "ops"])]
+        seconds: Option<u64>,
     },
     /// Lists the algorithms with their supported ranges (weight, weight sum,
     /// packet length, flows, queue limit, priority levels).
@@ -182,12 +183,17 @@ fn run(cli: Cli, out: &mut output::Stdout) -> Result<()> {
                 if !synthetic {
                     eprintln!(
                         "demo: in memory (run as root for the live demo: real frames between \
-                         network namespaces it creates and removes)"
+                         network namespaces it creates and removes){}",
+                        if seconds.is_some() {
+                            "; --seconds is the live demo's"
+                        } else {
+                            ""
+                        }
                     );
                 }
                 bench_sched::demo(&ops, json, out)
             } else {
-                match live_demo::run(seconds, json, out) {
+                match live_demo::run(seconds.unwrap_or(live_demo::DEFAULT_SECONDS), json, out) {
                     Err(e) if live_demo::could_not_build(&e) => {
                         eprintln!(
                             "demo: {e:#}; running the in-memory demo instead (the live one \

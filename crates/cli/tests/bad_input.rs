@@ -435,6 +435,28 @@ fn sim_scenario_types() {
 #[test]
 fn bench_commands() {
     run_table(&[
+        // demo: the live demo's seconds, checked whichever demo runs.
+        row(
+            &["demo", "--seconds", "0"],
+            2,
+            &["'0'", "--seconds", "1..=3600"],
+        ),
+        row(
+            &["demo", "--seconds", "4000"],
+            2,
+            &["'4000'", "--seconds", "1..=3600"],
+        ),
+        row(
+            &["demo", "--synthetic", "--seconds", "3"],
+            2,
+            &["--synthetic", "cannot be used with", "--seconds"],
+        ),
+        row(
+            &["demo", "-n", "1k", "--seconds", "3"],
+            2,
+            &["--ops", "cannot be used with", "--seconds"],
+        ),
+        row(&["demo", "-n", "1x"], 2, &["-n", "`1x` is not a count"]),
         // bench shape: sizes.
         row(
             &["bench", "shape", "--flows", "0"],

@@ -1,5 +1,7 @@
 //! `pktsched`: benchmarks, simulation and scheduling from the command line.
 
+#![forbid(unsafe_code)]
+
 use std::io::Write;
 
 use anyhow::Result;

@@ -73,7 +73,6 @@ pub struct RoundLock<A> {
 // it to one holder at a time (the `held` flag, taken with Acquire and
 // given back with Release); `A: Send` is all that moving the access
 // between threads needs.
-#[allow(unsafe_code)]
 unsafe impl<A: Send> Sync for RoundLock<A> {}
 
 impl<A> std::fmt::Debug for RoundLock<A> {
@@ -114,7 +113,6 @@ impl<A> RoundLock<A> {
 
     /// Runs `f` on the value if the lock is free; `None` (and `f` not run)
     /// if someone holds it. Never waits.
-    #[allow(unsafe_code)]
     pub fn try_with<R>(&self, f: impl FnOnce(&mut A) -> R) -> Option<R> {
         if self.held.load(Ordering::Relaxed)
             || self

@@ -191,6 +191,26 @@ fn units() {
 fn sim_scenarios() {
     run_table(&[
         row(
+            &[
+                "sim",
+                "examples/scenarios/bench-qfq-10k.toml",
+                "--seed",
+                "x",
+            ],
+            2,
+            &["'x'", "--seed"],
+        ),
+        row(
+            &[
+                "sim",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/scenarios/drr-worst-case.toml"),
+                "--departures",
+                "/proc/no/such/d.csv",
+            ],
+            2,
+            &["/proc/no/such/d.csv", "No such file"],
+        ),
+        row(
             &["sim", "/nonexistent/s.toml"],
             2,
             &["cannot read scenario"],
@@ -435,6 +455,85 @@ fn sim_scenario_types() {
 #[test]
 fn bench_commands() {
     run_table(&[
+        // bench sched, bench table: the harness's backlog bounds, the count.
+        row(
+            &["bench", "sched", "--qmin", "10", "--qmax", "5"],
+            2,
+            &["qmax (5 packets) must be greater than qmin (10 packets)"],
+        ),
+        row(
+            &["bench", "sched", "--qmax", "x"],
+            2,
+            &["--qmax", "`x` is not a count"],
+        ),
+        row(
+            &["bench", "table", "-n", "0"],
+            2,
+            &["-n", "at least 1", "got 0"],
+        ),
+        // bench shape: granularities and structures.
+        row(&["bench", "shape", "--gran", "0"], 2, &["--gran 0", "1..="]),
+        row(
+            &["bench", "shape", "--mltw-gran", "0"],
+            2,
+            &["--mltw-gran 0", "1..="],
+        ),
+        row(
+            &["bench", "shape", "--structs", "heap"],
+            2,
+            &["unknown structure `heap`", "mltw, wheel, cffs"],
+        ),
+        // bench pspat: every option with a value.
+        row(
+            &["bench", "pspat", "--weights", "0"],
+            2,
+            &["--weights", "`0`", "from 1"],
+        ),
+        row(
+            &["bench", "pspat", "--overload", "0"],
+            2,
+            &["--overload `0`", "(0, 1000]", "max"],
+        ),
+        row(
+            &["bench", "pspat", "--dispatchers", "999"],
+            2,
+            &["--dispatchers 999", "0..=64"],
+        ),
+        row(
+            &["bench", "pspat", "--scan-interval", "x"],
+            2,
+            &["--scan-interval x", "0ns..=1s"],
+        ),
+        row(
+            &["bench", "pspat", "--read-interval", "0"],
+            2,
+            &["--read-interval 0", "no unit"],
+        ),
+        row(
+            &["bench", "pspat", "--placement", "pinned"],
+            2,
+            &["--placement `pinned`", "float, reserve, none"],
+        ),
+        row(
+            &["bench", "pspat", "--arbiter-wait", "sleep"],
+            2,
+            &["--arbiter-wait `sleep`", "yield, spin"],
+        ),
+        row(
+            &["bench", "pspat", "--assist-after", "x"],
+            2,
+            &["--assist-after x", "0ns..=1s"],
+        ),
+        row(
+            &["bench", "pspat", "--arbiter-nap", "2s"],
+            2,
+            &["--arbiter-nap 2s", "1ns..=1s", "`off`"],
+        ),
+        row(
+            &["bench", "pspat", "--starved-assist", "maybe"],
+            2,
+            &["--starved-assist `maybe`", "on, off"],
+        ),
         // demo: the live demo's seconds, checked whichever demo runs.
         row(
             &["demo", "--seconds", "0"],
@@ -1590,6 +1689,27 @@ fn gen_workload_sink_classes_and_plot() {
         };
     }
     run_table(&[
+        gen_row!(["--seed", "x"], 2, &["'x'", "--seed"]),
+        gen_row!(
+            ["--load", "10kpps", "--be-dscp", "64"],
+            2,
+            &["--be-dscp", "\"64\"", "0..=63"]
+        ),
+        gen_row!(
+            ["--load", "10kpps", "--rt-port", "0"],
+            2,
+            &["RT ports 0-0", "1..=65535"]
+        ),
+        gen_row!(
+            ["--load", "10kpps", "--rt-port", "70000"],
+            2,
+            &["'70000'", "--rt-port", "0..=65535"]
+        ),
+        row(
+            &["sink", "--addr", "300.1.1.1"],
+            2,
+            &["'300.1.1.1'", "--addr", "invalid IP address"],
+        ),
         gen_row!(
             ["--load", "10kpps", "--rt-share", "1.5"],
             2,

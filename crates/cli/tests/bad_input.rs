@@ -203,7 +203,10 @@ fn sim_scenarios() {
         row(
             &[
                 "sim",
-                concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/scenarios/drr-worst-case.toml"),
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../examples/scenarios/drr-worst-case.toml"
+                ),
                 "--departures",
                 "/proc/no/such/d.csv",
             ],

@@ -826,8 +826,8 @@ impl<T: Send + 'static, O: Output<T>> ArbiterThread<T, O> {
         let (after, busy_ns) = self
             .arbiter
             .with(|a| {
-                let st = a.stats();
-                (st.decisions, st.busy_loop_ns)
+                let stats = a.stats();
+                (stats.decisions, stats.busy_loop_ns)
             })
             .unwrap_or((decisions, self.mark.busy_ns));
         let w = Window {

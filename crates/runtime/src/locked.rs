@@ -104,9 +104,9 @@ impl<T: Send + 'static, O: Output<T>> Locked<T, O> {
 
     /// A new client handle.
     pub fn client(&self) -> LockedClient<T, O> {
-        let mut g = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        let id = g.dropped.len();
-        g.dropped.push([0; 3]);
+        let mut locked = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        let id = locked.dropped.len();
+        locked.dropped.push([0; 3]);
         LockedClient {
             id,
             inner: self.inner.clone(),
@@ -121,15 +121,15 @@ impl<T: Send + 'static, O: Output<T>> Locked<T, O> {
         let inner = Arc::try_unwrap(self.inner).map_err(|_| {
             RuntimeError::Thread("locked scheduler stopped while clients still exist".into())
         })?;
-        let mut g = inner.into_inner().unwrap_or_else(PoisonError::into_inner);
+        let mut locked = inner.into_inner().unwrap_or_else(PoisonError::into_inner);
         let now = self.clock.now();
         let mut flushed = 0;
         let mut returned = Vec::new();
-        while let Some(p) = g.sched.dequeue(now) {
+        while let Some(p) = locked.sched.dequeue(now) {
             match mode {
                 StopMode::Drain => {
                     flushed += 1;
-                    g.batch.push(p);
+                    locked.batch.push(p);
                 }
                 StopMode::Return => returned.push(p),
             }
@@ -141,7 +141,7 @@ impl<T: Send + 'static, O: Output<T>> Locked<T, O> {
             decisions,
             dropped,
             ..
-        } = g;
+        } = locked;
         out.transmit(&mut batch);
         Ok(LockedReport {
             decisions,
@@ -180,47 +180,47 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
 
     fn enqueue_locked(&mut self, pkts: impl ExactSizeIterator<Item = Pkt<T>>) -> usize {
         self.sent += pkts.len() as u64;
-        let mut g = match self.inner.try_lock() {
-            Ok(g) => g,
+        let mut guard = match self.inner.try_lock() {
+            Ok(guard) => guard,
             Err(_) => {
                 self.contended += 1;
                 self.inner.lock().unwrap_or_else(PoisonError::into_inner)
             }
         };
         let now = self.clock.now();
-        let g = &mut *g;
+        let locked = &mut *guard;
         let mut dropped = 0;
         for pkt in pkts {
-            if let Err(rej) = g.sched.enqueue(pkt, now) {
+            if let Err(rej) = locked.sched.enqueue(pkt, now) {
                 let i = match rej.reason {
                     DropReason::QueueFull | DropReason::Removed => 0,
                     DropReason::TooLarge => 1,
                     DropReason::UnknownFlow => 2,
                 };
-                if let Some(d) = g.dropped.get_mut(self.id) {
+                if let Some(d) = locked.dropped.get_mut(self.id) {
                     d[i] += 1;
                 }
                 dropped += 1;
             }
         }
         let mut n = 0;
-        while n < g.round_cap && g.link.ready(now) {
-            match g.sched.dequeue(now) {
+        while n < locked.round_cap && locked.link.ready(now) {
+            match locked.sched.dequeue(now) {
                 Some(p) => {
-                    g.link.send(p.len);
-                    g.batch.push(p);
+                    locked.link.send(p.len);
+                    locked.batch.push(p);
                     n += 1;
                 }
                 None => {
-                    g.link.idle(now);
+                    locked.link.idle(now);
                     break;
                 }
             }
         }
-        g.decisions += n as u64;
-        if !g.batch.is_empty() {
-            g.out.transmit(&mut g.batch);
-            g.batch.clear();
+        locked.decisions += n as u64;
+        if !locked.batch.is_empty() {
+            locked.out.transmit(&mut locked.batch);
+            locked.batch.clear();
         }
         dropped
     }

@@ -30,14 +30,22 @@ pub struct Delay {
     pub mean: f64,
 }
 
+/// The delay summary of histogram `h` (ns) whose exact smallest and
+/// largest values are `min_ps` and `max_ps`. A percentile is the top of
+/// its histogram bucket (2 or 3 significant digits, ns rounded up), which
+/// can lie above the largest delay or below the smallest: it is clamped
+/// to `[min, max]` so a table never shows a p99 above its max.
 fn delay_of(h: &Histogram<u64>, min_ps: u64, max_ps: u64, mean_ns: f64) -> Delay {
+    let (min, max) = (min_ps as f64 / 1e3, max_ps as f64 / 1e3);
+    // max(min).min(max), not clamp: clamp panics when min > max.
+    let percentile = |q: f64| (h.value_at_quantile(q) as f64).max(min).min(max);
     Delay {
-        min: min_ps as f64 / 1e3,
-        p50: h.value_at_quantile(0.5) as f64,
-        p90: h.value_at_quantile(0.9) as f64,
-        p99: h.value_at_quantile(0.99) as f64,
-        p999: h.value_at_quantile(0.999) as f64,
-        max: max_ps as f64 / 1e3,
+        min,
+        p50: percentile(0.5),
+        p90: percentile(0.9),
+        p99: percentile(0.99),
+        p999: percentile(0.999),
+        max,
         mean: mean_ns,
     }
 }
@@ -684,5 +692,31 @@ impl Report {
         }
         let _ = writeln!(s, "{}", self.verdict_line());
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_stay_within_min_and_max() {
+        // 2 significant digits: 72 000 ns falls in a bucket whose top is
+        // above 72 000, which the table showed as "p99 72.191 max 72.000".
+        let mut h = Histogram::<u64>::new(2).unwrap();
+        h.record(72_000).unwrap();
+        assert!(h.value_at_quantile(0.99) > 72_000, "the bucket is exact");
+        let d = delay_of(&h, 72_000_000, 72_000_000, 72_000.0);
+        for p in [d.p50, d.p90, d.p99, d.p999] {
+            assert_eq!(p, 72_000.0, "{d:?}");
+        }
+        // Delays are recorded in whole ns rounded up: 1.5 ns counts as 2.
+        let mut h = Histogram::<u64>::new(2).unwrap();
+        h.record(2).unwrap();
+        let d = delay_of(&h, 1_500, 1_600, 1.55);
+        assert_eq!((d.p50, d.p999), (1.6, 1.6), "{d:?}");
+        // A summary whose min is above its max does not panic.
+        let d = delay_of(&h, 3_000, 1_000, 2.0);
+        assert!(d.p50.is_finite(), "{d:?}");
     }
 }

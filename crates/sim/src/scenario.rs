@@ -89,7 +89,7 @@ pub use pktsched_core::toml_error::line_col;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     link: Spanned<String>,
     algorithm: Spanned<String>,
     duration: Spanned<String>,
@@ -292,6 +292,11 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             crate::toml_error::describe(src, span.start, e.message()),
         )
     })?;
+    if let Some(n) = &raw.name
+        && let Some(problem) = group_name_problem(n.get_ref())
+    {
+        return Err(cx.err(n.span(), format!("name = {problem}")));
+    }
     let rate = link_rate(&cx, &raw.link)?;
     let (algorithm, policy) = algorithm_and_policy(&cx, &raw, dir)?;
     let duration_ps = parse_duration_ps(raw.duration.get_ref())
@@ -320,7 +325,10 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
     };
     let table = flow_table(&cx, &raw.flows, &lim, policy.as_ref().map(|(pol, _)| pol))?;
     let mut cfg = SimConfig {
-        name: raw.name.clone().unwrap_or_else(|| file.to_string()),
+        name: raw
+            .name
+            .as_ref()
+            .map_or_else(|| file.to_string(), |n| n.get_ref().clone()),
         rate,
         algorithm,
         duration_ps,
@@ -679,11 +687,12 @@ fn policy_attachment(
 /// Longest group name, in bytes.
 pub const MAX_GROUP_NAME: usize = 64;
 
-/// Why `name` cannot name a `[[flows]]` group, if it cannot: 1 to
-/// [`MAX_GROUP_NAME`] bytes without whitespace, control characters, `"` or
-/// `\` (the rule of the run config's class names: names go into the report
-/// table, JSON and plot legends as they are). The message starts with the
-/// value, quoted (cut when long), and says what is allowed.
+/// Why `name` cannot name a `[[flows]]` group (or the scenario), if it
+/// cannot: 1 to [`MAX_GROUP_NAME`] bytes without whitespace, control
+/// characters, `"` or `\` (the rule of the run config's class names:
+/// names go into the report table, JSON and plot legends as they are).
+/// The message starts with the value, quoted (cut when long), and says
+/// what is allowed.
 pub fn group_name_problem(name: &str) -> Option<String> {
     let bad = |c: char| c.is_whitespace() || c.is_control() || c == '"' || c == '\\';
     if !name.is_empty() && name.len() <= MAX_GROUP_NAME && !name.contains(bad) {

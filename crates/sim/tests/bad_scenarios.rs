@@ -395,6 +395,12 @@ fn group_names_are_one_to_64_bytes_without_blanks_or_control_characters() {
             "x".repeat(64)
         )
     );
+    // The scenario's own name (the table's first line) too.
+    let e = err(&format!("name = \"x\\u0007y\"\n{HEAD}[[flows]]\n"));
+    assert_eq!(
+        e,
+        format!("s.toml:1:8: name = \"x\\u{{7}}y\" (3 bytes): {allowed}")
+    );
     // 64 bytes, UTF-8 and punctuation are fine.
     for ok in ["x".repeat(64), "gold.web".into(), "débit-1_/:".into()] {
         let src = format!("{HEAD}[[flows]]\nname = \"{ok}\"\n");

@@ -233,9 +233,9 @@ impl IngressSim {
     /// Runs the model.
     pub fn run(&self) -> Result<IngressOutcome, IngressSimError> {
         let mut poller = self.validate()?;
-        let mut st = State::new(self, &poller)?;
-        st.run(self, &mut poller);
-        Ok(st.finish(self, &poller))
+        let mut state = State::new(self, &poller)?;
+        state.run(self, &mut poller);
+        Ok(state.finish(self, &poller))
     }
 
     /// The analytic bound for this run (none for SQ or `ρ ≥ 1`).

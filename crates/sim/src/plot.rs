@@ -33,8 +33,10 @@ fn path_with(prefix: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-fn e<E: std::fmt::Display>(x: E) -> String {
-    format!("plot: {x}")
+/// Turns an error of drawing `file` into a message that names the file
+/// (plotters' own says only "backend error").
+fn drawing_error<E: std::fmt::Display>(file: &Path) -> impl Fn(E) -> String + '_ {
+    move |x| format!("plot `{}`: {x}", file.display())
 }
 
 /// Writes the three plots; returns the files written.
@@ -76,7 +78,7 @@ fn rate_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> 
         series.push((g.name.clone(), pts));
     }
     let root = SVGBackend::new(file, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(drawing_error(file))?;
     let mut ch = ChartBuilder::on(&root)
         .caption(
             format!("{}: rate per flow ({})", cfg.name, cfg.algorithm),
@@ -86,16 +88,16 @@ fn rate_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> 
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..cfg.duration_ps as f64 / 1e9, 0.0..ymax * 1.1)
-        .map_err(e)?;
+        .map_err(drawing_error(file))?;
     ch.configure_mesh()
         .x_desc("time (ms)")
         .y_desc("Mbit/s per flow")
         .draw()
-        .map_err(e)?;
+        .map_err(drawing_error(file))?;
     for (i, (name, pts)) in series.into_iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         ch.draw_series(LineSeries::new(pts, c.stroke_width(2)))
-            .map_err(e)?
+            .map_err(drawing_error(file))?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
@@ -103,8 +105,8 @@ fn rate_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> 
         .background_style(WHITE)
         .border_style(BLACK)
         .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
+        .map_err(drawing_error(file))?;
+    root.present().map_err(drawing_error(file))
 }
 
 fn cdf_points(h: &Histogram<u64>) -> Vec<(f64, f64)> {
@@ -148,7 +150,7 @@ fn cdf_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> {
         .flat_map(|s| s.1.iter().map(|p| p.0))
         .fold(1e-3, f64::max);
     let root = SVGBackend::new(file, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(drawing_error(file))?;
     let mut ch = ChartBuilder::on(&root)
         .caption(
             format!("{}: delay CDF ({})", cfg.name, cfg.algorithm),
@@ -158,12 +160,12 @@ fn cdf_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> {
         .x_label_area_size(40)
         .y_label_area_size(60)
         .build_cartesian_2d(0.0..xmax * 1.05, 0.0..1.0)
-        .map_err(e)?;
+        .map_err(drawing_error(file))?;
     ch.configure_mesh()
         .x_desc("delay (us)")
         .y_desc("fraction of packets")
         .draw()
-        .map_err(e)?;
+        .map_err(drawing_error(file))?;
     for (i, (name, pts)) in series.into_iter().enumerate() {
         let c = COLORS[i % COLORS.len()];
         // Step function.
@@ -174,7 +176,7 @@ fn cdf_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> {
             steps.push((x, y));
         }
         ch.draw_series(LineSeries::new(steps, c.stroke_width(2)))
-            .map_err(e)?
+            .map_err(drawing_error(file))?
             .label(name)
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], c.stroke_width(2)));
     }
@@ -183,8 +185,8 @@ fn cdf_plot(file: &Path, cfg: &SimConfig, out: &Outcome) -> Result<(), String> {
         .background_style(WHITE)
         .border_style(BLACK)
         .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
+        .map_err(drawing_error(file))?;
+    root.present().map_err(drawing_error(file))
 }
 
 fn wfi_plot(file: &Path, cfg: &SimConfig, rep: &Report) -> Result<(), String> {
@@ -221,7 +223,7 @@ fn wfi_plot(file: &Path, cfg: &SimConfig, rep: &Report) -> Result<(), String> {
     let ymin = meas.iter().map(|p| p.1).fold(0.0, f64::min);
     let n = rep.flows.len().max(2) as f64;
     let root = SVGBackend::new(file, (900, 500)).into_drawing_area();
-    root.fill(&WHITE).map_err(e)?;
+    root.fill(&WHITE).map_err(drawing_error(file))?;
     let mut ch = ChartBuilder::on(&root)
         .caption(
             format!("{}: measured vs bound ({})", cfg.name, cfg.algorithm),
@@ -231,17 +233,17 @@ fn wfi_plot(file: &Path, cfg: &SimConfig, rep: &Report) -> Result<(), String> {
         .x_label_area_size(40)
         .y_label_area_size(70)
         .build_cartesian_2d(-0.5..n - 0.5, ymin * 1.1..ymax * 1.1)
-        .map_err(e)?;
+        .map_err(drawing_error(file))?;
     ch.configure_mesh()
         .x_desc("flow")
         .y_desc(unit)
         .draw()
-        .map_err(e)?;
+        .map_err(drawing_error(file))?;
     let red = RGBColor(214, 39, 40);
     let blue = RGBColor(31, 119, 180);
     if !bound.is_empty() {
         ch.draw_series(LineSeries::new(bound, red.stroke_width(2)))
-            .map_err(e)?
+            .map_err(drawing_error(file))?
             .label("bound")
             .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], red.stroke_width(2)));
     }
@@ -249,13 +251,13 @@ fn wfi_plot(file: &Path, cfg: &SimConfig, rep: &Report) -> Result<(), String> {
         meas.iter()
             .map(|&(x, y)| Circle::new((x, y), 3, blue.filled())),
     )
-    .map_err(e)?
+    .map_err(drawing_error(file))?
     .label("measured")
     .legend(move |(x, y)| Circle::new((x + 10, y), 3, blue.filled()));
     ch.configure_series_labels()
         .background_style(WHITE)
         .border_style(BLACK)
         .draw()
-        .map_err(e)?;
-    root.present().map_err(e)
+        .map_err(drawing_error(file))?;
+    root.present().map_err(drawing_error(file))
 }

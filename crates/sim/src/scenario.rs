@@ -89,7 +89,7 @@ pub use pktsched_core::toml_error::line_col;
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RawScenario {
-    name: Option<String>,
+    name: Option<Spanned<String>>,
     link: Spanned<String>,
     algorithm: Spanned<String>,
     duration: Spanned<String>,
@@ -292,18 +292,109 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             crate::toml_error::describe(src, span.start, e.message()),
         )
     })?;
+    if let Some(n) = &raw.name
+        && let Some(problem) = group_name_problem(n.get_ref())
+    {
+        return Err(cx.err(n.span(), format!("name = {problem}")));
+    }
+    let rate = link_rate(&cx, &raw.link)?;
+    let (algorithm, policy) = algorithm_and_policy(&cx, &raw, dir)?;
+    let duration_ps = parse_duration_ps(raw.duration.get_ref())
+        .map_err(|e| cx.err(raw.duration.span(), format!("duration: {e}")))?;
+    if duration_ps == 0 {
+        return Err(cx.err(
+            raw.duration.span(),
+            "duration = 0 is out of range: must be > 0",
+        ));
+    }
+    let pspat = match &raw.pspat {
+        None => None,
+        Some(p) => Some(pspat_model(&cx, p)?),
+    };
+    if raw.flows.get_ref().is_empty() {
+        return Err(cx.err(
+            raw.flows.span(),
+            "flows: at least one [[flows]] entry is needed",
+        ));
+    }
+    let lim = match &policy {
+        Some((pol, _)) => pktsched_core::Scheduler::<u32>::limits(
+            &pktsched_core::policy::PolicySched::<u32>::new(pol),
+        ),
+        None => algorithm_limits(algorithm),
+    };
+    let table = flow_table(&cx, &raw.flows, &lim, policy.as_ref().map(|(pol, _)| pol))?;
+    let mut cfg = SimConfig {
+        name: raw
+            .name
+            .as_ref()
+            .map_or_else(|| file.to_string(), |n| n.get_ref().clone()),
+        rate,
+        algorithm,
+        duration_ps,
+        seed: raw.seed,
+        drain: raw.drain,
+        pspat,
+        policy: policy.map(|(pol, p)| crate::SimPolicy {
+            file: p.get_ref().clone(),
+            policy: std::sync::Arc::new(pol),
+            node: table.node,
+            prio: table.prio,
+        }),
+        flows: table.flows,
+        groups: table.groups,
+    };
+    if let Some(t) = &raw.trace {
+        attach_trace(&cx, t, dir, &mut cfg)?;
+    } else if let Some(i) = cfg
+        .flows
+        .iter()
+        .position(|f| matches!(f.source, SourceSpec::Trace(_)))
+    {
+        return Err(cx.err(
+            table.spans[i].1.clone(),
+            "source = \"trace\" needs a top-level `trace = \"file.csv\"`",
+        ));
+    }
+    check_clock_range(&cx, &raw, &cfg)?;
+    // Ask the algorithm itself (its own ranges and weight-sum rules).
+    if let Err((i, e)) = crate::engine::check_with_algorithm(&cfg) {
+        let span = match &e {
+            ConfigError::OutOfRange { field, .. } if *field == "weight" => table.spans[i].0.clone(),
+            _ => raw.flows.get_ref()[cfg.flows[i].group as usize].span(),
+        };
+        return Err(cx.err(span, format!("flow {i}: {e}")));
+    }
+    Ok(cfg)
+}
 
-    let rate = Rate::parse(raw.link.get_ref())
-        .map_err(|e| cx.err(raw.link.span(), format!("link: {e}")))?;
+/// The link rate: `Rate::parse` syntax, at most [`MAX_RATE`].
+fn link_rate(cx: &Ctx<'_>, link: &Spanned<String>) -> Result<Rate, ScenarioError> {
+    let rate =
+        Rate::parse(link.get_ref()).map_err(|e| cx.err(link.span(), format!("link: {e}")))?;
     if rate > MAX_RATE {
         return Err(cx.err(
-            raw.link.span(),
+            link.span(),
             format!(
                 "link = {:?} is out of range: allowed 1bit..={MAX_RATE} (the simulator counts picoseconds; a 64-byte packet takes 512 ps at 1 Tbit/s)",
-                raw.link.get_ref()
+                link.get_ref()
             ),
         ));
     }
+    Ok(rate)
+}
+
+/// A loaded policy tree and the scenario key that named its file.
+type LoadedPolicy<'a> = (pktsched_core::policy::Policy, &'a Spanned<String>);
+
+/// The algorithm, and the policy tree when it is `policy` (which needs a
+/// `policy` file, and no `[pspat]`: the PSPAT model needs a
+/// work-conserving algorithm).
+fn algorithm_and_policy<'a>(
+    cx: &Ctx<'_>,
+    raw: &'a RawScenario,
+    dir: Option<&Path>,
+) -> Result<(Algorithm, Option<LoadedPolicy<'a>>), ScenarioError> {
     let is_policy = raw.algorithm.get_ref() == "policy";
     let algorithm = if is_policy {
         // Not used: the policy schedules the link.
@@ -327,7 +418,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
                 "algorithm = \"policy\" needs a top-level `policy = \"file.toml\"` (or a .dot file)",
             ));
         }
-        (Some(p), true) => Some((load_policy(&cx, p, dir)?, p)),
+        (Some(p), true) => Some((load_policy(cx, p, dir)?, p)),
     };
     if let (Some(_), Some(ps)) = (&policy, &raw.pspat) {
         return Err(cx.err(
@@ -335,285 +426,367 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             "pspat: the PSPAT model needs a work-conserving algorithm; it is not available with algorithm = \"policy\"",
         ));
     }
-    let duration_ps = parse_duration_ps(raw.duration.get_ref())
-        .map_err(|e| cx.err(raw.duration.span(), format!("duration: {e}")))?;
-    if duration_ps == 0 {
-        return Err(cx.err(
-            raw.duration.span(),
-            "duration = 0 is out of range: must be > 0",
-        ));
-    }
-    let pspat = match &raw.pspat {
-        None => None,
-        Some(p) => {
-            let a = parse_duration_ps(p.arbiter.get_ref())
-                .map_err(|e| cx.err(p.arbiter.span(), format!("pspat.arbiter: {e}")))?;
-            let d = parse_duration_ps(p.dispatcher.get_ref())
-                .map_err(|e| cx.err(p.dispatcher.span(), format!("pspat.dispatcher: {e}")))?;
-            if a == 0 {
-                return Err(cx.err(
-                    p.arbiter.span(),
-                    "pspat.arbiter = 0 is out of range: must be > 0",
-                ));
-            }
-            if d == 0 {
-                return Err(cx.err(
-                    p.dispatcher.span(),
-                    "pspat.dispatcher = 0 is out of range: must be > 0",
-                ));
-            }
-            Some(Pspat {
-                arbiter_ps: a,
-                dispatcher_ps: d,
-            })
-        }
-    };
+    Ok((algorithm, policy))
+}
 
-    if raw.flows.get_ref().is_empty() {
+/// The `[pspat]` table: two durations above zero.
+fn pspat_model(cx: &Ctx<'_>, p: &RawPspat) -> Result<Pspat, ScenarioError> {
+    let a = parse_duration_ps(p.arbiter.get_ref())
+        .map_err(|e| cx.err(p.arbiter.span(), format!("pspat.arbiter: {e}")))?;
+    let d = parse_duration_ps(p.dispatcher.get_ref())
+        .map_err(|e| cx.err(p.dispatcher.span(), format!("pspat.dispatcher: {e}")))?;
+    if a == 0 {
         return Err(cx.err(
-            raw.flows.span(),
-            "flows: at least one [[flows]] entry is needed",
+            p.arbiter.span(),
+            "pspat.arbiter = 0 is out of range: must be > 0",
         ));
     }
-    let lim = match &policy {
-        Some((pol, _)) => pktsched_core::Scheduler::<u32>::limits(
-            &pktsched_core::policy::PolicySched::<u32>::new(pol),
-        ),
-        None => algorithm_limits(algorithm),
+    if d == 0 {
+        return Err(cx.err(
+            p.dispatcher.span(),
+            "pspat.dispatcher = 0 is out of range: must be > 0",
+        ));
+    }
+    Ok(Pspat {
+        arbiter_ps: a,
+        dispatcher_ps: d,
+    })
+}
+
+/// Every flow of the scenario, one `[[flows]]` entry after another.
+struct FlowTable {
+    flows: Vec<FlowSpec>,
+    groups: Vec<crate::Group>,
+    /// Per flow: its policy node (see [`crate::SimPolicy::node`]).
+    node: Vec<Option<usize>>,
+    /// Per flow: its policy prio.
+    prio: Vec<u32>,
+    /// Per flow: where its entry's weight and source are, for the errors
+    /// found later.
+    spans: Vec<(Range<usize>, Range<usize>)>,
+}
+
+/// One `[[flows]]` entry, checked on its own.
+struct FlowGroup {
+    name: String,
+    count: u32,
+    spec: FlowSpec,
+    source_span: Range<usize>,
+    node: Option<usize>,
+    prio: u32,
+    max_delay_ps: Option<u64>,
+}
+
+/// Expands the `[[flows]]` entries into flows; names are unique, and the
+/// number of flows and the sum of weights are within `lim`.
+fn flow_table(
+    cx: &Ctx<'_>,
+    raw_flows: &Spanned<Vec<Spanned<RawFlow>>>,
+    lim: &pktsched_core::Limits,
+    policy: Option<&pktsched_core::policy::Policy>,
+) -> Result<FlowTable, ScenarioError> {
+    let mut table = FlowTable {
+        flows: Vec::new(),
+        groups: Vec::new(),
+        node: Vec::new(),
+        prio: Vec::new(),
+        spans: Vec::new(),
     };
-    let mut flow_node = Vec::new();
-    let mut flow_prio = Vec::new();
-    let mut flows = Vec::new();
-    let mut groups = Vec::new();
     let mut group_index = std::collections::HashMap::new();
-    let mut spans = Vec::new();
     let mut wsum: u64 = 0;
-    for (gi, f) in raw.flows.get_ref().iter().enumerate() {
+    for (gi, f) in raw_flows.get_ref().iter().enumerate() {
+        let g = flow_group(cx, gi, f, lim, policy)?;
         let fspan = f.span();
         let f = f.get_ref();
-        let count = cx.range(
-            f.count.span(),
-            &format!("flows[{gi}].count"),
-            *f.count.get_ref(),
-            1,
-            MAX_FLOWS as i64,
-        )?;
-        let weight = cx.range(
-            f.weight.span(),
-            &format!("flows[{gi}].weight"),
-            *f.weight.get_ref(),
-            1,
-            lim.max_weight.min(u32::MAX as u64) as i64,
-        )? as u32;
-        let sspan = if f.size.span().is_empty() {
-            fspan.clone()
-        } else {
-            f.size.span()
-        };
-        let size = size_dist(&cx, sspan.clone(), gi, f.size.get_ref())?;
-        if u64::from(size.max()) > lim.max_len {
-            return Err(cx.err(
-                sspan,
-                format!(
-                    "flows[{gi}].size: largest packet {} is out of range for {}: allowed 1..={}",
-                    size.max(),
-                    lim.alg,
-                    lim.max_len
-                ),
-            ));
-        }
-        let limit = match &f.limit {
-            None => FlowConfig::DEFAULT_LIMIT,
-            Some(l) => cx.range(
-                l.span(),
-                &format!("flows[{gi}].limit"),
-                *l.get_ref(),
-                1,
-                lim.max_limit.min(u32::MAX as u64) as i64,
-            )? as u32,
-        };
-        let (source, srcspan) = match &f.source {
-            None => (SourceSpec::Greedy, fspan.clone()),
-            Some(s) => (source_spec(&cx, s.span(), gi, s.get_ref())?, s.span()),
-        };
-        let node = match (&f.node, &policy) {
-            (None, _) => None,
-            (Some(n), None) => {
-                return Err(cx.err(
-                    n.span(),
-                    format!("flows[{gi}].node: only used with algorithm = \"policy\""),
-                ));
-            }
-            (Some(n), Some((pol, _))) => Some(pol.node(n.get_ref()).ok_or_else(|| {
-                let names: Vec<&str> = pol.nodes().iter().map(|s| s.name.as_str()).collect();
-                cx.err(
-                    n.span(),
-                    format!(
-                        "flows[{gi}].node = {:?} is not a node of the policy; nodes: {}",
-                        n.get_ref(),
-                        names.join(", ")
-                    ),
-                )
-            })?),
-        };
-        let prio = match &f.prio {
-            None => 0,
-            Some(p) if policy.is_none() => {
-                return Err(cx.err(
-                    p.span(),
-                    format!("flows[{gi}].prio: only used with algorithm = \"policy\""),
-                ));
-            }
-            Some(p) => cx.range(
-                p.span(),
-                &format!("flows[{gi}].prio"),
-                *p.get_ref(),
-                0,
-                i64::from(u32::MAX),
-            )? as u32,
-        };
-        let max_delay_ps = match &f.max_delay {
-            None => None,
-            Some(d) => Some(
-                parse_duration_ps(d.get_ref())
-                    .map_err(|e| cx.err(d.span(), format!("flows[{gi}].max_delay: {e}")))?,
-            ),
-        };
-        let name = match &f.name {
-            Some(n) => n.get_ref().clone(),
-            None => format!("g{gi}"),
-        };
-        if let Some(&other) = group_index.get(&name) {
-            let span = f.name.as_ref().map_or(fspan.clone(), |n| n.span());
+        if let Some(&other) = group_index.get(&g.name) {
+            let span = f.name.as_ref().map_or(fspan, |n| n.span());
             return Err(cx.err(
                 span,
                 format!(
-                    "flows[{gi}].name = {name:?} is already the name of flows[{other}]; group names must be unique (unnamed groups are called g<index>)"
+                    "flows[{gi}].name = {:?} is already the name of flows[{other}]; group names must be unique (unnamed groups are called g<index>)",
+                    g.name
                 ),
             ));
         }
-        wsum += u64::from(weight) * count as u64;
-        if flows.len() as u64 + count as u64 > MAX_FLOWS.min(lim.max_flows) {
+        let count = u64::from(g.count);
+        wsum += u64::from(g.spec.weight) * count;
+        let max_flows = MAX_FLOWS.min(lim.max_flows);
+        if table.flows.len() as u64 + count > max_flows {
             return Err(cx.err(
                 f.count.span(),
                 format!(
-                    "flows[{gi}].count: {} flows in all is out of range: allowed 1..={}",
-                    flows.len() as u64 + count as u64,
-                    MAX_FLOWS.min(lim.max_flows)
+                    "flows[{gi}].count: {} flows in all is out of range: allowed 1..={max_flows}",
+                    table.flows.len() as u64 + count,
                 ),
             ));
         }
-        group_index.insert(name.clone(), gi);
-        groups.push(crate::Group {
-            name: name.clone(),
-            first: flows.len() as u32,
-            count: count as u32,
-            max_delay_ps,
+        group_index.insert(g.name.clone(), gi);
+        table.groups.push(crate::Group {
+            name: g.name,
+            first: table.flows.len() as u32,
+            count: g.count,
+            max_delay_ps: g.max_delay_ps,
         });
-        for _ in 0..count {
-            flows.push(FlowSpec {
-                group: gi as u32,
-                weight,
-                size: size.clone(),
-                source: source.clone(),
-                limit,
-            });
-            spans.push((f.weight.span(), srcspan.clone()));
-            flow_node.push(node);
-            flow_prio.push(prio);
+        for _ in 0..g.count {
+            table.flows.push(g.spec.clone());
+            table.spans.push((f.weight.span(), g.source_span.clone()));
+            table.node.push(g.node);
+            table.prio.push(g.prio);
         }
     }
     let wmax = lim.max_weight_sum.min(MAX_WEIGHT_SUM);
     if wsum > wmax {
         return Err(cx.err(
-            raw.flows.span(),
+            raw_flows.span(),
             format!(
                 "sum of weights = {wsum} is out of range for {}: allowed 1..={wmax}",
                 lim.alg
             ),
         ));
     }
+    Ok(table)
+}
 
-    let mut cfg = SimConfig {
-        name: raw.name.clone().unwrap_or_else(|| file.to_string()),
-        rate,
-        algorithm,
-        duration_ps,
-        seed: raw.seed,
-        drain: raw.drain,
-        pspat,
-        policy: policy.map(|(pol, p)| crate::SimPolicy {
-            file: p.get_ref().clone(),
-            policy: std::sync::Arc::new(pol),
-            node: flow_node,
-            prio: flow_prio,
-        }),
-        flows,
-        groups,
+/// One `[[flows]]` entry: its fields in range (for the algorithm's limits
+/// `lim`), its source, its policy node and prio, and its name.
+fn flow_group(
+    cx: &Ctx<'_>,
+    gi: usize,
+    entry: &Spanned<RawFlow>,
+    lim: &pktsched_core::Limits,
+    policy: Option<&pktsched_core::policy::Policy>,
+) -> Result<FlowGroup, ScenarioError> {
+    let fspan = entry.span();
+    let f = entry.get_ref();
+    let count = cx.range(
+        f.count.span(),
+        &format!("flows[{gi}].count"),
+        *f.count.get_ref(),
+        1,
+        MAX_FLOWS as i64,
+    )?;
+    let weight = cx.range(
+        f.weight.span(),
+        &format!("flows[{gi}].weight"),
+        *f.weight.get_ref(),
+        1,
+        lim.max_weight.min(u32::MAX as u64) as i64,
+    )? as u32;
+    let sspan = if f.size.span().is_empty() {
+        fspan.clone()
+    } else {
+        f.size.span()
     };
+    let size = size_dist(cx, sspan.clone(), gi, f.size.get_ref())?;
+    if u64::from(size.max()) > lim.max_len {
+        return Err(cx.err(
+            sspan,
+            format!(
+                "flows[{gi}].size: largest packet {} is out of range for {}: allowed 1..={}",
+                size.max(),
+                lim.alg,
+                lim.max_len
+            ),
+        ));
+    }
+    let limit = match &f.limit {
+        None => FlowConfig::DEFAULT_LIMIT,
+        Some(l) => cx.range(
+            l.span(),
+            &format!("flows[{gi}].limit"),
+            *l.get_ref(),
+            1,
+            lim.max_limit.min(u32::MAX as u64) as i64,
+        )? as u32,
+    };
+    let (source, source_span) = match &f.source {
+        None => (SourceSpec::Greedy, fspan.clone()),
+        Some(s) => (source_spec(cx, s.span(), gi, s.get_ref())?, s.span()),
+    };
+    let (node, prio) = policy_attachment(cx, gi, f, policy)?;
+    let max_delay_ps = match &f.max_delay {
+        None => None,
+        Some(d) => Some(
+            parse_duration_ps(d.get_ref())
+                .map_err(|e| cx.err(d.span(), format!("flows[{gi}].max_delay: {e}")))?,
+        ),
+    };
+    let name = match &f.name {
+        Some(n) => {
+            if let Some(problem) = group_name_problem(n.get_ref()) {
+                return Err(cx.err(n.span(), format!("flows[{gi}].name = {problem}")));
+            }
+            n.get_ref().clone()
+        }
+        None => format!("g{gi}"),
+    };
+    Ok(FlowGroup {
+        name,
+        count: count as u32,
+        spec: FlowSpec {
+            group: gi as u32,
+            weight,
+            size,
+            source,
+            limit,
+        },
+        source_span,
+        node,
+        prio,
+        max_delay_ps,
+    })
+}
 
-    if let Some(t) = &raw.trace {
-        let (p, text) = read_relative(&cx, t, dir, "trace")?;
-        let rows = crate::source::parse_trace(&text).map_err(|(line, msg)| ScenarioError {
-            file: p.display().to_string(),
+/// The policy node and prio of an entry's flows: only with a policy; the
+/// node must be one of its nodes.
+fn policy_attachment(
+    cx: &Ctx<'_>,
+    gi: usize,
+    f: &RawFlow,
+    policy: Option<&pktsched_core::policy::Policy>,
+) -> Result<(Option<usize>, u32), ScenarioError> {
+    let node = match (&f.node, policy) {
+        (None, _) => None,
+        (Some(n), None) => {
+            return Err(cx.err(
+                n.span(),
+                format!("flows[{gi}].node: only used with algorithm = \"policy\""),
+            ));
+        }
+        (Some(n), Some(pol)) => Some(pol.node(n.get_ref()).ok_or_else(|| {
+            let names: Vec<&str> = pol.nodes().iter().map(|s| s.name.as_str()).collect();
+            cx.err(
+                n.span(),
+                format!(
+                    "flows[{gi}].node = {:?} is not a node of the policy; nodes: {}",
+                    n.get_ref(),
+                    names.join(", ")
+                ),
+            )
+        })?),
+    };
+    let prio = match &f.prio {
+        None => 0,
+        Some(p) if policy.is_none() => {
+            return Err(cx.err(
+                p.span(),
+                format!("flows[{gi}].prio: only used with algorithm = \"policy\""),
+            ));
+        }
+        Some(p) => cx.range(
+            p.span(),
+            &format!("flows[{gi}].prio"),
+            *p.get_ref(),
+            0,
+            i64::from(u32::MAX),
+        )? as u32,
+    };
+    Ok((node, prio))
+}
+
+/// Longest group name, in bytes.
+pub const MAX_GROUP_NAME: usize = 64;
+
+/// Why `name` cannot name a `[[flows]]` group (or the scenario), if it
+/// cannot: 1 to [`MAX_GROUP_NAME`] bytes without whitespace, control
+/// characters, `"` or `\` (the rule of the run config's class names:
+/// names go into the report table, JSON and plot legends as they are).
+/// The message starts with the value, quoted (cut when long), and says
+/// what is allowed.
+pub fn group_name_problem(name: &str) -> Option<String> {
+    let bad = |c: char| c.is_whitespace() || c.is_control() || c == '"' || c == '\\';
+    if !name.is_empty() && name.len() <= MAX_GROUP_NAME && !name.contains(bad) {
+        return None;
+    }
+    Some(format!(
+        "{} ({} bytes): allowed 1 to {MAX_GROUP_NAME} bytes without whitespace, control \
+         characters, `\"` or `\\`",
+        quoted(name),
+        name.len()
+    ))
+}
+
+/// `text` quoted with `{:?}` (escapes shown, not sent), cut after
+/// [`MAX_GROUP_NAME`] bytes at a character boundary so a megabyte of
+/// input does not come back as a megabyte of message.
+fn quoted(text: &str) -> String {
+    if text.len() <= MAX_GROUP_NAME {
+        return format!("{text:?}");
+    }
+    let mut end = MAX_GROUP_NAME;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{:?}…", &text[..end])
+}
+
+/// Reads the trace file `t` names and gives its rows to the flows with
+/// source "trace"; errors name the trace file and its line.
+fn attach_trace(
+    cx: &Ctx<'_>,
+    t: &Spanned<String>,
+    dir: Option<&Path>,
+    cfg: &mut SimConfig,
+) -> Result<(), ScenarioError> {
+    let (p, text) = read_relative(cx, t, dir, "trace")?;
+    let tf = p.display().to_string();
+    let rows = crate::source::parse_trace(&text).map_err(|(line, msg)| ScenarioError {
+        file: tf.clone(),
+        line,
+        col: 1,
+        msg,
+    })?;
+    for (line, time_ns, flow, len) in rows {
+        let row_err = |msg: String| ScenarioError {
+            file: tf.clone(),
             line,
             col: 1,
             msg,
-        })?;
-        for (line, time_ns, flow, len) in rows {
-            let tf = p.display().to_string();
-            let row_err = |msg: String| ScenarioError {
-                file: tf.clone(),
-                line,
-                col: 1,
-                msg,
-            };
-            let Some(fs) = cfg.flows.get_mut(flow as usize) else {
-                return Err(row_err(format!(
-                    "flow = {flow} is out of range: allowed 0..={}",
-                    cfg.flows.len() - 1
-                )));
-            };
-            if !(1..=MAX_PKT_LEN).contains(&len) {
-                return Err(row_err(format!(
-                    "len = {len} is out of range: allowed 1..={MAX_PKT_LEN}"
-                )));
-            }
-            match &mut fs.source {
-                SourceSpec::Trace(v) => {
-                    if v.last()
-                        .is_some_and(|&(t0, _)| t0 > time_ns.saturating_mul(1000))
-                    {
-                        return Err(row_err(format!(
-                            "time_ns = {time_ns} goes back in time for flow {flow}; rows of one flow must be in time order"
-                        )));
-                    }
-                    v.push((time_ns.saturating_mul(1000), len));
-                }
-                _ => {
+        };
+        let flow_count = cfg.flows.len();
+        let Some(fs) = cfg.flows.get_mut(flow as usize) else {
+            return Err(row_err(format!(
+                "flow = {flow} is out of range: allowed 0..={}",
+                flow_count - 1
+            )));
+        };
+        if !(1..=MAX_PKT_LEN).contains(&len) {
+            return Err(row_err(format!(
+                "len = {len} is out of range: allowed 1..={MAX_PKT_LEN}"
+            )));
+        }
+        match &mut fs.source {
+            SourceSpec::Trace(v) => {
+                if v.last()
+                    .is_some_and(|&(t0, _)| t0 > time_ns.saturating_mul(1000))
+                {
                     return Err(row_err(format!(
-                        "flow = {flow} does not have source = {{ type = \"trace\" }}"
+                        "time_ns = {time_ns} goes back in time for flow {flow}; rows of one flow must be in time order"
                     )));
                 }
+                v.push((time_ns.saturating_mul(1000), len));
             }
-            if u64::from(len) > u64::from(fs.size.max()) {
-                fs.size = SizeDist::Fixed(len.max(fs.size.max()));
+            _ => {
+                return Err(row_err(format!(
+                    "flow = {flow} does not have source = {{ type = \"trace\" }}"
+                )));
             }
         }
-    } else if let Some(i) = cfg
-        .flows
-        .iter()
-        .position(|f| matches!(f.source, SourceSpec::Trace(_)))
-    {
-        return Err(cx.err(
-            spans[i].1.clone(),
-            "source = \"trace\" needs a top-level `trace = \"file.csv\"`",
-        ));
+        if u64::from(len) > u64::from(fs.size.max()) {
+            fs.size = SizeDist::Fixed(len.max(fs.size.max()));
+        }
     }
+    Ok(())
+}
 
-    // The clock counts picoseconds in a u64 (about 213 days). Bound the
-    // latest event: the end of arrivals, draining every queue at the link
-    // rate, and a few PSPAT periods; refuse what could overflow.
+/// The clock counts picoseconds in a u64 (about 213 days). Bounds the
+/// latest event: the end of arrivals, draining every queue at the link
+/// rate, and a few PSPAT periods; refuses what could overflow.
+fn check_clock_range(
+    cx: &Ctx<'_>,
+    raw: &RawScenario,
+    cfg: &SimConfig,
+) -> Result<(), ScenarioError> {
     let bps = u128::from(cfg.rate.as_bps());
     let drain_ps: u128 = cfg
         .flows
@@ -635,16 +808,7 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<SimConfig, Sce
             ),
         ));
     }
-
-    // Ask the algorithm itself (its own ranges and weight-sum rules).
-    if let Err((i, e)) = crate::engine::check_with_algorithm(&cfg) {
-        let span = match &e {
-            ConfigError::OutOfRange { field, .. } if *field == "weight" => spans[i].0.clone(),
-            _ => raw.flows.get_ref()[cfg.flows[i].group as usize].span(),
-        };
-        return Err(cx.err(span, format!("flow {i}: {e}")));
-    }
-    Ok(cfg)
+    Ok(())
 }
 
 /// Reads and validates the policy file `p` names (relative to the

@@ -135,6 +135,45 @@ fn header_message(line: &str, msg: &str) -> String {
     unknown_table_message(line, msg).unwrap_or_else(|| plain(msg))
 }
 
+/// The `key = value` of the inline table `table` (`{ a = 1, b = "x" }`,
+/// as written) whose value is the one serde's `kind` quotes (`string
+/// "x"`, ``integer `5` ``, `boolean true`), if exactly one has it: an
+/// internally tagged table's type error names neither the field nor the
+/// value.
+fn field_with_value<'a>(table: &'a str, kind: &str) -> Option<&'a str> {
+    let (_, found) = kind.trim().split_once(' ')?;
+    let found = found.trim_matches('`');
+    let inner = table.trim().strip_prefix('{')?.strip_suffix('}')?;
+    let mut matching = split_outside_quotes(inner)
+        .filter(|part| part.split_once('=').is_some_and(|(_, v)| v.trim() == found));
+    let first = matching.next()?.trim();
+    matching.next().is_none().then_some(first)
+}
+
+/// `text` split at the commas that are not inside a quoted string.
+fn split_outside_quotes(text: &str) -> impl Iterator<Item = &str> {
+    let mut parts = Vec::new();
+    let (mut start, mut quote, mut escaped) = (0, None, false);
+    for (i, c) in text.char_indices() {
+        match (quote, c) {
+            (Some('"'), '\\') if !escaped => {
+                escaped = true;
+                continue;
+            }
+            (Some(q), c) if c == q && !escaped => quote = None,
+            (None, '"' | '\'') => quote = Some(c),
+            (None, ',') => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        escaped = false;
+    }
+    parts.push(&text[start..]);
+    parts.into_iter()
+}
+
 /// The message for a deserializer error at byte `pos` of `src` whose
 /// serde text is `msg`.
 pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
@@ -173,8 +212,9 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
                 inner.is_none() && value.starts_with('{') && !kind.trim_start().starts_with("map");
             match (nested, wanted_kind(expected)) {
                 (true, Some(want)) => format!(
-                    "a field in it is {} where {want} is wanted",
-                    found_kind(kind)
+                    "a field in it is {} where {want} is wanted{}",
+                    found_kind(kind),
+                    field_with_value(value, kind).map_or_else(String::new, |f| format!(": `{f}`"))
                 ),
                 (true, None) => format!("a field in it is {}", found_kind(kind)),
                 (false, _) if kind.contains("integer `-") && expected.trim() == "u64" => {
@@ -191,6 +231,33 @@ pub(crate) fn describe(src: &str, pos: usize, msg: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wrong_field_in_an_inline_table_is_named_with_its_value() {
+        let src = "[[flows]]\nsource = { type = \"cbr\", rate = 5 }\n";
+        let m = describe(
+            src,
+            src.find('{').expect("value"),
+            "invalid type: integer `5`, expected a string",
+        );
+        assert!(
+            m.contains("a string is wanted: `rate = 5`; allowed `{ type"),
+            "{m}"
+        );
+        let src = "[[flows]]\nsource = { type = \"onoff\", rate = \"1, x\", on = \"1ms\", off = \"1ms\", fixed = \"yes\" }\n";
+        let m = describe(
+            src,
+            src.find('{').expect("value"),
+            "invalid type: string \"yes\", expected a boolean",
+        );
+        assert!(m.contains("a boolean is wanted: `fixed = \"yes\"`"), "{m}");
+        // Two fields with that value: neither is named.
+        assert_eq!(field_with_value("{ a = 5, b = 5 }", "integer `5`"), None);
+        assert_eq!(
+            field_with_value("{ a = 'x,y', b = 5 }", "integer `5`"),
+            Some("b = 5")
+        );
+    }
 
     #[test]
     fn a_type_error_names_field_value_kind_and_forms() {

@@ -290,6 +290,146 @@ fn endless_trace_files_are_refused_as_devices() {
     );
 }
 
+#[test]
+fn queue_limits_out_of_range_name_the_value_and_range() {
+    let e = err(&format!("{HEAD}[[flows]]\nlimit = 0\n"));
+    assert_eq!(
+        e,
+        "s.toml:5:9: flows[0].limit = 0 is out of range: allowed 1..=16777216"
+    );
+    let e = err(&format!("{HEAD}[[flows]]\n[[flows]]\nlimit = 16777217\n"));
+    assert_eq!(
+        e,
+        "s.toml:6:9: flows[1].limit = 16777217 is out of range: allowed 1..=16777216"
+    );
+}
+
+#[test]
+fn onoff_periods_are_positive_durations() {
+    let onoff = |on: &str, off: &str, fixed: &str| {
+        err(&format!(
+            "{HEAD}[[flows]]\nsource = {{ type = \"onoff\", rate = \"1mbit\", on = {on}, off = {off}{fixed} }}\n"
+        ))
+    };
+    let e = onoff("\"0us\"", "\"1ms\"", "");
+    assert_eq!(
+        e,
+        "s.toml:5:10: flows[0].source.on = 0us is out of range: must be > 0"
+    );
+    let e = onoff("\"1ms\"", "\"0s\"", "");
+    assert_eq!(
+        e,
+        "s.toml:5:10: flows[0].source.off = 0s is out of range: must be > 0"
+    );
+    let e = onoff("\"soon\"", "\"1ms\"", "");
+    assert!(
+        e.starts_with("s.toml:5:10: flows[0].source.on: ") && e.contains("soon"),
+        "{e}"
+    );
+    let e = onoff("\"1ms\"", "\"-2ms\"", "");
+    assert!(
+        e.starts_with("s.toml:5:10: flows[0].source.off: ") && e.contains("negative"),
+        "{e}"
+    );
+    // A number where a duration string belongs, and a string for `fixed`:
+    // the field and its value, and the forms of a source.
+    let forms = "allowed `{ type = \"greedy\" }`";
+    let e = onoff("5", "\"1ms\"", "");
+    assert!(
+        e.starts_with("s.toml:5:10: `flows[0].source = {")
+            && e.contains(": a field in it is a whole number where a string is wanted: `on = 5`; ")
+            && e.contains(forms),
+        "{e}"
+    );
+    let e = onoff("\"1ms\"", "\"1ms\"", ", fixed = \"yes\"");
+    assert!(
+        e.starts_with("s.toml:5:10: `flows[0].source`: ")
+            && e.contains(
+                ": a field in it is a string where a boolean is wanted: `fixed = \"yes\"`; "
+            )
+            && e.contains(forms)
+            && e.contains("(optionally `fixed = true`)"),
+        "{e}"
+    );
+    let ok = format!(
+        "{HEAD}[[flows]]\nsource = {{ type = \"onoff\", rate = \"1mbit\", on = \"1ms\", off = \"2ms\", fixed = true }}\n"
+    );
+    let cfg = pktsched_sim::scenario::parse(&ok, "s.toml", None).unwrap();
+    assert!(
+        matches!(
+            cfg.flows[0].source,
+            pktsched_sim::SourceSpec::OnOff {
+                on_ps: 1_000_000_000,
+                off_ps: 2_000_000_000,
+                exponential: false,
+                ..
+            }
+        ),
+        "{:?}",
+        cfg.flows[0].source
+    );
+}
+
+#[test]
+fn group_names_are_one_to_64_bytes_without_blanks_or_control_characters() {
+    let named = |name: &str| err(&format!("{HEAD}[[flows]]\nname = {name}\n"));
+    let allowed = "allowed 1 to 64 bytes without whitespace, control characters, `\"` or `\\`";
+    for (toml_value, shown) in [
+        ("\"\"", "\"\" (0 bytes)"),
+        ("\"a b\"", "\"a b\" (3 bytes)"),
+        ("\"a\\nb\"", "\"a\\nb\" (3 bytes)"),
+        ("\"\\u001b[31mred\"", "\"\\u{1b}[31mred\" (8 bytes)"),
+        ("\"tab\\there\"", "\"tab\\there\" (8 bytes)"),
+        ("'say\"hi'", "\"say\\\"hi\" (6 bytes)"),
+    ] {
+        let e = named(toml_value);
+        assert_eq!(e, format!("s.toml:5:8: flows[0].name = {shown}: {allowed}"));
+    }
+    // Too long: the value is cut, its length said.
+    let long = "x".repeat(65);
+    let e = named(&format!("\"{long}\""));
+    assert_eq!(
+        e,
+        format!(
+            "s.toml:5:8: flows[0].name = \"{}\"… (65 bytes): {allowed}",
+            "x".repeat(64)
+        )
+    );
+    // The scenario's own name (the table's first line) too.
+    let e = err(&format!("name = \"x\\u0007y\"\n{HEAD}[[flows]]\n"));
+    assert_eq!(
+        e,
+        format!("s.toml:1:8: name = \"x\\u{{7}}y\" (3 bytes): {allowed}")
+    );
+    // 64 bytes, UTF-8 and punctuation are fine.
+    for ok in ["x".repeat(64), "gold.web".into(), "débit-1_/:".into()] {
+        let src = format!("{HEAD}[[flows]]\nname = \"{ok}\"\n");
+        let cfg = pktsched_sim::scenario::parse(&src, "s.toml", None).unwrap();
+        assert_eq!(cfg.groups[0].name, ok);
+    }
+}
+
+#[test]
+fn a_plot_that_cannot_be_written_names_its_file() {
+    let cfg =
+        pktsched_sim::scenario::parse(&format!("{HEAD}[[flows]]\ncount = 2\n"), "s.toml", None)
+            .unwrap();
+    let sim = pktsched_sim::session::simulate(
+        &cfg,
+        pktsched_sim::engine::Options::for_cfg(&cfg),
+        None,
+        None,
+    )
+    .unwrap();
+    let prefix = std::path::Path::new("/nonexistent-pktsched-dir/p");
+    let e = pktsched_sim::plot::write_all(prefix, &cfg, &sim.outcome, &sim.report).unwrap_err();
+    assert!(
+        e.starts_with("plot `/nonexistent-pktsched-dir/p-rate.svg`: ")
+            && e.contains("No such file or directory"),
+        "{e}"
+    );
+}
+
 /// Removes a scratch directory when dropped, also when the test fails.
 struct RemoveOnDrop(std::path::PathBuf);
 

@@ -69,196 +69,13 @@ impl Policy {
             check_name(&n.name, n.loc)?;
             check_fields(n)?;
         }
-        let mut index: HashMap<&str, usize> = HashMap::with_capacity(spec.nodes.len());
+        let (parent, attach) = resolve_names(&spec)?;
+        let (root, max_depth) = root_and_depth(&spec.nodes, &parent)?;
         for (i, n) in spec.nodes.iter().enumerate() {
-            if let Some(&j) = index.get(n.name.as_str()) {
-                return Err(PolicyError::DuplicateNode {
-                    node: n.name.clone(),
-                    loc: n.loc,
-                    first: spec.nodes[j].loc,
-                });
-            }
-            index.insert(n.name.as_str(), i);
+            check_rates(&spec, n)?;
+            check_placement(&spec.nodes, &parent, root, i)?;
         }
-        let mut parent = Vec::with_capacity(spec.nodes.len());
-        for n in &spec.nodes {
-            parent.push(match &n.parent {
-                None => None,
-                Some(p) => {
-                    Some(
-                        *index
-                            .get(p.as_str())
-                            .ok_or_else(|| PolicyError::UnknownParent {
-                                node: n.name.clone(),
-                                parent: p.clone(),
-                                loc: n.parent_loc.or(n.loc),
-                            })?,
-                    )
-                }
-            });
-        }
-        // Resolved now, while the names are indexed; refused (as before)
-        // only after the tree itself checks out.
-        let attach = match &spec.attach {
-            Attach::RoundRobin => Ok(None),
-            Attach::Node(name) => match index.get(name.as_str()) {
-                Some(&i) => Ok(Some(i)),
-                None => Err(PolicyError::Invalid {
-                    node: name.clone(),
-                    msg: "policy.attach names a node that does not exist".to_string(),
-                    loc: None::<Loc>,
-                }),
-            },
-        };
-        drop(index);
-        let depth = depths(&spec.nodes, &parent)?;
-        let roots: Vec<usize> = (0..spec.nodes.len())
-            .filter(|&i| parent[i].is_none())
-            .collect();
-        if roots.len() != 1 {
-            return Err(PolicyError::Roots {
-                roots: roots.iter().map(|&i| spec.nodes[i].name.clone()).collect(),
-            });
-        }
-        let root = roots[0];
-        // The deepest node (the first one, in definition order).
-        let (deepest, max_depth) = depth
-            .iter()
-            .enumerate()
-            .fold((root, 0), |b, (i, &d)| if d > b.1 { (i, d) } else { b });
-        if max_depth > MAX_DEPTH {
-            return Err(PolicyError::Limit {
-                node: spec.nodes[deepest].name.clone(),
-                field: "depth",
-                value: max_depth as u64,
-                max: MAX_DEPTH as u64,
-                limit: "MAX_DEPTH",
-                loc: spec.nodes[deepest].loc,
-            });
-        }
-        let horizon = super::spec::shaper_horizon(spec.shaper_unit, spec.shaper_buckets).as_u64();
-        let max_len = u64::from(spec.max_len);
-        let check_rate = |n: &NodeSpec, field: &'static str, r: Option<crate::Rate>| {
-            if let Some(r) = r {
-                let t = r.tx_time(max_len).as_u64();
-                if t > horizon {
-                    return Err(PolicyError::OutOfRange {
-                        node: n.name.clone(),
-                        field,
-                        value: r.to_string(),
-                        allowed: format!(
-                            "a rate at which a {max_len}-byte packet takes at most the shaper horizon of {horizon} ns (this one takes {t} ns); raise policy.shaper_buckets or shaper_unit_ns"
-                        ),
-                        loc: n.loc,
-                    });
-                }
-            }
-            Ok(())
-        };
-        for (i, n) in spec.nodes.iter().enumerate() {
-            check_rate(n, "rate", n.rate)?;
-            check_rate(n, "flow_rate", n.flow_rate)?;
-            let pk = parent[i].map(|p| spec.nodes[p].kind);
-            match pk {
-                Some(Kind::Prio { levels }) if n.prio >= levels => {
-                    return Err(PolicyError::OutOfRange {
-                        node: n.name.clone(),
-                        field: "prio",
-                        value: n.prio.to_string(),
-                        allowed: format!(
-                            "0..={} (levels of parent `{}`)",
-                            levels - 1,
-                            spec.nodes[parent[i].unwrap_or(root)].name
-                        ),
-                        loc: n.loc,
-                    });
-                }
-                Some(Kind::Edf { .. } | Kind::Lstf { .. }) => {
-                    return Err(PolicyError::Invalid {
-                        node: n.name.clone(),
-                        msg: format!(
-                            "its parent `{}` ranks by head-packet deadlines and can only hold flows, not nodes",
-                            n.parent.as_deref().unwrap_or("")
-                        ),
-                        loc: n.loc,
-                    });
-                }
-                _ => {}
-            }
-            if n.reservation.is_some() && !matches!(pk, Some(Kind::Hclock { .. })) {
-                return Err(PolicyError::Invalid {
-                    node: n.name.clone(),
-                    msg: "`reservation` needs an hclock parent".to_string(),
-                    loc: n.loc,
-                });
-            }
-            if n.flow_reservation.is_some() && !matches!(n.kind, Kind::Hclock { .. }) {
-                return Err(PolicyError::Invalid {
-                    node: n.name.clone(),
-                    msg: "`flow_reservation` needs kind = \"hclock\"".to_string(),
-                    loc: n.loc,
-                });
-            }
-        }
-        let mut eager: u64 = 0;
-        for n in &mut spec.nodes {
-            // `max_len` and `scale` are validated, so this cannot overflow.
-            let spread = |scale: u64| (max_len * scale + 2).next_power_of_two().max(64) as usize;
-            if n.buckets == 0 {
-                n.buckets = match n.kind {
-                    Kind::Rr => 1,
-                    Kind::Prio { levels } => levels as usize,
-                    Kind::Wfq { scale } | Kind::Hclock { scale } => {
-                        let b = spread(scale);
-                        if b > MAX_BUCKETS {
-                            return Err(PolicyError::OutOfRange {
-                                node: n.name.clone(),
-                                field: "scale",
-                                value: scale.to_string(),
-                                allowed: format!(
-                                    "1..={} with max_len = {max_len}: the default queue of {b} buckets (max_len × scale + 2, rounded up to a power of two) is over the limit MAX_BUCKETS = {MAX_BUCKETS}; lower scale or give `buckets`",
-                                    (MAX_BUCKETS as u64 - 2) / max_len
-                                ),
-                                loc: n.loc,
-                            });
-                        }
-                        b
-                    }
-                    Kind::Pfabric { .. } => 1 << 12,
-                    Kind::Edf { .. } | Kind::Lstf { .. } => 1 << 14,
-                };
-            }
-            if let (Kind::Prio { levels }, QueueKind::HierFfs | QueueKind::Auto) = (n.kind, n.queue)
-                && n.buckets < levels as usize
-            {
-                {
-                    return Err(PolicyError::OutOfRange {
-                        node: n.name.clone(),
-                        field: "buckets",
-                        value: n.buckets.to_string(),
-                        allowed: format!("at least levels = {levels}"),
-                        loc: n.loc,
-                    });
-                }
-            }
-            // Queues chosen explicitly are allocated when the scheduler is
-            // built; automatic ones only once they hold many children.
-            eager += match n.queue {
-                QueueKind::Cffs => 2 * n.buckets as u64,
-                QueueKind::HierFfs => n.buckets as u64,
-                QueueKind::Heap | QueueKind::Small | QueueKind::Auto => 0,
-            };
-            if eager > MAX_TREE_BUCKETS {
-                return Err(PolicyError::Limit {
-                    node: n.name.clone(),
-                    field: "buckets of explicit cffs/hffs queues (cffs counts twice), summed up to this node",
-                    value: eager,
-                    max: MAX_TREE_BUCKETS,
-                    limit: "MAX_TREE_BUCKETS",
-                    loc: n.loc,
-                });
-            }
-        }
+        resolve_buckets(&mut spec)?;
         let mut has_child = vec![false; spec.nodes.len()];
         for p in parent.iter().flatten() {
             has_child[*p] = true;
@@ -302,6 +119,238 @@ impl Policy {
     pub fn depth(&self) -> usize {
         self.depth
     }
+}
+
+/// Parent index per node, and the node `policy.attach` names (or why it
+/// cannot be).
+type ResolvedNames = (Vec<Option<usize>>, Result<Option<usize>, PolicyError>);
+
+/// The parent index of every node (names unique, parents known), and the
+/// node `policy.attach` names: resolved while the names are indexed, but
+/// given back as a result of its own, to be refused (as before) only
+/// after the tree itself checks out.
+fn resolve_names(spec: &PolicySpec) -> Result<ResolvedNames, PolicyError> {
+    let mut index: HashMap<&str, usize> = HashMap::with_capacity(spec.nodes.len());
+    for (i, n) in spec.nodes.iter().enumerate() {
+        if let Some(&j) = index.get(n.name.as_str()) {
+            return Err(PolicyError::DuplicateNode {
+                node: n.name.clone(),
+                loc: n.loc,
+                first: spec.nodes[j].loc,
+            });
+        }
+        index.insert(n.name.as_str(), i);
+    }
+    let mut parent = Vec::with_capacity(spec.nodes.len());
+    for n in &spec.nodes {
+        parent.push(match &n.parent {
+            None => None,
+            Some(p) => Some(
+                *index
+                    .get(p.as_str())
+                    .ok_or_else(|| PolicyError::UnknownParent {
+                        node: n.name.clone(),
+                        parent: p.clone(),
+                        loc: n.parent_loc.or(n.loc),
+                    })?,
+            ),
+        });
+    }
+    let attach = match &spec.attach {
+        Attach::RoundRobin => Ok(None),
+        Attach::Node(name) => match index.get(name.as_str()) {
+            Some(&i) => Ok(Some(i)),
+            None => Err(PolicyError::Invalid {
+                node: name.clone(),
+                msg: "policy.attach names a node that does not exist".to_string(),
+                loc: None::<Loc>,
+            }),
+        },
+    };
+    Ok((parent, attach))
+}
+
+/// The one root and the depth of the tree (no cycles, at most
+/// [`MAX_DEPTH`] levels; the error names the first deepest node).
+fn root_and_depth(
+    nodes: &[NodeSpec],
+    parent: &[Option<usize>],
+) -> Result<(usize, usize), PolicyError> {
+    let depth = depths(nodes, parent)?;
+    let roots: Vec<usize> = (0..nodes.len()).filter(|&i| parent[i].is_none()).collect();
+    if roots.len() != 1 {
+        return Err(PolicyError::Roots {
+            roots: roots.iter().map(|&i| nodes[i].name.clone()).collect(),
+        });
+    }
+    let root = roots[0];
+    // The deepest node (the first one, in definition order).
+    let (deepest, max_depth) = depth
+        .iter()
+        .enumerate()
+        .fold((root, 0), |b, (i, &d)| if d > b.1 { (i, d) } else { b });
+    if max_depth > MAX_DEPTH {
+        return Err(PolicyError::Limit {
+            node: nodes[deepest].name.clone(),
+            field: "depth",
+            value: max_depth as u64,
+            max: MAX_DEPTH as u64,
+            limit: "MAX_DEPTH",
+            loc: nodes[deepest].loc,
+        });
+    }
+    Ok((root, max_depth))
+}
+
+/// A node's `rate` and `flow_rate`: slow enough that a largest packet
+/// fits the shaper's horizon.
+fn check_rates(spec: &PolicySpec, n: &NodeSpec) -> Result<(), PolicyError> {
+    let horizon = super::spec::shaper_horizon(spec.shaper_unit, spec.shaper_buckets).as_u64();
+    let max_len = u64::from(spec.max_len);
+    for (field, rate) in [("rate", n.rate), ("flow_rate", n.flow_rate)] {
+        if let Some(r) = rate {
+            let t = r.tx_time(max_len).as_u64();
+            if t > horizon {
+                return Err(PolicyError::OutOfRange {
+                    node: n.name.clone(),
+                    field,
+                    value: r.to_string(),
+                    allowed: format!(
+                        "a rate at which a {max_len}-byte packet takes at most the shaper horizon of {horizon} ns (this one takes {t} ns); raise policy.shaper_buckets or shaper_unit_ns"
+                    ),
+                    loc: n.loc,
+                });
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Node `i` where its parent's kind allows it: a prio below a prio
+/// parent's levels, no node under an EDF or LSTF parent, a `reservation`
+/// only under an hclock parent, a `flow_reservation` only on an hclock
+/// node.
+fn check_placement(
+    nodes: &[NodeSpec],
+    parent: &[Option<usize>],
+    root: usize,
+    i: usize,
+) -> Result<(), PolicyError> {
+    let n = &nodes[i];
+    let pk = parent[i].map(|p| nodes[p].kind);
+    match pk {
+        Some(Kind::Prio { levels }) if n.prio >= levels => {
+            return Err(PolicyError::OutOfRange {
+                node: n.name.clone(),
+                field: "prio",
+                value: n.prio.to_string(),
+                allowed: format!(
+                    "0..={} (levels of parent `{}`)",
+                    levels - 1,
+                    nodes[parent[i].unwrap_or(root)].name
+                ),
+                loc: n.loc,
+            });
+        }
+        Some(Kind::Edf { .. } | Kind::Lstf { .. }) => {
+            return Err(PolicyError::Invalid {
+                node: n.name.clone(),
+                msg: format!(
+                    "its parent `{}` ranks by head-packet deadlines and can only hold flows, not nodes",
+                    n.parent.as_deref().unwrap_or("")
+                ),
+                loc: n.loc,
+            });
+        }
+        _ => {}
+    }
+    if n.reservation.is_some() && !matches!(pk, Some(Kind::Hclock { .. })) {
+        return Err(PolicyError::Invalid {
+            node: n.name.clone(),
+            msg: "`reservation` needs an hclock parent".to_string(),
+            loc: n.loc,
+        });
+    }
+    if n.flow_reservation.is_some() && !matches!(n.kind, Kind::Hclock { .. }) {
+        return Err(PolicyError::Invalid {
+            node: n.name.clone(),
+            msg: "`flow_reservation` needs kind = \"hclock\"".to_string(),
+            loc: n.loc,
+        });
+    }
+    Ok(())
+}
+
+/// Sets every node's default bucket count (`buckets = 0`) from its kind,
+/// and checks the counts: a prio node's hierarchical queue holds its
+/// levels, and the queues allocated when the scheduler is built stay
+/// within [`MAX_TREE_BUCKETS`] in all.
+fn resolve_buckets(spec: &mut PolicySpec) -> Result<(), PolicyError> {
+    let max_len = u64::from(spec.max_len);
+    let mut eager: u64 = 0;
+    for n in &mut spec.nodes {
+        if n.buckets == 0 {
+            n.buckets = default_buckets(n, max_len)?;
+        }
+        if let (Kind::Prio { levels }, QueueKind::HierFfs | QueueKind::Auto) = (n.kind, n.queue)
+            && n.buckets < levels as usize
+        {
+            return Err(PolicyError::OutOfRange {
+                node: n.name.clone(),
+                field: "buckets",
+                value: n.buckets.to_string(),
+                allowed: format!("at least levels = {levels}"),
+                loc: n.loc,
+            });
+        }
+        // Queues chosen explicitly are allocated when the scheduler is
+        // built; automatic ones only once they hold many children.
+        eager += match n.queue {
+            QueueKind::Cffs => 2 * n.buckets as u64,
+            QueueKind::HierFfs => n.buckets as u64,
+            QueueKind::Heap | QueueKind::Small | QueueKind::Auto => 0,
+        };
+        if eager > MAX_TREE_BUCKETS {
+            return Err(PolicyError::Limit {
+                node: n.name.clone(),
+                field: "buckets of explicit cffs/hffs queues (cffs counts twice), summed up to this node",
+                value: eager,
+                max: MAX_TREE_BUCKETS,
+                limit: "MAX_TREE_BUCKETS",
+                loc: n.loc,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The bucket count of a node that gives none, by its kind; a WFQ or
+/// hclock node spreads `max_len × scale` ranks (at most [`MAX_BUCKETS`]).
+fn default_buckets(n: &NodeSpec, max_len: u64) -> Result<usize, PolicyError> {
+    // `max_len` and `scale` are validated, so this cannot overflow.
+    let spread = |scale: u64| (max_len * scale + 2).next_power_of_two().max(64) as usize;
+    Ok(match n.kind {
+        Kind::Rr => 1,
+        Kind::Prio { levels } => levels as usize,
+        Kind::Wfq { scale } | Kind::Hclock { scale } => {
+            let b = spread(scale);
+            if b > MAX_BUCKETS {
+                return Err(PolicyError::OutOfRange {
+                    node: n.name.clone(),
+                    field: "scale",
+                    value: scale.to_string(),
+                    allowed: format!(
+                        "1..={} with max_len = {max_len}: the default queue of {b} buckets (max_len × scale + 2, rounded up to a power of two) is over the limit MAX_BUCKETS = {MAX_BUCKETS}; lower scale or give `buckets`",
+                        (MAX_BUCKETS as u64 - 2) / max_len
+                    ),
+                    loc: n.loc,
+                });
+            }
+            b
+        }
+        Kind::Pfabric { .. } => 1 << 12,
+        Kind::Edf { .. } | Kind::Lstf { .. } => 1 << 14,
+    })
 }
 
 /// `field = value` outside `lo..=hi` as an error of node `node`.

@@ -46,6 +46,20 @@ pub(crate) fn run(a: &SimArgs, out: &mut crate::output::Stdout) -> Result<()> {
         fluid_thread: !a.one_thread,
         ..Options::for_cfg(&cfg)
     };
+    // The output files are opened (departures) or their directory checked
+    // (plots) before the run, so a mistyped path does not cost it.
+    let departures = a
+        .departures
+        .as_ref()
+        .map(|p| {
+            std::fs::File::create(p)
+                .with_context(|| format!("--departures: creating {}", p.display()))
+                .map(|f| (p, f))
+        })
+        .transpose()?;
+    if let Some(prefix) = &a.plot {
+        plot_dir_exists(prefix)?;
+    }
     let mut bar = Bar(None);
     let stop = crate::stop::stop_flag()?;
     let sim = session::simulate(
@@ -54,9 +68,9 @@ pub(crate) fn run(a: &SimArgs, out: &mut crate::output::Stdout) -> Result<()> {
         stderr().is_terminal().then_some(&mut bar as _),
         Some(stop),
     )?;
-    if let Some(p) = &a.departures {
-        let f = std::fs::File::create(p).with_context(|| format!("creating {}", p.display()))?;
-        session::write_departures_csv(std::io::BufWriter::new(f), &sim.outcome.departures)?;
+    if let Some((p, f)) = departures {
+        session::write_departures_csv(std::io::BufWriter::new(f), &sim.outcome.departures)
+            .with_context(|| format!("--departures: writing {}", p.display()))?;
     }
     if let Some(p) = &a.plot {
         let files = pktsched_sim::plot::write_all(p, &cfg, &sim.outcome, &sim.report)
@@ -107,4 +121,21 @@ impl ProgressObserver for Bar {
             b.finish_and_clear();
         }
     }
+}
+
+/// `--plot PREFIX` writes `PREFIX-*.svg`: its directory must exist.
+fn plot_dir_exists(prefix: &std::path::Path) -> Result<()> {
+    let dir = match prefix.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "--plot {}: {} is not a directory; allowed a prefix in an existing directory \
+             (the plots are PREFIX-rate.svg, PREFIX-delay-cdf.svg, PREFIX-wfi.svg)",
+            prefix.display(),
+            dir.display()
+        );
+    }
+    Ok(())
 }

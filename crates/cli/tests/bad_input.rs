@@ -211,7 +211,24 @@ fn sim_scenarios() {
                 "/proc/no/such/d.csv",
             ],
             2,
-            &["/proc/no/such/d.csv", "No such file"],
+            &["--departures", "/proc/no/such/d.csv", "No such file"],
+        ),
+        row(
+            &[
+                "sim",
+                concat!(
+                    env!("CARGO_MANIFEST_DIR"),
+                    "/../../examples/scenarios/drr-worst-case.toml"
+                ),
+                "--plot",
+                "/proc/no/such/p",
+            ],
+            2,
+            &[
+                "--plot /proc/no/such/p",
+                "is not a directory",
+                "PREFIX-rate.svg",
+            ],
         ),
         row(
             &["sim", "/nonexistent/s.toml"],

@@ -736,5 +736,16 @@ pub(crate) fn check_name(name: &str, loc: Option<Loc>) -> Result<(), PolicyError
             loc,
         });
     }
+    if name.chars().any(char::is_control) {
+        // Names reach tables and terminals: no escape sequences, no
+        // line breaks.
+        return Err(PolicyError::OutOfRange {
+            node: String::new(),
+            field: "name",
+            value: format!("{name:?}"),
+            allowed: "a name without control characters (tabs, line breaks, escapes)".into(),
+            loc,
+        });
+    }
     Ok(())
 }

@@ -1094,6 +1094,17 @@ fn limit_and_hostile_input_errors_name_field_value_and_range() {
             true,
             vec!["node `n64`", "depth = 65", "MAX_DEPTH", "line 66, column 2"],
         ),
+        // Control characters in a name (a terminal escape, a line break).
+        (
+            "[[node]]\nname = \"a\\u001b[31mb\"\nkind = \"rr\"\n".to_string(),
+            false,
+            vec!["name", "\"a\\u{1b}[31mb\"", "without control characters"],
+        ),
+        (
+            "digraph {\n \"a\u{1b}[31mb\" [kind=rr]\n}".to_string(),
+            true,
+            vec!["name", "without control characters"],
+        ),
         // Name length and empty names.
         (
             format!("[[node]]\nname = \"{long}\"\nkind = \"rr\"\n"),

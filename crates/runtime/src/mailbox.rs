@@ -72,12 +72,15 @@
 //! pointers) can be carried: the item needs no spare bit and no "empty"
 //! value.
 //!
-//! A sentinel design (slots of `usize`, 0 = empty, low bit = pass parity, as
-//! IFFQ's null marker) would save the stamp byte, but restricts `T` to
-//! non-zero word-sized handles with a spare bit and needs an encoding trait;
-//! the stamp keeps `T` generic and the unsafe surface to moving a `T` in and
-//! out of a `MaybeUninit`. The groups give the stamp design the sentinel's
-//! property that matters for traffic: one hardware line per item.
+//! A sentinel design (IFFQ's own: the slot is the item, 0 = empty) saves
+//! the stamp, but restricts the item to a non-zero word; the stamp keeps
+//! `T` generic and the unsafe surface to moving a `T` in and out of a
+//! `MaybeUninit`. The groups give the stamp design the sentinel's
+//! property that matters for traffic: one hardware line per item. For
+//! items that *are* one word the sentinel design is here too: the [`word`]
+//! mailbox ([`Mailbox::words`]), whose push is one store (the stamp
+//! design's producer stores the value and its stamp) at the price of a
+//! clearing store per item on the consumer's side.
 //!
 //! # Memory orderings
 //!
@@ -115,7 +118,9 @@
 //!
 //! # Unsafe surface
 //!
-//! Seven `unsafe` sites, each with its `SAFETY:` argument:
+//! Seven `unsafe` sites in the generic mailbox (the [`word`] mailbox adds
+//! its line pointer, `LinePtr::get` and its `Send`/`Sync`, the same
+//! argument as `GroupPtr`'s), each with its `SAFETY:` argument:
 //!
 //! * `Producer::write_slot` (an `unsafe fn`, called from `fill` for one
 //!   push and from `try_push_many` for a batch) writes a value into a

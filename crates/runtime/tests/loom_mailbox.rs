@@ -9,6 +9,11 @@
 //! threads. The models that visit a line a third time bound the preemptions
 //! themselves (2) to stay within CI's budget; the others take
 //! `LOOM_MAX_PREEMPTIONS`.
+//!
+//! The word mailbox's models (`words_*`, `broken_*word*`, `broken_skipped_*`,
+//! `broken_clearing_*`) use one- and two-slot lines of two or three lines;
+//! its slots are atomics only, so its broken variants fail by a stale
+//! payload read or a lost word, not by a cell race.
 #![cfg(loom)]
 #![forbid(unsafe_code)]
 

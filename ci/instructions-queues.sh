@@ -8,7 +8,9 @@
 #     (`try_push` / `pop`, the default 28-slot lines of four 7-slot
 #     groups), batches of up to 32 (`try_push_many` / `pop_batch`), push
 #     runs (`pushrun`: one `try_push_many` until full, then single pops,
-#     the shape of spscq's iffq loop), the default with the consumer's
+#     the shape of spscq's iffq loop), the word mailbox (`words`,
+#     `Mailbox::words`: one store per push) one item a call and in push
+#     runs (`wordrun`), the default with the consumer's
 #     prefetch on (`pf`; off by default, so a base revision before
 #     2026-11-27 counted its default with the prefetch on), and the
 #     other layouts (7-slot lines of one group, 14-slot lines of one
@@ -76,6 +78,8 @@ CASES=(
     "mailbox push+pop|mailbox|mailbox"
     "mailbox push+pop, batches of 32|mailbox|batch"
     "mailbox push runs + single pops|mailbox|pushrun"
+    "word mailbox push+pop|mailbox|words"
+    "word mailbox push runs + single pops|mailbox|wordrun"
     "mailbox push+pop, prefetch on|mailbox|pf"
     "mailbox push+pop, 7-slot lines (one group)|mailbox|mailbox7"
     "mailbox push+pop, 14-slot lines of one group|mailbox|onegroup"
@@ -120,7 +124,12 @@ mapfile -t AFTER < <(measure "$mb" "$ps")
 BEFORE=()
 if [ -n "$BASE" ]; then
     git worktree add --detach "$work/base" "$BASE" >/dev/null
-    cp crates/runtime/benches/mailbox.rs "$work/base/crates/runtime/benches/mailbox.rs"
+    # This tree's bench uses the word mailbox (`Mailbox::words`): a base
+    # without it keeps its own bench (its unknown `--only` names run its
+    # default, as said above).
+    if grep -q 'WordProducer' "$work/base/crates/runtime/src/mailbox.rs"; then
+        cp crates/runtime/benches/mailbox.rs "$work/base/crates/runtime/benches/mailbox.rs"
+    fi
     read -r mb ps <<<"$(CARGO_TARGET_DIR="$work/target" build "$work/base")"
     mapfile -t BEFORE < <(measure "$mb" "$ps")
 fi

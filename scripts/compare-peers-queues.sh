@@ -23,7 +23,11 @@
 #     the default with the consumer's software prefetch on (off by
 #     default since 2026-11-27), and "push runs" (one `try_push_many`
 #     until full, single pops: spscq's iffq loop keeps its write index in
-#     a register the same way, so this is the like-for-like row);
+#     a register the same way, so this is the like-for-like row), and the
+#     word mailbox (`Mailbox::words`: each u64 item one non-zero word, one
+#     store per push, one load per pop; items travel as value + 1) one
+#     item a call and in push runs, with its ratios to iffq and rtrb on a
+#     line under the table;
 #   * the MLTW shaper (`pktsched bench shape --structs mltw --outstanding 2`)
 #     against FlowBundler's MLTW qdisc (`run shape mltw ... --outstanding 2`):
 #     1 000 and 10 000 flows at 10 Gbit/s in phase, 1 000 flows at 1 Mbit/s
@@ -148,6 +152,8 @@ QUEUES=(
     "mailbox, prefetch on|pspat mailbox, prefetch"
     "mailbox, batch 32|pspat mailbox, batch 32"
     "mailbox, push runs|pspat mailbox, push runs"
+    "word mailbox|pspat word mailbox"
+    "word mailbox, push runs|pspat word mailbox, push runs"
     "mailbox, 7-slot lines|pspat mailbox, 7-slot lines"
     "mailbox, 1-group lines|pspat mailbox, 1-group lines"
     "mailbox, 14-slot lines|pspat mailbox, 14-slot lines"
@@ -215,6 +221,18 @@ for i in "${!QUEUES[@]}"; do
     esac
 done
 echo "push runs / spscq iffq (producer loops of the same shape): $(ratio "${runs:-nan}" "${iffq:-nan}")"
+# The word mailbox (`Mailbox::words`: u64 items are words, one store per
+# push) against the targets: >= 1.0x iffq and >= 1.2x rtrb.
+for i in "${!QUEUES[@]}"; do
+    IFS='|' read -r _ src <<<"${QUEUES[$i]}"
+    # shellcheck disable=SC2086
+    case "$src" in
+    "pspat word mailbox") words=$(clean_median ${RATE[$i]}) ;;
+    "pspat word mailbox, push runs") wordruns=$(clean_median ${RATE[$i]}) ;;
+    "rtrb 0.3") rtrb=$(clean_median ${RATE[$i]}) ;;
+    esac
+done
+echo "word mailbox / spscq iffq: $(ratio "${words:-nan}" "${iffq:-nan}") (target >= 1.0), / rtrb: $(ratio "${words:-nan}" "${rtrb:-nan}") (target >= 1.2); push runs / iffq: $(ratio "${wordruns:-nan}" "${iffq:-nan}")"
 echo
 echo "MLTW shaping, 1500 B packets, 2 outstanding per flow: median CPU ns/packet over $ROUNDS rounds"
 printf '%-32s %10s %12s %12s %8s\n' "case" "pktsched" "FlowBundler" "pktsched/FB" "target"

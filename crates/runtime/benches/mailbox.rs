@@ -20,7 +20,10 @@
 //! prefetch is worth. The row "push runs" pushes with one `try_push_many`
 //! until the queue is full and pops one item a call: the shape spscq's
 //! `iffq` loop has once compiled (its producer's write index stays in a
-//! register), the like-for-like row against it.
+//! register), the like-for-like row against it. The rows "word mailbox"
+//! and "word mailbox, push runs" are the same two loops over the word
+//! mailbox (`Mailbox::words`: one store per push, one load per pop; the
+//! items travel as value + 1, since 0 marks an empty slot there).
 //! The `P run` and `C run` columns say in which
 //! regime a queue ran: items per stretch between two stalls of the producer
 //! on a full queue, and of the consumer on an empty one (spscq prints the
@@ -37,7 +40,8 @@
 //!
 //! `--single N` instead moves `N` items on one thread (pushes of 64, then
 //! pops of 64) through the queue named by `--only` (`mailbox`, the default;
-//! `pf` (the prefetch on), `pushrun` (push runs, single pops), `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
+//! `pf` (the prefetch on), `pushrun` (push runs, single pops), `words` (the
+//! word mailbox), `wordrun` (its push runs), `mailbox7`, `onegroup`, `mailbox14`, `batch`, `rtrb`)
 //! and prints nothing but a checksum: it is the workload `ci/instructions-queues.sh`
 //! runs under callgrind (instructions per item = the difference of two runs
 //! of different `N`, divided by the difference of `N`).
@@ -45,13 +49,14 @@
 #![forbid(unsafe_code)]
 
 use std::hint::spin_loop;
+use std::num::NonZeroU64;
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Barrier};
 use std::thread;
 use std::time::{Duration, Instant};
 
 use crossbeam_queue::ArrayQueue;
-use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
+use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer, WordConsumer, WordProducer};
 use pktsched_runtime::thread_cpu_ns;
 
 /// One queue under test: how to build it and move one item each way.
@@ -191,6 +196,62 @@ impl Queue for PspatPushRun {
     #[inline]
     fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
         PspatDefault::pop(rx, check)
+    }
+}
+
+/// The word mailbox (`Mailbox::words`, `pktsched_runtime::mailbox::word`):
+/// each item is one non-zero word, so a push is one store (the word) and a
+/// pop one load, the consumer clearing a line of words at a time. The
+/// bench's items are counter values from 0, and 0 is the word mailbox's
+/// empty mark, so each travels as its value + 1 (`NonZeroU64::MIN
+/// .saturating_add`, exact below `u64::MAX`) and the consumer subtracts 1.
+/// One `try_push` / `pop` per item, as the default row.
+struct PspatWords;
+impl Queue for PspatWords {
+    const NAME: &'static str = "pspat word mailbox";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = WordProducer<NonZeroU64>;
+    type Rx = WordConsumer<NonZeroU64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        Mailbox::words(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, _n: u64) -> u64 {
+        u64::from(tx.try_push(NonZeroU64::MIN.saturating_add(first)).is_ok())
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        match rx.pop() {
+            Some(v) => {
+                check(v.get() - 1);
+                1
+            }
+            None => 0,
+        }
+    }
+}
+
+/// The word mailbox pushed as "push runs" does the generic one: one
+/// `try_push_many` over the rest of the items until the queue is full (its
+/// position stays in a register for a whole line: one store per item, as
+/// spscq's `iffq_producer` once compiled), single pops.
+struct PspatWordRun;
+impl Queue for PspatWordRun {
+    const NAME: &'static str = "pspat word mailbox, push runs";
+    const ITEMS: u64 = 20_000_000;
+    type Tx = WordProducer<NonZeroU64>;
+    type Rx = WordConsumer<NonZeroU64>;
+    fn make(capacity: usize) -> (Self::Tx, Self::Rx) {
+        Mailbox::words(capacity)
+    }
+    #[inline]
+    fn push(tx: &mut Self::Tx, first: u64, n: u64) -> u64 {
+        let mut items = (first..first + n).map(|v| NonZeroU64::MIN.saturating_add(v));
+        tx.try_push_many(&mut items) as u64
+    }
+    #[inline]
+    fn pop(rx: &mut Self::Rx, check: &mut impl FnMut(u64)) -> u64 {
+        PspatWords::pop(rx, check)
     }
 }
 
@@ -507,6 +568,8 @@ fn main() {
             Some("mailbox14") => single_thread::<Pspat14>(cap, n),
             Some("pf") => single_thread::<PspatPrefetch>(cap, n),
             Some("pushrun") => single_thread::<PspatPushRun>(cap, n),
+            Some("words") => single_thread::<PspatWords>(cap, n),
+            Some("wordrun") => single_thread::<PspatWordRun>(cap, n),
             _ => single_thread::<PspatDefault>(cap, n),
         };
         println!("{sum}");
@@ -516,7 +579,7 @@ fn main() {
     if cores.len() < 2 {
         eprintln!("warning: fewer than 2 cores visible; threads are not pinned");
     }
-    let queues: [(&str, u64, Runner); 10] = [
+    let queues: [(&str, u64, Runner); 12] = [
         (
             PspatDefault::NAME,
             PspatDefault::ITEMS,
@@ -543,6 +606,12 @@ fn main() {
             PspatPushRun::NAME,
             PspatPushRun::ITEMS,
             run_once::<PspatPushRun>,
+        ),
+        (PspatWords::NAME, PspatWords::ITEMS, run_once::<PspatWords>),
+        (
+            PspatWordRun::NAME,
+            PspatWordRun::ITEMS,
+            run_once::<PspatWordRun>,
         ),
         (Rtrb::NAME, Rtrb::ITEMS, run_once::<Rtrb>),
         (
@@ -593,7 +662,7 @@ fn main() {
         println!();
         println!("capacity {capacity}");
         println!(
-            "{:<28} {:>10} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8}",
+            "{:<30} {:>10} {:>6} {:>8} {:>8} {:>7} {:>8} {:>8} {:>8}",
             "queue", "median M/s", "clean", "min", "max", "/rtrb", "/ArrayQ", "P run", "C run"
         );
         for (i, (name, _, _)) in queues.iter().enumerate() {
@@ -602,7 +671,7 @@ fn main() {
             }
             let s = &sums[i];
             println!(
-                "{:<28} {:>10.1} {:>3}/{:<2} {:>8.1} {:>8.1} {:>7.2} {:>8.2} {:>8.0} {:>8.0}",
+                "{:<30} {:>10.1} {:>3}/{:<2} {:>8.1} {:>8.1} {:>7.2} {:>8.2} {:>8.0} {:>8.0}",
                 name,
                 s.median / 1e6,
                 s.clean,

@@ -72,12 +72,15 @@
 //! pointers) can be carried: the item needs no spare bit and no "empty"
 //! value.
 //!
-//! A sentinel design (slots of `usize`, 0 = empty, low bit = pass parity, as
-//! IFFQ's null marker) would save the stamp byte, but restricts `T` to
-//! non-zero word-sized handles with a spare bit and needs an encoding trait;
-//! the stamp keeps `T` generic and the unsafe surface to moving a `T` in and
-//! out of a `MaybeUninit`. The groups give the stamp design the sentinel's
-//! property that matters for traffic: one hardware line per item.
+//! A sentinel design (IFFQ's own: the slot is the item, 0 = empty) saves
+//! the stamp, but restricts the item to a non-zero word; the stamp keeps
+//! `T` generic and the unsafe surface to moving a `T` in and out of a
+//! `MaybeUninit`. The groups give the stamp design the sentinel's
+//! property that matters for traffic: one hardware line per item. For
+//! items that *are* one word the sentinel design is here too: the [`word`]
+//! mailbox ([`Mailbox::words`]), whose push is one store (the stamp
+//! design's producer stores the value and its stamp) at the price of a
+//! clearing store per item on the consumer's side.
 //!
 //! # Memory orderings
 //!
@@ -115,7 +118,9 @@
 //!
 //! # Unsafe surface
 //!
-//! Seven `unsafe` sites, each with its `SAFETY:` argument:
+//! Seven `unsafe` sites in the generic mailbox (the [`word`] mailbox adds
+//! its line pointer, `LinePtr::get` and its `Send`/`Sync`, the same
+//! argument as `GroupPtr`'s), each with its `SAFETY:` argument:
 //!
 //! * `Producer::write_slot` (an `unsafe fn`, called from `fill` for one
 //!   push and from `try_push_many` for a batch) writes a value into a
@@ -207,12 +212,14 @@ mod consumer;
 mod prefetch;
 mod producer;
 mod ring;
+pub mod word;
 // A model without unsafe code: nothing in it for Miri to check.
 #[cfg(all(test, not(loom), not(miri)))]
 mod traffic;
 
 pub use consumer::{Consumer, RunSink};
 pub use producer::Producer;
+pub use word::{WORD_LINE_SLOTS, WordConsumer, WordItem, WordProducer, WordPushError};
 
 use crossbeam_utils::CachePadded;
 use ring::{ConsumerShared, Ring, Shared};
@@ -392,6 +399,47 @@ impl Mailbox {
             release: Ordering::Release,
         };
         (producer, consumer)
+    }
+}
+
+impl Mailbox {
+    /// A word mailbox ([`word`]) holding at least `capacity` items in lines
+    /// of [`WORD_LINE_SLOTS`]: each item is one non-zero word, a push is one
+    /// store and a pop one load (plus, a line at a time, one clearing store
+    /// per item). `capacity` is rounded up to whole lines; the ring has one
+    /// line more.
+    ///
+    /// ```
+    /// use std::num::NonZeroU64;
+    /// use pktsched_runtime::mailbox::{Mailbox, WordPushError};
+    ///
+    /// let (mut tx, mut rx) = Mailbox::words::<NonZeroU64>(100);
+    /// assert_eq!(tx.capacity(), 128); // 4 lines of 32
+    /// assert_eq!(tx.try_push_u64(0), Err(WordPushError::Zero)); // 0 marks "empty"
+    /// tx.try_push_u64(42)?;
+    /// assert_eq!(rx.pop().map(NonZeroU64::get), Some(42));
+    /// assert_eq!(rx.pop(), None);
+    /// # Ok::<(), WordPushError>(())
+    /// ```
+    ///
+    /// # Panics
+    ///
+    /// If the ring size overflows `usize` or the allocation fails.
+    pub fn words<W: WordItem>(capacity: usize) -> (WordProducer<W>, WordConsumer<W>) {
+        word::channel::<W, WORD_LINE_SLOTS>(capacity)
+    }
+
+    /// A word mailbox with lines of `L` slots (the unit of look-ahead and
+    /// release; small `L` serve model checking).
+    ///
+    /// # Panics
+    ///
+    /// If the ring size overflows `usize` or the allocation fails. `L` = 0
+    /// does not compile.
+    pub fn words_with_line_slots<W: WordItem, const L: usize>(
+        capacity: usize,
+    ) -> (WordProducer<W, L>, WordConsumer<W, L>) {
+        word::channel::<W, L>(capacity)
     }
 }
 

@@ -9,6 +9,11 @@
 //! threads. The models that visit a line a third time bound the preemptions
 //! themselves (2) to stay within CI's budget; the others take
 //! `LOOM_MAX_PREEMPTIONS`.
+//!
+//! The word mailbox's models (`words_*`, `broken_*word*`, `broken_skipped_*`,
+//! `broken_clearing_*`) use one- and two-slot lines of two or three lines;
+//! its slots are atomics only, so its broken variants fail by a stale
+//! payload read or a lost word, not by a cell race.
 #![cfg(loom)]
 #![forbid(unsafe_code)]
 
@@ -17,7 +22,9 @@ use loom::sync::Arc;
 use loom::sync::atomic::{AtomicUsize, Ordering};
 use loom::thread;
 
-use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
+use std::num::NonZeroU64;
+
+use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer, WordConsumer, WordProducer};
 
 fn push_spin<T, const L: usize, const H: usize>(tx: &mut Producer<T, L, H>, mut value: T) {
     loop {
@@ -515,4 +522,162 @@ fn broken_relaxed_publication_of_batch_pushes_is_caught() {
         }
         producer.join().ok();
     });
+}
+
+// ---- The word mailbox (`Mailbox::words`) ----
+
+fn nz(v: u64) -> NonZeroU64 {
+    NonZeroU64::MIN.saturating_add(v - 1)
+}
+
+fn push_word_spin<const L: usize>(tx: &mut WordProducer<NonZeroU64, L>, value: NonZeroU64) {
+    while tx.try_push(value).is_err() {
+        thread::yield_now();
+    }
+}
+
+/// Pops the next word, yielding while the mailbox is empty; gives up (a
+/// panic naming the lost word) after `SPINS` empty looks, which no
+/// correct execution of these small models needs: each yield lets the
+/// producer run, and it has pushed everything long before.
+fn pop_word_spin<const L: usize>(rx: &mut WordConsumer<NonZeroU64, L>, want: u64) -> u64 {
+    const SPINS: usize = 40;
+    for _ in 0..SPINS {
+        if let Some(v) = rx.pop() {
+            return v.get();
+        }
+        thread::yield_now();
+    }
+    panic!("word {want} lost: the consumer found its slot empty {SPINS} times");
+}
+
+/// Word models: `items` words 1..=items through lines of `L` slots and
+/// `capacity`, each checked in order.
+fn word_model<const L: usize>(
+    capacity: usize,
+    items: u64,
+    setup: fn(&mut WordProducer<NonZeroU64, L>, &mut WordConsumer<NonZeroU64, L>),
+) {
+    let (mut tx, mut rx) = Mailbox::words_with_line_slots::<NonZeroU64, L>(capacity);
+    setup(&mut tx, &mut rx);
+    let producer = thread::spawn(move || {
+        for i in 1..=items {
+            push_word_spin(&mut tx, nz(i));
+        }
+    });
+    for i in 1..=items {
+        assert_eq!(pop_word_spin(&mut rx, i), i, "word out of order");
+    }
+    producer.join().ok();
+    assert_eq!(rx.pop(), None);
+}
+
+/// Two one-slot lines (capacity 1): every push after the first waits for
+/// the release of the line ahead, and the ring wraps every second word.
+#[test]
+fn words_one_slot_lines_wrap_in_order() {
+    loom::model(|| word_model::<1>(1, 4, |_, _| {}));
+}
+
+/// Two-slot lines, three lines (capacity 4): seven words visit line 0
+/// twice and wrap the ring; a release clears two slots, the look-ahead
+/// reads the first slot of the line after the one it claims.
+#[test]
+fn words_two_slot_lines_wrap_in_order() {
+    loom::model(|| word_model::<2>(4, 7, |_, _| {}));
+}
+
+/// Two two-slot lines (capacity 2): five words, the third visit of line 0
+/// (words 5 and 6 would be the next) on the path.
+#[test]
+fn words_two_line_ring_visited_again() {
+    loom::model(|| word_model::<2>(2, 5, |_, _| {}));
+}
+
+/// Batch pushes over two-slot lines of a three-line ring, single pops.
+#[test]
+fn words_batch_pushes_wrap_in_order() {
+    loom::model(|| {
+        let (mut tx, mut rx) = Mailbox::words_with_line_slots::<NonZeroU64, 2>(4);
+        let producer = thread::spawn(move || {
+            let mut next = 1u64;
+            while next <= 7 {
+                let mut items = (next..=7).map(nz);
+                let n = tx.try_push_many(&mut items) as u64;
+                if n == 0 {
+                    thread::yield_now();
+                }
+                next += n;
+            }
+        });
+        for i in 1..=7 {
+            assert_eq!(pop_word_spin(&mut rx, i), i, "word out of order");
+        }
+        producer.join().ok();
+        assert_eq!(rx.pop(), None);
+    });
+}
+
+/// A handle item: the word names a payload the producer fills before the
+/// push (a packet in a pool); the consumer reads it after the pop. With
+/// the `Release` publication the consumer must see the payload.
+fn handle_model(weaken: bool) {
+    let payload = Arc::new([AtomicUsize::new(0), AtomicUsize::new(0)]);
+    let (mut tx, mut rx) = Mailbox::words_with_line_slots::<NonZeroU64, 1>(1);
+    if weaken {
+        tx.loom_weaken_publication();
+    }
+    let p = Arc::clone(&payload);
+    let producer = thread::spawn(move || {
+        for i in 1..=2u64 {
+            p[i as usize - 1].store(10 * i as usize, Ordering::Relaxed);
+            push_word_spin(&mut tx, nz(i));
+        }
+    });
+    for i in 1..=2u64 {
+        let w = pop_word_spin(&mut rx, i);
+        assert_eq!(
+            payload[w as usize - 1].load(Ordering::Relaxed),
+            10 * w as usize,
+            "the handle's payload was not visible after the pop"
+        );
+    }
+    producer.join().ok();
+}
+
+#[test]
+fn words_publish_what_a_handle_names() {
+    loom::model(|| handle_model(false));
+}
+
+/// The deliberately broken variant: the word published with `Relaxed`, so
+/// the consumer may read the payload the handle names before the
+/// producer's write of it. Loom must find the stale read.
+#[test]
+#[should_panic(expected = "payload was not visible")]
+fn broken_relaxed_word_publication_is_caught() {
+    loom::model(|| handle_model(true));
+}
+
+/// The deliberately broken variant: the producer's look-ahead skipped (it
+/// checks the first slot of the line it is about to fill, not the line
+/// after it). The consumer clears a line slot 0 first, so the producer
+/// can see slot 0 cleared, write slot 1, and have the consumer's clear of
+/// slot 1 wipe the word (word 6, the second of line 0's second visit).
+/// Loom must find the lost word.
+#[test]
+#[should_panic(expected = "lost")]
+fn broken_skipped_look_ahead_is_caught() {
+    loom::model(|| word_model::<2>(2, 6, |tx, _| tx.loom_skip_look_ahead()));
+}
+
+/// The deliberately broken variant: the consumer clears a line when it
+/// takes the line's first word, before reading the rest (the producer's
+/// look-ahead then lets it refill the line early, and the clear may wipe
+/// a word not yet read: word 4, the second of line 1). Loom must find
+/// the lost word.
+#[test]
+#[should_panic(expected = "lost")]
+fn broken_clearing_before_reading_is_caught() {
+    loom::model(|| word_model::<2>(2, 5, |_, rx| rx.loom_release_early()));
 }

@@ -8,7 +8,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::thread;
 
-use pktsched_runtime::mailbox::{Consumer, Mailbox, Producer};
+use std::num::NonZeroU64;
+
+use pktsched_runtime::mailbox::{
+    Consumer, Mailbox, Producer, WordConsumer, WordItem, WordProducer, WordPushError,
+};
 
 /// Items sent across threads in the long tests (fewer under Miri).
 const MANY: u64 = if cfg!(miri) { 2_000 } else { 3_000_000 };
@@ -568,5 +572,163 @@ fn prefetch_on_or_off_changes_nothing_but_timing() {
             assert_eq!(tx.len_estimate() as u64, next_in - next_out);
         }
         assert!(next_out > 10 * 42, "several passes, prefetch {prefetch}");
+    }
+}
+
+// ---- The word mailbox (`Mailbox::words`) ----
+
+fn nz(v: u64) -> NonZeroU64 {
+    NonZeroU64::MIN.saturating_add(v - 1)
+}
+
+/// A packet-handle-like item: a pool index, travelling as index + 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Handle(u32);
+
+impl WordItem for Handle {
+    fn into_word(self) -> NonZeroU64 {
+        NonZeroU64::MIN.saturating_add(u64::from(self.0))
+    }
+    fn from_word(word: NonZeroU64) -> Self {
+        Handle(u32::try_from(word.get() - 1).unwrap_or(u32::MAX))
+    }
+}
+
+/// One producer thread, one consumer thread, every word checked in order;
+/// `batch` pushes with `try_push_many` over random-length runs and pops
+/// with `pop_into`.
+fn run_word_threads<const L: usize>(capacity: usize, batch: bool) {
+    let (mut tx, mut rx) = Mailbox::words_with_line_slots::<NonZeroU64, L>(capacity);
+    let producer = thread::spawn(move || {
+        let mut next = 1u64;
+        let mut rng = Rng(5);
+        while next <= MANY {
+            if batch {
+                let end = (next + 1 + rng.below(40)).min(MANY + 1);
+                let mut items = (next..end).map(nz);
+                let n = tx.try_push_many(&mut items) as u64;
+                if n == 0 {
+                    thread::yield_now();
+                }
+                next += n;
+            } else if tx.try_push(nz(next)).is_ok() {
+                next += 1;
+            } else {
+                thread::yield_now();
+            }
+        }
+    });
+    let mut expect = 1u64;
+    let mut buf = Vec::new();
+    let mut rng = Rng(13);
+    while expect <= MANY {
+        buf.clear();
+        let max = if batch { 1 + rng.below(50) as usize } else { 1 };
+        if rx.pop_into(&mut buf, max) == 0 {
+            thread::yield_now();
+        }
+        for v in &buf {
+            assert_eq!(v.get(), expect, "word lost, duplicated or reordered");
+            expect += 1;
+        }
+    }
+    assert!(producer.join().is_ok());
+    assert_eq!(rx.pop(), None, "nothing beyond the last word");
+    assert!(rx.is_empty());
+}
+
+#[test]
+fn word_threads_fifo_no_loss_default_lines() {
+    run_word_threads::<32>(1024, false);
+}
+
+#[test]
+fn word_threads_fifo_no_loss_tiny_rings() {
+    // Two one-slot lines: every push waits for the consumer's release.
+    run_word_threads::<1>(1, false);
+    run_word_threads::<3>(6, false);
+}
+
+#[test]
+fn word_threads_fifo_no_loss_batches() {
+    run_word_threads::<32>(64, true);
+    run_word_threads::<2>(4, true);
+}
+
+/// The word mailbox fills to exactly its capacity (entries − one line)
+/// when the consumer is idle, and gives space back a line at a time.
+#[test]
+fn word_capacity_and_space_per_line() {
+    let (mut tx, mut rx) = Mailbox::words::<NonZeroU64>(100);
+    assert_eq!(tx.capacity(), 128);
+    assert_eq!(rx.capacity(), 128);
+    assert_eq!((tx.line_slots(), rx.line_slots()), (32, 32));
+    let mut items = (1..=200).map(nz);
+    assert_eq!(tx.try_push_many(&mut items), 128);
+    for want in 1..=31 {
+        assert_eq!(rx.pop(), Some(nz(want)));
+    }
+    assert_eq!(tx.try_push(nz(500)), Err(nz(500)), "line not released yet");
+    assert_eq!(rx.pop(), Some(nz(32)));
+    assert_eq!(tx.try_push_many(&mut items), 32);
+    let mut out = Vec::new();
+    assert_eq!(rx.pop_into(&mut out, 1000), 128);
+    assert_eq!(out, (33..=160).map(nz).collect::<Vec<_>>());
+}
+
+/// 0 is the empty mark: the raw-word push refuses it with a named error
+/// (nothing queued, nothing lost after it), a full mailbox hands the word
+/// back, and both errors say what happened.
+#[test]
+fn word_zero_is_refused_with_a_named_error() {
+    let (mut tx, mut rx) = Mailbox::words_with_line_slots::<NonZeroU64, 2>(2);
+    assert_eq!(tx.try_push_u64(0), Err(WordPushError::Zero));
+    assert_eq!(tx.try_push_u64(u64::MAX), Ok(()));
+    assert_eq!(tx.try_push_u64(0), Err(WordPushError::Zero));
+    assert_eq!(tx.try_push_u64(1), Ok(()));
+    assert_eq!(tx.try_push_u64(2), Err(WordPushError::Full(2)));
+    assert_eq!(rx.pop().map(NonZeroU64::get), Some(u64::MAX));
+    assert_eq!(rx.pop().map(NonZeroU64::get), Some(1));
+    assert_eq!(rx.pop(), None);
+    let zero = WordPushError::Zero.to_string();
+    assert!(zero.contains("value 0") && zero.contains("1..="), "{zero}");
+    assert!(WordPushError::Full(2).to_string().contains("full"));
+}
+
+/// A user item type (a pool index as index + 1) round-trips, index 0
+/// included; handles are `Send`.
+#[test]
+fn word_items_of_a_user_type_round_trip() {
+    fn is_send<T: Send>() {}
+    is_send::<WordProducer<Handle>>();
+    is_send::<WordConsumer<Handle>>();
+    let (mut tx, mut rx) = Mailbox::words::<Handle>(8);
+    for i in [0, 1, 7, u32::MAX - 1] {
+        assert_eq!(tx.try_push(Handle(i)), Ok(()));
+    }
+    for i in [0, 1, 7, u32::MAX - 1] {
+        assert_eq!(rx.pop(), Some(Handle(i)));
+    }
+    assert_eq!(rx.pop(), None);
+}
+
+/// A batch push whose iterator panics part-way keeps what it pushed
+/// queued, and the next push goes after it.
+#[test]
+fn word_panicking_iterator_leaves_what_was_pushed_queued() {
+    for fail_at in [1u64, 4, 32, 33] {
+        let (mut tx, mut rx) = Mailbox::words::<NonZeroU64>(64);
+        let pushed = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let items = (1..=60u64).inspect(|&i| {
+                assert_ne!(i, fail_at, "the iterator fails at item {fail_at}");
+            });
+            tx.try_push_many(&mut items.map(nz))
+        }));
+        assert!(pushed.is_err(), "the iterator's panic reaches the caller");
+        assert_eq!(tx.try_push_many(&mut (fail_at..fail_at + 3).map(nz)), 3);
+        for want in (1..fail_at).chain(fail_at..fail_at + 3) {
+            assert_eq!(rx.pop(), Some(nz(want)), "failed at {fail_at}");
+        }
+        assert_eq!(rx.pop(), None);
     }
 }

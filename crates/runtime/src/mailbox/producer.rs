@@ -284,9 +284,10 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
 /// group's batch, or while unwinding if the item iterator panics part-way
 /// (the slots written before are published, so the next push must start
 /// after them, never write them again while the consumer may read them).
-struct Position<'a> {
-    stored: &'a mut usize,
-    offset: usize,
+/// The word mailbox's batch push (`word.rs`) uses it the same way.
+pub(super) struct Position<'a> {
+    pub(super) stored: &'a mut usize,
+    pub(super) offset: usize,
 }
 
 impl Drop for Position<'_> {

@@ -376,7 +376,7 @@ impl<T: Send> Client<T> {
 
     /// Hand-off: if no arbiter round started within
     /// `Config::assist_after` before `now` (while the arbiter thread has
-    /// stepped aside: within [`AWAY_AFTER`] at most), and no one is running one, runs
+    /// stepped aside: within 2 µs (`AWAY_AFTER`) at most), and no one is running one, runs
     /// one round at `now` on this thread; `true` if it ran. The round is the
     /// arbiter's own (same scheduler, link and order), so the packets and
     /// decisions are those the arbiter would have produced at `now`.

@@ -95,16 +95,24 @@ pub fn parse_rates(s: &str) -> Result<Vec<u64>> {
     limits::list("--rate", s, MAX_LIST, |x| RATE.rate(x).map(|r| r.as_bps()))
 }
 
-/// `--structs`: mltw, wheel, cffs.
+/// `--structs`: mltw, wheel, cffs, each at most once.
 pub fn parse_structs(s: &str) -> Result<Vec<Structure>> {
-    limits::list("--structs", s, 3, |x| match x {
+    let structs = limits::list("--structs", s, 3, |x| match x {
         "mltw" => Ok(Structure::Mltw),
         "wheel" => Ok(Structure::Wheel),
         "cffs" => Ok(Structure::Cffs),
         other => Err(anyhow!(
             "unknown structure `{other}`; allowed: mltw, wheel, cffs"
         )),
-    })
+    })?;
+    for (i, st) in structs.iter().enumerate() {
+        if structs[..i].contains(st) {
+            bail!(
+                "--structs {s}: a structure is given twice; allowed each of mltw, wheel, cffs once"
+            );
+        }
+    }
+    Ok(structs)
 }
 
 /// One row's measurement.

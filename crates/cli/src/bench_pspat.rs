@@ -213,6 +213,9 @@ impl PspatArgs {
 
 pub(crate) fn run(a: &PspatArgs, out: &mut Stdout) -> Result<()> {
     let p = Plan::new(&a.options())?;
+    if let Some(f) = &a.plot {
+        crate::output::check_output_dir("--plot", f, "an SVG file")?;
+    }
     let bar = if a.json {
         indicatif::ProgressBar::hidden()
     } else {

@@ -71,6 +71,13 @@ impl ShapeArgs {
 
 pub(crate) fn run(a: &ShapeArgs, out: &mut Stdout) -> Result<()> {
     let o = a.options()?;
+    if let Some(prefix) = &a.plot {
+        crate::output::check_output_dir(
+            "--plot",
+            std::path::Path::new(prefix),
+            "the plots are PREFIX-*.svg",
+        )?;
+    }
     let rep = shape::run(&o, crate::stop::stop_flag()?)?;
     let failed: Vec<String> = rep
         .failed()

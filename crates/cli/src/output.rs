@@ -51,3 +51,26 @@ pub(crate) fn is_broken_stdout(err: &anyhow::Error) -> bool {
         })
     })
 }
+
+/// Refuses an output path (`--plot`, `--departures`, ...) whose directory
+/// does not exist, before a long run whose results it would lose; `what`
+/// says which files the path makes (e.g. "PREFIX-rate.svg, ...").
+pub(crate) fn check_output_dir(
+    flag: &str,
+    path: &std::path::Path,
+    what: &str,
+) -> anyhow::Result<()> {
+    let dir = match path.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d,
+        _ => std::path::Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: {} is not a directory; allowed a path in an existing directory \
+             ({what})",
+            path.display(),
+            dir.display()
+        );
+    }
+    Ok(())
+}

@@ -58,7 +58,11 @@ pub(crate) fn run(a: &SimArgs, out: &mut crate::output::Stdout) -> Result<()> {
         })
         .transpose()?;
     if let Some(prefix) = &a.plot {
-        plot_dir_exists(prefix)?;
+        crate::output::check_output_dir(
+            "--plot",
+            prefix,
+            "the plots are PREFIX-rate.svg, PREFIX-delay-cdf.svg, PREFIX-wfi.svg",
+        )?;
     }
     let mut bar = Bar(None);
     let stop = crate::stop::stop_flag()?;
@@ -121,21 +125,4 @@ impl ProgressObserver for Bar {
             b.finish_and_clear();
         }
     }
-}
-
-/// `--plot PREFIX` writes `PREFIX-*.svg`: its directory must exist.
-fn plot_dir_exists(prefix: &std::path::Path) -> Result<()> {
-    let dir = match prefix.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => std::path::Path::new("."),
-    };
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "--plot {}: {} is not a directory; allowed a prefix in an existing directory \
-             (the plots are PREFIX-rate.svg, PREFIX-delay-cdf.svg, PREFIX-wfi.svg)",
-            prefix.display(),
-            dir.display()
-        );
-    }
-    Ok(())
 }

@@ -503,6 +503,31 @@ fn bench_commands() {
             2,
             &["unknown structure `heap`", "mltw, wheel, cffs"],
         ),
+        row(
+            &["bench", "shape", "--structs", "mltw,mltw"],
+            2,
+            &["--structs mltw,mltw", "given twice", "once"],
+        ),
+        // An output path in no directory is refused before the run.
+        row(
+            &["bench", "shape", "--plot", "/proc/no/such/p"],
+            2,
+            &["--plot /proc/no/such/p", "is not a directory"],
+        ),
+        row(
+            &["bench", "pspat", "--plot", "/proc/no/such/p.svg"],
+            2,
+            &["--plot /proc/no/such/p.svg", "is not a directory"],
+        ),
+        row(
+            &["bench", "sched", "--flowsets", "1::1-5-2"],
+            2,
+            &[
+                "flowset `1::1-5-2`",
+                "weight and len may be ranges",
+                "flows a count",
+            ],
+        ),
         // bench pspat: every option with a value.
         row(
             &["bench", "pspat", "--weights", "0"],

@@ -45,7 +45,7 @@ pub struct Flowset {
 /// A flowset string that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
-    "flowset `{spec}`: {what}; expected `weight:len:flows` with optional ranges `min-max[-steps]`, e.g. `1::512,8::64`"
+    "flowset `{spec}`: {what}; expected `weight:len:flows` (weight and len may be ranges `min-max[-steps]`, flows a count), e.g. `1::512,8::64`"
 )]
 pub struct FlowsetError {
     /// The offending flowset.

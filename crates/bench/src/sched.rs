@@ -352,7 +352,13 @@ impl SchedVisitor<u64> for Pass<'_> {
     /// `None`: stopped before the end.
     type Output = Result<Option<(Timing, RunStats)>>;
     fn visit<S: Scheduler<u64> + Send + 'static>(self, s: S) -> Self::Output {
-        let mut h = Harness::new(s, self.fs, self.qmin, self.qmax).map_err(|e| anyhow!("{e}"))?;
+        let mut h = Harness::new(s, self.fs, self.qmin, self.qmax).map_err(|e| match e {
+            pktsched_core::harness::HarnessError::Bounds { .. } => anyhow!(
+                "{e}: allowed --qmax above --qmin once both are resolved for the flowset's \
+                 flows (`4n` is 4 × the flows)"
+            ),
+            other => anyhow!("{other}"),
+        })?;
         if self.wfi {
             h.track_wfi();
         }

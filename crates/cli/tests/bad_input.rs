@@ -479,7 +479,10 @@ fn bench_commands() {
         row(
             &["bench", "sched", "--qmin", "10", "--qmax", "5"],
             2,
-            &["qmax (5 packets) must be greater than qmin (10 packets)"],
+            &[
+                "qmax (5 packets) must be greater than qmin (10 packets)",
+                "--qmax above --qmin",
+            ],
         ),
         row(
             &["bench", "sched", "--qmax", "x"],

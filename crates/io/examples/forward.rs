@@ -68,24 +68,57 @@ fn sink_rx_packets(ns: &str) -> u64 {
         .unwrap_or(0)
 }
 
-fn main() {
-    if let Some(why) = missing_privileges() {
-        eprintln!("forward: {why}");
-        std::process::exit(2);
-    }
-    let args: Vec<String> = std::env::args().collect();
-    let secs: f64 = args.get(1).and_then(|s| s.parse().ok()).unwrap_or(3.0);
-    let frame_len: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(60);
-    let v2 = args[3.min(args.len())..].iter().any(|s| s == "v2");
-    let napi = args[3.min(args.len())..].iter().any(|s| s == "napi");
-    let xdp = args[3.min(args.len())..].iter().any(|s| s == "xdp");
-    let payload_len = frame_len.saturating_sub(14 + 20 + 8).max(Stamp::LEN);
+/// The command line: `[SECONDS] [FRAME_BYTES] [v3|v2|xdp] [napi]`.
+struct Args {
+    secs: f64,
+    frame_len: usize,
+    v2: bool,
+    xdp: bool,
+    napi: bool,
+}
 
-    let topo = Topology::line("pst-fwd-").expect("topology");
-    if napi {
-        topo.napi(true).expect("NAPI mode");
+fn parse_args() -> Result<Args, String> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let secs = match args.first() {
+        None => 3.0,
+        Some(s) => s
+            .parse::<f64>()
+            .ok()
+            .filter(|v| (0.1..=3600.0).contains(v))
+            .ok_or(format!(
+                "SECONDS {s:?}: allowed a number of seconds in 0.1..=3600"
+            ))?,
+    };
+    let frame_len = match args.get(1) {
+        None => 60,
+        Some(s) => s
+            .parse::<usize>()
+            .ok()
+            .filter(|v| (60..=1514).contains(v))
+            .ok_or(format!("FRAME_BYTES {s:?}: allowed 60..=1514"))?,
+    };
+    let mut out = Args {
+        secs,
+        frame_len,
+        v2: false,
+        xdp: false,
+        napi: false,
+    };
+    for word in args.iter().skip(2) {
+        match word.as_str() {
+            "v3" => {}
+            "v2" => out.v2 = true,
+            "xdp" => out.xdp = true,
+            "napi" => out.napi = true,
+            other => return Err(format!("{other:?}: allowed v3, v2, xdp or napi")),
+        }
     }
-    let rx_role = if v2 {
+    Ok(out)
+}
+
+/// The forwarder's receive and transmit devices in the DUT namespace.
+fn open_devices(topo: &Topology, a: &Args) -> (Box<dyn PacketIo>, Box<dyn PacketIo>) {
+    let rx_role = if a.v2 {
         Role::RxFrames(FrameRing {
             frame_size: 2048,
             frame_count: 4096,
@@ -93,7 +126,8 @@ fn main() {
     } else {
         Role::Rx(RxRing::default())
     };
-    let (mut rx, mut tx) = in_namespace(
+    let xdp = a.xdp;
+    in_namespace(
         &topo.dut_ns,
         || -> (Box<dyn PacketIo>, Box<dyn PacketIo>) {
             if xdp {
@@ -114,8 +148,104 @@ fn main() {
             }
         },
     )
-    .expect("namespace");
-    let mut gen_tx = in_namespace(&topo.gen_ns, || {
+    .expect("namespace")
+}
+
+/// The generator thread on CPU 0: UDP frames as fast as g0's TX ring goes.
+fn spawn_generator(
+    stop: Arc<AtomicBool>,
+    mut gen_tx: PacketSocket,
+    payload_len: usize,
+) -> std::thread::JoinHandle<IoStats> {
+    std::thread::spawn(move || -> IoStats {
+        pin(0);
+        let pool = BufPool::new(512, 2048).expect("pool");
+        let mut template = [0u8; 2048];
+        let spec = UdpSpec {
+            src_mac: [2, 0xee, 0, 0, 0, 1],
+            dst_mac: [2, 0xee, 0, 0, 0, 2],
+            vlan: None,
+            src_ip: "198.18.0.1".parse().expect("ip"),
+            dst_ip: "198.18.0.2".parse().expect("ip"),
+            sport: 40000,
+            dport: 6000,
+            dscp: 0,
+            ttl: 64,
+            payload: vec![0; payload_len],
+        };
+        let n = build_udp(&mut template, &spec).expect("fits");
+        let mut batch = Vec::with_capacity(256);
+        while !stop.load(Ordering::Relaxed) {
+            while batch.len() < 256 {
+                let Some(mut b) = pool.get() else { break };
+                b.fill(&template[..n]);
+                batch.push(b);
+            }
+            let _ = gen_tx.send_batch(&mut batch, &pool);
+        }
+        gen_tx.stats()
+    })
+}
+
+/// What the forwarder thread measured.
+struct Forwarded {
+    rx: IoStats,
+    tx: IoStats,
+    frames: u64,
+    cpu_ns_per_frame: u64,
+    not_sent: u64,
+}
+
+/// The forwarder thread on CPU 1: d0 → d1, batch by batch.
+fn spawn_forwarder(
+    stop: Arc<AtomicBool>,
+    mut rx: Box<dyn PacketIo>,
+    mut tx: Box<dyn PacketIo>,
+) -> std::thread::JoinHandle<Forwarded> {
+    std::thread::spawn(move || -> Forwarded {
+        pin(1);
+        let pool = BufPool::new(4096, 2048).expect("pool");
+        let mut bufs = Vec::with_capacity(256);
+        let cpu0 = thread_cpu_ns();
+        let (mut frames, mut not_sent) = (0u64, 0u64);
+        while !stop.load(Ordering::Relaxed) {
+            if rx.recv_batch(&pool, &mut bufs, 256).unwrap_or(0) == 0 {
+                let _ = rx.wait(Duration::from_millis(5));
+                continue;
+            }
+            frames += tx.send_batch(&mut bufs, &pool).unwrap_or(0) as u64;
+            not_sent += bufs.len() as u64;
+            for b in bufs.drain(..) {
+                pool.put(b);
+            }
+        }
+        let cpu = thread_cpu_ns() - cpu0;
+        Forwarded {
+            rx: rx.stats(),
+            tx: tx.stats(),
+            frames,
+            cpu_ns_per_frame: cpu / frames.max(1),
+            not_sent,
+        }
+    })
+}
+
+fn main() {
+    if let Some(why) = missing_privileges() {
+        eprintln!("forward: {why}");
+        std::process::exit(2);
+    }
+    let a = parse_args().unwrap_or_else(|e| {
+        eprintln!("forward: {e}; usage: forward [SECONDS] [FRAME_BYTES] [v3|v2|xdp] [napi]");
+        std::process::exit(2);
+    });
+    let payload_len = a.frame_len.saturating_sub(14 + 20 + 8).max(Stamp::LEN);
+    let topo = Topology::line("pst-fwd-").expect("topology");
+    if a.napi {
+        topo.napi(true).expect("NAPI mode");
+    }
+    let (rx, tx) = open_devices(&topo, &a);
+    let gen_tx = in_namespace(&topo.gen_ns, || {
         PacketSocket::open(
             "g0",
             Role::Tx(FrameRing {
@@ -129,79 +259,20 @@ fn main() {
     .expect("g0");
 
     let stop = Arc::new(AtomicBool::new(false));
-    let run_for = Duration::from_secs_f64(secs);
     let sink_before = sink_rx_packets(&topo.sink_ns);
-
-    let generator = {
-        let stop = stop.clone();
-        std::thread::spawn(move || -> IoStats {
-            pin(0);
-            let pool = BufPool::new(512, 2048).expect("pool");
-            let mut template = [0u8; 2048];
-            let spec = UdpSpec {
-                src_mac: [2, 0xee, 0, 0, 0, 1],
-                dst_mac: [2, 0xee, 0, 0, 0, 2],
-                vlan: None,
-                src_ip: "198.18.0.1".parse().expect("ip"),
-                dst_ip: "198.18.0.2".parse().expect("ip"),
-                sport: 40000,
-                dport: 6000,
-                dscp: 0,
-                ttl: 64,
-                payload: vec![0; payload_len],
-            };
-            let n = build_udp(&mut template, &spec).expect("fits");
-            let mut batch = Vec::with_capacity(256);
-            while !stop.load(Ordering::Relaxed) {
-                while batch.len() < 256 {
-                    let Some(mut b) = pool.get() else { break };
-                    b.fill(&template[..n]);
-                    batch.push(b);
-                }
-                let _ = gen_tx.send_batch(&mut batch, &pool);
-            }
-            gen_tx.stats()
-        })
-    };
-
-    let forwarder = {
-        let stop = stop.clone();
-        std::thread::spawn(move || -> (IoStats, IoStats, u64, u64, u64) {
-            pin(1);
-            let pool = BufPool::new(4096, 2048).expect("pool");
-            let mut bufs = Vec::with_capacity(256);
-            let cpu0 = thread_cpu_ns();
-            let mut forwarded = 0u64;
-            let mut failed = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                if rx.recv_batch(&pool, &mut bufs, 256).unwrap_or(0) == 0 {
-                    let _ = rx.wait(Duration::from_millis(5));
-                    continue;
-                }
-                forwarded += tx.send_batch(&mut bufs, &pool).unwrap_or(0) as u64;
-                failed += bufs.len() as u64;
-                for b in bufs.drain(..) {
-                    pool.put(b);
-                }
-            }
-            let cpu = thread_cpu_ns() - cpu0;
-            (
-                rx.stats(),
-                tx.stats(),
-                forwarded,
-                cpu / forwarded.max(1),
-                failed,
-            )
-        })
-    };
-
+    let generator = spawn_generator(stop.clone(), gen_tx, payload_len);
+    let forwarder = spawn_forwarder(stop.clone(), rx, tx);
     let t0 = Instant::now();
-    std::thread::sleep(run_for);
+    std::thread::sleep(Duration::from_secs_f64(a.secs));
     stop.store(true, Ordering::Relaxed);
     let g = generator.join().expect("generator");
-    let (r, t, forwarded, ns_per_pkt, failed) = forwarder.join().expect("forwarder");
+    let f = forwarder.join().expect("forwarder");
     let elapsed = t0.elapsed().as_secs_f64();
     let sink = sink_rx_packets(&topo.sink_ns) - sink_before;
+    report(&topo, &a, elapsed, &g, &f, sink);
+}
+
+fn report(topo: &Topology, a: &Args, elapsed: f64, g: &IoStats, f: &Forwarded, sink: u64) {
     let c = |ns: &str, dev: &str, name: &str| Topology::counter(ns, dev, name).unwrap_or(0);
     let kernel = format!(
         "kernel: d0 rx_dropped {}, d1 tx_dropped {}, s0 rx_dropped {}",
@@ -210,11 +281,12 @@ fn main() {
         c(&topo.sink_ns, "s0", "rx_dropped")
     );
     println!(
-        "{frame_len}-byte frames, {:.1} s, RX ring {}",
+        "{}-byte frames, {:.1} s, RX ring {}",
+        a.frame_len,
         elapsed,
-        if xdp {
+        if a.xdp {
             "AF_XDP (d0 RX, d1 TX)"
-        } else if v2 {
+        } else if a.v2 {
             "TPACKET_V2 slots"
         } else {
             "TPACKET_V3 blocks"
@@ -226,15 +298,17 @@ fn main() {
         g.tx_busy
     );
     println!(
-        "forwarded {:>9.0} pkt/s  forwarder CPU {ns_per_pkt} ns/pkt",
-        forwarded as f64 / elapsed
+        "forwarded {:>9.0} pkt/s  forwarder CPU {} ns/pkt",
+        f.frames as f64 / elapsed,
+        f.cpu_ns_per_frame
     );
+    let (r, t) = (&f.rx, &f.tx);
     println!(
         "d0 drops: kernel (ring full) {}, freezes {}, no buffer {}, oversize {}; \
-         d1 tx_busy {} not sent {failed}; s0 rx {}",
-        r.rx_kernel_drops, r.rx_freezes, r.rx_no_buffer, r.rx_oversize, t.tx_busy, sink
+         d1 tx_busy {} not sent {}; s0 rx {}",
+        r.rx_kernel_drops, r.rx_freezes, r.rx_no_buffer, r.rx_oversize, t.tx_busy, f.not_sent, sink
     );
-    if xdp {
+    if a.xdp {
         println!(
             "AF_XDP: d0 rx_ring_full {}, fill ring found empty {}; d1 tx invalid {}",
             r.rx_ring_full, r.rx_fill_empty, t.tx_invalid

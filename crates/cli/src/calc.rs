@@ -59,7 +59,7 @@ pub(crate) struct IngressArgs {
     #[arg(long, default_value_t = 0.0, requires = "simulate")]
     jitter: f64,
     /// Seed of the simulation.
-    #[arg(long, default_value_t = 1, requires = "model")]
+    #[arg(long, default_value_t = 1, requires = "model", value_parser = crate::output::parse_seed)]
     seed: u64,
     /// Ring capacity per class (packets) of the simulation.
     #[arg(long, default_value_t = 512, requires = "model")]

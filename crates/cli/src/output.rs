@@ -74,3 +74,14 @@ pub(crate) fn check_output_dir(
     }
     Ok(())
 }
+
+/// A `--seed` value: a whole number that fits 64 bits (clap's own message
+/// for a bad one says only "invalid digit found in string").
+pub(crate) fn parse_seed(s: &str) -> Result<u64, String> {
+    s.trim().parse::<u64>().map_err(|_| {
+        format!(
+            "`{s}` is not a seed; allowed a whole number 0..={}",
+            u64::MAX
+        )
+    })
+}

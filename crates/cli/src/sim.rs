@@ -28,7 +28,7 @@ pub(crate) struct SimArgs {
     #[arg(long)]
     profile: bool,
     /// Override the scenario's seed.
-    #[arg(long)]
+    #[arg(long, value_parser = crate::output::parse_seed)]
     seed: Option<u64>,
     /// Compute the fluid reference on the simulation's own thread instead
     /// of a second one (same results).

@@ -41,7 +41,7 @@ pub(crate) struct GenArgs {
     #[arg(long, default_value = "5s")]
     duration: String,
     /// Seed of the Poisson gaps and size mixes.
-    #[arg(long, default_value_t = 1)]
+    #[arg(long, default_value_t = 1, value_parser = crate::output::parse_seed)]
     seed: u64,
     /// JSON instead of a table.
     #[arg(long)]

@@ -191,14 +191,13 @@ fn units() {
 fn sim_scenarios() {
     run_table(&[
         row(
-            &[
-                "sim",
-                "examples/scenarios/bench-qfq-10k.toml",
-                "--seed",
-                "x",
-            ],
+            &["sim", "examples/scenarios/bench-qfq-10k.toml", "--seed=-1"],
             2,
-            &["'x'", "--seed"],
+            &[
+                "'-1'",
+                "--seed",
+                "allowed a whole number 0..=18446744073709551615",
+            ],
         ),
         row(
             &[
@@ -1737,7 +1736,11 @@ fn gen_workload_sink_classes_and_plot() {
         };
     }
     run_table(&[
-        gen_row!(["--seed", "x"], 2, &["'x'", "--seed"]),
+        gen_row!(
+            ["--seed", "x"],
+            2,
+            &["'x'", "--seed", "allowed a whole number"]
+        ),
         gen_row!(
             ["--load", "10kpps", "--be-dscp", "64"],
             2,

@@ -39,7 +39,7 @@ pub(crate) struct RouteArgs {
 
 pub(crate) fn route(a: &RouteArgs, out: &mut Stdout) -> Result<()> {
     if let Some(file) = &a.check {
-        refuse_other_kind(file, ConfigKind::Route)?;
+        refuse_other_kind(file, ConfigKind::Route, true)?;
         let cfg = router::load_checked(file).map_err(anyhow::Error::msg)?;
         writeln!(out, "# {}: ok", file.display())?;
         write!(out, "{cfg}")?;
@@ -48,7 +48,7 @@ pub(crate) fn route(a: &RouteArgs, out: &mut Stdout) -> Result<()> {
     let Some(config) = &a.config else {
         bail!("--config FILE (run the router) or --check FILE (validate) is needed");
     };
-    refuse_other_kind(config, ConfigKind::Route)?;
+    refuse_other_kind(config, ConfigKind::Route, false)?;
     let duration = match &a.duration {
         Some(d) => Some(Duration::from_nanos(
             pktsched_core::units::parse_duration(d)
@@ -118,18 +118,32 @@ pub(crate) enum ConfigKind {
 
 /// Refuses a config of the other kind before its own parser's messages
 /// (an unknown field `router` or `limit`) could hide what is wrong: the
-/// error names the command that takes it. A file that is neither, or not
-/// TOML, is left to the parser, whose messages name the line.
-pub(crate) fn refuse_other_kind(path: &Path, want: ConfigKind) -> Result<()> {
-    // (the other kind, its command and table, this command and table)
-    let (other, its_cmd, its_table, cmd, table) = match want {
-        ConfigKind::Route => (ConfigKind::Run, "run", "[link]", "route", "[router]"),
-        ConfigKind::Run => (ConfigKind::Route, "route", "[router]", "run", "[link]"),
+/// error names the command that takes it (its validating one when
+/// `validating`: `check` or `route --check`). A file that is neither, or
+/// not TOML, is left to the parser, whose messages name the line.
+pub(crate) fn refuse_other_kind(path: &Path, want: ConfigKind, validating: bool) -> Result<()> {
+    // (the other kind, its daemon and table, this command and table)
+    let (other, its_cmd, its_table, cmd, table) = match (want, validating) {
+        (ConfigKind::Route, false) => (ConfigKind::Run, "run", "[link]", "route", "[router]"),
+        (ConfigKind::Route, true) => (
+            ConfigKind::Run,
+            "run",
+            "[link]",
+            "route --check",
+            "[router]",
+        ),
+        (ConfigKind::Run, false) => (ConfigKind::Route, "route", "[router]", "run", "[link]"),
+        (ConfigKind::Run, true) => (ConfigKind::Route, "route", "[router]", "check", "[link]"),
+    };
+    let suggest = match (other, validating) {
+        (_, false) => format!("pktsched {its_cmd} --config"),
+        (ConfigKind::Run, true) => "pktsched check".to_string(),
+        (ConfigKind::Route, true) => "pktsched route --check".to_string(),
     };
     match config_kind(path) {
         Ok(kind) if kind == other => bail!(
             "{path}: a `pktsched {its_cmd}` config (it has {its_table}); `pktsched {cmd}` \
-             takes configs with {table}: allowed `pktsched {its_cmd} --config {path}`",
+             takes configs with {table}: allowed `{suggest} {path}`",
             path = path.display()
         ),
         _ => Ok(()),

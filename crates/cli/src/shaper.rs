@@ -89,16 +89,7 @@ pub(crate) struct CheckArgs {
 pub(crate) fn check(a: &CheckArgs, out: &mut Stdout) -> Result<()> {
     // A route config is checked by `route --check`; the run config's
     // messages (an unknown `route` field) would not say so.
-    if matches!(
-        crate::route::config_kind(&a.config),
-        Ok(crate::route::ConfigKind::Route)
-    ) {
-        anyhow::bail!(
-            "{path}: a `pktsched route` config (it has [router]); `pktsched check` takes \
-             `pktsched run` configs ([link]): allowed `pktsched route --check {path}`",
-            path = a.config.display()
-        );
-    }
+    crate::route::refuse_other_kind(&a.config, crate::route::ConfigKind::Run, true)?;
     let cfg = daemon::load_checked(&a.config).map_err(anyhow::Error::msg)?;
     writeln!(out, "# {}: ok", a.config.display())?;
     write!(out, "{cfg}")?;
@@ -122,7 +113,7 @@ impl DaemonEvents for Events<'_> {
 }
 
 pub(crate) fn run(a: &RunArgs, out: &mut Stdout) -> Result<()> {
-    crate::route::refuse_other_kind(&a.config, crate::route::ConfigKind::Run)?;
+    crate::route::refuse_other_kind(&a.config, crate::route::ConfigKind::Run, false)?;
     let duration = match &a.duration {
         Some(d) => Some(Duration::from_nanos(
             pktsched_core::units::parse_duration(d)

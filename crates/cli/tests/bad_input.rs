@@ -2146,7 +2146,11 @@ fn stats_and_reload_find_the_route_socket() {
         with(
             "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nlimit = 5\n",
             &["route", "--check", "{dir}/c.toml"],
-            &["a `pktsched run` config", "allowed `pktsched run --config"],
+            &[
+                "a `pktsched run` config",
+                "`pktsched route --check` takes configs with [router]",
+                "allowed `pktsched check",
+            ],
         ),
         with(
             "[link]\n",

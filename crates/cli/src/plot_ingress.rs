@@ -96,6 +96,16 @@ fn read_json(path: &Path) -> Result<Value> {
     serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))
 }
 
+/// A file a point may lack (the router's `route.json` / `router.json`):
+/// absent is `None`; present but unreadable or not JSON is an error, not a
+/// silent fall-back to the sink's figures.
+fn read_optional_json(path: &Path) -> Result<Option<Value>> {
+    match path.try_exists() {
+        Ok(false) => Ok(None),
+        _ => read_json(path).map(Some),
+    }
+}
+
 /// The first number under one of `keys`, depth first.
 pub(crate) fn find_number(v: &Value, keys: &[&str]) -> Option<f64> {
     match v {
@@ -184,8 +194,8 @@ pub(crate) fn read_point(dir: &Path) -> Result<Row> {
     let sf = dir.join("sink.json");
     let sink = read_json(&sf)?;
     let gen_report = read_json(&dir.join("gen.json"))?;
-    let route = read_json(&dir.join("route.json")).ok();
-    let stats = read_json(&dir.join("router.json")).ok();
+    let route = read_optional_json(&dir.join("route.json"))?;
+    let stats = read_optional_json(&dir.join("router.json"))?;
     let router = stats.as_ref().or(route.as_ref());
     let (r_rt, r_be) = (router_class(router, "rt"), router_class(router, "be"));
     let (rt, rt_lo, rt_hi) = class(&sink, "rt", &sf)?;
@@ -194,8 +204,13 @@ pub(crate) fn read_point(dir: &Path) -> Result<Row> {
         sent_to(&gen_report, rt_lo, rt_hi),
         sent_to(&gen_report, be_lo, be_hi),
     );
-    let got = |c: &Value, k: &str| c.get(k).and_then(Value::as_f64).unwrap_or(0.0);
-    let (rt_received, be_received) = (got(rt, "received") as u64, got(be, "received") as u64);
+    let got = |c: &Value, k: &str| -> Result<f64> {
+        let name = c.get("class").and_then(Value::as_str).unwrap_or("?");
+        c.get(k)
+            .and_then(Value::as_f64)
+            .with_context(|| format!("{}: class {name:?} has no number {k:?}", sf.display()))
+    };
+    let (rt_received, be_received) = (got(rt, "received")? as u64, got(be, "received")? as u64);
     let load_pps = num(&point, "load_pps", &pf)?;
     let rt_share = num(&point, "rt_share", &pf)?;
     let be_budget = point.get("be_budget").and_then(Value::as_u64);
@@ -232,12 +247,12 @@ pub(crate) fn read_point(dir: &Path) -> Result<Row> {
         be_received,
         rt_loss: loss(rt_sent, rt_received),
         be_loss: loss(be_sent, be_received),
-        rt_p50_us: got(rt, "latency_p50_us"),
-        rt_p99_us: got(rt, "latency_p99_us"),
-        rt_p999_us: got(rt, "latency_p999_us"),
-        be_p50_us: got(be, "latency_p50_us"),
-        be_p99_us: got(be, "latency_p99_us"),
-        be_p999_us: got(be, "latency_p999_us"),
+        rt_p50_us: got(rt, "latency_p50_us")?,
+        rt_p99_us: got(rt, "latency_p99_us")?,
+        rt_p999_us: got(rt, "latency_p999_us")?,
+        be_p50_us: got(be, "latency_p50_us")?,
+        be_p99_us: got(be, "latency_p99_us")?,
+        be_p999_us: got(be, "latency_p999_us")?,
         router_rt_p50_us: router_us(r_rt, "latency_p50_ns"),
         router_rt_p99_us: router_us(r_rt, "latency_p99_ns"),
         router_rt_ring_wait_p99_us: router_us(r_rt, "ring_wait_p99_ns"),
@@ -554,8 +569,10 @@ mod tests {
             &p,
             "sink.json",
             serde_json::json!({"classes": [
-                {"class": "rt", "ports": "5001-5001", "received": 29970, "latency_p99_us": 12.5},
-                {"class": "be", "ports": "5002-5009", "received": 35000, "latency_p99_us": 900.0}
+                {"class": "rt", "ports": "5001-5001", "received": 29970,
+                 "latency_p50_us": 8.0, "latency_p99_us": 12.5, "latency_p999_us": 20.0},
+                {"class": "be", "ports": "5002-5009", "received": 35000,
+                 "latency_p50_us": 300.0, "latency_p99_us": 900.0, "latency_p999_us": 950.0}
             ]}),
         );
         write(
@@ -642,6 +659,47 @@ mod tests {
                 .expect("row")
                 .ends_with(",4.0,9.0,6.0,50.0,700.0"),
             "{c}"
+        );
+    }
+
+    /// A point whose router file is corrupt, or whose sink class lacks a
+    /// figure, is an error naming the file and the field (the point is
+    /// left out with that message), not the sink's figures or zeros.
+    #[test]
+    fn a_corrupt_router_file_or_a_missing_sink_figure_is_named() {
+        let root = std::env::temp_dir().join(format!("ig-plot-bad-{}", std::process::id()));
+        let p = root.join("points/p");
+        std::fs::create_dir_all(&p).expect("mkdir");
+        let point = serde_json::json!({"strategy": "sq", "sweep": "load", "load_pps": 1000.0, "rt_share": 0.3});
+        write(&p, "point.json", point);
+        write(&p, "gen.json", serde_json::json!({"flows": []}));
+        let class = |name: &str, ports: &str| {
+            serde_json::json!({"class": name, "ports": ports, "received": 10,
+                "latency_p50_us": 1.0, "latency_p99_us": 2.0, "latency_p999_us": 3.0})
+        };
+        let sink =
+            serde_json::json!({"classes": [class("rt", "5001-5001"), class("be", "5002-5009")]});
+        write(&p, "sink.json", sink.clone());
+        assert!(read_point(&p).is_ok(), "the complete point reads");
+        std::fs::write(
+            p.join("router.json"),
+            "error: the forwarding thread failed\n",
+        )
+        .expect("write");
+        let e = format!("{:#}", read_point(&p).expect_err("corrupt router.json"));
+        assert!(e.contains("router.json") && e.contains("not JSON"), "{e}");
+        std::fs::remove_file(p.join("router.json")).expect("rm");
+        let mut no_p99 = sink;
+        no_p99["classes"][1]
+            .as_object_mut()
+            .expect("class")
+            .remove("latency_p99_us");
+        write(&p, "sink.json", no_p99);
+        let e = format!("{:#}", read_point(&p).expect_err("no p99"));
+        std::fs::remove_dir_all(&root).expect("clean");
+        assert!(
+            e.contains("sink.json") && e.contains("class \"be\"") && e.contains("latency_p99_us"),
+            "{e}"
         );
     }
 

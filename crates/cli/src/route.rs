@@ -195,9 +195,32 @@ pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
     } else {
         Request::Stats
     };
-    let answer = control::request(&socket_of(a)?, req)?;
-    write!(out, "{answer}")?;
+    let socket = socket_of(a)?;
+    let answer = control::request(&socket, req)?;
+    write!(out, "{}", daemon_answer("stats", &socket, &answer)?)?;
     Ok(())
+}
+
+/// The daemon's answer to `command`, or an error when there was none (the
+/// daemon closed the connection) or it was an `error: …` line: either way
+/// the command fails (exit status 1) instead of printing it as the result.
+fn daemon_answer<'a>(command: &str, socket: &Path, answer: &'a str) -> Result<&'a str> {
+    if answer.trim().is_empty() {
+        bail!(
+            "{command}: no answer from pktsched on {}: the daemon closed the connection without \
+             one (is it stopping?)",
+            socket.display()
+        );
+    }
+    if let Some(e) = answer.strip_prefix("error: ") {
+        let verb = if command == "reload" {
+            "refused"
+        } else {
+            "failed"
+        };
+        bail!("{command} {verb}: {}", e.trim_end());
+    }
+    Ok(answer)
 }
 
 /// `pktsched reload` for either daemon: prints what changed, as text or
@@ -211,18 +234,9 @@ pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
     }
     let socket = socket_of(a)?;
     let answer = control::request(&socket, Request::Reload)?;
-    if answer.trim().is_empty() {
-        bail!(
-            "reload: no answer from pktsched on {}: the daemon closed the connection without \
-             one (is it stopping?)",
-            socket.display()
-        );
-    }
-    if let Some(e) = answer.strip_prefix("error: ") {
-        bail!("reload refused: {}", e.trim_end());
-    }
+    let answer = daemon_answer("reload", &socket, &answer)?;
     if a.json {
-        let json = pktsched_run::reload::answer_json(&answer)
+        let json = pktsched_run::reload::answer_json(answer)
             .map_err(|e| anyhow::anyhow!("reload: {e}"))?;
         writeln!(out, "{json}")?;
     } else {

@@ -2586,6 +2586,60 @@ fn files_that_are_not_regular_or_are_huge() {
     run_table(&rows);
 }
 
+/// A daemon that answers `error: …` or closes the connection without an
+/// answer: `stats` and `reload` fail naming it instead of printing the
+/// error text as their result with exit status 0 (scripts such as
+/// `ingress-qos.sh` rely on the status).
+#[test]
+fn daemon_errors_fail_stats_and_reload() {
+    use std::io::{BufRead, BufReader, Write};
+    let scratch = Scratch::new("daemon-errors");
+    let serve = |name: &str, answer: &'static str| -> &'static str {
+        let path = scratch.path().join(name);
+        let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        std::fs::set_permissions(&path, PermissionsExt::from_mode(0o600)).unwrap();
+        std::thread::spawn(move || {
+            for mut conn in listener.incoming().map_while(Result::ok) {
+                let mut line = String::new();
+                let _ = BufReader::new(&conn).read_line(&mut line);
+                let _ = conn.write_all(answer.as_bytes());
+            }
+        });
+        Box::leak(path.display().to_string().into_boxed_str())
+    };
+    let failing = serve("failing.sock", "error: the forwarding thread failed\n");
+    let silent = serve("silent.sock", "");
+    let mut rows = Vec::new();
+    for args in [
+        vec!["stats", "--socket", failing],
+        vec!["stats", "--json", "--socket", failing],
+        vec!["stats", "--prometheus", "--socket", failing],
+    ] {
+        rows.push(row(
+            Box::leak(args.into_boxed_slice()),
+            2,
+            &["stats failed", "the forwarding thread failed"],
+        ));
+    }
+    rows.push(row(
+        Box::leak(Box::new(["reload", "--socket", failing])),
+        2,
+        &["reload refused", "the forwarding thread failed"],
+    ));
+    for command in ["stats", "reload"] {
+        rows.push(row(
+            Box::leak(Box::new([command, "--socket", silent])),
+            2,
+            &[
+                "no answer from pktsched on",
+                "silent.sock",
+                "closed the connection",
+            ],
+        ));
+    }
+    run_table(&rows);
+}
+
 /// Paths that are not UTF-8: named (lossily), never a panic.
 #[test]
 fn paths_that_are_not_utf8() {

@@ -5,10 +5,12 @@
 //! second writes them back before the process dies of it. A second
 //! busy-polling run on the same device is refused, naming the first. In
 //! namespaces of their own (prefixes `hdbp-`, `hdbq-`); need root (CI runs as
-//! root), skipped otherwise.
+//! root), skipped otherwise; a run that does not write the settings
+//! fails them (unless `PKTSCHED_ALLOW_UNWRITTEN_NAPI` is set).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::skipped;
 
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::ExitStatusExt;
@@ -33,8 +35,8 @@ fn sysfs(ns: &str, name: &str) -> String {
 
 /// Starts the shaper with busy polling in `ns` and waits until its log
 /// says the settings are written; its stderr lines keep coming on the
-/// returned channel. `None` when it runs without writing them (no AF_XDP
-/// here: the settings are then never touched).
+/// returned channel. `None` when it runs without writing them, which
+/// fails the test unless `PKTSCHED_ALLOW_UNWRITTEN_NAPI` is set.
 fn start(ns: &str, cfg: &str) -> (Guard, mpsc::Receiver<String>, Option<Vec<String>>) {
     // Guarded at once: a panic below kills it.
     let mut guard = Guard(Some(
@@ -69,13 +71,29 @@ fn start(ns: &str, cfg: &str) -> (Guard, mpsc::Receiver<String>, Option<Vec<Stri
             break false;
         }
     };
+    if !written {
+        // The daemon ran on and logged why it did not write them: in CI
+        // (root, backend xdp on veth) that is a regression, not the
+        // machine's limit, so it fails unless the environment says this
+        // machine cannot write them.
+        let why = format!("the device settings were not written: {seen:?}");
+        assert!(
+            std::env::var_os(ALLOW_UNWRITTEN).is_some(),
+            "{why} (set {ALLOW_UNWRITTEN}=1 where sysfs cannot be written)"
+        );
+        skipped(&why);
+    }
     (guard, rx, written.then_some(seen))
 }
+
+/// Set where the device's NAPI settings cannot be written (a read-only
+/// sysfs): the tests then say they went untested instead of failing.
+const ALLOW_UNWRITTEN: &str = "PKTSCHED_ALLOW_UNWRITTEN_NAPI";
 
 #[test]
 fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line("hdbp-").expect("topology");
@@ -96,7 +114,6 @@ fn busy_poll_settings_come_back_after_sigkill_and_a_second_sigterm() {
     // SIGKILL: nothing of the process runs; the settings stay.
     let (mut guard, _log, written) = start(ns, &cfg);
     if written.is_none() {
-        eprintln!("skipped: the device settings were not written here (no AF_XDP on veth?)");
         return;
     }
     let mut child = guard.0.take().unwrap();
@@ -171,7 +188,7 @@ fn xdp_config(scratch: &Scratch, name: &str, sock: &str) -> String {
 #[test]
 fn a_second_busy_polling_run_on_the_same_device_is_refused_naming_the_first() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line("hdbq-").expect("topology");
@@ -179,7 +196,6 @@ fn a_second_busy_polling_run_on_the_same_device_is_refused_naming_the_first() {
     let scratch = Scratch::new("busy-poll-second");
     let (guard, _log, written) = start(ns, &xdp_config(&scratch, "one.toml", "one.sock"));
     if written.is_none() {
-        eprintln!("skipped: the device settings were not written here (no AF_XDP on veth?)");
         return;
     }
     let first = guard.0.as_ref().unwrap().id();

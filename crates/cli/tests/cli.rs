@@ -4,6 +4,7 @@
 
 mod common;
 use common::Scratch;
+use common::skipped;
 use std::process::{Command, Output};
 
 fn pktsched(args: &[&str]) -> Output {
@@ -384,12 +385,14 @@ fn bench_pspat_refuses_a_real_time_arbiter_without_cap_sys_nice() {
         ])
         .output()
     else {
-        eprintln!("skipped: prlimit (util-linux) is not installed");
+        skipped("prlimit (util-linux) is not installed");
         return;
     };
     let e = stderr(&o);
     if e.contains("setpriv:") || e.contains("prlimit:") {
-        eprintln!("skipped: setpriv/prlimit could not drop CAP_SYS_NICE or RLIMIT_RTPRIO: {e}");
+        skipped(&format!(
+            "setpriv/prlimit could not drop CAP_SYS_NICE or RLIMIT_RTPRIO: {e}"
+        ));
         return;
     }
     assert_eq!(o.status.code(), Some(2), "{e}");

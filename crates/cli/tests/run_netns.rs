@@ -6,6 +6,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
+use common::skipped;
 
 use std::io::Read;
 use std::os::unix::fs::PermissionsExt;
@@ -46,7 +47,7 @@ fn output(mut c: Command) -> (i32, String, String) {
 #[test]
 fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line("pst-cli-").expect("topology");
@@ -205,7 +206,7 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
 #[test]
 fn live_demo_runs_and_cleans_up() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let (code, out, err) = output({

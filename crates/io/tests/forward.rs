@@ -3,8 +3,11 @@
 //! and arrive whole at a UDP socket in a third namespace. Needs root (CI
 //! runs as root); skipped with a message otherwise.
 
+#[path = "common/untested.rs"]
+mod untested;
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
+use untested::skipped;
 
 use pktsched_io::classify::{Classifier, Match, Rule};
 use pktsched_io::netns::{Topology, in_namespace, is_root, namespaces};
@@ -16,7 +19,7 @@ const N: usize = 3000;
 #[test]
 fn frames_cross_a_forwarder_between_two_veths() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let names;

@@ -7,7 +7,10 @@
 //! ring, in order, promptly. (Before that fix the tail of the last burst,
 //! some 3500 frames, stayed in the generator's ring for good.) Needs root.
 
+#[path = "common/untested.rs"]
+mod untested;
 use std::time::{Duration, Instant};
+use untested::skipped;
 
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
 use pktsched_io::netns::{Topology, in_namespace, missing_privileges};
@@ -20,7 +23,7 @@ const BURST: u64 = 2000;
 #[test]
 fn bursts_into_a_napi_veth_are_retried_and_all_arrive() {
     if let Some(why) = missing_privileges() {
-        eprintln!("skipped: {why}");
+        skipped(&why);
         return;
     }
     let topo = Topology::line("pst-napi-").expect("topology");

@@ -6,7 +6,10 @@
 //! at a time (a V3 block is resumed mid-way). IPv6 is off in the
 //! topology, so every frame on the wire is the test's. Needs root.
 
+#[path = "common/untested.rs"]
+mod untested;
 use std::time::{Duration, Instant};
+use untested::skipped;
 
 use pktsched_io::clock::monotonic_ns;
 use pktsched_io::frame::{Stamp, UdpSpec, build_udp, udp_payload};
@@ -133,7 +136,7 @@ fn overflow(rx_role: Role) {
 #[test]
 fn overflowing_rings_count_every_dropped_frame() {
     if let Some(why) = missing_privileges() {
-        eprintln!("skipped: {why}");
+        skipped(&why);
         return;
     }
     overflow(Role::Rx(RxRing {

@@ -8,7 +8,10 @@
 //! (default 6000). Needs root for `bpf(2)`; skipped with the reason
 //! otherwise.
 
+#[path = "common/untested.rs"]
+mod untested;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use untested::skipped;
 
 use pktsched_io::bpf::action;
 use pktsched_io::bpf::classify::{MAX_RULES, META_LEN, Steer, class_of_output, compile, load};
@@ -272,7 +275,7 @@ fn frame(rng: &mut ChaCha8Rng) -> Vec<u8> {
 #[test]
 fn the_compiled_classifier_agrees_with_the_userspace_one() {
     if !is_root() {
-        eprintln!("skipped: bpf(2) needs root (CAP_BPF, CAP_NET_ADMIN)");
+        skipped("bpf(2) needs root (CAP_BPF, CAP_NET_ADMIN)");
         return;
     }
     let mut rng = ChaCha8Rng::seed_from_u64(0x5eed_0001);
@@ -334,7 +337,7 @@ fn the_compiled_classifier_agrees_with_the_userspace_one() {
 #[test]
 fn every_field_of_a_rule_compiles_and_too_many_rules_are_refused_by_count() {
     if !is_root() {
-        eprintln!("skipped: bpf(2) needs root");
+        skipped("bpf(2) needs root");
         return;
     }
     let map = Map::xsk(64, "pst_diff").expect("XSKMAP");
@@ -390,7 +393,7 @@ fn every_field_of_a_rule_compiles_and_too_many_rules_are_refused_by_count() {
 #[test]
 fn the_xdp_programs_load_under_strict_alignment() {
     if !is_root() {
-        eprintln!("skipped: bpf(2) needs root");
+        skipped("bpf(2) needs root");
         return;
     }
     let map = Map::xsk(64, "pst_align").expect("XSKMAP");

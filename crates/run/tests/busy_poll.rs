@@ -7,8 +7,11 @@
 //! pinned and given its priority, and goes when the setting goes back.
 //! Needs root (CI runs as root); skipped with a message otherwise.
 
+#[path = "../../io/tests/common/untested.rs"]
+mod untested;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
+use untested::skipped;
 
 use pktsched_io::netns::{Topology, in_namespace, is_root};
 use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions, ThreadOverrides};
@@ -47,7 +50,7 @@ fn sleeps_of(name: &str) -> Option<u64> {
 #[test]
 fn a_busy_polling_forwarder_forwards_without_sleeping_and_stops_with_every_frame_counted() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line("fwbp-").expect("topology");
@@ -215,7 +218,7 @@ fn threaded_napi_on_a_veth_pins_the_kernels_thread_and_goes_back() {
     use pktsched_run::config::ThreadSched;
     use pktsched_run::sys::ThreadedNapi;
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line("c7nt-").expect("topology");

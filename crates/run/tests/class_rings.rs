@@ -5,6 +5,7 @@
 //! otherwise. The namespaces are removed even when a test fails.
 
 mod common;
+use common::skipped;
 #[macro_use]
 mod engines;
 use std::sync::atomic::AtomicBool;
@@ -97,7 +98,7 @@ const ATTEMPTS: usize = 3;
 /// the test fails naming those hops.
 fn victim_next_to_an_overload(engine: Engine, backend: &str, rings_are: &str) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let mut outside = Vec::new();

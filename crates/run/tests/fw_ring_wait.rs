@@ -5,6 +5,7 @@
 //! are removed even when the test fails.
 
 mod common;
+use common::skipped;
 
 use std::net::UdpSocket;
 use std::time::{Duration, Instant};
@@ -17,7 +18,7 @@ use pktsched_run::devices::open_devices;
 #[test]
 fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line("fw-wait-").expect("topology");
@@ -125,7 +126,7 @@ fn single_ring_reports_ready(backend: &str, prefix: &str) {
 #[test]
 fn a_single_ring_says_in_memory_whether_frames_wait() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     single_ring_reports_ready("xdp", "fw-rdyx-");

@@ -4,6 +4,7 @@
 //! namespaces are removed even when a test fails (the topology's Drop).
 
 mod common;
+use common::skipped;
 #[macro_use]
 mod engines;
 use std::sync::atomic::AtomicBool;
@@ -158,7 +159,7 @@ fn frame_rate_bps(r: &SinkReport, flow: usize) -> f64 {
 
 fn a_single_overloading_flow_gets_the_configured_rate(engine: Engine) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let Run {
@@ -197,7 +198,7 @@ fn a_single_overloading_flow_gets_the_configured_rate(engine: Engine) {
 
 fn weighted_shares_follow_the_weights_under_overload(engine: Engine) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let run = through_pipeline(
@@ -231,7 +232,7 @@ fn weighted_shares_follow_the_weights_under_overload(engine: Engine) {
 
 fn a_strict_priority_class_takes_the_link_under_overload(engine: Engine) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let config = LINK
@@ -334,7 +335,7 @@ const REQUIRE_OVERLOAD: &str = "PKTSCHED_REQUIRE_GIGABIT_OVERLOAD";
 /// [`REQUIRE_OVERLOAD`] set.
 fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let mut short = Vec::new();
@@ -400,7 +401,7 @@ fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
 
 fn the_ring_generator_s_frames_cross_the_shaper_stamped(engine: Engine) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     // Two flows well under the link: every frame the ring sent arrives,
@@ -442,7 +443,7 @@ fn the_ring_generator_s_frames_cross_the_shaper_stamped(engine: Engine) {
 /// the queues have been sent), and the egress sent what the classes did.
 fn every_class_conserves_its_frames_under_overload(engine: Engine) {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let run = through_pipeline(

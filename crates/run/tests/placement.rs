@@ -5,10 +5,13 @@
 //! policy, real-time priority and CPUs from `/proc/self/task/*`. Needs
 //! root; skipped otherwise.
 
+#[path = "../../io/tests/common/untested.rs"]
+mod untested;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
+use untested::skipped;
 
 use pktsched_io::netns::{Topology, in_namespace, is_root};
 use pktsched_run::daemon::{self, DaemonEvents, DaemonOptions, ThreadOverrides};
@@ -107,7 +110,7 @@ fn with_daemon<T: Send>(
 #[test]
 fn the_forwarder_runs_pinned_under_sched_fifo_and_the_control_thread_does_not() {
     if !is_root() {
-        eprintln!("skipped: needs root for namespaces and SCHED_FIFO");
+        skipped("needs root for namespaces and SCHED_FIFO");
         return;
     }
     let all = allowed_cpus().expect("affinity");
@@ -142,7 +145,7 @@ fn the_forwarder_runs_pinned_under_sched_fifo_and_the_control_thread_does_not() 
 #[test]
 fn the_command_line_overrides_the_config_and_bad_cpus_are_refused() {
     if !is_root() {
-        eprintln!("skipped: needs root for namespaces and SCHED_FIFO");
+        skipped("needs root for namespaces and SCHED_FIFO");
         return;
     }
     let cpu = *allowed_cpus().expect("affinity").first().expect("a cpu");

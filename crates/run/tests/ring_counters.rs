@@ -12,6 +12,7 @@
 //! namespaces are removed even when a test fails.
 
 mod common;
+use common::skipped;
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
@@ -168,7 +169,7 @@ fn ring_full_shows_in_the_stats(prefix: &str, backend: &str) -> (DeviceStats, De
 
 fn skip() -> bool {
     if let Some(why) = missing_privileges() {
-        eprintln!("skipped: {why}");
+        skipped(&why);
         return true;
     }
     false

@@ -16,6 +16,7 @@
 
 mod common;
 use common::WireCounters;
+use common::skipped;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -347,7 +348,7 @@ fn run_router<S: Send + 'static, D>(
 /// and what the sink saw.
 fn run(strategy: &str, backend: &str) -> Option<(RouterSnapshot, Seen, WireCounters)> {
     if !is_root() {
-        eprintln!("skipped: needs root for network namespaces (CI runs as root)");
+        skipped("needs root for network namespaces (CI runs as root)");
         return None;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());
@@ -634,7 +635,7 @@ fn egress_generate(mut tx: PacketSocket, d0: [u8; 6]) -> u64 {
 #[test]
 fn the_egress_policy_sends_at_its_rate_and_the_weights_share_it() {
     if !is_root() {
-        eprintln!("skipped: needs root for network namespaces (CI runs as root)");
+        skipped("needs root for network namespaces (CI runs as root)");
         return;
     }
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|p| p.into_inner());

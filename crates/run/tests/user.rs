@@ -4,10 +4,13 @@
 //! (this test binary again, with an environment variable saying so), in
 //! namespaces of its own (prefix `vc-`). Needs root; skipped otherwise.
 
+#[path = "../../io/tests/common/untested.rs"]
+mod untested;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command};
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
+use untested::skipped;
 
 use pktsched_io::netns::{Topology, in_namespace, is_root};
 use pktsched_run::control::{self, Request};
@@ -78,7 +81,7 @@ fn the_daemon_runs_as_the_user_with_no_capability() {
         return child(&spec);
     }
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces and switch users");
+        skipped("needs root to create network namespaces and switch users");
         return;
     }
     let topo = Topology::line("vc-user-").expect("topology");

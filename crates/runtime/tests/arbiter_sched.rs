@@ -6,7 +6,10 @@
 #![deny(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../io/tests/common/untested.rs"]
+mod untested;
 use std::time::Duration;
+use untested::skipped;
 
 use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
 use pktsched_runtime::output::VecOutput;
@@ -46,7 +49,7 @@ fn has_cap_sys_nice() -> bool {
 #[test]
 fn a_fifo_arbiter_runs_under_sched_fifo_and_delivers_everything() {
     if !has_cap_sys_nice() {
-        eprintln!("skipped: this thread lacks CAP_SYS_NICE (the refusal test covers it)");
+        skipped("this thread lacks CAP_SYS_NICE (the refusal test covers it)");
         return;
     }
     let cfg = Config {
@@ -106,7 +109,7 @@ fn rtprio_limit() -> u64 {
 #[test]
 fn without_cap_sys_nice_a_fifo_arbiter_is_refused_by_name() {
     if rtprio_limit() >= 50 {
-        eprintln!("skipped: RLIMIT_RTPRIO allows priority 50 without CAP_SYS_NICE");
+        skipped("RLIMIT_RTPRIO allows priority 50 without CAP_SYS_NICE");
         return;
     }
     // Capabilities are per thread, and threads inherit their creator's:
@@ -126,7 +129,7 @@ fn without_cap_sys_nice_a_fifo_arbiter_is_refused_by_name() {
     .join()
     .unwrap();
     let Some(e) = r else {
-        eprintln!("skipped: could not drop CAP_SYS_NICE (capset refused)");
+        skipped("could not drop CAP_SYS_NICE (capset refused)");
         return;
     };
     assert!(

@@ -5,11 +5,14 @@
 #![forbid(unsafe_code)]
 #![allow(clippy::unwrap_used)]
 
+#[path = "../../io/tests/common/untested.rs"]
+mod untested;
 use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
 use pktsched_runtime::output::{Output, VecOutput};
 use pktsched_runtime::pspat::{
     ArbiterStats, Client, Clock, Config, Pspat, SendError, StopMode, add_flows,
 };
+use untested::skipped;
 
 /// Sends packets `0..n` of flow `flow` (numbered `flow << 32 | seq`),
 /// yielding while the mailbox is full.
@@ -426,7 +429,7 @@ fn an_arbiter_that_shares_its_core_steps_aside_and_clients_run_the_rounds() {
         .and_then(|c| c.first().copied())
         .map(|c| c.id);
     if core.is_none() {
-        eprintln!("skipped: no core to pin the arbiter and the spinner to");
+        skipped("no core to pin the arbiter and the spinner to");
         return;
     }
     let cfg = Config {

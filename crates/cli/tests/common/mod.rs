@@ -1,7 +1,11 @@
 //! Shared by the CLI's integration tests.
 
+#[path = "../../../io/tests/common/untested.rs"]
+mod untested;
 use std::path::{Path, PathBuf};
 use std::process::Child;
+#[allow(unused_imports)]
+pub(crate) use untested::{skipped, untested};
 
 /// A scratch directory, unique per process and name, removed when dropped
 /// (also when the test fails), so tests leave nothing in the temp directory.

@@ -2,6 +2,10 @@
 //! module and uses part of it).
 #![allow(dead_code)]
 
+mod untested;
+#[allow(unused_imports)]
+pub(crate) use untested::{skipped, untested};
+
 use std::net::{IpAddr, Ipv4Addr};
 
 use pktsched_io::frame::UdpSpec;
@@ -13,7 +17,7 @@ use pktsched_io::packet::{FrameRing, PacketSocket, Role};
 pub(crate) fn skip() -> bool {
     match missing_privileges() {
         Some(why) => {
-            eprintln!("skipped: {why}");
+            skipped(&why);
             true
         }
         None => false,

@@ -99,27 +99,10 @@ fn udp_rcvbuf_errors(ns: &str) -> std::io::Result<u64> {
         .map_err(|e| std::io::Error::other(format!("RcvbufErrors: {e}")))
 }
 
-/// Says on stderr that a check went unmeasured on this machine (the
-/// environment, not pktsched, kept it from running), and appends the same
-/// line to the file `PKTSCHED_UNTESTED_LOG` names, if set: `ci/test.sh`
-/// sets it and prints the file at the end, so a skipped check is seen in
-/// CI's output and not only in a passing test's hidden stderr.
-pub(crate) fn untested(test: &str, what: &str) {
-    eprintln!("UNTESTED ({test}): {what}");
-    let Some(path) = std::env::var_os("PKTSCHED_UNTESTED_LOG") else {
-        return;
-    };
-    use std::io::Write;
-    let line = format!("{test}: {}\n", what.replace('\n', "\n    "));
-    let written = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&path)
-        .and_then(|mut f| f.write_all(line.as_bytes()));
-    if let Err(e) = written {
-        eprintln!("could not append to PKTSCHED_UNTESTED_LOG {path:?}: {e}");
-    }
-}
+#[path = "../../../io/tests/common/untested.rs"]
+mod untested;
+#[allow(unused_imports)]
+pub(crate) use untested::{skipped, untested};
 
 /// Two strict-priority classes for a victim next to an overload: `bulk`
 /// (priority 1, the default) and `victim` (priority 0, UDP to port 5000),

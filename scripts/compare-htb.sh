@@ -129,6 +129,37 @@ case "$rounds" in ''|*[!0-9]*|0) echo "compare-htb.sh: ROUNDS=$rounds: allowed a
 slow_kbit=$(( ${victim_rate%mbit} * 1000 ))
 slow_greedy="dport=6000,count=8,rate=$(( slow_kbit / 5 ))kbit,size=1500"
 slow_victim="dport=6008,rate=$(( slow_kbit / 10 < 1000 ? slow_kbit / 10 : 1000 ))kbit,size=200,pattern=poisson"
+# The environment, checked before anything runs (scripts/compare-htb.sh
+# runs as root: PKTSCHED_RT and DUT_NAPI_PRIO go into $(( )), which would
+# evaluate text such as a[$(cmd)]; PKTSCHED_BACKEND goes into a TOML file;
+# NS_PREFIX into namespace names).
+fail_env() { echo "compare-htb.sh: $1" >&2; exit 2; }
+if [ -n "${PKTSCHED_RT:-}" ] && ! [[ "$PKTSCHED_RT" =~ ^[1-9][0-9]?$ ]]; then
+    fail_env "PKTSCHED_RT=$PKTSCHED_RT: allowed a whole number 1..99 (the forwarder's SCHED_FIFO priority) or unset"
+fi
+case "${PKTSCHED_BUSY_POLL:-0}" in
+    0 | 1) ;;
+    *) fail_env "PKTSCHED_BUSY_POLL=$PKTSCHED_BUSY_POLL: allowed 0 (off, the default) or 1 (on)" ;;
+esac
+case "${PKTSCHED_BACKEND:-auto}" in
+    auto | xdp | packet) ;;
+    *) fail_env "PKTSCHED_BACKEND=$PKTSCHED_BACKEND: allowed auto (the default), xdp or packet" ;;
+esac
+[[ "${NS_PREFIX:-vc}" =~ ^[a-z0-9-]{1,8}$ ]] ||
+    fail_env "NS_PREFIX=$NS_PREFIX: allowed 1 to 8 of a-z, 0-9 and - (the start of the namespaces' names)"
+# SAT_SINK: what takes the saturation run's frames on s0: `socket` (the
+# default), a bound UDP socket on the port that never reads, or `none`,
+# no socket at all: every frame then makes s0's stack build an ICMP port
+# unreachable (rate-limited sends, but a route lookup per frame), work
+# that runs on the DUT core for every architecture (saturation figures
+# taken with `none` are not comparable with `socket`'s).
+sat_sink="${SAT_SINK:-socket}"
+case "$sat_sink" in socket|none) ;; *) fail_env "SAT_SINK=$sat_sink: allowed socket or none" ;; esac
+dut_napi="${DUT_NAPI:-softirq}"
+case "$dut_napi" in thread|softirq) ;; *) fail_env "DUT_NAPI=$dut_napi: allowed thread or softirq" ;; esac
+napi_prio="${DUT_NAPI_PRIO:-1}"
+[[ "$napi_prio" =~ ^-?[0-9]{1,2}$ ]] ||
+    fail_env "DUT_NAPI_PRIO=$napi_prio: allowed a whole number -99..99 (the NAPI thread's priority relative to PKTSCHED_RT)"
 [ "$(id -u)" = 0 ] || { echo "compare-htb.sh needs root (network namespaces)" >&2; exit 2; }
 ci/deps.sh >/dev/null 2>&1 || true
 if [ -z "${PKTSCHED_BIN:-}" ]; then
@@ -157,26 +188,13 @@ fi
 rt_args=()
 [ -n "${PKTSCHED_RT:-}" ] && rt_args=(--rt-priority "$PKTSCHED_RT")
 bp_args=()
-[ "${PKTSCHED_BUSY_POLL:-0}" != 0 ] && bp_args=(--busy-poll)
+[ "${PKTSCHED_BUSY_POLL:-0}" = 1 ] && bp_args=(--busy-poll)
 # The generator and sink on the other CPU.
 nsr() { local ns="$1"; shift; ip netns exec "$ns" "${pin_rest[@]}" "$@"; }
 # RPS: d0's receive processing on the DUT's CPU (HTB rows), or back to
 # where the frame arrived ("0").
 rps() { nsx "$dut" sh -c "echo $1 > /sys/class/net/d0/queues/rx-0/rps_cpus" 2>/dev/null || true; }
-# SAT_SINK: what takes the saturation run's frames on s0: `socket` (the
-# default), a bound UDP socket on the port that never reads, or `none`,
-# no socket at all: every frame then makes s0's stack build an ICMP port
-# unreachable (rate-limited sends, but a route lookup per frame), work
-# that runs on the DUT core for every architecture (saturation figures
-# taken with `none` are not comparable with `socket`'s).
-sat_sink="${SAT_SINK:-socket}"
-case "$sat_sink" in socket|none) ;; *) echo "compare-htb.sh: SAT_SINK=$sat_sink: allowed socket or none" >&2; exit 2 ;; esac
-dut_napi="${DUT_NAPI:-softirq}"
-case "$dut_napi" in thread|softirq) ;; *) echo "compare-htb.sh: DUT_NAPI=$dut_napi: allowed thread or softirq" >&2; exit 2 ;; esac
 [ -n "$dut_cpu" ] || dut_napi=softirq
-napi_prio="${DUT_NAPI_PRIO:-1}"
-[[ "$napi_prio" =~ ^-?[0-9]{1,2}$ ]] ||
-    { echo "compare-htb.sh: DUT_NAPI_PRIO=$napi_prio: allowed a whole number -99..99 (the NAPI thread's priority relative to PKTSCHED_RT)" >&2; exit 2; }
 # The NAPI placement of the pktsched architecture being run: DUT_NAPI,
 # or `thread` for the `-nt` variants (rtc-nt: run-to-completion with d0's
 # NAPI threaded), so both placements interleave in one run.

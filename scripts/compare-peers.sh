@@ -43,7 +43,10 @@ if [ ! -x "$peers/run" ]; then
 fi
 
 if [ -n "${PKTSCHED_BIN:-}" ]; then
-    bin="$PKTSCHED_BIN"
+    bin="$(realpath -e -- "$PKTSCHED_BIN" 2>/dev/null)" ||
+        { echo "compare-peers.sh: PKTSCHED_BIN=$PKTSCHED_BIN: no such file" >&2; exit 2; }
+    [ -f "$bin" ] && [ -x "$bin" ] ||
+        { echo "compare-peers.sh: PKTSCHED_BIN=$PKTSCHED_BIN ($bin) is not an executable file" >&2; exit 2; }
 else
     cargo build --release -q -p pktsched
     bin="$PWD/target/release/pktsched"

@@ -85,7 +85,8 @@ enum Cmd {
     /// --prometheus).
     Stats(route::ControlArgs),
     /// Makes the running shaper re-read its config and apply the changes
-    /// by class name without losing queued frames.
+    /// by class name, keeping queued frames (a removed class's go to the
+    /// default class, counted as drops there only beyond its limit).
     Reload(route::ControlArgs),
     /// Sends paced UDP flows with stamps (sequence numbers and send times)
     /// for `pktsched sink`.

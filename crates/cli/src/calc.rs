@@ -12,7 +12,9 @@ use clap::Args;
 use pktsched_core::ingress::bound::{self, Bound};
 use pktsched_core::ingress::{DEFAULT_DEVICE_BUDGET, IngressConfig, MAX_DEVICE_BUDGET};
 use pktsched_core::units::parse_duration_ps;
-use pktsched_sim::ingress::{Arrivals, ClassLoad, IngressOutcome, IngressSim, IngressSimError};
+use pktsched_sim::ingress::{
+    Arrivals, ClassLoad, IngressOutcome, IngressParam, IngressSim, IngressSimError,
+};
 
 use crate::output::Stdout;
 
@@ -90,14 +92,15 @@ fn flag_error(e: IngressSimError) -> anyhow::Error {
     else {
         return e.into();
     };
-    let flag = match field.as_str() {
-        "load of class 0" => "--rho-rt",
-        "load of class 1" => "--be-load",
-        f if f.starts_with("ring of class") => "--ring",
-        "jitter" => "--jitter",
-        "packets" => "--packets",
-        "rt_share" => "--rt-share",
-        other => other,
+    let flag = match field {
+        IngressParam::Load(0) => "--rho-rt".to_string(),
+        IngressParam::Load(1) => "--be-load".to_string(),
+        IngressParam::Ring(_) => "--ring".to_string(),
+        IngressParam::X => "--x".to_string(),
+        IngressParam::Jitter => "--jitter".to_string(),
+        IngressParam::Packets => "--packets".to_string(),
+        IngressParam::RtShare => "--rt-share".to_string(),
+        other => other.to_string(),
     };
     anyhow!("{flag} = {value}: allowed {allowed}")
 }

@@ -82,7 +82,7 @@ pub enum IngressSimError {
     #[error("{field} = {value}: allowed {allowed}")]
     Range {
         /// The parameter.
-        field: String,
+        field: IngressParam,
         /// Its value.
         value: String,
         /// What is allowed.
@@ -90,13 +90,46 @@ pub enum IngressSimError {
     },
 }
 
-fn range(
-    field: impl Into<String>,
-    value: impl ToString,
-    allowed: impl Into<String>,
-) -> IngressSimError {
+/// A parameter of an ingress run, as range errors name it (a front end
+/// maps it to its own flag or field without parsing the message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IngressParam {
+    /// The number of classes (the poller's).
+    Classes,
+    /// The per-packet service time.
+    X,
+    /// The service time's jitter.
+    Jitter,
+    /// Packets to simulate.
+    Packets,
+    /// The offered load of class `i`.
+    Load(usize),
+    /// The ring capacity of class `i`.
+    Ring(usize),
+    /// The RT share of the offered load in a sweep.
+    RtShare,
+    /// The latency histogram's precision.
+    Histogram,
+}
+
+impl core::fmt::Display for IngressParam {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            Self::Classes => f.write_str("classes"),
+            Self::X => f.write_str("x"),
+            Self::Jitter => f.write_str("jitter"),
+            Self::Packets => f.write_str("packets"),
+            Self::Load(i) => write!(f, "load of class {i}"),
+            Self::Ring(i) => write!(f, "ring of class {i}"),
+            Self::RtShare => f.write_str("rt_share"),
+            Self::Histogram => f.write_str("histogram"),
+        }
+    }
+}
+
+fn range(field: IngressParam, value: impl ToString, allowed: impl Into<String>) -> IngressSimError {
     IngressSimError::Range {
-        field: field.into(),
+        field,
         value: value.to_string(),
         allowed: allowed.into(),
     }
@@ -197,31 +230,35 @@ impl IngressSim {
         let poller = Poller::new(&self.poller)?;
         if self.classes.len() != self.poller.classes {
             return Err(range(
-                "classes",
+                IngressParam::Classes,
                 self.classes.len(),
                 format!("{} (the poller's classes)", self.poller.classes),
             ));
         }
         if self.x_ps == 0 {
-            return Err(range("x", "0", "a positive duration"));
+            return Err(range(IngressParam::X, "0", "a positive duration"));
         }
         if !(0.0..1.0).contains(&self.jitter) {
-            return Err(range("jitter", self.jitter, "0 <= jitter < 1"));
+            return Err(range(IngressParam::Jitter, self.jitter, "0 <= jitter < 1"));
         }
         if self.packets == 0 || self.packets > MAX_PACKETS {
-            return Err(range("packets", self.packets, format!("1..={MAX_PACKETS}")));
+            return Err(range(
+                IngressParam::Packets,
+                self.packets,
+                format!("1..={MAX_PACKETS}"),
+            ));
         }
         for (i, c) in self.classes.iter().enumerate() {
             if !(c.load.is_finite() && c.load > 0.0 && c.load <= 100.0) {
                 return Err(range(
-                    format!("load of class {i}"),
+                    IngressParam::Load(i),
                     c.load,
                     "0 < load <= 100 (fraction of 1/x)",
                 ));
             }
             if c.ring == 0 || c.ring > MAX_RING {
                 return Err(range(
-                    format!("ring of class {i}"),
+                    IngressParam::Ring(i),
                     c.ring,
                     format!("1..={MAX_RING}"),
                 ));
@@ -346,8 +383,8 @@ impl State {
         }
         let mut classes = Vec::with_capacity(sim.classes.len());
         for _ in &sim.classes {
-            let hist =
-                Histogram::new(3).map_err(|e| range("histogram", e, "3 significant digits"))?;
+            let hist = Histogram::new(3)
+                .map_err(|e| range(IngressParam::Histogram, e, "3 significant digits"))?;
             classes.push(PerClass {
                 arrivals: 0,
                 served: 0,

@@ -7,7 +7,7 @@ use std::io::Write;
 use pktsched_core::ingress::{IngressConfig, Strategy};
 use serde::Serialize;
 
-use crate::ingress::{Arrivals, ClassLoad, IngressSim, IngressSimError};
+use crate::ingress::{Arrivals, ClassLoad, IngressParam, IngressSim, IngressSimError};
 
 /// One strategy at one offered load, one class.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -54,7 +54,7 @@ pub fn sweep(
 ) -> Result<Vec<SweepPoint>, IngressSimError> {
     if !(rt_share > 0.0 && rt_share < 1.0) {
         return Err(IngressSimError::Range {
-            field: "rt_share".into(),
+            field: IngressParam::RtShare,
             value: rt_share.to_string(),
             allowed: "0 < rt_share < 1".into(),
         });

@@ -257,14 +257,8 @@ struct DotNode {
     parent: Option<(String, Loc)>,
 }
 
-/// Parses the DOT subset into globals and nodes (in order of first
-/// mention).
-fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
-    let mut p = Parser {
-        toks: tokenize(src)?,
-        pos: 0,
-        end: LineIndex::new(src).loc(src.len()),
-    };
+/// `[strict] digraph [name] {`: everything before the statements.
+fn header(p: &mut Parser) -> Result<(), PolicyError> {
     if matches!(p.peek(), Some(Tok::Id(s)) if s.eq_ignore_ascii_case("strict")) {
         p.pos += 1;
     }
@@ -281,12 +275,23 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
     if !matches!(p.peek(), Some(Tok::Punct("{"))) {
         p.id("a graph name or `{`")?;
     }
-    p.expect("{", "to open the graph")?;
-    let mut globals = Vec::new();
-    let mut nodes: Vec<DotNode> = Vec::new();
-    let mut index: HashMap<String, usize> = HashMap::new();
-    let mut touch = |nodes: &mut Vec<DotNode>, name: &str, loc: Loc| -> usize {
-        *index.entry(name.to_string()).or_insert_with(|| {
+    p.expect("{", "to open the graph")
+}
+
+/// What the statements collect: graph attributes, and the nodes in order
+/// of first mention.
+#[derive(Default)]
+struct Graph {
+    globals: Vec<Attr>,
+    nodes: Vec<DotNode>,
+    index: HashMap<String, usize>,
+}
+
+impl Graph {
+    /// The node called `name`, created (at `loc`) on first mention.
+    fn touch(&mut self, name: &str, loc: Loc) -> usize {
+        let nodes = &mut self.nodes;
+        *self.index.entry(name.to_string()).or_insert_with(|| {
             nodes.push(DotNode {
                 name: name.to_string(),
                 loc,
@@ -295,21 +300,18 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
             });
             nodes.len() - 1
         })
-    };
-    loop {
-        if p.eat("}") {
-            break;
-        }
-        if p.eat(";") {
-            continue;
-        }
+    }
+
+    /// One statement: `graph [...]`, `key = value`, a node with its
+    /// attributes, or an edge chain.
+    fn statement(&mut self, p: &mut Parser) -> Result<(), PolicyError> {
         let loc = p.loc();
         let (first, quoted, fl) = p.id("a node, an edge, `key = value` or `}`")?;
         if !quoted {
             match first.to_ascii_lowercase().as_str() {
                 "graph" if matches!(p.peek(), Some(Tok::Punct("["))) => {
-                    globals.extend(p.attrs()?);
-                    continue;
+                    self.globals.extend(p.attrs()?);
+                    return Ok(());
                 }
                 "node" | "edge" if matches!(p.peek(), Some(Tok::Punct("["))) => {
                     return Err(syntax(
@@ -330,8 +332,8 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
         }
         if p.eat("=") {
             let (v, q, _) = p.id(&format!("a value for `{first}`"))?;
-            globals.push((first, v, q, fl));
-            continue;
+            self.globals.push((first, v, q, fl));
+            return Ok(());
         }
         if matches!(p.peek(), Some(Tok::Punct("--"))) {
             return Err(syntax(
@@ -347,64 +349,89 @@ fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
         let attrs = p.attrs()?;
         if chain.len() == 1 {
             let (name, l) = &chain[0];
-            let i = touch(&mut nodes, name, *l);
-            nodes[i].attrs.extend(attrs);
-        } else {
-            if let Some(a) = attrs.first() {
-                return Err(syntax(
-                    a.3,
-                    format!(
-                        "attribute `{}` on an edge: put node keys on the child node",
-                        a.0
-                    ),
-                ));
-            }
-            let ids: Vec<usize> = chain
-                .iter()
-                .map(|(name, l)| touch(&mut nodes, name, *l))
-                .collect();
-            for (k, w) in chain.windows(2).enumerate() {
-                let (parent, pl) = &w[0];
-                let (child, cl) = &w[1];
-                if parent == child {
-                    return Err(PolicyError::Invalid {
-                        node: child.clone(),
-                        msg: format!(
-                            "edge `{child} -> {child}` ({pl}) makes the node its own parent; a policy is a tree"
-                        ),
-                        loc: Some(*cl),
-                    });
-                }
-                let i = ids[k + 1];
-                if let Some((old, ol)) = &nodes[i].parent
-                    && old != parent
-                {
-                    return Err(PolicyError::Invalid {
-                        node: child.clone(),
-                        msg: format!(
-                            "two parents: `{old}` ({ol}) and `{parent}` ({pl}); a policy is a tree"
-                        ),
-                        loc: Some(*cl),
-                    });
-                }
-                nodes[i].parent = Some((parent.clone(), *pl));
-            }
+            let i = self.touch(name, *l);
+            self.nodes[i].attrs.extend(attrs);
+            return Ok(());
         }
+        if let Some(a) = attrs.first() {
+            return Err(syntax(
+                a.3,
+                format!(
+                    "attribute `{}` on an edge: put node keys on the child node",
+                    a.0
+                ),
+            ));
+        }
+        self.edges(&chain)
+    }
+
+    /// `a -> b -> c`: each node the parent of the next; a node's own
+    /// parent or a second parent is refused (a policy is a tree).
+    fn edges(&mut self, chain: &[(String, Loc)]) -> Result<(), PolicyError> {
+        let ids: Vec<usize> = chain.iter().map(|(name, l)| self.touch(name, *l)).collect();
+        for (k, w) in chain.windows(2).enumerate() {
+            let (parent, pl) = &w[0];
+            let (child, cl) = &w[1];
+            if parent == child {
+                return Err(PolicyError::Invalid {
+                    node: child.clone(),
+                    msg: format!(
+                        "edge `{child} -> {child}` ({pl}) makes the node its own parent; a policy is a tree"
+                    ),
+                    loc: Some(*cl),
+                });
+            }
+            let i = ids[k + 1];
+            if let Some((old, ol)) = &self.nodes[i].parent
+                && old != parent
+            {
+                return Err(PolicyError::Invalid {
+                    node: child.clone(),
+                    msg: format!(
+                        "two parents: `{old}` ({ol}) and `{parent}` ({pl}); a policy is a tree"
+                    ),
+                    loc: Some(*cl),
+                });
+            }
+            self.nodes[i].parent = Some((parent.clone(), *pl));
+        }
+        Ok(())
+    }
+}
+
+/// Parses the DOT subset into globals and nodes (in order of first
+/// mention).
+fn parse(src: &str) -> Result<(Vec<Attr>, Vec<DotNode>), PolicyError> {
+    let mut p = Parser {
+        toks: tokenize(src)?,
+        pos: 0,
+        end: LineIndex::new(src).loc(src.len()),
+    };
+    header(&mut p)?;
+    let mut graph = Graph::default();
+    loop {
+        if p.eat("}") {
+            break;
+        }
+        if p.eat(";") {
+            continue;
+        }
+        graph.statement(&mut p)?;
     }
     if p.pos < p.toks.len() {
         return Err(syntax(p.loc(), "text after the closing `}` of the graph"));
     }
-    if let Some(n) = nodes.get(MAX_NODES) {
+    if let Some(n) = graph.nodes.get(MAX_NODES) {
         return Err(PolicyError::Limit {
             node: "policy".to_string(),
             field: "nodes",
-            value: nodes.len() as u64,
+            value: graph.nodes.len() as u64,
             max: MAX_NODES as u64,
             limit: "MAX_NODES",
             loc: Some(n.loc),
         });
     }
-    Ok((globals, nodes))
+    Ok((graph.globals, graph.nodes))
 }
 
 /// Writes one `key = value` TOML line and remembers where it came from.

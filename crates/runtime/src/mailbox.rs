@@ -381,8 +381,7 @@ impl Mailbox {
             line_end: ring.end,
             tag: FIRST_TAG ^ TAG_FLIP,
             claimed: 0,
-            #[cfg(loom)]
-            publish: Ordering::Release,
+            publish: ring::Publication::RELEASE,
         };
         let consumer = Consumer {
             group: ring.first,

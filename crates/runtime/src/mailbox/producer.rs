@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::ring::{Group, GroupPtr, Ring, Shared};
+use super::ring::{Group, GroupPtr, Publication, Ring, Shared};
 use super::{DEFAULT_GROUP_SLOTS, DEFAULT_LINE_SLOTS, EMPTY, TAG_FLIP, clamp_len};
 use crate::sync::{Arc, Ordering};
 
@@ -34,8 +34,7 @@ pub struct Producer<T, const L: usize = DEFAULT_LINE_SLOTS, const H: usize = DEF
     pub(super) claimed: usize,
     /// Ordering of the publishing stamp store (loom builds can weaken it to
     /// show that the model checker catches the bug).
-    #[cfg(loom)]
-    pub(super) publish: Ordering,
+    pub(super) publish: Publication,
 }
 
 impl<T, const L: usize, const H: usize> fmt::Debug for Producer<T, L, H> {
@@ -146,7 +145,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
     pub fn try_push_many<I: Iterator<Item = T>>(&mut self, items: &mut I) -> usize {
         let mut pushed = 0;
         while let Some(start) = self.free_offset() {
-            let (tag, publish) = (self.tag, self.publish_ordering());
+            let (tag, publish) = (self.tag, self.publish.ordering());
             // SAFETY: `cur` was made by `group_ptr` of this handle's ring.
             let group = unsafe { self.cur.get(&self.ring) };
             let mut pos = Position {
@@ -225,7 +224,7 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         let group = unsafe { self.cur.get(&self.ring) };
         // SAFETY: `offset` is the next free slot of the claimed group
         // (`free_offset`), and the position moves past it below.
-        unsafe { Self::write_slot(group, offset, value, self.tag, self.publish_ordering()) };
+        unsafe { Self::write_slot(group, offset, value, self.tag, self.publish.ordering()) };
         self.offset = offset + 1;
     }
 
@@ -258,24 +257,12 @@ impl<T, const L: usize, const H: usize> Producer<T, L, H> {
         group.stamps[offset].store(tag, publish);
     }
 
-    #[inline(always)]
-    fn publish_ordering(&self) -> Ordering {
-        #[cfg(loom)]
-        {
-            self.publish
-        }
-        #[cfg(not(loom))]
-        {
-            Ordering::Release
-        }
-    }
-
     /// Loom builds only: store the publishing stamp with `Relaxed` instead of
     /// `Release` — a deliberate bug the model checker must catch.
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn loom_weaken_publication(&mut self) {
-        self.publish = Ordering::Relaxed;
+        self.publish.weaken();
     }
 }
 

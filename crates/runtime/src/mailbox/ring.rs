@@ -9,6 +9,43 @@ use crossbeam_utils::CachePadded;
 use super::{EMPTY, LINE_BYTES, TAG_FLIP};
 use crate::sync::{AtomicU8, AtomicUsize, Ordering, UnsafeCell};
 
+/// The ordering of a producer's publishing store (the generic mailbox's
+/// stamp, the word mailbox's word): always `Release`, except that loom
+/// builds can weaken it to `Relaxed`, a deliberate bug the model checker
+/// must catch. Zero-sized outside loom builds.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Publication {
+    #[cfg(loom)]
+    ordering: Ordering,
+}
+
+impl Publication {
+    /// The correct publication.
+    pub(super) const RELEASE: Self = Self {
+        #[cfg(loom)]
+        ordering: Ordering::Release,
+    };
+
+    /// The ordering to store with.
+    #[inline(always)]
+    pub(super) fn ordering(self) -> Ordering {
+        #[cfg(loom)]
+        {
+            self.ordering
+        }
+        #[cfg(not(loom))]
+        {
+            Ordering::Release
+        }
+    }
+
+    /// Loom builds only: publish with `Relaxed` from now on.
+    #[cfg(loom)]
+    pub(super) fn weaken(&mut self) {
+        self.ordering = Ordering::Relaxed;
+    }
+}
+
 /// One group of `H` slots: their stamps, then their values, aligned to
 /// [`super::GROUP_BYTES`] so that a group never shares a hardware cache line
 /// with another one. With the default `H` = 7 and 8-byte items a group is

@@ -78,6 +78,7 @@ use std::marker::PhantomData;
 use std::num::NonZeroU64;
 use std::ptr::NonNull;
 
+use super::ring::Publication;
 use crate::sync::{AtomicU64, Ordering};
 
 /// Default slots per line of the word mailbox: 32 words, 256 bytes (four
@@ -210,8 +211,7 @@ pub struct WordProducer<W, const L: usize = WORD_LINE_SLOTS> {
     /// push claims the next one.
     offset: usize,
     /// Ordering of the publishing store (loom builds can weaken it).
-    #[cfg(loom)]
-    publish: Ordering,
+    publish: Publication,
     /// Lines between the claimed line and the one the look-ahead checks
     /// (1; loom builds can set 0, a deliberate bug).
     #[cfg(loom)]
@@ -278,8 +278,7 @@ pub(super) fn channel<W: WordItem, const L: usize>(
         line: count - 1,
         cur: last,
         offset: L,
-        #[cfg(loom)]
-        publish: Ordering::Release,
+        publish: Publication::RELEASE,
         #[cfg(loom)]
         look_ahead: 1,
         _item: PhantomData,
@@ -319,7 +318,7 @@ impl<W: WordItem, const L: usize> WordProducer<W, L> {
         }
         // SAFETY: `cur` was made by `line_ptr` of this handle's ring.
         let line = unsafe { self.cur.get(&self.lines) };
-        line.slots[offset].store(item.into_word().get(), self.publish_ordering());
+        line.slots[offset].store(item.into_word().get(), self.publish.ordering());
         self.offset = offset + 1;
         Ok(())
     }
@@ -336,7 +335,7 @@ impl<W: WordItem, const L: usize> WordProducer<W, L> {
             if self.offset >= L && !self.claim_line() {
                 break;
             }
-            let publish = self.publish_ordering();
+            let publish = self.publish.ordering();
             // SAFETY: `cur` was made by `line_ptr` of this handle's ring.
             let line = unsafe { self.cur.get(&self.lines) };
             let start = self.offset;
@@ -392,24 +391,12 @@ impl<W: WordItem, const L: usize> WordProducer<W, L> {
         true
     }
 
-    #[inline(always)]
-    fn publish_ordering(&self) -> Ordering {
-        #[cfg(loom)]
-        {
-            self.publish
-        }
-        #[cfg(not(loom))]
-        {
-            Ordering::Release
-        }
-    }
-
     /// Loom builds only: publish with `Relaxed` instead of `Release` — a
     /// deliberate bug the model checker must catch (for a handle item).
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn loom_weaken_publication(&mut self) {
-        self.publish = Ordering::Relaxed;
+        self.publish.weaken();
     }
 
     /// Loom builds only: the look-ahead checks the line to be filled

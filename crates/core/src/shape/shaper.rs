@@ -385,7 +385,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 /// queue refuses the entry: what lives across the filing is then the old
 /// clock (loaded by the stamp anyway, stored back only on a refusal), not
 /// the new one, which was kept on the stack and read back to be stored
-/// after the push (−3 instructions per packet).
+/// after the push (−3 instructions per packet). Only its exact part (two
+/// words) is kept: the rounded stamp is derived on a rewind.
 struct Stamp<'a, Q> {
     q: &'a mut Q,
     flow: u32,
@@ -396,7 +397,7 @@ struct Stamp<'a, Q> {
 impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
     #[inline(always)]
     fn file(self, s: &mut FlowShape) -> bool {
-        let before = s.pacer.checkpoint();
+        let before = s.pacer.clock_parts();
         let edt = s.pacer.stamp(self.len, self.now);
         let e = Entry {
             edt: edt.0,
@@ -404,7 +405,7 @@ impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
             generation: s.generation,
         };
         if self.q.push(e, s.level).is_err() {
-            s.pacer.restore(before);
+            s.pacer.rewind(before);
             return false;
         }
         true

@@ -754,6 +754,11 @@ impl<T, X> FlowTable<T, X> {
             self.totals.enq_pkts - self.totals.deq_pkts - self.rare.dropped_after_enqueue().pkts
         }
     }
+    /// Packets that left through a dequeue, scheduler-wide (not those of
+    /// removed flows).
+    pub(crate) fn departed(&self) -> u64 {
+        self.deq_pkts()
+    }
     /// Packets that left through a dequeue, scheduler-wide.
     fn deq_pkts(&self) -> u64 {
         if self.arrival_order {

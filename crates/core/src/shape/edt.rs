@@ -6,6 +6,11 @@ use crate::units::{Bytes, Nanos, Rate};
 /// transmission time of `len` bytes at `R` bit/s, in ns.
 const NS_BITS: u128 = 8_000_000_000;
 
+/// A clock and a spacing both below `2^62` ns (146 years) add up, with a
+/// carry and a rounding nanosecond, to less than 2^63: the stamp's fast
+/// path needs no overflow test.
+const NO_OVERFLOW_BITS: u32 = 62;
+
 /// Per-flow EDT stamper: `EDT_i = max(now, EDT_{i−1}) + L_i / R`.
 ///
 /// The previous departure time is kept exactly, as whole nanoseconds plus a
@@ -109,6 +114,22 @@ impl Pacer {
         }
     }
 
+    /// The clock's exact part (whole ns, remainder): a checkpoint of two
+    /// words for [`Pacer::rewind`] (the rounded stamp is derived from them).
+    #[inline(always)]
+    pub(crate) fn clock_parts(&self) -> (u64, u64) {
+        (self.ns, self.rem)
+    }
+
+    /// Sets the clock back to [`Pacer::clock_parts`] taken at the same
+    /// rate.
+    #[inline]
+    pub(crate) fn rewind(&mut self, (ns, rem): (u64, u64)) {
+        self.ns = ns;
+        self.rem = rem;
+        self.due = ns.saturating_add(u64::from(rem != 0));
+    }
+
     /// Sets the clock to a [`Pacer::checkpoint`] or a [`Pacer::peek`]
     /// taken at the same rate.
     #[inline]
@@ -157,22 +178,20 @@ impl Pacer {
             rem + self.memo_rem
         };
         let frac = u64::from(rem != 0);
-        let (ns, due) = match Self::advance(ns, self.memo_ns, carry, frac) {
-            Some(t) => t,
-            None => Self::advance_saturating(ns, self.memo_ns, carry, frac),
+        let step = self.memo_ns;
+        // Both below 2^62: `ns + step + carry + frac < 2^63`, no overflow
+        // is possible, so one test replaces three checked additions.
+        let (ns, due) = if (ns | step) >> NO_OVERFLOW_BITS == 0 {
+            let ns = ns + step + u64::from(carry);
+            (ns, ns + frac)
+        } else {
+            Self::advance_saturating(ns, step, carry, frac)
         };
         (Nanos(due), PacerClock { ns, rem, due })
     }
 
-    /// `ns + step + carry` and that plus `frac`, `None` on an overflow.
-    #[inline(always)]
-    fn advance(ns: u64, step: u64, carry: bool, frac: u64) -> Option<(u64, u64)> {
-        let ns = ns.checked_add(step)?.checked_add(u64::from(carry))?;
-        Some((ns, ns.checked_add(frac)?))
-    }
-
-    /// [`Pacer::advance`] saturating at `u64::MAX` (a clock that far out
-    /// stays there).
+    /// `ns + step + carry` and that plus `frac`, saturating at `u64::MAX`
+    /// (a clock that far out stays there); exact when nothing overflows.
     #[cold]
     #[inline(never)]
     fn advance_saturating(ns: u64, step: u64, carry: bool, frac: u64) -> (u64, u64) {
@@ -267,6 +286,39 @@ mod tests {
                     want.min(u128::from(u64::MAX)),
                     "{bps} bit/s, packet {i}"
                 );
+            }
+        }
+    }
+
+    /// Across the fast path's bound (a clock or a spacing at 2^62 ns) and up
+    /// to `u64::MAX`: stamps equal one big division (saturated at
+    /// `u64::MAX`), whichever path each addition took; and a rewind to
+    /// [`Pacer::clock_parts`] gives back the clock a stamp moved (the
+    /// refused filing's undo).
+    #[test]
+    fn stamps_are_exact_across_the_fast_paths_bound() {
+        for bps in [7_000_000_000u64, 999_983, 1] {
+            for t0 in [(1u64 << 62) - 5_000, u64::MAX - 20_000_000_000_000] {
+                let mut p = Pacer::new(Rate::bps(bps));
+                // Idle at `t0`: the schedule restarts there.
+                assert_eq!(p.stamp(0, Nanos(t0)), Nanos(t0));
+                let mut bits: u128 = 0;
+                for i in 0..40u32 {
+                    let len = 1 + (i % 3) * 700;
+                    let (parts, before) = (p.clock_parts(), p.last());
+                    let undone = p.stamp(len, Nanos(t0));
+                    p.rewind(parts);
+                    assert_eq!(p.last(), before, "rewind, {bps} bit/s, packet {i}");
+                    let got = p.stamp(len, Nanos(t0));
+                    assert_eq!(got, undone, "after a rewind, packet {i}");
+                    bits += u128::from(len) * 8;
+                    let exact = u128::from(t0) + (bits * 1_000_000_000).div_ceil(u128::from(bps));
+                    assert_eq!(
+                        u128::from(got.0),
+                        exact.min(u128::from(u64::MAX)),
+                        "{bps} bit/s from {t0}, packet {i}"
+                    );
+                }
             }
         }
     }

@@ -83,7 +83,7 @@ impl ShapeStats {
 pub struct Shaper<Q, T> {
     flows: FlowTable<T, FlowShape>,
     q: Q,
-    /// `st.released` when the open batch was released: the batch is the
+    /// The released count when the open batch was released: the batch is the
     /// packets released since (counted in the statistics when the next
     /// release closes it, or when they are read).
     batch_start: u64,
@@ -119,6 +119,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// wake-up once nothing is queued (it never can).
     pub fn shape_stats(&self) -> ShapeStats {
         let mut st = self.st;
+        st.released = self.released();
         let dead = self.batch_open && self.flows.total_queued() == 0;
         st.close_batch(dead, st.released - self.batch_start);
         st
@@ -228,7 +229,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     #[inline]
     pub fn dequeue_edt(&mut self, now: Nanos) -> Option<(Pkt<T>, Nanos)> {
         loop {
-            let e = self.next_entry(now, 0)?;
+            let e = self.next_entry(now)?;
             let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
@@ -237,11 +238,19 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         }
     }
 
-    /// Counts one packet released at `now` that was filed for `edt`.
+    /// Packets released so far: the flow table's departures (a shaper's
+    /// packets leave only through its releases; a removal's are not
+    /// counted there), so a release does not count them a second time.
+    #[inline(always)]
+    fn released(&self) -> u64 {
+        self.flows.departed()
+    }
+
+    /// Counts one packet released at `now` that was filed for `edt` (its
+    /// departure is counted by the flow table's pop).
     #[inline(always)]
     fn count_release(&mut self, now: Nanos, edt: u64) {
         let late = now.0.saturating_sub(edt);
-        self.st.released += 1;
         self.st.lateness_sum += u128::from(late);
         self.st.max_lateness = self.st.max_lateness.max(late);
     }
@@ -250,11 +259,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// batch when it has run dry; `None` when nothing is due (see
     /// [`Shaper::refill`]).
     #[inline(always)]
-    fn next_entry(&mut self, now: Nanos, pending: u64) -> Option<Entry> {
+    fn next_entry(&mut self, now: Nanos) -> Option<Entry> {
         match self.q.pop_ready() {
             Some(e) => Some(e),
             None => {
-                if !self.refill(now, pending) {
+                if !self.refill(now) {
                     return None;
                 }
                 self.q.pop_ready()
@@ -299,7 +308,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         mut f: impl FnMut(&mut Self, Pkt<T>, Nanos) -> Result<(), E>,
     ) -> Result<u64, E> {
         let mut n = 0u64;
-        while let Some(e) = self.next_entry(now, 0) {
+        while let Some(e) = self.next_entry(now) {
             let Some(pkt) = self.pop_for(e) else {
                 continue;
             };
@@ -313,8 +322,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// The release loop behind every dequeue: hands up to `max` due packets
     /// to `emit` (with their EDTs), refilling the ready batch from the time
     /// queue whenever it runs dry, and stops at the first dequeue that would
-    /// return `None` (counting it as `dequeue` does). The lateness and
-    /// release counters are summed locally and stored once.
+    /// return `None` (counting it as `dequeue` does). The lateness
+    /// statistics are summed locally and stored once.
     #[inline(always)]
     fn release_into(
         &mut self,
@@ -324,7 +333,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     ) -> usize {
         let (mut n, mut late_sum, mut late_max) = (0usize, 0u128, self.st.max_lateness);
         while n < max {
-            let Some(e) = self.next_entry(now, n as u64) else {
+            let Some(e) = self.next_entry(now) else {
                 break;
             };
             let Some(pkt) = self.pop_for(e) else {
@@ -336,7 +345,6 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             emit(pkt, Nanos(e.edt));
             n += 1;
         }
-        self.st.released += n as u64;
         self.st.lateness_sum += late_sum;
         self.st.max_lateness = late_max;
         n
@@ -348,7 +356,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// queued, nothing due yet (an overlimit), or a due slot with only
     /// entries moved back to a finer wheel (an empty wake-up).
     #[inline(always)]
-    fn refill(&mut self, now: Nanos, pending: u64) -> bool {
+    fn refill(&mut self, now: Nanos) -> bool {
         if self.flows.total_queued() == 0 {
             return false;
         }
@@ -356,7 +364,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
             self.flows.count_overlimit();
             return false;
         }
-        let released = self.st.released + pending;
+        let released = self.released();
         self.st
             .close_batch(self.batch_open, released - self.batch_start);
         self.batch_start = released;
@@ -385,7 +393,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 /// queue refuses the entry: what lives across the filing is then the old
 /// clock (loaded by the stamp anyway, stored back only on a refusal), not
 /// the new one, which was kept on the stack and read back to be stored
-/// after the push (−3 instructions per packet).
+/// after the push (−3 instructions per packet). Only its exact part (two
+/// words) is kept: the rounded stamp is derived on a rewind.
 struct Stamp<'a, Q> {
     q: &'a mut Q,
     flow: u32,
@@ -396,7 +405,7 @@ struct Stamp<'a, Q> {
 impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
     #[inline(always)]
     fn file(self, s: &mut FlowShape) -> bool {
-        let before = s.pacer.checkpoint();
+        let before = s.pacer.clock_parts();
         let edt = s.pacer.stamp(self.len, self.now);
         let e = Entry {
             edt: edt.0,
@@ -404,7 +413,7 @@ impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
             generation: s.generation,
         };
         if self.q.push(e, s.level).is_err() {
-            s.pacer.restore(before);
+            s.pacer.rewind(before);
             return false;
         }
         true

@@ -676,3 +676,39 @@ fn release_each_matches_repeated_dequeue_edt() {
     assert_eq!(c.shape_stats().released, 2);
     assert_eq!(c.stats().backlog.pkts, 40);
 }
+
+/// The released count is the flow table's departures: packets handed out
+/// by `dequeue_batch` and `dequeue` count, those of a flow removed with
+/// packets still queued do not, and the batches add up to it.
+#[test]
+fn released_counts_departures_not_removals() {
+    let (mut sh, f, g) = two_gigabit_flows(mltw(1, Nanos::from_secs(1)));
+    for i in 0..3 {
+        for flow in [f, g] {
+            sh.enqueue(Pkt::new(flow, MTU, Nanos::ZERO, i), Nanos::ZERO)
+                .expect("enqueue");
+        }
+    }
+    // f and g are due at 12, 24 and 36 µs, on the wheel of 8192 ns slots
+    // (their `max_len` packet takes 12 112 ns): released at 16 384, 24 576
+    // and 40 960 ns, two packets in the first batch.
+    let mut now = sh.next_ready(Nanos::ZERO).expect("queued");
+    let mut out = Vec::new();
+    assert_eq!(sh.dequeue_batch(now, 8, &mut out), 2);
+    assert_eq!(sh.shape_stats().released, 2);
+    assert_eq!(sh.remove_flow(g).expect("remove g").len(), 2);
+    assert_eq!(sh.shape_stats().released, 2, "a removal is no release");
+    let mut late = 0;
+    while let Some(t) = sh.next_ready(now) {
+        now = t;
+        while sh.dequeue(now).is_some() {
+            late += 1;
+        }
+    }
+    assert_eq!(late, 2, "f's two later packets");
+    let st = sh.shape_stats();
+    assert_eq!(st.released, 4);
+    assert_eq!(st.released, sh.stats().dequeued.pkts);
+    let in_batches: u64 = (0..16).map(|i| st.batches[i] << i).sum();
+    assert_eq!((st.wakeups, in_batches), (3, 4), "{st:?}");
+}

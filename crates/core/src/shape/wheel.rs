@@ -19,23 +19,16 @@ struct Node {
     parked: bool,
 }
 
-/// `⌈edt / 2^s⌉` (`s < 64`, by the configuration check): one add and a
-/// shift. `edt + 2^s − 1` overflows only for an EDT within `2^s` of
-/// `u64::MAX`, which a cold path handles.
+/// `⌈edt / 2^s⌉` (`s < 64`, by the configuration check): for `edt >= 1`
+/// it is `⌊(edt − 1) / 2^s⌋ + 1`, a subtraction, a shift and an increment
+/// that cannot overflow anywhere up to `u64::MAX` (no mask to build, no
+/// overflow test); `edt = 0` (a zero-length packet at time 0) is 0.
 #[inline(always)]
 fn ceil_slot(edt: u64, s: u32) -> u64 {
-    match edt.checked_add((1 << s) - 1) {
-        Some(x) => x >> s,
-        None => ceil_slot_near_max(edt, s),
+    if edt == 0 {
+        return 0;
     }
-}
-
-/// [`ceil_slot`] for an EDT so close to `u64::MAX` that `edt + 2^s − 1`
-/// overflows.
-#[cold]
-#[inline(never)]
-fn ceil_slot_near_max(edt: u64, s: u32) -> u64 {
-    (edt >> s) + u64::from(edt & ((1 << s) - 1) != 0)
+    ((edt - 1) >> s) + 1
 }
 
 /// Where [`Wheels::locate`] files an entry.

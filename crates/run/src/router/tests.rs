@@ -330,6 +330,7 @@ fn udp(dst: &str, dport: u16, ttl: u8) -> Vec<u8> {
 
 struct Rig {
     worker: Worker<MemClasses, MemDevice>,
+    pool: &'static BufPool,
     poller: Poller,
     rings: Vec<MemWire>,
     reverse: MemWire,
@@ -379,6 +380,7 @@ fn rig_with(config: &str) -> Rig {
     };
     Rig {
         worker,
+        pool,
         poller: Poller::from_plan(plan),
         rings,
         reverse,
@@ -579,6 +581,35 @@ fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
     assert_eq!(be.dropped.get("ttl_expired"), Some(&1));
     assert!(be.conserved());
     assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}
+
+#[test]
+fn expired_frames_beyond_the_icmp_rate_keep_every_buffer_and_are_counted() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address = \"10.1.0.1\"");
+    let mut r = rig_with(&cfg);
+    // A limiter whose clock never advances: exactly its depth of tokens.
+    r.worker.icmp_limit = super::icmp::RateLimit::new(u64::MAX);
+    let depth = super::icmp::MAX_PER_SECOND as u64;
+    let extra = 300;
+    assert!(
+        extra > r.pool.stats().capacity,
+        "more refusals than buffers"
+    );
+    for _ in 0..depth + extra {
+        push(&r.rings[1], udp("10.2.0.2", 80, 1));
+        // Keep the wire short of the pool: frames are taken as they come.
+        if r.rings[1].lock().expect("wire").inbound.len() >= 64 {
+            while r.round() > 0 {}
+        }
+    }
+    while r.round() > 0 {}
+    assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (depth, extra));
+    assert_eq!(r.to_ingress.lock().expect("wire").sent.len() as u64, depth);
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&(depth + extra)));
+    assert!(be.conserved());
+    let pool = r.pool.stats();
+    assert_eq!(pool.free, pool.capacity, "every buffer is back: {pool:?}");
 }
 
 #[test]

@@ -98,7 +98,7 @@ pub struct Worker<R, D> {
     addresses: [Option<Ipv4Addr>; 2],
     /// Each interface's IPv6 address, for ICMPv6 time exceeded.
     addresses6: [Option<Ipv6Addr>; 2],
-    icmp_limit: RateLimit,
+    pub(crate) icmp_limit: RateLimit,
     /// ICMP time-exceeded messages sent, and those not sent (rate limit,
     /// no buffer, transmit failed).
     pub(crate) icmp_sent: u64,
@@ -399,8 +399,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         if !due {
             return;
         }
-        let allowed = self.icmp_limit.allow(monotonic_ns());
-        let Some(mut reply) = self.pool.get().filter(|_| allowed) else {
+        // The rate first: a buffer taken and then refused would be lost
+        // to the pool for good (a `PacketBuf` dropped is not returned).
+        if !self.icmp_limit.allow(monotonic_ns()) {
+            self.icmp_not_sent += 1;
+            return;
+        }
+        let Some(mut reply) = self.pool.get() else {
             self.icmp_not_sent += 1;
             return;
         };

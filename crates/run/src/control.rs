@@ -99,6 +99,20 @@ pub enum ControlError {
         /// Its permission bits.
         mode: u32,
     },
+    /// A socket file is there and connecting to it failed otherwise than
+    /// "refused" (a permission error, a socket of another type): it may
+    /// be another program's, so it is left alone.
+    #[error(
+        "control socket {path} exists and cannot be checked: {error}; it is left alone \
+         (allowed: a path that does not exist yet, or a stale socket nobody listens on, \
+         which is replaced; remove it yourself or choose another control.socket)"
+    )]
+    Unchecked {
+        /// The path.
+        path: PathBuf,
+        /// Why connecting failed (in the message, not a separate source).
+        error: std::io::Error,
+    },
     /// Connecting or talking to the shaper failed.
     #[error(
         "cannot reach pktsched on {path}: {error} (is `pktsched run` or `pktsched route` \
@@ -130,10 +144,20 @@ impl ControlServer {
             });
         }
         if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(ControlError::InUse(path.to_path_buf()));
+            match UnixStream::connect(path) {
+                Ok(_) => return Err(ControlError::InUse(path.to_path_buf())),
+                Err(e) if is_stale(&e) => {
+                    let _ = std::fs::remove_file(path);
+                }
+                // Gone in between: nothing to remove.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(ControlError::Unchecked {
+                        path: path.to_path_buf(),
+                        error,
+                    });
+                }
             }
-            let _ = std::fs::remove_file(path);
         }
         let bind_err = |error| ControlError::Bind {
             path: path.to_path_buf(),
@@ -185,6 +209,14 @@ fn handle(stream: UnixStream, answer: &dyn Fn(Request) -> String) {
         ),
     };
     let _ = (&stream).write_all(reply.as_bytes());
+}
+
+/// `true` if a failed connect means nobody listens on the socket file
+/// (`ECONNREFUSED`): a stale file a stopped daemon left, safe to replace.
+/// Any other error (a permission error, a socket of another type) says
+/// nothing of the kind.
+fn is_stale(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::ConnectionRefused
 }
 
 /// What the file at `path` is when it exists and is not a socket
@@ -322,6 +354,34 @@ mod tests {
         let server = ControlServer::bind(&path).expect("replaces stale");
         drop(server);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn only_a_refused_connect_makes_a_socket_file_stale() {
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert!(is_stale(&refused));
+        for other in [libc::EACCES, libc::EPERM, libc::EPROTOTYPE, libc::ETIMEDOUT] {
+            let e = std::io::Error::from_raw_os_error(other);
+            assert!(!is_stale(&e), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_socket_file_that_fails_otherwise_than_refused_is_left_alone() {
+        // A datagram socket: a stream connect fails with EPROTOTYPE (as a
+        // permission error would for a non-root caller), not "refused".
+        let path = scratch_socket("dgram");
+        let other = std::os::unix::net::UnixDatagram::bind(&path).expect("datagram socket");
+        let e = ControlServer::bind(&path).expect_err("not stale");
+        let text = e.to_string();
+        assert!(matches!(e, ControlError::Unchecked { .. }), "{text}");
+        assert!(
+            text.contains(&path.display().to_string()) && text.contains("left alone"),
+            "{text}"
+        );
+        assert!(path.exists(), "another program's socket is not removed");
+        drop(other);
+        std::fs::remove_file(&path).expect("cleanup");
     }
 
     #[test]

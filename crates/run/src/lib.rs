@@ -38,6 +38,7 @@
 pub mod config;
 pub mod control;
 pub mod daemon;
+mod deadline;
 pub mod demo;
 pub mod devices;
 pub mod engine;

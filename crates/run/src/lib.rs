@@ -47,6 +47,7 @@ pub mod metrics_http;
 pub mod plan;
 pub mod reload;
 pub mod router;
+mod sent;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

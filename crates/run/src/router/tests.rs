@@ -776,3 +776,120 @@ fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
     );
     assert_eq!(idle_wait_for(now, None), Some(Duration::from_millis(1)));
 }
+
+/// An in-memory transmit device that leaves frames longer than `max_len`
+/// in the batch, in place, and sends the others (as a real ring does with
+/// a frame too long for its slot).
+#[derive(Debug)]
+struct Picky {
+    inner: MemDevice,
+    max_len: usize,
+}
+
+impl PacketIo for Picky {
+    fn recv_batch(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError> {
+        self.inner.recv_batch(pool, out, max)
+    }
+    fn send_batch(
+        &mut self,
+        frames: &mut Vec<PacketBuf>,
+        pool: &BufPool,
+    ) -> Result<usize, IoError> {
+        let (mut short, mut kept) = (Vec::new(), Vec::new());
+        for b in frames.drain(..) {
+            if b.len() > self.max_len {
+                kept.push(b);
+            } else {
+                short.push(b);
+            }
+        }
+        *frames = kept;
+        self.inner.send_batch(&mut short, pool)
+    }
+    fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
+        self.inner.wait(timeout)
+    }
+    fn stats(&self) -> IoStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_frame_the_device_leaves_mid_batch_is_counted_for_its_own_class() {
+    // One ring (sq), so RT and BE frames share an output batch.
+    let cfg = parse(
+        &ROUTER.replace("strategy = \"ll-wfq\"", "strategy = \"sq\""),
+        "r.toml",
+    )
+    .expect("config");
+    let plan = cfg.plan();
+    assert_eq!(plan.rings(), 1);
+    let (ring, wire) = MemDevice::new();
+    let picky = || {
+        let (inner, wire) = MemDevice::new();
+        (
+            Picky {
+                inner,
+                max_len: 500,
+            },
+            wire,
+        )
+    };
+    let ((reverse_rx, _), (ingress_tx, _), (egress_tx, to_egress)) = (picky(), picky(), picky());
+    let ports = RouterPorts {
+        rx: MemClasses(vec![ring]),
+        reverse_rx,
+        ingress_tx,
+        egress_tx,
+    };
+    let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
+    let classifier = Classifier::new(cfg.rules(), cfg.default_class as u16).expect("rules");
+    let table = Table::build(&cfg).expect("table");
+    let mut worker = Worker::new(
+        ports,
+        pool,
+        table,
+        Cost::None,
+        &plan,
+        classifier,
+        [IN_MAC, OUT_MAC],
+    );
+    let mut long = udp("10.2.0.2", 80, 64);
+    let spec = UdpSpec {
+        src_mac: [2, 0, 0, 0, 1, 2],
+        dst_mac: IN_MAC,
+        vlan: None,
+        src_ip: "10.1.0.2".parse().expect("ip"),
+        dst_ip: "10.2.0.2".parse().expect("ip"),
+        sport: 1000,
+        dport: 80,
+        dscp: 0,
+        ttl: 64,
+        payload: vec![0; 1000],
+    };
+    long.resize(1100, 0);
+    let n = build_udp(&mut long, &spec).expect("fits");
+    long.truncate(n);
+    // RT, the long BE frame, RT: the device leaves the middle one.
+    for f in [udp("10.2.0.2", 5000, 64), long, udp("10.2.0.2", 5000, 64)] {
+        push(&wire, f);
+    }
+    let mut poller = Poller::from_plan(plan);
+    while poller.poll(&mut worker, &mut Vec::new()) > 0 {
+        worker.end_round();
+    }
+    worker.end_round();
+    assert_eq!(to_egress.lock().expect("wire").sent.len(), 2);
+    let (rt, be) = (worker.acc[0].snapshot("rt"), worker.acc[1].snapshot("be"));
+    assert_eq!((rt.forwarded, rt.dropped_total()), (2, 0), "{rt:?}");
+    assert_eq!(be.dropped.get("tx_failed"), Some(&1), "{be:?}");
+    assert_eq!(be.forwarded, 0);
+    assert!(rt.conserved() && be.conserved());
+    let p = pool.stats();
+    assert_eq!(p.free, p.capacity, "every buffer is back: {p:?}");
+}

@@ -1,5 +1,7 @@
-//! `pktsched run` as a whole: open the devices, bind the control socket,
-//! drop privileges, start the pipeline, serve the control socket (and
+//! `pktsched run` as a whole: open the devices, bind the control socket
+//! and the Prometheus listener (so both are bound with the privileges and
+//! a taken address stops the daemon before anything runs), drop
+//! privileges, start the pipeline, serve the control socket (and
 //! Prometheus), apply reloads (SIGHUP or `pktsched reload`), stop on a
 //! signal or after a duration, and hand back the final counters. The CLI
 //! only parses arguments and prints.

@@ -1,8 +1,8 @@
 //! `pktsched route` as a whole: open the devices (the ingress's per-class
 //! rings, the egress's ring, a transmit ring on each), bind the control
-//! socket, drop privileges, run the forwarding loop on one thread, serve
-//! `pktsched stats` (and Prometheus), stop on a signal or after a
-//! duration, and hand back the final counters.
+//! socket and the Prometheus listener, drop privileges, run the forwarding
+//! loop on one thread, serve `pktsched stats` (and Prometheus), stop on a
+//! signal or after a duration, and hand back the final counters.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -665,13 +665,29 @@ impl PacketSocket {
         false
     }
 
+    /// Copies frames into the TX ring in order and kicks the kernel. A
+    /// frame longer than a slot is left unsent (counted as `tx_oversize`
+    /// and `tx_failed`) and the frames behind it still go: what is left in
+    /// `frames` afterwards, in order, is the oversize frames and whatever
+    /// a full ring kept back. Returns the frames sent.
     fn send_frames(&mut self, frames: &mut Vec<PacketBuf>, pool: &BufPool) -> usize {
         let Role::Tx(t) = self.role else { return 0 };
         let (fsize, fcount) = (t.frame_size as usize, t.frame_count as usize);
         let room = fsize - TX_DATA;
-        let mut queued = 0;
+        // frames[..kept]: the oversize ones, in order; frames[kept..next]:
+        // copied into the ring (their order no longer matters).
+        let (mut next, mut kept) = (0, 0);
         let mut waited = 0u32;
-        while queued < frames.len() {
+        while next < frames.len() {
+            if frames[next].len() > room {
+                // Longer than a slot: size the ring for the link's frames.
+                self.stats.tx_failed += 1;
+                self.stats.tx_oversize += 1;
+                frames.swap(kept, next);
+                kept += 1;
+                next += 1;
+                continue;
+            }
             let off = self.slot * fsize;
             let status = self.status(off + TX_STATUS).load(Ordering::Acquire);
             if status == libc::TP_STATUS_WRONG_FORMAT {
@@ -687,17 +703,11 @@ impl PacketSocket {
                 std::thread::sleep(Duration::from_micros(10));
                 continue;
             }
-            let frame = frames[queued].as_slice();
-            if frame.len() > room {
-                // Longer than a slot: it and the rest stay unsent (the
-                // caller counts them); size the ring for the link's frames.
-                self.stats.tx_failed += 1;
-                self.stats.tx_oversize += 1;
-                break;
-            }
+            let frame = frames[next].as_slice();
             let len = frame.len();
             // SAFETY: the slot is ours (TP_STATUS_AVAILABLE) until we set
-            // TP_STATUS_SEND_REQUEST; we write only inside it.
+            // TP_STATUS_SEND_REQUEST; we write only inside it (`len` fits
+            // the slot's room, checked above).
             unsafe {
                 let slot = std::slice::from_raw_parts_mut(self.map.base.add(off), fsize);
                 slot[TX_LEN..TX_LEN + 4].copy_from_slice(&(len as u32).to_ne_bytes());
@@ -708,18 +718,18 @@ impl PacketSocket {
                 .store(libc::TP_STATUS_SEND_REQUEST, Ordering::Release);
             self.tx_last = Some(off + TX_STATUS);
             self.slot = (self.slot + 1) % fcount;
-            queued += 1;
+            next += 1;
         }
         // Also with nothing new: frames an earlier call left go now. What
         // the kernel has still not taken after the retries stays marked in
         // the ring and goes at the next kick (next send_batch or wait).
         self.flush();
-        for buf in frames.drain(..queued) {
+        for buf in frames.drain(kept..next) {
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += buf.len() as u64;
             pool.put(buf);
         }
-        queued
+        next - kept
     }
 }
 

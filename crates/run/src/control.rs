@@ -4,13 +4,15 @@
 //!
 //! Requests: `stats`, `stats json`, `prometheus`, `dump`, `reload`.
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+
+use crate::deadline::{Deadline, read_until, write_all_by};
 
 /// A request on the control socket.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
@@ -54,8 +56,10 @@ impl Request {
 }
 
 /// Longest request line read.
-const MAX_REQUEST: u64 = 256;
-/// How long a client may take to send its request or read the answer.
+const MAX_REQUEST: usize = 256;
+/// How long a client may take to send its request line, and again to
+/// read the answer: one deadline for each, however the client paces its
+/// bytes (see [`crate::deadline`]).
 const CLIENT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Errors of the control socket.
@@ -99,6 +103,20 @@ pub enum ControlError {
         /// Its permission bits.
         mode: u32,
     },
+    /// A socket file is there and connecting to it failed otherwise than
+    /// "refused" (a permission error, a socket of another type): it may
+    /// be another program's, so it is left alone.
+    #[error(
+        "control socket {path} exists and cannot be checked: {error}; it is left alone \
+         (allowed: a path that does not exist yet, or a stale socket nobody listens on, \
+         which is replaced; remove it yourself or choose another control.socket)"
+    )]
+    Unchecked {
+        /// The path.
+        path: PathBuf,
+        /// Why connecting failed (in the message, not a separate source).
+        error: std::io::Error,
+    },
     /// Connecting or talking to the shaper failed.
     #[error(
         "cannot reach pktsched on {path}: {error} (is `pktsched run` or `pktsched route` \
@@ -117,6 +135,8 @@ pub enum ControlError {
 pub struct ControlServer {
     listener: UnixListener,
     path: PathBuf,
+    /// A client's time per phase ([`CLIENT_TIMEOUT`]).
+    timeout: Duration,
 }
 
 impl ControlServer {
@@ -130,10 +150,20 @@ impl ControlServer {
             });
         }
         if path.exists() {
-            if UnixStream::connect(path).is_ok() {
-                return Err(ControlError::InUse(path.to_path_buf()));
+            match UnixStream::connect(path) {
+                Ok(_) => return Err(ControlError::InUse(path.to_path_buf())),
+                Err(e) if is_stale(&e) => {
+                    let _ = std::fs::remove_file(path);
+                }
+                // Gone in between: nothing to remove.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(error) => {
+                    return Err(ControlError::Unchecked {
+                        path: path.to_path_buf(),
+                        error,
+                    });
+                }
             }
-            let _ = std::fs::remove_file(path);
         }
         let bind_err = |error| ControlError::Bind {
             path: path.to_path_buf(),
@@ -147,7 +177,15 @@ impl ControlServer {
         Ok(ControlServer {
             listener,
             path: path.to_path_buf(),
+            timeout: CLIENT_TIMEOUT,
         })
+    }
+
+    /// A client's time per phase other than [`CLIENT_TIMEOUT`] (tests).
+    #[cfg(test)]
+    fn with_client_timeout(mut self, timeout: Duration) -> ControlServer {
+        self.timeout = timeout;
+        self
     }
 
     /// Serves requests with `answer` until `stop` is set (checked every
@@ -155,7 +193,7 @@ impl ControlServer {
     pub fn serve(&self, stop: &AtomicBool, answer: &dyn Fn(Request) -> String) {
         while !stop.load(Ordering::Acquire) {
             match self.listener.accept() {
-                Ok((stream, _)) => handle(stream, answer),
+                Ok((stream, _)) => handle(stream, answer, self.timeout),
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
                     std::thread::sleep(Duration::from_millis(50));
                 }
@@ -171,20 +209,40 @@ impl Drop for ControlServer {
     }
 }
 
-fn handle(stream: UnixStream, answer: &dyn Fn(Request) -> String) {
+fn handle(mut stream: UnixStream, answer: &dyn Fn(Request) -> String, timeout: Duration) {
     let _ = stream.set_nonblocking(false);
-    let _ = stream.set_read_timeout(Some(CLIENT_TIMEOUT));
-    let _ = stream.set_write_timeout(Some(CLIENT_TIMEOUT));
-    let mut line = String::new();
-    let read = BufReader::new((&stream).take(MAX_REQUEST)).read_line(&mut line);
+    let mut req = Vec::with_capacity(64);
+    let read = read_until(
+        &mut stream,
+        Deadline::after(timeout),
+        MAX_REQUEST,
+        &mut req,
+        |r| r.contains(&b'\n'),
+    );
+    let line = req.split(|&b| b == b'\n').next().unwrap_or_default();
+    let line = String::from_utf8_lossy(line);
     let reply = match (read, Request::parse(&line)) {
-        (Ok(_), Some(r)) => answer(r),
+        (Err(e), _) if e.kind() == std::io::ErrorKind::TimedOut => format!(
+            "error: no complete request line within {} ms\n",
+            timeout.as_millis()
+        ),
+        (Ok(()), Some(r)) => answer(r),
         _ => format!(
             "error: unknown request {:?}; allowed: stats, stats json, prometheus, dump, reload\n",
             line.trim()
         ),
     };
-    let _ = (&stream).write_all(reply.as_bytes());
+    // The answer has a deadline of its own: a reload may take a while
+    // before it is ready.
+    let _ = write_all_by(&mut stream, Deadline::after(timeout), reply.as_bytes());
+}
+
+/// `true` if a failed connect means nobody listens on the socket file
+/// (`ECONNREFUSED`): a stale file a stopped daemon left, safe to replace.
+/// Any other error (a permission error, a socket of another type) says
+/// nothing of the kind.
+fn is_stale(e: &std::io::Error) -> bool {
+    e.kind() == std::io::ErrorKind::ConnectionRefused
 }
 
 /// What the file at `path` is when it exists and is not a socket
@@ -239,7 +297,7 @@ pub fn request(path: &Path, req: Request) -> Result<String, ControlError> {
 }
 
 /// A flag and a thread serving the control socket; [`ControlThread::stop`]
-/// ends it.
+/// (or dropping it) ends it.
 #[derive(Debug)]
 pub struct ControlThread {
     stop: Arc<AtomicBool>,
@@ -263,8 +321,14 @@ impl ControlThread {
         })
     }
 
-    /// Stops serving and removes the socket.
-    pub fn stop(mut self) {
+    /// Stops serving and removes the socket (as dropping it does).
+    pub fn stop(self) {}
+}
+
+impl Drop for ControlThread {
+    /// Stops serving and removes the socket: also when a daemon returns
+    /// early with an error, no thread serves on and no socket file stays.
+    fn drop(&mut self) {
         self.stop.store(true, Ordering::Release);
         if let Some(h) = self.handle.take() {
             let _ = h.join();
@@ -315,6 +379,40 @@ mod tests {
     }
 
     #[test]
+    fn a_client_trickling_its_request_is_cut_off_at_one_deadline() {
+        let path = scratch_socket("trickle");
+        let server = ControlServer::bind(&path)
+            .expect("bind")
+            .with_client_timeout(Duration::from_millis(300));
+        let t = ControlThread::spawn(server, |r| format!("got {}\n", r.line())).expect("thread");
+        // A byte every 50 ms, never a newline: every single read returns
+        // well within any per-read timeout, and 200 bytes stay under the
+        // 256-byte limit.
+        let mut s = UnixStream::connect(&path).expect("connect");
+        let mut accepted = 0;
+        while accepted < 200 && s.write_all(b"s").is_ok() {
+            accepted += 1;
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // About 6 bytes (300 ms / 50 ms); 100 allows for a loaded machine.
+        assert!(
+            accepted < 100,
+            "the trickling client was never cut off ({accepted} bytes)"
+        );
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        assert!(
+            out.starts_with("error: no complete request line within 300 ms"),
+            "{out}"
+        );
+        assert_eq!(
+            request(&path, Request::Stats).expect("another client"),
+            "got stats\n"
+        );
+        t.stop();
+    }
+
+    #[test]
     fn a_stale_socket_file_is_replaced() {
         let path = scratch_socket("b");
         drop(UnixListener::bind(&path).expect("stale"));
@@ -322,6 +420,34 @@ mod tests {
         let server = ControlServer::bind(&path).expect("replaces stale");
         drop(server);
         assert!(!path.exists());
+    }
+
+    #[test]
+    fn only_a_refused_connect_makes_a_socket_file_stale() {
+        let refused = std::io::Error::from_raw_os_error(libc::ECONNREFUSED);
+        assert!(is_stale(&refused));
+        for other in [libc::EACCES, libc::EPERM, libc::EPROTOTYPE, libc::ETIMEDOUT] {
+            let e = std::io::Error::from_raw_os_error(other);
+            assert!(!is_stale(&e), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_socket_file_that_fails_otherwise_than_refused_is_left_alone() {
+        // A datagram socket: a stream connect fails with EPROTOTYPE (as a
+        // permission error would for a non-root caller), not "refused".
+        let path = scratch_socket("dgram");
+        let other = std::os::unix::net::UnixDatagram::bind(&path).expect("datagram socket");
+        let e = ControlServer::bind(&path).expect_err("not stale");
+        let text = e.to_string();
+        assert!(matches!(e, ControlError::Unchecked { .. }), "{text}");
+        assert!(
+            text.contains(&path.display().to_string()) && text.contains("left alone"),
+            "{text}"
+        );
+        assert!(path.exists(), "another program's socket is not removed");
+        drop(other);
+        std::fs::remove_file(&path).expect("cleanup");
     }
 
     #[test]

@@ -1,5 +1,7 @@
-//! `pktsched run` as a whole: open the devices, bind the control socket,
-//! drop privileges, start the pipeline, serve the control socket (and
+//! `pktsched run` as a whole: open the devices, bind the control socket
+//! and the Prometheus listener (so both are bound with the privileges and
+//! a taken address stops the daemon before anything runs), drop
+//! privileges, start the pipeline, serve the control socket (and
 //! Prometheus), apply reloads (SIGHUP or `pktsched reload`), stop on a
 //! signal or after a duration, and hand back the final counters. The CLI
 //! only parses arguments and prints.
@@ -13,7 +15,7 @@ use crate::config::{self, BusyPolling, Engine, RunConfig, ThreadSched};
 use crate::control::{ControlServer, ControlThread, Request};
 use crate::devices::open_devices;
 use crate::engine::{Final, Pipeline};
-use crate::metrics_http::MetricsServer;
+use crate::metrics_http::MetricsListener;
 use crate::plan;
 use crate::stats::Snapshot;
 use crate::sys;
@@ -216,18 +218,55 @@ pub fn run(
     }
     events.log(&format!("{}: {}", cfg.link.ingress, backend.rings));
     let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
+    // Bound with the privileges (a port below 1024), before anything runs:
+    // a taken address stops here, with nothing to clean up but the files.
+    let metrics = cfg
+        .control
+        .prometheus
+        .map(MetricsListener::bind)
+        .transpose()?;
     // Every socket that needs privilege is open: run on without any (the
     // threads started below inherit the empty sets).
-    if let Some(u) = &user {
+    drop_privileges(opts, user.as_ref(), &cfg, napi.is_some(), events)?;
+    let pipeline = Pipeline::start(cfg.clone(), devices, pool)
+        .map_err(|e| e.to_string())?
+        .with_ring_board(backend.ring_board);
+    drop(placed);
+    let last = serve(
+        opts,
+        pipeline,
+        server,
+        metrics,
+        &cfg,
+        stop,
+        reload_requested,
+        dump,
+        events,
+    );
+    if let Some(Err(e)) = napi.map(sys::NapiSettings::restore) {
+        events.log(&format!("restoring the busy-poll device settings: {e}"));
+    }
+    last
+}
+
+/// Switches to `user` if one is given, then drops every capability but
+/// `CAP_NET_ADMIN` when busy polling wrote device settings (restoring them
+/// at exit needs it), unless `--keep-privileges`.
+fn drop_privileges(
+    opts: &DaemonOptions,
+    user: Option<&sys::User>,
+    cfg: &RunConfig,
+    keep_net_admin: bool,
+    events: &mut dyn DaemonEvents,
+) -> Result<(), String> {
+    if let Some(u) = user {
         switch_user(u, &cfg.control.socket)?;
         events.log(&format!(
             "running as user {} (uid {}, gid {})",
             u.name, u.uid, u.gid
         ));
     }
-    // Busy polling keeps CAP_NET_ADMIN: restoring the device's settings at
-    // exit needs it.
-    let keep = if napi.is_some() {
+    let keep = if keep_net_admin {
         sys::CAP_NET_ADMIN
     } else {
         0
@@ -239,26 +278,49 @@ pub fn run(
             "could not drop capabilities ({e}); running with them"
         ));
     }
-    let pipeline = Pipeline::start(cfg.clone(), devices, pool)
-        .map_err(|e| e.to_string())?
-        .with_ring_board(backend.ring_board);
-    drop(placed);
+    Ok(())
+}
+
+/// Serves the control socket (and Prometheus) for the running `pipeline`,
+/// applies reloads, and stops it when `stop` is set or the duration has
+/// passed; returns its final counters. Should a serving thread not start,
+/// the pipeline is stopped before the error is returned.
+#[allow(clippy::too_many_arguments)]
+fn serve(
+    opts: &DaemonOptions,
+    pipeline: Pipeline,
+    server: ControlServer,
+    metrics: Option<MetricsListener>,
+    cfg: &RunConfig,
+    stop: &AtomicBool,
+    reload_requested: &dyn Fn() -> bool,
+    dump: bool,
+    events: &mut dyn DaemonEvents,
+) -> Result<Final, String> {
     let pipeline = Arc::new(pipeline);
     let (p, path, threads) = (pipeline.clone(), opts.config.clone(), opts.threads);
-    let control = ControlThread::spawn(server, move |req| answer(&p, &path, threads, req))
-        .map_err(|e| e.to_string())?;
-    let metrics = match cfg.control.prometheus {
-        Some(addr) => {
-            let p = pipeline.clone();
-            let m = MetricsServer::start(addr, move || {
-                p.snapshot().map(|s| s.prometheus()).unwrap_or_default()
-            })
-            .map_err(|e| format!("control.prometheus {addr}: {e}"))?;
-            events.log(&format!("Prometheus metrics on http://{}/metrics", m.addr));
-            Some(m)
-        }
-        None => None,
+    let control = match ControlThread::spawn(server, move |req| answer(&p, &path, threads, req)) {
+        Ok(c) => c,
+        Err(e) => return Err(abandon(pipeline, "the control thread", &e)),
     };
+    let p = pipeline.clone();
+    let metrics = metrics.map(|m| {
+        m.serve(move || {
+            p.snapshot()
+                .map(|s| s.prometheus())
+                .map_err(|e| format!("error: {e}"))
+        })
+    });
+    let metrics = match metrics.transpose() {
+        Ok(m) => m,
+        Err(e) => {
+            control.stop();
+            return Err(abandon(pipeline, "the Prometheus thread", &e));
+        }
+    };
+    if let Some(m) = &metrics {
+        events.log(&format!("Prometheus metrics on http://{}/metrics", m.addr));
+    }
     events.log(&format!(
         "shaping {} -> {} at {} ({} classes); control socket {}",
         cfg.link.ingress,
@@ -290,11 +352,16 @@ pub fn run(
     }
     let pipeline = Arc::try_unwrap(pipeline)
         .map_err(|_| "the control thread still holds the pipeline".to_string())?;
-    let last = pipeline.stop().map_err(|e| e.to_string());
-    if let Some(Err(e)) = napi.map(sys::NapiSettings::restore) {
-        events.log(&format!("restoring the busy-poll device settings: {e}"));
+    pipeline.stop().map_err(|e| e.to_string())
+}
+
+/// A serving thread did not start: stops the pipeline (its threads are
+/// not left running) and says why.
+fn abandon(pipeline: Arc<Pipeline>, what: &str, e: &std::io::Error) -> String {
+    if let Ok(p) = Arc::try_unwrap(pipeline) {
+        let _ = p.stop();
     }
-    last
+    format!("cannot start {what}: {e}")
 }
 
 /// With busy polling: the ingress's NAPI settings written (and logged); an

@@ -38,6 +38,7 @@
 pub mod config;
 pub mod control;
 pub mod daemon;
+mod deadline;
 pub mod demo;
 pub mod devices;
 pub mod engine;
@@ -46,6 +47,7 @@ pub mod metrics_http;
 pub mod plan;
 pub mod reload;
 pub mod router;
+mod sent;
 pub mod stats;
 #[allow(unsafe_code)]
 pub mod sys;

@@ -461,6 +461,11 @@ impl PacketIo for XdpTx {
         Ok(0)
     }
 
+    /// Frames in order into the UMEM and the TX ring, then a kick. A frame
+    /// longer than a UMEM frame is left unsent (`tx_oversize`, also in
+    /// `tx_failed`) and the frames behind it still go: what stays in
+    /// `frames`, in order, is the oversize frames and whatever a full ring
+    /// kept back.
     fn send_batch(
         &mut self,
         frames: &mut Vec<PacketBuf>,
@@ -469,12 +474,19 @@ impl PacketIo for XdpTx {
         self.reclaim();
         let room = self.core.frame_size as usize;
         let (mut queued, mut pending, mut waited) = (0usize, 0u32, 0u32);
+        // frames[..kept]: the oversize ones, in order; frames[kept..queued]:
+        // copied into the UMEM (their order no longer matters).
+        let mut kept = 0;
         while queued < frames.len() {
             if frames[queued].len() > room {
-                // Longer than a UMEM frame: it and the rest stay unsent.
+                // Longer than a UMEM frame: left unsent (the caller counts
+                // it), the frames behind it still go.
                 self.stats.tx_failed += 1;
                 self.stats.tx_oversize += 1;
-                break;
+                frames.swap(kept, queued);
+                kept += 1;
+                queued += 1;
+                continue;
             }
             if self.free.is_empty() || self.tx_p.free(self.tx.consumer(), pending + 1) <= pending {
                 // Every frame is in flight: send what is queued, take back
@@ -500,12 +512,12 @@ impl PacketIo for XdpTx {
         self.tx_p.submit(self.tx.producer(), pending);
         self.flush();
         self.reclaim();
-        for buf in frames.drain(..queued) {
+        for buf in frames.drain(kept..queued) {
             self.stats.tx_packets += 1;
             self.stats.tx_bytes += buf.len() as u64;
             pool.put(buf);
         }
-        Ok(queued)
+        Ok(queued - kept)
     }
 
     fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {

@@ -5,7 +5,7 @@
 //! lock and loses no queued frame.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
@@ -25,6 +25,8 @@ use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
 #[cfg(test)]
 mod prio_credit_tests;
+#[cfg(test)]
+mod reload_tests;
 
 /// What the arbiter thread ends with.
 pub(crate) struct Stopped<P: PacketIo + Send + 'static> {
@@ -43,8 +45,38 @@ pub(crate) struct Stopped<P: PacketIo + Send + 'static> {
 pub(crate) enum Command {
     /// Reply with a snapshot of the counters.
     Snapshot(Sender<Snapshot>),
-    /// Apply a new config; reply with the changes or why not.
-    Reload(Box<RunConfig>, Sender<Result<Vec<Change>, String>>),
+    /// Apply a new config, unless its ticket was cancelled first; reply
+    /// with the changes or why not.
+    Reload(Box<RunConfig>, Sender<Result<Vec<Change>, String>>, Ticket),
+}
+
+/// Decides, once, between the arbiter applying a queued reload and its
+/// caller giving up on it: whichever comes first wins, so a caller that
+/// stopped waiting either knows the reload will never be applied or knows
+/// it is being applied.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ticket(Arc<AtomicU8>);
+
+const PENDING: u8 = 0;
+const TAKEN: u8 = 1;
+const CANCELLED: u8 = 2;
+
+impl Ticket {
+    /// The arbiter: `true` if it may apply the reload (not cancelled);
+    /// from then on it can no longer be cancelled.
+    pub(crate) fn take(&self) -> bool {
+        self.0
+            .compare_exchange(PENDING, TAKEN, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
+
+    /// The caller: `true` if the reload is cancelled (the arbiter had not
+    /// taken it, and never will); `false` if it is being applied.
+    pub(crate) fn cancel(&self) -> bool {
+        self.0
+            .compare_exchange(PENDING, CANCELLED, Ordering::AcqRel, Ordering::Acquire)
+            .is_ok()
+    }
 }
 
 /// How long a flow removed by a reload lives on (so frames classified just
@@ -310,8 +342,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             Command::Snapshot(reply) => {
                 let _ = reply.send(self.snapshot(now));
             }
-            Command::Reload(new, reply) => {
-                let _ = reply.send(self.reload(*new, now));
+            Command::Reload(new, reply, ticket) => {
+                // A reload its caller gave up on is not applied.
+                if ticket.take() {
+                    let _ = reply.send(self.reload(*new, now));
+                }
             }
         }
     }
@@ -389,9 +424,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     }
 
     /// Removes retired classes whose grace period is over; their queued
-    /// frames move to the default class (counted as `moved` on the removed
-    /// class and as received by the default one, which may still drop them
-    /// with a counted reason).
+    /// frames move to the default class: counted as `moved` on the removed
+    /// class and as received by the default one. What the default class
+    /// refuses (full: `queue_full`) the scheduler counts as that class's
+    /// drop with its reason, and the frame's buffer goes back to the pool,
+    /// so its counters still add up.
     fn retire_due(&mut self, now: Nanos) {
         if self.retiring.iter().all(|(_, t)| *t > now) {
             return;
@@ -413,7 +450,13 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             }
             let sched = self.arbiter.scheduler();
             for p in queued {
-                let _ = sched.enqueue(Pkt::new(default_flow, p.len, p.ts, p.item), now);
+                if let Err(refused) =
+                    sched.enqueue(Pkt::new(default_flow, p.len, p.ts, p.item), now)
+                {
+                    // Counted by the scheduler under the default class;
+                    // dropping the frame returns its buffer.
+                    drop(refused);
+                }
             }
             if self.removed.len() == MAX_REMOVED {
                 self.removed.remove(0);

@@ -34,7 +34,7 @@ mod wait;
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::mpsc::{self, Sender};
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -47,7 +47,7 @@ pub use self::class_rings::{
     MAX_CLASS_RINGS, RingBoard, SingleRing, URGENT_RING_FRAMES, class_ring_plan,
 };
 
-use self::arbiter_loop::{ArbiterLoop, Command, Stopped};
+use self::arbiter_loop::{ArbiterLoop, Command, Stopped, Ticket};
 use self::ports::Port;
 use self::shared::{ClassMap, Shared};
 pub use self::trace::{ForwarderStats, TailSplit};
@@ -69,6 +69,10 @@ pub struct Devices<P> {
     /// Sends the reverse direction (on `link.ingress`).
     pub ingress_tx: P,
 }
+
+/// How long [`Pipeline::reload`] waits for the arbiter to take a reload
+/// (and again for its answer once taken).
+pub const RELOAD_WAIT: Duration = Duration::from_secs(5);
 
 /// Why the pipeline could not start.
 #[derive(Debug, thiserror::Error)]
@@ -230,14 +234,34 @@ impl Pipeline {
     }
 
     /// Applies a new config live (see [`crate::reload`]); on error the
-    /// running config is kept.
+    /// running config is kept. The arbiter takes the reload between two
+    /// rounds; if it has not within [`RELOAD_WAIT`] the reload is
+    /// cancelled (never applied later) and the error says so; once taken,
+    /// its answer is awaited for as long again.
     pub fn reload(&self, new: RunConfig) -> Result<Vec<Change>, String> {
         let (tx, rx) = mpsc::channel();
+        let ticket = Ticket::default();
         self.commands
-            .send(Command::Reload(Box::new(new), tx))
+            .send(Command::Reload(Box::new(new), tx, ticket.clone()))
             .map_err(|_| EngineError::ArbiterGone.to_string())?;
-        rx.recv_timeout(Duration::from_secs(5))
-            .map_err(|_| EngineError::ArbiterGone.to_string())?
+        let secs = RELOAD_WAIT.as_secs();
+        match rx.recv_timeout(RELOAD_WAIT) {
+            Ok(answer) => answer,
+            Err(RecvTimeoutError::Disconnected) => Err(EngineError::ArbiterGone.to_string()),
+            Err(RecvTimeoutError::Timeout) if ticket.cancel() => Err(format!(
+                "the arbiter did not take the reload within {secs} s; it is cancelled \
+                 (the running config is kept)"
+            )),
+            Err(RecvTimeoutError::Timeout) => match rx.recv_timeout(RELOAD_WAIT) {
+                Ok(answer) => answer,
+                Err(RecvTimeoutError::Disconnected) => Err(EngineError::ArbiterGone.to_string()),
+                Err(RecvTimeoutError::Timeout) => Err(format!(
+                    "the reload is being applied but was not confirmed within {} s; \
+                     see `pktsched stats` for the running config",
+                    2 * secs
+                )),
+            },
+        }
     }
 
     /// Stops: receive threads first (what they hold is counted), then the

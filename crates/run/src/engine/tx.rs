@@ -26,6 +26,7 @@ use pktsched_runtime::{Clock, Output};
 
 use super::ports::Port;
 use crate::frame::Frame;
+use crate::sent::Handed;
 use crate::stats::SOJOURN_BUCKETS_S;
 
 /// Released frames kept for one send (one kick) at most.
@@ -118,6 +119,8 @@ pub(crate) struct TxQueue<P> {
     pub(crate) port: Port<P>,
     bufs: Vec<PacketBuf>,
     flow_of: Vec<usize>,
+    /// The buffers of the batch being sent, to tell which the device left.
+    handed: Handed,
     /// Frames of each flow the device did not take (`FlowId::index`).
     failed: Vec<u64>,
     /// Sends (kicks) made, wherever they were made.
@@ -145,6 +148,7 @@ impl<P> TxOutput<P> {
                 port,
                 bufs: Vec::with_capacity(512),
                 flow_of: Vec::with_capacity(512),
+                handed: Handed::with_capacity(512),
                 failed: Vec::new(),
                 sends: 0,
                 sent_frames: 0,
@@ -192,9 +196,15 @@ impl<P: PacketIo> TxOutput<P> {
         let q = &mut *tx;
         let handed = q.bufs.len();
         q.sends += 1;
+        q.handed.note(&q.bufs);
         let sent = q.port.send(&mut q.bufs, self.pool);
         q.sent_frames += sent as u64;
-        for flow in q.flow_of.drain(..).skip(sent) {
+        // What the device left may sit anywhere in the batch (a frame too
+        // long for its slot stays while the rest go).
+        for (flow, ok) in q.flow_of.drain(..).zip(q.handed.sent(&q.bufs)) {
+            if ok {
+                continue;
+            }
             if q.failed.len() <= flow {
                 q.failed.resize(flow + 1, 0);
             }
@@ -263,6 +273,8 @@ mod tests {
         sends: usize,
         frames: usize,
         refuse_all: bool,
+        /// Frames longer stay unsent, in place; the others go.
+        max_len: Option<usize>,
     }
 
     impl PacketIo for Counting {
@@ -282,6 +294,20 @@ mod tests {
             self.sends += 1;
             if self.refuse_all {
                 return Ok(0);
+            }
+            if let Some(max) = self.max_len {
+                let (mut kept, mut n) = (Vec::new(), 0);
+                for b in frames.drain(..) {
+                    if b.len() > max {
+                        kept.push(b);
+                    } else {
+                        n += 1;
+                        pool.put(b);
+                    }
+                }
+                *frames = kept;
+                self.frames += n;
+                return Ok(n);
             }
             let n = frames.len();
             self.frames += n;
@@ -364,6 +390,31 @@ mod tests {
             "a kick the device refused sent nothing"
         );
         assert_eq!(pool.stats().free, 64);
+    }
+
+    #[test]
+    fn a_frame_the_device_leaves_mid_batch_is_counted_for_its_own_flow() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
+        let dev = Counting {
+            max_len: Some(500),
+            ..Counting::default()
+        };
+        let mut out = output(pool, dev);
+        let mut b = pool.get().expect("buffer");
+        assert!(b.fill(&[0u8; 1000]));
+        let long = Pkt::new(FlowId(1), 1000, Nanos(0), Frame::new(b, pool));
+        let mut frames = batch(pool, 2, 0);
+        frames.push(long);
+        frames.extend(batch(pool, 2, 2));
+        out.transmit(&mut frames);
+        out.flush();
+        assert_eq!(
+            (out.tx_failed(0), out.tx_failed(1), out.tx_failed(2)),
+            (0, 1, 0),
+            "the long frame's flow, not the batch's last"
+        );
+        assert_eq!(out.kicks(), (1, 4), "the frames behind it went");
+        assert_eq!(pool.stats().free, 64, "every buffer is back");
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! `pktsched route` as a whole: open the devices (the ingress's per-class
 //! rings, the egress's ring, a transmit ring on each), bind the control
-//! socket, drop privileges, run the forwarding loop on one thread, serve
-//! `pktsched stats` (and Prometheus), stop on a signal or after a
-//! duration, and hand back the final counters.
+//! socket and the Prometheus listener, drop privileges, run the forwarding
+//! loop on one thread, serve `pktsched stats` (and Prometheus), stop on a
+//! signal or after a duration, and hand back the final counters.
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +20,7 @@ use super::stats::{RingSnapshot, RouterSnapshot};
 use super::table::Table;
 use super::worker::Worker;
 use crate::control::{ControlServer, ControlThread, Request};
-use crate::metrics_http::MetricsServer;
+use crate::metrics_http::{MetricsListener, MetricsServer};
 
 /// How the router runs.
 #[derive(Debug, Clone)]
@@ -203,6 +203,34 @@ fn answer(snap: &Mutex<RouterSnapshot>, req: Request) -> String {
     }
 }
 
+/// Serves the control socket and, when bound, Prometheus from the
+/// snapshot the forwarding thread publishes; a thread that does not start
+/// is an error (whichever did start stops when dropped).
+fn serve(
+    server: ControlServer,
+    metrics: Option<MetricsListener>,
+    snap: &Arc<Mutex<RouterSnapshot>>,
+) -> Result<(ControlThread, Option<MetricsServer>), String> {
+    let s3 = snap.clone();
+    let control = ControlThread::spawn(server, move |req| answer(&s3, req))
+        .map_err(|e| format!("cannot start the control thread: {e}"))?;
+    let s4 = snap.clone();
+    let metrics = metrics
+        .map(|m| m.serve(move || prometheus(&s4)))
+        .transpose()
+        .map_err(|e| format!("cannot start the Prometheus thread: {e}"))?;
+    Ok((control, metrics))
+}
+
+/// The counters for Prometheus, or why not (answered as 503).
+fn prometheus(snap: &Mutex<RouterSnapshot>) -> Result<String, String> {
+    let s = snap
+        .lock()
+        .map(|g| g.clone())
+        .map_err(|_| "error: the forwarding thread failed".to_string())?;
+    Ok(s.prometheus())
+}
+
 /// Runs the router until `stop` is set or the duration has passed;
 /// returns the final counters.
 pub fn run(
@@ -235,6 +263,12 @@ pub fn run(
     })?;
     let pool: &'static BufPool = Box::leak(Box::new(pool));
     let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
+    // Bound with the privileges (a port below 1024), before anything runs.
+    let metrics = cfg
+        .control
+        .prometheus
+        .map(MetricsListener::bind)
+        .transpose()?;
     if opts.keep_privileges {
         log("--keep-privileges: capabilities are kept");
     } else if let Err(e) = crate::sys::drop_capabilities() {
@@ -271,19 +305,17 @@ pub fn run(
         .name("pktsched-route".into())
         .spawn(move || forward_loop(worker, poller, meta, spin, &h2, &s2))
         .map_err(|e| e.to_string())?;
-    let s3 = snap.clone();
-    let control =
-        ControlThread::spawn(server, move |req| answer(&s3, req)).map_err(|e| e.to_string())?;
-    let metrics = match cfg.control.prometheus {
-        Some(addr) => {
-            let s4 = snap.clone();
-            let m = MetricsServer::start(addr, move || answer(&s4, Request::Prometheus))
-                .map_err(|e| format!("control.prometheus {addr}: {e}"))?;
-            log(&format!("Prometheus metrics on http://{}/metrics", m.addr));
-            Some(m)
+    let (control, metrics) = match serve(server, metrics, &snap) {
+        Ok(served) => served,
+        Err(e) => {
+            halt.store(true, Ordering::Release);
+            let _ = fwd.join();
+            return Err(e);
         }
-        None => None,
     };
+    if let Some(m) = &metrics {
+        log(&format!("Prometheus metrics on http://{}/metrics", m.addr));
+    }
     log(&format!(
         "routing {} <-> {} ({} classes, {}, cost {}); control socket {}",
         cfg.router.ingress,

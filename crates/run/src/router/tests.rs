@@ -330,6 +330,7 @@ fn udp(dst: &str, dport: u16, ttl: u8) -> Vec<u8> {
 
 struct Rig {
     worker: Worker<MemClasses, MemDevice>,
+    pool: &'static BufPool,
     poller: Poller,
     rings: Vec<MemWire>,
     reverse: MemWire,
@@ -379,6 +380,7 @@ fn rig_with(config: &str) -> Rig {
     };
     Rig {
         worker,
+        pool,
         poller: Poller::from_plan(plan),
         rings,
         reverse,
@@ -582,6 +584,35 @@ fn an_expired_ipv4_frame_gets_a_time_exceeded_from_its_interface() {
 }
 
 #[test]
+fn expired_frames_beyond_the_icmp_rate_keep_every_buffer_and_are_counted() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address = \"10.1.0.1\"");
+    let mut r = rig_with(&cfg);
+    // A limiter whose clock never advances: exactly its depth of tokens.
+    r.worker.icmp_limit = super::icmp::RateLimit::new(u64::MAX);
+    let depth = super::icmp::MAX_PER_SECOND as u64;
+    let extra = 300;
+    assert!(
+        extra > r.pool.stats().capacity,
+        "more refusals than buffers"
+    );
+    for _ in 0..depth + extra {
+        push(&r.rings[1], udp("10.2.0.2", 80, 1));
+        // Keep the wire short of the pool: frames are taken as they come.
+        if r.rings[1].lock().expect("wire").inbound.len() >= 64 {
+            while r.round() > 0 {}
+        }
+    }
+    while r.round() > 0 {}
+    assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (depth, extra));
+    assert_eq!(r.to_ingress.lock().expect("wire").sent.len() as u64, depth);
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&(depth + extra)));
+    assert!(be.conserved());
+    let pool = r.pool.stats();
+    assert_eq!(pool.free, pool.capacity, "every buffer is back: {pool:?}");
+}
+
+#[test]
 fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
     let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address6 = \"2001:db8:1::1\"");
     let mut r = rig_with(&cfg);
@@ -744,4 +775,121 @@ fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
         Some(Duration::from_millis(1))
     );
     assert_eq!(idle_wait_for(now, None), Some(Duration::from_millis(1)));
+}
+
+/// An in-memory transmit device that leaves frames longer than `max_len`
+/// in the batch, in place, and sends the others (as a real ring does with
+/// a frame too long for its slot).
+#[derive(Debug)]
+struct Picky {
+    inner: MemDevice,
+    max_len: usize,
+}
+
+impl PacketIo for Picky {
+    fn recv_batch(
+        &mut self,
+        pool: &BufPool,
+        out: &mut Vec<PacketBuf>,
+        max: usize,
+    ) -> Result<usize, IoError> {
+        self.inner.recv_batch(pool, out, max)
+    }
+    fn send_batch(
+        &mut self,
+        frames: &mut Vec<PacketBuf>,
+        pool: &BufPool,
+    ) -> Result<usize, IoError> {
+        let (mut short, mut kept) = (Vec::new(), Vec::new());
+        for b in frames.drain(..) {
+            if b.len() > self.max_len {
+                kept.push(b);
+            } else {
+                short.push(b);
+            }
+        }
+        *frames = kept;
+        self.inner.send_batch(&mut short, pool)
+    }
+    fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
+        self.inner.wait(timeout)
+    }
+    fn stats(&self) -> IoStats {
+        self.inner.stats()
+    }
+}
+
+#[test]
+fn a_frame_the_device_leaves_mid_batch_is_counted_for_its_own_class() {
+    // One ring (sq), so RT and BE frames share an output batch.
+    let cfg = parse(
+        &ROUTER.replace("strategy = \"ll-wfq\"", "strategy = \"sq\""),
+        "r.toml",
+    )
+    .expect("config");
+    let plan = cfg.plan();
+    assert_eq!(plan.rings(), 1);
+    let (ring, wire) = MemDevice::new();
+    let picky = || {
+        let (inner, wire) = MemDevice::new();
+        (
+            Picky {
+                inner,
+                max_len: 500,
+            },
+            wire,
+        )
+    };
+    let ((reverse_rx, _), (ingress_tx, _), (egress_tx, to_egress)) = (picky(), picky(), picky());
+    let ports = RouterPorts {
+        rx: MemClasses(vec![ring]),
+        reverse_rx,
+        ingress_tx,
+        egress_tx,
+    };
+    let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
+    let classifier = Classifier::new(cfg.rules(), cfg.default_class as u16).expect("rules");
+    let table = Table::build(&cfg).expect("table");
+    let mut worker = Worker::new(
+        ports,
+        pool,
+        table,
+        Cost::None,
+        &plan,
+        classifier,
+        [IN_MAC, OUT_MAC],
+    );
+    let mut long = udp("10.2.0.2", 80, 64);
+    let spec = UdpSpec {
+        src_mac: [2, 0, 0, 0, 1, 2],
+        dst_mac: IN_MAC,
+        vlan: None,
+        src_ip: "10.1.0.2".parse().expect("ip"),
+        dst_ip: "10.2.0.2".parse().expect("ip"),
+        sport: 1000,
+        dport: 80,
+        dscp: 0,
+        ttl: 64,
+        payload: vec![0; 1000],
+    };
+    long.resize(1100, 0);
+    let n = build_udp(&mut long, &spec).expect("fits");
+    long.truncate(n);
+    // RT, the long BE frame, RT: the device leaves the middle one.
+    for f in [udp("10.2.0.2", 5000, 64), long, udp("10.2.0.2", 5000, 64)] {
+        push(&wire, f);
+    }
+    let mut poller = Poller::from_plan(plan);
+    while poller.poll(&mut worker, &mut Vec::new()) > 0 {
+        worker.end_round();
+    }
+    worker.end_round();
+    assert_eq!(to_egress.lock().expect("wire").sent.len(), 2);
+    let (rt, be) = (worker.acc[0].snapshot("rt"), worker.acc[1].snapshot("be"));
+    assert_eq!((rt.forwarded, rt.dropped_total()), (2, 0), "{rt:?}");
+    assert_eq!(be.dropped.get("tx_failed"), Some(&1), "{be:?}");
+    assert_eq!(be.forwarded, 0);
+    assert!(rt.conserved() && be.conserved());
+    let p = pool.stats();
+    assert_eq!(p.free, p.capacity, "every buffer is back: {p:?}");
 }

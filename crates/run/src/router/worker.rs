@@ -38,6 +38,7 @@ use super::stats::{
     reason_index,
 };
 use super::table::{Port, Table};
+use crate::sent::Handed;
 use crate::sys::monotonic_ns;
 
 /// The devices of a router: the ingress's class rings, the egress's
@@ -98,7 +99,7 @@ pub struct Worker<R, D> {
     addresses: [Option<Ipv4Addr>; 2],
     /// Each interface's IPv6 address, for ICMPv6 time exceeded.
     addresses6: [Option<Ipv6Addr>; 2],
-    icmp_limit: RateLimit,
+    pub(crate) icmp_limit: RateLimit,
     /// ICMP time-exceeded messages sent, and those not sent (rate limit,
     /// no buffer, transmit failed).
     pub(crate) icmp_sent: u64,
@@ -114,6 +115,8 @@ pub struct Worker<R, D> {
     /// egress interface wait in.
     egress: Option<Egress>,
     released: Vec<Released>,
+    /// The buffers of the batch being sent, to tell which the device left.
+    handed: Handed,
 }
 
 impl<R: ClassRx, D: PacketIo> Worker<R, D> {
@@ -154,6 +157,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             visit_ns: 0,
             egress: None,
             released: Vec::new(),
+            handed: Handed::with_capacity(cap),
         }
     }
 
@@ -399,8 +403,13 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         if !due {
             return;
         }
-        let allowed = self.icmp_limit.allow(monotonic_ns());
-        let Some(mut reply) = self.pool.get().filter(|_| allowed) else {
+        // The rate first: a buffer taken and then refused would be lost
+        // to the pool for good (a `PacketBuf` dropped is not returned).
+        if !self.icmp_limit.allow(monotonic_ns()) {
+            self.icmp_not_sent += 1;
+            return;
+        }
+        let Some(mut reply) = self.pool.get() else {
             self.icmp_not_sent += 1;
             return;
         };
@@ -423,8 +432,9 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
         }
     }
 
-    /// Sends both output batches; what a device could not send after its
-    /// retries is dropped as `tx_failed`.
+    /// Sends both output batches; what a device could not send (after its
+    /// retries, or too long for its transmit slot) is dropped as
+    /// `tx_failed`, the frames behind it sent all the same.
     fn flush(&mut self) {
         for port in [Port::Ingress, Port::Egress] {
             let i = port as usize;
@@ -436,18 +446,18 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 Port::Egress => &mut self.ports.egress_tx,
             };
             self.tx_calls += 1;
-            let sent = match dev.send_batch(&mut self.out[i], self.pool) {
-                Ok(n) => n,
-                Err(_) => {
-                    self.io_errors += 1;
-                    0
-                }
-            };
+            self.handed.note(&self.out[i]);
+            if dev.send_batch(&mut self.out[i], self.pool).is_err() {
+                self.io_errors += 1;
+            }
             let now = monotonic_ns();
             let mut tags = std::mem::take(&mut self.tags[i]);
-            for (k, tag) in tags.drain(..).enumerate() {
+            // What the device left may sit anywhere in the batch (a frame
+            // too long for its slot stays while the rest go).
+            let outcomes = self.handed.sent(&self.out[i]);
+            for (tag, sent) in tags.drain(..).zip(outcomes) {
                 if tag.who == ICMP {
-                    if k < sent {
+                    if sent {
                         self.icmp_sent += 1;
                     } else {
                         self.icmp_not_sent += 1;
@@ -456,7 +466,7 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
                 }
                 let acc = &mut self.acc[tag.who];
                 acc.queued -= 1;
-                if k < sent {
+                if sent {
                     acc.forwarded += 1;
                     let _ = acc.latency.record(now.saturating_sub(tag.taken).max(1));
                 } else {

@@ -18,6 +18,7 @@ use pktsched_io::{BufPool, PacketBuf, PacketIo};
 
 use super::gen_flows::FlowSpec;
 use super::generator::GenFlowReport;
+use crate::sent::Handed;
 
 /// Frames sent with one kick.
 pub const RING_BATCH: usize = 64;
@@ -117,6 +118,8 @@ pub(crate) struct RingOut {
     batch: Vec<PacketBuf>,
     /// (flow instance, frame size) of each frame in `batch`.
     meta: Vec<(usize, u32)>,
+    /// The buffers of the batch being sent, to tell which the ring left.
+    handed: Handed,
 }
 
 impl RingOut {
@@ -175,6 +178,7 @@ impl RingOut {
             specs,
             batch: Vec::with_capacity(RING_BATCH),
             meta: Vec::with_capacity(RING_BATCH),
+            handed: Handed::with_capacity(RING_BATCH),
         })
     }
 
@@ -216,15 +220,16 @@ impl RingOut {
         if self.batch.is_empty() {
             return;
         }
-        let sent = self
-            .socket
-            .send_batch(&mut self.batch, &self.pool)
-            .unwrap_or(0);
-        for (k, (i, size)) in self.meta.drain(..).enumerate() {
+        self.handed.note(&self.batch);
+        let _ = self.socket.send_batch(&mut self.batch, &self.pool);
+        // What the ring left may sit anywhere in the batch (a frame too
+        // long for its slot stays while the rest go).
+        let outcomes = self.handed.sent(&self.batch);
+        for ((i, size), sent) in self.meta.drain(..).zip(outcomes) {
             let Some(r) = reports.get_mut(i) else {
                 continue;
             };
-            if k < sent {
+            if sent {
                 r.sent += 1;
                 r.frame_bytes += u64::from(size);
             } else {

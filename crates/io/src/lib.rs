@@ -210,10 +210,12 @@ pub trait PacketIo: Send {
         max: usize,
     ) -> Result<usize, IoError>;
 
-    /// Sends frames from the front of `frames`, in order, returning the
-    /// buffers of those sent to `pool`; what could not be sent (after the
-    /// device's bounded retries) stays in `frames`. Returns how many were
-    /// sent.
+    /// Sends the frames of `frames` in order, returning the buffers of
+    /// those sent to `pool`; what could not be sent stays in `frames`, in
+    /// its order: a tail the device had no room for (after its bounded
+    /// retries), and any frame too long for a transmit slot (counted
+    /// `tx_oversize`), which the frames behind it do not wait for — so what
+    /// stays is not always a tail. Returns how many were sent.
     fn send_batch(&mut self, frames: &mut Vec<PacketBuf>, pool: &BufPool)
     -> Result<usize, IoError>;
 

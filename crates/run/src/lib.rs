@@ -14,7 +14,7 @@
 //!   receive thread as client, the arbiter thread), plus the reverse
 //!   thread;
 //! * [`reload`]: what a changed config changes, applied live by class name
-//!   without losing queued frames;
+//!   keeping queued frames (a removed class's go to the default class);
 //! * [`stats`]: `tc -s`-style, JSON and Prometheus counters;
 //! * [`control`]: the owner-only Unix socket `pktsched stats` and `reload`
 //!   talk to; [`metrics_http`]: the optional Prometheus endpoint;

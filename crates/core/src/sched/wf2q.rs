@@ -927,9 +927,14 @@ impl Wf2q {
             // Not under the call protocol (`pick` returns the lone flow).
             self.spill();
         }
+        let min = self.eligible.min;
+        if min != DEAD && key_id(min) == i as u32 {
+            self.depart_min(i, key_ts(min), next);
+            return;
+        }
         let sl = self.slots[i];
-        // The served packet finished at F (the eligible key under the call
-        // protocol; recomputed otherwise).
+        // The served packet finished at F (the eligible key; recomputed when
+        // not under the call protocol).
         let (f, f_frac) = if sl.pos != IDLE && sl.pos & INELIGIBLE == 0 {
             (key_ts(self.eligible.get(sl.pos)), sl.frac)
         } else {
@@ -956,6 +961,37 @@ impl Wf2q {
                 self.leave(i);
                 self.last[i] = f;
                 self.slots[i].frac = f_frac;
+            }
+        }
+    }
+
+    /// `depart_in_sets` under the call protocol: the served flow `i` is the
+    /// eligible minimum, its packet finished at `f`. The minimum is popped
+    /// rather than looked up by position.
+    #[inline(always)]
+    fn depart_min(&mut self, i: usize, f: u128, next: Option<Bytes>) {
+        let sl = &mut self.slots[i];
+        let f_frac = sl.frac;
+        match next {
+            Some(l) => {
+                // The next packet starts where the served one finished.
+                sl.len = l;
+                if f <= self.v {
+                    let (f2, f2_frac) = finish(f, f_frac, l, sl.w);
+                    sl.frac = f2_frac;
+                    let pos = sl.pos;
+                    self.eligible
+                        .update(pos, key(f2, i as u32), &mut self.slots);
+                } else {
+                    // S = F > V: ineligible, carrying F's remainder.
+                    self.eligible.pop_min(&mut self.slots);
+                    self.ineligible.insert(key(f, i as u32), &mut self.slots);
+                }
+            }
+            None => {
+                self.eligible.pop_min(&mut self.slots);
+                self.slots[i].pos = IDLE;
+                self.last[i] = f;
             }
         }
     }

@@ -86,7 +86,8 @@
 //! sit next to `V`, and `pick`/`depart` apply the same steps as for a set of
 //! one (`V` jumps to `S` when nothing is eligible; the served flow stays
 //! eligible while `F ≤ V`) without touching a set. A flow that becomes
-//! backlogged when no other is becomes the lone flow; anything else that
+//! backlogged when no other is becomes the lone flow, as does the last one
+//! left in the sets when the flow served before it empties; anything else that
 //! looks at the sets or at a flow's position (another activation, a
 //! deactivation, a weight change, a removal, a rebase) first puts the lone
 //! flow into the set its timestamp belongs to, so the keys, and therefore
@@ -500,6 +501,17 @@ impl Set {
     #[inline]
     fn min(&self) -> Option<u128> {
         (self.min != DEAD).then_some(self.min)
+    }
+    /// True if the set surely holds exactly one entry: run 0's only one,
+    /// or the heap's (a set of one elsewhere is not recognised).
+    #[inline]
+    fn is_single(&self) -> bool {
+        let r0 = &self.runs[0];
+        match self.used {
+            0 => self.heap.len == 1,
+            1 => self.heap.len == 0 && r0.tail.wrapping_sub(r0.head) == 1,
+            _ => false,
+        }
     }
     /// Recomputes `min`, `src` and `used`.
     #[inline]
@@ -992,8 +1004,34 @@ impl Wf2q {
                 self.eligible.pop_min(&mut self.slots);
                 self.slots[i].pos = IDLE;
                 self.last[i] = f;
+                self.take_lone();
             }
         }
+    }
+
+    /// When the sets hold exactly one flow (the others emptied), takes it
+    /// out as the lone flow, with the timestamp and remainder it had there.
+    #[inline]
+    fn take_lone(&mut self) {
+        let (set, eligible) = if self.ineligible.min == DEAD {
+            (&mut self.eligible, true)
+        } else if self.eligible.min == DEAD {
+            (&mut self.ineligible, false)
+        } else {
+            return;
+        };
+        let k = set.min;
+        if k == DEAD || !set.is_single() {
+            return;
+        }
+        set.pop_min(&mut self.slots);
+        let id = key_id(k);
+        self.slots[id as usize].pos = IDLE;
+        self.lone = id;
+        self.lone_at = Lone {
+            ts: key_ts(k),
+            eligible,
+        };
     }
 
     /// Start time, finish time and the finish time's remainder of the head
@@ -1838,7 +1876,8 @@ mod tests {
 
     /// Short busy periods of one flow at a time (the lone flow kept out of
     /// the sets) and a second flow arriving, leaving, changing weight or
-    /// being removed while one is alone: same order as the reference, which
+    /// being removed while one is alone, the last flow left in the sets
+    /// taken out again: same order as the reference, which
     /// has no lone-flow case. Weights that are not powers of two make the
     /// carried remainders matter.
     #[test]
@@ -1850,10 +1889,11 @@ mod tests {
             for w in [3, 5, 7] {
                 ids.extend(p.add(FlowConfig::weight(w)));
             }
-            let (mut alone, mut spills) = (0u32, 0u32);
+            let (mut alone, mut spills, mut takes) = (0u32, 0u32, 0u32);
             for _ in 0..40_000 {
                 let was_alone = p.s.discipline().lone != IDLE;
-                match rng.random_range(0..100) {
+                let op = rng.random_range(0..100);
+                match op {
                     // Mostly one flow: the first one, a few packets at a time.
                     0..30 => p.enqueue(ids[0], rng.random_range(1..=1500)),
                     30..36 => {
@@ -1878,13 +1918,15 @@ mod tests {
                 let is_alone = p.s.discipline().lone != IDLE;
                 alone += u32::from(is_alone);
                 spills += u32::from(was_alone && !is_alone && p.s.backlog().pkts > 0);
+                // Taken out of the sets when the others emptied.
+                takes += u32::from(!was_alone && is_alone && op >= 40);
                 p.check_counters();
             }
             while p.dequeue() {}
             p.check_counters();
             assert!(
-                alone > 10_000 && spills > 100,
-                "alone {alone} spills {spills}"
+                alone > 10_000 && spills > 100 && takes > 100,
+                "alone {alone} spills {spills} takes {takes}"
             );
         }
     }

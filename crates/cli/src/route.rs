@@ -203,7 +203,7 @@ pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
 
 /// The daemon's answer to `command`, or an error when there was none (the
 /// daemon closed the connection) or it was an `error: …` line: either way
-/// the command fails (exit status 1) instead of printing it as the result.
+/// the command fails (exit status 2) instead of printing it as the result.
 fn daemon_answer<'a>(command: &str, socket: &Path, answer: &'a str) -> Result<&'a str> {
     if answer.trim().is_empty() {
         bail!(

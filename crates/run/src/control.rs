@@ -287,13 +287,24 @@ pub fn request(path: &Path, req: Request) -> Result<String, ControlError> {
         error,
     };
     let mut s = UnixStream::connect(path).map_err(err)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))
-        .map_err(err)?;
+    s.set_read_timeout(Some(answer_wait(req))).map_err(err)?;
     s.write_all(format!("{}\n", req.line()).as_bytes())
         .map_err(err)?;
     let mut out = String::new();
     s.take(64 << 20).read_to_string(&mut out).map_err(err)?;
     Ok(out)
+}
+
+/// How long a client waits for the daemon's answer to `req`: a reload is
+/// answered only once the scheduling thread has taken it (up to
+/// [`crate::engine::RELOAD_WAIT`]) and applied it (as long again), after
+/// the daemon has read and checked the new config; every other answer is
+/// a snapshot.
+fn answer_wait(req: Request) -> Duration {
+    match req {
+        Request::Reload => 2 * crate::engine::RELOAD_WAIT + Duration::from_secs(5),
+        _ => Duration::from_secs(10),
+    }
 }
 
 /// A flag and a thread serving the control socket; [`ControlThread::stop`]
@@ -342,6 +353,23 @@ mod tests {
 
     fn scratch_socket(name: &str) -> PathBuf {
         std::env::temp_dir().join(format!("pktsched-ctl-{}-{name}.sock", std::process::id()))
+    }
+
+    /// The client outwaits the daemon's longest answer (a reload taken at
+    /// the end of its first wait and applied at the end of its second),
+    /// so it reads the daemon's own "not confirmed" text, not a timeout
+    /// that blames the connection.
+    #[test]
+    fn a_reload_client_outwaits_the_daemons_longest_answer() {
+        assert!(answer_wait(Request::Reload) > 2 * crate::engine::RELOAD_WAIT);
+        for req in [
+            Request::Stats,
+            Request::StatsJson,
+            Request::Prometheus,
+            Request::Dump,
+        ] {
+            assert!(answer_wait(req) > CLIENT_TIMEOUT, "{req:?}");
+        }
     }
 
     #[test]

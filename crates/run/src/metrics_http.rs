@@ -124,7 +124,9 @@ fn answer(mut s: TcpStream, metrics: &Metrics, timeout: Duration) {
         Deadline::after(timeout),
         MAX_REQUEST,
         &mut req,
-        |r| r.windows(4).any(|w| w == b"\r\n\r\n"),
+        // The blank line that ends the head: CRLF as HTTP says, or a bare
+        // LF as lenient clients send it.
+        |r| r.windows(4).any(|w| w == b"\r\n\r\n") || r.windows(2).any(|w| w == b"\n\n"),
     );
     let line = req.split(|&b| b == b'\n').next().unwrap_or_default();
     let line = String::from_utf8_lossy(line);
@@ -189,6 +191,23 @@ mod tests {
         let ok = get(server.addr, "/metrics");
         assert!(ok.contains("pktsched_up 1"));
         drop(idle);
+        server.stop();
+    }
+
+    /// A head ended by bare LFs (as lenient clients write it) is complete:
+    /// answered at once, not held to the deadline and refused with 408.
+    #[test]
+    fn a_request_ended_by_bare_line_feeds_is_served() {
+        let server = serve(
+            || Ok("pktsched_up 1\n".to_string()),
+            Duration::from_secs(30),
+        );
+        let mut s = TcpStream::connect(server.addr).expect("connect");
+        s.write_all(b"GET /metrics HTTP/1.0\nHost: x\n\n")
+            .expect("write");
+        let mut out = String::new();
+        s.read_to_string(&mut out).expect("read");
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\n"), "{out}");
         server.stop();
     }
 

@@ -7,6 +7,10 @@
 //! drop is per thread), removed even when a test fails. Needs root;
 //! skipped otherwise.
 
+#[path = "../../io/tests/common/untested.rs"]
+mod untested;
+use untested::skipped;
+
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -129,7 +133,7 @@ const PRIVILEGED: &str = "127.0.0.1:81";
 #[test]
 fn run_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line(PREFIX).expect("topology");
@@ -157,7 +161,7 @@ fn run_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
 #[test]
 fn route_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line(PREFIX).expect("topology");
@@ -193,7 +197,7 @@ fn taken_port(ns: &str) -> TcpListener {
 #[test]
 fn a_taken_prometheus_address_stops_run_naming_it_with_nothing_left() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line(PREFIX).expect("topology");
@@ -217,7 +221,7 @@ fn a_taken_prometheus_address_stops_run_naming_it_with_nothing_left() {
 #[test]
 fn a_taken_prometheus_address_stops_route_naming_it_with_nothing_left() {
     if !is_root() {
-        eprintln!("skipped: needs root to create network namespaces");
+        skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line(PREFIX).expect("topology");

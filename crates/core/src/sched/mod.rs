@@ -12,7 +12,7 @@
 //! | PRIO | [`Prio`] | O(log64 levels) | strict priority; RR within a level |
 //! | RR | [`Rr`] | O(1) | packet round-robin |
 //! | DRR | [`Drr`] | O(1) if quantum ≥ max_len | T-WFI (1/φ_min + 1/φ_k + N − 1)·L/R |
-//! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI one maximum packet |
+//! | WF2Q+ | [`Wf2q`] | O(log N) | B-WFI 2·L_i + 2·φ_i·(L_max − L_i) |
 //! | QFQ | [`Qfq`] | O(1) | T-WFI (3·σ_k + 2·L)/R, σ_k < 2·L_k/φ_k |
 
 use crate::flow::{Counters, FlowConfig, FlowId, FlowTable, Pkt, Rejected};

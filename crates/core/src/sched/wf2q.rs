@@ -43,9 +43,10 @@
 //!   heap's top; it is cached, as are each run's front and back, so reading
 //!   it is one load and a removal of the minimum costs O(`RUNS`) (plus a heap
 //!   sift-down if it came from the heap);
-//! - re-keying the set's only entry (one backlogged flow, the served flow
-//!   staying eligible) replaces its key in place: a one-entry run is sorted
-//!   whatever its key, as a heap of one is;
+//! - re-keying a set's only entry (e.g. the served flow staying eligible
+//!   while others wait in the other set; a lone backlogged flow is kept
+//!   out of both sets, below) replaces its key in place: a one-entry run is
+//!   sorted whatever its key, as a heap of one is;
 //! - removing an entry from the middle of a run (`deactivate`, a weight
 //!   change) leaves a hole that is skipped when it reaches the front; each
 //!   ring has room for twice the configured flows, so a full ring is at least
@@ -618,10 +619,7 @@ impl Set {
         if pos & IN_RUN == 0 {
             self.heap.update_at((pos & POS_INDEX) as usize, e, slots);
             self.refresh();
-        } else if self.used == 1
-            && self.heap.len == 0
-            && self.runs[0].tail.wrapping_sub(self.runs[0].head) == 1
-        {
+        } else if self.is_single() {
             // The entry is the set's only one (run 0's sole slot, the
             // common case of a single backlogged flow): a one-entry run is
             // sorted whatever its key, so the key is replaced in place

@@ -48,7 +48,7 @@ mod tests {
     #[test]
     fn frames_of_a_queue_without_a_socket_pass() {
         if !crate::netns::is_root() {
-            eprintln!("skipped: bpf(2) needs root");
+            crate::untested::skipped("bpf(2) needs root");
             return;
         }
         let map = Map::xsk(4, "pst_test").expect("map");
@@ -69,7 +69,7 @@ mod tests {
     #[test]
     fn repeated_test_runs_give_the_verdict_and_refuse_a_bad_count() {
         if !crate::netns::is_root() {
-            eprintln!("skipped: bpf(2) needs root");
+            crate::untested::skipped("bpf(2) needs root");
             return;
         }
         let map = Map::xsk(4, "pst_test").expect("map");
@@ -99,7 +99,7 @@ mod tests {
     #[test]
     fn a_refused_program_brings_the_verifier_log() {
         if !crate::netns::is_root() {
-            eprintln!("skipped: bpf(2) needs root");
+            crate::untested::skipped("bpf(2) needs root");
             return;
         }
         // Returns R0 without ever setting it.

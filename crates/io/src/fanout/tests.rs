@@ -53,7 +53,7 @@ fn drain(group: &mut FanoutGroup, pool: &BufPool, got: &mut [Vec<Vec<u8>>], quie
 #[test]
 fn the_kernel_runs_compiled_rules_as_the_classifier_says() {
     if let Some(why) = missing_privileges() {
-        eprintln!("skipped: {why}");
+        crate::untested::skipped(&why);
         return;
     }
     let _ = remove_stale(PREFIX);

@@ -190,10 +190,18 @@ pub(crate) fn idle_wait_for(now: u64, due: Option<u64>) -> Option<Duration> {
     }
 }
 
+/// The snapshot the forwarding thread last published, or why there is
+/// none (its lock poisoned: the thread failed).
+fn current(snap: &Mutex<RouterSnapshot>) -> Result<RouterSnapshot, String> {
+    snap.lock()
+        .map(|g| g.clone())
+        .map_err(|_| "error: the forwarding thread failed".to_string())
+}
+
 fn answer(snap: &Mutex<RouterSnapshot>, req: Request) -> String {
-    let s = match snap.lock() {
-        Ok(g) => g.clone(),
-        Err(_) => return "error: the forwarding thread failed\n".into(),
+    let s = match current(snap) {
+        Ok(s) => s,
+        Err(e) => return e + "\n",
     };
     match req {
         Request::StatsJson => s.json() + "\n",
@@ -224,11 +232,7 @@ fn serve(
 
 /// The counters for Prometheus, or why not (answered as 503).
 fn prometheus(snap: &Mutex<RouterSnapshot>) -> Result<String, String> {
-    let s = snap
-        .lock()
-        .map(|g| g.clone())
-        .map_err(|_| "error: the forwarding thread failed".to_string())?;
-    Ok(s.prometheus())
+    current(snap).map(|s| s.prometheus())
 }
 
 /// Runs the router until `stop` is set or the duration has passed;

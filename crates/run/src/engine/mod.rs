@@ -89,6 +89,26 @@ pub enum EngineError {
     /// The arbiter thread is gone (it panicked).
     #[error("the arbiter thread is gone")]
     ArbiterGone,
+    /// The arbiter thread is there but did not answer in time.
+    #[error(
+        "the arbiter did not answer within {} ms (busy or stalled; the counters were not read, \
+         try again)",
+        .0.as_millis()
+    )]
+    NoAnswer(Duration),
+}
+
+/// How long a counters request waits for the arbiter's answer.
+const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
+
+/// The arbiter's answer on `rx` within `wait`: a thread that dropped its
+/// end is gone, one that kept it and did not answer is only late (said
+/// apart, so a slow arbiter is not reported as a dead one).
+fn await_answer<A>(rx: &mpsc::Receiver<A>, wait: Duration) -> Result<A, EngineError> {
+    rx.recv_timeout(wait).map_err(|e| match e {
+        RecvTimeoutError::Timeout => EngineError::NoAnswer(wait),
+        RecvTimeoutError::Disconnected => EngineError::ArbiterGone,
+    })
 }
 
 /// Where every frame went, per class, when the pipeline stopped.
@@ -226,9 +246,7 @@ impl Pipeline {
         self.commands
             .send(Command::Snapshot(tx))
             .map_err(|_| EngineError::ArbiterGone)?;
-        let mut s = rx
-            .recv_timeout(Duration::from_secs(5))
-            .map_err(|_| EngineError::ArbiterGone)?;
+        let mut s = await_answer(&rx, SNAPSHOT_WAIT)?;
         self.add_rings(&mut s);
         Ok(s)
     }
@@ -314,4 +332,25 @@ pub(crate) fn device_stats<P: PacketIo>(port: &Port<P>) -> DeviceStats {
 /// The egress's counters.
 pub(crate) fn tx_device_stats<P: PacketIo>(out: &TxOutput<P>) -> DeviceStats {
     device_stats(&out.tx.borrow().port)
+}
+
+#[cfg(test)]
+mod answer_tests {
+    use super::*;
+
+    #[test]
+    fn a_late_arbiter_is_told_apart_from_a_gone_one() {
+        let wait = Duration::from_millis(20);
+        let (tx, rx) = mpsc::channel::<u32>();
+        assert!(matches!(await_answer(&rx, wait), Err(EngineError::NoAnswer(w)) if w == wait));
+        let late = await_answer(&rx, wait).expect_err("late").to_string();
+        assert!(late.contains("did not answer within 20 ms"), "{late}");
+        tx.send(7).expect("send");
+        assert_eq!(await_answer(&rx, wait).expect("answered"), 7);
+        drop(tx);
+        assert!(matches!(
+            await_answer(&rx, wait),
+            Err(EngineError::ArbiterGone)
+        ));
+    }
 }

@@ -777,48 +777,6 @@ fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
     assert_eq!(idle_wait_for(now, None), Some(Duration::from_millis(1)));
 }
 
-/// An in-memory transmit device that leaves frames longer than `max_len`
-/// in the batch, in place, and sends the others (as a real ring does with
-/// a frame too long for its slot).
-#[derive(Debug)]
-struct Picky {
-    inner: MemDevice,
-    max_len: usize,
-}
-
-impl PacketIo for Picky {
-    fn recv_batch(
-        &mut self,
-        pool: &BufPool,
-        out: &mut Vec<PacketBuf>,
-        max: usize,
-    ) -> Result<usize, IoError> {
-        self.inner.recv_batch(pool, out, max)
-    }
-    fn send_batch(
-        &mut self,
-        frames: &mut Vec<PacketBuf>,
-        pool: &BufPool,
-    ) -> Result<usize, IoError> {
-        let (mut short, mut kept) = (Vec::new(), Vec::new());
-        for b in frames.drain(..) {
-            if b.len() > self.max_len {
-                kept.push(b);
-            } else {
-                short.push(b);
-            }
-        }
-        *frames = kept;
-        self.inner.send_batch(&mut short, pool)
-    }
-    fn wait(&mut self, timeout: Duration) -> Result<(), IoError> {
-        self.inner.wait(timeout)
-    }
-    fn stats(&self) -> IoStats {
-        self.inner.stats()
-    }
-}
-
 #[test]
 fn a_frame_the_device_leaves_mid_batch_is_counted_for_its_own_class() {
     // One ring (sq), so RT and BE frames share an output batch.
@@ -830,15 +788,11 @@ fn a_frame_the_device_leaves_mid_batch_is_counted_for_its_own_class() {
     let plan = cfg.plan();
     assert_eq!(plan.rings(), 1);
     let (ring, wire) = MemDevice::new();
+    // Devices whose transmit slots hold 500 bytes.
     let picky = || {
-        let (inner, wire) = MemDevice::new();
-        (
-            Picky {
-                inner,
-                max_len: 500,
-            },
-            wire,
-        )
+        let (device, wire) = MemDevice::new();
+        wire.lock().expect("wire").send_max_len = Some(500);
+        (device, wire)
     };
     let ((reverse_rx, _), (ingress_tx, _), (egress_tx, to_egress)) = (picky(), picky(), picky());
     let ports = RouterPorts {

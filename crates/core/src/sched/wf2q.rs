@@ -754,6 +754,30 @@ struct Lone {
     eligible: bool,
 }
 
+impl Lone {
+    /// The lone flow whose head (`sl.len`) starts at `S` = (`s`, `s_frac`)
+    /// while virtual time is `v`: eligible at its finish time if `S <= V`,
+    /// else ineligible at `S` until `pick` moves `V`. `sl.frac` becomes
+    /// the kept timestamp's remainder.
+    #[inline(always)]
+    fn starting(sl: &mut Slot, s: u128, s_frac: u32, v: u128) -> Lone {
+        if s <= v {
+            let (f, f_frac) = finish(s, s_frac, sl.len, sl.w);
+            sl.frac = f_frac;
+            Lone {
+                ts: f,
+                eligible: true,
+            }
+        } else {
+            sl.frac = s_frac;
+            Lone {
+                ts: s,
+                eligible: false,
+            }
+        }
+    }
+}
+
 impl Default for Wf2q {
     fn default() -> Self {
         Wf2q::new()
@@ -906,21 +930,8 @@ impl Wf2q {
         match next {
             Some(l) => {
                 sl.len = l;
-                self.lone_at = if f <= self.v {
-                    let (f2, f2_frac) = finish(f, f_frac, l, sl.w);
-                    sl.frac = f2_frac;
-                    Lone {
-                        ts: f2,
-                        eligible: true,
-                    }
-                } else {
-                    // S = F > V: ineligible until `pick` moves V.
-                    sl.frac = f_frac;
-                    Lone {
-                        ts: f,
-                        eligible: false,
-                    }
-                };
+                // The next head starts where this one finished.
+                self.lone_at = Lone::starting(sl, f, f_frac, self.v);
             }
             None => {
                 sl.frac = f_frac;
@@ -1161,20 +1172,7 @@ impl Discipline for Wf2q {
             // No other flow is backlogged: this one is kept out of the sets
             // (`enter`'s choice, without the set).
             self.lone = id.0;
-            self.lone_at = if s <= self.v {
-                let (f, f_frac) = finish(s, s_frac, sl.len, sl.w);
-                sl.frac = f_frac;
-                Lone {
-                    ts: f,
-                    eligible: true,
-                }
-            } else {
-                sl.frac = s_frac;
-                Lone {
-                    ts: s,
-                    eligible: false,
-                }
-            };
+            self.lone_at = Lone::starting(sl, s, s_frac, self.v);
             return;
         }
         self.enter(i, s, s_frac);

@@ -1002,6 +1002,17 @@ fn shaper_and_traffic() {
         Row {
             files: &[(
                 "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\nbackend = \"xdp\"\n[[class]]\nname = \"a\"\ndefault = true\nmatch = [{ vlan = 7 }]\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:5:11", "matching on vlan", "backend = \"packet\""],
+            )
+        },
+        Row {
+            files: &[(
+                "c.toml",
                 "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[[class]]\nname = \"a\"\ndefault = true\nweight = 0\n",
             )],
             ..row(
@@ -1474,6 +1485,22 @@ fn calc_ingress() {
             c(&["calc", "ingress", "--x", "1", "--b", "4"]),
             2,
             &["--x", "`1` has no unit"],
+        ),
+        row(
+            c(&[
+                "calc",
+                "ingress",
+                "--x",
+                "340282366920938463463374607.999999999999s",
+                "--b",
+                "4",
+            ]),
+            2,
+            &[
+                "--x",
+                "340282366920938463463374607.999999999999s",
+                "too long",
+            ],
         ),
         row(
             c(&["calc", "ingress", "--x", "1us", "--target", "5parsecs"]),

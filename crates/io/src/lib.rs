@@ -164,7 +164,8 @@ pub struct IoStats {
     pub rx_kernel_drops: u64,
     /// Frames dropped because the pool had no buffer.
     pub rx_no_buffer: u64,
-    /// Frames longer than a pool buffer, dropped.
+    /// Frames longer than a pool buffer, or cut short by the ring's slot
+    /// (AF_PACKET: longer on the wire than the ring kept), dropped.
     pub rx_oversize: u64,
     /// Times the kernel froze the receive queue because every block was
     /// still held by user space (`tp_freeze_q_cnt` of `PACKET_STATISTICS`,

@@ -471,6 +471,11 @@ impl PacketSocket {
         pool: &BufPool,
         out: &mut Vec<PacketBuf>,
     ) -> bool {
+        if f.truncated {
+            // Only part of it is in the ring: never passed on as if whole.
+            self.stats.rx_oversize += 1;
+            return false;
+        }
         let Some(mut buf) = pool.get() else {
             self.stats.rx_no_buffer += 1;
             return false;
@@ -873,6 +878,11 @@ mod tests {
         c[at + PKT_NEXT..at + PKT_NEXT + 4].copy_from_slice(&u32::MAX.to_ne_bytes());
         let f = frame_at(&c, at).expect("first frame is fine");
         assert_eq!(frame_at(&c, f.next), None);
+        // A frame cut to the ring's snap length is marked.
+        let mut d = block(&[(&[7u8; 100], None)]);
+        assert!(!frame_at(&d, at).expect("frame").truncated);
+        d[at + PKT_LEN..at + PKT_LEN + 4].copy_from_slice(&9000u32.to_ne_bytes());
+        assert!(frame_at(&d, at).expect("frame").truncated);
     }
 
     #[test]
@@ -887,6 +897,12 @@ mod tests {
         slot[V2_STATUS..V2_STATUS + 4].copy_from_slice(&libc::TP_STATUS_VLAN_VALID.to_ne_bytes());
         slot[V2_VLAN_TCI..V2_VLAN_TCI + 2].copy_from_slice(&7u16.to_ne_bytes());
         assert_eq!(slot_frame(&slot).expect("frame").vlan, Some((0x8100, 7)));
+        // Longer on the wire than kept: marked, so it is counted, not sent.
+        assert!(!slot_frame(&slot).expect("frame").truncated);
+        slot[TX_LEN..TX_LEN + 4].copy_from_slice(&101u32.to_ne_bytes());
+        assert!(slot_frame(&slot).expect("frame").truncated);
+        slot[TX_LEN..TX_LEN + 4].copy_from_slice(&100u32.to_ne_bytes());
+        assert!(!slot_frame(&slot).expect("frame").truncated);
         slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&5000u32.to_ne_bytes());
         assert_eq!(slot_frame(&slot), None);
         slot[TX_SNAPLEN..TX_SNAPLEN + 4].copy_from_slice(&10u32.to_ne_bytes());

@@ -467,6 +467,22 @@ fn open_packet_for(
     Ok((open_packet(&cfg.link, class_rings)?, rings, board))
 }
 
+/// The backend `cfg` asks for, `auto` made AF_PACKET (with a note) when a
+/// class matches on VLAN ids, which AF_XDP cannot see when the kernel keeps
+/// the tag in metadata.
+fn backend_for(cfg: &RunConfig, notes: &mut Vec<String>) -> Backend {
+    match (cfg.link.backend, cfg.vlan_class()) {
+        (Backend::Auto, Some(class)) => {
+            notes.push(format!(
+                "backend auto: AF_PACKET, as class {class:?} matches on vlan ({})",
+                crate::config::XDP_NO_VLAN
+            ));
+            Backend::Packet
+        }
+        (b, _) => b,
+    }
+}
+
 /// Opens the devices of `cfg` and the buffer pool: the ingress receives on
 /// one ring per class where the backend and the config allow it
 /// ([`class_ring_plan`]), else on one ring; [`BackendChoice::rings`] says
@@ -477,7 +493,8 @@ pub fn open_devices(
     let link = &cfg.link;
     let plan = class_ring_plan(cfg);
     let mut notes = Vec::new();
-    let (devices, backend, rings, ring_board) = match link.backend {
+    let backend = backend_for(cfg, &mut notes);
+    let (devices, backend, rings, ring_board) = match backend {
         Backend::Packet => {
             let (d, rings, board) = open_packet_for(cfg, plan)?;
             (d, "packet", rings, board)
@@ -509,6 +526,37 @@ pub fn open_devices(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn auto_takes_af_packet_for_vlan_rules_and_says_why() {
+        let src = |backend: &str, rule: &str| {
+            format!(
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n{backend}\n\
+                 [[class]]\nname = \"v\"\nmatch = [{{ {rule} }}]\n\
+                 [[class]]\nname = \"a\"\ndefault = true\n"
+            )
+        };
+        let pick = |backend: &str, rule: &str| {
+            let cfg = crate::config::parse(&src(backend, rule), "t.toml", None).expect("config");
+            let mut notes = Vec::new();
+            (backend_for(&cfg, &mut notes), notes)
+        };
+        let (b, notes) = pick("", "vlan = 7");
+        assert_eq!(b, Backend::Packet);
+        assert!(
+            notes.len() == 1 && notes[0].contains("class \"v\" matches on vlan"),
+            "{notes:?}"
+        );
+        assert_eq!(pick("", "dport = 53"), (Backend::Auto, vec![]));
+        assert_eq!(
+            pick("backend = \"packet\"", "vlan = 7"),
+            (Backend::Packet, vec![])
+        );
+        assert_eq!(
+            pick("backend = \"xdp\"", "dport = 53"),
+            (Backend::Xdp, vec![])
+        );
+    }
 
     #[test]
     fn frames_too_long_for_a_umem_frame_are_refused_by_name() {

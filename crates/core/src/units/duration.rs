@@ -145,7 +145,10 @@ fn parse_u128_ps(s: &str) -> Result<(&str, u128), DurationError> {
             });
         }
         scale /= 10;
-        ps += u128::from(c - b'0') * scale;
+        // The whole part may already sit just below u128::MAX.
+        ps = ps
+            .checked_add(u128::from(c - b'0') * scale)
+            .ok_or_else(too_long)?;
     }
     Ok((input, ps))
 }
@@ -170,6 +173,22 @@ mod tests {
     }
 
     const PS_PER_S: u64 = 1_000_000_000_000;
+
+    #[test]
+    fn a_fraction_that_overflows_the_whole_part_is_too_long() {
+        // u128::MAX is 340282366920938463463374607.431768211455 s: the
+        // whole seconds fit, the fraction's digits carry past the top.
+        for input in [
+            "340282366920938463463374607.999999999999s",
+            "340282366920938463463374607.431768211456s",
+        ] {
+            assert!(
+                matches!(parse_duration_ps(input), Err(DurationError::TooLong { .. })),
+                "{input}: {:?}",
+                parse_duration_ps(input)
+            );
+        }
+    }
 
     #[test]
     fn refusals_name_the_problem() {

@@ -17,6 +17,7 @@ pub(super) const PKT_NEXT: usize = 0;
 pub(super) const PKT_SEC: usize = 4;
 pub(super) const PKT_NSEC: usize = 8;
 pub(super) const PKT_SNAPLEN: usize = 12;
+pub(super) const PKT_LEN: usize = 16;
 pub(super) const PKT_STATUS: usize = 20;
 pub(super) const PKT_MAC: usize = 24;
 pub(super) const PKT_VLAN_TCI: usize = 32;
@@ -57,6 +58,9 @@ pub struct RxFrame {
     pub data: std::ops::Range<usize>,
     /// The VLAN tag the kernel took out of the frame (TPID, TCI), if any.
     pub vlan: Option<(u16, u16)>,
+    /// The frame on the wire was longer than the bytes the ring kept
+    /// (`tp_len > tp_snaplen`: a GRO'd or oversize frame cut to the slot).
+    pub truncated: bool,
     /// Offset of the next frame (0: none).
     pub next: usize,
     /// The kernel's receive time of the frame from the ring header
@@ -102,6 +106,7 @@ pub fn rx_monotonic_ns(rx_real_ns: u64, offset: i64) -> u64 {
 pub fn frame_at(block: &[u8], at: usize) -> Option<RxFrame> {
     let h = block.get(at..at.checked_add(PKT_HEADER_LEN)?)?;
     let snaplen = rd32(h, PKT_SNAPLEN)? as usize;
+    let wire_len = rd32(h, PKT_LEN)? as usize;
     let mac = usize::from(rd16(h, PKT_MAC)?);
     let status = rd32(h, PKT_STATUS)?;
     let start = at.checked_add(mac)?;
@@ -122,6 +127,7 @@ pub fn frame_at(block: &[u8], at: usize) -> Option<RxFrame> {
     Some(RxFrame {
         data: start..end,
         vlan,
+        truncated: wire_len > snaplen,
         next: if next == 0 { 0 } else { at.checked_add(next)? },
         rx_real_ns: header_ns(h, PKT_SEC, PKT_NSEC),
     })
@@ -141,6 +147,7 @@ pub(super) const V2_HEADER_LEN: usize = 32;
 pub fn slot_frame(slot: &[u8]) -> Option<RxFrame> {
     let h = slot.get(..V2_HEADER_LEN)?;
     let snaplen = rd32(h, TX_SNAPLEN)? as usize;
+    let wire_len = rd32(h, TX_LEN)? as usize;
     let start = usize::from(rd16(h, V2_MAC)?);
     let end = start.checked_add(snaplen)?;
     if end > slot.len() || start < V2_HEADER_LEN {
@@ -159,6 +166,7 @@ pub fn slot_frame(slot: &[u8]) -> Option<RxFrame> {
     Some(RxFrame {
         data: start..end,
         vlan,
+        truncated: wire_len > snaplen,
         next: 0,
         rx_real_ns: header_ns(h, V2_SEC, V2_NSEC),
     })

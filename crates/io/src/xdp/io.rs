@@ -429,14 +429,20 @@ impl XdpTx {
         self.tx_p.outstanding(self.tx.consumer()) != 0
     }
 
-    /// Writes `frame` into a free UMEM frame and the `k`-th free TX slot.
-    fn put(&mut self, k: u32, frame: &[u8]) {
-        let Some(addr) = self.free.pop() else { return };
-        if let Some(dst) = self.core.frame(addr, frame.len()) {
-            // SAFETY: a free frame of the transmit half is ours until its
-            // descriptor is published; `frame.len()` bytes fit (checked).
-            unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), dst, frame.len()) };
-        }
+    /// Writes `frame` into a free UMEM frame and the `k`-th free TX slot;
+    /// `false` (nothing written, the slot left unused) without a free frame
+    /// or room for `frame`, which the caller's checks rule out.
+    fn put(&mut self, k: u32, frame: &[u8]) -> bool {
+        let Some(addr) = self.free.pop() else {
+            return false;
+        };
+        let Some(dst) = self.core.frame(addr, frame.len()) else {
+            self.free.push(addr);
+            return false;
+        };
+        // SAFETY: a free frame of the transmit half is ours until its
+        // descriptor is published; `frame.len()` bytes fit (checked).
+        unsafe { std::ptr::copy_nonoverlapping(frame.as_ptr(), dst, frame.len()) };
         let d = libc::xdp_desc {
             addr,
             len: frame.len() as u32,
@@ -448,6 +454,7 @@ impl XdpTx {
             .cast::<libc::xdp_desc>();
         // SAFETY: a TX slot not yet published is ours to write.
         unsafe { p.write_volatile(d) };
+        true
     }
 }
 
@@ -505,7 +512,15 @@ impl PacketIo for XdpTx {
                 }
                 continue;
             }
-            self.put(pending, frames[queued].as_slice());
+            if !self.put(pending, frames[queued].as_slice()) {
+                // Ruled out by the checks above; were it to happen, the
+                // frame is kept and counted, never a stale descriptor sent.
+                self.stats.tx_failed += 1;
+                frames.swap(kept, queued);
+                kept += 1;
+                queued += 1;
+                continue;
+            }
             pending += 1;
             queued += 1;
         }

@@ -68,7 +68,7 @@ pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::{class_name_problem, match_rule};
 pub(crate) use normalise::{rule_toml, write_class_settings};
-pub(crate) use parse::{Ctx, interface, parse_class, parse_control};
+pub(crate) use parse::{Ctx, XDP_NO_VLAN, interface, parse_class, parse_control};
 pub use parse::{load, parse};
 pub(crate) use raw::{RateText, RawClass, RawControl, RawMatch};
 pub use threads::{
@@ -313,6 +313,15 @@ impl RunConfig {
         self.classes
             .iter()
             .any(|c| c.rate.is_some() || c.ceil.is_some())
+    }
+
+    /// The first class with a rule on a VLAN id, if any (AF_XDP cannot
+    /// see tags held in metadata: such a config takes AF_PACKET).
+    pub fn vlan_class(&self) -> Option<&str> {
+        self.classes
+            .iter()
+            .find(|c| c.rules.iter().any(|r| r.vlan.is_some()))
+            .map(|c| c.name.as_str())
     }
 
     /// The class called `name`.

@@ -139,8 +139,24 @@ pub fn parse(src: &str, file: &str, dir: Option<&Path>) -> Result<RunConfig, Con
         classes,
     };
     cfg.link.prio_burst = super::prio_credit::prio_burst(&cx, raw.link.get_ref(), &cfg)?;
+    if cfg.link.backend == Backend::Xdp
+        && let Some(class) = cfg.vlan_class()
+    {
+        let at = raw
+            .link
+            .get_ref()
+            .backend
+            .as_ref()
+            .map_or(0..0, |b| b.span());
+        return Err(cx.err(at, format!("link.backend = \"xdp\" with class {class:?} matching on vlan: {XDP_NO_VLAN}; allowed backend = \"packet\" or \"auto\" (which takes AF_PACKET for such a config)")));
+    }
     Ok(cfg)
 }
+
+/// Why `vlan` rules and AF_XDP do not go together.
+pub(crate) const XDP_NO_VLAN: &str = "XDP sees only a frame's bytes, and a VLAN tag that \
+     the NIC or kernel keeps in the frame's metadata (rx VLAN offload; a VLAN device over \
+     veth) is not among them, so the rule would never match; AF_PACKET puts the tag back";
 
 /// Interface names: what the kernel accepts (1..=15 bytes, no `/`, no
 /// whitespace, not `.` or `..`).

@@ -248,6 +248,15 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             &["link.backend", "auto, xdp, packet"],
         ),
         (
+            // AF_XDP never sees a tag held in metadata: the rule could not match.
+            format!("{link}backend = \"xdp\"\n{class}match = [{{ vlan = 7 }}]\n"),
+            &[
+                "link.backend = \"xdp\" with class",
+                "matching on vlan",
+                "allowed backend = \"packet\" or \"auto\"",
+            ],
+        ),
+        (
             format!("{link}engine = \"threads\"\n{class}"),
             &["link.engine", "\"threads\"", "run-to-completion, pspat"],
         ),

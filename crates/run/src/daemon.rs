@@ -217,6 +217,9 @@ pub fn run(
         events.log(why);
     }
     events.log(&format!("{}: {}", cfg.link.ingress, backend.rings));
+    if let Some(warning) = merged_frames_warning(&cfg.link.ingress, backend.backend) {
+        events.log(&warning);
+    }
     let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
     // Bound with the privileges (a port below 1024), before anything runs:
     // a taken address stops here, with nothing to clean up but the files.
@@ -364,6 +367,29 @@ fn abandon(pipeline: Arc<Pipeline>, what: &str, e: &std::io::Error) -> String {
     format!("cannot start {what}: {e}")
 }
 
+/// On AF_PACKET, a receive offload that merges frames (GRO, LRO) hands
+/// the ring frames longer than a slot, each dropped and counted in
+/// `rx_oversize`: said at start, with the fix. AF_XDP sees frames before
+/// GRO.
+fn merged_frames_warning(ingress: &str, backend: &str) -> Option<String> {
+    if backend != "packet" {
+        return None;
+    }
+    let on = crate::traffic::ifmac::merging_offloads(ingress).ok()?;
+    (!on.is_empty()).then(|| {
+        let list = on.join(" and ");
+        format!(
+            "{ingress} has {list} on: frames it merges are longer than a receive slot and \
+             are dropped (counted in rx_oversize); turn it off with `ethtool -K {ingress} \
+             {}` for a shaper on AF_PACKET",
+            on.iter()
+                .map(|o| format!("{o} off"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        )
+    })
+}
+
 /// With busy polling: the ingress's NAPI settings written (and logged); an
 /// error when another live run busy-polls the device.
 fn busy_poll_device_settings(
@@ -427,6 +453,22 @@ fn busy_poll_device_settings(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn merging_offloads_are_warned_of_on_af_packet_only() {
+        // Loopback has GRO on by default; the warning follows the device.
+        let gro = crate::traffic::ifmac::merging_offloads("lo").expect("lo");
+        let w = merged_frames_warning("lo", "packet");
+        assert_eq!(w.is_some(), !gro.is_empty(), "{w:?}");
+        if let Some(w) = w {
+            assert!(
+                w.contains("rx_oversize") && w.contains("ethtool -K lo gro off"),
+                "{w}"
+            );
+        }
+        assert_eq!(merged_frames_warning("lo", "xdp"), None);
+        assert_eq!(merged_frames_warning("pscnodev0", "packet"), None);
+    }
 
     fn cfg(extra: &str) -> RunConfig {
         let src = format!(

@@ -371,7 +371,7 @@ fn abandon(pipeline: Arc<Pipeline>, what: &str, e: &std::io::Error) -> String {
 /// the ring frames longer than a slot, each dropped and counted in
 /// `rx_oversize`: said at start, with the fix. AF_XDP sees frames before
 /// GRO.
-fn merged_frames_warning(ingress: &str, backend: &str) -> Option<String> {
+pub(crate) fn merged_frames_warning(ingress: &str, backend: &str) -> Option<String> {
     if backend != "packet" {
         return None;
     }

@@ -259,6 +259,9 @@ pub fn run(
     for n in &notes {
         log(n);
     }
+    if let Some(w) = crate::daemon::merged_frames_warning(&cfg.router.ingress, backend) {
+        log(&w);
+    }
     let pool = BufPool::new(cfg.router.pool_frames as usize, 2048).ok_or_else(|| {
         format!(
             "router.pool_frames = {}: outside the pool's limits",

@@ -18,7 +18,7 @@ export CARGO_TARGET_DIR="${LOOM_TARGET_DIR:-${CARGO_TARGET_DIR:-target}/loom}"
 # own bound (2 preemptions) so that the run stays within CI's budget.
 # The model tests compile only under `--cfg loom`, so the workspace's
 # clippy run never sees them: lint them here.
-cargo clippy --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell --test loom_handoff --test loom_sleep \
+cargo clippy --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell --test loom_handoff --test loom_sleep --test loom_stop \
     -p pktsched-io --test loom_xdp_ring -- -D warnings
-cargo test --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell --test loom_handoff --test loom_sleep -- --test-threads=2 "$@"
+cargo test --release -p pktsched-runtime --test loom_mailbox --test loom_doorbell --test loom_handoff --test loom_sleep --test loom_stop -- --test-threads=2 "$@"
 cargo test --release -p pktsched-io --test loom_xdp_ring -- --test-threads=2 "$@"

@@ -48,10 +48,28 @@ fn get(c: &UnsafeCell<u64>) -> u64 {
     c.with(|p| unsafe { *p })
 }
 
+/// Which acquire or release of the ring protocol a model relaxes (the
+/// broken variants loom must reject).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Broken {
+    /// The real protocol.
+    Nothing,
+    /// The producer publishes without release (`submit_relaxed`).
+    Submit,
+    /// The consumer frees slots without release (`release_relaxed`).
+    Release,
+    /// The producer reads the consumer's index without acquire
+    /// (`free_relaxed`).
+    Free,
+    /// The consumer reads the producer's index without acquire
+    /// (`available_relaxed`).
+    Available,
+}
+
 /// One ring, a producer and a consumer: `items` values through `size`
-/// slots (more items than slots, so slots are reused). `relaxed`: the
-/// producer publishes without release (the broken variant).
-fn one_ring(items: u64, size: u32, relaxed: bool) {
+/// slots (more items than slots, so slots are reused). `broken` relaxes
+/// one side's acquire or release.
+fn one_ring(items: u64, size: u32, broken: Broken) {
     loom::model(move || {
         let ring = Arc::new(Ring::new(size));
         let r2 = ring.clone();
@@ -59,7 +77,11 @@ fn one_ring(items: u64, size: u32, relaxed: bool) {
             let mut c = Consumer::new(size);
             let mut next = 0;
             while next < items {
-                let n = c.available(&r2.prod, 2);
+                let n = if broken == Broken::Available {
+                    c.available_relaxed(&r2.prod, 2)
+                } else {
+                    c.available(&r2.prod, 2)
+                };
                 if n == 0 {
                     thread::yield_now();
                     continue;
@@ -68,18 +90,27 @@ fn one_ring(items: u64, size: u32, relaxed: bool) {
                     assert_eq!(get(&r2.slots[c.slot(i)]), next);
                     next += 1;
                 }
-                c.release(&r2.cons, n);
+                if broken == Broken::Release {
+                    c.release_relaxed(&r2.cons, n);
+                } else {
+                    c.release(&r2.cons, n);
+                }
             }
         });
         let mut p = Producer::new(size);
         let mut v = 0;
         while v < items {
-            if p.free(&ring.cons, 1) == 0 {
+            let free = if broken == Broken::Free {
+                p.free_relaxed(&ring.cons, 1)
+            } else {
+                p.free(&ring.cons, 1)
+            };
+            if free == 0 {
                 thread::yield_now();
                 continue;
             }
             put(&ring.slots[p.slot(0)], v);
-            if relaxed {
+            if broken == Broken::Submit {
                 p.submit_relaxed(&ring.prod, 1);
             } else {
                 p.submit(&ring.prod, 1);
@@ -92,7 +123,7 @@ fn one_ring(items: u64, size: u32, relaxed: bool) {
 
 #[test]
 fn one_ring_delivers_every_entry_in_order_across_the_wrap() {
-    one_ring(3, 2, false);
+    one_ring(3, 2, Broken::Nothing);
 }
 
 /// The receive cycle: user space stocks the fill ring with `frames`
@@ -248,5 +279,66 @@ fn publishing_without_release_is_caught() {
 #[test]
 #[ignore = "run in a child process by publishing_without_release_is_caught"]
 fn broken_relaxed_publish_child() {
-    one_ring(2, 2, true);
+    one_ring(2, 2, Broken::Submit);
+}
+
+/// Freeing slots without release lets the producer overwrite a slot the
+/// consumer is still reading (its read not ordered before the write): loom
+/// must report it. Three items through two slots, so a slot is reused.
+#[test]
+fn freeing_without_release_is_caught() {
+    loom_support::expect_broken_model_fails(
+        "broken_relaxed_release_child",
+        "Causality violation",
+        "release on free (consumer's release)",
+        "with loom's causality report",
+    );
+}
+
+/// The broken model itself; run only by `freeing_without_release_is_caught`.
+#[test]
+#[ignore = "run in a child process by freeing_without_release_is_caught"]
+fn broken_relaxed_release_child() {
+    one_ring(3, 2, Broken::Release);
+}
+
+/// The producer reading the consumer's index without acquire may overwrite
+/// a freed slot before the consumer's read of it is ordered: loom must
+/// report it.
+#[test]
+fn reading_free_slots_without_acquire_is_caught() {
+    loom_support::expect_broken_model_fails(
+        "broken_relaxed_free_child",
+        "Causality violation",
+        "acquire in free (producer's read of the consumer's index)",
+        "with loom's causality report",
+    );
+}
+
+/// The broken model itself; run only by
+/// `reading_free_slots_without_acquire_is_caught`.
+#[test]
+#[ignore = "run in a child process by reading_free_slots_without_acquire_is_caught"]
+fn broken_relaxed_free_child() {
+    one_ring(3, 2, Broken::Free);
+}
+
+/// The consumer reading the producer's index without acquire may read a
+/// slot before the producer's write of it: loom must report it.
+#[test]
+fn reading_available_entries_without_acquire_is_caught() {
+    loom_support::expect_broken_model_fails(
+        "broken_relaxed_available_child",
+        "Causality violation",
+        "acquire in available (consumer's read of the producer's index)",
+        "with loom's causality report",
+    );
+}
+
+/// The broken model itself; run only by
+/// `reading_available_entries_without_acquire_is_caught`.
+#[test]
+#[ignore = "run in a child process by reading_available_entries_without_acquire_is_caught"]
+fn broken_relaxed_available_child() {
+    one_ring(2, 2, Broken::Available);
 }

@@ -821,7 +821,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// orders like two `SeqCst` fences, so either the client sees `stop`
     /// (and refuses the packet) or the arbiter sees `busy` and waits for the
     /// client's Release of `busy`, after its push — the drain then sees the
-    /// packet.
+    /// packet. (The steps are [`barrier::stop`]'s, which
+    /// `tests/loom_stop.rs` model-checks.)
     pub fn stop(mut self, mode: StopMode, now: Nanos) -> Report<T, O> {
         let left = self.close_and_empty(mode, now);
         self.into_report(left)
@@ -868,16 +869,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// `send`, then drain every mailbox into the scheduler (see
     /// [`Arbiter::stop`] for why no packet is stranded).
     fn close_and_drain(&mut self, now: Nanos) {
-        self.shared.stop.store(true, Ordering::Relaxed);
-        barrier::heavy();
+        barrier::stop::close(&self.shared.stop);
         self.pick_up_clients();
         let metas: Vec<Arc<ClientMeta>> = self.clients.iter().map(|c| c.meta.clone()).collect();
         for m in metas {
-            while m.own.busy.load(Ordering::Acquire) {
-                std::hint::spin_loop();
-                #[cfg(not(loom))]
-                std::thread::yield_now();
-            }
+            barrier::stop::wait_idle(&m.own.busy);
         }
         let read_interval = self.read_interval;
         self.read_interval = Nanos(0);

@@ -94,6 +94,9 @@ pub struct Light {
     /// A compiler fence suffices (the `membarrier` pair).
     #[cfg(not(loom))]
     compiler_only: bool,
+    /// Loom builds only: no barrier at all (a broken variant).
+    #[cfg(loom)]
+    skipped: bool,
 }
 
 impl Light {
@@ -103,7 +106,17 @@ impl Light {
         Light {
             #[cfg(not(loom))]
             compiler_only: MODE.load(Ordering::Relaxed) == ASYMMETRIC,
+            #[cfg(loom)]
+            skipped: false,
         }
+    }
+
+    /// Loom builds only: a light barrier that is no barrier — a
+    /// deliberate bug the model checker must catch.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_skipped() -> Self {
+        Light { skipped: true }
     }
 
     /// [`light`], in this mode.
@@ -113,6 +126,12 @@ impl Light {
         {
             if self.compiler_only {
                 std::sync::atomic::compiler_fence(Ordering::SeqCst);
+                return;
+            }
+        }
+        #[cfg(loom)]
+        {
+            if self.skipped {
                 return;
             }
         }
@@ -143,6 +162,90 @@ pub fn heavy() {
         }
     }
     fence(Ordering::SeqCst);
+}
+
+/// The stop handshake between the threads that send (clients, inside
+/// `send` / `send_batch`) and the one that stops them (the arbiter's
+/// `close_and_drain`): the store-buffering pair of this module's barriers
+/// over two flags, each sender's `busy` and the shared `stop`.
+///
+/// A sender [`enter`](stop::enter)s (stores `busy`, light barrier, loads
+/// `stop`), publishes, then [`leave`](stop::leave)s (Release of `busy`).
+/// The stopper [`close`](stop::close)s (stores `stop`, heavy barrier), then
+/// [`wait_idle`](stop::wait_idle)s on each sender's `busy` (Acquire). The
+/// barrier pair orders like two `SeqCst` fences, so either the sender sees
+/// `stop` and gives up, or the stopper sees `busy` and waits for its
+/// Release, after what the sender published: a drain after `wait_idle`
+/// sees it. `tests/loom_stop.rs` model-checks the handshake with these
+/// functions, and with each barrier or the Release left out (broken
+/// variants loom must reject).
+pub mod stop {
+    use super::{Light, heavy};
+    use crate::sync::{AtomicBool, Ordering, yield_now};
+
+    /// Sender side: announces `busy`, light barrier (in `light`'s mode),
+    /// looks at the flag `stop` returns. `true`: go on, and [`leave`] once
+    /// what is sent is published; `false`: stopped, and `busy` is already
+    /// withdrawn.
+    ///
+    /// `stop` reaches the flag after the barrier, as `send` did when it
+    /// had this inline: passing `&AtomicBool` instead kept the flag's
+    /// address live across the (compiler-only) barrier and cost a client's
+    /// send an instruction per packet (`ci/instructions.sh`).
+    #[inline(always)]
+    pub fn enter<'s>(
+        busy: &AtomicBool,
+        light: Light,
+        stop: impl FnOnce() -> &'s AtomicBool,
+    ) -> bool {
+        busy.store(true, Ordering::Relaxed);
+        light.fence();
+        if stop().load(Ordering::Relaxed) {
+            leave(busy);
+            return false;
+        }
+        true
+    }
+
+    /// Sender side: withdraws `busy` (Release: what the sender published
+    /// since [`enter`] is visible to a stopper that sees `busy` clear).
+    #[inline(always)]
+    pub fn leave(busy: &AtomicBool) {
+        busy.store(false, Ordering::Release);
+    }
+
+    /// Stopper side: stores `stop`, heavy barrier. Then [`wait_idle`] on
+    /// every sender's `busy`.
+    pub fn close(stop: &AtomicBool) {
+        stop.store(true, Ordering::Relaxed);
+        heavy();
+    }
+
+    /// Stopper side, after [`close`]: waits until the sender whose flag
+    /// is `busy` is outside `enter`…`leave` (it can enter again only to
+    /// be refused).
+    pub fn wait_idle(busy: &AtomicBool) {
+        while busy.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+            yield_now();
+        }
+    }
+
+    /// Loom builds only: [`leave`] with a relaxed store — a deliberate
+    /// bug the model checker must catch.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_leave_relaxed(busy: &AtomicBool) {
+        busy.store(false, Ordering::Relaxed);
+    }
+
+    /// Loom builds only: [`close`] without the heavy barrier — a
+    /// deliberate bug the model checker must catch.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn loom_close_without_barrier(stop: &AtomicBool) {
+        stop.store(true, Ordering::Relaxed);
+    }
 }
 
 #[cfg(all(target_os = "linux", not(loom), not(miri)))]

@@ -16,7 +16,7 @@ use crossbeam_utils::CachePadded;
 use pktsched_core::{DropReason, Nanos, Pkt};
 use serde::Serialize;
 
-use crate::barrier;
+use crate::barrier::{self, stop};
 use crate::config::{Clock, Config, RuntimeError, Sent};
 use crate::doorbell::{BellBit, Doorbell};
 use crate::mailbox::{Consumer, Mailbox, Producer};
@@ -290,18 +290,15 @@ impl<T: Send> Client<T> {
     #[inline]
     pub fn send(&mut self, pkt: Pkt<T>) -> Result<Sent, SendError<T>> {
         let own = &self.meta.own;
-        // Stop handshake (see `Arbiter::close_and_drain`): announce, light barrier,
-        // look.
+        // Stop handshake (see `barrier::stop` and `Arbiter::close_and_drain`):
+        // announce, light barrier, look.
         let light = barrier::Light::mode();
-        own.busy.store(true, Ordering::Relaxed);
-        light.fence();
-        if self.shared.stop.load(Ordering::Relaxed) {
-            own.busy.store(false, Ordering::Release);
+        if !stop::enter(&own.busy, light, || &self.shared.stop) {
             own.refused_stopped.fetch_add(1, Ordering::Relaxed);
             return Err(SendError::Stopped(pkt));
         }
         let pushed = self.tx.try_push(pkt);
-        own.busy.store(false, Ordering::Release);
+        stop::leave(&own.busy);
         if let Err(pkt) = pushed {
             own.full.fetch_add(1, Ordering::Relaxed);
             // Its mailbox full while the arbiter is away: no one else may
@@ -330,10 +327,7 @@ impl<T: Send> Client<T> {
     pub fn send_batch(&mut self, pkts: &mut VecDeque<Pkt<T>>) -> Result<(usize, Sent), Stopped> {
         let own = &self.meta.own;
         let light = barrier::Light::mode();
-        own.busy.store(true, Ordering::Relaxed);
-        light.fence();
-        if self.shared.stop.load(Ordering::Relaxed) {
-            own.busy.store(false, Ordering::Release);
+        if !stop::enter(&own.busy, light, || &self.shared.stop) {
             own.refused_stopped
                 .fetch_add(pkts.len() as u64, Ordering::Relaxed);
             return Err(Stopped);
@@ -341,7 +335,7 @@ impl<T: Send> Client<T> {
         let n = self
             .tx
             .try_push_many(&mut std::iter::from_fn(|| pkts.pop_front()));
-        own.busy.store(false, Ordering::Release);
+        stop::leave(&own.busy);
         if !pkts.is_empty() {
             own.full.fetch_add(1, Ordering::Relaxed);
         }

@@ -51,9 +51,9 @@
 //! * Lock-free code takes its atomics, cells and `Arc` from a private `sync`
 //!   facade, so that `RUSTFLAGS="--cfg loom"` swaps in loom's; `ci/loom.sh`
 //!   runs the model tests in `tests/loom_mailbox.rs`,
-//!   `tests/loom_doorbell.rs`, `tests/loom_handoff.rs` and
-//!   `tests/loom_sleep.rs`, including deliberately broken orderings and
-//!   checks that loom must reject.
+//!   `tests/loom_doorbell.rs`, `tests/loom_handoff.rs`,
+//!   `tests/loom_sleep.rs` and `tests/loom_stop.rs`, including
+//!   deliberately broken orderings and checks that loom must reject.
 //! * `ci/miri.sh` runs the ordinary tests under Miri (it installs a nightly
 //!   toolchain with the `miri` component if there is none).
 

@@ -1,5 +1,11 @@
 //! Loom model of the doorbell protocol between clients and a sleeping
 //! arbiter (see `src/doorbell.rs`). Run with `ci/loom.sh`.
+//!
+//! The arbiter's sleep step is the runtime's own
+//! (`RoundLock::announce_sleep_if_quiet`, then `Doorbell::sleep`, as the
+//! driver's); its round is written here, as `Arbiter::do_scan`'s doorbell
+//! part with `trim_after` = 1 and a settle every round (the eagerest
+//! trimming: the arbiter itself is not compiled under loom).
 #![cfg(loom)]
 #![forbid(unsafe_code)]
 
@@ -9,13 +15,65 @@ use loom::sync::Arc;
 use loom::thread;
 
 use pktsched_runtime::doorbell::Doorbell;
-use pktsched_runtime::mailbox::Mailbox;
+use pktsched_runtime::handoff::{RoundLock, SleepCheck};
+use pktsched_runtime::mailbox::{Consumer, Mailbox};
+
+/// The arbiter's state in [`model`]: each client's mailbox, which clients
+/// it keeps reading, the items it got from each, and its round count.
+struct State {
+    rxs: Vec<Consumer<usize, 1, 1>>,
+    active: Vec<bool>,
+    got: Vec<usize>,
+    rounds: u64,
+}
+
+impl SleepCheck for State {
+    fn rounds(&self) -> u64 {
+        self.rounds
+    }
+
+    /// As the arbiter's: any mailbox with something in it.
+    fn has_news(&self) -> bool {
+        self.rxs.iter().any(|rx| !rx.is_empty())
+    }
+}
+
+/// One round: take the rung ids, drain those mailboxes and the ones still
+/// active; if any was active, settle (heavy barrier) and drop those still
+/// empty (take has no barrier: this is where a late publication must
+/// show). Returns whether any client was active (then the arbiter runs
+/// another round instead of sleeping).
+fn round(s: &mut State, bell: &Doorbell) -> bool {
+    s.rounds += 1;
+    bell.take(|id| s.active[id] = true);
+    if !s.active.iter().any(|&a| a) {
+        return false;
+    }
+    for (id, rx) in s.rxs.iter_mut().enumerate() {
+        if !s.active[id] {
+            continue;
+        }
+        while let Some(v) = rx.pop() {
+            assert_eq!(v, s.got[id]);
+            s.got[id] += 1;
+        }
+    }
+    bell.settle();
+    for (id, rx) in s.rxs.iter().enumerate() {
+        if s.active[id] && rx.is_empty() {
+            s.active[id] = false;
+        }
+    }
+    true
+}
 
 /// `clients` clients (one thread each, ids `0..clients`) push `items` each
-/// into their own mailbox and ring; the arbiter takes the rung ids, drains
-/// those mailboxes, and sleeps when it finds nothing. Loom reports a
-/// deadlock if a wake-up can be lost, and the arbiter checks it got every
-/// item in order.
+/// into their own mailbox and ring; the arbiter runs rounds under its
+/// round lock and, when a round found no active client, goes to sleep
+/// through the runtime's own sleep step (`RoundLock::announce_sleep_if_quiet`,
+/// which the driver calls: announce, look at the bits and the mailboxes,
+/// else cancel). Loom reports a deadlock if a wake-up can be lost, and the
+/// arbiter checks it got every item in order.
 fn model(clients: usize, items: usize, skip_fence: bool) {
     loom::model(move || {
         let bell = Arc::new(Doorbell::new(clients));
@@ -32,45 +90,31 @@ fn model(clients: usize, items: usize, skip_fence: bool) {
         let b2 = bell.clone();
         let arbiter = thread::spawn(move || {
             b2.register_consumer();
-            let mut got = vec![0; clients];
-            let mut active = vec![false; clients];
-            while got.iter().sum::<usize>() < clients * items {
-                b2.take(|id| active[id] = true);
-                if active.iter().any(|&a| a) {
-                    for (id, rx) in rxs.iter_mut().enumerate() {
-                        if !active[id] {
-                            continue;
-                        }
-                        while let Some(v) = rx.pop() {
-                            assert_eq!(v, got[id]);
-                            got[id] += 1;
-                        }
-                    }
-                    // Trim: this read found the mailboxes empty; settle
-                    // (heavy barrier) and drop those still empty. Take has
-                    // no barrier: this is where a late publication must show.
-                    b2.settle();
-                    for (id, rx) in rxs.iter().enumerate() {
-                        if active[id] && rx.is_empty() {
-                            active[id] = false;
-                        }
-                    }
-                    thread::yield_now();
-                    continue;
+            let lock = RoundLock::new(State {
+                rxs,
+                active: vec![false; clients],
+                got: vec![0; clients],
+                rounds: 0,
+            });
+            loop {
+                let (seen, busy, done) = lock.with(|s| {
+                    let busy = round(s, &b2);
+                    (
+                        s.rounds,
+                        busy,
+                        s.got.iter().sum::<usize>() == clients * items,
+                    )
+                });
+                if done {
+                    return;
                 }
-                b2.announce_sleep();
-                let mail: Vec<usize> = (0..clients).filter(|&i| !rxs[i].is_empty()).collect();
-                if b2.any() || !mail.is_empty() {
-                    // Something arrived (the bit may not be set yet): read
-                    // those mailboxes again instead of sleeping.
-                    b2.cancel_sleep();
-                    for i in mail {
-                        active[i] = true;
-                    }
+                if !busy && lock.announce_sleep_if_quiet(&b2, seen, |_| ()).is_some() {
+                    b2.sleep();
+                } else {
+                    // Something arrived (the bit may not be set yet), or a
+                    // client is still active: another round first.
                     thread::yield_now();
-                    continue;
                 }
-                b2.sleep();
             }
         });
         let mut txs = txs.into_iter();

@@ -88,6 +88,20 @@ impl Producer {
         self.known_free()
     }
 
+    /// The broken variant the loom model must catch: [`Producer::free`]
+    /// reading the consumer's index without acquire, so a slot may be
+    /// overwritten before the consumer's read of it.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn free_relaxed(&mut self, cons: &impl RingIndex, want: u32) -> u32 {
+        let known = self.known_free();
+        if known >= want {
+            return known;
+        }
+        self.cons = cons.load(Ordering::Relaxed);
+        self.known_free()
+    }
+
     /// The slot of the `i`-th entry after those published.
     #[inline]
     pub fn slot(&self, i: u32) -> usize {
@@ -153,6 +167,20 @@ impl Consumer {
         n.min(max)
     }
 
+    /// The broken variant the loom model must catch: [`Consumer::available`]
+    /// reading the producer's index without acquire, so a slot may be read
+    /// before the producer's write of it.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn available_relaxed(&mut self, prod: &impl RingIndex, max: u32) -> u32 {
+        let mut n = self.prod.wrapping_sub(self.cons);
+        if n < max {
+            self.prod = prod.load(Ordering::Relaxed);
+            n = self.prod.wrapping_sub(self.cons);
+        }
+        n.min(max)
+    }
+
     /// The slot of the `i`-th entry not yet consumed.
     #[inline]
     pub fn slot(&self, i: u32) -> usize {
@@ -164,6 +192,15 @@ impl Consumer {
     pub fn release(&mut self, cons: &impl RingIndex, n: u32) {
         self.cons = self.cons.wrapping_add(n);
         cons.store(self.cons, Ordering::Release);
+    }
+
+    /// The broken variant the loom model must catch: freeing slots without
+    /// release, so the producer may overwrite a slot before our read of it.
+    #[cfg(loom)]
+    #[doc(hidden)]
+    pub fn release_relaxed(&mut self, cons: &impl RingIndex, n: u32) {
+        self.cons = self.cons.wrapping_add(n);
+        cons.store(self.cons, Ordering::Relaxed);
     }
 }
 

@@ -312,20 +312,13 @@ impl Default for FlowConfig {
 /// the load and the store).
 ///
 /// `ext` is the owning scheduler's own per-flow state, reached through the
-/// same index check as the FIFO ([`OwnLine`] for most schedulers; the
-/// shaper keeps its pacer and generation there). It starts in the 16 bytes
-/// after the counters, so an `ext` of up to 16 bytes keeps the record on
-/// one line and the first 16 bytes of a larger one share the FIFO's line.
-///
-/// The record is aligned to 32 bytes (so a record of 64 or 96 bytes never
-/// starts in the last quarter of a line); the default `ext`, [`OwnLine`],
-/// aligns it to a whole line. The shaper's 96-byte record spans two lines
-/// but packs two flows into three lines, so flows served in index order
-/// touch 1.5 lines each.
+/// same index check as the FIFO (`()` for most schedulers; the shaper
+/// keeps its pacer and generation there). It starts in the 16 bytes after
+/// the counters, so an `ext` of up to 16 bytes keeps the record on one
+/// line and the first 16 bytes of a larger one share the FIFO's line.
 #[derive(Debug, Clone)]
-#[repr(C)]
-pub(crate) struct Hot<X = OwnLine> {
-    _align: [Align32; 0],
+#[repr(C, align(64))]
+pub(crate) struct Hot<X = ()> {
     head: u32,
     tail: u32,
     /// Packets queued.
@@ -348,21 +341,9 @@ pub(crate) struct Hot<X = OwnLine> {
     pub(crate) ext: X,
 }
 
-/// No per-flow state of the scheduler's own: the default `ext` of a
-/// [`FlowTable`], which gives each flow's record a whole cache line.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[repr(align(64))]
-pub struct OwnLine;
-
-/// A zero-sized field that aligns a flow's record to 32 bytes.
-#[derive(Debug, Clone, Copy, Default)]
-#[repr(align(32))]
-struct Align32;
-
 impl<X> Hot<X> {
     fn new(cfg: &FlowConfig, ext: X) -> Hot<X> {
         Hot {
-            _align: [],
             head: NIL,
             tail: NIL,
             len: 0,
@@ -458,10 +439,9 @@ pub(crate) struct Cold {
 /// backlog and then never allocates again.
 ///
 /// `X` is per-flow state of the owning scheduler kept in each flow's hot
-/// record (see `Hot`): one index check reaches both ([`OwnLine`], none, by
-/// default).
+/// record (see `Hot`): one index check reaches both (`()` by default).
 #[derive(Debug)]
-pub struct FlowTable<T, X = OwnLine> {
+pub struct FlowTable<T, X = ()> {
     /// Per-flow order: the flows' hot records (empty in arrival order).
     pub(crate) hot: Vec<Hot<X>>,
     /// Arrival order: the flows' records (empty in per-flow order).

@@ -7,99 +7,95 @@ use crate::units::{Bytes, Nanos, Rate};
 const NS_BITS: u128 = 8_000_000_000;
 
 /// A clock and a spacing both below `2^62` ns (146 years) add up, with a
-/// borrowed nanosecond, to less than 2^63: the stamp's fast path needs no
-/// overflow test.
+/// carry and a rounding nanosecond, to less than 2^63: the stamp's fast
+/// path needs no overflow test.
 const NO_OVERFLOW_BITS: u32 = 62;
 
 /// Per-flow EDT stamper: `EDT_i = max(now, EDT_{i−1}) + L_i / R`.
 ///
-/// The previous departure time is kept exactly, as the whole nanosecond it
-/// was rounded up to (`due`, the stamp handed out) less a remainder in
-/// units of `1/R` ns (`8·10⁹·L` divided by `R` leaves a remainder that is
-/// carried, never dropped), so a flow paced for hours runs at exactly its
-/// rate. The stamp is that exact time rounded **up** to a whole
-/// nanosecond, so a packet is never due early. When `now` is at or after
-/// the previous stamp, the carried remainder is reset (the flow was idle:
-/// its schedule restarts at `now`).
+/// The previous departure time is kept exactly, as whole nanoseconds plus a
+/// remainder in units of `1/R` ns (`8·10⁹·L` divided by `R` leaves a
+/// remainder that is carried, never dropped), so a flow paced for hours
+/// runs at exactly its rate. The stamp handed out is that exact time
+/// rounded **up** to a whole nanosecond, so a packet is never due early.
+/// When `now` is later than the previous departure, the carried remainder
+/// is reset (the flow was idle: its schedule restarts at `now`).
 ///
 /// The rate can change at any time: packets already stamped keep their
 /// stamps, later ones are spaced at the new rate.
 ///
 /// A flow's packets are usually all the same length, so the pacer memoises
 /// the last length's spacing as whole nanoseconds plus a remainder and adds
-/// them with one borrow. The per-packet path is 64-bit only: no division
-/// and no 128-bit arithmetic (both cost a sixth of the MLTW's per-packet
-/// work each in `bench shape`); 128-bit arithmetic is left to a length or
-/// rate change.
-///
-/// Keeping the clock as the rounded stamp less a remainder (not as whole
-/// nanoseconds plus one) makes the stamp the clock itself: the idle test is
-/// one compare and the rounding is the borrow, with nothing to recompute.
-/// 48 bytes: five words, the memo's length and one word of the owner's
-/// (the shaper's flow keeps its generation and wheel level there); the
-/// rate is not stored (it is `memo_gap + memo_rem`).
+/// them with one carry. The per-packet path is 64-bit only: no division and
+/// no 128-bit arithmetic (both cost a sixth of the MLTW's per-packet work
+/// each in `bench shape`); 128-bit arithmetic is left to a length or rate
+/// change.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Pacer {
-    /// Exact previous departure: `due − ahead / rate` nanoseconds
-    /// (`ahead < rate`); `due` is the stamp it was rounded up to.
+    rate: Rate,
+    /// Exact previous departure: `ns + rem / rate` nanoseconds
+    /// (`rem < rate`).
+    ns: u64,
+    rem: u64,
+    /// `ns + (rem != 0)` (saturating): the previous stamp, kept so the
+    /// idle test costs one compare.
     due: u64,
-    ahead: u64,
     /// Memo: `memo_len · 8·10⁹ = memo_ns · rate + memo_rem` (`memo_ns`
     /// saturates at `u64::MAX`). Always true, so one compare of the length
     /// decides: an empty memo is the zero-length packet's (0, 0).
     memo_len: Bytes,
-    /// The owner's word, kept in what would otherwise be padding (not used
-    /// by the pacer; 0 from [`Pacer::new`], kept by every other method).
-    pub(crate) owner: u32,
     memo_ns: u64,
     memo_rem: u64,
-    /// `rate − memo_rem` (`> 0`): what a remainder gains when the memo's
-    /// remainder borrows a nanosecond.
+    /// `rate − memo_rem` (`> 0`): a remainder `>= memo_gap` carries a
+    /// nanosecond when `memo_rem` is added, with no overflow to test.
     memo_gap: u64,
 }
 
 /// A saved [`Pacer`] clock (see [`Pacer::checkpoint`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct PacerClock {
+    ns: u64,
+    rem: u64,
     due: u64,
-    ahead: u64,
 }
 
 impl Pacer {
     /// A pacer at `rate` that has sent nothing yet.
     pub const fn new(rate: Rate) -> Pacer {
         Pacer {
+            rate,
+            ns: 0,
+            rem: 0,
             due: 0,
-            ahead: 0,
             memo_len: 0,
-            owner: 0,
             memo_ns: 0,
             memo_rem: 0,
             memo_gap: rate.as_bps(),
         }
     }
 
-    /// The current rate (`memo_gap + memo_rem`, which is `<= u64::MAX`
-    /// and `>= 1`).
-    pub fn rate(&self) -> Rate {
-        Rate::from_bps(self.rate_bps()).unwrap_or(Rate::MAX)
-    }
-
-    /// The current rate in bits/s.
-    #[inline(always)]
-    fn rate_bps(&self) -> u64 {
-        self.memo_gap + self.memo_rem
+    /// The current rate.
+    pub const fn rate(&self) -> Rate {
+        self.rate
     }
 
     /// Changes the rate; applies to packets stamped from now on.
     pub fn set_rate(&mut self, rate: Rate) {
-        if rate != self.rate() {
+        if rate != self.rate {
             // The remainder is in units of 1/old-rate ns: convert it to
-            // units of 1/new-rate ns, rounding down so the change never
-            // makes a packet early (`ahead < old` so the result is `< new`).
-            let (old, new) = (u128::from(self.rate_bps()), u128::from(rate.as_bps()));
-            // `< new <= u64::MAX`.
-            self.ahead = (u128::from(self.ahead) * new / old) as u64;
+            // units of 1/new-rate ns, rounding up so the change never makes
+            // a packet early (`rem < old` so the result is `<= new`).
+            let (old, new) = (u128::from(self.rate.as_bps()), u128::from(rate.as_bps()));
+            let rem = (u128::from(self.rem) * new).div_ceil(old);
+            if rem >= new {
+                self.ns = self.ns.saturating_add(1);
+                self.rem = 0;
+            } else {
+                // `rem < new <= u64::MAX`.
+                self.rem = rem as u64;
+            }
+            self.rate = rate;
+            self.due = self.ns.saturating_add(u64::from(self.rem != 0));
             self.memo_len = 0;
             self.memo_ns = 0;
             self.memo_rem = 0;
@@ -112,31 +108,35 @@ impl Pacer {
     #[inline]
     pub fn checkpoint(&self) -> PacerClock {
         PacerClock {
+            ns: self.ns,
+            rem: self.rem,
             due: self.due,
-            ahead: self.ahead,
         }
     }
 
-    /// The clock's two words: a checkpoint for [`Pacer::rewind`].
+    /// The clock's exact part (whole ns, remainder): a checkpoint of two
+    /// words for [`Pacer::rewind`] (the rounded stamp is derived from them).
     #[inline(always)]
     pub(crate) fn clock_parts(&self) -> (u64, u64) {
-        (self.due, self.ahead)
+        (self.ns, self.rem)
     }
 
     /// Sets the clock back to [`Pacer::clock_parts`] taken at the same
     /// rate.
     #[inline]
-    pub(crate) fn rewind(&mut self, (due, ahead): (u64, u64)) {
-        self.due = due;
-        self.ahead = ahead;
+    pub(crate) fn rewind(&mut self, (ns, rem): (u64, u64)) {
+        self.ns = ns;
+        self.rem = rem;
+        self.due = ns.saturating_add(u64::from(rem != 0));
     }
 
     /// Sets the clock to a [`Pacer::checkpoint`] or a [`Pacer::peek`]
     /// taken at the same rate.
     #[inline]
     pub fn restore(&mut self, c: PacerClock) {
+        self.ns = c.ns;
+        self.rem = c.rem;
         self.due = c.due;
-        self.ahead = c.ahead;
     }
 
     /// Departure time of the previous packet, rounded up to a nanosecond
@@ -160,54 +160,54 @@ impl Pacer {
     #[inline]
     pub fn peek(&mut self, len: Bytes, now: Nanos) -> (Nanos, PacerClock) {
         // `now >= ceil(previous departure)`: the flow was idle.
-        let (due, ahead) = if now.0 >= self.due {
+        let (ns, rem) = if now.0 >= self.due {
             (now.0, 0)
         } else {
-            (self.due, self.ahead)
+            (self.ns, self.rem)
         };
         if len != self.memo_len {
             self.memoise(len);
         }
-        // The new exact time is `due + memo_ns − (ahead − memo_rem) / r`.
-        // With `ahead >= memo_rem` that is below `due + memo_ns` by less
-        // than 1 ns (or equal); else above it by less than 1 ns, so it
-        // rounds up one more and is `r − (memo_rem − ahead) = ahead +
-        // memo_gap` short of that (both `< r`, with nothing to overflow).
-        let borrow = ahead < self.memo_rem;
-        let ahead = if borrow {
-            ahead + self.memo_gap
+        // rem < r and memo_rem < r: the true sum is < 2r, so at most one
+        // carry, exactly when `rem >= r − memo_rem` (then `rem − gap` is
+        // the sum less r; else the sum is below r and fits).
+        let carry = rem >= self.memo_gap;
+        let rem = if carry {
+            rem - self.memo_gap
         } else {
-            ahead - self.memo_rem
+            rem + self.memo_rem
         };
+        let frac = u64::from(rem != 0);
         let step = self.memo_ns;
-        // Both below 2^62: `due + step + borrow < 2^63`, no overflow is
-        // possible, so one test replaces two checked additions.
-        let due = if (due | step) >> NO_OVERFLOW_BITS == 0 {
-            due + step + u64::from(borrow)
+        // Both below 2^62: `ns + step + carry + frac < 2^63`, no overflow
+        // is possible, so one test replaces three checked additions.
+        let (ns, due) = if (ns | step) >> NO_OVERFLOW_BITS == 0 {
+            let ns = ns + step + u64::from(carry);
+            (ns, ns + frac)
         } else {
-            Self::advance_saturating(due, step, borrow)
+            Self::advance_saturating(ns, step, carry, frac)
         };
-        (Nanos(due), PacerClock { due, ahead })
+        (Nanos(due), PacerClock { ns, rem, due })
     }
 
-    /// `due + step + borrow`, saturating at `u64::MAX` (a clock that far
-    /// out stays there); exact when nothing overflows.
+    /// `ns + step + carry` and that plus `frac`, saturating at `u64::MAX`
+    /// (a clock that far out stays there); exact when nothing overflows.
     #[cold]
     #[inline(never)]
-    fn advance_saturating(due: u64, step: u64, borrow: bool) -> u64 {
-        due.saturating_add(step).saturating_add(u64::from(borrow))
+    fn advance_saturating(ns: u64, step: u64, carry: bool, frac: u64) -> (u64, u64) {
+        let ns = ns.saturating_add(step).saturating_add(u64::from(carry));
+        (ns, ns.saturating_add(frac))
     }
 
     /// Spacing of a `len`-byte packet: whole ns and remainder.
     #[cold]
     fn memoise(&mut self, len: Bytes) {
-        let rate = self.rate_bps();
-        let r = u128::from(rate);
+        let r = u128::from(self.rate.as_bps());
         let num = u128::from(len) * NS_BITS;
         self.memo_ns = u64::try_from(num / r).unwrap_or(u64::MAX);
         // `num % r < r <= u64::MAX`.
         self.memo_rem = (num % r) as u64;
-        self.memo_gap = rate - self.memo_rem;
+        self.memo_gap = self.rate.as_bps() - self.memo_rem;
         self.memo_len = len;
     }
 }

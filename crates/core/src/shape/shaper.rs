@@ -6,61 +6,30 @@ use crate::sched::{ConfigError, Limits, Scheduler};
 use crate::units::{Bytes, Nanos, Rate};
 
 /// A flow's shaping state, kept in the flow table's hot record of the
-/// flow (one index check reaches the FIFO, the pacer and the generation):
-/// the pacer, whose owner word is the flow's tag, its generation above its
-/// wheel level (`generation << LEVEL_BITS | level`). 48 bytes, so the
-/// record is 96 (three lines hold two flows' records).
+/// flow (one index check reaches the FIFO, the pacer and the generation).
+/// The generation and the level come first: they sit on the record's first
+/// line with the FIFO's ends and the counters, so a release touches one
+/// line of the record; an enqueue also reads the pacer on the second.
 #[derive(Clone, Copy, Debug)]
+#[repr(C)]
 struct FlowShape {
+    generation: u32,
+    level: u8,
     pacer: Pacer,
-}
-
-/// Bits of a flow's tag that hold its wheel level (levels are below 64).
-const LEVEL_BITS: u32 = 8;
-
-impl FlowShape {
-    /// The tag an entry is filed with: generation and level.
-    #[inline(always)]
-    fn tag(&self) -> u32 {
-        self.pacer.owner
-    }
-
-    /// The wheel level the flow's packets are filed under.
-    #[inline(always)]
-    fn level(&self) -> u8 {
-        self.pacer.owner as u8
-    }
-
-    /// True if an entry filed with `tag` is this flow's (same generation,
-    /// whatever the level was then: a rate change keeps its entries).
-    #[inline(always)]
-    fn owns(&self, tag: u32) -> bool {
-        (self.pacer.owner ^ tag) < 1 << LEVEL_BITS
-    }
-
-    fn set_level(&mut self, level: u8) {
-        self.pacer.owner = self.pacer.owner & !((1 << LEVEL_BITS) - 1) | u32::from(level);
-    }
-
-    /// The next generation (wrapping after 2^24): entries filed before
-    /// are stale.
-    fn bump_generation(&mut self) {
-        self.pacer.owner = self.pacer.owner.wrapping_add(1 << LEVEL_BITS);
-    }
 }
 
 impl Default for FlowShape {
     fn default() -> FlowShape {
         FlowShape {
+            generation: 0,
+            level: 0,
             pacer: Pacer::new(Rate::MAX),
         }
     }
 }
 
-// The flow's record is 96 bytes, aligned to 32: a field more would make it
-// 128.
-const _: () = assert!(core::mem::size_of::<crate::flow::Hot<FlowShape>>() == 96);
-const _: () = assert!(core::mem::align_of::<crate::flow::Hot<FlowShape>>() == 32);
+// The flow's record is two lines; a field more would make it three.
+const _: () = assert!(core::mem::size_of::<crate::flow::Hot<FlowShape>>() == 128);
 
 /// Release statistics of a [`Shaper`].
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -201,11 +170,11 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         // A reused index keeps its record's generation: one more makes the
         // entries of the flow it had before stale.
         if let Some(s) = self.flows.ext_mut(id) {
-            let old = s.pacer.owner;
-            s.pacer = Pacer::new(rate);
-            s.pacer.owner = old;
-            s.bump_generation();
-            s.set_level(level);
+            *s = FlowShape {
+                generation: s.generation.wrapping_add(1),
+                level,
+                pacer: Pacer::new(rate),
+            };
         }
         Ok(id)
     }
@@ -225,7 +194,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
         if let Some(s) = self.flows.ext_mut(flow) {
             s.pacer.set_rate(rate);
-            s.set_level(level);
+            s.level = level;
         }
         Ok(())
     }
@@ -237,7 +206,7 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 
     /// The wheel level a flow's packets are filed under.
     pub fn level(&self, flow: FlowId) -> Option<u8> {
-        self.live_shape(flow).map(FlowShape::level)
+        self.live_shape(flow).map(|s| s.level)
     }
 
     /// The shaping state of a live flow.
@@ -308,7 +277,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// before a removal never match again.
     #[inline(always)]
     fn pop_for(&mut self, e: Entry) -> Option<Pkt<T>> {
-        self.flows.pop_if(FlowId(e.flow), |s| s.owns(e.generation))
+        self.flows
+            .pop_if(FlowId(e.flow), |s| s.generation == e.generation)
     }
 
     /// Like [`Scheduler::dequeue_batch`], also giving each packet's EDT:
@@ -440,9 +410,9 @@ impl<Q: TimeQueue> Filer<FlowShape> for Stamp<'_, Q> {
         let e = Entry {
             edt: edt.0,
             flow: self.flow,
-            generation: s.tag(),
+            generation: s.generation,
         };
-        if self.q.push(e, s.level()).is_err() {
+        if self.q.push(e, s.level).is_err() {
             s.pacer.rewind(before);
             return false;
         }
@@ -481,7 +451,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
         self.flows.set_config(flow, cfg);
         if let Some(s) = self.flows.ext_mut(flow) {
-            s.set_level(level);
+            s.level = level;
         }
         Ok(())
     }
@@ -492,7 +462,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         }
         // Entries still filed for this flow are skipped when released.
         if let Some(s) = self.flows.ext_mut(flow) {
-            s.bump_generation();
+            s.generation = s.generation.wrapping_add(1);
         }
         let pkts: Vec<Pkt<T>> = self.flows.remove(flow);
         Ok(pkts)

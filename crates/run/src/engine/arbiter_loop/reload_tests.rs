@@ -315,3 +315,46 @@ fn with_class_rings_a_reload_keeps_the_kernel_split_or_is_refused() {
         .expect("no rings to keep");
     assert_eq!((l.reloads, l.classes.len()), (2, 3));
 }
+
+/// `n` classes named `{prefix}{i}` (one port each) and the default class.
+fn many_classes(prefix: &str, n: usize) -> RunConfig {
+    let mut src = String::from(
+        "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"10mbit\"\n\
+         [[class]]\nname = \"rest\"\ndefault = true\n",
+    );
+    for i in 0..n {
+        src.push_str(&format!(
+            "[[class]]\nname = \"{prefix}{i}\"\nmatch = [{{ dport = {} }}]\n",
+            1000 + i
+        ));
+    }
+    config(&src)
+}
+
+/// Classes replaced twice within the grace period would hold more flows
+/// than the per-flow counters count: the second reload is refused (saying
+/// when to retry) and applies once the first one's classes have retired.
+#[test]
+fn a_reload_that_would_outgrow_the_flow_counters_waits_for_the_retiring_classes() {
+    use crate::engine::shared::FLOW_SLOTS;
+    let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(16, 2048).expect("pool")));
+    let n = crate::config::MAX_CLASSES - 1;
+    let (mut l, _, _commands) = looper(&many_classes("a", n), pool);
+    l.reload(many_classes("b", n), Nanos(0))
+        .expect("a's retire");
+    assert_eq!(l.retiring.len(), n);
+    assert!(
+        l.classes.len() + l.retiring.len() + n > FLOW_SLOTS,
+        "the case"
+    );
+    let e = l
+        .reload(many_classes("c", n), Nanos(1))
+        .expect_err("no room while a's retire");
+    assert!(e.contains("try again in 200 ms"), "{e}");
+    assert_eq!((l.reloads, l.classes[1].name.as_str()), (1, "b0"));
+    l.retire_due(RETIRE_AFTER);
+    l.reload(many_classes("c", n), RETIRE_AFTER)
+        .expect("room again");
+    let top = l.classes.iter().map(|s| s.flow.index()).max().unwrap_or(0);
+    assert!(top < FLOW_SLOTS, "every class is counted: flow {top}");
+}

@@ -5,6 +5,7 @@
 //! `node`, since the tree is built once and a flow never moves between
 //! nodes.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::config::{ClassConfig, RunConfig, SchedulerChoice};
@@ -47,6 +48,12 @@ pub struct NeedsRestart {
     pub old: String,
     /// New value.
     pub new: String,
+}
+
+/// A config's classes by name (a reload compares thousands of classes:
+/// one lookup each, not a scan).
+pub(crate) fn by_name(cfg: &RunConfig) -> HashMap<&str, &ClassConfig> {
+    cfg.classes.iter().map(|c| (c.name.as_str(), c)).collect()
 }
 
 fn class_fields(old: &ClassConfig, new: &ClassConfig) -> Vec<&'static str> {
@@ -111,8 +118,9 @@ fn nodes_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart>
             |n| format!("{n:?}"),
         )
     };
+    let new_classes = by_name(new);
     for c in &old.classes {
-        if let Some(nc) = new.class(&c.name)
+        if let Some(nc) = new_classes.get(c.name.as_str())
             && nc.node != c.node
         {
             return Err(NeedsRestart {
@@ -249,8 +257,9 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
     if !link.is_empty() {
         changes.push(Change::Link(link));
     }
+    let (old_classes, new_classes) = (by_name(old), by_name(new));
     for c in &old.classes {
-        match new.class(&c.name) {
+        match new_classes.get(c.name.as_str()) {
             None => changes.push(Change::Removed(c.name.clone())),
             Some(nc) => {
                 let fields = class_fields(c, nc);
@@ -261,7 +270,7 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
         }
     }
     for c in &new.classes {
-        if old.class(&c.name).is_none() {
+        if !old_classes.contains_key(c.name.as_str()) {
             changes.push(Change::Added(c.name.clone()));
         }
     }

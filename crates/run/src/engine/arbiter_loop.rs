@@ -4,6 +4,7 @@
 //! happens here, on the thread that owns the scheduler, so it needs no
 //! lock and loses no queued frame.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
@@ -21,7 +22,7 @@ use super::tx::{RxSplit, TxOutput};
 use crate::config::{ClassConfig, RunConfig};
 use crate::frame::Frame;
 use crate::plan::{self, flow_config};
-use crate::reload::{Change, diff};
+use crate::reload::{Change, by_name, diff};
 use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
 #[cfg(test)]
@@ -385,8 +386,9 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 return Err(self.refusal_note(&new, e));
             }
         };
+        let new_classes = by_name(&new);
         for old in &self.classes {
-            if !slots.iter().any(|s| s.name == old.name) {
+            if !new_classes.contains_key(old.name.as_str()) {
                 self.retiring
                     .push((old.clone(), Nanos(now.0 + RETIRE_AFTER.0)));
             }
@@ -428,10 +430,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 .map_err(|e| format!("class {:?}: {e}", c.name))?;
         }
         plan::build::<()>(new).map_err(|e| e.to_string())?;
+        let running = by_name(&self.cfg);
         let added = new
             .classes
             .iter()
-            .filter(|c| !self.classes.iter().any(|s| s.name == c.name))
+            .filter(|c| !running.contains_key(c.name.as_str()))
             .count();
         let held = self.classes.len() + self.retiring.len() + added;
         if held > FLOW_SLOTS {
@@ -459,12 +462,15 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         undo: &mut Vec<Undo>,
     ) -> Result<Vec<ClassSlot>, String> {
         let rated = new.has_class_rates();
+        let running: HashMap<&str, &ClassSlot> =
+            self.classes.iter().map(|s| (s.name.as_str(), s)).collect();
+        let running_cfg = by_name(&self.cfg);
         let mut kept: Vec<(&ClassConfig, &ClassConfig, FlowId)> = new
             .classes
             .iter()
             .filter_map(|c| {
-                let slot = self.classes.iter().find(|s| s.name == c.name)?;
-                Some((self.cfg.class(&c.name)?, c, slot.flow))
+                let slot = running.get(c.name.as_str())?;
+                Some((*running_cfg.get(c.name.as_str())?, c, slot.flow))
             })
             .collect();
         kept.sort_by_key(|&(old, c, _)| {
@@ -488,8 +494,8 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         }
         let mut slots = Vec::with_capacity(new.classes.len());
         for c in &new.classes {
-            if let Some(s) = self.classes.iter().find(|s| s.name == c.name) {
-                slots.push(s.clone());
+            if let Some(s) = running.get(c.name.as_str()) {
+                slots.push((*s).clone());
                 continue;
             }
             let flow =
@@ -507,12 +513,9 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                     .map(Arc::new),
             });
         }
-        for s in &slots {
-            if undo
-                .iter()
-                .any(|u| matches!(u, Undo::Added(f) if *f == s.flow))
-            {
-                self.shared.reset_flow(s.flow);
+        for step in undo.iter() {
+            if let Undo::Added(flow) = step {
+                self.shared.reset_flow(*flow);
             }
         }
         Ok(slots)
@@ -547,11 +550,12 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     /// A refusal's answer: with classes retiring (removed ones keep their
     /// flow and weight for [`RETIRE_AFTER`]), says when to try again.
     fn refusal_note(&self, new: &RunConfig, why: String) -> String {
+        let new_classes = by_name(new);
         let retiring = self.retiring.len()
             + self
                 .classes
                 .iter()
-                .filter(|s| new.class(&s.name).is_none())
+                .filter(|s| !new_classes.contains_key(s.name.as_str()))
                 .count();
         if retiring == 0 {
             return format!("{why} (the running config is kept)");

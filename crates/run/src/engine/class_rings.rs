@@ -189,10 +189,11 @@ pub(crate) fn split_kept(running: &RunConfig, new: &RunConfig) -> Result<(), Nee
             new.classes[new.default_class()].name.clone(),
         );
     }
+    let new_classes = crate::reload::by_name(new);
     if let Some((c, n)) = running
         .classes
         .iter()
-        .filter_map(|c| Some((c, new.class(&c.name)?)))
+        .filter_map(|c| Some((c, *new_classes.get(c.name.as_str())?)))
         .find(|(c, n)| c.rules != n.rules)
     {
         let rules = |r: &[pktsched_io::classify::Match]| {

@@ -1,7 +1,11 @@
 //! What a reload changes: the running config and the new one compared by
 //! class name (`tc class change`-style edits in place). Settings that can
 //! only take effect at start refuse the reload; the running config stays.
+//! Among them: the policy tree's content (not only its path) and a class's
+//! `node`, since the tree is built once and a flow never moves between
+//! nodes.
 
+use std::collections::HashMap;
 use std::fmt;
 
 use crate::config::{ClassConfig, RunConfig, SchedulerChoice};
@@ -46,6 +50,12 @@ pub struct NeedsRestart {
     pub new: String,
 }
 
+/// A config's classes by name (a reload compares thousands of classes:
+/// one lookup each, not a scan).
+pub(crate) fn by_name(cfg: &RunConfig) -> HashMap<&str, &ClassConfig> {
+    cfg.classes.iter().map(|c| (c.name.as_str(), c)).collect()
+}
+
 fn class_fields(old: &ClassConfig, new: &ClassConfig) -> Vec<&'static str> {
     let mut v = Vec::new();
     if old.weight != new.weight {
@@ -56,9 +66,6 @@ fn class_fields(old: &ClassConfig, new: &ClassConfig) -> Vec<&'static str> {
     }
     if old.limit != new.limit {
         v.push("limit");
-    }
-    if old.node != new.node {
-        v.push("node");
     }
     if old.default != new.default {
         v.push("default");
@@ -79,6 +86,54 @@ fn class_fields(old: &ClassConfig, new: &ClassConfig) -> Vec<&'static str> {
         v.push("cburst");
     }
     v
+}
+
+/// A policy tree is compiled and built once, at start: the running tree
+/// is the file's content then. A reload that names the same file with
+/// other content (or another file) takes a restart.
+fn policy_unchanged(old: &SchedulerChoice, new: &SchedulerChoice) -> Result<(), NeedsRestart> {
+    if let (
+        SchedulerChoice::Policy { source, policy },
+        SchedulerChoice::Policy {
+            policy: new_policy, ..
+        },
+    ) = (old, new)
+        && policy != new_policy
+    {
+        return Err(NeedsRestart {
+            field: "scheduler.policy",
+            old: format!("{source:?} as compiled at start"),
+            new: "an edited tree (the running tree's nodes are built once, at start)".into(),
+        });
+    }
+    Ok(())
+}
+
+/// A class's flow stays on the policy node it was added to: moving it
+/// takes a restart.
+fn nodes_unchanged(old: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart> {
+    let node = |n: &Option<String>| {
+        n.as_ref().map_or_else(
+            || "none (the policy's attach node)".into(),
+            |n| format!("{n:?}"),
+        )
+    };
+    let new_classes = by_name(new);
+    for c in &old.classes {
+        if let Some(nc) = new_classes.get(c.name.as_str())
+            && nc.node != c.node
+        {
+            return Err(NeedsRestart {
+                field: "class.node",
+                old: format!("{} (class {:?})", node(&c.node), c.name),
+                new: format!(
+                    "{} (a class's flow stays on its node while running)",
+                    node(&nc.node)
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 fn scheduler_name(s: &SchedulerChoice) -> String {
@@ -179,6 +234,8 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
             new: format!("{:?}", new.control),
         });
     }
+    policy_unchanged(&old.scheduler, &new.scheduler)?;
+    nodes_unchanged(old, new)?;
     rates_kind_unchanged(old, new)?;
     let mut changes = Vec::new();
     let mut link = Vec::new();
@@ -200,8 +257,9 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
     if !link.is_empty() {
         changes.push(Change::Link(link));
     }
+    let (old_classes, new_classes) = (by_name(old), by_name(new));
     for c in &old.classes {
-        match new.class(&c.name) {
+        match new_classes.get(c.name.as_str()) {
             None => changes.push(Change::Removed(c.name.clone())),
             Some(nc) => {
                 let fields = class_fields(c, nc);
@@ -212,7 +270,7 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
         }
     }
     for c in &new.classes {
-        if old.class(&c.name).is_none() {
+        if !old_classes.contains_key(c.name.as_str()) {
             changes.push(Change::Added(c.name.clone()));
         }
     }
@@ -429,5 +487,80 @@ mod tests {
         );
         let e = answer_json("reloaded:\n  renamed class a\n").expect_err("unknown line");
         assert!(e.contains("\"renamed class a\""), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod policy_tests {
+    use std::path::PathBuf;
+
+    use super::*;
+    use crate::config::parse;
+
+    /// A tree of two `wfq` nodes below a `wfq` root.
+    const TREE: &str = "[[node]]\nname = \"root\"\nkind = \"wfq\"\n\n\
+        [[node]]\nname = \"x\"\nparent = \"root\"\nkind = \"wfq\"\n\n\
+        [[node]]\nname = \"y\"\nparent = \"root\"\nkind = \"wfq\"\n";
+
+    /// Class `a` on node `x`, the default class on node `y`.
+    const CLASSES: &str = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\n\n\
+        [scheduler]\npolicy = \"tree.toml\"\n\n\
+        [[class]]\nname = \"a\"\nnode = \"x\"\nmatch = [{ dport = 80 }]\n\n\
+        [[class]]\nname = \"b\"\nnode = \"y\"\ndefault = true\n";
+
+    /// A directory of this test's own holding `tree.toml` = `tree`.
+    fn tree_dir(tag: &str, tree: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("pktsched-reload-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("tree.toml"), tree).expect("tree");
+        dir
+    }
+
+    fn cfg_in(dir: &std::path::Path, src: &str) -> RunConfig {
+        parse(src, "t.toml", Some(dir)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn an_edited_policy_file_at_the_same_path_takes_a_restart() {
+        let dir = tree_dir("edit", TREE);
+        let old = cfg_in(&dir, CLASSES);
+        assert_eq!(diff(&old, &cfg_in(&dir, CLASSES)), Ok(vec![]), "same file");
+        // A node ahead of the others: every node index moves by one.
+        let edited = TREE.replace(
+            "[[node]]\nname = \"x\"",
+            "[[node]]\nname = \"w\"\nparent = \"root\"\nkind = \"wfq\"\n\n[[node]]\nname = \"x\"",
+        );
+        std::fs::write(dir.join("tree.toml"), edited).expect("edit");
+        let new = cfg_in(&dir, CLASSES);
+        let e = diff(&old, &new).expect_err("the running tree is not the file's any more");
+        assert_eq!(e.field, "scheduler.policy");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"tree.toml\"") && msg.contains("takes a restart"),
+            "{msg}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_class_moved_to_another_node_takes_a_restart() {
+        let dir = tree_dir("node", TREE);
+        let old = cfg_in(&dir, CLASSES);
+        let moved = CLASSES.replace("node = \"x\"", "node = \"y\"");
+        let e = diff(&old, &cfg_in(&dir, &moved)).expect_err("a flow stays on its node");
+        assert_eq!(e.field, "class.node");
+        let msg = e.to_string();
+        assert!(
+            msg.contains("\"x\" (class \"a\")") && msg.contains("\"y\""),
+            "names the class and both nodes: {msg}"
+        );
+        // Other settings of a class on a node still change live.
+        let weighted = CLASSES.replace("node = \"x\"", "node = \"x\"\nweight = 3");
+        assert_eq!(
+            diff(&old, &cfg_in(&dir, &weighted)),
+            Ok(vec![Change::Changed("a".into(), vec!["weight"])])
+        );
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

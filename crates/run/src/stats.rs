@@ -77,6 +77,49 @@ pub struct ClassStats {
     pub latency_p999_us: f64,
 }
 
+impl ClassStats {
+    /// Adds `other`'s counters, gauges and sojourn histogram (another
+    /// entry of the same class name) to these; the rates and quantiles
+    /// stay these (the receive-split quantiles become `other`'s when these
+    /// have no stamped frame).
+    fn fold(&mut self, other: &ClassStats) {
+        if self.rx_stamped == 0 {
+            // No stamped frame here: the quantiles are the other's.
+            self.ring_wait_p50_us = other.ring_wait_p50_us;
+            self.ring_wait_p99_us = other.ring_wait_p99_us;
+            self.ring_wait_p999_us = other.ring_wait_p999_us;
+            self.latency_p50_us = other.latency_p50_us;
+            self.latency_p99_us = other.latency_p99_us;
+            self.latency_p999_us = other.latency_p999_us;
+        }
+        for (a, b) in [
+            (&mut self.received, other.received),
+            (&mut self.bytes, other.bytes),
+            (&mut self.packets, other.packets),
+            (&mut self.drops, other.drops),
+            (&mut self.overlimits, other.overlimits),
+            (&mut self.backlog, other.backlog),
+            (&mut self.qlen, other.qlen),
+            (&mut self.moved, other.moved),
+            (&mut self.dropped_at_stop, other.dropped_at_stop),
+            (&mut self.sojourn_count, other.sojourn_count),
+            (&mut self.rx_stamped, other.rx_stamped),
+        ] {
+            *a += b;
+        }
+        for (a, b) in self.drops_by_reason.iter_mut().zip(other.drops_by_reason) {
+            *a += b;
+        }
+        if self.sojourn_buckets.len() < other.sojourn_buckets.len() {
+            self.sojourn_buckets.resize(other.sojourn_buckets.len(), 0);
+        }
+        for (a, b) in self.sojourn_buckets.iter_mut().zip(&other.sojourn_buckets) {
+            *a += b;
+        }
+        self.sojourn_sum_s += other.sojourn_sum_s;
+    }
+}
+
 /// One device direction's packet I/O counters.
 #[derive(Clone, Debug, Default, Serialize, PartialEq, Eq)]
 pub struct DeviceStats {
@@ -434,13 +477,32 @@ impl Snapshot {
         serde_json::to_string_pretty(&v).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
     }
 
+    /// The classes as Prometheus series: one per class name. A class a
+    /// reload removed (retiring, or final counters kept) and a live class
+    /// of the same name, or a name removed twice, would otherwise be the
+    /// same series more than once in a scrape: their counters, gauges and
+    /// histograms add up under the name (counters stay monotonic across a
+    /// removal and re-add), and the quantiles are the first entry's (the
+    /// live class's: live classes come first).
+    fn class_series(&self) -> Vec<ClassStats> {
+        let mut series: Vec<ClassStats> = Vec::with_capacity(self.classes.len());
+        for c in &self.classes {
+            match series.iter_mut().find(|s| s.class == c.class) {
+                Some(s) => s.fold(c),
+                None => series.push(c.clone()),
+            }
+        }
+        series
+    }
+
     /// The Prometheus text exposition format.
     pub fn prometheus(&self) -> String {
         let mut s = String::new();
         let dev = &self.egress;
+        let classes = self.class_series();
         let counter = |s: &mut String, name: &str, help: &str, f: &dyn Fn(&ClassStats) -> u64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
-            for c in &self.classes {
+            for c in &classes {
                 let _ = writeln!(
                     s,
                     "{name}{{device=\"{dev}\",class=\"{}\"}} {}",
@@ -483,7 +545,7 @@ impl Snapshot {
             s,
             "# HELP pktsched_class_drops_total Frames dropped, by reason.\n# TYPE pktsched_class_drops_total counter"
         );
-        for c in &self.classes {
+        for c in &classes {
             for (r, n) in DROP_REASONS.iter().zip(c.drops_by_reason) {
                 let _ = writeln!(
                     s,
@@ -505,7 +567,7 @@ impl Snapshot {
             ),
         ] {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} gauge");
-            for c in &self.classes {
+            for c in &classes {
                 let _ = writeln!(
                     s,
                     "{name}{{device=\"{dev}\",class=\"{}\"}} {}",
@@ -519,7 +581,7 @@ impl Snapshot {
             s,
             "# HELP {name} Time from reception to the egress.\n# TYPE {name} histogram"
         );
-        for c in &self.classes {
+        for c in &classes {
             let labels = format!("device=\"{dev}\",class=\"{}\"", c.class);
             for (le, n) in SOJOURN_BUCKETS_S.iter().zip(&c.sojourn_buckets) {
                 let _ = writeln!(s, "{name}_bucket{{{labels},le=\"{le}\"}} {n}");
@@ -532,7 +594,7 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_sum{{{labels}}} {}", c.sojourn_sum_s);
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
-        self.rx_split_metrics(&mut s, dev);
+        Self::rx_split_metrics(&classes, &mut s, dev);
         self.forwarder_metrics(&mut s, dev);
         self.device_metrics(&mut s);
         s
@@ -621,7 +683,7 @@ impl Snapshot {
     /// quantile): `pktsched_class_ring_wait_seconds`,
     /// `pktsched_class_rx_latency_seconds`, and
     /// `pktsched_class_rx_stamped_total`.
-    fn rx_split_metrics(&self, s: &mut String, dev: &str) {
+    fn rx_split_metrics(classes: &[ClassStats], s: &mut String, dev: &str) {
         type Pick = fn(&ClassStats) -> [f64; 3];
         let split: [(&str, &str, Pick); 2] = [
             (
@@ -637,7 +699,7 @@ impl Snapshot {
         ];
         for (name, help, pick) in split {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} summary");
-            for c in &self.classes {
+            for c in classes {
                 for (q, us) in ["0.5", "0.99", "0.999"].iter().zip(pick(c)) {
                     // No stamped frame yet: no quantile (Prometheus' NaN),
                     // not a latency of 0.
@@ -976,5 +1038,71 @@ mod tests {
         assert!(p.contains(
             "pktsched_class_ring_wait_seconds{device=\"d1\",class=\"voip\",quantile=\"0.99\"} NaN"
         ), "{p}");
+    }
+
+    /// A class removed by a reload and added again (or removed twice) is
+    /// one series per metric: its entries add up under its name, the
+    /// quantiles are the live class's.
+    #[test]
+    fn a_removed_and_re_added_class_is_one_prometheus_series() {
+        let mut snap = sample();
+        let live = snap.classes[0].clone();
+        let gone = |bytes, moved| ClassStats {
+            class: "voip".into(),
+            bytes,
+            packets: 1,
+            moved,
+            removed: true,
+            sojourn_buckets: vec![1; 8],
+            sojourn_count: 1,
+            rx_stamped: 1,
+            ring_wait_p99_us: 900.0,
+            ..ClassStats::default()
+        };
+        snap.classes.push(ClassStats {
+            class: "web".into(),
+            sojourn_buckets: vec![0; 8],
+            ..ClassStats::default()
+        });
+        snap.classes.push(gone(100, 2));
+        snap.classes.push(gone(10, 1));
+        let p = snap.prometheus();
+        let mut seen = std::collections::HashSet::new();
+        for line in p.lines().filter(|l| !l.starts_with('#')) {
+            let (series, _) = line.rsplit_once(' ').expect("value");
+            assert!(seen.insert(series.to_string()), "{series} twice:\n{p}");
+        }
+        let value = |series: &str| {
+            p.lines()
+                .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+                .unwrap_or_else(|| panic!("{series} in\n{p}"))
+                .to_string()
+        };
+        let voip = "{device=\"d1\",class=\"voip\"}";
+        assert_eq!(
+            value(&format!("pktsched_class_bytes_total{voip}")),
+            (live.bytes + 110).to_string()
+        );
+        assert_eq!(
+            value(&format!("pktsched_class_moved_total{voip}")),
+            (live.moved + 3).to_string()
+        );
+        assert_eq!(
+            value(&format!("pktsched_class_sojourn_seconds_count{voip}")),
+            "3"
+        );
+        assert_eq!(
+            value(
+                "pktsched_class_ring_wait_seconds{device=\"d1\",class=\"voip\",quantile=\"0.99\"}"
+            ),
+            "0.00004",
+            "the live class's quantile"
+        );
+        assert_eq!(
+            value(&format!("pktsched_class_rx_latency_seconds_count{voip}")),
+            "3"
+        );
+        // The text and JSON keep every entry, marked removed.
+        assert_eq!(snap.text().matches("class voip (removed)").count(), 2);
     }
 }

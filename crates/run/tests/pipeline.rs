@@ -10,7 +10,7 @@ use pktsched_io::BufPool;
 use pktsched_io::frame::{UdpSpec, build_udp};
 use pktsched_io::mem::{MemDevice, MemWire};
 use pktsched_run::config::{Engine, parse};
-use pktsched_run::engine::{Devices, Pipeline};
+use pktsched_run::engine::{Devices, Pipeline, RingBoard};
 use pktsched_run::stats::{DROP_REASONS, Snapshot};
 
 const CONFIG: &str = r#"
@@ -351,6 +351,27 @@ for_both_engines!(
     a_reload_that_needs_a_restart_is_refused,
     a_class_rate_changes_live,
 );
+
+/// The daemon marks a pipeline whose ingress receives on per-class kernel
+/// rings (`with_ring_board`): a reload that would need another kernel
+/// split (here a class's match rule) is refused by name there, and
+/// applied where one ring serves every class.
+#[test]
+fn a_match_change_is_refused_only_with_per_class_kernel_rings() {
+    let edited = CONFIG.replace("dport = 6000", "dport = 6001");
+    let new = || parse(&edited, "new.toml", None).expect("config");
+    let rig = start(CONFIG, Engine::RunToCompletion);
+    let pipeline = rig.pipeline.with_ring_board(Some(RingBoard::default()));
+    let e = pipeline.reload(new()).expect_err("another kernel split");
+    assert!(e.contains("video") && e.contains("restart"), "{e}");
+    assert_eq!(pipeline.snapshot().expect("snapshot").reloads, 0);
+    pipeline.stop().expect("stop");
+    let rig = start(CONFIG, Engine::RunToCompletion);
+    let pipeline = rig.pipeline.with_ring_board(None);
+    pipeline.reload(new()).expect("one ring: applied");
+    assert_eq!(pipeline.snapshot().expect("snapshot").reloads, 1);
+    pipeline.stop().expect("stop");
+}
 
 #[test]
 fn changing_the_engine_needs_a_restart() {

@@ -4,23 +4,25 @@
 //! happens here, on the thread that owns the scheduler, so it needs no
 //! lock and loses no queued frame.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
-use pktsched_core::{DropReason, FlowId, Nanos, Pkt};
+use pktsched_core::policy::FlowParams;
+use pktsched_core::{DropReason, FlowConfig, FlowId, Nanos, Pkt};
 use pktsched_io::PacketIo;
 use pktsched_io::classify::Anomaly;
 use pktsched_runtime::{Arbiter, Clock, Report, Round, StopMode};
 
-use super::shared::{ClassMap, Shared};
+use super::shared::{ClassMap, FLOW_SLOTS, Shared, TxBase};
 use super::trace::{PassTrace, Phase};
 use super::tx::{RxSplit, TxOutput};
-use crate::config::RunConfig;
+use crate::config::{ClassConfig, RunConfig};
 use crate::frame::Frame;
 use crate::plan::{self, flow_config};
-use crate::reload::{Change, diff};
+use crate::reload::{Change, by_name, diff};
 use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
 #[cfg(test)]
@@ -102,6 +104,21 @@ struct ClassSlot {
     last: (u64, u64),
     /// Rate over the last sample period (bits/s, frames/s).
     rate: (u64, u64),
+    /// The flow slot's transmit counters when the class got it, if a
+    /// removed class had it before.
+    tx_base: Option<Arc<TxBase>>,
+}
+
+/// A step of a reload to undo if a later one is refused.
+enum Undo {
+    /// A kept class's flow had `config` (and, with class rates, `params`).
+    Changed {
+        flow: FlowId,
+        config: Option<FlowConfig>,
+        params: Option<FlowParams>,
+    },
+    /// A new class's flow was added.
+    Added(FlowId),
 }
 
 /// When the next queued frame may leave ([`ArbiterLoop::next_due`]).
@@ -150,6 +167,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 flow,
                 last: (0, 0),
                 rate: (0, 0),
+                tx_base: None,
             })
             .collect();
         let mut looper = ArbiterLoop {
@@ -353,57 +371,24 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
 
     /// Applies `new` in place: link rate and accounting, changed classes
     /// (`change_flow` and, with class rates, `set_flow_params` keep their
-    /// queues), new classes, removed classes
-    /// retired; then the receive threads switch to the new class map.
+    /// queues), new classes, removed classes retired; then the receive
+    /// threads switch to the new class map. Every check runs first
+    /// ([`Self::prepare_reload`]); should the scheduler still refuse a
+    /// class change, the ones made are undone: a refused reload leaves the
+    /// running config and scheduler as they were.
     fn reload(&mut self, new: RunConfig, now: Nanos) -> Result<Vec<Change>, String> {
-        let changes = diff(&self.cfg, &new).map_err(|e| e.to_string())?;
-        let classifier = plan::classifier(&new).map_err(|e| e.to_string())?;
-        // Check every class against the scheduler's limits before touching
-        // it, so a refused config leaves the running one as it was.
-        let sched = self.arbiter.scheduler();
-        let limits = sched.limits();
-        for c in &new.classes {
-            limits
-                .check(&flow_config(&new, c))
-                .map_err(|e| format!("class {:?}: {e}", c.name))?;
-        }
-        // Shaping is checked by building the new config's scheduler aside
-        // (same kind and horizon as the running one: `diff` refused a
-        // change of kind), so no class is half changed when one is refused.
-        if new.has_class_rates() {
-            plan::build::<()>(&new).map_err(|e| e.to_string())?;
-        }
-        for c in &new.classes {
-            let fc = flow_config(&new, c);
-            if let Some(slot) = self.classes.iter().find(|s| s.name == c.name) {
-                sched
-                    .change_flow(slot.flow, fc, now)
-                    .map_err(|e| format!("class {:?}: {e}", c.name))?;
-                if new.has_class_rates() {
-                    sched
-                        .set_flow_params(slot.flow, plan::class_params(c), now)
-                        .map_err(|e| format!("class {:?}: rate/ceil/burst: {e}", c.name))?;
-                }
+        let (changes, classifier) = self.prepare_reload(&new)?;
+        let mut undo = Vec::new();
+        let slots = match self.apply_classes(&new, now, &mut undo) {
+            Ok(slots) => slots,
+            Err(e) => {
+                self.undo_classes(undo, now);
+                return Err(self.refusal_note(&new, e));
             }
-        }
-        let mut slots = Vec::with_capacity(new.classes.len());
-        for c in &new.classes {
-            match self.classes.iter().find(|s| s.name == c.name) {
-                Some(s) => slots.push(s.clone()),
-                None => {
-                    let flow = plan::add_class(self.arbiter.scheduler(), &new, c)
-                        .map_err(|e| e.to_string())?;
-                    slots.push(ClassSlot {
-                        name: c.name.clone(),
-                        flow,
-                        last: (0, 0),
-                        rate: (0, 0),
-                    });
-                }
-            }
-        }
+        };
+        let new_classes = by_name(&new);
         for old in &self.classes {
-            if !slots.iter().any(|s| s.name == old.name) {
+            if !new_classes.contains_key(old.name.as_str()) {
                 self.retiring
                     .push((old.clone(), Nanos(now.0 + RETIRE_AFTER.0)));
             }
@@ -421,6 +406,165 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         self.apply_priority_credit();
         self.reloads += 1;
         Ok(changes)
+    }
+
+    /// Every check of a reload to `new` that needs no change: what
+    /// [`diff`] refuses, the kernel's receive split with class rings, the
+    /// classifier, each class against the scheduler's limits, the new
+    /// config's scheduler built aside (nodes, weight sum, shaping), and
+    /// room for the flows of the new classes next to those still retiring.
+    /// Returns the changes and the new classifier.
+    fn prepare_reload(
+        &self,
+        new: &RunConfig,
+    ) -> Result<(Vec<Change>, pktsched_io::classify::Classifier), String> {
+        let changes = diff(&self.cfg, new).map_err(|e| e.to_string())?;
+        if self.shared.class_rings() {
+            super::class_rings::split_kept(&self.cfg, new).map_err(|e| e.to_string())?;
+        }
+        let classifier = plan::classifier(new).map_err(|e| e.to_string())?;
+        let limits = self.arbiter.scheduler_view().limits();
+        for c in &new.classes {
+            limits
+                .check(&flow_config(new, c))
+                .map_err(|e| format!("class {:?}: {e}", c.name))?;
+        }
+        plan::build::<()>(new).map_err(|e| e.to_string())?;
+        let running = by_name(&self.cfg);
+        let added = new
+            .classes
+            .iter()
+            .filter(|c| !running.contains_key(c.name.as_str()))
+            .count();
+        let held = self.classes.len() + self.retiring.len() + added;
+        if held > FLOW_SLOTS {
+            return Err(format!(
+                "classes: {} kept or added and {} removed ones still retiring need {held} flows; \
+                 at most {FLOW_SLOTS} are counted: try again in {} ms, once the removed \
+                 classes have retired (the running config is kept)",
+                new.classes.len(),
+                held - new.classes.len(),
+                RETIRE_AFTER.0 / 1_000_000
+            ));
+        }
+        Ok((changes, classifier))
+    }
+
+    /// Changes the kept classes (the weights that drop first, so the
+    /// scheduler's weight sum in between never exceeds the new one) and
+    /// adds the new ones, each step noted in `undo`; a new class's flow
+    /// slot starts its counters at zero. The classes' slots in `new`'s
+    /// order, or the scheduler's refusal.
+    fn apply_classes(
+        &mut self,
+        new: &RunConfig,
+        now: Nanos,
+        undo: &mut Vec<Undo>,
+    ) -> Result<Vec<ClassSlot>, String> {
+        let rated = new.has_class_rates();
+        let running: HashMap<&str, &ClassSlot> =
+            self.classes.iter().map(|s| (s.name.as_str(), s)).collect();
+        let running_cfg = by_name(&self.cfg);
+        let mut kept: Vec<(&ClassConfig, &ClassConfig, FlowId)> = new
+            .classes
+            .iter()
+            .filter_map(|c| {
+                let slot = running.get(c.name.as_str())?;
+                Some((*running_cfg.get(c.name.as_str())?, c, slot.flow))
+            })
+            .collect();
+        kept.sort_by_key(|&(old, c, _)| {
+            i64::from(flow_config(new, c).weight) - i64::from(flow_config(&self.cfg, old).weight)
+        });
+        let sched = self.arbiter.scheduler();
+        for (old, c, flow) in kept {
+            undo.push(Undo::Changed {
+                flow,
+                config: sched.flow_config(flow).copied(),
+                params: rated.then(|| plan::class_params(old)),
+            });
+            sched
+                .change_flow(flow, flow_config(new, c), now)
+                .map_err(|e| format!("class {:?}: {e}", c.name))?;
+            if rated {
+                sched
+                    .set_flow_params(flow, plan::class_params(c), now)
+                    .map_err(|e| format!("class {:?}: rate/ceil/burst: {e}", c.name))?;
+            }
+        }
+        let mut slots = Vec::with_capacity(new.classes.len());
+        for c in &new.classes {
+            if let Some(s) = running.get(c.name.as_str()) {
+                slots.push((*s).clone());
+                continue;
+            }
+            let flow =
+                plan::add_class(self.arbiter.scheduler(), new, c).map_err(|e| e.to_string())?;
+            undo.push(Undo::Added(flow));
+            slots.push(ClassSlot {
+                name: c.name.clone(),
+                flow,
+                last: (0, 0),
+                rate: (0, 0),
+                tx_base: self
+                    .arbiter
+                    .output()
+                    .and_then(|o| TxBase::of(o, flow.index()))
+                    .map(Arc::new),
+            });
+        }
+        for step in undo.iter() {
+            if let Undo::Added(flow) = step {
+                self.shared.reset_flow(*flow);
+            }
+        }
+        Ok(slots)
+    }
+
+    /// Undoes a refused reload's class changes, last first: each flow gets
+    /// back the settings it had (states the scheduler held a moment ago),
+    /// and the flows added (empty) are removed.
+    fn undo_classes(&mut self, undo: Vec<Undo>, now: Nanos) {
+        let sched = self.arbiter.scheduler();
+        for step in undo.into_iter().rev() {
+            match step {
+                Undo::Added(flow) => {
+                    let _ = sched.remove_flow(flow);
+                }
+                Undo::Changed {
+                    flow,
+                    config,
+                    params,
+                } => {
+                    if let Some(c) = config {
+                        let _ = sched.change_flow(flow, c, now);
+                    }
+                    if let Some(p) = params {
+                        let _ = sched.set_flow_params(flow, p, now);
+                    }
+                }
+            }
+        }
+    }
+
+    /// A refusal's answer: with classes retiring (removed ones keep their
+    /// flow and weight for [`RETIRE_AFTER`]), says when to try again.
+    fn refusal_note(&self, new: &RunConfig, why: String) -> String {
+        let new_classes = by_name(new);
+        let retiring = self.retiring.len()
+            + self
+                .classes
+                .iter()
+                .filter(|s| !new_classes.contains_key(s.name.as_str()))
+                .count();
+        if retiring == 0 {
+            return format!("{why} (the running config is kept)");
+        }
+        format!(
+            "{why} (the running config is kept; {retiring} removed class(es) keep their flows \
+             until {} ms after the reload that removes them: try again then)",
+            RETIRE_AFTER.0 / 1_000_000
+        )
     }
 
     /// Removes retired classes whose grace period is over; their queued
@@ -471,17 +615,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         let tx = self
             .arbiter
             .output()
-            .map(|o| {
-                let flow = o.flow(s.flow.index());
-                let summary = flow.map(|f| (f.summary(), f.rx_split()));
-                (summary, o.tx_failed(s.flow.index()))
-            })
-            .and_then(|(summary, failed)| summary.map(|sm| (sm, failed)));
-        let (((p50, p99, buckets, count, sum), split), tx_failed) = tx.unwrap_or((
-            (
-                (0.0, 0.0, vec![0; SOJOURN_BUCKETS_S.len()], 0, 0.0),
-                RxSplit::default(),
-            ),
+            .and_then(|o| TxBase::since(o, s.flow.index(), s.tx_base.as_deref()));
+        let ((p50, p99, buckets, count, sum), split, tx_failed) = tx.unwrap_or((
+            (0.0, 0.0, vec![0; SOJOURN_BUCKETS_S.len()], 0, 0.0),
+            RxSplit::default(),
             0,
         ));
         let c = self

@@ -28,6 +28,7 @@ use pktsched_io::{BufPool, ClassRx, IoError, IoStats, PacketBuf, PacketIo};
 
 use super::wait;
 use crate::config::{RunConfig, SchedulerChoice};
+use crate::reload::NeedsRestart;
 use crate::stats::DeviceStats;
 
 /// Frames one polling round takes at most (the engines' receive batch).
@@ -126,6 +127,95 @@ pub fn class_ring_plan(cfg: &RunConfig) -> Result<ClassRingPlan, SingleRing> {
         frames,
         rules,
     })
+}
+
+/// Whether a reload to `new` keeps the kernel's receive split of
+/// `running` (the rings, their sizes and the filter that picks a frame's
+/// ring are set when the ingress opens): the same classes in the same ring
+/// order, the same most urgent classes, match rules and default class.
+/// Classes' other settings (limit, rates, a weight or prio that keeps the
+/// urgent set) change live. `Ok` when `running` has no class rings.
+pub(crate) fn split_kept(running: &RunConfig, new: &RunConfig) -> Result<(), NeedsRestart> {
+    let Ok(old) = class_ring_plan(running) else {
+        return Ok(());
+    };
+    let restart = |field, old: String, new: String| Err(NeedsRestart { field, old, new });
+    let names = |cfg: &RunConfig, plan: &ClassRingPlan| {
+        plan.order
+            .iter()
+            .map(|&c| cfg.classes[c].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let plan = match class_ring_plan(new) {
+        Ok(p) => p,
+        Err(SingleRing(why)) => {
+            return restart(
+                "class rings (the ingress's per-class rings are set up at start)",
+                format!("{} rings", old.order.len()),
+                format!("one ring ({why})"),
+            );
+        }
+    };
+    let (was, now) = (names(running, &old), names(new, &plan));
+    if was != now {
+        return restart(
+            "classes (the ingress's per-class rings, in polling order, are set up at start)",
+            was,
+            now,
+        );
+    }
+    let urgent = |cfg: &RunConfig, plan: &ClassRingPlan| {
+        plan.order
+            .iter()
+            .zip(&plan.budgets)
+            .filter(|&(_, &b)| b == DEVICE_BUDGET)
+            .map(|(&c, _)| cfg.classes[c].name.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let (was, now) = (urgent(running, &old), urgent(new, &plan));
+    if was != now {
+        return restart(
+            "most urgent classes (their rings' sizes and budgets are set up at start)",
+            was,
+            now,
+        );
+    }
+    if old.default_ring != plan.default_ring {
+        return restart(
+            "default class (with per-class receive rings, set up at start)",
+            running.classes[running.default_class()].name.clone(),
+            new.classes[new.default_class()].name.clone(),
+        );
+    }
+    let new_classes = crate::reload::by_name(new);
+    if let Some((c, n)) = running
+        .classes
+        .iter()
+        .filter_map(|c| Some((c, *new_classes.get(c.name.as_str())?)))
+        .find(|(c, n)| c.rules != n.rules)
+    {
+        let rules = |r: &[pktsched_io::classify::Match]| {
+            r.iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        return restart(
+            "class match (the kernel's filter that picks a frame's ring is loaded at start)",
+            format!("{:?}: [{}]", c.name, rules(&c.rules)),
+            format!("[{}]", rules(&n.rules)),
+        );
+    }
+    if old != plan {
+        return restart(
+            "class rings (the ingress's per-class rings are set up at start)",
+            format!("{old:?}"),
+            format!("{plan:?}"),
+        );
+    }
+    Ok(())
 }
 
 /// Each class ring's counters as last refreshed, for the stats (role
@@ -493,6 +583,57 @@ mod tests {
                 (1, "dport 443".to_string())
             ]
         );
+    }
+
+    /// With class rings, a reload keeps the kernel's split or is refused
+    /// by name; settings outside the split change live.
+    #[test]
+    fn a_reload_that_needs_another_kernel_split_takes_a_restart() {
+        let running = parse(PRIO, "t.toml", None).expect("config");
+        let reload = |edit: &dyn Fn(&str) -> String| {
+            split_kept(
+                &running,
+                &parse(&edit(PRIO), "t.toml", None).expect("config"),
+            )
+        };
+        assert_eq!(reload(&|s| s.to_string()), Ok(()));
+        // A limit, or a prio that keeps the order and the urgent class.
+        assert_eq!(
+            reload(&|s| s.replace("prio = 2", "prio = 3\nlimit = 50")),
+            Ok(())
+        );
+        let refused = |edit: &dyn Fn(&str) -> String| reload(edit).expect_err("refused");
+        let e = refused(&|s| {
+            format!("{s}\n[[class]]\nname = \"ssh\"\nprio = 1\nmatch = [{{ dport = 22 }}]\n")
+        });
+        assert!(e.field.starts_with("classes"), "{e}");
+        assert_eq!(
+            (e.old.as_str(), e.new.as_str()),
+            ("voip, web, bulk", "voip, web, ssh, bulk")
+        );
+        let e = refused(&|s| s.replace("prio = 1", "prio = 0"));
+        assert!(e.field.starts_with("most urgent classes"), "{e}");
+        assert_eq!((e.old.as_str(), e.new.as_str()), ("voip", "voip, web"));
+        let e = refused(&|s| s.replace("dport = 5000", "dport = 5060"));
+        assert!(e.field.starts_with("class match"), "{e}");
+        assert!(
+            e.to_string().contains("\"voip\": [dport 5000]") && e.new == "[dport 5060]",
+            "{e}"
+        );
+        let e = refused(&|s| {
+            s.replace("default = true\n", "match = [{ dport = 9 }]\n")
+                .replace("name = \"web\"", "name = \"web\"\ndefault = true")
+        });
+        assert!(e.field.starts_with("default class"), "{e}");
+        assert!(e.to_string().contains("takes a restart"), "{e}");
+        // A renamed class: the rings' labels would be wrong.
+        let e = refused(&|s| s.replace("\"web\"", "\"www\""));
+        assert!(e.field.starts_with("classes"), "{e}");
+        // Without class rings (one class) there is nothing to keep.
+        let one = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\n\
+                   [[class]]\nname = \"a\"\ndefault = true\n";
+        let one = parse(one, "t.toml", None).expect("config");
+        assert_eq!(split_kept(&one, &running), Ok(()));
     }
 
     #[test]

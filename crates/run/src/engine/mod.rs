@@ -230,6 +230,8 @@ impl Pipeline {
     /// Shows `board`'s per-class receive ring counters among the
     /// devices of every snapshot (see [`ClassRings::board`]).
     pub fn with_ring_board(mut self, board: Option<RingBoard>) -> Pipeline {
+        // Reloads that would need another kernel split are refused then.
+        self.shared.set_class_rings(board.is_some());
         self.ring_board = board;
         self
     }

@@ -5,9 +5,11 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use hdrhistogram::Histogram;
 use pktsched_core::{FlowId, Pkt};
 use pktsched_io::classify::Classifier;
 
+use super::tx::{FlowTx, RxSplit, TxOutput};
 use crate::frame::Frame;
 use crate::stats::DeviceStats;
 
@@ -60,6 +62,9 @@ pub(crate) struct Shared {
     pub(crate) devices: Mutex<Vec<DeviceStats>>,
     /// Reverse direction: forwarded, dropped.
     pub(crate) reverse: [AtomicU64; 2],
+    /// The ingress receives on one kernel ring per class (set at start):
+    /// a reload must keep that split.
+    class_rings: AtomicBool,
 }
 
 impl Shared {
@@ -75,6 +80,7 @@ impl Shared {
             rx_dropped_at_stop_by_flow: (0..FLOW_SLOTS).map(|_| AtomicU64::new(0)).collect(),
             devices: Mutex::new(Vec::new()),
             reverse: [AtomicU64::new(0), AtomicU64::new(0)],
+            class_rings: AtomicBool::new(false),
         })
     }
 
@@ -134,10 +140,99 @@ impl Shared {
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// Starts flow slot `flow`'s receive counters at zero: a new class
+    /// the scheduler gave a removed class's id to counts only its own.
+    pub(crate) fn reset_flow(&self, flow: FlowId) {
+        for counters in [&self.received, &self.rx_dropped_at_stop_by_flow] {
+            if let Some(c) = counters.get(flow.index()) {
+                c.store(0, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Records whether the ingress receives on per-class kernel rings
+    /// (`Pipeline::with_ring_board`'s board is there).
+    pub(crate) fn set_class_rings(&self, on: bool) {
+        self.class_rings.store(on, Ordering::Relaxed);
+    }
+
+    /// Does the ingress receive on per-class kernel rings?
+    pub(crate) fn class_rings(&self) -> bool {
+        self.class_rings.load(Ordering::Relaxed)
+    }
+
     /// Stopping?
     #[inline]
     pub(crate) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Acquire)
+    }
+}
+
+/// A flow's sojourn summary as [`FlowTx::summary`] gives it.
+pub(crate) type Sojourn = (f64, f64, Vec<u64>, u64, f64);
+
+/// What a flow slot's transmit counters held when a reload gave it to a
+/// new class (they were a removed class's, whose id the scheduler reused):
+/// the new class's own counters are those since.
+#[derive(Debug, Default)]
+pub(crate) struct TxBase {
+    failed: u64,
+    sojourn: Option<Histogram<u64>>,
+    sojourn_sum_ns: u128,
+    ring_wait: Option<Histogram<u64>>,
+    latency: Option<Histogram<u64>>,
+}
+
+/// `now` less `base` (both from the same flow slot, `base` earlier).
+fn since(now: &Option<Histogram<u64>>, base: &Option<Histogram<u64>>) -> Option<Histogram<u64>> {
+    let mut h = now.clone()?;
+    if let Some(b) = base {
+        // `base` is a subset of `now`: the subtraction cannot go below 0.
+        let _ = h.subtract(b);
+    }
+    Some(h)
+}
+
+impl TxBase {
+    /// Flow slot `index`'s transmit counters in `out` now; `None` when it
+    /// has none (an id never used before).
+    pub(crate) fn of<P>(out: &TxOutput<P>, index: usize) -> Option<TxBase> {
+        let failed = out.tx_failed(index);
+        let flow = out.flow(index);
+        if failed == 0 && flow.is_none() {
+            return None;
+        }
+        Some(TxBase {
+            failed,
+            sojourn: flow.and_then(|f| f.sojourn.clone()),
+            sojourn_sum_ns: flow.map_or(0, |f| f.sojourn_sum_ns),
+            ring_wait: flow.and_then(|f| f.ring_wait.clone()),
+            latency: flow.and_then(|f| f.latency.clone()),
+        })
+    }
+
+    /// Flow slot `index`'s sojourn summary, receive split and transmit
+    /// failures in `out` since `base` (all of them without one); `None`
+    /// when the slot has no transmit counters.
+    pub(crate) fn since<P>(
+        out: &TxOutput<P>,
+        index: usize,
+        base: Option<&TxBase>,
+    ) -> Option<(Sojourn, RxSplit, u64)> {
+        let failed = out
+            .tx_failed(index)
+            .saturating_sub(base.map_or(0, |b| b.failed));
+        let flow = out.flow(index)?;
+        let Some(b) = base else {
+            return Some((flow.summary(), flow.rx_split(), failed));
+        };
+        let own = FlowTx {
+            sojourn: since(&flow.sojourn, &b.sojourn),
+            sojourn_sum_ns: flow.sojourn_sum_ns.saturating_sub(b.sojourn_sum_ns),
+            ring_wait: since(&flow.ring_wait, &b.ring_wait),
+            latency: since(&flow.latency, &b.latency),
+        };
+        Some((own.summary(), own.rx_split(), failed))
     }
 }
 

@@ -528,7 +528,9 @@ fn a_gigabit_limit_is_kept_within_one_percent_run_to_completion() {
 /// Mbit/s). `ArbiterLoop::catch_up` now runs the missed rounds instead.
 /// (2) The receive thread off its core: nothing upstream of the scheduler
 /// when it ran dry (the ingress counts `rx_fill_empty` drops), time the
-/// link cannot keep without crediting idle time; this is what is left.
+/// link cannot keep without crediting idle time; this, and frames that
+/// arrived during the absence (beyond the catch-up's bound), is what is
+/// left.
 /// At load 6–8, with the catch-up 2 of 5 runs were within 1 % (windows
 /// 1.0000 / 0.9217 / 0.9185 / 0.7583 / 1.0000 Gbit/s), without it 0 of 5
 /// (0.9035 / 0.6972 / 0.8468 / 0.8943 / 0.9666); at load 6–7 the

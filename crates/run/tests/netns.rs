@@ -353,6 +353,14 @@ fn a_gigabit_limit_is_kept_within_one_percent(engine: Engine) {
             4,
         );
         let window = GigabitWindow::of(&run);
+        // Every attempt's window on stderr (a passing run too), so runs can
+        // be compared (`--nocapture`).
+        eprintln!(
+            "{engine:?} attempt {attempt}: the shaper sent {:.4} Gbit/s with {:.4} Gbit/s \
+             offered",
+            window.sent_bps / 1e9,
+            window.offered_bps / 1e9
+        );
         assert!(
             window.sent_bps < 1.01e9,
             "the shaper sent {:.2} % above 1 Gbit/s (attempt {attempt}): {}",
@@ -508,14 +516,32 @@ fn a_gigabit_limit_is_kept_within_one_percent_run_to_completion() {
     a_gigabit_limit_is_kept_within_one_percent(Engine::RunToCompletion);
 }
 
-/// Not in the default run: on this project's 2-vCPU machines the pspat
-/// engine's three threads, the generator (1.3 Gbit/s) and the sink need
-/// more than two CPUs at 83 k frames/s, and the transmit (the arbiter's
-/// copy-mode AF_XDP sends, which run the sink's receive in its context)
-/// falls 2–3 % short with its queue full; run it with `--ignored` where
-/// there are four cores or more.
+/// Not in the default run. Measured on this project's 2-vCPU machine
+/// (2026-11-27, perf log "pspat gigabit"; other helpers' builds kept the
+/// load at 5–8): the shortfall is emulated-link time the arbiter forgets
+/// when its scheduler runs dry, and it ran dry in two ways. (1) The
+/// arbiter off its core for 5–50 ms, then a round that released up to
+/// 512 frames but read 64 from the mailbox: the class queue emptied while
+/// ~1000 frames waited in the mailbox and the link restarted at the late
+/// round (150–190 ms of link time lost per half-second at load 5–9;
+/// half-seconds in which the scheduler never ran dry sent exactly 1000.0
+/// Mbit/s). `ArbiterLoop::catch_up` now runs the missed rounds instead.
+/// (2) The receive thread off its core: nothing upstream of the scheduler
+/// when it ran dry (the ingress counts `rx_fill_empty` drops), time the
+/// link cannot keep without crediting idle time; this, and frames that
+/// arrived during the absence (beyond the catch-up's bound), is what is
+/// left.
+/// At load 6–8, with the catch-up 2 of 5 runs were within 1 % (windows
+/// 1.0000 / 0.9217 / 0.9185 / 0.7583 / 1.0000 Gbit/s), without it 0 of 5
+/// (0.9035 / 0.6972 / 0.8468 / 0.8943 / 0.9666); at load 6–7 the
+/// run-to-completion test, interleaved with this one, was within 1 % in
+/// 1 of 5 runs too (median 0.954 against 0.930 here): at that load both
+/// engines fall short. At load 2–4.6, interleaved: this test 2 of 5 with
+/// the catch-up, 3 of 5 without, run-to-completion 1 of 5: no measurable
+/// gain on the wire yet. Not measured on a quiet machine. Run it with
+/// `--ignored` (its stderr shows every attempt's window).
 #[test]
-#[ignore = "needs more than 2 CPUs: the pspat engine, generator and sink at 83 k frames/s"]
+#[ignore = "2 of 5 runs within 1 % at load 6-8 on 2 vCPUs: the receive thread starves (perf log 2026-11-27)"]
 fn a_gigabit_limit_is_kept_within_one_percent_pspat() {
     a_gigabit_limit_is_kept_within_one_percent(Engine::Pspat);
 }

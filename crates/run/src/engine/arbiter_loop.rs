@@ -26,6 +26,8 @@ use crate::reload::{Change, by_name, diff};
 use crate::stats::{ClassStats, SOJOURN_BUCKETS_S, Snapshot};
 
 #[cfg(test)]
+mod catch_up_tests;
+#[cfg(test)]
 mod prio_credit_tests;
 #[cfg(test)]
 mod reload_tests;
@@ -94,6 +96,14 @@ const IDLE_SLEEP: Duration = Duration::from_micros(50);
 const YIELD_BELOW: Duration = Duration::from_micros(20);
 /// Removed classes whose final counters are kept in the stats.
 const MAX_REMOVED: usize = 256;
+/// Most rounds one [`ArbiterLoop::catch_up`] runs: each reads every
+/// mailbox once more (at most the runtime's `read_batch`, 64 frames), so
+/// 256 rounds read far more than a full mailbox (1024 frames) and the
+/// pass still ends soon enough to answer commands.
+const MAX_CATCH_UP: usize = 256;
+/// The runtime's `read_interval` (the engine keeps the default): a
+/// mailbox is read again only in a round at least this much later.
+const READ_INTERVAL: Nanos = Nanos(1_000);
 
 /// A class as the arbiter tracks it.
 #[derive(Debug, Clone)]
@@ -147,6 +157,13 @@ pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
     reloads: u64,
     /// The run-to-completion thread's pass log and counters.
     pub(crate) trace: Option<PassTrace>,
+    /// The time and outcome of the last round [`ArbiterLoop::step`] ran.
+    last_round: (Nanos, Round),
+    /// [`ArbiterLoop::upstream_frames`] at the last round at the clock's
+    /// time, less what catch-up rounds have read since.
+    upstream: u64,
+    /// Rounds run by [`ArbiterLoop::catch_up`] in all.
+    pub(crate) catch_up_rounds: u64,
 }
 
 impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
@@ -182,6 +199,9 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             last_sample: Nanos(0),
             reloads: 0,
             trace: None,
+            last_round: (Nanos(0), Round::default()),
+            upstream: 0,
+            catch_up_rounds: 0,
         };
         looper.apply_priority_credit();
         looper
@@ -228,8 +248,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         crate::sys::set_timer_slack(1000);
         loop {
             let now = self.clock.now();
-            self.housekeeping(now);
-            let round = self.arbiter.do_scan(now);
+            let round = self.step(now);
             if self.shared.arbiter_stop.load(Ordering::Acquire) {
                 break;
             }
@@ -254,6 +273,80 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             }
         }
         self.stop_sequence()
+    }
+
+    /// One pass of the PSPAT engine's loop at `now`: the control commands
+    /// and rate samples, the rounds a late arbiter missed
+    /// ([`ArbiterLoop::catch_up`]), then the round at `now`.
+    pub(crate) fn step(&mut self, now: Nanos) -> Round {
+        self.housekeeping(now);
+        self.catch_up(now);
+        let round = self.arbiter.do_scan(now);
+        self.last_round = (now, round);
+        self.upstream = self.upstream_frames();
+        round
+    }
+
+    /// Frames the receive threads have classified that the scheduler has
+    /// not been offered yet (in their hands or in the mailboxes): all of
+    /// them arrived before now.
+    fn upstream_frames(&self) -> u64 {
+        let received: u64 = self
+            .shared
+            .received
+            .iter()
+            .map(|c| c.load(Ordering::Relaxed))
+            .sum();
+        let c = self.arbiter.scheduler_view().stats();
+        let offered = c.enqueued.pkts + c.dropped_total().pkts - c.dropped_after_enqueue().pkts;
+        received.saturating_sub(offered)
+    }
+
+    /// The rounds a late arbiter missed (it waited for a core, or slept
+    /// past its deadline). With the emulated link behind the clock a round
+    /// releases up to `round_cap` (512) frames but reads at most
+    /// `read_batch` (64) from a mailbox, so the round at `now` alone would
+    /// release all the scheduler holds, find it empty and restart the link
+    /// at `now` (the runtime's rule: idle time is no credit), although
+    /// frames that arrived before then were waiting in the mailbox: that
+    /// link time would be lost for good. Instead, while the frames
+    /// queued keep the link busy only until before `now`, a round runs at
+    /// the time they run out (less the release lead; at least
+    /// [`READ_INTERVAL`] after the last round, so it reads again): it
+    /// reads the mailboxes and releases only what was due by then, so the
+    /// link stays busy from frame to frame as if the arbiter had been on
+    /// time. Only frames that were already upstream at the last round
+    /// ([`ArbiterLoop::upstream_frames`], read then) are caught up: the
+    /// rounds stop once that many were read (the last read may take up to
+    /// a read batch of later frames with them), when a round reads
+    /// nothing, when the queue covers `now` or after [`MAX_CATCH_UP`]
+    /// rounds. The same frames leave in the same order; the link keeps
+    /// its time (a catch-up of at most the time the arbiter was away, as
+    /// with a deep queue), and never runs ahead of the clock by more than
+    /// the release lead. Returns the rounds run.
+    pub(crate) fn catch_up(&mut self, now: Nanos) -> usize {
+        let rate = self.arbiter.link_rate();
+        let mut rounds = 0;
+        while rounds < MAX_CATCH_UP && self.upstream > 0 {
+            let (at, last) = self.last_round;
+            let queued = self.arbiter.scheduler_view().backlog().bytes;
+            let runs_out = last.link_free.0.saturating_add(rate.tx_time(queued).0);
+            let t = runs_out
+                .saturating_sub(self.arbiter.release_lead().0)
+                .max(at.0.saturating_add(READ_INTERVAL.0));
+            if t >= now.0 {
+                break;
+            }
+            let round = self.arbiter.do_scan(Nanos(t));
+            self.last_round = (Nanos(t), round);
+            self.upstream = self.upstream.saturating_sub(round.drained as u64);
+            rounds += 1;
+            if round.drained == 0 {
+                break;
+            }
+        }
+        self.catch_up_rounds += rounds as u64;
+        rounds
     }
 
     /// Sends the frames released and waiting in the output (one kick):

@@ -1975,6 +1975,20 @@ fn route_configs_and_flags() {
             ..check(&["r.toml:4:12", "`wfq`", "sq, rr, ll-rr, ll-wfq"])
         },
         Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "backend = \"xdp\"\n",
+                "[[class]]\nname = \"v\"\nmatch = [{ vlan = 7 }]\n",
+                CLASS,
+                ROUTE,
+            ])),
+            ..check(&[
+                "r.toml:4:11",
+                "class \"v\" matching on vlan",
+                "backend = \"packet\"",
+            ])
+        },
+        Row {
             files: file(cat(&[RT_HEAD, CLASS, "budget = 0\n", ROUTE])),
             ..check(&["r.toml:6:10", "budget = 0", "1..=64"])
         },

@@ -233,6 +233,7 @@ pub fn run(
     drop_privileges(opts, user.as_ref(), &cfg, napi.is_some(), events)?;
     let pipeline = Pipeline::start(cfg.clone(), devices, pool)
         .map_err(|e| e.to_string())?
+        .with_backend(backend.backend)
         .with_ring_board(backend.ring_board);
     drop(placed);
     let last = serve(

@@ -126,9 +126,11 @@ pub fn add_class<T: Send + 'static>(
     let fc = flow_config(cfg, class);
     if cfg.has_class_rates() {
         let flow = sched.add_flow(fc).map_err(|e| refused(e.to_string()))?;
-        sched
-            .set_flow_params(flow, class_params(class), Nanos(0))
-            .map_err(|e| refused(format!("rate/ceil/burst: {e}")))?;
+        if let Err(e) = sched.set_flow_params(flow, class_params(class), Nanos(0)) {
+            // Not left behind half-configured: the flow is new and empty.
+            let _ = sched.remove_flow(flow);
+            return Err(refused(format!("rate/ceil/burst: {e}")));
+        }
         return Ok(flow);
     }
     let added = match (&cfg.scheduler, &class.node) {

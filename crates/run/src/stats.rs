@@ -3,6 +3,7 @@
 //! and the arbiter's, in three forms: `tc -s`-style text, JSON, and the
 //! Prometheus text format (node_exporter-style names).
 
+use std::collections::HashMap;
 use std::fmt::Write as _;
 
 use pktsched_io::IoStats;
@@ -481,15 +482,22 @@ impl Snapshot {
     /// reload removed (retiring, or final counters kept) and a live class
     /// of the same name, or a name removed twice, would otherwise be the
     /// same series more than once in a scrape: their counters, gauges and
-    /// histograms add up under the name (counters stay monotonic across a
-    /// removal and re-add), and the quantiles are the first entry's (the
-    /// live class's: live classes come first).
+    /// histograms add up under the name, and the quantiles are the first
+    /// entry's (the live class's: live classes come first). The counters
+    /// stay monotonic across a removal and re-add while the removed
+    /// class's final counters are kept (the last 256 removals): an older
+    /// one dropped makes its name's counters step down, which Prometheus
+    /// reads as a counter reset.
     fn class_series(&self) -> Vec<ClassStats> {
         let mut series: Vec<ClassStats> = Vec::with_capacity(self.classes.len());
+        let mut at: HashMap<&str, usize> = HashMap::with_capacity(self.classes.len());
         for c in &self.classes {
-            match series.iter_mut().find(|s| s.class == c.class) {
-                Some(s) => s.fold(c),
-                None => series.push(c.clone()),
+            match at.get(c.class.as_str()) {
+                Some(&i) => series[i].fold(c),
+                None => {
+                    at.insert(c.class.as_str(), series.len());
+                    series.push(c.clone());
+                }
             }
         }
         series

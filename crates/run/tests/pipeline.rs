@@ -373,6 +373,29 @@ fn a_match_change_is_refused_only_with_per_class_kernel_rings() {
     pipeline.stop().expect("stop");
 }
 
+/// A reload to a config with a `vlan` rule is refused while the ingress
+/// runs on AF_XDP (as `backend = "auto"` may have chosen at start: the
+/// config's own backend does not say), and applied on AF_PACKET.
+#[test]
+fn a_vlan_rule_is_refused_on_an_af_xdp_ingress_only() {
+    let edited = CONFIG.replace("match = [{ dport = 6000 }]", "match = [{ vlan = 7 }]");
+    let new = || parse(&edited, "new.toml", None).expect("config");
+    let rig = start(CONFIG, Engine::RunToCompletion);
+    let pipeline = rig.pipeline.with_backend("xdp");
+    let e = pipeline.reload(new()).expect_err("vlan on AF_XDP");
+    assert!(
+        e.contains("new.toml") && e.contains("\"video\" matches on vlan") && e.contains("packet"),
+        "{e}"
+    );
+    assert_eq!(pipeline.snapshot().expect("snapshot").reloads, 0);
+    pipeline.stop().expect("stop");
+    let rig = start(CONFIG, Engine::RunToCompletion);
+    let pipeline = rig.pipeline.with_backend("packet");
+    pipeline.reload(new()).expect("AF_PACKET: applied");
+    assert_eq!(pipeline.snapshot().expect("snapshot").reloads, 1);
+    pipeline.stop().expect("stop");
+}
+
 #[test]
 fn changing_the_engine_needs_a_restart() {
     let rig = start(CONFIG, Engine::RunToCompletion);

@@ -80,11 +80,18 @@ impl Producer {
     /// reading the consumer's index (acquire).
     #[inline]
     pub fn free(&mut self, cons: &impl RingIndex, want: u32) -> u32 {
+        self.free_with(cons, want, Ordering::Acquire)
+    }
+
+    /// [`Producer::free`] with the consumer's index read at `order` (the
+    /// loom model's broken variant reads it relaxed).
+    #[inline(always)]
+    fn free_with(&mut self, cons: &impl RingIndex, want: u32, order: Ordering) -> u32 {
         let known = self.known_free();
         if known >= want {
             return known;
         }
-        self.cons = cons.load(Ordering::Acquire);
+        self.cons = cons.load(order);
         self.known_free()
     }
 
@@ -94,12 +101,7 @@ impl Producer {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn free_relaxed(&mut self, cons: &impl RingIndex, want: u32) -> u32 {
-        let known = self.known_free();
-        if known >= want {
-            return known;
-        }
-        self.cons = cons.load(Ordering::Relaxed);
-        self.known_free()
+        self.free_with(cons, want, Ordering::Relaxed)
     }
 
     /// The slot of the `i`-th entry after those published.
@@ -111,8 +113,14 @@ impl Producer {
     /// Publishes `n` entries written into `slot(0..n)` (release).
     #[inline]
     pub fn submit(&mut self, prod: &impl RingIndex, n: u32) {
+        self.submit_with(prod, n, Ordering::Release);
+    }
+
+    /// [`Producer::submit`] storing the index at `order`.
+    #[inline(always)]
+    fn submit_with(&mut self, prod: &impl RingIndex, n: u32, order: Ordering) {
         self.prod = self.prod.wrapping_add(n);
-        prod.store(self.prod, Ordering::Release);
+        prod.store(self.prod, order);
     }
 
     /// The broken variant the loom model must catch: publishing without
@@ -120,8 +128,7 @@ impl Producer {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn submit_relaxed(&mut self, prod: &impl RingIndex, n: u32) {
-        self.prod = self.prod.wrapping_add(n);
-        prod.store(self.prod, Ordering::Relaxed);
+        self.submit_with(prod, n, Ordering::Relaxed);
     }
 
     /// Entries published and not yet consumed, as last known (reading the
@@ -159,9 +166,15 @@ impl Consumer {
     /// than `max`, after reading the producer's index (acquire).
     #[inline]
     pub fn available(&mut self, prod: &impl RingIndex, max: u32) -> u32 {
+        self.available_with(prod, max, Ordering::Acquire)
+    }
+
+    /// [`Consumer::available`] with the producer's index read at `order`.
+    #[inline(always)]
+    fn available_with(&mut self, prod: &impl RingIndex, max: u32, order: Ordering) -> u32 {
         let mut n = self.prod.wrapping_sub(self.cons);
         if n < max {
-            self.prod = prod.load(Ordering::Acquire);
+            self.prod = prod.load(order);
             n = self.prod.wrapping_sub(self.cons);
         }
         n.min(max)
@@ -173,12 +186,7 @@ impl Consumer {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn available_relaxed(&mut self, prod: &impl RingIndex, max: u32) -> u32 {
-        let mut n = self.prod.wrapping_sub(self.cons);
-        if n < max {
-            self.prod = prod.load(Ordering::Relaxed);
-            n = self.prod.wrapping_sub(self.cons);
-        }
-        n.min(max)
+        self.available_with(prod, max, Ordering::Relaxed)
     }
 
     /// The slot of the `i`-th entry not yet consumed.
@@ -190,8 +198,14 @@ impl Consumer {
     /// Frees the `n` slots read (release).
     #[inline]
     pub fn release(&mut self, cons: &impl RingIndex, n: u32) {
+        self.release_with(cons, n, Ordering::Release);
+    }
+
+    /// [`Consumer::release`] storing the index at `order`.
+    #[inline(always)]
+    fn release_with(&mut self, cons: &impl RingIndex, n: u32, order: Ordering) {
         self.cons = self.cons.wrapping_add(n);
-        cons.store(self.cons, Ordering::Release);
+        cons.store(self.cons, order);
     }
 
     /// The broken variant the loom model must catch: freeing slots without
@@ -199,8 +213,7 @@ impl Consumer {
     #[cfg(loom)]
     #[doc(hidden)]
     pub fn release_relaxed(&mut self, cons: &impl RingIndex, n: u32) {
-        self.cons = self.cons.wrapping_add(n);
-        cons.store(self.cons, Ordering::Relaxed);
+        self.release_with(cons, n, Ordering::Relaxed);
     }
 }
 

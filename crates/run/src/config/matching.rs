@@ -198,6 +198,17 @@ pub(crate) fn class_name_problem(name: &str) -> Option<String> {
     ))
 }
 
+/// The first of `classes` (name, rules) with a rule on a VLAN id: AF_XDP
+/// cannot see tags held in metadata, so such a config takes AF_PACKET.
+pub(crate) fn first_vlan_class<'a>(
+    classes: impl IntoIterator<Item = (&'a str, &'a [Match])>,
+) -> Option<&'a str> {
+    classes
+        .into_iter()
+        .find(|(_, rules)| rules.iter().any(|r| r.vlan.is_some()))
+        .map(|(name, _)| name)
+}
+
 #[cfg(test)]
 mod tests {
     use super::dscp_by_name;

@@ -66,7 +66,7 @@ pub use class_rates::{ClassRateRange, MAX_CLASS_BURST, MIN_CLASS_RATE, parse_siz
 pub(crate) use file::read_config;
 pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
-pub(crate) use matching::{class_name_problem, match_rule};
+pub(crate) use matching::{class_name_problem, first_vlan_class, match_rule};
 pub(crate) use normalise::{rule_toml, write_class_settings};
 pub(crate) use parse::{Ctx, XDP_NO_VLAN, interface, parse_class, parse_control};
 pub use parse::{load, parse};
@@ -318,10 +318,11 @@ impl RunConfig {
     /// The first class with a rule on a VLAN id, if any (AF_XDP cannot
     /// see tags held in metadata: such a config takes AF_PACKET).
     pub fn vlan_class(&self) -> Option<&str> {
-        self.classes
-            .iter()
-            .find(|c| c.rules.iter().any(|r| r.vlan.is_some()))
-            .map(|c| c.name.as_str())
+        crate::config::first_vlan_class(
+            self.classes
+                .iter()
+                .map(|c| (c.name.as_str(), c.rules.as_slice())),
+        )
     }
 
     /// The class called `name`.

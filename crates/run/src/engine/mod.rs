@@ -135,6 +135,9 @@ pub struct Pipeline {
     arbiter: Option<JoinHandle<Final>>,
     /// The ingress's per-class ring counters, when it has class rings.
     ring_board: Option<RingBoard>,
+    /// The ingress receives through AF_XDP (`with_backend`): a reload to a
+    /// config with a `vlan` rule is refused, as at start.
+    xdp_ingress: bool,
 }
 
 fn spawn<T: Send + 'static>(
@@ -224,7 +227,15 @@ impl Pipeline {
             reverse: Some(reverse),
             arbiter: Some(arbiter),
             ring_board: None,
+            xdp_ingress: false,
         })
+    }
+
+    /// Says which backend the ingress runs on (`"xdp"` or `"packet"`,
+    /// [`crate::devices::BackendChoice::backend`]), for the reloads' checks.
+    pub fn with_backend(mut self, backend: &str) -> Pipeline {
+        self.xdp_ingress = backend == "xdp";
+        self
     }
 
     /// Shows `board`'s per-class receive ring counters among the
@@ -259,6 +270,17 @@ impl Pipeline {
     /// cancelled (never applied later) and the error says so; once taken,
     /// its answer is awaited for as long again.
     pub fn reload(&self, new: RunConfig) -> Result<Vec<Change>, String> {
+        if self.xdp_ingress
+            && let Some(class) = new.vlan_class()
+        {
+            return Err(format!(
+                "{}: class {class:?} matches on vlan and the ingress runs on AF_XDP: {}; \
+                 allowed with backend = \"packet\", which takes a restart (the running config \
+                 is kept)",
+                new.file,
+                crate::config::XDP_NO_VLAN
+            ));
+        }
         let (tx, rx) = mpsc::channel();
         let ticket = Ticket::default();
         self.commands

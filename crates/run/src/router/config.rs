@@ -185,7 +185,37 @@ pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
             format!("[router] strategy and budgets: {e}"),
         )
     })?;
+    if cfg.router.backend == Backend::Xdp
+        && let Some(class) = cfg.vlan_class()
+    {
+        let at = raw
+            .router
+            .get_ref()
+            .backend
+            .as_ref()
+            .map_or(0..0, |b| b.span());
+        return Err(cx.err(
+            at,
+            format!(
+                "router.backend = \"xdp\" with class {class:?} matching on vlan: {}; allowed \
+                 backend = \"packet\" or \"auto\" (which takes AF_PACKET for such a config)",
+                crate::config::XDP_NO_VLAN
+            ),
+        ));
+    }
     Ok(cfg)
+}
+
+impl RouteConfig {
+    /// The first class with a rule on a VLAN id, if any (AF_XDP cannot
+    /// see tags held in metadata: such a config takes AF_PACKET).
+    pub fn vlan_class(&self) -> Option<&str> {
+        crate::config::first_vlan_class(
+            self.classes
+                .iter()
+                .map(|c| (c.name.as_str(), c.rules.as_slice())),
+        )
+    }
 }
 
 fn opt_range(

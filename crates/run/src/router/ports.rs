@@ -165,6 +165,15 @@ pub fn open_ports(
 ) -> Result<(Ports, &'static str, Vec<String>), String> {
     let mut notes = Vec::new();
     let e = |e: IoError| e.to_string();
+    if cfg.router.backend == Backend::Auto
+        && let Some(class) = cfg.vlan_class()
+    {
+        notes.push(format!(
+            "backend auto: AF_PACKET, as class {class:?} matches on vlan ({})",
+            crate::config::XDP_NO_VLAN
+        ));
+        return Ok((open_packet(cfg, plan).map_err(e)?, "packet", notes));
+    }
     match cfg.router.backend {
         Backend::Packet => Ok((open_packet(cfg, plan).map_err(e)?, "packet", notes)),
         Backend::Xdp => Ok((open_xdp(cfg, plan, &mut notes).map_err(e)?, "xdp", notes)),

@@ -76,6 +76,15 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
             &["router.cost = \"2uss\"", "acl:N"],
         ),
         (
+            format!(
+                "{BASE}backend = \"xdp\"\n[[class]]\nname = \"v\"\nmatch = [{{ vlan = 7 }}]\n{class}{ROUTE}"
+            ),
+            &[
+                "router.backend = \"xdp\" with class \"v\" matching on vlan",
+                "\"packet\"",
+            ],
+        ),
+        (
             format!("{BASE}[[class]]\nname = \"be\"\nbudget = 0\n{ROUTE}"),
             &["budget = 0", "1..=64"],
         ),

@@ -27,7 +27,11 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Classifies each frame of `bufs` (emptied) into its class's flow, counts
 /// it as received by that flow (and any classifier anomaly), stamps it
 /// with `now` and hands it to `out` as a packet of its wire length, with
-/// the kernel's receive stamp of the frame (0: none).
+/// the kernel's receive stamp of the frame (0: none). The batch is counted
+/// in the classified total ([`Shared::count_classified`]) with one add at
+/// the end: the PSPAT receive thread hands `out`'s frames to the mailbox
+/// only after that (the run-to-completion thread enqueues them itself; its
+/// loop has no catch-up, the total's only reader).
 #[inline]
 pub(crate) fn classify_into(
     map: &ClassMap,
@@ -37,6 +41,7 @@ pub(crate) fn classify_into(
     pool: &'static BufPool,
     mut out: impl FnMut(Pkt<Frame>, u64),
 ) {
+    let mut classified = 0;
     for buf in bufs.drain(..) {
         let verdict = map.classifier.classify(buf.as_slice());
         if let Some(c) = verdict.note.and_then(|a| shared.anomalies.get(a.index())) {
@@ -52,6 +57,10 @@ pub(crate) fn classify_into(
         let len = map.wire_len(buf.len());
         let rx_ns = buf.rx_ns();
         out(Pkt::new(flow, len, now, Frame::new(buf, pool)), rx_ns);
+        classified += 1;
+    }
+    if classified > 0 {
+        shared.count_classified(classified);
     }
 }
 

@@ -105,3 +105,44 @@ pub(crate) fn rx_loop<P: PacketIo>(
     shared.publish_device(device_stats(&port));
     port
 }
+
+#[cfg(test)]
+mod tests {
+    use pktsched_core::{FlowId, Nanos};
+    use pktsched_io::BufPool;
+    use pktsched_io::classify::Classifier;
+
+    use super::classify_into;
+    use crate::engine::shared::{ClassMap, Shared};
+
+    /// Each batch counts its frames per flow and in the total; a reused
+    /// flow id's counter restarts, the total does not.
+    #[test]
+    fn a_batch_is_counted_per_flow_and_in_a_total_no_reload_restarts() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(8, 2048).expect("pool")));
+        let map = ClassMap {
+            classifier: Classifier::new(Vec::new(), 0).expect("classifier"),
+            flows: vec![FlowId(3)],
+            overhead: 0,
+            mpu: 0,
+        };
+        let shared = Shared::new(map, 0);
+        let (map, _) = shared.map();
+        let mut out = Vec::new();
+        for batch in [3, 2] {
+            let mut bufs: Vec<_> = (0..batch)
+                .map(|_| {
+                    let mut b = pool.get().expect("buffer");
+                    assert!(b.fill(&[0u8; 60]));
+                    b
+                })
+                .collect();
+            classify_into(&map, &shared, &mut bufs, Nanos(0), pool, |p, _| out.push(p));
+            assert!(bufs.is_empty());
+        }
+        assert_eq!(out.len(), 5);
+        assert_eq!((shared.received(FlowId(3)), shared.classified()), (5, 5));
+        shared.reset_flow(FlowId(3));
+        assert_eq!((shared.received(FlowId(3)), shared.classified()), (0, 5));
+    }
+}

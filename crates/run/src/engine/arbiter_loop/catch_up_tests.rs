@@ -374,3 +374,33 @@ fn a_reload_on_a_late_arbiter_s_return_applies_from_then_on() {
         "sent {sent} ns of link time at 1 Gbit/s by {back} ns (lead {lead} ns)"
     );
 }
+
+/// A removed class's queue moved to the default class is offered to the
+/// scheduler once more, and counted once more upstream: the frames still
+/// in the mailbox are counted exactly after the move (were the moved
+/// frames not counted, they would hide as many waiting frames, and a late
+/// arbiter would not catch those up).
+#[test]
+fn a_removed_class_s_moved_queue_leaves_the_upstream_count_exact() {
+    // At 1 Mbit/s (12 ms a frame) b still holds most of its 100 frames
+    // when it is retired.
+    let mbit = |src: &str| src.replace("1gbit", "1mbit");
+    let mut r = rig_of(&mbit(TWO));
+    r.flow = r.flows[0]; // b
+    r.arrive(Nanos(0), 64);
+    r.arrive(Nanos(0), 36);
+    r.l.step(Nanos(0));
+    r.l.step(Nanos(1_000));
+    assert_eq!(r.l.upstream, 0, "b's 100 frames are all in the scheduler");
+    let answer = r.reload(&mbit(WITHOUT_B));
+    r.l.step(Nanos(2_000));
+    assert!(answer.recv().expect("answered").is_ok(), "b removed");
+    let retired = 2_000 + RETIRE_AFTER.0;
+    r.flow = r.flows[1]; // a
+    r.arrive(Nanos(retired - 1_000), 64);
+    r.arrive(Nanos(retired - 1_000), 36);
+    r.l.step(Nanos(retired));
+    let moved = r.l.removed.first().map_or(0, |c| c.moved);
+    assert!(moved > 36, "b's queue moved to a: {moved} frames");
+    assert_eq!(r.l.upstream, 36, "a read batch of a's 100 was read");
+}

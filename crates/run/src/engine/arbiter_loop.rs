@@ -11,10 +11,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use pktsched_core::policy::FlowParams;
-use pktsched_core::{DropReason, FlowConfig, FlowId, Nanos, Pkt};
+use pktsched_core::{DropReason, FlowConfig, FlowId, Nanos, Pkt, Rate};
 use pktsched_io::PacketIo;
 use pktsched_io::classify::Anomaly;
-use pktsched_runtime::{Arbiter, Clock, Report, Round, StopMode};
+use pktsched_runtime::{Arbiter, Clock, Config, Report, Round, StopMode};
 
 use super::shared::{ClassMap, FLOW_SLOTS, Shared, TxBase};
 use super::trace::{PassTrace, Phase};
@@ -101,9 +101,14 @@ const MAX_REMOVED: usize = 256;
 /// 256 rounds read far more than a full mailbox (1024 frames) and the
 /// pass still ends soon enough to answer commands.
 const MAX_CATCH_UP: usize = 256;
-/// The runtime's `read_interval` (the engine keeps the default): a
-/// mailbox is read again only in a round at least this much later.
-const READ_INTERVAL: Nanos = Nanos(1_000);
+
+/// The runtime's `read_interval` as the engine configures it: the engine
+/// builds its runtime [`Config`] with [`Config::new`] and keeps this field
+/// (the runtime's [`Arbiter`] does not tell it back).
+fn engine_read_interval(rate: Rate) -> Nanos {
+    let d = Config::new(rate).read_interval;
+    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
+}
 
 /// A class as the arbiter tracks it.
 #[derive(Debug, Clone)]
@@ -164,6 +169,9 @@ pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
     upstream: u64,
     /// Rounds run by [`ArbiterLoop::catch_up`] in all.
     pub(crate) catch_up_rounds: u64,
+    /// The runtime's `read_interval`: a mailbox is read again only in a
+    /// round at least this much later.
+    read_interval: Nanos,
 }
 
 impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
@@ -187,6 +195,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 tx_base: None,
             })
             .collect();
+        let read_interval = engine_read_interval(arbiter.link_rate());
         let mut looper = ArbiterLoop {
             arbiter,
             cfg,
@@ -202,6 +211,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             last_round: (Nanos(0), Round::default()),
             upstream: 0,
             catch_up_rounds: 0,
+            read_interval,
         };
         looper.apply_priority_credit();
         looper
@@ -275,31 +285,32 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         self.stop_sequence()
     }
 
-    /// One pass of the PSPAT engine's loop at `now`: the control commands
-    /// and rate samples, the rounds a late arbiter missed
-    /// ([`ArbiterLoop::catch_up`]), then the round at `now`.
+    /// One pass of the PSPAT engine's loop at `now`: the rounds a late
+    /// arbiter missed ([`ArbiterLoop::catch_up`], all before `now`), the
+    /// round at `now`, then the control commands and rate samples. So a
+    /// reload's new rate and weights apply from `now` on (within the
+    /// release lead): never to link time before it, which the rounds up to
+    /// `now` have released at the rates of then, and the scheduler's time
+    /// never goes back.
     pub(crate) fn step(&mut self, now: Nanos) -> Round {
-        self.housekeeping(now);
         self.catch_up(now);
         let round = self.arbiter.do_scan(now);
         self.last_round = (now, round);
+        self.housekeeping(now);
         self.upstream = self.upstream_frames();
         round
     }
 
     /// Frames the receive threads have classified that the scheduler has
     /// not been offered yet (in their hands or in the mailboxes): all of
-    /// them arrived before now.
+    /// them arrived before now. Both totals only grow (a reload restarts a
+    /// reused flow id's `received`, not [`Shared::classified`]), and the
+    /// total is one load however many flow slots there are.
     fn upstream_frames(&self) -> u64 {
-        let received: u64 = self
-            .shared
-            .received
-            .iter()
-            .map(|c| c.load(Ordering::Relaxed))
-            .sum();
+        let classified = self.shared.classified();
         let c = self.arbiter.scheduler_view().stats();
         let offered = c.enqueued.pkts + c.dropped_total().pkts - c.dropped_after_enqueue().pkts;
-        received.saturating_sub(offered)
+        classified.saturating_sub(offered)
     }
 
     /// The rounds a late arbiter missed (it waited for a core, or slept
@@ -311,11 +322,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
     /// frames that arrived before then were waiting in the mailbox: that
     /// link time would be lost for good. Instead, while the frames
     /// queued keep the link busy only until before `now`, a round runs at
-    /// the time they run out (less the release lead; at least
-    /// [`READ_INTERVAL`] after the last round, so it reads again): it
-    /// reads the mailboxes and releases only what was due by then, so the
-    /// link stays busy from frame to frame as if the arbiter had been on
-    /// time. Only frames that were already upstream at the last round
+    /// the time they run out (less the release lead; at least the
+    /// runtime's `read_interval` after the last round, so it reads again):
+    /// it reads the mailboxes and releases only what was due by then, so
+    /// the link stays busy from frame to frame as if the arbiter had been
+    /// on time. Only frames that were already upstream at the last round
     /// ([`ArbiterLoop::upstream_frames`], read then) are caught up: the
     /// rounds stop once that many were read (the last read may take up to
     /// a read batch of later frames with them), when a round reads
@@ -333,7 +344,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             let runs_out = last.link_free.0.saturating_add(rate.tx_time(queued).0);
             let t = runs_out
                 .saturating_sub(self.arbiter.release_lead().0)
-                .max(at.0.saturating_add(READ_INTERVAL.0));
+                .max(at.0.saturating_add(self.read_interval.0));
             if t >= now.0 {
                 break;
             }
@@ -685,6 +696,8 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             if let Some(c) = self.shared.received.get(default_flow.index()) {
                 c.fetch_add(last.moved, Ordering::Relaxed);
             }
+            // Offered to the scheduler once more, below.
+            self.shared.count_classified(last.moved);
             let sched = self.arbiter.scheduler();
             for p in queued {
                 if let Err(refused) =

@@ -27,7 +27,11 @@ pub(crate) const PUBLISH_EVERY: Duration = Duration::from_millis(100);
 /// Classifies each frame of `bufs` (emptied) into its class's flow, counts
 /// it as received by that flow (and any classifier anomaly), stamps it
 /// with `now` and hands it to `out` as a packet of its wire length, with
-/// the kernel's receive stamp of the frame (0: none).
+/// the kernel's receive stamp of the frame (0: none). The batch is counted
+/// in the classified total ([`Shared::count_classified`]) with one add at
+/// the end: the PSPAT receive thread hands `out`'s frames to the mailbox
+/// only after that (the run-to-completion thread enqueues them itself; its
+/// loop has no catch-up, the total's only reader).
 #[inline]
 pub(crate) fn classify_into(
     map: &ClassMap,
@@ -37,6 +41,7 @@ pub(crate) fn classify_into(
     pool: &'static BufPool,
     mut out: impl FnMut(Pkt<Frame>, u64),
 ) {
+    let mut classified = 0;
     for buf in bufs.drain(..) {
         let verdict = map.classifier.classify(buf.as_slice());
         if let Some(c) = verdict.note.and_then(|a| shared.anomalies.get(a.index())) {
@@ -52,6 +57,10 @@ pub(crate) fn classify_into(
         let len = map.wire_len(buf.len());
         let rx_ns = buf.rx_ns();
         out(Pkt::new(flow, len, now, Frame::new(buf, pool)), rx_ns);
+        classified += 1;
+    }
+    if classified > 0 {
+        shared.count_classified(classified);
     }
 }
 
@@ -95,4 +104,45 @@ pub(crate) fn rx_loop<P: PacketIo>(
     pending.clear();
     shared.publish_device(device_stats(&port));
     port
+}
+
+#[cfg(test)]
+mod tests {
+    use pktsched_core::{FlowId, Nanos};
+    use pktsched_io::BufPool;
+    use pktsched_io::classify::Classifier;
+
+    use super::classify_into;
+    use crate::engine::shared::{ClassMap, Shared};
+
+    /// Each batch counts its frames per flow and in the total; a reused
+    /// flow id's counter restarts, the total does not.
+    #[test]
+    fn a_batch_is_counted_per_flow_and_in_a_total_no_reload_restarts() {
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(8, 2048).expect("pool")));
+        let map = ClassMap {
+            classifier: Classifier::new(Vec::new(), 0).expect("classifier"),
+            flows: vec![FlowId(3)],
+            overhead: 0,
+            mpu: 0,
+        };
+        let shared = Shared::new(map, 0);
+        let (map, _) = shared.map();
+        let mut out = Vec::new();
+        for batch in [3, 2] {
+            let mut bufs: Vec<_> = (0..batch)
+                .map(|_| {
+                    let mut b = pool.get().expect("buffer");
+                    assert!(b.fill(&[0u8; 60]));
+                    b
+                })
+                .collect();
+            classify_into(&map, &shared, &mut bufs, Nanos(0), pool, |p, _| out.push(p));
+            assert!(bufs.is_empty());
+        }
+        assert_eq!(out.len(), 5);
+        assert_eq!((shared.received(FlowId(3)), shared.classified()), (5, 5));
+        shared.reset_flow(FlowId(3));
+        assert_eq!((shared.received(FlowId(3)), shared.classified()), (0, 5));
+    }
 }

@@ -49,6 +49,12 @@ pub(crate) struct Shared {
     map: Mutex<Arc<ClassMap>>,
     /// Frames classified into each flow (index = `FlowId::index`).
     pub(crate) received: Vec<AtomicU64>,
+    /// Frames offered to the scheduler or on their way (classified by a
+    /// receive thread, or moved from a removed class's queue to the
+    /// default class), in all: one total that only grows (unlike
+    /// `received`, which [`Shared::reset_flow`] restarts), so the arbiter
+    /// reads what is upstream of the scheduler with one load.
+    classified: AtomicU64,
     /// Classifier anomalies by kind (index = the anomaly's position in
     /// `pktsched_io::classify::Anomaly::ALL`).
     pub(crate) anomalies: Vec<AtomicU64>,
@@ -75,6 +81,7 @@ impl Shared {
             generation: AtomicU64::new(0),
             map: Mutex::new(Arc::new(map)),
             received: (0..FLOW_SLOTS).map(|_| AtomicU64::new(0)).collect(),
+            classified: AtomicU64::new(0),
             anomalies: (0..anomaly_kinds).map(|_| AtomicU64::new(0)).collect(),
             rx_dropped_at_stop: AtomicU64::new(0),
             rx_dropped_at_stop_by_flow: (0..FLOW_SLOTS).map(|_| AtomicU64::new(0)).collect(),
@@ -122,6 +129,20 @@ impl Shared {
             .map_or(0, |c| c.load(Ordering::Relaxed))
     }
 
+    /// Counts `frames` more classified (or moved) frames in the total
+    /// (one relaxed add per batch): before they are handed on, so the
+    /// total never lags what the scheduler was offered.
+    #[inline]
+    pub(crate) fn count_classified(&self, frames: u64) {
+        self.classified.fetch_add(frames, Ordering::Relaxed);
+    }
+
+    /// Frames classified (or moved) in all, never reset.
+    #[inline]
+    pub(crate) fn classified(&self) -> u64 {
+        self.classified.load(Ordering::Relaxed)
+    }
+
     /// Counts `frames`, held by a receive thread at stop, as dropped:
     /// in total and under each one's flow.
     pub(crate) fn drop_held_at_stop<'a>(&self, frames: impl Iterator<Item = &'a Pkt<Frame>>) {
@@ -142,6 +163,7 @@ impl Shared {
 
     /// Starts flow slot `flow`'s receive counters at zero: a new class
     /// the scheduler gave a removed class's id to counts only its own.
+    /// The total ([`Shared::classified`]) is left as it is.
     pub(crate) fn reset_flow(&self, flow: FlowId) {
         for counters in [&self.received, &self.rx_dropped_at_stop_by_flow] {
             if let Some(c) = counters.get(flow.index()) {

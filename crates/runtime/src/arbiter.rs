@@ -288,6 +288,12 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         self.link.rate()
     }
 
+    /// How long after a mailbox's last read it is read again
+    /// ([`Config::read_interval`](crate::Config::read_interval)).
+    pub fn read_interval(&self) -> Nanos {
+        self.read_interval
+    }
+
     /// How far ahead of `now` the emulated link may be when a packet is
     /// released ([`Config::burst`] bytes at the link's rate).
     pub fn link_lead(&self) -> Nanos {

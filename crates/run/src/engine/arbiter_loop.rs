@@ -11,10 +11,10 @@ use std::sync::mpsc::{Receiver, Sender};
 use std::time::Duration;
 
 use pktsched_core::policy::FlowParams;
-use pktsched_core::{DropReason, FlowConfig, FlowId, Nanos, Pkt, Rate};
+use pktsched_core::{DropReason, FlowConfig, FlowId, Nanos, Pkt};
 use pktsched_io::PacketIo;
 use pktsched_io::classify::Anomaly;
-use pktsched_runtime::{Arbiter, Clock, Config, Report, Round, StopMode};
+use pktsched_runtime::{Arbiter, Clock, Report, Round, StopMode};
 
 use super::shared::{ClassMap, FLOW_SLOTS, Shared, TxBase};
 use super::trace::{PassTrace, Phase};
@@ -102,14 +102,6 @@ const MAX_REMOVED: usize = 256;
 /// pass still ends soon enough to answer commands.
 const MAX_CATCH_UP: usize = 256;
 
-/// The runtime's `read_interval` as the engine configures it: the engine
-/// builds its runtime [`Config`] with [`Config::new`] and keeps this field
-/// (the runtime's [`Arbiter`] does not tell it back).
-fn engine_read_interval(rate: Rate) -> Nanos {
-    let d = Config::new(rate).read_interval;
-    Nanos(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX))
-}
-
 /// A class as the arbiter tracks it.
 #[derive(Debug, Clone)]
 struct ClassSlot {
@@ -195,7 +187,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
                 tx_base: None,
             })
             .collect();
-        let read_interval = engine_read_interval(arbiter.link_rate());
+        let read_interval = arbiter.read_interval();
         let mut looper = ArbiterLoop {
             arbiter,
             cfg,

@@ -84,6 +84,8 @@ fn enqueue(l: &mut ArbiterLoop<MemDevice>, pool: &'static BufPool, flow: FlowId,
         }
     }
     l.shared.received[flow.index()].fetch_add(n, Ordering::Relaxed);
+    // As the receive thread counts them (the catch-up's upstream total).
+    l.shared.count_classified(n);
 }
 
 #[test]

@@ -67,11 +67,22 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     }
     let mode = std::fs::metadata(&socket).unwrap().permissions().mode();
     assert_eq!(mode & 0o777, 0o600, "control socket is owner-only");
-    // Its sockets open, the shaper runs without any capability.
+    // Its sockets open, the shaper runs without any capability. The
+    // control socket appears a moment before the drop (the Prometheus
+    // listener, if any, is bound in between), so look until it has
+    // happened (20 s: a bound on a hang, not a timing goal).
     let pid = guard.0.as_ref().unwrap().id();
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let cap_eff = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
-    assert!(cap_eff.ends_with("0000000000000000"), "{cap_eff}");
+    let cap_eff = || {
+        let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+        let line = status.lines().find(|l| l.starts_with("CapEff:")).unwrap();
+        line.to_string()
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while !cap_eff().ends_with("0000000000000000") && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let caps = cap_eff();
+    assert!(caps.ends_with("0000000000000000"), "{caps}");
 
     // Traffic: ARP crosses the reverse path, then 2 s of UDP to the sink.
     let sink = in_ns(

@@ -491,12 +491,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         }
         self.arbiter.set_link_rate(new.link.rate);
         self.arbiter.set_burst(new.link.burst);
-        self.shared.set_map(ClassMap {
+        self.shared.set_map(ClassMap::new(
             classifier,
-            flows: slots.iter().map(|s| s.flow).collect(),
-            overhead: new.link.overhead,
-            mpu: new.link.mpu,
-        });
+            slots.iter().map(|s| s.flow).collect(),
+            &new.link,
+        ));
         self.classes = slots;
         self.cfg = new;
         self.apply_priority_credit();

@@ -157,12 +157,7 @@ impl Pipeline {
         let plan = plan::build::<crate::frame::Frame>(&cfg)?;
         let clock = Clock::new();
         let link = &cfg.link;
-        let map = ClassMap {
-            classifier: plan.classifier,
-            flows: plan.flows.clone(),
-            overhead: link.overhead,
-            mpu: link.mpu,
-        };
+        let map = ClassMap::new(plan.classifier, plan.flows.clone(), link);
         let shared = Shared::new(map, Anomaly::ALL.len());
         let mut rt = Config::new(link.rate);
         rt.mailbox_capacity = 1024;

@@ -30,6 +30,21 @@ pub(crate) struct ClassMap {
 }
 
 impl ClassMap {
+    /// The map of `classifier`'s classes onto `flows`, with `link`'s
+    /// wire-length rule (overhead, minimum).
+    pub(crate) fn new(
+        classifier: Classifier,
+        flows: Vec<FlowId>,
+        link: &crate::config::LinkConfig,
+    ) -> ClassMap {
+        ClassMap {
+            classifier,
+            flows,
+            overhead: link.overhead,
+            mpu: link.mpu,
+        }
+    }
+
     /// The wire length of a frame of `len` bytes.
     #[inline]
     pub(crate) fn wire_len(&self, len: usize) -> u32 {

@@ -70,12 +70,7 @@ fn rig_of(src: &str) -> Rig {
     let out = TxOutput::new(Port::new(egress, "d1", "tx"), pool, clock);
     let arbiter = Arbiter::new(&rt, plan.sched, out).unwrap_or_else(|e| panic!("{e}"));
     let client = arbiter.client().unwrap_or_else(|e| panic!("{e}"));
-    let map = ClassMap {
-        classifier: plan.classifier,
-        flows: plan.flows.clone(),
-        overhead: cfg.link.overhead,
-        mpu: cfg.link.mpu,
-    };
+    let map = ClassMap::new(plan.classifier, plan.flows.clone(), &cfg.link);
     let shared = Shared::new(map, Anomaly::ALL.len());
     let (tx, commands) = mpsc::channel();
     let l = ArbiterLoop::new(arbiter, cfg, &plan.flows, shared.clone(), clock, commands);

@@ -38,12 +38,7 @@ fn looper(cfg: &RunConfig, pool: &'static BufPool) -> (ArbiterLoop<MemDevice>, V
     let (egress, _wire) = MemDevice::new();
     let out = TxOutput::new(Port::new(egress, "d1", "tx"), pool, clock);
     let arbiter = Arbiter::new(&rt, plan.sched, out).unwrap_or_else(|e| panic!("{e}"));
-    let map = ClassMap {
-        classifier: plan.classifier,
-        flows: plan.flows.clone(),
-        overhead: cfg.link.overhead,
-        mpu: cfg.link.mpu,
-    };
+    let map = ClassMap::new(plan.classifier, plan.flows.clone(), &cfg.link);
     let shared = Shared::new(map, Anomaly::ALL.len());
     let (_tx, commands) = mpsc::channel();
     let l = ArbiterLoop::new(arbiter, cfg.clone(), &plan.flows, shared, clock, commands);

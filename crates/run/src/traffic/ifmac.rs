@@ -30,10 +30,14 @@ fn request(device: &str) -> std::io::Result<(OwnedFd, libc::ifreq)> {
     Ok((fd, req))
 }
 
-/// The error of a failed interface ioctl, naming the device.
-fn failed(device: &str) -> std::io::Error {
+/// The error of a failed interface ioctl `what`, naming the device.
+fn failed(device: &str, what: &str) -> std::io::Error {
     let e = std::io::Error::last_os_error();
-    std::io::Error::new(e.kind(), format!("{device}: no such interface ({e})"))
+    let text = match e.raw_os_error() {
+        Some(libc::ENODEV) => format!("{device}: no such interface ({e})"),
+        _ => format!("{device}: {what} failed ({e})"),
+    };
+    std::io::Error::new(e.kind(), text)
 }
 
 /// The hardware address of `device`.
@@ -43,7 +47,7 @@ pub(crate) fn mac_of(device: &str) -> std::io::Result<[u8; 6]> {
     // address into `req`, which lives across the call.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCGIFHWADDR, &mut req) };
     if rc != 0 {
-        return Err(failed(device));
+        return Err(failed(device, "SIOCGIFHWADDR"));
     }
     // SAFETY: after a successful SIOCGIFHWADDR the union holds ifru_hwaddr.
     let sa = unsafe { req.ifr_ifru.ifru_hwaddr };
@@ -75,7 +79,7 @@ fn ethtool_get(device: &str, cmd: u32) -> std::io::Result<u32> {
     // across the call.
     let rc = unsafe { libc::ioctl(fd.as_raw_fd(), libc::SIOCETHTOOL, &mut req) };
     if rc != 0 {
-        return Err(failed(device));
+        return Err(failed(device, "SIOCETHTOOL"));
     }
     Ok(value.data)
 }
@@ -102,7 +106,10 @@ mod tests {
     fn merging_offloads_agree_with_ethtool() {
         let got = merging_offloads("lo").expect("lo");
         let e = merging_offloads("pscnodev0").expect_err("missing");
-        assert!(e.to_string().contains("pscnodev0"), "{e}");
+        assert!(
+            e.to_string().contains("pscnodev0: no such interface"),
+            "{e}"
+        );
         // ethtool's own reading (ci/deps.sh installs the tool).
         let out = std::process::Command::new("ethtool")
             .args(["-k", "lo"])
@@ -125,7 +132,10 @@ mod tests {
     fn loopback_has_the_zero_address_and_a_missing_device_is_named() {
         assert_eq!(mac_of("lo").expect("lo"), [0; 6]);
         let e = mac_of("pscnodev0").expect_err("missing");
-        assert!(e.to_string().contains("pscnodev0"), "{e}");
+        assert!(
+            e.to_string().contains("pscnodev0: no such interface"),
+            "{e}"
+        );
         assert!(mac_of("a/very/long/interface/name").is_err());
     }
 }

@@ -130,22 +130,49 @@ fn scrape_then_stop<T>(
 
 const PRIVILEGED: &str = "127.0.0.1:81";
 
-#[test]
-fn run_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
+/// The two daemons with a Prometheus endpoint.
+#[derive(Clone, Copy)]
+enum Daemon {
+    Run,
+    Route,
+}
+
+impl Daemon {
+    /// Runs the daemon with its Prometheus endpoint on `prometheus` and its
+    /// control socket in `dir`, in this thread, until `stop`.
+    fn run(self, dir: &Path, prometheus: &str, stop: &AtomicBool) -> Result<(), String> {
+        match self {
+            Daemon::Run => daemon::run(
+                &run_opts(run_config(dir, prometheus)),
+                stop,
+                &|| false,
+                false,
+                &mut Log,
+            )
+            .map(drop),
+            Daemon::Route => route::run(
+                &route_opts(route_config(dir, prometheus)),
+                stop,
+                &mut |l: &str| eprintln!("route: {l}"),
+            )
+            .map(drop),
+        }
+    }
+}
+
+/// `which` serves its metrics (series named `series_prefix`…) on port 81
+/// after dropping its capabilities.
+fn serves_prometheus_below_1024(which: Daemon, scratch: &str, series_prefix: &str) {
     if !is_root() {
         skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line(PREFIX).expect("topology");
-    let dir = Scratch::new("run81");
-    let opts = run_opts(run_config(&dir.0, PRIVILEGED));
+    let dir = Scratch::new(scratch);
     let stop = Arc::new(AtomicBool::new(false));
-    let (ns, flag) = (topo.dut_ns.clone(), stop.clone());
-    let daemon = std::thread::spawn(move || {
-        in_namespace(&ns, || {
-            daemon::run(&opts, &flag, &|| false, false, &mut Log)
-        })
-    });
+    let (ns, flag, path) = (topo.dut_ns.clone(), stop.clone(), dir.0.clone());
+    let daemon =
+        std::thread::spawn(move || in_namespace(&ns, || which.run(&path, PRIVILEGED, &flag)));
     let (answer, ran) = scrape_then_stop(
         &topo.dut_ns,
         PRIVILEGED.parse().expect("addr"),
@@ -155,35 +182,17 @@ fn run_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
     ran.expect("namespace").expect("the daemon ran");
     let answer = answer.expect("the endpoint answered");
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
-    assert!(answer.contains("pktsched_"), "{answer}");
+    assert!(answer.contains(series_prefix), "{answer}");
+}
+
+#[test]
+fn run_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
+    serves_prometheus_below_1024(Daemon::Run, "run81", "pktsched_");
 }
 
 #[test]
 fn route_serves_prometheus_on_a_port_below_1024_without_its_capabilities() {
-    if !is_root() {
-        skipped("needs root to create network namespaces");
-        return;
-    }
-    let topo = Topology::line(PREFIX).expect("topology");
-    let dir = Scratch::new("route81");
-    let opts = route_opts(route_config(&dir.0, PRIVILEGED));
-    let stop = Arc::new(AtomicBool::new(false));
-    let (ns, flag) = (topo.dut_ns.clone(), stop.clone());
-    let daemon = std::thread::spawn(move || {
-        in_namespace(&ns, || {
-            route::run(&opts, &flag, &mut |l: &str| eprintln!("route: {l}"))
-        })
-    });
-    let (answer, ran) = scrape_then_stop(
-        &topo.dut_ns,
-        PRIVILEGED.parse().expect("addr"),
-        daemon,
-        &stop,
-    );
-    ran.expect("namespace").expect("the router ran");
-    let answer = answer.expect("the endpoint answered");
-    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
-    assert!(answer.contains("pktsched_route_"), "{answer}");
+    serves_prometheus_below_1024(Daemon::Route, "route81", "pktsched_route_");
 }
 
 /// A listener on a free port of `ns`'s loopback, kept open (the daemon's
@@ -194,23 +203,21 @@ fn taken_port(ns: &str) -> TcpListener {
         .expect("bind")
 }
 
-#[test]
-fn a_taken_prometheus_address_stops_run_naming_it_with_nothing_left() {
+/// `which`, given a Prometheus address already taken, stops with an error
+/// naming it and leaves no control socket.
+fn a_taken_address_stops(which: Daemon, scratch: &str) {
     if !is_root() {
         skipped("needs root to create network namespaces");
         return;
     }
     let topo = Topology::line(PREFIX).expect("topology");
-    let dir = Scratch::new("run-taken");
+    let dir = Scratch::new(scratch);
     let taken = taken_port(&topo.dut_ns);
     let addr = taken.local_addr().expect("addr");
-    let opts = run_opts(run_config(&dir.0, &addr.to_string()));
     let stop = AtomicBool::new(false);
-    let e = in_namespace(&topo.dut_ns, || {
-        daemon::run(&opts, &stop, &|| false, false, &mut Log)
-    })
-    .expect("namespace")
-    .expect_err("the address is taken");
+    let e = in_namespace(&topo.dut_ns, || which.run(&dir.0, &addr.to_string(), &stop))
+        .expect("namespace")
+        .expect_err("the address is taken");
     assert!(e.contains(&format!("control.prometheus {addr}")), "{e}");
     assert!(
         !dir.0.join("ctl.sock").exists(),
@@ -219,25 +226,11 @@ fn a_taken_prometheus_address_stops_run_naming_it_with_nothing_left() {
 }
 
 #[test]
+fn a_taken_prometheus_address_stops_run_naming_it_with_nothing_left() {
+    a_taken_address_stops(Daemon::Run, "run-taken");
+}
+
+#[test]
 fn a_taken_prometheus_address_stops_route_naming_it_with_nothing_left() {
-    if !is_root() {
-        skipped("needs root to create network namespaces");
-        return;
-    }
-    let topo = Topology::line(PREFIX).expect("topology");
-    let dir = Scratch::new("route-taken");
-    let taken = taken_port(&topo.dut_ns);
-    let addr = taken.local_addr().expect("addr");
-    let opts = route_opts(route_config(&dir.0, &addr.to_string()));
-    let stop = AtomicBool::new(false);
-    let e = in_namespace(&topo.dut_ns, || {
-        route::run(&opts, &stop, &mut |l: &str| eprintln!("route: {l}"))
-    })
-    .expect("namespace")
-    .expect_err("the address is taken");
-    assert!(e.contains(&format!("control.prometheus {addr}")), "{e}");
-    assert!(
-        !dir.0.join("ctl.sock").exists(),
-        "the control socket is removed (nothing serves on)"
-    );
+    a_taken_address_stops(Daemon::Route, "route-taken");
 }

@@ -319,6 +319,11 @@ const IN_MAC: [u8; 6] = [2, 0xaa, 0, 0, 0, 1];
 const OUT_MAC: [u8; 6] = [2, 0xbb, 0, 0, 0, 1];
 
 fn udp(dst: &str, dport: u16, ttl: u8) -> Vec<u8> {
+    udp_of(dst, dport, ttl, 18)
+}
+
+/// A UDP frame from 10.1.0.2 to `dst` with `payload` bytes of payload.
+fn udp_of(dst: &str, dport: u16, ttl: u8, payload: usize) -> Vec<u8> {
     let spec = UdpSpec {
         src_mac: [2, 0, 0, 0, 1, 2],
         dst_mac: IN_MAC,
@@ -329,9 +334,9 @@ fn udp(dst: &str, dport: u16, ttl: u8) -> Vec<u8> {
         dport,
         dscp: 0,
         ttl,
-        payload: vec![0; 18],
+        payload: vec![0; payload],
     };
-    let mut buf = vec![0u8; 256];
+    let mut buf = vec![0u8; payload + 128];
     let n = build_udp(&mut buf, &spec).expect("fits");
     buf.truncate(n);
     buf
@@ -789,70 +794,24 @@ fn an_idle_round_does_not_sleep_past_the_next_egress_departure() {
 #[test]
 fn a_frame_the_device_leaves_mid_batch_is_counted_for_its_own_class() {
     // One ring (sq), so RT and BE frames share an output batch.
-    let cfg = parse(
-        &ROUTER.replace("strategy = \"ll-wfq\"", "strategy = \"sq\""),
-        "r.toml",
-    )
-    .expect("config");
-    let plan = cfg.plan();
-    assert_eq!(plan.rings(), 1);
-    let (ring, wire) = MemDevice::new();
+    let mut r = rig_with(&ROUTER.replace("strategy = \"ll-wfq\"", "strategy = \"sq\""));
+    assert_eq!(r.rings.len(), 1);
     // Devices whose transmit slots hold 500 bytes.
-    let picky = || {
-        let (device, wire) = MemDevice::new();
-        wire.lock().expect("wire").send_max_len = Some(500);
-        (device, wire)
-    };
-    let ((reverse_rx, _), (ingress_tx, _), (egress_tx, to_egress)) = (picky(), picky(), picky());
-    let ports = RouterPorts {
-        rx: MemClasses(vec![ring]),
-        reverse_rx,
-        ingress_tx,
-        egress_tx,
-    };
-    let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
-    let classifier = Classifier::new(cfg.rules(), cfg.default_class as u16).expect("rules");
-    let table = Table::build(&cfg).expect("table");
-    let mut worker = Worker::new(
-        ports,
-        pool,
-        table,
-        Cost::None,
-        &plan,
-        classifier,
-        [IN_MAC, OUT_MAC],
-    );
-    let mut long = udp("10.2.0.2", 80, 64);
-    let spec = UdpSpec {
-        src_mac: [2, 0, 0, 0, 1, 2],
-        dst_mac: IN_MAC,
-        vlan: None,
-        src_ip: "10.1.0.2".parse().expect("ip"),
-        dst_ip: "10.2.0.2".parse().expect("ip"),
-        sport: 1000,
-        dport: 80,
-        dscp: 0,
-        ttl: 64,
-        payload: vec![0; 1000],
-    };
-    long.resize(1100, 0);
-    let n = build_udp(&mut long, &spec).expect("fits");
-    long.truncate(n);
-    // RT, the long BE frame, RT: the device leaves the middle one.
+    for w in [&r.reverse, &r.to_ingress, &r.to_egress] {
+        w.lock().expect("wire").send_max_len = Some(500);
+    }
+    // RT, a long BE frame, RT: the device leaves the middle one.
+    let long = udp_of("10.2.0.2", 80, 64, 1000);
     for f in [udp("10.2.0.2", 5000, 64), long, udp("10.2.0.2", 5000, 64)] {
-        push(&wire, f);
+        push(&r.rings[0], f);
     }
-    let mut poller = Poller::from_plan(plan);
-    while poller.poll(&mut worker, &mut Vec::new()) > 0 {
-        worker.end_round();
-    }
-    worker.end_round();
-    assert_eq!(to_egress.lock().expect("wire").sent.len(), 2);
-    let (rt, be) = (worker.acc[0].snapshot("rt"), worker.acc[1].snapshot("be"));
+    while r.round() > 0 {}
+    assert_eq!(r.to_egress.lock().expect("wire").sent.len(), 2);
+    let (rt, be) = (class(&r, 0), class(&r, 1));
     assert_eq!((rt.forwarded, rt.dropped_total()), (2, 0), "{rt:?}");
     assert_eq!(be.dropped.get("tx_failed"), Some(&1), "{be:?}");
     assert_eq!(be.forwarded, 0);
     assert!(rt.conserved() && be.conserved());
-    let p = pool.stats();
+    let p = r.pool.stats();
     assert_eq!(p.free, p.capacity, "every buffer is back: {p:?}");
 }

@@ -9,8 +9,8 @@
 #
 # Then, for example:
 #   ip netns exec ps-dut pktsched run --config examples/run/three-classes.toml
-#   ip netns exec ps-sink pktsched sink --port 5000
-#   ip netns exec ps-gen pktsched gen --dst 198.18.0.2 --rate 200mbit
+#   ip netns exec ps-sink pktsched sink --ports 5000
+#   ip netns exec ps-gen pktsched gen --dst 198.18.0.2 --flow dport=5000,rate=200mbit
 #
 # Offloads are turned off on every end (frames bigger than the MTU and
 # checksums left to hardware would not survive a userspace bump in the

@@ -72,8 +72,8 @@ pub(crate) struct IngressArgs {
     #[arg(long, value_name = "DIR", conflicts_with_all = ["m", "target", "b", "rho_rt"])]
     sweep: Option<PathBuf>,
     /// RT share of the offered load in the sweep (default 0.3).
-    /// (Checked by hand: clap waives `requires = "sweep"` when a flag
-    /// that conflicts with `--sweep` is present.)
+    // Checked by hand: clap waives `requires = "sweep"` when a flag that
+    // conflicts with `--sweep` is present.
     #[arg(long)]
     rt_share: Option<f64>,
 }

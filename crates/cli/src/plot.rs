@@ -18,7 +18,7 @@ pub(crate) enum PlotCmd {
     /// and loss per class vs offered load (one line per strategy) and of
     /// RT p99 vs RT share, prints the analytic RT bound with the
     /// router's measured per-packet time x next to the measured RT p99,
-    /// and prints and writes (OUT/ingress-targets.md) the targets
+    /// and prints and writes (OUT/ingress-targets.md) the router's targets
     /// per strategy: loss-free throughput (total loss ≤ 0.1 %) vs SQ's,
     /// RT p99 and RT loss at 1.5 × capacity vs SQ's, RT p99 within the
     /// bound at ρ_RT ≤ 0.5.

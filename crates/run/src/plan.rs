@@ -23,6 +23,11 @@ pub enum PlanError {
     /// The classifier refused the rules.
     #[error("match rules: {0}")]
     Rules(String),
+    /// The node the classes with a `rate` or `ceil` hang below could not
+    /// be built (a fault of pktsched, not of the config: the node is
+    /// pktsched's own).
+    #[error("the classes' rate/ceil node could not be built (a pktsched bug): {0}")]
+    ClassRates(String),
 }
 
 /// The scheduler and classifier of one config.
@@ -81,15 +86,15 @@ pub fn classifier(cfg: &RunConfig) -> Result<Classifier, PlanError> {
 /// prio algorithm, else `hclock` (reservation = rate, limit = ceil, share
 /// by weight; `rr` gives every class weight 1).
 pub fn class_rates_policy(cfg: &RunConfig) -> Result<Policy, PlanError> {
-    let kind = match &cfg.scheduler {
-        SchedulerChoice::Algorithm(Algorithm::Prio) => "prio\"\nlevels = 1024",
-        _ => "hclock",
+    let node = match &cfg.scheduler {
+        SchedulerChoice::Algorithm(Algorithm::Prio) => "kind = \"prio\"\nlevels = 1024",
+        _ => "kind = \"hclock\"",
     };
     let src = format!(
-        "[policy]\nmax_len = {}\n\n[[node]]\nname = \"classes\"\nkind = \"{kind}\"\n",
+        "[policy]\nmax_len = {}\n\n[[node]]\nname = \"classes\"\n{node}\n",
         cfg.link.wire_len(cfg.link.max_frame)
     );
-    Policy::from_toml(&src).map_err(|e| PlanError::Rules(format!("class rates: {e}")))
+    Policy::from_toml(&src).map_err(|e| PlanError::ClassRates(e.to_string()))
 }
 
 /// An empty scheduler for the config's `[scheduler]`.
@@ -292,6 +297,41 @@ mod tests {
             Rate::mbit(100),
             parse(RATED, "t", None).expect("c").link.rate
         );
+    }
+
+    /// Every algorithm that takes a class `ceil` builds its plan with one
+    /// (`prio` through its own node kind, the others through `hclock`).
+    #[test]
+    fn every_algorithm_that_takes_a_ceil_builds_one() {
+        for alg in ["prio", "drr", "wf2q", "qfq", "rr"] {
+            let src = RATED
+                .replace("\"drr\"", &format!("\"{alg}\""))
+                .replace("rate = \"30mbit\"\n", "");
+            let cfg = parse(&src, "t.toml", None).unwrap_or_else(|e| panic!("{alg}: {e}"));
+            build::<()>(&cfg).unwrap_or_else(|e| panic!("{alg}: {e}"));
+            let policy = class_rates_policy(&cfg).expect("the rate node");
+            assert_eq!(policy.nodes().len(), 1, "{alg}");
+        }
+    }
+
+    /// Under `prio` a ceil caps the first class and strict priority gives
+    /// the rest of the link to the next one.
+    #[test]
+    fn a_prio_class_is_capped_by_its_ceil() {
+        let src = "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"100mbit\"\n\n\
+            [scheduler]\nalgorithm = \"prio\"\n\n\
+            [[class]]\nname = \"capped\"\nprio = 0\nceil = \"20mbit\"\nmatch = [{ dport = 1 }]\n\n\
+            [[class]]\nname = \"low\"\nprio = 1\nmatch = [{ dport = 2 }]\n\n\
+            [[class]]\nname = \"lowest\"\nprio = 2\ndefault = true\n";
+        let sent = one_second(src);
+        let mbit = |b: u64| b as f64 * 8.0 / 1e6;
+        let (capped, low, lowest) = (mbit(sent[0]), mbit(sent[1]), mbit(sent[2]));
+        assert!(
+            (19.0..=20.5).contains(&capped),
+            "capped {capped:.1} Mbit/s (ceil 20): {sent:?}"
+        );
+        assert!(low >= 79.0, "low {low:.1} of the other 80: {sent:?}");
+        assert!(lowest < 0.5, "lowest {lowest:.2}: {sent:?}");
     }
 
     /// Frames of class `capped` (20 Mbit/s ceil) that leave at once after

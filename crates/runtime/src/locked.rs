@@ -10,7 +10,7 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use pktsched_core::{Counters, DropReason, Pkt};
+use pktsched_core::{Counters, DropReason, Nanos, Pkt};
 
 use crate::config::{BoxedScheduler, Clock, Config, RuntimeError, Sent, StopMode};
 use crate::link::Link;
@@ -23,6 +23,12 @@ struct Inner<T, O> {
     batch: Vec<Pkt<T>>,
     round_cap: usize,
     decisions: u64,
+    /// The last release ended with the scheduler having nothing to send
+    /// at its time (e.g. a shaper's packets not yet due): the link idled
+    /// since, so what the next sender brings starts at its own time, not
+    /// back then (idle time is no credit, as in the PSPAT arbiter). An
+    /// empty scheduler at the next send means the same.
+    ran_dry: bool,
     /// Per client: drops by reason (queue_full, too_large, unknown_flow).
     dropped: Vec<[u64; 3]>,
 }
@@ -96,6 +102,7 @@ impl<T: Send + 'static, O: Output<T>> Locked<T, O> {
                 batch: Vec::with_capacity(cfg.round_cap),
                 round_cap: cfg.round_cap,
                 decisions: 0,
+                ran_dry: true,
                 dropped: Vec::new(),
             })),
             clock,
@@ -179,6 +186,16 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
     }
 
     fn enqueue_locked(&mut self, pkts: impl ExactSizeIterator<Item = Pkt<T>>) -> usize {
+        self.enqueue_locked_with(pkts, |clock| clock.now())
+    }
+
+    /// [`Self::enqueue_locked`] at the time `now_of` reads once the lock is
+    /// held (tests pass a virtual time).
+    fn enqueue_locked_with(
+        &mut self,
+        pkts: impl ExactSizeIterator<Item = Pkt<T>>,
+        now_of: impl FnOnce(&Clock) -> Nanos,
+    ) -> usize {
         self.sent += pkts.len() as u64;
         let mut guard = match self.inner.try_lock() {
             Ok(guard) => guard,
@@ -187,8 +204,12 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
                 self.inner.lock().unwrap_or_else(PoisonError::into_inner)
             }
         };
-        let now = self.clock.now();
+        let now = now_of(&self.clock);
         let locked = &mut *guard;
+        if locked.ran_dry || locked.sched.backlog().pkts == 0 {
+            locked.link.idle(now);
+            locked.ran_dry = false;
+        }
         let mut dropped = 0;
         for pkt in pkts {
             if let Err(rej) = locked.sched.enqueue(pkt, now) {
@@ -213,6 +234,7 @@ impl<T: Send + 'static, O: Output<T>> LockedClient<T, O> {
                 }
                 None => {
                     locked.link.idle(now);
+                    locked.ran_dry = true;
                     break;
                 }
             }
@@ -313,6 +335,29 @@ mod tests {
             }
             assert_eq!(items(&r), want, "{alg:?}");
         }
+    }
+
+    /// As in the PSPAT arbiter, idle time is no credit: a sender that
+    /// finds the scheduler run dry since the last release (at 1 µs) starts
+    /// the link at its own time (1 ms), so of ten packets brought then one
+    /// starts at once and the link is busy for the rest; a link that
+    /// counted the idle millisecond as credit would send all ten at once.
+    #[test]
+    fn an_idle_link_is_not_caught_up_after_the_scheduler_ran_dry() {
+        let l = locked(Algorithm::Fifo, Rate::gbit(1), &[1], 1, 1024);
+        let mut c = l.client();
+        let at = |t: u64| move |_: &crate::config::Clock| Nanos(t);
+        assert_eq!(
+            c.enqueue_locked_with(std::iter::once(pkt(0, 125, 0)), at(0)),
+            0
+        );
+        let ten: Vec<_> = (1..=10).map(|i| pkt(0, 125, i)).collect();
+        assert_eq!(c.enqueue_locked_with(ten.into_iter(), at(1_000_000)), 0);
+        // 2 µs later the link has sent two more 1 µs packets' worth.
+        assert_eq!(c.enqueue_locked_with(std::iter::empty(), at(1_002_000)), 0);
+        drop(c);
+        let r = l.stop(StopMode::Drain).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((r.decisions, r.flushed), (4, 7));
     }
 
     /// Four backlogged flows of weights 1, 2, 4, 8: while all are

@@ -12,8 +12,8 @@ impl fmt::Display for RunConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let l = &self.link;
         writeln!(f, "[link]")?;
-        writeln!(f, "ingress = {:?}", l.ingress)?;
-        writeln!(f, "egress = {:?}", l.egress)?;
+        writeln!(f, "ingress = {}", toml_string(&l.ingress))?;
+        writeln!(f, "egress = {}", toml_string(&l.egress))?;
         writeln!(f, "rate = \"{}\"", l.rate)?;
         writeln!(f, "overhead = {}", l.overhead)?;
         writeln!(f, "mpu = {}", l.mpu)?;
@@ -35,13 +35,15 @@ impl fmt::Display for RunConfig {
         writeln!(f, "\n[scheduler]")?;
         match &self.scheduler {
             SchedulerChoice::Algorithm(a) => writeln!(f, "algorithm = \"{}\"", a.name())?,
-            SchedulerChoice::Policy { source, .. } => writeln!(f, "policy = {source:?}")?,
+            SchedulerChoice::Policy { source, .. } => {
+                writeln!(f, "policy = {}", toml_string(source))?
+            }
         }
         writeln!(f, "\n[control]")?;
         writeln!(
             f,
-            "socket = {:?}",
-            self.control.socket.display().to_string()
+            "socket = {}",
+            toml_string(&self.control.socket.display().to_string())
         )?;
         if let Some(p) = self.control.prometheus {
             writeln!(f, "prometheus = \"{p}\"")?;
@@ -50,7 +52,7 @@ impl fmt::Display for RunConfig {
             writeln!(f, "\n[[class]]")?;
             write_class_settings(f, c)?;
             if let Some(n) = &c.node {
-                writeln!(f, "node = {n:?}")?;
+                writeln!(f, "node = {}", toml_string(n))?;
             }
             if c.default {
                 writeln!(f, "default = true")?;
@@ -64,10 +66,34 @@ impl fmt::Display for RunConfig {
     }
 }
 
+/// `s` as a TOML basic string: quoted, with `"` and `\\` escaped, and
+/// the control characters TOML does not allow raw as `\uXXXX` (Rust's
+/// `{:?}` would write `\u{301}` for a combining accent, which TOML refuses:
+/// every other character is written as it is).
+pub(crate) fn toml_string(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
+                out.push_str(&format!("\\u{:04X}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
 /// A class's scheduling settings, defaults filled in: its name, weight,
 /// prio, limit and HTB-style rate/ceil/burst/cburst (also the route's `[[egress.class]]`).
 pub(crate) fn write_class_settings(f: &mut fmt::Formatter<'_>, c: &ClassConfig) -> fmt::Result {
-    writeln!(f, "name = {:?}", c.name)?;
+    writeln!(f, "name = {}", toml_string(&c.name))?;
     writeln!(f, "weight = {}", c.weight)?;
     writeln!(f, "prio = {}", c.prio)?;
     writeln!(f, "limit = {}", c.limit)?;

@@ -436,7 +436,42 @@ fn parse_classes(
     }
     shadowed_rules(cx, list, &classes)?;
     unreachable_classes(cx, list, &classes)?;
+    prio_levels(cx, list, scheduler, &classes)?;
     Ok(classes)
+}
+
+/// The `prio` algorithm alone has the core's default number of levels;
+/// with a class `rate` or `ceil` the classes hang below a policy `prio`
+/// node of 1024 levels (`plan::class_rates_policy`), which `parse_class`
+/// allows. A level past the algorithm's is refused here, at its line.
+fn prio_levels(
+    cx: &Ctx<'_>,
+    list: &Spanned<Vec<Spanned<RawClass>>>,
+    scheduler: &SchedulerChoice,
+    classes: &[ClassConfig],
+) -> Result<(), ConfigError> {
+    let rated = classes.iter().any(|c| c.rate.is_some() || c.ceil.is_some());
+    if rated || !matches!(scheduler, SchedulerChoice::Algorithm(Algorithm::Prio)) {
+        return Ok(());
+    }
+    let levels = pktsched_core::SchedParams::default().prio_levels;
+    for (c, raw) in classes.iter().zip(list.get_ref()) {
+        if let Some(p) = &raw.get_ref().prio
+            && c.prio >= levels
+        {
+            return Err(cx.err(
+                p.span(),
+                format!(
+                    "class {:?}: prio = {} is out of range for algorithm = \"prio\": allowed \
+                     0..={} (0..=1023 when a class has a rate or ceil)",
+                    c.name,
+                    c.prio,
+                    levels - 1
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// A class no frame can reach (not the default, no rule) and a rule

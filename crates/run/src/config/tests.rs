@@ -70,6 +70,40 @@ fn the_normalised_form_parses_back_to_itself() {
     assert_eq!(parse_ok(&c.to_string()).link.engine, Engine::Pspat);
 }
 
+/// Names as people write them (a combining accent, a zero-width joiner,
+/// a quote, a backslash, a soft hyphen in a path) print as TOML strings
+/// that parse back to the same names: Rust's `{:?}` escapes (`\u{301}`)
+/// are not TOML.
+#[test]
+fn the_normalised_form_keeps_unusual_names() {
+    let names = [
+        ("d1\u{301}", "e\u{301}t\u{e9}", "/tmp/a\u{ad}b.sock"),
+        ("d\"1", "a\u{200d}b", "/tmp/back\\slash.sock"),
+        ("d1", "cl\u{e4}ss", "/tmp/quote\"d.sock"),
+    ];
+    for (egress, class, socket) in names {
+        let esc = |s: &str| {
+            s.replace('\\', "\\\\")
+                .replace('"', "\\\"")
+                .replace('\t', "\\t")
+        };
+        let src = GOOD
+            .replace("egress = \"d1\"", &format!("egress = \"{}\"", esc(egress)))
+            .replace("name = \"web\"", &format!("name = \"{}\"", esc(class)))
+            + &format!("\n[control]\nsocket = \"{}\"\n", esc(socket));
+        let cfg = parse(&src, "t.toml", None).unwrap_or_else(|e| panic!("{e}"));
+        let once = cfg.to_string();
+        let again = parse(&once, "n.toml", None).unwrap_or_else(|e| panic!("{e}\n{once}"));
+        assert_eq!(again.link.egress, egress);
+        assert_eq!(again.classes[1].name, class);
+        assert_eq!(again.control.socket, std::path::PathBuf::from(socket));
+        assert_eq!(again.to_string(), once);
+    }
+    // A TOML `\u0301` escape reads as the accent and prints as itself.
+    let cfg = parse_ok(&GOOD.replace("name = \"web\"", "name = \"e\\u0301\""));
+    assert!(cfg.to_string().contains("name = \"e\u{301}\"\n"), "{cfg}");
+}
+
 #[test]
 fn cpu_and_sched_default_to_any_and_other_and_read_back() {
     let c = parse_ok(GOOD);
@@ -541,6 +575,14 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
                 "rate (a guarantee)",
                 "weighted algorithm",
                 "ceil alone is allowed",
+            ],
+        ),
+        (
+            format!("{link}[scheduler]\nalgorithm = \"prio\"\n{class}prio = 9\n"),
+            &[
+                "t.toml:10:8",
+                "class \"a\": prio = 9",
+                "allowed 0..=7 (0..=1023 when a class has a rate or ceil)",
             ],
         ),
         (

@@ -5,7 +5,7 @@ use std::fmt;
 
 use super::config::RouteConfig;
 use super::egress_config::EgressSection;
-use crate::config::write_class_settings;
+use crate::config::{toml_string, write_class_settings};
 
 fn mac_text(m: [u8; 6]) -> String {
     m.map(|b| format!("{b:02x}")).join(":")
@@ -15,10 +15,10 @@ impl fmt::Display for RouteConfig {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let r = &self.router;
         writeln!(f, "[router]")?;
-        writeln!(f, "ingress = {:?}", r.ingress)?;
-        writeln!(f, "egress = {:?}", r.egress)?;
-        writeln!(f, "backend = {:?}", r.backend.name())?;
-        writeln!(f, "strategy = {:?}", r.strategy.name())?;
+        writeln!(f, "ingress = {}", toml_string(&r.ingress))?;
+        writeln!(f, "egress = {}", toml_string(&r.egress))?;
+        writeln!(f, "backend = \"{}\"", r.backend.name())?;
+        writeln!(f, "strategy = \"{}\"", r.strategy.name())?;
         writeln!(f, "device_budget = {}", r.device_budget)?;
         writeln!(f, "ring_frames = {}", r.ring_frames)?;
         writeln!(f, "pool_frames = {}", r.pool_frames)?;
@@ -43,7 +43,7 @@ impl fmt::Display for RouteConfig {
         let plan = self.plan();
         for (i, c) in self.classes.iter().enumerate() {
             writeln!(f, "\n[[class]]")?;
-            writeln!(f, "name = {:?}", c.name)?;
+            writeln!(f, "name = {}", toml_string(&c.name))?;
             let ring = plan.ring_of(i);
             writeln!(
                 f,
@@ -64,7 +64,7 @@ impl fmt::Display for RouteConfig {
             if let Some(v) = rt.via {
                 writeln!(f, "via = \"{v}\"")?;
             }
-            writeln!(f, "dev = {:?}", rt.dev)?;
+            writeln!(f, "dev = {}", toml_string(&rt.dev))?;
         }
         for (ip, mac) in &self.neighbours {
             writeln!(f, "\n[[neighbour]]")?;
@@ -77,8 +77,8 @@ impl fmt::Display for RouteConfig {
         writeln!(f, "\n[control]")?;
         writeln!(
             f,
-            "socket = {:?}",
-            self.control.socket.display().to_string()
+            "socket = {}",
+            toml_string(&self.control.socket.display().to_string())
         )?;
         if let Some(p) = self.control.prometheus {
             writeln!(f, "prometheus = \"{p}\"")?;

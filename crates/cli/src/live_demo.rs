@@ -4,18 +4,8 @@
 use std::io::Write;
 
 use anyhow::{Result, anyhow};
-use pktsched_run::demo::{DEMO_FLOWS, live};
+use pktsched_run::demo::{DEMO_FLOWS, expected_shares, live};
 use pktsched_run::stats::Snapshot;
-
-/// What each class should get, in wire bits (frames + 24 bytes of
-/// overhead): voice its offered 2 Mbit/s of 200-byte frames (2.24 on the
-/// wire), the three greedy classes 6 : 3 : 1 of the remaining 97.76.
-const SHARES: [(&str, f64); 4] = [
-    ("voice", 2.24),
-    ("video", 58.656),
-    ("web", 29.328),
-    ("bulk", 9.776),
-];
 
 fn line(s: &Snapshot) -> String {
     let parts: Vec<String> = s
@@ -63,7 +53,7 @@ pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> 
         "\n{:<8} {:>16} {:>16}",
         "class", "last second", "expected (wire)"
     )?;
-    for (name, want) in SHARES {
+    for (name, want) in expected_shares().map_err(|e| anyhow!("the demo's shares: {e}"))? {
         let got = last
             .and_then(|s| s.classes.iter().find(|c| c.class == name))
             .map_or(0.0, |c| c.rate_bps as f64 / 1e6);

@@ -130,3 +130,80 @@ pub fn live(
         sink: sink_report.ok_or("the sink thread failed")?,
     })
 }
+
+/// What each class of [`DEMO_CONFIG`] should get under [`DEMO_FLOWS`], in
+/// Mbit/s on the wire (frames plus the link's overhead), class by class in
+/// file order: the link shared by weight, max-min fair (water-filling): a
+/// class offered less than its weighted share of what is left keeps what
+/// it is offered, the others split the rest by weight.
+pub fn expected_shares() -> Result<Vec<(String, f64)>, String> {
+    let cfg = parse(DEMO_CONFIG, "demo config", None).map_err(|e| e.to_string())?;
+    let base = FlowSpec::new(std::net::IpAddr::from([198, 18, 0, 2]));
+    let mut offered = vec![0.0f64; cfg.classes.len()];
+    for text in DEMO_FLOWS {
+        let f = FlowSpec::parse_cli(text, &base)?;
+        let class = cfg
+            .classes
+            .iter()
+            .position(|c| {
+                c.rules
+                    .iter()
+                    .any(|m| m.dport.is_some_and(|r| r.contains(f.dport)))
+            })
+            .unwrap_or(cfg.default_class());
+        let size = f.sizes.mean();
+        let wire = f64::from(cfg.link.wire_len(size.round() as u32));
+        offered[class] += f.rate.as_bps() as f64 * wire / size / 1e6;
+    }
+    let mut left = cfg.link.rate.as_bps() as f64 / 1e6;
+    let mut share = vec![None; offered.len()];
+    // Each pass settles the classes offered under their weighted share of
+    // what is left; when none is, the rest split it by weight.
+    loop {
+        let open: Vec<usize> = (0..offered.len()).filter(|&i| share[i].is_none()).collect();
+        let weights: f64 = open.iter().map(|&i| f64::from(cfg.classes[i].weight)).sum();
+        if open.is_empty() || weights == 0.0 {
+            break;
+        }
+        let under: Vec<usize> = open
+            .iter()
+            .copied()
+            .filter(|&i| offered[i] <= left * f64::from(cfg.classes[i].weight) / weights)
+            .collect();
+        if under.is_empty() {
+            for i in open {
+                share[i] = Some(left * f64::from(cfg.classes[i].weight) / weights);
+            }
+            break;
+        }
+        for i in under {
+            share[i] = Some(offered[i]);
+            left -= offered[i];
+        }
+    }
+    Ok(cfg
+        .classes
+        .iter()
+        .zip(share)
+        .map(|(c, s)| (c.name.clone(), s.unwrap_or(0.0)))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::expected_shares;
+
+    /// Voice keeps its offered 2 Mbit/s of 200-byte frames (2.24 on the
+    /// wire with 24 bytes of overhead); the three greedy classes split the
+    /// remaining 97.76 by their weights 6 : 3 : 1.
+    #[test]
+    fn the_demo_s_expected_shares_follow_its_config_and_flows() {
+        let shares = expected_shares().expect("shares");
+        let names: Vec<&str> = shares.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["voice", "video", "web", "bulk"]);
+        let want = [2.24, 97.76 * 0.6, 97.76 * 0.3, 97.76 * 0.1];
+        for ((name, got), want) in shares.iter().zip(want) {
+            assert!((got - want).abs() < 1e-9, "{name}: {got} against {want}");
+        }
+    }
+}

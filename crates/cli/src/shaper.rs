@@ -92,6 +92,9 @@ pub(crate) fn check(a: &CheckArgs, out: &mut Stdout) -> Result<()> {
     crate::route::refuse_other_kind(&a.config, crate::route::ConfigKind::Run, true)?;
     let cfg = daemon::load_checked(&a.config).map_err(anyhow::Error::msg)?;
     writeln!(out, "# {}: ok", a.config.display())?;
+    for note in daemon::check_notes(&cfg) {
+        writeln!(out, "# note: {note}")?;
+    }
     write!(out, "{cfg}")?;
     Ok(())
 }

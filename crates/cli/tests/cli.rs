@@ -262,6 +262,37 @@ fn rate_prints_both_units() {
     assert!(out.contains("12.000us"), "{out}");
 }
 
+/// `check` notes what a valid config sets but will not use here: a class
+/// weight under `fifo`, a `link.cpu` this process may not run on; the
+/// output, notes included, is still a config `check` accepts.
+#[test]
+fn check_notes_unused_weights_and_a_cpu_not_here() {
+    let dir = Scratch::new("check-notes");
+    let path = dir.path().join("c.toml");
+    std::fs::write(
+        &path,
+        "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"10mbit\"\ncpu = 1023\n\
+         [scheduler]\nalgorithm = \"fifo\"\n\
+         [[class]]\nname = \"a\"\nweight = 3\ndefault = true\n",
+    )
+    .expect("write");
+    let o = pktsched(&["check", path.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        out.contains("# note: class \"a\": weight = 3 is not used by algorithm = \"fifo\""),
+        "{out}"
+    );
+    assert!(
+        out.contains("# note: link.cpu = 1023 is not a CPU this process may run on here"),
+        "{out}"
+    );
+    let again = dir.path().join("again.toml");
+    std::fs::write(&again, out.as_bytes()).expect("write");
+    let o = pktsched(&["check", again.to_str().expect("utf-8")]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 /// One `bench pspat --json` of the tiny test's shape, measured over
 /// `window`: its runs, after checking that each accounts for every packet
 /// and has a finite rate, a Jain index in (0, 1] and (under overload) the

@@ -124,6 +124,23 @@ pub fn load_checked(path: &Path) -> Result<RunConfig, String> {
     Ok(cfg)
 }
 
+/// What `check` notes about a valid config (and `run` logs at start):
+/// settings its scheduler does not use, and a `link.cpu` this process may
+/// not run on here (`run` would refuse it on this machine).
+pub fn check_notes(cfg: &RunConfig) -> Vec<String> {
+    let mut notes = cfg.unused_settings();
+    if let (Some(cpu), Ok(allowed)) = (cfg.link.cpu, sys::allowed_cpus())
+        && !allowed.contains(&cpu)
+    {
+        notes.push(format!(
+            "link.cpu = {cpu} is not a CPU this process may run on here (allowed {}): `run` \
+             would refuse it on this machine",
+            sys::cpu_list(&allowed)
+        ));
+    }
+    notes
+}
+
 /// Re-reads `path` and applies it (with the command line's thread
 /// placement over it); the answer lists the changes, or says why not
 /// (`error: ...`, the running config kept).
@@ -219,6 +236,9 @@ pub fn run(
     events.log(&format!("{}: {}", cfg.link.ingress, backend.rings));
     if let Some(warning) = merged_frames_warning(&cfg.link.ingress, backend.backend) {
         events.log(&warning);
+    }
+    for note in cfg.unused_settings() {
+        events.log(&note);
     }
     let server = ControlServer::bind(&cfg.control.socket).map_err(|e| e.to_string())?;
     // Bound with the privileges (a port below 1024), before anything runs:

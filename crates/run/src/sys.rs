@@ -11,7 +11,7 @@ pub use napi::{
 };
 pub use napi_state::refuse_if_held;
 pub use napi_thread::{ThreadedNapi, napi_threads, place_thread};
-pub use placement::{Placed, allowed_cpus, calling_thread_policy, place_calling_thread};
+pub use placement::{Placed, allowed_cpus, calling_thread_policy, cpu_list, place_calling_thread};
 
 /// Sets the calling thread's timer slack (ns), so the idle arbiter's short
 /// sleeps end on time (the default slack is 50 µs). Best effort.

@@ -315,6 +315,33 @@ impl RunConfig {
             .any(|c| c.rate.is_some() || c.ceil.is_some())
     }
 
+    /// Settings the config accepts but its scheduler does not use, one
+    /// line each (`check` prints them as notes, `run` logs them): a class
+    /// `weight` under `fifo`, `prio` or `rr`.
+    pub fn unused_settings(&self) -> Vec<String> {
+        let SchedulerChoice::Algorithm(alg) = &self.scheduler else {
+            return Vec::new();
+        };
+        // With class rates, `rr` still gives every class weight 1 and
+        // `prio` takes a prio node (`plan::class_rates_policy`).
+        if !matches!(alg, Algorithm::Fifo | Algorithm::Prio | Algorithm::Rr) {
+            return Vec::new();
+        }
+        self.classes
+            .iter()
+            .filter(|c| c.weight != 1)
+            .map(|c| {
+                format!(
+                    "class {:?}: weight = {} is not used by algorithm = \"{}\" (drr, wf2q, qfq \
+                     and hclock share by weight)",
+                    c.name,
+                    c.weight,
+                    alg.name()
+                )
+            })
+            .collect()
+    }
+
     /// The first class with a rule on a VLAN id, if any (AF_XDP cannot
     /// see tags held in metadata: such a config takes AF_PACKET).
     pub fn vlan_class(&self) -> Option<&str> {

@@ -104,6 +104,32 @@ fn the_normalised_form_keeps_unusual_names() {
     assert!(cfg.to_string().contains("name = \"e\u{301}\"\n"), "{cfg}");
 }
 
+/// A class weight the algorithm does not use is noted (not refused).
+#[test]
+fn a_weight_the_algorithm_ignores_is_noted() {
+    for (alg, noted) in [
+        ("fifo", true),
+        ("prio", true),
+        ("rr", true),
+        ("drr", false),
+        ("qfq", false),
+    ] {
+        let c = parse_ok(&GOOD.replace("algorithm = \"drr\"", &format!("algorithm = \"{alg}\"")));
+        let notes = c.unused_settings();
+        if noted {
+            // voip has weight 10 and web 3; bulk keeps the default 1.
+            assert_eq!(notes.len(), 2, "{alg}: {notes:?}");
+            assert!(notes[0].contains("class \"voip\": weight = 10 is not used by algorithm"));
+            assert!(
+                notes[1].contains(&format!("algorithm = \"{alg}\"")),
+                "{notes:?}"
+            );
+        } else {
+            assert!(notes.is_empty(), "{alg}: {notes:?}");
+        }
+    }
+}
+
 #[test]
 fn cpu_and_sched_default_to_any_and_other_and_read_back() {
     let c = parse_ok(GOOD);

@@ -132,7 +132,7 @@ impl Drop for Placed {
 }
 
 /// `0-3,6` style.
-fn cpu_list(cpus: &[u32]) -> String {
+pub fn cpu_list(cpus: &[u32]) -> String {
     let mut out: Vec<String> = Vec::new();
     let mut i = 0;
     while i < cpus.len() {

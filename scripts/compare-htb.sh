@@ -155,6 +155,14 @@ esac
 # taken with `none` are not comparable with `socket`'s).
 sat_sink="${SAT_SINK:-socket}"
 case "$sat_sink" in socket|none) ;; *) fail_env "SAT_SINK=$sat_sink: allowed socket or none" ;; esac
+# SAT_GEN: the saturation run's generator backend: `packet` (the
+# AF_PACKET transmit ring on g0, 64 frames per kick, each frame its own
+# transmit and d0 receive) or `gso` (a UDP socket sending 64 datagrams per
+# call with UDP GSO, cut into frames at g0 in one transmit, so d0's receive
+# runs once per batch; g0's offloads are off, so every architecture gets
+# the same separate 64-byte frames).
+sat_gen="${SAT_GEN:-packet}"
+case "$sat_gen" in packet|gso) ;; *) fail_env "SAT_GEN=$sat_gen: allowed packet or gso" ;; esac
 dut_napi="${DUT_NAPI:-softirq}"
 case "$dut_napi" in thread|softirq) ;; *) fail_env "DUT_NAPI=$dut_napi: allowed thread or softirq" ;; esac
 napi_prio="${DUT_NAPI_PRIO:-1}"
@@ -415,7 +423,9 @@ time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
     g0=$(g0_tx_dropped); p0=($(proc_counters "$shaper_pid"))
     local t0 t1
     r0=$(s0_rx); b0=$(busy_jiffies); c0=($(per_cpu_busy)); t0=$(date +%s%N)
-    nsr "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
+    local gen_backend=(--backend packet --device g0)
+    [ "$sat_gen" = gso ] && gen_backend=(--backend gso)
+    nsr "$gen" "$bin" gen --dst 198.18.0.2 "${gen_backend[@]}" \
         --flow "dport=6000,rate=5gbit,size=64" --duration "${secs}s" --json >"$work/$name.gen.json"
     r1=$(s0_rx); b1=$(busy_jiffies); c1=($(per_cpu_busy)); t1=$(date +%s%N); p1=($(proc_counters "$shaper_pid"))
     perf_stop "$name"
@@ -886,7 +896,7 @@ row() { # label, python expression over d (sink JSON), measurement name
     rounds_table
     wanted sat || exit 0
     echo
-    echo "| saturation: ring generator, 64 B frames, limit far above (SAT_SINK=$sat_sink) |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
+    echo "| saturation: $sat_gen generator, 64 B frames, limit far above (SAT_SINK=$sat_sink) |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
     echo "| --- |$(for a in $sat_archs; do printf ' ---: |'; done)"
     echo "| frames/s arriving on s0 |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.pps")"; done)"
     echo "| whole-machine CPU ns per arriving frame |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"

@@ -16,7 +16,8 @@
 #   4. a config change under load (pktsched reload / tc class change):
 #      datagrams lost;
 #   5. saturation: 64-byte frames from the AF_PACKET ring generator
-#      (`gen --backend packet`, far more than any of them forwards), limit
+#      (`gen --backend packet`; SAT_GEN=gso: UDP GSO batches, `gen
+#      --backend gso`), far more than any of them forwards, limit
 #      far above: frames/s arriving on s0 (its rx_packets counter), also
 #      through a plain bridge with no qdisc. s0's receive ends at a bound
 #      UDP socket that never reads (SAT_SINK below), not in an ICMP

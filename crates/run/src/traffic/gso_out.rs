@@ -354,7 +354,8 @@ mod tests {
         use crate::traffic::sink::Sink;
         use std::sync::atomic::AtomicBool;
 
-        let base = 30000 + (std::process::id() % 10000) as u16 * 2;
+        // Above the ephemeral range and the other loopback tests' ports.
+        let base = 61000 + (std::process::id() % 2250) as u16 * 2;
         let ports = [base, base + 1];
         let lo: std::net::IpAddr = "127.0.0.1".parse().expect("addr");
         let bound = Sink::bind(lo, &ports).expect("bind");

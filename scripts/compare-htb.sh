@@ -15,8 +15,9 @@
 #      (generator and sink included, the same for both);
 #   4. a config change under load (pktsched reload / tc class change):
 #      datagrams lost;
-#   5. saturation: 64-byte frames from the AF_PACKET ring generator
-#      (`gen --backend packet`, far more than any of them forwards), limit
+#   5. saturation: 64-byte frames in UDP GSO batches (`gen --backend
+#      gso`; SAT_GEN=packet: the AF_PACKET ring generator, `gen --backend
+#      packet`), far more than any of them forwards, limit
 #      far above: frames/s arriving on s0 (its rx_packets counter), also
 #      through a plain bridge with no qdisc. s0's receive ends at a bound
 #      UDP socket that never reads (SAT_SINK below), not in an ICMP
@@ -155,6 +156,15 @@ esac
 # taken with `none` are not comparable with `socket`'s).
 sat_sink="${SAT_SINK:-socket}"
 case "$sat_sink" in socket|none) ;; *) fail_env "SAT_SINK=$sat_sink: allowed socket or none" ;; esac
+# SAT_GEN: the saturation run's generator backend: `gso` (the default: a
+# UDP socket sending 64 datagrams per call with UDP GSO, cut into frames
+# at g0 in one transmit, so d0's receive runs once per batch, not once per
+# frame; g0's offloads are off, so every architecture gets the same
+# separate 64-byte frames) or `packet` (the AF_PACKET transmit ring on g0,
+# 64 frames per kick, each frame its own transmit and d0 receive; the
+# generator of the figures before 2026-11-27).
+sat_gen="${SAT_GEN:-gso}"
+case "$sat_gen" in packet|gso) ;; *) fail_env "SAT_GEN=$sat_gen: allowed packet or gso" ;; esac
 dut_napi="${DUT_NAPI:-softirq}"
 case "$dut_napi" in thread|softirq) ;; *) fail_env "DUT_NAPI=$dut_napi: allowed thread or softirq" ;; esac
 napi_prio="${DUT_NAPI_PRIO:-1}"
@@ -390,7 +400,7 @@ s0_rx() { nsx "$sink" cat /sys/class/net/s0/statistics/rx_packets; }
 # when a program is attached, 256 frames) was full.
 g0_tx_dropped() { nsx "$gen" cat /sys/class/net/g0/statistics/tx_dropped; }
 
-saturate() { # $1 name: 64-byte frames from the ring generator, far above
+saturate() { # $1 name: 64-byte frames from the generator (SAT_GEN), far above
     local name="$1"
     # One ordinary datagram first, so ARP has resolved the sink's MAC.
     nsr "$gen" "$bin" gen --dst 198.18.0.2 --flow dport=6000,rate=1mbit,size=64 --duration 200ms >/dev/null 2>&1 || true
@@ -415,7 +425,9 @@ time.sleep(float(sys.argv[1]))' "$(( secs + 2 ))" &
     g0=$(g0_tx_dropped); p0=($(proc_counters "$shaper_pid"))
     local t0 t1
     r0=$(s0_rx); b0=$(busy_jiffies); c0=($(per_cpu_busy)); t0=$(date +%s%N)
-    nsr "$gen" "$bin" gen --dst 198.18.0.2 --backend packet --device g0 \
+    local gen_backend=(--backend packet --device g0)
+    [ "$sat_gen" = gso ] && gen_backend=(--backend gso)
+    nsr "$gen" "$bin" gen --dst 198.18.0.2 "${gen_backend[@]}" \
         --flow "dport=6000,rate=5gbit,size=64" --duration "${secs}s" --json >"$work/$name.gen.json"
     r1=$(s0_rx); b1=$(busy_jiffies); c1=($(per_cpu_busy)); t1=$(date +%s%N); p1=($(proc_counters "$shaper_pid"))
     perf_stop "$name"
@@ -565,7 +577,7 @@ run_all() { # $1 arch
         stop_arch "$a"
     fi
     wanted sat || return 0
-    # 5. saturation with the ring generator, limit far above
+    # 5. saturation with the SAT_GEN generator, limit far above
     start_arch "$a" 10000mbit
     saturate "$a-sat"
     stop_arch "$a"
@@ -886,7 +898,7 @@ row() { # label, python expression over d (sink JSON), measurement name
     rounds_table
     wanted sat || exit 0
     echo
-    echo "| saturation: ring generator, 64 B frames, limit far above (SAT_SINK=$sat_sink) |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
+    echo "| saturation: $sat_gen generator, 64 B frames, limit far above (SAT_SINK=$sat_sink) |$(for a in $sat_archs; do printf ' %s |' "$(name_of "$a")"; done)"
     echo "| --- |$(for a in $sat_archs; do printf ' ---: |'; done)"
     echo "| frames/s arriving on s0 |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.pps")"; done)"
     echo "| whole-machine CPU ns per arriving frame |$(for a in $sat_archs; do printf ' %s |' "$(cat "$work/$a-sat.cpu_per_frame")"; done)"

@@ -46,10 +46,13 @@ pub(crate) struct GenArgs {
     /// JSON instead of a table.
     #[arg(long)]
     json: bool,
-    /// How frames leave: `socket` (a UDP socket per flow) or `packet`
-    /// (whole frames through an AF_PACKET transmit ring on --device, 64
-    /// per kick: for saturation; needs CAP_NET_RAW).
-    #[arg(long, default_value = "socket", value_name = "socket|packet")]
+    /// How frames leave: `socket` (a UDP socket per flow), `gso` (a UDP
+    /// socket per flow, up to 64 equal-size datagrams of a flow per send,
+    /// segmented by the kernel: UDP GSO, Linux >= 4.18; a size mix sends
+    /// each run of equal sizes together) or `packet` (whole frames through
+    /// an AF_PACKET transmit ring on --device, 64 per kick; needs
+    /// CAP_NET_RAW).
+    #[arg(long, default_value = "socket", value_name = "socket|gso|packet")]
     backend: String,
     /// The interface the packet backend sends on.
     #[arg(long, value_name = "IFACE")]
@@ -266,7 +269,10 @@ fn gen_backend(a: &GenArgs) -> Result<GenBackend> {
         .transpose()?;
     match (a.backend.as_str(), &a.device) {
         ("socket", None) if dst_mac.is_none() => Ok(GenBackend::Socket),
-        ("socket", _) => bail!("--device and --dst-mac go with --backend packet"),
+        ("gso", None) if dst_mac.is_none() => Ok(GenBackend::Gso),
+        (b @ ("socket" | "gso"), _) => {
+            bail!("--device and --dst-mac go with --backend packet (not {b})")
+        }
         ("packet", Some(device)) => {
             let ok = !device.is_empty() && device.len() <= 15 && !device.contains(['/', ' ']);
             if !ok {
@@ -280,7 +286,9 @@ fn gen_backend(a: &GenArgs) -> Result<GenBackend> {
         ("packet", None) => {
             bail!("--backend packet needs --device IFACE (the interface to send on)")
         }
-        (other, _) => bail!("--backend {other:?}: allowed socket or packet"),
+        (other, _) => {
+            bail!("--backend {other:?}: allowed socket or packet, or gso (UDP GSO batches)")
+        }
     }
 }
 

@@ -1,6 +1,8 @@
 //! `pktsched gen`: paced UDP flows with stamps, one socket per flow (its
-//! DSCP set on the socket), or whole frames through an AF_PACKET transmit
-//! ring in batches ([`GenBackend::Packet`]). Send times come from each flow's own schedule
+//! DSCP set on the socket) sending one datagram per call or a flow's due
+//! datagrams in one call with UDP GSO ([`GenBackend::Gso`]), or whole
+//! frames through an AF_PACKET transmit ring in batches
+//! ([`GenBackend::Packet`]). Send times come from each flow's own schedule
 //! (CBR spacing or exponential gaps), kept in a heap; the generator sleeps
 //! when the next send is far and spins when it is near. A blocking socket
 //! that pushes back simply delays the schedule (catching up later at full
@@ -20,6 +22,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 use super::Stamp;
 use super::gen_flows::{FlowSpec, MAX_FLOWS, Pattern, Sizes};
+use super::gso_out::GsoOut;
 use super::ring_out::{RING_BATCH, RingOut, RingTarget};
 use crate::sys::monotonic_ns;
 
@@ -95,12 +98,60 @@ pub enum GenBackend {
     /// Whole frames through an AF_PACKET transmit ring, in batches
     /// ([`super::ring_out`]).
     Packet(RingTarget),
+    /// One UDP socket per flow instance, up to
+    /// [`super::gso_out::GSO_BATCH`] equal-size datagrams of a flow per
+    /// `send`, segmented by the kernel (`UDP_SEGMENT`,
+    /// [`super::gso_out`]); unprivileged.
+    Gso,
 }
 
-/// Where frames go: sockets (sent one by one) or the ring (batched).
+/// Where frames go: sockets (sent one by one), sockets with GSO batches,
+/// or the ring (batched).
 enum Out {
     Sockets(Vec<Socket>),
+    Gso(Box<GsoOut>),
     Ring(Box<RingOut>),
+}
+
+impl Out {
+    /// Opens `backend` for the flow instances `live`.
+    fn open(backend: &GenBackend, live: &[Live]) -> std::io::Result<Out> {
+        let sockets = || -> std::io::Result<Vec<Socket>> {
+            live.iter().map(|f| open(&f.spec, f.port)).collect()
+        };
+        Ok(match backend {
+            GenBackend::Socket => Out::Sockets(sockets()?),
+            GenBackend::Gso => {
+                let largest: Vec<usize> = live
+                    .iter()
+                    .map(|f| (largest_size(&f.spec.sizes).saturating_sub(f.headers)) as usize)
+                    .collect();
+                Out::Gso(Box::new(GsoOut::new(sockets()?, &largest)))
+            }
+            GenBackend::Packet(target) => {
+                let instances: Vec<(FlowSpec, u16)> =
+                    live.iter().map(|f| (f.spec.clone(), f.port)).collect();
+                Out::Ring(Box::new(RingOut::open(target, &instances)?))
+            }
+        })
+    }
+
+    /// Sends what a batching backend holds (before a wait and at the end).
+    fn flush(&mut self, reports: &mut [GenFlowReport]) {
+        match self {
+            Out::Sockets(_) => {}
+            Out::Gso(g) => g.flush(reports),
+            Out::Ring(r) => r.flush(reports),
+        }
+    }
+}
+
+/// The largest frame of `sizes`.
+fn largest_size(sizes: &Sizes) -> u32 {
+    match sizes {
+        Sizes::Fixed(s) => *s,
+        Sizes::Mix(mix) => mix.iter().map(|&(s, _)| s).max().unwrap_or(0),
+    }
 }
 
 fn open(spec: &FlowSpec, port: u16) -> std::io::Result<Socket> {
@@ -194,7 +245,8 @@ pub fn generate(
 /// `progress` gets the fraction done about every 100 ms. Each flow keeps
 /// its own schedule; with the ring, frames due together (the generator
 /// behind its schedule, as at saturation) leave in one batch of up to
-/// [`RING_BATCH`], and a batch is sent before any wait.
+/// [`RING_BATCH`], with GSO a flow's frames due together in one `send` of
+/// up to [`super::gso_out::GSO_BATCH`]; a batch is sent before any wait.
 pub fn generate_with(
     backend: &GenBackend,
     flows: &[FlowSpec],
@@ -204,18 +256,7 @@ pub fn generate_with(
     progress: &mut dyn FnMut(f64),
 ) -> std::io::Result<GenReport> {
     let (mut live, mut reports) = expand(flows)?;
-    let mut out = match backend {
-        GenBackend::Socket => Out::Sockets(
-            live.iter()
-                .map(|f| open(&f.spec, f.port))
-                .collect::<std::io::Result<_>>()?,
-        ),
-        GenBackend::Packet(target) => {
-            let instances: Vec<(FlowSpec, u16)> =
-                live.iter().map(|f| (f.spec.clone(), f.port)).collect();
-            Out::Ring(Box::new(RingOut::open(target, &instances)?))
-        }
-    };
+    let mut out = Out::open(backend, &live)?;
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     crate::sys::set_timer_slack(TIMER_SLACK_NS);
     let start = monotonic_ns();
@@ -241,10 +282,8 @@ pub fn generate_with(
             progress((now - start) as f64 / (end - start).max(1) as f64);
             next_progress = now + 100_000_000;
         }
-        if now < due
-            && let Out::Ring(r) = &mut out
-        {
-            r.flush(&mut reports);
+        if now < due {
+            out.flush(&mut reports);
             now = monotonic_ns();
         }
         while now < due {
@@ -276,6 +315,7 @@ pub fn generate_with(
                     Err(_) => r.errors += 1,
                 }
             }
+            Out::Gso(gso) => gso.push(i, size, payload, &stamp, &mut reports),
             Out::Ring(ring) => {
                 let io_stamp = pktsched_io::frame::Stamp {
                     flow: stamp.flow,
@@ -297,9 +337,7 @@ pub fn generate_with(
         };
         heap.push(Reverse((due + gap.max(1.0) as u64, i)));
     }
-    if let Out::Ring(r) = &mut out {
-        r.flush(&mut reports);
-    }
+    out.flush(&mut reports);
     let secs = (monotonic_ns() - start) as f64 / 1e9;
     for r in &mut reports {
         r.rate_bps = (r.frame_bytes as f64 * 8.0 / secs.max(1e-9)) as u64;

@@ -16,6 +16,7 @@
 
 pub mod gen_flows;
 pub mod generator;
+pub mod gso_out;
 #[allow(unsafe_code)]
 pub(crate) mod ifmac;
 pub mod ring_out;

@@ -628,6 +628,7 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
         Self::rx_split_metrics(&classes, &mut s, dev);
+        self.pipeline_metrics(&mut s);
         self.forwarder_metrics(&mut s, dev);
         self.device_metrics(&mut s);
         s
@@ -650,6 +651,61 @@ impl Snapshot {
                     );
                 }
             }
+        }
+    }
+
+    /// The counters of the text's last line: the reverse direction
+    /// (`device` the ingress, where its frames are sent), the
+    /// classifier's anomalies by kind (a kind none was seen of has no
+    /// series yet), the arbiter's rounds and decisions and the reloads
+    /// (`device` the egress).
+    fn pipeline_metrics(&self, s: &mut String) {
+        let (ingress, egress) = (&self.ingress, &self.egress);
+        for (name, help, device, v) in [
+            (
+                "pktsched_reverse_forwarded_total",
+                "Frames forwarded egress to ingress untouched.",
+                ingress,
+                self.reverse_forwarded,
+            ),
+            (
+                "pktsched_reverse_dropped_total",
+                "Reverse-direction frames that could not be sent.",
+                ingress,
+                self.reverse_dropped,
+            ),
+            (
+                "pktsched_arbiter_loops_total",
+                "Arbiter rounds.",
+                egress,
+                self.arbiter_loops,
+            ),
+            (
+                "pktsched_arbiter_decisions_total",
+                "Frames the arbiter released.",
+                egress,
+                self.arbiter_decisions,
+            ),
+            (
+                "pktsched_reloads_total",
+                "Reloads applied.",
+                egress,
+                self.reloads,
+            ),
+        ] {
+            let _ = writeln!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{device=\"{device}\"}} {v}"
+            );
+        }
+        let name = "pktsched_classify_anomalies_total";
+        let _ = writeln!(
+            s,
+            "# HELP {name} Frames the classifier saw with an anomaly (runt, truncated header, \
+             fragment, ...), by kind.\n# TYPE {name} counter"
+        );
+        for (kind, n) in &self.classify_anomalies {
+            let _ = writeln!(s, "{name}{{device=\"{ingress}\",kind=\"{kind}\"}} {n}");
         }
     }
 
@@ -1162,6 +1218,28 @@ mod tests {
             t.contains("classifier anomalies: runt 1, fragment 4;"),
             "{t}"
         );
+    }
+
+    /// The text's last line in Prometheus: reverse direction, anomalies
+    /// by kind, arbiter rounds and decisions, reloads.
+    #[test]
+    fn prometheus_has_the_pipeline_counters() {
+        let mut snap = sample();
+        (snap.reverse_forwarded, snap.reverse_dropped) = (9, 1);
+        (snap.arbiter_loops, snap.arbiter_decisions, snap.reloads) = (40, 30, 2);
+        snap.classify_anomalies = vec![("runt".into(), 3)];
+        let p = snap.prometheus();
+        for line in [
+            "pktsched_reverse_forwarded_total{device=\"d0\"} 9\n",
+            "pktsched_reverse_dropped_total{device=\"d0\"} 1\n",
+            "pktsched_arbiter_loops_total{device=\"d1\"} 40\n",
+            "pktsched_arbiter_decisions_total{device=\"d1\"} 30\n",
+            "pktsched_reloads_total{device=\"d1\"} 2\n",
+            "pktsched_classify_anomalies_total{device=\"d0\",kind=\"runt\"} 3\n",
+        ] {
+            assert!(p.contains(line), "{line} in\n{p}");
+        }
+        assert_eq!(super::exposition::problems(&p), Vec::<String>::new(), "{p}");
     }
 
     /// received = sent + dropped + queued (+ moved, dropped at stop) can

@@ -343,14 +343,26 @@ impl RouterSnapshot {
         self.backend == "xdp"
     }
 
+    /// Whether the service time `x` was measured: 0 means no visit has
+    /// found a frame yet (unknown, not a time of 0).
+    fn service_known(&self) -> bool {
+        self.service_ns > 0.0
+    }
+
     /// JSON, one object. Quantiles with no sample behind them are `null`,
     /// not 0: the latency's while `latency_samples` is 0, the ring wait's
-    /// while `ring_wait_samples` is 0.
+    /// while `ring_wait_samples` is 0; so is `service_ns` before a frame
+    /// was served.
     pub fn json(&self) -> String {
         let mut v = match serde_json::to_value(self) {
             Ok(v) => v,
             Err(e) => return format!("{{\"error\":\"{e}\"}}"),
         };
+        if !self.service_known()
+            && let Some(map) = v.as_object_mut()
+        {
+            map.insert("service_ns".into(), serde_json::Value::Null);
+        }
         if !self.has_fill_ring()
             && let Some(rings) = v.get_mut("rings").and_then(|r| r.as_array_mut())
         {
@@ -401,13 +413,17 @@ impl RouterSnapshot {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "router: strategy {} backend {} up {:.1}s, {} rounds, service time x = {:.0} ns/packet, \
+            "router: strategy {} backend {} up {:.1}s, {} rounds, service time x = {} ns/packet, \
              icmp time exceeded sent {} not sent {}",
             self.strategy,
             self.backend,
             self.uptime_s,
             self.rounds,
-            self.service_ns,
+            if self.service_known() {
+                format!("{:.0}", self.service_ns)
+            } else {
+                "—".to_string()
+            },
             self.icmp_sent,
             self.icmp_not_sent
         );
@@ -488,12 +504,13 @@ impl RouterSnapshot {
             "gauge",
             "Measured mean per-packet service time (receive, cost, forward, transmit).",
         );
-        p.sample(
-            "pktsched_route_service_seconds",
-            ingress,
-            &[],
-            self.service_ns / 1e9,
-        );
+        // Not measured yet: NaN, not a time of 0.
+        let x = if self.service_known() {
+            self.service_ns / 1e9
+        } else {
+            f64::NAN
+        };
+        p.sample("pktsched_route_service_seconds", ingress, &[], x);
         p.counter(
             "pktsched_route_rounds_total",
             "Poll rounds.",
@@ -1058,6 +1075,31 @@ mod tests {
         ] {
             assert!(p.contains(line), "{line} in\n{p}");
         }
+    }
+
+    /// No frame served yet: the service time is unknown (`—`, `null`,
+    /// NaN), not 0.
+    #[test]
+    fn an_unmeasured_service_time_is_a_dash_null_and_nan() {
+        let snap = RouterSnapshot {
+            service_ns: 0.0,
+            ..full()
+        };
+        assert!(
+            snap.text().contains("service time x = — ns/packet"),
+            "{}",
+            snap.text()
+        );
+        let v: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+        assert!(v["service_ns"].is_null(), "{v}");
+        assert!(
+            snap.prometheus()
+                .contains("pktsched_route_service_seconds NaN\n")
+        );
+        let measured = full();
+        assert!(measured.text().contains("service time x = 250 ns/packet"));
+        let v: serde_json::Value = serde_json::from_str(&measured.json()).expect("json");
+        assert_eq!(v["service_ns"], 250.0);
     }
 
     /// Given the interfaces, each series names its device: the ingress for

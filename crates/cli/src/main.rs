@@ -83,11 +83,11 @@ enum Cmd {
     Check(shaper::CheckArgs),
     /// The running shaper's or router's counters (`tc -s` style, --json,
     /// --prometheus).
-    Stats(route::ControlArgs),
+    Stats(route::StatsArgs),
     /// Makes the running shaper re-read its config and apply the changes
     /// by class name, keeping queued frames (a removed class's go to the
     /// default class, counted as drops there only beyond its limit).
-    Reload(route::ControlArgs),
+    Reload(route::ReloadArgs),
     /// Sends paced UDP flows with stamps (sequence numbers and send times)
     /// for `pktsched sink`.
     Gen(traffic::GenArgs),

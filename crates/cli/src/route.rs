@@ -87,7 +87,7 @@ pub(crate) fn route(a: &RouteArgs, out: &mut Stdout) -> Result<()> {
 /// control socket or by its config (a `pktsched route` or a `pktsched
 /// run` config).
 #[derive(Debug, Args)]
-pub(crate) struct ControlArgs {
+pub(crate) struct DaemonArgs {
     /// The control socket.
     #[arg(long)]
     socket: Option<PathBuf>,
@@ -96,14 +96,37 @@ pub(crate) struct ControlArgs {
     /// `[link]` table).
     #[arg(long, short = 'c', conflicts_with = "socket")]
     config: Option<PathBuf>,
-    /// JSON instead of text: the counters (`stats`), or what a reload
-    /// changed, `{"reloaded": true, "changes": [{"change": "added" |
-    /// "removed" | "changed" | "link", "class": NAME, "fields": [...]}]}`
-    /// (`reload`).
+}
+
+/// `pktsched stats`: the daemon and the form of its counters.
+#[derive(Debug, Args)]
+pub(crate) struct StatsArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// The counters as JSON (`pktsched run`'s vocabulary: `class`,
+    /// `bytes`, `packets`, `drops`, `drops_by_reason`, `qlen`, latencies
+    /// in µs; a counter not kept is `null`).
     #[arg(long)]
     json: bool,
-    /// The Prometheus text format (`stats` only).
+    /// The counters in the Prometheus text format (what `GET /metrics`
+    /// answers with `control.prometheus` set).
     #[arg(long, conflicts_with = "json")]
+    prometheus: bool,
+}
+
+/// `pktsched reload`: the daemon and the form of what changed.
+#[derive(Debug, Args)]
+pub(crate) struct ReloadArgs {
+    #[command(flatten)]
+    daemon: DaemonArgs,
+    /// What the reload changed as JSON: `{"reloaded": true, "changes":
+    /// [{"change": "added" | "removed" | "changed" | "link", "class":
+    /// NAME, "fields": [...]}]}`.
+    #[arg(long)]
+    json: bool,
+    /// Not a reload option (hidden): refused with a pointer to `pktsched
+    /// stats --prometheus`, rather than clap's bare "unexpected argument".
+    #[arg(long, hide = true)]
     prometheus: bool,
 }
 
@@ -173,7 +196,7 @@ pub(crate) fn config_kind(path: &Path) -> Result<ConfigKind> {
 
 /// The control socket named by `--socket`, else by the config's
 /// `[control] socket` (route or run config).
-fn socket_of(a: &ControlArgs) -> Result<PathBuf> {
+fn socket_of(a: &DaemonArgs) -> Result<PathBuf> {
     match (&a.socket, &a.config) {
         (Some(s), _) => Ok(s.clone()),
         (None, Some(c)) => match config_kind(c)? {
@@ -187,7 +210,7 @@ fn socket_of(a: &ControlArgs) -> Result<PathBuf> {
 }
 
 /// `pktsched stats` for either daemon.
-pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
+pub(crate) fn stats(a: &StatsArgs, out: &mut Stdout) -> Result<()> {
     let req = if a.json {
         Request::StatsJson
     } else if a.prometheus {
@@ -195,7 +218,7 @@ pub(crate) fn stats(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
     } else {
         Request::Stats
     };
-    let socket = socket_of(a)?;
+    let socket = socket_of(&a.daemon)?;
     let answer = control::request(&socket, req)?;
     write!(out, "{}", daemon_answer("stats", &socket, &answer)?)?;
     Ok(())
@@ -225,14 +248,14 @@ fn daemon_answer<'a>(command: &str, socket: &Path, answer: &'a str) -> Result<&'
 
 /// `pktsched reload` for either daemon: prints what changed, as text or
 /// (`--json`) one JSON object; a refusal is an error either way.
-pub(crate) fn reload(a: &ControlArgs, out: &mut Stdout) -> Result<()> {
+pub(crate) fn reload(a: &ReloadArgs, out: &mut Stdout) -> Result<()> {
     if a.prometheus {
         bail!(
             "--prometheus: `pktsched reload` prints what changed as text or --json; \
              --prometheus is allowed with `pktsched stats`"
         );
     }
-    let socket = socket_of(a)?;
+    let socket = socket_of(&a.daemon)?;
     let answer = control::request(&socket, Request::Reload)?;
     let answer = daemon_answer("reload", &socket, &answer)?;
     if a.json {

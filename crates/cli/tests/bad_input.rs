@@ -2624,6 +2624,29 @@ fn files_that_are_not_regular_or_are_huge() {
         2,
         &["--prometheus", "allowed with `pktsched stats`"],
     ));
+    // Two forms asked for: a clap conflict naming both, not one picked.
+    rows.push(row(
+        Box::leak(Box::new([
+            "stats",
+            "--json",
+            "--prometheus",
+            "--socket",
+            dead_sock,
+        ])),
+        2,
+        &["--json", "cannot be used with", "--prometheus"],
+    ));
+    rows.push(row(
+        Box::leak(Box::new([
+            "stats",
+            "--prometheus",
+            "--json",
+            "--socket",
+            dead_sock,
+        ])),
+        2,
+        &["--prometheus", "cannot be used with", "--json"],
+    ));
     run_table(&rows);
 }
 

@@ -707,3 +707,34 @@ fn calc_ingress_sweep_writes_csv_and_svg() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `stats` and `reload` document only their own options: `stats --help`
+/// says what its `--json` and `--prometheus` print, `reload --help` says
+/// what its `--json` prints and nothing of Prometheus or counters.
+#[test]
+fn stats_and_reload_help_document_their_own_options() {
+    let help = |command: &str| {
+        let o = pktsched(&[command, "--help"]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let stats = help("stats");
+    assert!(
+        stats.contains("--json") && stats.contains("--prometheus"),
+        "{stats}"
+    );
+    assert!(stats.contains("The counters as JSON"), "{stats}");
+    assert!(
+        !stats.contains("reloaded"),
+        "reload's JSON in stats --help: {stats}"
+    );
+    let reload = help("reload");
+    assert!(
+        reload.contains("--json") && reload.contains("\"reloaded\": true"),
+        "{reload}"
+    );
+    assert!(
+        !reload.contains("--prometheus") && !reload.contains("counters"),
+        "stats' options in reload --help: {reload}"
+    );
+}

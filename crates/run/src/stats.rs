@@ -28,7 +28,9 @@ pub struct ClassStats {
     pub packets: u64,
     /// Frames dropped, all reasons.
     pub drops: u64,
-    /// Drops by reason ([`DROP_REASONS`] order).
+    /// Drops by reason ([`DROP_REASONS`] order); JSON: an object keyed
+    /// by reason name (`{"queue_full": 2, "too_large": 0, ...}`).
+    #[serde(serialize_with = "drops_by_reason_object")]
     pub drops_by_reason: [u64; 4],
     /// Times a rate limit held back a queued frame.
     pub overlimits: u64,
@@ -119,6 +121,20 @@ impl ClassStats {
         }
         self.sojourn_sum_s += other.sojourn_sum_s;
     }
+}
+
+/// `drops_by_reason` as a JSON object keyed by [`DROP_REASONS`] (the
+/// names the text and Prometheus forms use), every reason present.
+fn drops_by_reason_object<S: serde::Serializer>(by: &[u64; 4], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_map(DROP_REASONS.iter().zip(by))
+}
+
+/// `classify_anomalies` as a JSON object keyed by anomaly kind.
+fn anomalies_object<S: serde::Serializer>(
+    kinds: &[(String, u64)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(kinds.iter().map(|(k, n)| (k, n)))
 }
 
 /// One device direction's packet I/O counters.
@@ -261,7 +277,9 @@ pub struct Snapshot {
     /// Reverse-direction frames that could not be sent.
     pub reverse_dropped: u64,
     /// Frames the classifier saw with an anomaly (runt, truncated header,
-    /// fragment, ...), by kind.
+    /// fragment, ...), by kind; JSON: an object keyed by kind
+    /// (`{"runt": 1}`).
+    #[serde(serialize_with = "anomalies_object")]
     pub classify_anomalies: Vec<(String, u64)>,
     /// Arbiter rounds.
     pub arbiter_loops: u64,
@@ -340,7 +358,7 @@ impl Snapshot {
             );
             let _ = writeln!(
                 s,
-                " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues 0)",
+                " Sent {} bytes {} pkt (dropped {}, overlimits {} requeues —)",
                 c.bytes, c.packets, c.drops, c.overlimits
             );
             let _ = writeln!(
@@ -521,6 +539,13 @@ impl Snapshot {
         };
         counter(
             &mut s,
+            "pktsched_class_received_total",
+            "Frames the classifier put in the class (received = packets + drops + backlog_packets \
+             + moved + dropped_at_stop once no frame is on its way to the scheduler).",
+            &|c| c.received,
+        );
+        counter(
+            &mut s,
             "pktsched_class_bytes_total",
             "Bytes sent (wire lengths).",
             &|c| c.bytes,
@@ -603,6 +628,7 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
         Self::rx_split_metrics(&classes, &mut s, dev);
+        self.pipeline_metrics(&mut s);
         self.forwarder_metrics(&mut s, dev);
         self.device_metrics(&mut s);
         s
@@ -625,6 +651,61 @@ impl Snapshot {
                     );
                 }
             }
+        }
+    }
+
+    /// The counters of the text's last line: the reverse direction
+    /// (`device` the ingress, where its frames are sent), the
+    /// classifier's anomalies by kind (a kind none was seen of has no
+    /// series yet), the arbiter's rounds and decisions and the reloads
+    /// (`device` the egress).
+    fn pipeline_metrics(&self, s: &mut String) {
+        let (ingress, egress) = (&self.ingress, &self.egress);
+        for (name, help, device, v) in [
+            (
+                "pktsched_reverse_forwarded_total",
+                "Frames forwarded egress to ingress untouched.",
+                ingress,
+                self.reverse_forwarded,
+            ),
+            (
+                "pktsched_reverse_dropped_total",
+                "Reverse-direction frames that could not be sent.",
+                ingress,
+                self.reverse_dropped,
+            ),
+            (
+                "pktsched_arbiter_loops_total",
+                "Arbiter rounds.",
+                egress,
+                self.arbiter_loops,
+            ),
+            (
+                "pktsched_arbiter_decisions_total",
+                "Frames the arbiter released.",
+                egress,
+                self.arbiter_decisions,
+            ),
+            (
+                "pktsched_reloads_total",
+                "Reloads applied.",
+                egress,
+                self.reloads,
+            ),
+        ] {
+            let _ = writeln!(
+                s,
+                "# HELP {name} {help}\n# TYPE {name} counter\n{name}{{device=\"{device}\"}} {v}"
+            );
+        }
+        let name = "pktsched_classify_anomalies_total";
+        let _ = writeln!(
+            s,
+            "# HELP {name} Frames the classifier saw with an anomaly (runt, truncated header, \
+             fragment, ...), by kind.\n# TYPE {name} counter"
+        );
+        for (kind, n) in &self.classify_anomalies {
+            let _ = writeln!(s, "{name}{{device=\"{ingress}\",kind=\"{kind}\"}} {n}");
         }
     }
 
@@ -728,6 +809,118 @@ impl Snapshot {
                     c.class, c.rx_stamped
                 );
             }
+        }
+    }
+}
+
+/// A checker of the Prometheus text exposition format as node_exporter
+/// writes it, for the run's and the router's tests.
+#[cfg(test)]
+pub(crate) mod exposition {
+    use std::collections::{HashMap, HashSet};
+
+    /// The family a sample named `sample` belongs to, given the declared
+    /// `types` (a histogram's `_bucket`/`_sum`/`_count`, a summary's
+    /// `_sum`/`_count`).
+    fn family_of<'a>(sample: &'a str, types: &HashMap<String, String>) -> &'a str {
+        for suffix in ["_bucket", "_sum", "_count"] {
+            if let Some(base) = sample.strip_suffix(suffix)
+                && let Some(t) = types.get(base)
+                && (t == "histogram" || (t == "summary" && suffix != "_bucket"))
+            {
+                return base;
+            }
+        }
+        sample
+    }
+
+    /// What is wrong with `text`: a family without `# HELP` or `# TYPE`
+    /// before its samples, a family's samples not together, a counter not
+    /// named `…_total`, a name in other than base units (`_ns`, `_us`,
+    /// `_ms`, `_bps`), a series twice, a value that is not a number.
+    pub(crate) fn problems(text: &str) -> Vec<String> {
+        let mut bad = Vec::new();
+        let (mut helped, mut types) = (HashSet::new(), HashMap::new());
+        let (mut series, mut done) = (HashSet::new(), HashSet::new());
+        let mut current: Option<String> = None;
+        for line in text.lines() {
+            let words: Vec<&str> = line.splitn(4, ' ').collect();
+            match words.as_slice() {
+                ["#", "HELP", name, _] => {
+                    helped.insert(name.to_string());
+                }
+                ["#", "TYPE", name, t] => {
+                    if types.insert(name.to_string(), t.to_string()).is_some() {
+                        bad.push(format!("{name}: TYPE twice"));
+                    }
+                    if *t == "counter" && !name.ends_with("_total") {
+                        bad.push(format!("{name}: a counter not named _total"));
+                    }
+                    for unit in ["_ns", "_us", "_ms", "_bps"] {
+                        if name.contains(&format!("{unit}_")) || name.ends_with(unit) {
+                            bad.push(format!("{name}: not in base units ({unit})"));
+                        }
+                    }
+                }
+                _ if line.starts_with('#') || line.is_empty() => {}
+                _ => {
+                    let Some((id, value)) = line.rsplit_once(' ') else {
+                        bad.push(format!("{line:?}: no value"));
+                        continue;
+                    };
+                    if value.parse::<f64>().is_err() {
+                        bad.push(format!("{line:?}: value not a number"));
+                    }
+                    if !series.insert(id.to_string()) {
+                        bad.push(format!("{id}: twice"));
+                    }
+                    let name = id.split('{').next().unwrap_or(id);
+                    let family = family_of(name, &types).to_string();
+                    if !helped.contains(&family) || !types.contains_key(&family) {
+                        bad.push(format!("{family}: a sample before its HELP and TYPE"));
+                    }
+                    if current.as_deref() != Some(&family) {
+                        if let Some(previous) = current.replace(family.clone()) {
+                            done.insert(previous);
+                        }
+                        if done.contains(&family) {
+                            bad.push(format!("{family}: its samples are not together"));
+                        }
+                    }
+                }
+            }
+        }
+        bad
+    }
+
+    /// The checker finds what it is meant to find.
+    #[test]
+    fn the_checker_finds_each_fault() {
+        let good = "# HELP a_total A.\n# TYPE a_total counter\na_total{x=\"1\"} 1\n\
+                    # HELP h_seconds H.\n# TYPE h_seconds histogram\n\
+                    h_seconds_bucket{le=\"+Inf\"} 1\nh_seconds_sum 0.5\nh_seconds_count 1\n";
+        assert_eq!(problems(good), Vec::<String>::new());
+        for (text, fault) in [
+            ("# TYPE a_total counter\na_total 1\n", "before its HELP"),
+            ("# HELP a_total A.\na_total 1\n", "before its HELP"),
+            ("# HELP a A.\n# TYPE a counter\na 1\n", "not named _total"),
+            ("# HELP l_ns L.\n# TYPE l_ns gauge\nl_ns 1\n", "base units"),
+            (
+                "# HELP a_total A.\n# TYPE a_total counter\na_total 1\na_total 2\n",
+                "twice",
+            ),
+            (
+                "# HELP a_total A.\n# TYPE a_total counter\n# HELP b B.\n# TYPE b gauge\n\
+                 a_total{x=\"1\"} 1\nb 1\na_total{x=\"2\"} 1\n",
+                "not together",
+            ),
+            ("# HELP b B.\n# TYPE b gauge\nb one\n", "not a number"),
+        ] {
+            let found = problems(text);
+            assert!(
+                found.iter().any(|p| p.contains(fault)),
+                "{fault}: {found:?}"
+            );
         }
     }
 }
@@ -986,6 +1179,101 @@ mod tests {
         assert_eq!(c["latency_p99_us"], 250.0);
         assert_eq!(c["rx_stamped"], 1);
         assert_eq!(c["sojourn_p99_us"], 0.0);
+    }
+
+    /// pktsched keeps no requeue counter (nothing is handed back to a
+    /// queue after its dequeue; a busy transmit ring is the devices'
+    /// `tx_busy`): the text keeps tc's field, unknown, not a 0.
+    #[test]
+    fn requeues_are_a_dash_not_a_fake_zero() {
+        let t = sample().text();
+        assert!(t.contains("overlimits 0 requeues —)"), "{t}");
+        assert!(!t.contains("requeues 0"), "{t}");
+    }
+
+    #[test]
+    fn json_drops_and_anomalies_are_objects_keyed_by_name() {
+        let mut snap = sample();
+        snap.classes[0].drops_by_reason = [2, 0, 0, 5];
+        snap.classify_anomalies = vec![("runt".into(), 1), ("fragment".into(), 4)];
+        let v: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+        let by = &v["classes"][0]["drops_by_reason"];
+        assert_eq!(
+            by,
+            &serde_json::json!({"queue_full": 2, "too_large": 0, "unknown_flow": 0, "tx_failed": 5}),
+            "{v}"
+        );
+        assert_eq!(
+            v["classify_anomalies"],
+            serde_json::json!({"runt": 1, "fragment": 4}),
+            "{v}"
+        );
+        // The same names as the text.
+        let t = snap.text();
+        assert!(
+            t.contains("drops: queue_full 2, too_large 0, unknown_flow 0, tx_failed 5"),
+            "{t}"
+        );
+        assert!(
+            t.contains("classifier anomalies: runt 1, fragment 4;"),
+            "{t}"
+        );
+    }
+
+    /// The text's last line in Prometheus: reverse direction, anomalies
+    /// by kind, arbiter rounds and decisions, reloads.
+    #[test]
+    fn prometheus_has_the_pipeline_counters() {
+        let mut snap = sample();
+        (snap.reverse_forwarded, snap.reverse_dropped) = (9, 1);
+        (snap.arbiter_loops, snap.arbiter_decisions, snap.reloads) = (40, 30, 2);
+        snap.classify_anomalies = vec![("runt".into(), 3)];
+        let p = snap.prometheus();
+        for line in [
+            "pktsched_reverse_forwarded_total{device=\"d0\"} 9\n",
+            "pktsched_reverse_dropped_total{device=\"d0\"} 1\n",
+            "pktsched_arbiter_loops_total{device=\"d1\"} 40\n",
+            "pktsched_arbiter_decisions_total{device=\"d1\"} 30\n",
+            "pktsched_reloads_total{device=\"d1\"} 2\n",
+            "pktsched_classify_anomalies_total{device=\"d0\",kind=\"runt\"} 3\n",
+        ] {
+            assert!(p.contains(line), "{line} in\n{p}");
+        }
+        assert_eq!(super::exposition::problems(&p), Vec::<String>::new(), "{p}");
+    }
+
+    /// received = sent + dropped + queued (+ moved, dropped at stop) can
+    /// be checked from a scrape.
+    #[test]
+    fn prometheus_has_the_received_counter_of_each_class() {
+        let mut snap = sample();
+        snap.classes[0].received = 12;
+        let p = snap.prometheus();
+        assert!(
+            p.contains("# TYPE pktsched_class_received_total counter\n")
+                && p.contains("pktsched_class_received_total{device=\"d1\",class=\"voip\"} 12\n"),
+            "{p}"
+        );
+    }
+
+    /// The whole scrape, with a forwarder, a removed class and one
+    /// without samples: every family has HELP and TYPE and its samples
+    /// together, counters end in `_total`, base units, no series twice.
+    #[test]
+    fn the_prometheus_scrape_follows_the_exposition_conventions() {
+        let mut snap = sample();
+        snap.forwarder = Some(crate::engine::ForwarderStats::default());
+        snap.classes.push(ClassStats {
+            class: "web".into(),
+            sojourn_buckets: vec![0; 8],
+            ..ClassStats::default()
+        });
+        snap.classes.push(ClassStats {
+            removed: true,
+            ..snap.classes[0].clone()
+        });
+        let p = snap.prometheus();
+        assert_eq!(super::exposition::problems(&p), Vec::<String>::new(), "{p}");
     }
 
     #[test]

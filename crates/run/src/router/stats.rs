@@ -23,12 +23,19 @@
 //!
 //! Names: JSON `latency_p50_ns` .. `latency_max_ns`, `latency_samples`,
 //! `ring_wait_p50_ns` .. `ring_wait_max_ns`, `ring_wait_samples`,
-//! `rx_stamped`; Prometheus
-//! `pktsched_route_class_latency_ns{class,quantile}` and
-//! `pktsched_route_class_latency_ns_count{class}`,
-//! `pktsched_route_class_ring_wait_ns{class,quantile}` and
-//! `pktsched_route_class_ring_wait_ns_count{class}`,
-//! `pktsched_route_class_rx_stamped_total{class}`.
+//! `rx_stamped`, and the same class in `pktsched run`'s vocabulary next
+//! to them (`class`, `packets`, `drops`, `drops_by_reason`, `qlen`, the
+//! latencies in µs as `latency_p50_us` .. `ring_wait_max_us`); the text
+//! shows latencies in µs. Prometheus (node_exporter conventions: seconds,
+//! bytes, `_total` counters, HELP and TYPE on each family, a `device`
+//! label when the interfaces are known, see
+//! [`RouterSnapshot::prometheus_on`]):
+//! `pktsched_route_class_latency_seconds{class,quantile}` and
+//! `…_count{class}`, `pktsched_route_class_ring_wait_seconds{class,quantile}`
+//! and `…_count{class}`, `pktsched_route_class_rx_stamped_total{class}`,
+//! `pktsched_route_class_{received,packets}_total{class}`,
+//! `pktsched_route_class_drops_total{class,reason}`,
+//! `pktsched_route_class_backlog_packets{class}`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -224,6 +231,44 @@ impl ClassSnapshot {
     pub fn conserved(&self) -> bool {
         self.received == self.forwarded + self.dropped_total() + self.queued
     }
+
+    /// The class in `pktsched run`'s JSON vocabulary (tc -s -j's names),
+    /// added next to the router's own names, which readers of `--json`
+    /// use (`pktsched plot ingress`: `name`, `latency_*_ns`): `class`,
+    /// `packets` (= `forwarded`), `drops` (all reasons),
+    /// `drops_by_reason` (every reason, by name), `qlen` (= `queued`),
+    /// and the latencies in µs (floats, `latency_p50_us` ..
+    /// `ring_wait_max_us`, the run's unit).
+    fn run_vocabulary(&self) -> serde_json::Map<String, serde_json::Value> {
+        let by_reason: serde_json::Map<String, serde_json::Value> = REASONS
+            .iter()
+            .map(|r| {
+                (
+                    r.to_string(),
+                    self.dropped.get(*r).copied().unwrap_or(0).into(),
+                )
+            })
+            .collect();
+        let mut m = serde_json::Map::new();
+        m.insert("class".into(), self.name.clone().into());
+        m.insert("packets".into(), self.forwarded.into());
+        m.insert("drops".into(), self.dropped_total().into());
+        m.insert("drops_by_reason".into(), by_reason.into());
+        m.insert("qlen".into(), self.queued.into());
+        for (key, ns) in [
+            ("latency_p50_us", self.latency_p50_ns),
+            ("latency_p99_us", self.latency_p99_ns),
+            ("latency_p999_us", self.latency_p999_ns),
+            ("latency_max_us", self.latency_max_ns),
+            ("ring_wait_p50_us", self.ring_wait_p50_ns),
+            ("ring_wait_p99_us", self.ring_wait_p99_ns),
+            ("ring_wait_p999_us", self.ring_wait_p999_ns),
+            ("ring_wait_max_us", self.ring_wait_max_ns),
+        ] {
+            m.insert(key.into(), (ns as f64 / 1e3).into());
+        }
+        m
+    }
 }
 
 /// One receive ring as published.
@@ -281,12 +326,13 @@ pub struct RouterSnapshot {
     pub egress: Option<super::egress::EgressSnapshot>,
 }
 
-/// A quantile in ns for text: `—` when no sample is behind it.
+/// A quantile (held in ns) for text, in µs like `pktsched run`'s: `—`
+/// when no sample is behind it.
 fn ns_or_dash(samples: u64, ns: u64) -> String {
     if samples == 0 {
         "—".to_string()
     } else {
-        format!("{ns} ns")
+        format!("{:.1}us", ns as f64 / 1e3)
     }
 }
 
@@ -297,14 +343,26 @@ impl RouterSnapshot {
         self.backend == "xdp"
     }
 
+    /// Whether the service time `x` was measured: 0 means no visit has
+    /// found a frame yet (unknown, not a time of 0).
+    fn service_known(&self) -> bool {
+        self.service_ns > 0.0
+    }
+
     /// JSON, one object. Quantiles with no sample behind them are `null`,
     /// not 0: the latency's while `latency_samples` is 0, the ring wait's
-    /// while `ring_wait_samples` is 0.
+    /// while `ring_wait_samples` is 0; so is `service_ns` before a frame
+    /// was served.
     pub fn json(&self) -> String {
         let mut v = match serde_json::to_value(self) {
             Ok(v) => v,
             Err(e) => return format!("{{\"error\":\"{e}\"}}"),
         };
+        if !self.service_known()
+            && let Some(map) = v.as_object_mut()
+        {
+            map.insert("service_ns".into(), serde_json::Value::Null);
+        }
         if !self.has_fill_ring()
             && let Some(rings) = v.get_mut("rings").and_then(|r| r.as_array_mut())
         {
@@ -313,7 +371,10 @@ impl RouterSnapshot {
             }
         }
         if let Some(classes) = v.get_mut("classes").and_then(|c| c.as_array_mut()) {
-            for c in classes {
+            for (c, snap) in classes.iter_mut().zip(&self.classes) {
+                if let Some(map) = c.as_object_mut() {
+                    map.extend(snap.run_vocabulary());
+                }
                 crate::stats::null_without_samples(
                     c,
                     "latency_samples",
@@ -322,6 +383,10 @@ impl RouterSnapshot {
                         "latency_p99_ns",
                         "latency_p999_ns",
                         "latency_max_ns",
+                        "latency_p50_us",
+                        "latency_p99_us",
+                        "latency_p999_us",
+                        "latency_max_us",
                     ],
                 );
                 crate::stats::null_without_samples(
@@ -332,6 +397,10 @@ impl RouterSnapshot {
                         "ring_wait_p99_ns",
                         "ring_wait_p999_ns",
                         "ring_wait_max_ns",
+                        "ring_wait_p50_us",
+                        "ring_wait_p99_us",
+                        "ring_wait_p999_us",
+                        "ring_wait_max_us",
                     ],
                 );
             }
@@ -344,13 +413,17 @@ impl RouterSnapshot {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "router: strategy {} backend {} up {:.1}s, {} rounds, service time x = {:.0} ns/packet, \
+            "router: strategy {} backend {} up {:.1}s, {} rounds, service time x = {} ns/packet, \
              icmp time exceeded sent {} not sent {}",
             self.strategy,
             self.backend,
             self.uptime_s,
             self.rounds,
-            self.service_ns,
+            if self.service_known() {
+                format!("{:.0}", self.service_ns)
+            } else {
+                "—".to_string()
+            },
             self.icmp_sent,
             self.icmp_not_sent
         );
@@ -410,99 +483,295 @@ impl RouterSnapshot {
         s
     }
 
-    /// The Prometheus text format.
+    /// The Prometheus text format, without a `device` label (a snapshot
+    /// does not know its interfaces' names): see [`Self::prometheus_on`].
     pub fn prometheus(&self) -> String {
-        let mut s = String::new();
-        let _ = writeln!(
-            s,
-            "# TYPE pktsched_route_service_ns gauge\npktsched_route_service_ns {}",
-            self.service_ns
+        self.prometheus_on(None)
+    }
+
+    /// The Prometheus text format as node_exporter writes it: base units
+    /// (seconds, bytes), counters named `…_total`, `# HELP` and `# TYPE`
+    /// on every family and each family's samples together. With
+    /// `devices` (ingress, egress), each series carries the `device` it
+    /// is about: the ingress for the router's own counters (its class
+    /// rings, the poller, ICMP sent back to the sender), the egress for
+    /// the `[egress]` scheduler's.
+    pub fn prometheus_on(&self, devices: Option<(&str, &str)>) -> String {
+        let mut p = Families::default();
+        let ingress = devices.map(|d| d.0);
+        p.family(
+            "pktsched_route_service_seconds",
+            "gauge",
+            "Measured mean per-packet service time (receive, cost, forward, transmit).",
         );
-        let _ = writeln!(
-            s,
-            "# TYPE pktsched_route_rounds_total counter\npktsched_route_rounds_total {}",
-            self.rounds
+        // Not measured yet: NaN, not a time of 0.
+        let x = if self.service_known() {
+            self.service_ns / 1e9
+        } else {
+            f64::NAN
+        };
+        p.sample("pktsched_route_service_seconds", ingress, &[], x);
+        p.counter(
+            "pktsched_route_rounds_total",
+            "Poll rounds.",
+            ingress,
+            &[],
+            self.rounds,
         );
-        let _ = writeln!(
-            s,
-            "pktsched_route_icmp_sent_total {}\npktsched_route_icmp_not_sent_total {}",
-            self.icmp_sent, self.icmp_not_sent
+        p.counter(
+            "pktsched_route_icmp_sent_total",
+            "ICMP time-exceeded messages sent.",
+            ingress,
+            &[],
+            self.icmp_sent,
         );
-        for r in &self.rings {
-            for (what, v) in [
-                ("received", r.received),
-                ("ring_full", r.dropped_ring_full),
-                ("fill_empty", r.dropped_fill_empty),
-                ("kernel_drops", r.dropped_kernel),
-                ("polls", r.polls),
-                ("visits", r.visits),
-                ("budget_exhausted", r.budget_exhausted),
-            ] {
-                if what == "fill_empty" && !self.has_fill_ring() {
-                    continue;
-                }
-                let _ = writeln!(
-                    s,
-                    "pktsched_route_ring_{what}_total{{ring=\"{}\"}} {v}",
-                    r.name
-                );
+        p.counter(
+            "pktsched_route_icmp_not_sent_total",
+            "ICMP time-exceeded messages due but not sent (rate limit, no buffer, transmit failed).",
+            ingress,
+            &[],
+            self.icmp_not_sent,
+        );
+        self.ring_metrics(&mut p, ingress);
+        self.class_metrics(&mut p, ingress);
+        if let Some(e) = &self.egress {
+            egress_metrics(e, &mut p, devices.map(|d| d.1));
+        }
+        p.text
+    }
+
+    /// Each ring counter as `pktsched_route_ring_<counter>_total{ring}`;
+    /// no fill-empty series without a fill ring (AF_PACKET).
+    fn ring_metrics(&self, p: &mut Families, device: Option<&str>) {
+        type Pick = fn(&RingSnapshot) -> u64;
+        let counters: [(&str, &str, Pick); 7] = [
+            ("received", "Frames received from the ring.", |r| r.received),
+            (
+                "ring_full",
+                "Frames the kernel dropped because the ring was full.",
+                |r| r.dropped_ring_full,
+            ),
+            (
+                "fill_empty",
+                "Times the kernel found the AF_XDP fill ring empty.",
+                |r| r.dropped_fill_empty,
+            ),
+            (
+                "kernel_drops",
+                "Other kernel drops (and frames with no pool buffer or too long).",
+                |r| r.dropped_kernel,
+            ),
+            ("polls", "Visits by the poller that found frames.", |r| {
+                r.polls
+            }),
+            ("visits", "Visits by the poller.", |r| r.visits),
+            (
+                "budget_exhausted",
+                "Visits that took the ring's whole budget.",
+                |r| r.budget_exhausted,
+            ),
+        ];
+        for (what, help, pick) in counters {
+            if what == "fill_empty" && !self.has_fill_ring() {
+                continue;
+            }
+            let name = format!("pktsched_route_ring_{what}_total");
+            p.family(&name, "counter", help);
+            for r in &self.rings {
+                p.sample(&name, device, &[("ring", &r.name)], pick(r));
             }
         }
-        for c in &self.classes {
-            let _ = writeln!(
-                s,
-                "pktsched_route_class_received_total{{class=\"{}\"}} {}\n\
-                 pktsched_route_class_forwarded_total{{class=\"{}\"}} {}",
-                c.name, c.received, c.name, c.forwarded
-            );
-            for (reason, v) in &c.dropped {
-                let _ = writeln!(
-                    s,
-                    "pktsched_route_class_dropped_total{{class=\"{}\",reason=\"{reason}\"}} {v}",
-                    c.name
-                );
+    }
+
+    /// Per class: received, sent (`packets`), drops by reason (every
+    /// reason), queued (`backlog_packets`), and the latency and ring-wait
+    /// summaries in seconds (`NaN` quantiles without a sample).
+    fn class_metrics(&self, p: &mut Families, device: Option<&str>) {
+        type Pick = fn(&ClassSnapshot) -> u64;
+        let counters: [(&str, &str, Pick); 3] = [
+            (
+                "pktsched_route_class_received_total",
+                "Frames taken from the class's rings (received = packets + drops + backlog_packets).",
+                |c| c.received,
+            ),
+            ("pktsched_route_class_packets_total", "Frames sent.", |c| {
+                c.forwarded
+            }),
+            (
+                "pktsched_route_class_rx_stamped_total",
+                "Frames taken with a kernel receive time.",
+                |c| c.rx_stamped,
+            ),
+        ];
+        for (name, help, pick) in counters {
+            p.family(name, "counter", help);
+            for c in &self.classes {
+                p.sample(name, device, &[("class", &c.name)], pick(c));
             }
-            for (metric, samples, qs) in [
-                (
-                    "latency_ns",
-                    c.latency_samples,
-                    [c.latency_p50_ns, c.latency_p99_ns, c.latency_p999_ns],
-                ),
-                (
-                    "ring_wait_ns",
-                    c.ring_wait_samples,
-                    [c.ring_wait_p50_ns, c.ring_wait_p99_ns, c.ring_wait_p999_ns],
-                ),
-            ] {
-                for (q, v) in ["0.5", "0.99", "0.999"].iter().zip(qs) {
+        }
+        let name = "pktsched_route_class_drops_total";
+        p.family(name, "counter", "Frames dropped, by reason.");
+        for c in &self.classes {
+            for r in REASONS {
+                let n = c.dropped.get(r).copied().unwrap_or(0);
+                p.sample(name, device, &[("class", &c.name), ("reason", r)], n);
+            }
+        }
+        let name = "pktsched_route_class_backlog_packets";
+        p.family(name, "gauge", "Frames taken, not yet sent or dropped.");
+        for c in &self.classes {
+            p.sample(name, device, &[("class", &c.name)], c.queued);
+        }
+        type Quantiles = fn(&ClassSnapshot) -> (u64, [u64; 3]);
+        let summaries: [(&str, &str, Quantiles); 2] = [
+            (
+                "pktsched_route_class_latency_seconds",
+                "Kernel receive (else the poller's take) to transmit.",
+                |c| {
+                    let q = [c.latency_p50_ns, c.latency_p99_ns, c.latency_p999_ns];
+                    (c.latency_samples, q)
+                },
+            ),
+            (
+                "pktsched_route_class_ring_wait_seconds",
+                "Kernel receive to taken by the poller (stamped frames).",
+                |c| {
+                    let q = [c.ring_wait_p50_ns, c.ring_wait_p99_ns, c.ring_wait_p999_ns];
+                    (c.ring_wait_samples, q)
+                },
+            ),
+        ];
+        for (name, help, pick) in summaries {
+            p.family(name, "summary", help);
+            for c in &self.classes {
+                let (samples, qs) = pick(c);
+                for (q, ns) in ["0.5", "0.99", "0.999"].into_iter().zip(qs) {
                     // No sample: no quantile (Prometheus' NaN), not 0.
                     let v = if samples == 0 {
-                        "NaN".to_string()
+                        f64::NAN
                     } else {
-                        v.to_string()
+                        ns as f64 / 1e9
                     };
-                    let _ = writeln!(
-                        s,
-                        "pktsched_route_class_{metric}{{class=\"{}\",quantile=\"{q}\"}} {v}",
-                        c.name
-                    );
+                    p.sample(name, device, &[("class", &c.name), ("quantile", q)], v);
                 }
-                let _ = writeln!(
-                    s,
-                    "pktsched_route_class_{metric}_count{{class=\"{}\"}} {samples}",
-                    c.name
-                );
+                let count = format!("{name}_count");
+                p.sample(&count, device, &[("class", &c.name)], samples);
             }
-            let _ = writeln!(
-                s,
-                "pktsched_route_class_rx_stamped_total{{class=\"{}\"}} {}",
-                c.name, c.rx_stamped
-            );
         }
-        if let Some(e) = &self.egress {
-            s += &e.prometheus();
+    }
+}
+
+/// The `[egress]` scheduler's counters: `pktsched_route_egress_…`, per
+/// class with the run's names (`bytes`, `packets`, `drops{reason}`,
+/// `backlog_bytes`, `backlog_packets`, `overlimits`).
+fn egress_metrics(e: &super::egress::EgressSnapshot, p: &mut Families, device: Option<&str>) {
+    let name = "pktsched_route_egress_rate_bytes_per_second";
+    p.family(name, "gauge", "The egress link rate.");
+    p.sample(name, device, &[], e.rate_bps as f64 / 8.0);
+    p.counter(
+        "pktsched_route_egress_overlimits_total",
+        "Times the link rate held back a backlogged frame.",
+        device,
+        &[],
+        e.overlimits,
+    );
+    type Pick = fn(&super::egress::EgressClassSnapshot) -> u64;
+    let per_class: [(&str, &str, &str, Pick); 5] = [
+        (
+            "pktsched_route_egress_class_bytes_total",
+            "counter",
+            "Wire bytes the scheduler released.",
+            |c| c.sent_bytes,
+        ),
+        (
+            "pktsched_route_egress_class_packets_total",
+            "counter",
+            "Frames the scheduler released.",
+            |c| c.sent_packets,
+        ),
+        (
+            "pktsched_route_egress_class_overlimits_total",
+            "counter",
+            "Times the class's ceil held back a backlogged frame.",
+            |c| c.overlimits,
+        ),
+        (
+            "pktsched_route_egress_backlog_bytes",
+            "gauge",
+            "Wire bytes waiting in the class's queue.",
+            |c| c.backlog_bytes,
+        ),
+        (
+            "pktsched_route_egress_backlog_packets",
+            "gauge",
+            "Frames waiting in the class's queue.",
+            |c| c.backlog_packets,
+        ),
+    ];
+    for (name, kind, help, pick) in per_class {
+        p.family(name, kind, help);
+        for c in &e.classes {
+            p.sample(name, device, &[("class", &c.name)], pick(c));
         }
-        s
+    }
+    let name = "pktsched_route_egress_class_drops_total";
+    p.family(
+        name,
+        "counter",
+        "Frames the egress scheduler dropped, by reason.",
+    );
+    for c in &e.classes {
+        let labels = [("class", c.name.as_str()), ("reason", "queue_full")];
+        p.sample(name, device, &labels, c.dropped_queue_full);
+    }
+}
+
+/// A Prometheus exposition being written, family by family.
+#[derive(Default)]
+struct Families {
+    text: String,
+}
+
+impl Families {
+    /// Starts family `name`: its `# HELP` and `# TYPE` lines.
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    /// One sample of `name` with the `device` label (when known) and
+    /// `labels`.
+    fn sample(
+        &mut self,
+        name: &str,
+        device: Option<&str>,
+        labels: &[(&str, &str)],
+        value: impl std::fmt::Display,
+    ) {
+        let all: Vec<String> = device
+            .map(|d| ("device", d))
+            .into_iter()
+            .chain(labels.iter().copied())
+            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .collect();
+        // f64's NaN prints as `NaN`, Prometheus' spelling.
+        if all.is_empty() {
+            let _ = writeln!(self.text, "{name} {value}");
+        } else {
+            let _ = writeln!(self.text, "{name}{{{}}} {value}", all.join(","));
+        }
+    }
+
+    /// A family of one counter sample.
+    fn counter(
+        &mut self,
+        name: &str,
+        help: &str,
+        device: Option<&str>,
+        labels: &[(&str, &str)],
+        v: u64,
+    ) {
+        self.family(name, "counter", help);
+        self.sample(name, device, labels, v);
     }
 }
 
@@ -581,7 +850,9 @@ mod tests {
         assert_eq!(class["latency_samples"], 0, "{class}");
         let prom = all.prometheus();
         assert!(
-            prom.contains("pktsched_route_class_latency_ns{class=\"rt\",quantile=\"0.99\"} NaN"),
+            prom.contains(
+                "pktsched_route_class_latency_seconds{class=\"rt\",quantile=\"0.99\"} NaN"
+            ),
             "{prom}"
         );
         // One frame transmitted: numbers again.
@@ -645,9 +916,10 @@ mod tests {
         assert_eq!(class["ring_wait_samples"], 0, "{class}");
         let prom = all.prometheus();
         assert!(
-            prom.contains("pktsched_route_class_ring_wait_ns{class=\"be\",quantile=\"0.99\"} NaN")
-                && prom.contains("pktsched_route_class_ring_wait_ns_count{class=\"be\"} 0")
-                && prom.contains("pktsched_route_class_latency_ns_count{class=\"be\"} 0")
+            prom.contains(
+                "pktsched_route_class_ring_wait_seconds{class=\"be\",quantile=\"0.99\"} NaN"
+            ) && prom.contains("pktsched_route_class_ring_wait_seconds_count{class=\"be\"} 0")
+                && prom.contains("pktsched_route_class_latency_seconds_count{class=\"be\"} 0")
                 && prom.contains("pktsched_route_class_rx_stamped_total{class=\"be\"} 1"),
             "{prom}"
         );
@@ -675,31 +947,180 @@ mod tests {
         };
         let prom = all.prometheus();
         assert!(
-            prom.contains("pktsched_route_class_ring_wait_ns{class=\"rt\",quantile=\"0.99\"} 1000")
-                && prom.contains("pktsched_route_class_rx_stamped_total{class=\"rt\"} 2")
-                && prom.contains("pktsched_route_class_ring_wait_ns_count{class=\"rt\"} 2")
-                && prom.contains("pktsched_route_class_latency_ns_count{class=\"rt\"} 1")
-                && prom.contains("pktsched_route_class_latency_ns{class=\"rt\",quantile=\"0.5\"} "),
+            prom.contains(
+                "pktsched_route_class_ring_wait_seconds{class=\"rt\",quantile=\"0.99\"} 0.000001"
+            ) && prom.contains("pktsched_route_class_rx_stamped_total{class=\"rt\"} 2")
+                && prom.contains("pktsched_route_class_ring_wait_seconds_count{class=\"rt\"} 2")
+                && prom.contains("pktsched_route_class_latency_seconds_count{class=\"rt\"} 1")
+                && prom.contains(
+                    "pktsched_route_class_latency_seconds{class=\"rt\",quantile=\"0.5\"} "
+                ),
             "{prom}"
         );
         // The median itself, to the histogram's precision (7 µs recorded).
-        let p50: u64 = prom
+        let p50: f64 = prom
             .lines()
             .find_map(|l| {
-                l.strip_prefix("pktsched_route_class_latency_ns{class=\"rt\",quantile=\"0.5\"} ")
+                l.strip_prefix(
+                    "pktsched_route_class_latency_seconds{class=\"rt\",quantile=\"0.5\"} ",
+                )
             })
             .and_then(|v| v.trim().parse().ok())
             .expect("the p50 line");
-        assert!((7000..=7007).contains(&p50), "p50 {p50}");
+        assert!((7e-6..=7.007e-6).contains(&p50), "p50 {p50} s");
         let json = all.json();
         assert!(
             json.contains("\"ring_wait_p99_ns\"") && json.contains("\"rx_stamped\": 2"),
             "{json}"
         );
         assert!(
-            all.text().contains("ring wait p50 1 ns p99 1000 ns"),
+            all.text().contains("ring wait p50 0.0us p99 1.0us"),
             "{}",
             all.text()
         );
+    }
+
+    /// Two rings, two classes (one with a drop and samples, one without),
+    /// an `[egress]`.
+    fn full() -> RouterSnapshot {
+        let mut rt = ClassAcc::new();
+        (rt.received, rt.forwarded, rt.queued) = (5, 3, 1);
+        rt.drops[QUEUE_FULL] = 1;
+        let _ = rt.latency.record(2_000);
+        assert_eq!(rt.taken(1_000, 1_500), 1_000);
+        let ring = |name: &str| RingSnapshot {
+            name: name.into(),
+            received: 7,
+            ..RingSnapshot::default()
+        };
+        let eg = |name: &str| super::super::egress::EgressClassSnapshot {
+            name: name.into(),
+            sent_bytes: 1500,
+            backlog_packets: 2,
+            ..Default::default()
+        };
+        RouterSnapshot {
+            backend: "xdp".into(),
+            service_ns: 250.0,
+            icmp_sent: 1,
+            rings: vec![ring("rt"), ring("be")],
+            classes: vec![rt.snapshot("rt"), ClassAcc::new().snapshot("be")],
+            egress: Some(super::super::egress::EgressSnapshot {
+                algorithm: "drr".into(),
+                rate_bps: 8_000_000,
+                overlimits: 3,
+                classes: vec![eg("rt"), eg("be")],
+            }),
+            ..RouterSnapshot::default()
+        }
+    }
+
+    /// One `pktsched stats --json` vocabulary: a route class also has the
+    /// run's names (`class`, `packets`, `drops`, `drops_by_reason` by
+    /// name, `qlen`) and its latencies in µs; the router's own names stay
+    /// (readers use them).
+    #[test]
+    fn route_json_has_the_run_vocabulary_and_units() {
+        let v: serde_json::Value = serde_json::from_str(&full().json()).expect("json");
+        let rt = &v["classes"][0];
+        assert_eq!(rt["class"], "rt", "{rt}");
+        assert_eq!(rt["packets"], 3, "{rt}");
+        assert_eq!(rt["drops"], 1, "{rt}");
+        assert_eq!(rt["qlen"], 1, "{rt}");
+        assert_eq!(rt["drops_by_reason"]["queue_full"], 1, "{rt}");
+        assert_eq!(rt["drops_by_reason"]["no_route"], 0, "{rt}");
+        assert_eq!(
+            rt["drops_by_reason"].as_object().map(|m| m.len()),
+            Some(REASONS.len())
+        );
+        let p50 = rt["latency_p50_us"].as_f64().expect("a µs float");
+        assert!((2.0..=2.002).contains(&p50), "{rt}");
+        assert_eq!(rt["ring_wait_max_us"], 0.5, "{rt}");
+        // The router's names are still there.
+        assert_eq!((&rt["name"], &rt["forwarded"]), (&"rt".into(), &3.into()));
+        assert_eq!(rt["dropped"]["queue_full"], 1, "{rt}");
+        assert!(rt["latency_p50_ns"].is_u64(), "{rt}");
+        // No sample: null in µs as in ns.
+        let be = &v["classes"][1];
+        for k in ["latency_p99_us", "ring_wait_p99_us", "latency_max_us"] {
+            assert!(be[k].is_null(), "{k}: {be}");
+        }
+    }
+
+    /// The whole scrape (rings, classes, `[egress]`): every family has
+    /// HELP and TYPE and its samples together, counters end in `_total`,
+    /// base units (seconds, bytes), no series twice.
+    #[test]
+    fn the_route_scrape_follows_the_exposition_conventions() {
+        let snap = full();
+        for p in [snap.prometheus(), snap.prometheus_on(Some(("d0", "d1")))] {
+            assert_eq!(
+                crate::stats::exposition::problems(&p),
+                Vec::<String>::new(),
+                "{p}"
+            );
+        }
+        let p = snap.prometheus();
+        for line in [
+            "pktsched_route_service_seconds 0.00000025\n",
+            "pktsched_route_icmp_sent_total 1\n",
+            "pktsched_route_class_packets_total{class=\"rt\"} 3\n",
+            "pktsched_route_class_drops_total{class=\"rt\",reason=\"queue_full\"} 1\n",
+            "pktsched_route_class_drops_total{class=\"be\",reason=\"queue_full\"} 0\n",
+            "pktsched_route_class_backlog_packets{class=\"rt\"} 1\n",
+            "pktsched_route_egress_rate_bytes_per_second 1000000\n",
+            "pktsched_route_egress_class_bytes_total{class=\"be\"} 1500\n",
+            "pktsched_route_egress_backlog_packets{class=\"rt\"} 2\n",
+            "# TYPE pktsched_route_icmp_not_sent_total counter\n",
+        ] {
+            assert!(p.contains(line), "{line} in\n{p}");
+        }
+    }
+
+    /// No frame served yet: the service time is unknown (`—`, `null`,
+    /// NaN), not 0.
+    #[test]
+    fn an_unmeasured_service_time_is_a_dash_null_and_nan() {
+        let snap = RouterSnapshot {
+            service_ns: 0.0,
+            ..full()
+        };
+        assert!(
+            snap.text().contains("service time x = — ns/packet"),
+            "{}",
+            snap.text()
+        );
+        let v: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+        assert!(v["service_ns"].is_null(), "{v}");
+        assert!(
+            snap.prometheus()
+                .contains("pktsched_route_service_seconds NaN\n")
+        );
+        let measured = full();
+        assert!(measured.text().contains("service time x = 250 ns/packet"));
+        let v: serde_json::Value = serde_json::from_str(&measured.json()).expect("json");
+        assert_eq!(v["service_ns"], 250.0);
+    }
+
+    /// Given the interfaces, each series names its device: the ingress for
+    /// the router's counters, the egress for the egress scheduler's.
+    #[test]
+    fn route_series_carry_the_device_they_are_about() {
+        let p = full().prometheus_on(Some(("d0", "d1")));
+        for line in [
+            "pktsched_route_rounds_total{device=\"d0\"} 0\n",
+            "pktsched_route_ring_received_total{device=\"d0\",ring=\"be\"} 7\n",
+            "pktsched_route_class_received_total{device=\"d0\",class=\"rt\"} 5\n",
+            "pktsched_route_class_latency_seconds_count{device=\"d0\",class=\"rt\"} 1\n",
+            "pktsched_route_egress_overlimits_total{device=\"d1\"} 3\n",
+            "pktsched_route_egress_class_drops_total{device=\"d1\",class=\"rt\",reason=\"queue_full\"} 0\n",
+        ] {
+            assert!(p.contains(line), "{line} in\n{p}");
+        }
+        let unlabelled = p
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.contains("device=\""))
+            .count();
+        assert_eq!(unlabelled, 0, "{p}");
     }
 }

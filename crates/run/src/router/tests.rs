@@ -553,7 +553,7 @@ fn counters_print_as_text_json_and_prometheus() {
     assert_eq!(json["classes"][1]["dropped"]["no_route"], 1);
     let prom = snap.prometheus();
     assert!(
-        prom.contains("pktsched_route_class_dropped_total{class=\"be\",reason=\"no_route\"} 1"),
+        prom.contains("pktsched_route_class_drops_total{class=\"be\",reason=\"no_route\"} 1"),
         "{prom}"
     );
     snap.classes[0].received += 1;

@@ -697,6 +697,31 @@ mod accounting_tests {
         assert_eq!((r.throughput_bps, r.received, r.lost), (0, 1, 0));
     }
 
+    /// The names scripts and `plot ingress` read stay; the new ones are
+    /// there.
+    #[test]
+    fn the_json_keeps_the_names_its_readers_use() {
+        let (_, r) = flow(&[0, 1, 1]);
+        let json = serde_json::to_value(&r).expect("json");
+        for key in [
+            "flow",
+            "port",
+            "received",
+            "lost",
+            "throughput_bps",
+            "latency_p50_us",
+            "latency_p99_us",
+            "first_seq",
+            "last_seq",
+            "duplicates",
+            "beyond_window",
+            "clock_skewed",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing: {json}");
+        }
+        assert_eq!(json["duplicates"], 1);
+    }
+
     #[test]
     fn a_sender_clock_ahead_is_counted_and_flagged() {
         let mut acc = FlowAcc::new(5000).expect("acc");

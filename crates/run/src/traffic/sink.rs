@@ -13,29 +13,56 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 
 use super::Stamp;
-use super::sink_class::{ClassAcc, SinkClass, SinkClassReport};
+use super::sink_class::{ClassAcc, Irregular, SinkClass, SinkClassReport};
 use crate::sys::monotonic_ns;
 use pktsched_io::packet::{realtime_to_monotonic, rx_monotonic_ns};
 
 /// Most flows tracked (further ones are counted as `untracked`).
 pub const MAX_SINK_FLOWS: usize = 65536;
 
-/// One flow as received.
+/// Sequence numbers a flow remembers behind its newest one, to tell a
+/// duplicate from a late datagram (one bit each: 512 bytes per flow).
+pub const SEQ_WINDOW: u64 = 4096;
+
+/// One flow as received. A flow exists from its first datagram, so its
+/// latencies always have at least one sample.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SinkFlowReport {
     /// `sender-address/flow`.
     pub flow: String,
     /// The UDP port it arrived on.
     pub port: u16,
-    /// Datagrams received.
+    /// Datagrams received, each sequence number once (duplicates not
+    /// counted).
     pub received: u64,
-    /// UDP payload bytes received.
+    /// UDP payload bytes received (duplicates not counted).
     pub payload_bytes: u64,
-    /// Datagrams missing: highest sequence + 1 − received (never negative).
+    /// Lowest sequence number received: the generator numbers from 0, but
+    /// a sink started late sees a later one first.
+    pub first_seq: u64,
+    /// Highest sequence number received.
+    pub last_seq: u64,
+    /// Datagrams missing between `first_seq` and `last_seq`:
+    /// `last_seq − first_seq + 1 − received` (never negative). Losses
+    /// before the first or after the last datagram seen are not visible.
     pub lost: u64,
-    /// Datagrams that arrived after a higher sequence number.
+    /// Datagrams that arrived after a higher sequence number (duplicates
+    /// not counted).
     pub reordered: u64,
-    /// Payload throughput from the first to the last datagram, bits/s.
+    /// Second and later copies of a sequence number seen within
+    /// [`SEQ_WINDOW`] of the newest one; excluded from every other figure.
+    pub duplicates: u64,
+    /// Datagrams more than [`SEQ_WINDOW`] behind the newest (and not below
+    /// `first_seq`): they cannot be checked for duplicates, so they count
+    /// as received and reordered (a duplicate among them hides a loss).
+    pub beyond_window: u64,
+    /// Datagrams stamped after they arrived (the sender's clock ahead of
+    /// the sink's, e.g. another host): recorded as 1 ns. Non-zero: the
+    /// latencies are not comparable.
+    pub clock_skewed: u64,
+    /// Payload throughput, bits/s: the bytes after the first datagram over
+    /// the time from the first arrival to the last (a CBR flow's rate
+    /// exactly, however short); 0 with fewer than two datagrams.
     pub throughput_bps: u64,
     /// One-way latency percentiles, µs: send stamp → the kernel's
     /// receive at the sink (`SO_TIMESTAMPNS`, else the sink's read).
@@ -67,12 +94,106 @@ pub struct SinkReport {
     pub partial: bool,
 }
 
+/// How a datagram's sequence number relates to those seen before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Arrival {
+    /// Higher than any before (or the flow's first).
+    Newest,
+    /// New, but after a higher one.
+    Late,
+    /// Seen before.
+    Duplicate,
+    /// More than [`SEQ_WINDOW`] behind the newest: not checkable.
+    BeyondWindow,
+}
+
+/// The sequence numbers seen in (newest − [`SEQ_WINDOW`], newest], one bit
+/// each at `seq % SEQ_WINDOW`, and the lowest one ever seen.
+struct SeqWindow {
+    bits: Vec<u64>,
+    /// Highest and lowest sequence numbers seen; `None` before the first.
+    range: Option<(u64, u64)>,
+}
+
+impl SeqWindow {
+    fn new() -> SeqWindow {
+        SeqWindow {
+            bits: vec![0; (SEQ_WINDOW / 64) as usize],
+            range: None,
+        }
+    }
+
+    fn slot(seq: u64) -> (usize, u64) {
+        let i = seq % SEQ_WINDOW;
+        ((i / 64) as usize, 1 << (i % 64))
+    }
+
+    fn set(&mut self, seq: u64) {
+        let (w, b) = Self::slot(seq);
+        self.bits[w] |= b;
+    }
+
+    fn is_set(&self, seq: u64) -> bool {
+        let (w, b) = Self::slot(seq);
+        self.bits[w] & b != 0
+    }
+
+    /// Records `seq` and says how it arrived.
+    fn observe(&mut self, seq: u64) -> Arrival {
+        let Some((lowest, newest)) = self.range else {
+            self.range = Some((seq, seq));
+            self.set(seq);
+            return Arrival::Newest;
+        };
+        if seq > newest {
+            // The slots of newest+1..=seq held sequence numbers now out of
+            // the window: cleared before `seq` is marked.
+            if seq - newest >= SEQ_WINDOW {
+                self.bits.fill(0);
+            } else {
+                for s in newest + 1..seq {
+                    let (w, b) = Self::slot(s);
+                    self.bits[w] &= !b;
+                }
+                let (w, b) = Self::slot(seq);
+                self.bits[w] &= !b;
+            }
+            self.set(seq);
+            self.range = Some((lowest, seq));
+            return Arrival::Newest;
+        }
+        let in_window = newest - seq < SEQ_WINDOW;
+        if seq < lowest {
+            // Below everything seen: new, wherever it is.
+            self.range = Some((seq, newest));
+            if in_window {
+                self.set(seq);
+            }
+            return Arrival::Late;
+        }
+        if !in_window {
+            return Arrival::BeyondWindow;
+        }
+        if self.is_set(seq) {
+            return Arrival::Duplicate;
+        }
+        self.set(seq);
+        Arrival::Late
+    }
+}
+
+/// One flow's accounting: fed datagrams (sequence number, send stamp,
+/// arrival and read times), it reports [`SinkFlowReport`].
 struct FlowAcc {
     port: u16,
     received: u64,
     bytes: u64,
-    max_seq: Option<u64>,
+    /// Payload bytes of the first datagram (not part of the throughput).
+    first_bytes: u64,
+    seqs: SeqWindow,
     reordered: u64,
+    irregular: Irregular,
+    /// First and last arrival, CLOCK_MONOTONIC ns.
     first_ns: u64,
     last_ns: u64,
     latency: Histogram<u64>,
@@ -81,15 +202,17 @@ struct FlowAcc {
 }
 
 impl FlowAcc {
-    fn new(port: u16, now: u64) -> Option<FlowAcc> {
+    fn new(port: u16) -> Option<FlowAcc> {
         Some(FlowAcc {
             port,
             received: 0,
             bytes: 0,
-            max_seq: None,
+            first_bytes: 0,
+            seqs: SeqWindow::new(),
             reordered: 0,
-            first_ns: now,
-            last_ns: now,
+            irregular: Irregular::default(),
+            first_ns: 0,
+            last_ns: 0,
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
             read_latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
             rx_stamped: 0,
@@ -99,32 +222,56 @@ impl FlowAcc {
     /// A datagram read at `now` that the kernel received at `rx_ns`
     /// (CLOCK_MONOTONIC, 0 if unknown: then timed at `now`).
     fn add(&mut self, s: &Stamp, len: usize, now: u64, rx_ns: u64) {
-        self.received += 1;
-        self.bytes += len as u64;
-        self.last_ns = now;
-        match self.max_seq {
-            Some(m) if s.seq < m => self.reordered += 1,
-            _ => self.max_seq = Some(s.seq),
+        match self.seqs.observe(s.seq) {
+            Arrival::Duplicate => {
+                self.irregular.duplicates += 1;
+                return;
+            }
+            Arrival::BeyondWindow => {
+                self.irregular.beyond_window += 1;
+                self.reordered += 1;
+            }
+            Arrival::Late => self.reordered += 1,
+            Arrival::Newest => {}
         }
         let arrived = if rx_ns == 0 { now } else { rx_ns.min(now) };
+        if self.received == 0 {
+            self.first_ns = arrived;
+            self.first_bytes = len as u64;
+        }
+        self.received += 1;
+        self.bytes += len as u64;
+        self.last_ns = self.last_ns.max(arrived);
         self.rx_stamped += u64::from(rx_ns != 0);
+        self.irregular.clock_skewed += u64::from(arrived < s.tx_ns);
         let _ = self.latency.record(arrived.saturating_sub(s.tx_ns).max(1));
         let _ = self.read_latency.record(now.saturating_sub(s.tx_ns).max(1));
     }
 
     fn report(&self, flow: String) -> SinkFlowReport {
-        let expected = self.max_seq.map_or(0, |m| m + 1);
-        let span = (self.last_ns - self.first_ns) as f64 / 1e9;
+        let (first_seq, last_seq) = self.seqs.range.unwrap_or((0, 0));
+        let expected = if self.received == 0 {
+            0
+        } else {
+            (last_seq - first_seq).saturating_add(1)
+        };
+        let span = self.last_ns.saturating_sub(self.first_ns) as f64 / 1e9;
+        let after_first = self.bytes - self.first_bytes;
         let q = |x: f64| self.latency.value_at_quantile(x) as f64 / 1e3;
         SinkFlowReport {
             flow,
             port: self.port,
             received: self.received,
             payload_bytes: self.bytes,
+            first_seq,
+            last_seq,
             lost: expected.saturating_sub(self.received),
             reordered: self.reordered,
+            duplicates: self.irregular.duplicates,
+            beyond_window: self.irregular.beyond_window,
+            clock_skewed: self.irregular.clock_skewed,
             throughput_bps: if span > 0.0 {
-                (self.bytes as f64 * 8.0 / span) as u64
+                (after_first as f64 * 8.0 / span) as u64
             } else {
                 0
             },
@@ -218,6 +365,7 @@ fn class_reports(
                 &f.read_latency,
                 f.rx_stamped,
             );
+            acc.add_irregular(f.irregular);
         }
         out.push(acc.report(c));
     }
@@ -263,7 +411,7 @@ fn receive(
                         untracked += 1;
                         continue;
                     }
-                    if let Some(acc) = FlowAcc::new(*port, now) {
+                    if let Some(acc) = FlowAcc::new(*port) {
                         flows.insert(key, acc);
                     }
                 }
@@ -304,16 +452,26 @@ fn receive(
     }
 }
 
+/// A figure with `decimals`, or "—" where there is none (nothing
+/// received), right-aligned in `width`.
+fn cell(v: Option<f64>, width: usize, decimals: usize) -> String {
+    match v {
+        Some(v) => format!("{v:>width$.decimals$}"),
+        None => format!("{:>width$}", "—"),
+    }
+}
+
 impl SinkReport {
     /// A table.
     pub fn text(&self) -> String {
         let mut s = format!(
-            "{:<28} {:>5} {:>10} {:>8} {:>8} {:>12} {:>9} {:>9} {:>9} {:>9}\n",
+            "{:<28} {:>5} {:>10} {:>8} {:>8} {:>6} {:>12} {:>9} {:>9} {:>9} {:>9}\n",
             "flow",
             "port",
             "received",
             "lost",
             "reorder",
+            "dup",
             "throughput",
             "p50 us",
             "p99 us",
@@ -322,12 +480,13 @@ impl SinkReport {
         );
         for f in &self.flows {
             s += &format!(
-                "{:<28} {:>5} {:>10} {:>8} {:>8} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
+                "{:<28} {:>5} {:>10} {:>8} {:>8} {:>6} {:>12} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
                 f.flow,
                 f.port,
                 f.received,
                 f.lost,
                 f.reordered,
+                f.duplicates,
                 format!("{:.3}Mbit", f.throughput_bps as f64 / 1e6),
                 f.latency_p50_us,
                 f.latency_p99_us,
@@ -337,13 +496,14 @@ impl SinkReport {
         }
         if !self.classes.is_empty() {
             s += &format!(
-                "{:<12} {:>11} {:>5} {:>10} {:>8} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
+                "{:<12} {:>11} {:>5} {:>10} {:>8} {:>7} {:>6} {:>9} {:>9} {:>9} {:>9} {:>9}\n",
                 "class",
                 "ports",
                 "flows",
                 "received",
                 "lost",
                 "loss %",
+                "dup",
                 "p50 us",
                 "p90 us",
                 "p99 us",
@@ -352,32 +512,294 @@ impl SinkReport {
             );
         }
         for c in &self.classes {
+            let lost = (c.received > 0).then_some(c.lost as f64);
             s += &format!(
-                "{:<12} {:>11} {:>5} {:>10} {:>8} {:>7.2} {:>9.1} {:>9.1} {:>9.1} {:>9.1} {:>9.1}\n",
+                "{:<12} {:>11} {:>5} {:>10} {} {} {:>6} {} {} {} {} {}\n",
                 c.class,
                 c.ports,
                 c.flows,
                 c.received,
-                c.lost,
-                c.loss_ratio * 100.0,
-                c.latency_p50_us,
-                c.latency_p90_us,
-                c.latency_p99_us,
-                c.latency_p999_us,
-                c.latency_max_us
+                cell(lost, 8, 0),
+                cell(c.loss_ratio.map(|r| r * 100.0), 7, 2),
+                c.duplicates,
+                cell(c.latency_p50_us, 9, 1),
+                cell(c.latency_p90_us, 9, 1),
+                cell(c.latency_p99_us, 9, 1),
+                cell(c.latency_p999_us, 9, 1),
+                cell(c.latency_max_us, 9, 1),
             );
         }
-        s += &format!(
-            "unstamped {} untracked {}{}\n",
+        s += &self.footer();
+        s
+    }
+
+    /// The table's last lines: datagrams outside the flows, and warnings.
+    fn footer(&self) -> String {
+        let sum = |f: fn(&SinkFlowReport) -> u64| self.flows.iter().map(f).sum::<u64>();
+        let (beyond, skewed) = (sum(|f| f.beyond_window), sum(|f| f.clock_skewed));
+        let mut s = format!(
+            "unstamped {} untracked {} duplicates {}{}\n",
             self.unstamped,
             self.untracked,
+            sum(|f| f.duplicates),
             if self.partial {
                 " (partial: stopped by a signal)"
             } else {
                 ""
             }
         );
+        if beyond > 0 {
+            s += &format!(
+                "beyond_window {beyond}: datagrams more than {SEQ_WINDOW} behind their flow's \
+                 newest, not checked for duplicates (counted as received)\n"
+            );
+        }
+        if skewed > 0 {
+            s += &format!(
+                "clock_skewed {skewed}: datagrams stamped after they arrived (the sender's clock \
+                 is ahead of the sink's): the latencies are not comparable\n"
+            );
+        }
         s
+    }
+}
+
+/// The accounting alone, fed synthetic datagrams on a virtual clock.
+#[cfg(test)]
+mod accounting_tests {
+    use super::*;
+
+    const MS: u64 = 1_000_000;
+    /// Every test datagram's payload, bytes.
+    const LEN: usize = 1000;
+
+    /// `seqs` arriving 1 ms apart from t = 1 s, each sent 10 µs earlier,
+    /// with the kernel's receive time 2 µs before the read.
+    fn feed(acc: &mut FlowAcc, seqs: &[u64]) {
+        for (i, &seq) in seqs.iter().enumerate() {
+            let read = 1_000 * MS + i as u64 * MS;
+            let stamp = Stamp {
+                flow: 0,
+                seq,
+                tx_ns: read - 10_000,
+            };
+            acc.add(&stamp, LEN, read, read - 2_000);
+        }
+    }
+
+    fn flow(seqs: &[u64]) -> (FlowAcc, SinkFlowReport) {
+        let mut acc = FlowAcc::new(5000).expect("acc");
+        feed(&mut acc, seqs);
+        let r = acc.report("f".into());
+        (acc, r)
+    }
+
+    #[test]
+    fn loss_counts_from_the_first_sequence_number_seen() {
+        // A sink started after the generator: 100 datagrams before it.
+        let seqs: Vec<u64> = (100..110).filter(|&s| s != 105).collect();
+        let (_, r) = flow(&seqs);
+        assert_eq!((r.first_seq, r.last_seq), (100, 109));
+        assert_eq!((r.received, r.lost, r.reordered), (9, 1, 0), "{r:?}");
+        // One from before the first arrives late: the range grows.
+        let (_, r) = flow(&[100, 101, 98]);
+        assert_eq!((r.first_seq, r.last_seq), (98, 101));
+        assert_eq!((r.received, r.lost, r.reordered), (3, 1, 1), "{r:?}");
+    }
+
+    #[test]
+    fn duplicates_are_counted_and_left_out_of_every_other_figure() {
+        // 1 twice (of the newest), 0 twice (an older one); 2 is lost.
+        let (acc, r) = flow(&[0, 1, 1, 3, 0]);
+        assert_eq!((r.received, r.lost, r.reordered), (3, 1, 0), "{r:?}");
+        assert_eq!((r.duplicates, r.beyond_window), (2, 0));
+        assert_eq!(r.payload_bytes, 3 * LEN as u64);
+        assert_eq!((acc.latency.len(), acc.read_latency.len()), (3, 3));
+        // The third datagram (t = 1.002 s) was a duplicate: the span ends
+        // at the fourth's arrival, 3 ms after the first, and carries two
+        // datagrams' bytes after the first.
+        assert_eq!(r.throughput_bps, 2 * LEN as u64 * 8 * 1000 / 3);
+    }
+
+    #[test]
+    fn the_window_tells_duplicates_within_it_and_passes_older_ones_unchecked() {
+        let mut w = SeqWindow::new();
+        assert_eq!(w.observe(5), Arrival::Newest);
+        // Same slot as 5: the stale bit is cleared before it is marked.
+        assert_eq!(w.observe(5 + SEQ_WINDOW), Arrival::Newest);
+        assert_eq!(w.observe(5 + SEQ_WINDOW), Arrival::Duplicate);
+        // 5 is now SEQ_WINDOW behind: out of the window, not checkable.
+        assert_eq!(w.observe(5), Arrival::BeyondWindow);
+        // 6 is the window's oldest; never seen.
+        assert_eq!(w.observe(6), Arrival::Late);
+        assert_eq!(w.observe(6), Arrival::Duplicate);
+        // Below the lowest ever seen: new even out of the window.
+        assert_eq!(w.observe(1), Arrival::Late);
+        // A jump beyond the window forgets everything in it.
+        assert_eq!(w.observe(10 * SEQ_WINDOW), Arrival::Newest);
+        assert_eq!(w.observe(10 * SEQ_WINDOW - 1), Arrival::Late);
+        // In a flow: the unchecked one (here a copy of 0) counts as
+        // received and reordered, and hides one of the SEQ_WINDOW - 1 lost.
+        let (_, r) = flow(&[0, SEQ_WINDOW, 0]);
+        assert_eq!((r.received, r.reordered, r.beyond_window), (3, 1, 1));
+        assert_eq!((r.duplicates, r.lost), (0, SEQ_WINDOW - 2));
+    }
+
+    /// Seeded random sequences with gaps, reordering and duplicates: the
+    /// window agrees with a set of every number seen wherever it can tell.
+    #[test]
+    fn the_window_agrees_with_a_set_of_every_number_seen() {
+        use rand::{Rng, SeedableRng};
+        let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(13);
+        let mut w = SeqWindow::new();
+        let mut seen = std::collections::HashSet::new();
+        let (mut newest, mut lowest) = (None::<u64>, u64::MAX);
+        let mut kinds = [0u64; 4];
+        for _ in 0..200_000 {
+            let top = newest.unwrap_or(10_000);
+            let seq = match rng.random_range(0..100) {
+                0..=69 => top + rng.random_range(1..3),
+                70..=89 => top.saturating_sub(rng.random_range(0..64)),
+                90..=96 => top.saturating_sub(rng.random_range(0..SEQ_WINDOW)),
+                97 | 98 => top.saturating_sub(rng.random_range(SEQ_WINDOW..3 * SEQ_WINDOW)),
+                _ => top + rng.random_range(SEQ_WINDOW..2 * SEQ_WINDOW),
+            };
+            let expect = match newest {
+                None => Arrival::Newest,
+                Some(n) if seq > n => Arrival::Newest,
+                Some(_) if seq < lowest => Arrival::Late,
+                Some(n) if n - seq >= SEQ_WINDOW => Arrival::BeyondWindow,
+                Some(_) if seen.contains(&seq) => Arrival::Duplicate,
+                Some(_) => Arrival::Late,
+            };
+            assert_eq!(w.observe(seq), expect, "seq {seq} newest {newest:?}");
+            kinds[expect as usize] += 1;
+            seen.insert(seq);
+            newest = Some(newest.map_or(seq, |n| n.max(seq)));
+            lowest = lowest.min(seq);
+        }
+        assert!(
+            kinds.iter().all(|&k| k > 1000),
+            "every kind drawn: {kinds:?}"
+        );
+    }
+
+    #[test]
+    fn throughput_is_the_bytes_after_the_first_over_the_span() {
+        // Two datagrams 1 ms apart: one datagram's bytes per ms.
+        let (_, r) = flow(&[0, 1]);
+        assert_eq!(r.throughput_bps, LEN as u64 * 8 * 1000);
+        // A long CBR flow reads the same rate exactly.
+        let (_, r) = flow(&(0..2000).collect::<Vec<_>>());
+        assert_eq!(r.throughput_bps, LEN as u64 * 8 * 1000);
+        // One datagram has no rate.
+        let (_, r) = flow(&[7]);
+        assert_eq!((r.throughput_bps, r.received, r.lost), (0, 1, 0));
+    }
+
+    /// The names scripts and `plot ingress` read stay; the new ones are
+    /// there.
+    #[test]
+    fn the_json_keeps_the_names_its_readers_use() {
+        let (_, r) = flow(&[0, 1, 1]);
+        let json = serde_json::to_value(&r).expect("json");
+        for key in [
+            "flow",
+            "port",
+            "received",
+            "lost",
+            "throughput_bps",
+            "latency_p50_us",
+            "latency_p99_us",
+            "first_seq",
+            "last_seq",
+            "duplicates",
+            "beyond_window",
+            "clock_skewed",
+        ] {
+            assert!(json.get(key).is_some(), "{key} missing: {json}");
+        }
+        assert_eq!(json["duplicates"], 1);
+    }
+
+    #[test]
+    fn a_sender_clock_ahead_is_counted_and_flagged() {
+        let mut acc = FlowAcc::new(5000).expect("acc");
+        feed(&mut acc, &[0, 1]);
+        // Stamped 5 µs after the kernel received it.
+        let stamp = Stamp {
+            flow: 0,
+            seq: 2,
+            tx_ns: 2_000 * MS + 5_000,
+        };
+        acc.add(&stamp, LEN, 2_000 * MS + 1_000, 2_000 * MS);
+        let r = acc.report("f".into());
+        assert_eq!((r.clock_skewed, r.received), (1, 3), "{r:?}");
+        assert_eq!(acc.latency.min(), 1, "recorded as 1 ns");
+        let mut report = SinkReport {
+            flows: vec![r],
+            classes: Vec::new(),
+            unstamped: 0,
+            untracked: 0,
+            partial: false,
+        };
+        assert!(
+            report.text().contains("clock_skewed 1:"),
+            "{}",
+            report.text()
+        );
+        assert!(report.text().contains("not comparable"));
+        report.flows[0].clock_skewed = 0;
+        assert!(!report.text().contains("clock_skewed"), "{}", report.text());
+    }
+
+    #[test]
+    fn a_class_without_datagrams_has_no_loss_or_latency_figures() {
+        let rt = SinkClass::parse("rt=5000").expect("rt");
+        let be = SinkClass::parse("be=6000").expect("be");
+        let mut flows = HashMap::new();
+        let mut acc = FlowAcc::new(5000).expect("acc");
+        feed(&mut acc, &[0, 0, 2]);
+        flows.insert(("127.0.0.1:9".parse().expect("addr"), 3), acc);
+        let classes = class_reports(&[rt, be], &flows);
+        let (rt, be) = (&classes[0], &classes[1]);
+        assert_eq!((rt.received, rt.lost, rt.duplicates), (2, 1, 1), "{rt:?}");
+        assert_eq!(rt.loss_ratio, Some(1.0 / 3.0));
+        assert!(rt.latency_p99_us.is_some_and(|v| v > 0.0), "{rt:?}");
+        assert_eq!((be.flows, be.received, be.lost), (0, 0, 0));
+        assert_eq!(be.loss_ratio, None);
+        let none = [
+            be.latency_p50_us,
+            be.latency_p90_us,
+            be.latency_p99_us,
+            be.latency_p999_us,
+            be.latency_max_us,
+            be.read_latency_p99_us,
+        ];
+        assert!(none.iter().all(Option::is_none), "{be:?}");
+        let json = serde_json::to_value(be).expect("json");
+        assert!(json["latency_p99_us"].is_null() && json["loss_ratio"].is_null());
+        let report = SinkReport {
+            flows: Vec::new(),
+            classes: classes.clone(),
+            unstamped: 0,
+            untracked: 0,
+            partial: false,
+        };
+        let text = report.text();
+        let be_line = text
+            .lines()
+            .find(|l| l.starts_with("be "))
+            .expect("be line");
+        assert_eq!(be_line.matches('—').count(), 7, "{text}");
+        let rt_line = text
+            .lines()
+            .find(|l| l.starts_with("rt "))
+            .expect("rt line");
+        assert!(
+            !rt_line.contains('—') && rt_line.contains("33.33"),
+            "{text}"
+        );
     }
 }
 

@@ -91,7 +91,20 @@ pub struct Bucket {
     pub count: u64,
 }
 
-/// One class as received.
+/// Datagrams a flow or class received that its figures leave out or
+/// cannot vouch for (see [`super::sink::SinkFlowReport`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct Irregular {
+    /// Copies of a sequence number already seen.
+    pub(super) duplicates: u64,
+    /// Too far behind the newest to be checked for duplicates.
+    pub(super) beyond_window: u64,
+    /// Stamped after they arrived.
+    pub(super) clock_skewed: u64,
+}
+
+/// One class as received. Figures that need a datagram (`loss_ratio`,
+/// the latencies) are `null` when the class received none.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SinkClassReport {
     /// Name.
@@ -100,13 +113,22 @@ pub struct SinkClassReport {
     pub ports: String,
     /// Flows seen.
     pub flows: u64,
-    /// Datagrams received.
+    /// Datagrams received (duplicates not counted).
     pub received: u64,
-    /// Datagrams missing by sequence number (per flow: highest + 1 −
-    /// received; datagrams lost after a flow's last arrival are not seen).
+    /// Datagrams missing by sequence number (per flow: between its lowest
+    /// and highest sequence numbers received; datagrams lost before a
+    /// flow's first or after its last arrival are not seen).
     pub lost: u64,
-    /// `lost / (received + lost)`.
-    pub loss_ratio: f64,
+    /// `lost / (received + lost)`; `null` with nothing received.
+    pub loss_ratio: Option<f64>,
+    /// The flows' duplicates (excluded from every other figure).
+    pub duplicates: u64,
+    /// The flows' datagrams too far behind their newest to be checked for
+    /// duplicates (counted as received).
+    pub beyond_window: u64,
+    /// The flows' datagrams stamped after they arrived (the sender's clock
+    /// ahead); non-zero: the latencies are not comparable.
+    pub clock_skewed: u64,
     /// UDP payload bytes received.
     pub payload_bytes: u64,
     /// Sum of the flows' payload throughputs, bits/s.
@@ -114,21 +136,21 @@ pub struct SinkClassReport {
     /// One-way latency percentiles, µs: the generator's send stamp → the
     /// kernel's receive of the datagram at the sink (`SO_TIMESTAMPNS`;
     /// the sink's read time where the kernel gave none), so the sink's
-    /// own scheduling delay does not count.
-    pub latency_p50_us: f64,
+    /// own scheduling delay does not count. `null` with nothing received.
+    pub latency_p50_us: Option<f64>,
     /// 90th percentile.
-    pub latency_p90_us: f64,
+    pub latency_p90_us: Option<f64>,
     /// 99th percentile.
-    pub latency_p99_us: f64,
+    pub latency_p99_us: Option<f64>,
     /// 99.9th percentile.
-    pub latency_p999_us: f64,
+    pub latency_p999_us: Option<f64>,
     /// Largest.
-    pub latency_max_us: f64,
+    pub latency_max_us: Option<f64>,
     /// Latency histogram: buckets doubling from 1 µs, up to the largest.
     pub histogram: Vec<Bucket>,
     /// Send stamp → the sink's read of the datagram, 99th percentile, µs
     /// (the latency above plus the sink's scheduling delay).
-    pub read_latency_p99_us: f64,
+    pub read_latency_p99_us: Option<f64>,
     /// Datagrams that came with the kernel's receive time.
     pub rx_stamped: u64,
 }
@@ -140,6 +162,7 @@ pub(super) struct ClassAcc {
     lost: u64,
     bytes: u64,
     throughput: u64,
+    irregular: Irregular,
     latency: Histogram<u64>,
     read_latency: Histogram<u64>,
     rx_stamped: u64,
@@ -153,6 +176,7 @@ impl ClassAcc {
             lost: 0,
             bytes: 0,
             throughput: 0,
+            irregular: Irregular::default(),
             latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
             read_latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
             rx_stamped: 0,
@@ -183,15 +207,16 @@ impl ClassAcc {
         let _ = self.latency.add(latency);
     }
 
+    /// One flow's datagrams left out of its figures or not checkable.
+    pub(super) fn add_irregular(&mut self, i: Irregular) {
+        self.irregular.duplicates += i.duplicates;
+        self.irregular.beyond_window += i.beyond_window;
+        self.irregular.clock_skewed += i.clock_skewed;
+    }
+
     pub(super) fn report(&self, class: &SinkClass) -> SinkClassReport {
         let h = &self.latency;
-        let q = |x: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(x) as f64 / 1e3
-            }
-        };
+        let q = |x: f64| (!h.is_empty()).then(|| h.value_at_quantile(x) as f64 / 1e3);
         let mut histogram = Vec::new();
         if !h.is_empty() {
             // The iterator's edges are the buckets' highest equivalent
@@ -212,24 +237,20 @@ impl ClassAcc {
             flows: self.flows,
             received: self.received,
             lost: self.lost,
-            loss_ratio: if seen == 0 {
-                0.0
-            } else {
-                self.lost as f64 / seen as f64
-            },
+            loss_ratio: (self.received > 0).then(|| self.lost as f64 / seen as f64),
+            duplicates: self.irregular.duplicates,
+            beyond_window: self.irregular.beyond_window,
+            clock_skewed: self.irregular.clock_skewed,
             payload_bytes: self.bytes,
             throughput_bps: self.throughput,
             latency_p50_us: q(0.5),
             latency_p90_us: q(0.9),
             latency_p99_us: q(0.99),
             latency_p999_us: q(0.999),
-            latency_max_us: h.max() as f64 / 1e3,
+            latency_max_us: (!h.is_empty()).then(|| h.max() as f64 / 1e3),
             histogram,
-            read_latency_p99_us: if self.read_latency.is_empty() {
-                0.0
-            } else {
-                self.read_latency.value_at_quantile(0.99) as f64 / 1e3
-            },
+            read_latency_p99_us: (!self.read_latency.is_empty())
+                .then(|| self.read_latency.value_at_quantile(0.99) as f64 / 1e3),
             rx_stamped: self.rx_stamped,
         }
     }
@@ -283,7 +304,8 @@ mod tests {
             (2, 5, 1, 500)
         );
         assert_eq!(r.throughput_bps, 1500);
-        assert!((r.loss_ratio - 1.0 / 6.0).abs() < 1e-12);
+        let v = |x: Option<f64>| x.expect("a class that received has every figure");
+        assert!((v(r.loss_ratio) - 1.0 / 6.0).abs() < 1e-12);
         assert_eq!(r.histogram.iter().map(|b| b.count).sum::<u64>(), 5);
         assert_eq!(
             r.histogram[0],
@@ -292,10 +314,10 @@ mod tests {
                 count: 1
             }
         );
-        assert!((r.latency_max_us - 100.0).abs() < 0.1, "{r:?}");
+        assert!((v(r.latency_max_us) - 100.0).abs() < 0.1, "{r:?}");
         assert!(r.latency_p50_us <= r.latency_p90_us && r.latency_p90_us <= r.latency_p99_us);
-        assert!((r.latency_p50_us - 3.0).abs() < 0.01, "{r:?}");
-        assert!((r.read_latency_p99_us - 200.0).abs() < 0.2, "{r:?}");
+        assert!((v(r.latency_p50_us) - 3.0).abs() < 0.01, "{r:?}");
+        assert!((v(r.read_latency_p99_us) - 200.0).abs() < 0.2, "{r:?}");
         assert_eq!(r.rx_stamped, 4);
     }
 }

@@ -378,4 +378,40 @@ mod tests {
             "{c}"
         );
     }
+
+    /// The files land in the out directory, created if need be, and hold
+    /// what `csv`, the JSON of the rows and `targets::markdown` say; an
+    /// out directory that cannot be made is named.
+    #[test]
+    fn the_results_and_targets_are_written_where_asked() {
+        let root = std::env::temp_dir().join(format!("ig-report-{}", std::process::id()));
+        let out = root.join("a/b");
+        let rows = vec![Row {
+            strategy: "sq".into(),
+            sweep: "load".into(),
+            load_pps: 1000.0,
+            rt_sent: 10,
+            rt_received: 10,
+            ..Row::default()
+        }];
+        write_results(&rows, &out).expect("results");
+        let md = write_targets(&rows, &out).expect("targets");
+        let read = |f: &str| std::fs::read_to_string(out.join(f)).expect(f);
+        let (c, j, m) = (
+            read("ingress-results.csv"),
+            read("ingress-results.json"),
+            read("ingress-targets.md"),
+        );
+        std::fs::remove_dir_all(&root).expect("clean");
+        assert_eq!(c, csv(&rows));
+        let back: Value = serde_json::from_str(&j).expect("json");
+        assert_eq!(back[0]["strategy"], "sq");
+        assert_eq!(back[0]["rt_received"], 10);
+        assert_eq!(
+            (m.as_str(), md.as_str()),
+            (targets::markdown(&rows).as_str(), m.as_str())
+        );
+        let e = write_results(&rows, Path::new("/proc/no/such")).expect_err("no dir");
+        assert!(e.to_string().starts_with("/proc/no/such"), "{e}");
+    }
 }

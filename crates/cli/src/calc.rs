@@ -2,12 +2,13 @@
 //! and the largest best-effort budget for a target, optionally next to a
 //! simulation (`--simulate`) or a load sweep of every strategy
 //! (`--sweep DIR`). The arithmetic is `pktsched_core::ingress::bound`,
-//! the model `pktsched_sim::ingress`.
+//! the model `pktsched_sim::ingress`, the sweep's files
+//! `pktsched_bench::ingress::sweep`.
 
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::Args;
 use pktsched_core::ingress::bound::{self, Bound};
 use pktsched_core::ingress::{DEFAULT_DEVICE_BUDGET, IngressConfig, MAX_DEVICE_BUDGET};
@@ -300,58 +301,7 @@ fn sweep(a: &IngressArgs, x_ps: u64, dir: &std::path::Path, out: &mut Stdout) ->
     let rt_share = a.rt_share.unwrap_or(DEFAULT_RT_SHARE);
     let pts = pktsched_sim::ingress::sweep(x_ps, &loads, rt_share, a.packets, a.ring, a.seed)
         .map_err(flag_error)?;
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    let csv = dir.join("ingress-sweep.csv");
-    let f = std::fs::File::create(&csv).with_context(|| format!("creating {}", csv.display()))?;
-    pktsched_sim::ingress::sweep_csv(&pts, std::io::BufWriter::new(f))
-        .with_context(|| format!("writing {}", csv.display()))?;
-    let series = |val: fn(&pktsched_sim::ingress::SweepPoint) -> f64, classes: &[(usize, &str)]| {
-        let mut s = Vec::new();
-        for st in pktsched_core::ingress::Strategy::ALL {
-            for &(class, name) in classes {
-                let p: Vec<(f64, f64)> = pts
-                    .iter()
-                    .filter(|p| p.strategy == st.name() && p.class == class)
-                    .map(|p| (p.load, val(p)))
-                    .collect();
-                s.push((format!("{st} {name}"), p));
-            }
-        }
-        s
-    };
-    use pktsched_bench::svg::Chart;
-    const BOTH: &[(usize, &str)] = &[(0, "RT"), (1, "BE")];
-    let title = |what: &str| {
-        format!(
-            "{what} vs offered load ({}% RT, x = {})",
-            rt_share * 100.0,
-            show(x_ps as f64)
-        )
-    };
-    Chart {
-        title: title("p99 latency"),
-        x_desc: "offered load (fraction of 1/x)",
-        y_desc: "p99 latency (us)",
-        log_x: false,
-        series: series(|p| p.p99_us, BOTH),
-    }
-    .draw(&dir.join("ingress-p99.svg"))?;
-    Chart {
-        title: title("loss"),
-        x_desc: "offered load (fraction of 1/x)",
-        y_desc: "loss (fraction)",
-        log_x: false,
-        series: series(|p| p.loss, BOTH),
-    }
-    .draw(&dir.join("ingress-loss.svg"))?;
-    Chart {
-        title: title("RT p99 latency"),
-        x_desc: "offered load (fraction of 1/x)",
-        y_desc: "RT p99 latency (us)",
-        log_x: false,
-        series: series(|p| p.p99_us, &[(0, "RT")]),
-    }
-    .draw(&dir.join("ingress-rt-p99.svg"))?;
+    let csv = pktsched_bench::ingress::sweep::write(&pts, rt_share, &show(x_ps as f64), dir)?;
     if a.json {
         writeln!(out, "{}", serde_json::to_string_pretty(&pts)?)?;
         return Ok(());

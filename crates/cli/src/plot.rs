@@ -1,6 +1,7 @@
 //! `pktsched plot`: charts and tables from the measurement scripts' result
-//! directories (the arithmetic and the drawing live in
-//! [`crate::plot_ingress`] and `pktsched_bench::svg`).
+//! directories (the reading, the arithmetic, the drawing and the verdicts
+//! live in `pktsched_bench::ingress`; [`crate::plot_ingress`] calls them
+//! and prints).
 
 use std::path::PathBuf;
 

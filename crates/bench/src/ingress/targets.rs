@@ -23,16 +23,16 @@
 
 use std::fmt::Write as _;
 
-use super::Row;
+use super::point::{Row, loss};
 
 /// Total loss at or below which a point counts as loss-free.
-pub(crate) const LOSS_FREE: f64 = 0.001;
+pub const LOSS_FREE: f64 = 0.001;
 /// The overload point's load, a multiple of the measured capacity.
-pub(crate) const OVERLOAD: f64 = 1.5;
+pub const OVERLOAD: f64 = 1.5;
 /// The overload point's RT share.
-pub(crate) const OVERLOAD_RT_SHARE: f64 = 0.3;
+pub const OVERLOAD_RT_SHARE: f64 = 0.3;
 /// The bound is checked on points with ρ_RT at most this.
-pub(crate) const BOUND_RHO: f64 = 0.5;
+pub const BOUND_RHO: f64 = 0.5;
 /// Loss-free throughput at least this fraction of SQ's.
 const THROUGHPUT_TARGET: f64 = 0.95;
 /// LL-WFQ's overload RT p99 at most this fraction of SQ's.
@@ -41,25 +41,25 @@ const P99_TARGET: f64 = 1.0 / 3.0;
 const LOSS_TARGET: f64 = 0.1;
 
 /// One strategy's figures.
-#[derive(Debug, Default, PartialEq)]
-pub(crate) struct Targets {
-    pub(crate) strategy: String,
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Targets {
+    pub strategy: String,
     /// Offered packets/s of the last loss-free load point.
-    pub(crate) loss_free_pps: Option<f64>,
+    pub loss_free_pps: Option<f64>,
     /// Where the loss crosses [`LOSS_FREE`], interpolated.
-    pub(crate) interpolated_pps: Option<f64>,
+    pub interpolated_pps: Option<f64>,
     /// The judged RT p99 at overload ([`judged_p99`]).
-    pub(crate) overload_rt_p99_us: Option<f64>,
+    pub overload_rt_p99_us: Option<f64>,
     /// The sink's RT p99 at overload.
-    pub(crate) overload_sink_rt_p99_us: Option<f64>,
-    pub(crate) overload_rt_loss: Option<f64>,
+    pub overload_sink_rt_p99_us: Option<f64>,
+    pub overload_rt_loss: Option<f64>,
     /// Points with ρ_RT ≤ [`BOUND_RHO`] and a bound: (within, all).
-    pub(crate) bound_within: (usize, usize),
+    pub bound_within: (usize, usize),
 }
 
 /// What the targets call a point's RT p99: the router's (kernel receive
 /// → transmit) if every point has it, else the sink's; with its label.
-pub(crate) fn judged_p99(rows: &[Row]) -> (fn(&Row) -> f64, &'static str) {
+pub fn judged_p99(rows: &[Row]) -> (fn(&Row) -> f64, &'static str) {
     if !rows.is_empty() && rows.iter().all(|r| r.router_rt_p99_us.is_some()) {
         (
             |r| r.router_rt_p99_us.unwrap_or(f64::NAN),
@@ -73,18 +73,30 @@ pub(crate) fn judged_p99(rows: &[Row]) -> (fn(&Row) -> f64, &'static str) {
     }
 }
 
-fn total_loss(r: &Row) -> f64 {
+/// RT and BE loss together.
+pub fn total_loss(r: &Row) -> f64 {
     let sent = r.rt_sent + r.be_sent;
-    super::loss(sent, r.rt_received + r.be_received)
+    loss(sent, r.rt_received + r.be_received)
 }
 
 fn near(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-6
 }
 
-/// The loss-free point and the interpolated crossing of `rows` (one
-/// strategy's load sweep, ascending).
-fn loss_free(rows: &[&Row]) -> (Option<f64>, Option<f64>) {
+/// Where the straight line through `(load, loss)` points `below` and
+/// `above` reaches the loss `level`: linear between two measured points,
+/// nothing more (outside them when `level` is not between their losses;
+/// not finite when their losses are equal).
+pub fn crossing(below: (f64, f64), above: (f64, f64), level: f64) -> f64 {
+    let ((x1, l1), (x2, l2)) = (below, above);
+    let t = (level - l1) / (l2 - l1);
+    x1 + t * (x2 - x1)
+}
+
+/// The loss-free point (the highest load with total loss at most
+/// [`LOSS_FREE`]) and the interpolated [`crossing`] to the next, lossy
+/// point, of `rows` (one strategy's load sweep, ascending).
+pub fn loss_free(rows: &[&Row]) -> (Option<f64>, Option<f64>) {
     let Some(i) = rows.iter().rposition(|r| total_loss(r) <= LOSS_FREE) else {
         return (None, None);
     };
@@ -92,9 +104,11 @@ fn loss_free(rows: &[&Row]) -> (Option<f64>, Option<f64>) {
     let Some(&lossy) = rows.get(i + 1) else {
         return (Some(last_free.load_pps), None);
     };
-    let (l1, l2) = (total_loss(last_free), total_loss(lossy));
-    let t = (LOSS_FREE - l1) / (l2 - l1);
-    let pps = last_free.load_pps + t * (lossy.load_pps - last_free.load_pps);
+    let pps = crossing(
+        (last_free.load_pps, total_loss(last_free)),
+        (lossy.load_pps, total_loss(lossy)),
+        LOSS_FREE,
+    );
     (Some(last_free.load_pps), Some(pps))
 }
 
@@ -110,7 +124,7 @@ fn overload<'a>(rows: &[&'a Row]) -> Option<&'a Row> {
 }
 
 /// Each strategy's figures, strategies in name order.
-pub(crate) fn targets(rows: &[Row]) -> Vec<Targets> {
+pub fn targets(rows: &[Row]) -> Vec<Targets> {
     let (p99, _) = judged_p99(rows);
     let mut names: Vec<&str> = rows.iter().map(|r| r.strategy.as_str()).collect();
     names.sort_unstable();
@@ -157,7 +171,7 @@ fn met(ok: bool) -> &'static str {
 }
 
 /// The table and one line per target.
-pub(crate) fn markdown(rows: &[Row]) -> String {
+pub fn markdown(rows: &[Row]) -> String {
     let all = targets(rows);
     let (_, source) = judged_p99(rows);
     let sq = all.iter().find(|t| t.strategy == "sq");
@@ -435,5 +449,54 @@ mod tests {
         assert!(md.contains("4 of 4 points: met"), "{md}");
         r[0].router_rt_p99_us = None;
         assert_eq!(targets(&r)[0].bound_within, (2, 4), "back to the sink's");
+    }
+
+    #[test]
+    fn the_crossing_is_linear_between_the_two_points() {
+        // 0 % at 10 kpps, 1 % at 20 kpps: 0.1 % at a tenth of the way.
+        assert!((crossing((10e3, 0.0), (20e3, 0.01), 0.001) - 11e3).abs() < 1e-6);
+        assert!((crossing((10e3, 0.0005), (20e3, 0.0015), 0.001) - 15e3).abs() < 1e-6);
+        assert!(!crossing((1.0, 0.01), (2.0, 0.01), 0.001).is_finite());
+        let (a, b) = (
+            row("sq", 10e3, (0, 0), 1.0, None),
+            row("sq", 20e3, (10, 10), 1.0, None),
+        );
+        // 20 of 2000 = 1 % at 20 kpps.
+        assert_eq!(loss_free(&[&a, &b]), (Some(10e3), Some(11e3)));
+        assert_eq!(loss_free(&[&b]), (None, None));
+        assert!((total_loss(&b) - 0.01).abs() < 1e-12);
+    }
+
+    /// Every target missed: each verdict line says so with its figure.
+    #[test]
+    fn missed_targets_are_said_missed() {
+        let r = vec![
+            row("sq", 100_000.0, (0, 0), 100.0, None),
+            row("sq", 150_000.0, (100, 100), 200.0, None),
+            row("ll-wfq", 50_000.0, (0, 0), 90.0, Some(10.0)),
+            row("ll-wfq", 100_000.0, (50, 50), 90.0, None),
+            row("ll-wfq", 150_000.0, (50, 300), 190.0, None),
+        ];
+        // Crossings: SQ at 100.5 kpps (10 % at 150), LL-WFQ at 51 kpps (5 % at 100).
+        let md = markdown(&r);
+        assert!(
+            md.contains(
+                "- ll-wfq loss-free throughput ÷ SQ's = 0.507 (interpolated; target ≥ 0.95): missed"
+            ),
+            "{md}"
+        );
+        assert!(
+            md.contains("RT p99 ÷ SQ's = 0.950 (target ≤ 1/3;") && md.contains("): missed"),
+            "{md}"
+        );
+        assert!(
+            md.contains("RT loss ÷ SQ's = 0.500 (target ≤ 1/10): missed"),
+            "{md}"
+        );
+        assert!(
+            md.contains("within the bound at ρ_RT ≤ 0.5: 0 of 1 points: missed"),
+            "{md}"
+        );
+        assert!(!md.contains(": met"), "{md}");
     }
 }

@@ -271,6 +271,12 @@ pub fn read_point(dir: &Path) -> Result<Row, IngressError> {
     );
     let got = |c: &Value, k: &'static str| figure(c, k, &sf);
     let (rt_received, be_received) = (got(rt, "received")? as u64, got(be, "received")? as u64);
+    // A class that received nothing has no latency (`null` in the sink's
+    // report): NaN here, left out of the charts; else the figure is needed.
+    let latency = |c: &Value, received: u64, k: &'static str| match c.get(k) {
+        Some(Value::Null) if received == 0 => Ok(f64::NAN),
+        _ => got(c, k),
+    };
     let load_pps = num(&point, "load_pps", &pf)?;
     let rt_share = num(&point, "rt_share", &pf)?;
     let be_budget = point.get("be_budget").and_then(Value::as_u64);
@@ -307,12 +313,12 @@ pub fn read_point(dir: &Path) -> Result<Row, IngressError> {
         be_received,
         rt_loss: loss(rt_sent, rt_received),
         be_loss: loss(be_sent, be_received),
-        rt_p50_us: got(rt, "latency_p50_us")?,
-        rt_p99_us: got(rt, "latency_p99_us")?,
-        rt_p999_us: got(rt, "latency_p999_us")?,
-        be_p50_us: got(be, "latency_p50_us")?,
-        be_p99_us: got(be, "latency_p99_us")?,
-        be_p999_us: got(be, "latency_p999_us")?,
+        rt_p50_us: latency(rt, rt_received, "latency_p50_us")?,
+        rt_p99_us: latency(rt, rt_received, "latency_p99_us")?,
+        rt_p999_us: latency(rt, rt_received, "latency_p999_us")?,
+        be_p50_us: latency(be, be_received, "latency_p50_us")?,
+        be_p99_us: latency(be, be_received, "latency_p99_us")?,
+        be_p999_us: latency(be, be_received, "latency_p999_us")?,
         router_rt_p50_us: router_us(r_rt, "latency_p50_ns"),
         router_rt_p99_us: router_us(r_rt, "latency_p99_ns"),
         router_rt_ring_wait_p99_us: router_us(r_rt, "ring_wait_p99_ns"),
@@ -407,8 +413,21 @@ mod tests {
             .as_object_mut()
             .expect("class")
             .remove("latency_p99_us");
-        write(&p, "sink.json", no_p99);
+        write(&p, "sink.json", no_p99.clone());
         let e = format!("{:#}", read_point(&p).expect_err("no p99"));
+        // A class that received nothing reports null latencies: no figure
+        // (NaN, left out of the charts), not an error; null with datagrams
+        // received is still one.
+        let mut empty_be = no_p99.clone();
+        for k in ["latency_p50_us", "latency_p99_us", "latency_p999_us"] {
+            empty_be["classes"][1][k] = serde_json::Value::Null;
+        }
+        write(&p, "sink.json", empty_be.clone());
+        assert!(read_point(&p).is_err(), "null p99 with 10 received");
+        empty_be["classes"][1]["received"] = 0.into();
+        write(&p, "sink.json", empty_be);
+        let row = read_point(&p).expect("an empty class reads");
+        assert!(row.be_p99_us.is_nan() && row.rt_p99_us == 2.0, "{row:?}");
         std::fs::remove_dir_all(&root).expect("clean");
         assert!(
             e.contains("sink.json") && e.contains("class \"be\"") && e.contains("latency_p99_us"),

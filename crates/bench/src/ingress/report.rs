@@ -85,6 +85,8 @@ impl Plot {
                     .iter()
                     .filter(|r| r.strategy == st && r.sweep == self.sweep)
                     .map(|r| ((self.x)(r), y(r)))
+                    // A class that received nothing has no latency.
+                    .filter(|(_, y)| y.is_finite())
                     .collect();
                 if !pts.is_empty() {
                     out.push((format!("{st}{suffix}"), pts));

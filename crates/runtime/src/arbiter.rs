@@ -170,6 +170,12 @@ pub struct Arbiter<T, O> {
     /// The scheduler was empty at the end of the last round: the link has
     /// had nothing to send since, so its idle time is no credit.
     was_empty: bool,
+    /// [`Arbiter::set_restart_at_arrival`]: an idle link restarts at the
+    /// earliest arrival stamp of what the round drained, not at `now`.
+    restart_at_arrival: bool,
+    /// With `restart_at_arrival` after an empty round: the earliest
+    /// `Pkt::ts` this round drained (`u64::MAX`: none yet).
+    earliest: u64,
     stats: ArbiterStats,
 }
 
@@ -248,6 +254,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             assist_after: cfg.assist_after.map(dur_nanos),
             starved_assist: cfg.starved_assist,
             was_empty: true,
+            restart_at_arrival: false,
+            earliest: u64::MAX,
             stats: ArbiterStats::default(),
         }
     }
@@ -377,6 +385,28 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         !self.urgent.is_empty() && self.link.ready(Nanos(by)) && self.urgent_queued()
     }
 
+    /// Where an idle link restarts. Off (the default): at the time of the
+    /// round that finds packets after the scheduler was empty, so the
+    /// time the arbiter was away (slept past a deadline, waited for a
+    /// core) is lost to the link. On: at the earliest arrival stamp
+    /// ([`Pkt::ts`]) among the packets that round drained, never before
+    /// the link was free nor after `now`: what arrived while the arbiter
+    /// was away takes the link time it would have had, and the link
+    /// still gets no credit for time when nothing had arrived. A round
+    /// whose release empties the scheduler then leaves the link's free
+    /// time where it is (even behind the clock), so the packets the next
+    /// round drains continue from it if they arrived before then.
+    ///
+    /// Only for senders that stamp every packet with its arrival on the
+    /// clock `now` comes from (a packet stamped 0 would restart the link
+    /// when it was last free, crediting idle time). Costs a comparison
+    /// per mailbox read after an empty round, none per packet: a
+    /// client's packets arrive in stamp order, so the first of each read
+    /// is its earliest.
+    pub fn set_restart_at_arrival(&mut self, on: bool) {
+        self.restart_at_arrival = on;
+    }
+
     /// The output, when the arbiter transmits itself.
     pub fn output(&self) -> Option<&O> {
         match &self.sink {
@@ -457,6 +487,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         // 1. Clients that rang join the active list.
         self.admit_rung_clients();
         // 2. Drain the active clients' mailboxes (rate-limited), trim idle ones.
+        self.earliest = u64::MAX;
         let idle = self.read_mailboxes(now, &mut round);
         if idle > 0 {
             self.settle_and_trim(now);
@@ -533,6 +564,8 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                     max_len: &mut self.max_len,
                     read_batch: self.read_batch,
                     now,
+                    earliest: (self.restart_at_arrival && self.was_empty)
+                        .then_some(&mut self.earliest),
                 },
             );
             round.drained += n;
@@ -593,8 +626,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     fn release(&mut self, now: Nanos, round: &mut Round) {
         if self.was_empty {
             // Nothing was queued since the last round: the link idled, and
-            // what arrived since starts now, not back then.
-            self.link.idle(now);
+            // what arrived since starts now (or when it arrived, see
+            // `set_restart_at_arrival`), not back then.
+            self.link.idle(Nanos(self.earliest.min(now.0)));
         }
         let cap = self.round_cap.max(round.drained);
         let ahead = Nanos(now.0.saturating_add(self.lead.0));
@@ -635,7 +669,12 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 self.prio_released += got as u64;
             }
             if got < want {
-                self.link.idle(now);
+                // Nothing more may leave now. Still queued (a shaper holds
+                // it): the link idles until now. Empty, restarting at
+                // arrivals: the next round's drain decides (above).
+                if !self.restart_at_arrival || self.sched.backlog().pkts > 0 {
+                    self.link.idle(now);
+                }
                 break;
             }
         }
@@ -650,6 +689,8 @@ struct ReadCtx<'a, T, O> {
     max_len: &'a mut pktsched_core::Bytes,
     read_batch: usize,
     now: Nanos,
+    /// Lowered to the read's earliest stamp, if the round tracks it.
+    earliest: Option<&'a mut u64>,
 }
 
 /// One read of client `id`'s mailbox: what was held back from its last
@@ -675,6 +716,10 @@ fn read_one<T, O>(
         return 0;
     }
     *cx.max_len = lens::longest(inbox, *cx.max_len);
+    if let (Some(e), Some(first)) = (cx.earliest, inbox.first()) {
+        // The client sent in stamp order (`held` came before the rest).
+        *e = (*e).min(first.ts.0);
+    }
     // Client-transmit: remember who sent each flow's packets.
     if let Sink::Clients { owner, .. } = cx.sink {
         for p in inbox.iter() {

@@ -167,8 +167,13 @@ pub(crate) struct ArbiterLoop<P: PacketIo + Send + 'static> {
 }
 
 impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
+    /// The loop over `arbiter`, whose idle link restarts at the first
+    /// arrival it drains ([`Arbiter::set_restart_at_arrival`]): the
+    /// receive threads stamp every frame when they classify it, on
+    /// `clock`, so frames that arrived while this thread was away take
+    /// the link time they would have had.
     pub(crate) fn new(
-        arbiter: Arbiter<Frame, TxOutput<P>>,
+        mut arbiter: Arbiter<Frame, TxOutput<P>>,
         cfg: RunConfig,
         flows: &[FlowId],
         shared: Arc<Shared>,
@@ -188,6 +193,7 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             })
             .collect();
         let read_interval = arbiter.read_interval();
+        arbiter.set_restart_at_arrival(true);
         let mut looper = ArbiterLoop {
             arbiter,
             cfg,

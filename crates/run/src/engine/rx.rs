@@ -2,7 +2,9 @@
 //! ingress device, classifies each into its class's flow, stamps it and
 //! hands the batch to the arbiter through its mailbox. When the mailbox is
 //! full it stops receiving, so the backlog builds in the kernel's ring
-//! (whose drops the device counts) rather than in unbounded memory here.
+//! (whose drops the device counts) rather than in unbounded memory here,
+//! and backs off ([`FullWait`]: spin, yield, then short sleeps) so the
+//! arbiter, which empties the mailbox, gets the core.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -11,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use pktsched_core::{Nanos, Pkt};
 use pktsched_io::{BufPool, PacketBuf, PacketIo};
-use pktsched_runtime::{Client, Clock};
+use pktsched_runtime::client::{Backoff, Wait};
+use pktsched_runtime::{Client, Clock, Stopped};
 
 use super::shared::{ClassMap, Shared};
 use super::{device_stats, ports::Port};
@@ -64,6 +67,66 @@ pub(crate) fn classify_into(
     }
 }
 
+/// How the receive thread waits while its mailbox is full, and how often
+/// it did.
+///
+/// A full mailbox means the arbiter is behind (it waits for a core) or the
+/// class queue is full (the arbiter holds back what the scheduler refused,
+/// so the mailbox stays full until the link has sent some). Trying again
+/// at once does not help either way, and a thread that yields after every
+/// try stays runnable: on a core it shares with the arbiter the kernel
+/// splits the core between them, and the arbiter falls further behind. So
+/// the thread backs off as the runtime's [`Backoff`] says (spin, yield,
+/// then sleeps doubling from 5 µs to 80 µs, well below the 12 ms the link
+/// takes to send a full mailbox of 1024 1500-byte frames at 1 Gbit/s), and
+/// starts from spinning again after a send that took frames.
+#[derive(Debug, Default)]
+pub(crate) struct FullWait {
+    backoff: Backoff,
+    /// Sends that took nothing (each followed by one wait).
+    waits: u64,
+}
+
+impl FullWait {
+    /// Sends that found the mailbox full so far.
+    pub(crate) fn waits(&self) -> u64 {
+        self.waits
+    }
+
+    /// Hands what it can of `pending` to the mailbox; if that was nothing
+    /// (the mailbox is full), counts a wait and waits before returning it.
+    /// `Ok(None)`: frames were taken. `Err` once the runtime stopped.
+    pub(crate) fn send<T: Send>(
+        &mut self,
+        client: &mut Client<T>,
+        pending: &mut VecDeque<Pkt<T>>,
+    ) -> Result<Option<Wait>, Stopped> {
+        let (taken, _) = client.send_batch(pending)?;
+        if taken > 0 {
+            self.backoff.reset();
+            return Ok(None);
+        }
+        self.waits += 1;
+        let wait = self.backoff.next_wait();
+        match wait {
+            Wait::Spin(n) => (0..n).for_each(|_| std::hint::spin_loop()),
+            Wait::Yield => std::thread::yield_now(),
+            Wait::Sleep(d) => std::thread::sleep(d),
+        }
+        Ok(Some(wait))
+    }
+}
+
+/// The receive device's counters, with the full-mailbox waits in its
+/// `tx_busy` (the attempts to hand frames on that found the peer full and
+/// were retried: here the peer is the arbiter's mailbox; the receive
+/// socket transmits nothing itself, so its own count stays in the sum).
+fn rx_device_stats<P: PacketIo>(port: &Port<P>, full: &FullWait) -> crate::stats::DeviceStats {
+    let mut d = device_stats(port);
+    d.tx_busy = d.tx_busy.saturating_add(full.waits());
+    d
+}
+
 /// Runs until the pipeline stops; returns the device.
 pub(crate) fn rx_loop<P: PacketIo>(
     mut port: Port<P>,
@@ -76,6 +139,7 @@ pub(crate) fn rx_loop<P: PacketIo>(
     let mut pending: VecDeque<Pkt<Frame>> = VecDeque::with_capacity(4 * RX_BATCH);
     let (mut map, mut generation) = shared.map();
     let mut published = Instant::now();
+    let mut full = FullWait::default();
     while !shared.stopping() {
         if shared.changed_since(generation) {
             (map, generation) = shared.map();
@@ -88,31 +152,32 @@ pub(crate) fn rx_loop<P: PacketIo>(
                 pending.push_back(p)
             });
         }
-        if !pending.is_empty() {
-            match client.send_batch(&mut pending) {
-                Ok((0, _)) => std::thread::yield_now(),
-                Ok(_) => {}
-                Err(_) => break,
-            }
+        if !pending.is_empty() && full.send(&mut client, &mut pending).is_err() {
+            break;
         }
         if published.elapsed() >= PUBLISH_EVERY {
-            shared.publish_device(device_stats(&port));
+            shared.publish_device(rx_device_stats(&port, &full));
             published = Instant::now();
         }
     }
     shared.drop_held_at_stop(pending.iter());
     pending.clear();
-    shared.publish_device(device_stats(&port));
+    shared.publish_device(rx_device_stats(&port, &full));
     port
 }
 
 #[cfg(test)]
 mod tests {
-    use pktsched_core::{FlowId, Nanos};
+    use std::collections::VecDeque;
+    use std::time::Duration;
+
+    use pktsched_core::{Algorithm, FlowId, Nanos, Pkt, Rate};
     use pktsched_io::BufPool;
     use pktsched_io::classify::Classifier;
+    use pktsched_runtime::client::Wait;
+    use pktsched_runtime::{Arbiter, Config, NullOutput, add_flows};
 
-    use super::classify_into;
+    use super::{FullWait, classify_into};
     use crate::engine::shared::{ClassMap, Shared};
 
     /// Each batch counts its frames per flow and in the total; a reused
@@ -144,5 +209,53 @@ mod tests {
         assert_eq!((shared.received(FlowId(3)), shared.classified()), (5, 5));
         shared.reset_flow(FlowId(3));
         assert_eq!((shared.received(FlowId(3)), shared.classified()), (0, 5));
+    }
+
+    /// A receive thread whose mailbox stays full backs off to sleeping
+    /// (it used to yield after every try, staying runnable) and counts
+    /// every wait; once a send takes frames it starts from spinning again.
+    #[test]
+    fn a_full_mailbox_is_waited_out_with_a_backoff_and_counted() {
+        let mut cfg = Config::new(Rate::gbit(1));
+        cfg.mailbox_capacity = 4;
+        let mut sched = Algorithm::Fifo.build_send::<u32>();
+        let flow = add_flows(&mut *sched, &[1], 1, 4096).expect("flow")[0];
+        let mut arb = Arbiter::new(&cfg, sched, NullOutput::default()).expect("arbiter");
+        let mut client = arb.client().expect("client");
+        // More than the mailbox holds.
+        let mut pending: VecDeque<Pkt<u32>> = (0..4096)
+            .map(|i| Pkt::new(flow, 100, Nanos(0), i))
+            .collect();
+        let mut full = FullWait::default();
+        assert_eq!(full.send(&mut client, &mut pending), Ok(None), "some fit");
+        let left = pending.len();
+        assert!(left > 0, "the mailbox is full");
+        let waits: Vec<Wait> = (0..7)
+            .map(|_| full.send(&mut client, &mut pending).expect("running"))
+            .map(|w| w.expect("the mailbox is still full"))
+            .collect();
+        let us = Duration::from_micros;
+        assert_eq!(
+            waits,
+            [
+                Wait::Spin(32),
+                Wait::Spin(64),
+                Wait::Yield,
+                Wait::Yield,
+                Wait::Sleep(us(5)),
+                Wait::Sleep(us(10)),
+                Wait::Sleep(us(20)),
+            ]
+        );
+        assert_eq!((full.waits(), pending.len()), (7, left));
+        arb.do_scan(Nanos(1_000_000));
+        assert_eq!(full.send(&mut client, &mut pending), Ok(None), "room again");
+        assert!(pending.len() < left);
+        assert_eq!(
+            full.send(&mut client, &mut pending),
+            Ok(Some(Wait::Spin(32))),
+            "full again: spinning first"
+        );
+        assert_eq!(full.waits(), 8);
     }
 }

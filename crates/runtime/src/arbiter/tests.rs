@@ -615,3 +615,92 @@ fn packets_lent_in_past_the_mailboxes_raise_the_release_bound() {
     let r = a.do_scan(Nanos(100_000));
     assert_eq!((r.released, r.backlog), (2, 0));
 }
+
+/// `pkt` stamped at `ts`.
+fn pkt_at(flow: u32, len: u32, seq: u64, ts: u64) -> Pkt<u64> {
+    Pkt::new(FlowId(flow), len, Nanos(ts), seq)
+}
+
+/// Restarting at arrivals: packets that arrived at 0.5 ms while the link
+/// idled (the arbiter away until 1 ms) take the link from 0.5 ms, not
+/// from the round that drains them (as `an_idle_link_is_not_caught_up_
+/// after_the_scheduler_was_empty` does without it); never before the
+/// link was free, never before the first arrival, never after `now`.
+#[test]
+fn an_idle_link_restarts_at_the_first_arrival_never_before_it_was_free() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    a.set_restart_at_arrival(true);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    for i in 0..10 {
+        assert_eq!(c.send(pkt_at(0, 125, i, 500_000)), Ok(Sent::Queued));
+    }
+    // 1 µs each: all ten started by 1 ms, the link free at 0.51 ms.
+    let r = a.do_scan(Nanos(1_000_000));
+    assert_eq!((r.drained, r.released, r.backlog), (10, 10, 0));
+    assert_eq!(r.link_free, Nanos(510_000));
+    // A 12 µs packet keeps the link busy from 1.51 to 1.522 ms; ten
+    // that arrived at 1.515 ms (while it was busy) follow it from then.
+    assert_eq!(c.send(pkt_at(0, 1500, 10, 1_510_000)), Ok(Sent::Queued));
+    let r = a.do_scan(Nanos(1_510_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(1_522_000)));
+    for i in 11..21 {
+        assert_eq!(c.send(pkt_at(0, 125, i, 1_515_000)), Ok(Sent::Queued));
+    }
+    let r = a.do_scan(Nanos(3_000_000));
+    assert_eq!((r.released, r.link_free), (10, Nanos(1_532_000)));
+    // Arrivals at 4 ms after the link was free at 1.532 ms: from 4 ms
+    // (no credit for the idle time in between), one per µs.
+    for i in 21..31 {
+        assert_eq!(c.send(pkt_at(0, 125, i, 4_000_000)), Ok(Sent::Queued));
+    }
+    let r = a.do_scan(Nanos(4_003_500));
+    assert_eq!((r.released, r.link_free), (4, Nanos(4_004_000)));
+    a.do_scan(Nanos(5_000_000));
+    // Stamped after the round's clock (another thread's clock read): the
+    // link starts at the round's time, never ahead of it.
+    for i in 31..33 {
+        assert_eq!(c.send(pkt_at(0, 125, i, 7_000_000)), Ok(Sent::Queued));
+    }
+    let r = a.do_scan(Nanos(6_000_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(6_001_000)));
+}
+
+/// Restarting at arrivals, 300 packets that arrived at 1 ms are drained
+/// from 10 ms on, a read batch (64) a round: every round releases all it
+/// read and empties the scheduler, and the next one continues the link
+/// from where those left it, so the 300 occupy the link from 1 ms on
+/// without a gap (the link restarting at each round's time would lose
+/// the 9 ms again after every read batch).
+#[test]
+fn rounds_that_empty_the_scheduler_leave_the_link_to_the_next_arrivals() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    a.set_restart_at_arrival(true);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    for i in 0..300 {
+        assert_eq!(c.send(pkt_at(0, 125, i, 1_000_000)), Ok(Sent::Queued));
+    }
+    let mut now = 10_000_000;
+    let mut released = Vec::new();
+    let mut free = Vec::new();
+    let mut r = a.do_scan(Nanos(now));
+    while r.drained > 0 {
+        released.push(r.released);
+        free.push(r.link_free.0);
+        now += 1_000;
+        r = a.do_scan(Nanos(now));
+    }
+    assert_eq!(released, [64, 64, 64, 64, 44]);
+    // 1 µs each, back to back from 1 ms.
+    assert_eq!(
+        free,
+        [1_064_000, 1_128_000, 1_192_000, 1_256_000, 1_300_000]
+    );
+    // A round that drained nothing: the link idles from its time on.
+    assert_eq!((r.released, r.link_free), (0, Nanos(now)));
+    // Later arrivals find the link idle since then: from their arrival.
+    assert_eq!(c.send(pkt_at(0, 125, 300, 12_000_000)), Ok(Sent::Queued));
+    let r = a.do_scan(Nanos(12_500_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(12_001_000)));
+}

@@ -399,3 +399,41 @@ fn a_removed_class_s_moved_queue_leaves_the_upstream_count_exact() {
     assert!(moved > 36, "b's queue moved to a: {moved} frames");
     assert_eq!(r.l.upstream, 36, "a read batch of a's 100 was read");
 }
+
+/// The link idle (its queue drained) when the arbiter goes away for 6
+/// ms; 320 frames arrive 1 ms into the absence. On its return they take
+/// the link from their arrival on (3.84 ms of it, over by the return), as
+/// if the arbiter had been there: the first round restarts the link at
+/// the first arrival, not at the return, and the rounds after it (the next
+/// pass's catch-up rounds, which read the rest of the mailbox) continue
+/// from there. (With
+/// the link restarting at the return they left at the rate from then on:
+/// two frames in the first round.)
+#[test]
+fn frames_that_arrived_while_the_arbiter_was_away_take_the_idle_link_s_time() {
+    let mut r = rig();
+    r.arrive(Nanos(0), 10);
+    let mut now = 0;
+    while now <= 1_000_000 {
+        r.l.step(Nanos(now));
+        now += TICK;
+    }
+    assert_eq!(r.sent_bytes(), 10 * u64::from(FRAME), "all ten went");
+    let arrived = 2_000_000;
+    for _ in 0..5 {
+        r.arrive(Nanos(arrived), 64);
+    }
+    let back = 7_000_000;
+    let round = r.l.step(Nanos(back));
+    assert_eq!(round.released, 64, "the first read batch, from 2 ms");
+    assert_eq!(round.link_free, Nanos(arrived + 64 * TICK));
+    // The next pass's catch-up rounds read the other 256, a read batch
+    // each, continuing the link.
+    assert_eq!(r.l.catch_up(Nanos(back + TICK)), 4);
+    assert_eq!(r.sent_bytes(), 330 * u64::from(FRAME), "all went");
+    assert_eq!(
+        r.l.last_round.1.link_free,
+        Nanos(arrived + 320 * TICK),
+        "back to back from the first arrival"
+    );
+}

@@ -170,6 +170,11 @@ pub struct Arbiter<T, O> {
     /// The scheduler was empty at the end of the last round: the link has
     /// had nothing to send since, so its idle time is no credit.
     was_empty: bool,
+    /// The last release stopped with packets queued that were not due yet
+    /// (a shaper held them): the link idled from then on, so when they
+    /// become due they start at that round's time, not back-to-back from
+    /// when the link went idle.
+    held_back: bool,
     /// [`Arbiter::set_restart_at_arrival`]: an idle link restarts at the
     /// earliest arrival stamp of what the round drained, not at `now`.
     restart_at_arrival: bool,
@@ -254,6 +259,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             assist_after: cfg.assist_after.map(dur_nanos),
             starved_assist: cfg.starved_assist,
             was_empty: true,
+            held_back: false,
             restart_at_arrival: false,
             earliest: u64::MAX,
             stats: ArbiterStats::default(),
@@ -383,6 +389,15 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             .saturating_add(self.lead.0)
             .saturating_add(self.prio_lead.0);
         !self.urgent.is_empty() && self.link.ready(Nanos(by)) && self.urgent_queued()
+    }
+
+    /// Raises the length bound the release plans its runs with (see
+    /// `max_len`) to at least `len`: a caller that puts packets in through
+    /// [`Arbiter::scheduler`] and knows their largest length (a wire's
+    /// largest frame) gives it here, so the first run after a longer packet
+    /// than any sent before cannot take the link past `burst`.
+    pub fn raise_len_bound(&mut self, len: pktsched_core::Bytes) {
+        self.max_len = self.max_len.max(len);
     }
 
     /// Where an idle link restarts. Off (the default): at the time of the
@@ -629,7 +644,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             // what arrived since starts now (or when it arrived, see
             // `set_restart_at_arrival`), not back then.
             self.link.idle(Nanos(self.earliest.min(now.0)));
+        } else if self.held_back {
+            // What the shaper held has become due now: it starts now.
+            self.link.idle(now);
         }
+        self.held_back = false;
         let cap = self.round_cap.max(round.drained);
         let ahead = Nanos(now.0.saturating_add(self.lead.0));
         while round.released < cap {
@@ -672,9 +691,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 // Nothing more may leave now. Still queued (a shaper holds
                 // it): the link idles until now. Empty, restarting at
                 // arrivals: the next round's drain decides (above).
-                if !self.restart_at_arrival || self.sched.backlog().pkts > 0 {
+                let holding = self.sched.backlog().pkts > 0;
+                if !self.restart_at_arrival || holding {
                     self.link.idle(now);
                 }
+                self.held_back = holding;
                 break;
             }
         }
@@ -833,14 +854,17 @@ fn flush_to_clients<T>(
     stats: &mut ArbiterStats,
 ) {
     for p in batch.drain(..) {
-        // Every released packet was accepted after its owner was
-        // recorded, so the owner exists.
+        // A packet from a mailbox was accepted after its owner was
+        // recorded, so its owner exists.
         let o = owner.get(p.flow.index()).copied().unwrap_or(u32::MAX) as usize;
         if let Some(c) = clients.get_mut(o) {
             if c.ret_waiting.is_empty() {
                 dirty.push(o);
             }
             c.ret_waiting.push_back(p);
+        } else {
+            // Put in past the mailboxes: no client sent it.
+            stats.unowned_dropped += 1;
         }
     }
     dirty.retain(|&o| {

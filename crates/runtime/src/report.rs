@@ -75,6 +75,10 @@ pub struct ArbiterStats {
     pub away_kept: u64,
     /// See `away_periods`.
     pub away_ns: u64,
+    /// Client-transmit only: released packets with no client to hand them
+    /// to (put into the scheduler past the mailboxes, through
+    /// `Arbiter::scheduler`): dropped, and counted here.
+    pub unowned_dropped: u64,
 }
 
 /// What the driver's arbiter thread counts of itself (see the fields of

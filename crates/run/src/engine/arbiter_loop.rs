@@ -194,6 +194,10 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
             .collect();
         let read_interval = arbiter.read_interval();
         arbiter.set_restart_at_arrival(true);
+        // The run-to-completion engine puts frames in past the mailboxes:
+        // the release plans with the wire's largest frame from the start,
+        // not only after a run has shown one.
+        arbiter.raise_len_bound(cfg.link.wire_len(cfg.link.max_frame));
         let mut looper = ArbiterLoop {
             arbiter,
             cfg,

@@ -704,3 +704,91 @@ fn rounds_that_empty_the_scheduler_leave_the_link_to_the_next_arrivals() {
     let r = a.do_scan(Nanos(12_500_000));
     assert_eq!((r.released, r.link_free), (1, Nanos(12_001_000)));
 }
+
+/// Client-transmit: a packet put in past the mailboxes (no client sent
+/// it) has no client to go back to; it is counted, not lost silently.
+#[test]
+fn an_unowned_packet_in_client_transmit_is_counted() {
+    let mut a = client_transmit_arbiter(1024);
+    let _c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert!(a.scheduler().enqueue(pkt(0, 100, 7), Nanos(0)).is_ok());
+    a.do_scan(Nanos(1_000_000));
+    assert_eq!((a.stats().decisions, a.stats().unowned_dropped), (1, 1));
+}
+
+/// A caller that puts packets in past the mailboxes and gives the wire's
+/// largest frame (`raise_len_bound`) gets runs planned with it from the
+/// start: after a 64-byte packet, 1250-byte ones go one at a time within
+/// the 10 µs burst, not as a run planned for 64-byte packets.
+#[test]
+fn a_raised_length_bound_plans_the_first_runs() {
+    for (bound, released) in [(0, 5), (1250, 1)] {
+        let mut cfg = Config::new(Rate::gbit(1));
+        cfg.burst = 1250; // 10 µs at 1 Gbit/s
+        let mut a = Arbiter::new(
+            &cfg,
+            Algorithm::Fifo.build_send::<u64>(),
+            VecOutput::default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+        a.raise_len_bound(bound);
+        assert!(a.scheduler().enqueue(pkt(0, 64, 0), Nanos(0)).is_ok());
+        assert_eq!(a.do_scan(Nanos(0)).released, 1);
+        for i in 1..=5 {
+            assert!(a.scheduler().enqueue(pkt(0, 1250, i), Nanos(0)).is_ok());
+        }
+        assert_eq!(a.do_scan(Nanos(0)).released, released, "bound {bound}");
+    }
+}
+
+/// Packets a shaper held (not due) start when they become due, not on
+/// credit from when the link went idle: two flows capped at 100 Mbit/s
+/// (1500 bytes every 120 µs, no credit ahead) on a 1 Gbit/s link (12 µs
+/// per packet).
+#[test]
+fn packets_a_shaper_held_start_when_due_not_on_idle_credit() {
+    use pktsched_core::policy::{FlowParams, Policy, PolicySched};
+    let policy = Policy::from_toml(
+        "[policy]\nmax_len = 1514\n\n[[node]]\nname = \"classes\"\nkind = \"hclock\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut sched = PolicySched::<u64>::new(&policy);
+    let mut flows = Vec::new();
+    for _ in 0..2 {
+        let f = pktsched_core::Scheduler::add_flow(&mut sched, Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let params = FlowParams {
+            rate: Some(Rate::mbit(100)),
+            cburst: Some(0),
+            ..FlowParams::default()
+        };
+        pktsched_core::Scheduler::set_flow_params(&mut sched, f, params, Nanos(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        flows.push(f);
+    }
+    let mut a = Arbiter::new(
+        &Config::new(Rate::gbit(1)),
+        Box::new(sched),
+        VecOutput::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    a.raise_len_bound(1500);
+    for (i, f) in flows.iter().enumerate() {
+        for k in 0..2u64 {
+            let p = Pkt::new(*f, 1500, Nanos(0), 10 * i as u64 + k);
+            assert!(a.scheduler().enqueue(p, Nanos(0)).is_ok());
+        }
+    }
+    // A's first at 0, B's at 12 µs (the link busy until 24 µs); A's
+    // second is due at 120 µs, B's at 132 µs.
+    assert_eq!(a.do_scan(Nanos(0)).released, 1);
+    assert_eq!(a.do_scan(Nanos(12_000)).released, 1);
+    assert_eq!(a.do_scan(Nanos(60_000)).released, 0);
+    let r = a.do_scan(Nanos(120_000));
+    // It starts at 120 µs: the link is busy until 132, not until 36 (as
+    // if it had started when the link went idle, at 24).
+    assert_eq!((r.released, r.link_free), (1, Nanos(132_000)));
+    let r = a.do_scan(Nanos(132_000));
+    assert_eq!((r.released, r.backlog, r.link_free), (1, 0, Nanos(144_000)));
+}

@@ -217,8 +217,9 @@ struct NodeState {
 }
 
 /// The one shaper of the tree: a [`Cffs`] over release times (unit
-/// `unit` ns), with an exact heap for anything beyond its horizon, so a
-/// release is never early.
+/// `unit` ns), with an exact heap for anything outside its window (beyond
+/// its horizon, or below a window that moved past `now`), so a release is
+/// never early and late by less than one unit.
 #[derive(Clone, Debug)]
 struct Shaper {
     q: Cffs<u32>,
@@ -227,6 +228,19 @@ struct Shaper {
 }
 
 impl Shaper {
+    /// `buckets` per half (validated: 2..=MAX_SHAPER_BUCKETS) of `unit` ns.
+    fn new(buckets: usize, unit: u64) -> Shaper {
+        // Both sides refuse, and a refused rank goes to the exact spill:
+        // below the window too (an empty queue's jump, or a swap on a far
+        // push, can leave the window's start later than `now`; a clamped
+        // rank would then wait behind a later one).
+        let cfg = BucketConfig::new(buckets).policy(OutOfRange::Reject, OutOfRange::Reject);
+        Shaper {
+            q: Cffs::new(cfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
+            spill: BinaryHeapPq::new(0),
+            unit,
+        }
+    }
     #[inline]
     fn push(&mut self, t: u64, r: u32) -> Slot {
         let rank = t.div_ceil(self.unit);
@@ -279,7 +293,8 @@ pub struct PolicyStats {
     /// Ranks clamped by node queues and the shaper (0 when every rank fit
     /// its queue's range; see [`crate::pq::OutOfRange`]).
     pub clamped: u64,
-    /// Entries that went to the shaper's spill heap (beyond its horizon).
+    /// Entries that went to the shaper's spill heap (beyond its horizon,
+    /// or below its window after the window moved past `now`).
     pub spilled: u64,
 }
 
@@ -397,14 +412,7 @@ impl<T> PolicySched<T> {
             m.reservation = n.reservation;
             nm.push(m);
         }
-        let scfg =
-            BucketConfig::new(policy.shaper_buckets).policy(OutOfRange::Clamp, OutOfRange::Reject);
-        let shaper = Shaper {
-            // Validated: 2..=MAX_SHAPER_BUCKETS buckets.
-            q: Cffs::new(scfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
-            spill: BinaryHeapPq::new(0),
-            unit: policy.shaper_unit,
-        };
+        let shaper = Shaper::new(policy.shaper_buckets, policy.shaper_unit);
         PolicySched {
             root: policy.root,
             policy,
@@ -1046,4 +1054,107 @@ impl<T> Scheduler<T> for PolicySched<T> {
     }
 
     crate::sched::flow_table_views!(flows);
+}
+
+#[cfg(test)]
+mod shaper_tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    const US: u64 = 1000;
+
+    fn shaper(buckets: usize, unit: u64) -> Shaper {
+        Shaper::new(buckets, unit)
+    }
+
+    /// Drains everything due at `now`, checking each member against its
+    /// release time (`times[r]`): never early, and nothing due left
+    /// behind (so late by less than one unit when drained every unit).
+    fn drain(s: &mut Shaper, now: u64, times: &[u64], out: &mut Vec<u32>) {
+        let from = out.len();
+        while let Some(r) = s.pop_due(now) {
+            let t = times[r as usize];
+            assert!(
+                t.div_ceil(s.unit) * s.unit <= now,
+                "{r} at {t} released early at {now}"
+            );
+            out.push(r);
+        }
+        let ranks: Vec<u64> = out[from..]
+            .iter()
+            .map(|&r| times[r as usize].div_ceil(s.unit))
+            .collect();
+        assert!(ranks.is_sorted(), "out of order at {now}: {ranks:?}");
+        if let Some(next) = s.next() {
+            assert!(next > now, "{next} still queued at {now}");
+        }
+    }
+
+    /// The review's case (unit 1 µs, 16384 buckets): an empty shaper at
+    /// 1,010,000 µs whose first member parks at 1,022,304 µs jumps its
+    /// window to 62·16384 = 1,015,808 µs, past `now`. Members parking at
+    /// 1,010,013, 1,010,025 and 1,010,005 µs were clamped into its first
+    /// bucket and left in push order (the last 20 µs late); now they go
+    /// to the exact spill and leave on time, in order.
+    #[test]
+    fn ranks_below_a_jumped_window_leave_on_time_and_in_order() {
+        let mut s = shaper(16_384, US);
+        let times = [
+            1_022_304 * US,
+            1_010_013 * US,
+            1_010_025 * US,
+            1_010_005 * US,
+        ];
+        for (r, &t) in times.iter().enumerate() {
+            s.push(t, r as u32);
+        }
+        assert_eq!(s.q.stats().clamped(), 0);
+        let mut out = Vec::new();
+        for now in (1_010_000..=1_022_304).map(|u| u * US) {
+            drain(&mut s, now, &times, &mut out);
+            assert_eq!(
+                out.len(),
+                times.iter().filter(|&&t| t <= now).count(),
+                "not all due members released at {now}"
+            );
+        }
+        assert_eq!(out, [3, 1, 2, 0]);
+    }
+
+    /// Random parks (up to 2.5 windows ahead) and pops with idle gaps of
+    /// up to 100 windows (empty-queue jumps), drained every unit: every
+    /// member leaves in its unit, in rank order.
+    #[test]
+    fn random_parks_with_idle_gaps_leave_in_their_unit() {
+        for seed in 0..20u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (buckets, unit) = (rng.random_range(2..64usize), rng.random_range(1..5u64));
+            let span = buckets as u64 * unit;
+            let mut s = shaper(buckets, unit);
+            let mut times = Vec::new();
+            let mut out = Vec::new();
+            let mut now = rng.random_range(0..10 * span);
+            for _ in 0..3000 {
+                if rng.random_bool(0.02) && s.next().is_none() {
+                    now += rng.random_range(0..100 * span);
+                }
+                for _ in 0..rng.random_range(0..4) {
+                    let t = now + rng.random_range(0..=5 * span / 2);
+                    s.push(t, times.len() as u32);
+                    times.push(t);
+                }
+                now += rng.random_range(1..=unit);
+                // Every unit boundary crossed is drained.
+                drain(&mut s, now, &times, &mut out);
+            }
+            while let Some(t) = s.next() {
+                now = now.max(t);
+                drain(&mut s, now, &times, &mut out);
+            }
+            assert_eq!(out.len(), times.len(), "seed {seed}");
+            assert_eq!(s.q.stats().clamped(), 0, "seed {seed}");
+        }
+    }
 }

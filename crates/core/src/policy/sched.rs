@@ -382,6 +382,11 @@ impl Member {
     }
 }
 
+/// A wfq/hclock node whose virtual time passes this rebases its children's
+/// tags ([`PolicySched::rebase_tags`]): `2^62` leaves `3·2^62` of room, far
+/// more than the tags of one round can span (`len·scale/w <= 2^32` each).
+const REBASE_TAGS_AT: u64 = 1 << 62;
+
 #[inline]
 fn inc(len: u64, scale: u64, w: u32) -> u64 {
     (len * scale).div_ceil(u64::from(w.max(1)))
@@ -879,6 +884,54 @@ impl<T> PolicySched<T> {
             (m.next_tx, m.next_tx_ahead) =
                 next_tx(m.next_tx, m.next_tx_ahead, now, rate, len, credit);
         }
+        self.nodes[n].vt = vt;
+        if vt > REBASE_TAGS_AT {
+            self.rebase_tags(n);
+        }
+    }
+
+    /// Subtracts one offset from node `n`'s virtual time and every share
+    /// tag of its children (and the ranks they are queued with), so the
+    /// tags never wrap: `finish = start + len·scale/w` grows by up to
+    /// `2^16 · 2^16` per packet, and a weight-1 child at 30 Mpps passes
+    /// `2^64` in ~40 h. The offset is at most the virtual time and at most
+    /// every queued rank, so the order of queued children is unchanged; a
+    /// tag below it (an idle child's stale tag) becomes 0, which `enter`'s
+    /// `max(start, vt, finish)` treats the same as before.
+    #[cold]
+    fn rebase_tags(&mut self, n: usize) {
+        let kind = match self.nodes[n].q {
+            NodeQ::Cffs(_) => QueueKind::Cffs,
+            NodeQ::Hier(_) => QueueKind::HierFfs,
+            NodeQ::Heap(_) => QueueKind::Heap,
+            NodeQ::Small(_) => QueueKind::Small,
+        };
+        let fresh = NodeQ::new(kind, self.policy.nodes[n].buckets);
+        let mut old = core::mem::replace(&mut self.nodes[n].q, fresh);
+        let mut queued = Vec::with_capacity(old.len());
+        while let Some(p) = old.pop_ranked() {
+            queued.push(p);
+        }
+        let min_rank = queued.iter().map(|p| p.0).min().unwrap_or(u64::MAX);
+        let off = self.nodes[n].vt.min(min_rank);
+        self.nodes[n].vt -= off;
+        let parent = n as u32;
+        for m in self.nm.iter_mut().chain(self.fm.iter_mut()) {
+            if m.parent == parent {
+                m.start = m.start.saturating_sub(off);
+                m.finish = m.finish.saturating_sub(off);
+            }
+        }
+        for (rank, r) in queued {
+            let h = self.nodes[n].q.push(rank - off, r);
+            self.member_mut(r).slot = Slot::Queued(h);
+        }
+    }
+
+    /// Test hook: node `n`'s virtual time (to start share tags near the
+    /// top of their range).
+    #[cfg(test)]
+    pub(crate) fn set_virtual_time(&mut self, n: usize, vt: u64) {
         self.nodes[n].vt = vt;
     }
 }

@@ -729,10 +729,12 @@ impl<T> PolicySched<T> {
         if let Kind::Wfq { .. } | Kind::Hclock { .. } = kind {
             let m = self.member_mut(r);
             m.start = m.start.max(vt).max(m.finish);
-            let floor = now.saturating_sub(m.res_credit);
-            if fresh && floor >= m.rtag {
-                // At or past the exact clock (see `next_tx`).
-                (m.rtag, m.rtag_ahead) = (floor, 0);
+            if fresh {
+                let floor = now.saturating_sub(m.res_credit);
+                if floor >= m.rtag {
+                    // At or past the exact clock (see `next_tx`).
+                    (m.rtag, m.rtag_ahead) = (floor, 0);
+                }
             }
         }
         let rank = self.rank(n, r);
@@ -899,6 +901,7 @@ impl<T> PolicySched<T> {
     /// tag below it (an idle child's stale tag) becomes 0, which `enter`'s
     /// `max(start, vt, finish)` treats the same as before.
     #[cold]
+    #[inline(never)]
     fn rebase_tags(&mut self, n: usize) {
         let kind = match self.nodes[n].q {
             NodeQ::Cffs(_) => QueueKind::Cffs,

@@ -66,8 +66,10 @@ struct Member {
     /// STFQ / hclock share tags.
     start: u64,
     finish: u64,
-    /// hclock reservation tag (ns).
+    /// hclock reservation tag (ns, rounded up).
     rtag: u64,
+    /// What rounding `rtag` up added, in 1/reservation ns.
+    rtag_ahead: u64,
     by_res: bool,
     limit: Option<Rate>,
     reservation: Option<Rate>,
@@ -80,8 +82,11 @@ struct Member {
     /// The limiter's credit (ns at `limit`, rounded down), if `cburst` is
     /// given; otherwise one `max_len` packet (rounded up).
     limit_credit: Option<u64>,
-    /// Earliest time the rate limit lets it send (virtual clock, ns).
+    /// Earliest time the rate limit lets it send (virtual clock, ns,
+    /// rounded up).
     next_tx: u64,
+    /// What rounding `next_tx` up added, in 1/limit ns (see [`next_tx`]).
+    next_tx_ahead: u64,
     /// Bytes queued in its subtree.
     bytes: u64,
     /// Bytes sent.
@@ -102,6 +107,7 @@ impl Member {
             start: 0,
             finish: 0,
             rtag: 0,
+            rtag_ahead: 0,
             by_res: false,
             limit: None,
             reservation: None,
@@ -110,6 +116,7 @@ impl Member {
             res_credit: 0,
             limit_credit: None,
             next_tx: 0,
+            next_tx_ahead: 0,
             bytes: 0,
             sent: 0,
             size: None,
@@ -210,8 +217,9 @@ struct NodeState {
 }
 
 /// The one shaper of the tree: a [`Cffs`] over release times (unit
-/// `unit` ns), with an exact heap for anything beyond its horizon, so a
-/// release is never early.
+/// `unit` ns), with an exact heap for anything outside its window (beyond
+/// its horizon, or below a window that moved past `now`), so a release is
+/// never early and late by less than one unit.
 #[derive(Clone, Debug)]
 struct Shaper {
     q: Cffs<u32>,
@@ -220,6 +228,19 @@ struct Shaper {
 }
 
 impl Shaper {
+    /// `buckets` per half (validated: 2..=MAX_SHAPER_BUCKETS) of `unit` ns.
+    fn new(buckets: usize, unit: u64) -> Shaper {
+        // Both sides refuse, and a refused rank goes to the exact spill:
+        // below the window too (an empty queue's jump, or a swap on a far
+        // push, can leave the window's start later than `now`; a clamped
+        // rank would then wait behind a later one).
+        let cfg = BucketConfig::new(buckets).policy(OutOfRange::Reject, OutOfRange::Reject);
+        Shaper {
+            q: Cffs::new(cfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
+            spill: BinaryHeapPq::new(0),
+            unit,
+        }
+    }
     #[inline]
     fn push(&mut self, t: u64, r: u32) -> Slot {
         let rank = t.div_ceil(self.unit);
@@ -272,7 +293,8 @@ pub struct PolicyStats {
     /// Ranks clamped by node queues and the shaper (0 when every rank fit
     /// its queue's range; see [`crate::pq::OutOfRange`]).
     pub clamped: u64,
-    /// Entries that went to the shaper's spill heap (beyond its horizon).
+    /// Entries that went to the shaper's spill heap (beyond its horizon,
+    /// or below its window after the window moved past `now`).
     pub spilled: u64,
 }
 
@@ -303,9 +325,43 @@ pub struct PolicySched<T> {
 /// though releases fall on packet boundaries. Over any interval of length
 /// `t` between two of its sends it sends at most `rate·t + credit·rate`
 /// bytes plus the last packet (every packet's time is rounded up).
+///
+/// The clock is kept exactly: `T = t − ahead/rate` ns, where `t` is whole
+/// ns rounded up and `ahead < rate` (bits·ns/s) carries what the rounding
+/// added, so the long-run rate is the limit itself (not `len/ceil(len/rate)`:
+/// 64 B at 100 Gbit/s would be 6 ns instead of 5.12 ns, −15 %). Never early:
+/// `t` is never below the exact clock. Returns the new `(t, ahead)`.
 #[inline]
-fn next_tx(t: u64, now: u64, rate: Rate, len: u64, credit: u64) -> u64 {
-    t.max(now.saturating_sub(credit)) + rate.tx_time(len).as_u64()
+fn next_tx(t: u64, ahead: u64, now: u64, rate: Rate, len: u64, credit: u64) -> (u64, u64) {
+    let floor = now.saturating_sub(credit);
+    // The exact clock is in (t − 1, t] (== t when `ahead` is 0), so an
+    // integer `floor >= t` is at or past it.
+    if floor >= t {
+        advance(floor, 0, rate, len)
+    } else {
+        advance(t, ahead, rate, len)
+    }
+}
+
+/// The exact clock `t − ahead/rate` ns plus `len` bytes at `rate`, as
+/// `(t', ahead')` with `t'` rounded up and `ahead' < rate` (saturating).
+#[inline]
+fn advance(t: u64, ahead: u64, rate: Rate, len: u64) -> (u64, u64) {
+    let bps = u128::from(rate.as_bps().max(1));
+    let bits_ns = u128::from(len) * 8_000_000_000;
+    let ahead = u128::from(ahead);
+    if bits_ns <= ahead {
+        // Still inside the nanosecond `t` already stands for.
+        return (t, u64::try_from(ahead - bits_ns).unwrap_or(0));
+    }
+    let d = bits_ns - ahead;
+    let step = d.div_ceil(bps);
+    // `step·bps − d < bps <= u64::MAX`.
+    let rest = u64::try_from(step * bps - d).unwrap_or(0);
+    match u64::try_from(step).ok().and_then(|s| t.checked_add(s)) {
+        Some(t) => (t, rest),
+        None => (u64::MAX, 0),
+    }
 }
 
 /// `bytes` at `rate` in ns, rounded down (a credit never exceeds the bytes
@@ -325,6 +381,11 @@ impl Member {
         }
     }
 }
+
+/// A wfq/hclock node whose virtual time passes this rebases its children's
+/// tags ([`PolicySched::rebase_tags`]): `2^62` leaves `3·2^62` of room, far
+/// more than the tags of one round can span (`len·scale/w <= 2^32` each).
+const REBASE_TAGS_AT: u64 = 1 << 62;
 
 #[inline]
 fn inc(len: u64, scale: u64, w: u32) -> u64 {
@@ -356,14 +417,7 @@ impl<T> PolicySched<T> {
             m.reservation = n.reservation;
             nm.push(m);
         }
-        let scfg =
-            BucketConfig::new(policy.shaper_buckets).policy(OutOfRange::Clamp, OutOfRange::Reject);
-        let shaper = Shaper {
-            // Validated: 2..=MAX_SHAPER_BUCKETS buckets.
-            q: Cffs::new(scfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
-            spill: BinaryHeapPq::new(0),
-            unit: policy.shaper_unit,
-        };
+        let shaper = Shaper::new(policy.shaper_buckets, policy.shaper_unit);
         PolicySched {
             root: policy.root,
             policy,
@@ -556,6 +610,14 @@ impl<T> PolicySched<T> {
         m.size = p.size;
         m.deadline = p.deadline;
         m.slack = p.slack;
+        // The carried remainders are in units of the old rates: dropping
+        // them moves each clock to its rounded-up value (later, never early).
+        if m.limit != p.rate {
+            m.next_tx_ahead = 0;
+        }
+        if m.reservation != p.reservation {
+            m.rtag_ahead = 0;
+        }
         m.limit = p.rate;
         m.reservation = p.reservation;
         m.burst = p.burst;
@@ -668,7 +730,11 @@ impl<T> PolicySched<T> {
             let m = self.member_mut(r);
             m.start = m.start.max(vt).max(m.finish);
             if fresh {
-                m.rtag = m.rtag.max(now.saturating_sub(m.res_credit));
+                let floor = now.saturating_sub(m.res_credit);
+                if floor >= m.rtag {
+                    // At or past the exact clock (see `next_tx`).
+                    (m.rtag, m.rtag_ahead) = (floor, 0);
+                }
             }
         }
         let rank = self.rank(n, r);
@@ -810,15 +876,65 @@ impl<T> PolicySched<T> {
                     m.finish = m.start + inc(len, scale, m.weight);
                 }
                 if let Some(res) = m.reservation {
-                    m.rtag += res.tx_time(len).as_u64();
+                    (m.rtag, m.rtag_ahead) = advance(m.rtag, m.rtag_ahead, res, len);
                 }
             }
             _ => {}
         }
         if let Some(rate) = m.limit {
             let credit = m.limit_credit(rate, max_len);
-            m.next_tx = next_tx(m.next_tx, now, rate, len, credit);
+            (m.next_tx, m.next_tx_ahead) =
+                next_tx(m.next_tx, m.next_tx_ahead, now, rate, len, credit);
         }
+        self.nodes[n].vt = vt;
+        if vt > REBASE_TAGS_AT {
+            self.rebase_tags(n);
+        }
+    }
+
+    /// Subtracts one offset from node `n`'s virtual time and every share
+    /// tag of its children (and the ranks they are queued with), so the
+    /// tags never wrap: `finish = start + len·scale/w` grows by up to
+    /// `2^16 · 2^16` per packet, and a weight-1 child at 30 Mpps passes
+    /// `2^64` in ~40 h. The offset is at most the virtual time and at most
+    /// every queued rank, so the order of queued children is unchanged; a
+    /// tag below it (an idle child's stale tag) becomes 0, which `enter`'s
+    /// `max(start, vt, finish)` treats the same as before.
+    #[cold]
+    #[inline(never)]
+    fn rebase_tags(&mut self, n: usize) {
+        let kind = match self.nodes[n].q {
+            NodeQ::Cffs(_) => QueueKind::Cffs,
+            NodeQ::Hier(_) => QueueKind::HierFfs,
+            NodeQ::Heap(_) => QueueKind::Heap,
+            NodeQ::Small(_) => QueueKind::Small,
+        };
+        let fresh = NodeQ::new(kind, self.policy.nodes[n].buckets);
+        let mut old = core::mem::replace(&mut self.nodes[n].q, fresh);
+        let mut queued = Vec::with_capacity(old.len());
+        while let Some(p) = old.pop_ranked() {
+            queued.push(p);
+        }
+        let min_rank = queued.iter().map(|p| p.0).min().unwrap_or(u64::MAX);
+        let off = self.nodes[n].vt.min(min_rank);
+        self.nodes[n].vt -= off;
+        let parent = n as u32;
+        for m in self.nm.iter_mut().chain(self.fm.iter_mut()) {
+            if m.parent == parent {
+                m.start = m.start.saturating_sub(off);
+                m.finish = m.finish.saturating_sub(off);
+            }
+        }
+        for (rank, r) in queued {
+            let h = self.nodes[n].q.push(rank - off, r);
+            self.member_mut(r).slot = Slot::Queued(h);
+        }
+    }
+
+    /// Test hook: node `n`'s virtual time (to start share tags near the
+    /// top of their range).
+    #[cfg(test)]
+    pub(crate) fn set_virtual_time(&mut self, n: usize, vt: u64) {
         self.nodes[n].vt = vt;
     }
 }
@@ -972,7 +1088,8 @@ impl<T> Scheduler<T> for PolicySched<T> {
         rm.sent += len;
         if let Some(rate) = rm.limit {
             let credit = rm.limit_credit(rate, u64::from(self.policy.max_len));
-            rm.next_tx = next_tx(rm.next_tx, now, rate, len, credit);
+            (rm.next_tx, rm.next_tx_ahead) =
+                next_tx(rm.next_tx, rm.next_tx_ahead, now, rate, len, credit);
         }
         self.path = path;
         Some(pkt)
@@ -993,4 +1110,107 @@ impl<T> Scheduler<T> for PolicySched<T> {
     }
 
     crate::sched::flow_table_views!(flows);
+}
+
+#[cfg(test)]
+mod shaper_tests {
+    use rand::{Rng, SeedableRng};
+    use rand_chacha::ChaCha8Rng;
+
+    use super::*;
+
+    const US: u64 = 1000;
+
+    fn shaper(buckets: usize, unit: u64) -> Shaper {
+        Shaper::new(buckets, unit)
+    }
+
+    /// Drains everything due at `now`, checking each member against its
+    /// release time (`times[r]`): never early, and nothing due left
+    /// behind (so late by less than one unit when drained every unit).
+    fn drain(s: &mut Shaper, now: u64, times: &[u64], out: &mut Vec<u32>) {
+        let from = out.len();
+        while let Some(r) = s.pop_due(now) {
+            let t = times[r as usize];
+            assert!(
+                t.div_ceil(s.unit) * s.unit <= now,
+                "{r} at {t} released early at {now}"
+            );
+            out.push(r);
+        }
+        let ranks: Vec<u64> = out[from..]
+            .iter()
+            .map(|&r| times[r as usize].div_ceil(s.unit))
+            .collect();
+        assert!(ranks.is_sorted(), "out of order at {now}: {ranks:?}");
+        if let Some(next) = s.next() {
+            assert!(next > now, "{next} still queued at {now}");
+        }
+    }
+
+    /// The review's case (unit 1 µs, 16384 buckets): an empty shaper at
+    /// 1,010,000 µs whose first member parks at 1,022,304 µs jumps its
+    /// window to 62·16384 = 1,015,808 µs, past `now`. Members parking at
+    /// 1,010,013, 1,010,025 and 1,010,005 µs were clamped into its first
+    /// bucket and left in push order (the last 20 µs late); now they go
+    /// to the exact spill and leave on time, in order.
+    #[test]
+    fn ranks_below_a_jumped_window_leave_on_time_and_in_order() {
+        let mut s = shaper(16_384, US);
+        let times = [
+            1_022_304 * US,
+            1_010_013 * US,
+            1_010_025 * US,
+            1_010_005 * US,
+        ];
+        for (r, &t) in times.iter().enumerate() {
+            s.push(t, r as u32);
+        }
+        assert_eq!(s.q.stats().clamped(), 0);
+        let mut out = Vec::new();
+        for now in (1_010_000..=1_022_304).map(|u| u * US) {
+            drain(&mut s, now, &times, &mut out);
+            assert_eq!(
+                out.len(),
+                times.iter().filter(|&&t| t <= now).count(),
+                "not all due members released at {now}"
+            );
+        }
+        assert_eq!(out, [3, 1, 2, 0]);
+    }
+
+    /// Random parks (up to 2.5 windows ahead) and pops with idle gaps of
+    /// up to 100 windows (empty-queue jumps), drained every unit: every
+    /// member leaves in its unit, in rank order.
+    #[test]
+    fn random_parks_with_idle_gaps_leave_in_their_unit() {
+        for seed in 0..20u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let (buckets, unit) = (rng.random_range(2..64usize), rng.random_range(1..5u64));
+            let span = buckets as u64 * unit;
+            let mut s = shaper(buckets, unit);
+            let mut times = Vec::new();
+            let mut out = Vec::new();
+            let mut now = rng.random_range(0..10 * span);
+            for _ in 0..3000 {
+                if rng.random_bool(0.02) && s.next().is_none() {
+                    now += rng.random_range(0..100 * span);
+                }
+                for _ in 0..rng.random_range(0..4) {
+                    let t = now + rng.random_range(0..=5 * span / 2);
+                    s.push(t, times.len() as u32);
+                    times.push(t);
+                }
+                now += rng.random_range(1..=unit);
+                // Every unit boundary crossed is drained.
+                drain(&mut s, now, &times, &mut out);
+            }
+            while let Some(t) = s.next() {
+                now = now.max(t);
+                drain(&mut s, now, &times, &mut out);
+            }
+            assert_eq!(out.len(), times.len(), "seed {seed}");
+            assert_eq!(s.q.stats().clamped(), 0, "seed {seed}");
+        }
+    }
 }

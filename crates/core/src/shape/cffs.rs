@@ -1,7 +1,7 @@
 //! The Eiffel shaper: one [`Cffs`] over departure times.
 
 use super::{Entry, ShapeConfigError, TimeQueue};
-use crate::pq::{BucketConfig, Cffs, Handle, IntPq, OutOfRange};
+use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, IntPq, OutOfRange, PqError};
 use crate::units::Nanos;
 
 /// An EDT shaper on Eiffel's circular hierarchical FFS queue: bucket width
@@ -12,9 +12,17 @@ use crate::units::Nanos;
 /// granularity at or after its EDT) and leaves once `now` reaches that
 /// time: never early, late by at most `granularity − 1` ns. One entry per
 /// pop (no batching beyond what the caller asks for).
+///
+/// The queue's window moves forward in whole halves and can start later
+/// than `now` (an empty queue jumps to its first entry's half, a filing
+/// beyond the buffer swaps halves): an entry below the window goes to an
+/// exact heap that is served first (everything in it is ranked below the
+/// window, which never moves back), so the bound holds for it too.
 #[derive(Clone, Debug)]
 pub struct CffsShaper {
     q: Cffs<Entry>,
+    /// Entries ranked below `q`'s window when filed, exact order.
+    below: BinaryHeapPq<Entry>,
     g: u64,
     buckets: usize,
     /// The released batch; `ready[ready_pos..]` is still to be taken.
@@ -64,11 +72,12 @@ impl CffsShaper {
         let buckets = usize::try_from(horizon.0.div_ceil(granularity).max(1)).unwrap_or(usize::MAX);
         let cfg = BucketConfig::new(buckets)
             .granularity(granularity)
-            .policy(OutOfRange::Clamp, OutOfRange::Reject);
+            .policy(OutOfRange::Reject, OutOfRange::Reject);
         let q = Cffs::new(cfg)
             .map_err(|e| ShapeConfigError::new("cffs", "buckets", buckets, e.to_string()))?;
         Ok(CffsShaper {
             q,
+            below: BinaryHeapPq::new(0),
             g: granularity,
             buckets,
             ready: Vec::new(),
@@ -77,8 +86,15 @@ impl CffsShaper {
     }
 }
 
-/// Moves every entry of `q` ranked `<= now` to `out`, in rank order.
-fn pop_due(q: &mut Cffs<Entry>, now: Nanos, out: &mut Vec<Entry>) {
+/// Moves every entry of `below`, then of `q`, ranked `<= now` to `out`,
+/// in rank order (`below` holds only ranks below `q`'s window).
+fn pop_due(below: &mut BinaryHeapPq<Entry>, q: &mut Cffs<Entry>, now: Nanos, out: &mut Vec<Entry>) {
+    while below.peek_min_rank().is_some_and(|t| t <= now.0) {
+        match below.pop_min() {
+            Some((_, e)) => out.push(e),
+            None => break,
+        }
+    }
     while q.peek_min_rank().is_some_and(|t| t <= now.0) {
         match q.pop_min() {
             Some((_, e)) => out.push(e),
@@ -108,20 +124,33 @@ impl TimeQueue for CffsShaper {
         Nanos(self.g.saturating_mul(self.buckets as u64))
     }
 
-    /// The entry is filed at once; cancelling removes it again.
-    type Ticket = Handle;
+    /// The entry is filed at once; cancelling removes it again. `true`:
+    /// filed in the heap below the window.
+    type Ticket = (Handle, bool);
 
     #[inline]
-    fn reserve(&mut self, e: Entry, _level: u8) -> Option<Handle> {
+    fn reserve(&mut self, e: Entry, _level: u8) -> Option<(Handle, bool)> {
         let t = e.edt.div_ceil(self.g).saturating_mul(self.g);
-        self.q.push(t, e).ok()
+        match self.q.push(t, e) {
+            Ok(h) => Some((h, false)),
+            Err(err) => match err.error {
+                PqError::OutOfRange { min, .. } if t < min => {
+                    self.below.push(t, err.value).ok().map(|h| (h, true))
+                }
+                _ => None,
+            },
+        }
     }
 
     #[inline]
-    fn commit(&mut self, _t: Handle) {}
+    fn commit(&mut self, _t: (Handle, bool)) {}
 
-    fn cancel(&mut self, t: Handle) {
-        self.q.remove(t);
+    fn cancel(&mut self, (h, below): (Handle, bool)) {
+        if below {
+            self.below.remove(h);
+        } else {
+            self.q.remove(h);
+        }
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
@@ -129,7 +158,7 @@ impl TimeQueue for CffsShaper {
         out.extend_from_slice(&self.ready[self.ready_pos..]);
         self.ready.clear();
         self.ready_pos = 0;
-        pop_due(&mut self.q, now, out);
+        pop_due(&mut self.below, &mut self.q, now, out);
         out.len() - before
     }
 
@@ -138,7 +167,7 @@ impl TimeQueue for CffsShaper {
             self.ready.clear();
             self.ready_pos = 0;
         }
-        pop_due(&mut self.q, now, &mut self.ready);
+        pop_due(&mut self.below, &mut self.q, now, &mut self.ready);
         self.ready_pos < self.ready.len()
     }
 
@@ -154,14 +183,19 @@ impl TimeQueue for CffsShaper {
     }
 
     fn next_due(&self) -> Option<Nanos> {
-        self.q.peek_min_rank().map(Nanos)
+        self.below
+            .peek_min_rank()
+            .or_else(|| self.q.peek_min_rank())
+            .map(Nanos)
     }
 
     fn len(&self) -> usize {
-        self.q.len() + (self.ready.len() - self.ready_pos)
+        self.q.len() + self.below.len() + (self.ready.len() - self.ready_pos)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.q.memory_bytes() + self.ready.capacity() * core::mem::size_of::<Entry>()
+        self.q.memory_bytes()
+            + self.below.memory_bytes()
+            + self.ready.capacity() * core::mem::size_of::<Entry>()
     }
 }

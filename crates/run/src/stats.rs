@@ -176,6 +176,10 @@ pub struct DeviceStats {
     /// (`tx_invalid_descs`; those frames were not sent). `None` on
     /// AF_PACKET and without an AF_XDP transmit ring.
     pub tx_invalid: Option<u64>,
+    /// The pspat engine's receive thread: times it found the arbiter's
+    /// mailbox full and waited (spin, yield, then short sleeps) before
+    /// handing frames on. `None` for every other socket.
+    pub rx_mailbox_full: Option<u64>,
 }
 
 impl DeviceStats {
@@ -197,12 +201,13 @@ impl DeviceStats {
             rx_fill_empty: kind.counts_fill_empty().then_some(io.rx_fill_empty),
             rx_freezes: kind.counts_freezes().then_some(io.rx_freezes),
             tx_invalid: io.tx_ring.counts_invalid().then_some(io.tx_invalid),
+            rx_mailbox_full: None,
         }
     }
 
     /// The counters with a name, in display order: `None` for a counter
     /// this device does not have.
-    pub fn counters(&self) -> [(&'static str, Option<u64>); 11] {
+    pub fn counters(&self) -> [(&'static str, Option<u64>); 12] {
         [
             ("rx_packets", Some(self.rx_packets)),
             ("tx_packets", Some(self.tx_packets)),
@@ -215,12 +220,13 @@ impl DeviceStats {
             ("tx_busy", Some(self.tx_busy)),
             ("tx_failed", Some(self.tx_failed)),
             ("tx_invalid", self.tx_invalid),
+            ("rx_mailbox_full", self.rx_mailbox_full),
         ]
     }
 }
 
 /// Help text of each device counter's Prometheus metric.
-const DEVICE_HELP: [(&str, &str); 11] = [
+const DEVICE_HELP: [(&str, &str); 12] = [
     ("rx_packets", "Frames received."),
     ("tx_packets", "Frames transmitted."),
     (
@@ -252,6 +258,10 @@ const DEVICE_HELP: [(&str, &str); 11] = [
     (
         "tx_invalid",
         "AF_XDP transmit descriptors the kernel refused as invalid (not sent).",
+    ),
+    (
+        "rx_mailbox_full",
+        "pspat engine: times the receive thread found the arbiter's mailbox full and waited.",
     ),
 ];
 
@@ -961,7 +971,7 @@ mod tests {
 
     /// Every device counter, by name, with a distinct value on an AF_XDP
     /// device (its receive and transmit rings).
-    const XDP_RX_COUNTERS: [(&str, u64); 11] = [
+    const XDP_RX_COUNTERS: [(&str, u64); 12] = [
         ("rx_packets", 101),
         ("tx_packets", 102),
         ("rx_kernel_drops", 103),
@@ -973,6 +983,7 @@ mod tests {
         ("tx_busy", 109),
         ("tx_failed", 110),
         ("tx_invalid", 112),
+        ("rx_mailbox_full", 113),
     ];
 
     /// An AF_XDP receive socket (no freeze counter) and an AF_PACKET
@@ -1004,10 +1015,12 @@ mod tests {
             tx_packets: 7,
             ..IoStats::default()
         };
-        vec![
-            DeviceStats::from_io("d0", "rx", &xdp),
-            DeviceStats::from_io("d1", "tx", &tx),
-        ]
+        // As the pspat engine's receive thread reports it.
+        let rx = DeviceStats {
+            rx_mailbox_full: Some(v("rx_mailbox_full")),
+            ..DeviceStats::from_io("d0", "rx", &xdp)
+        };
+        vec![rx, DeviceStats::from_io("d1", "tx", &tx)]
     }
 
     /// The counters the AF_XDP socket has (all but the freezes).
@@ -1088,7 +1101,13 @@ mod tests {
             t.contains("device d1 tx: rx 0 tx 7 rx_kernel_drops 0 rx_ring_full — rx_fill_empty — rx_freezes — "),
             "{t}"
         );
-        for name in ["rx_ring_full", "rx_fill_empty", "rx_freezes", "tx_invalid"] {
+        for name in [
+            "rx_ring_full",
+            "rx_fill_empty",
+            "rx_freezes",
+            "tx_invalid",
+            "rx_mailbox_full",
+        ] {
             assert!(v["devices"][1][name].is_null(), "{name} in {v}");
             assert!(
                 !p.contains(&format!("pktsched_device_{name}_total{{device=\"d1\"")),

@@ -117,13 +117,10 @@ impl FullWait {
     }
 }
 
-/// The receive device's counters, with the full-mailbox waits in its
-/// `tx_busy` (the attempts to hand frames on that found the peer full and
-/// were retried: here the peer is the arbiter's mailbox; the receive
-/// socket transmits nothing itself, so its own count stays in the sum).
+/// The receive device's counters, with the full-mailbox waits.
 fn rx_device_stats<P: PacketIo>(port: &Port<P>, full: &FullWait) -> crate::stats::DeviceStats {
     let mut d = device_stats(port);
-    d.tx_busy = d.tx_busy.saturating_add(full.waits());
+    d.rx_mailbox_full = Some(full.waits());
     d
 }
 

@@ -17,8 +17,20 @@ use super::sink_class::{ClassAcc, Irregular, SinkClass, SinkClassReport};
 use crate::sys::monotonic_ns;
 use pktsched_io::packet::{realtime_to_monotonic, rx_monotonic_ns};
 
-/// Most flows tracked (further ones are counted as `untracked`).
-pub const MAX_SINK_FLOWS: usize = 65536;
+/// Most flows tracked (further ones are counted as `untracked`). A flow's
+/// two latency histograms take ~160 KiB while its latencies stay under
+/// 100 ms (they grow past that, to ~300 KiB at an hour), so the cap keeps
+/// the sink under ~0.7 GiB whatever arrives (65 536 flows of fixed
+/// one-hour histograms could have asked for 32 GiB).
+pub const MAX_SINK_FLOWS: usize = 4096;
+
+/// A latency histogram in ns with `sigfig` significant digits: sized for
+/// 1 ns .. 100 ms and growing when a longer latency is recorded.
+pub(crate) fn latency_histogram(sigfig: u8) -> Option<Histogram<u64>> {
+    let mut h = Histogram::new_with_bounds(1, 100_000_000, sigfig).ok()?;
+    h.auto(true);
+    Some(h)
+}
 
 /// Sequence numbers a flow remembers behind its newest one, to tell a
 /// duplicate from a late datagram (one bit each: 512 bytes per flow).
@@ -213,8 +225,9 @@ impl FlowAcc {
             irregular: Irregular::default(),
             first_ns: 0,
             last_ns: 0,
-            latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
-            read_latency: Histogram::new_with_bounds(1, 3_600_000_000_000, 3).ok()?,
+            latency: latency_histogram(3)?,
+            // Only its p99 is reported, as a diagnostic: 1 % steps do.
+            read_latency: latency_histogram(2)?,
             rx_stamped: 0,
         })
     }
@@ -568,6 +581,25 @@ impl SinkReport {
 #[cfg(test)]
 mod accounting_tests {
     use super::*;
+
+    /// The sink's histograms start sized for 100 ms (about half the memory
+    /// of a fixed 1 ns .. 1 h histogram) and still record longer latencies.
+    #[test]
+    fn latency_histograms_start_small_and_grow_past_100_ms() {
+        let fixed = Histogram::<u64>::new_with_bounds(1, 3_600_000_000_000, 3).expect("h");
+        let mut h = latency_histogram(3).expect("h");
+        assert!(
+            5 * h.distinct_values() <= 3 * fixed.distinct_values(),
+            "{} against {}",
+            h.distinct_values(),
+            fixed.distinct_values()
+        );
+        h.record(50_000).expect("50 µs");
+        h.record(5_000_000_000).expect("5 s, past the first size");
+        assert_eq!(h.len(), 2);
+        assert!((h.max() as f64 - 5e9).abs() / 5e9 < 1e-3, "{}", h.max());
+        assert!(latency_histogram(2).expect("h").distinct_values() < h.distinct_values());
+    }
 
     const MS: u64 = 1_000_000;
     /// Every test datagram's payload, bytes.

@@ -29,8 +29,9 @@
 //!
 //! `unsafe` is denied except in `sys` (`prctl`, `clock_gettime`, `capset`),
 //! `engine::wait` (`ppoll` with a nanosecond timeout), `traffic::ifmac`
-//! (`SIOCGIFHWADDR`) and `traffic::rx_sys` (the sink's `poll` and
-//! `SO_RCVBUFFORCE`).
+//! (`SIOCGIFHWADDR`, `SIOCETHTOOL`), `traffic::rx_sys` (the sink's `poll`
+//! and `SO_RCVBUFFORCE`) and `traffic::gso_out` (`setsockopt
+//! UDP_SEGMENT`).
 
 #![deny(unsafe_code)]
 #![warn(missing_docs)]

@@ -176,11 +176,11 @@ pub struct Arbiter<T, O> {
     /// when the link went idle.
     held_back: bool,
     /// [`Arbiter::set_restart_at_arrival`]: an idle link restarts at the
-    /// earliest arrival stamp of what the round drained, not at `now`.
+    /// latest arrival stamp of what the round drained, not at `now`.
     restart_at_arrival: bool,
-    /// With `restart_at_arrival` after an empty round: the earliest
-    /// `Pkt::ts` this round drained (`u64::MAX`: none yet).
-    earliest: u64,
+    /// With `restart_at_arrival` after an empty round: the latest
+    /// `Pkt::ts` this round drained (0: none yet).
+    latest: u64,
     stats: ArbiterStats,
 }
 
@@ -261,7 +261,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             was_empty: true,
             held_back: false,
             restart_at_arrival: false,
-            earliest: u64::MAX,
+            latest: 0,
             stats: ArbiterStats::default(),
         }
     }
@@ -326,6 +326,18 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         self.link.set_rate(rate);
         self.lead = rate.tx_time(u64::from(self.burst));
         self.prio_lead = rate.tx_time(u64::from(self.prio_burst));
+    }
+
+    /// The link's settings changed at `now` (a reload: rate, burst): with
+    /// nothing queued the link restarts no earlier than `now`, so what the
+    /// next round drains is not timed at the new rate on link time from
+    /// before the change (a link left behind the clock by a round that
+    /// emptied the scheduler, see [`Arbiter::set_restart_at_arrival`]).
+    /// With a backlog the link carries on where it is.
+    pub fn link_settings_changed(&mut self, now: Nanos) {
+        if self.sched.backlog().pkts == 0 {
+            self.link.idle(now);
+        }
     }
 
     /// The priority credit: while a frame of one of the `urgent` flows is
@@ -403,21 +415,22 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// Where an idle link restarts. Off (the default): at the time of the
     /// round that finds packets after the scheduler was empty, so the
     /// time the arbiter was away (slept past a deadline, waited for a
-    /// core) is lost to the link. On: at the earliest arrival stamp
+    /// core) is lost to the link. On: at the latest arrival stamp
     /// ([`Pkt::ts`]) among the packets that round drained, never before
-    /// the link was free nor after `now`: what arrived while the arbiter
-    /// was away takes the link time it would have had, and the link
-    /// still gets no credit for time when nothing had arrived. A round
-    /// whose release empties the scheduler then leaves the link's free
-    /// time where it is (even behind the clock), so the packets the next
-    /// round drains continue from it if they arrived before then.
+    /// the link was free nor after `now`: by then every one of them had
+    /// arrived, so starting them back to back from it gives the link no
+    /// credit for time when they were not all there, and the time from
+    /// the last arrival to the late round is not lost. (The earliest
+    /// stamp would not do: packets that arrived later in the absence
+    /// would start on link time from before they arrived, a burst.) A
+    /// round whose release empties the scheduler then leaves the link's
+    /// free time where it is (even behind the clock), so the packets the
+    /// next round drains continue from it if they arrived before then.
     ///
     /// Only for senders that stamp every packet with its arrival on the
-    /// clock `now` comes from (a packet stamped 0 would restart the link
-    /// when it was last free, crediting idle time). Costs a comparison
-    /// per mailbox read after an empty round, none per packet: a
-    /// client's packets arrive in stamp order, so the first of each read
-    /// is its earliest.
+    /// clock `now` comes from. Costs a comparison per mailbox read after
+    /// an empty round, none per packet: a client's packets arrive in
+    /// stamp order, so the last of each read is its latest.
     pub fn set_restart_at_arrival(&mut self, on: bool) {
         self.restart_at_arrival = on;
     }
@@ -502,7 +515,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         // 1. Clients that rang join the active list.
         self.admit_rung_clients();
         // 2. Drain the active clients' mailboxes (rate-limited), trim idle ones.
-        self.earliest = u64::MAX;
+        self.latest = 0;
         let idle = self.read_mailboxes(now, &mut round);
         if idle > 0 {
             self.settle_and_trim(now);
@@ -579,8 +592,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                     max_len: &mut self.max_len,
                     read_batch: self.read_batch,
                     now,
-                    earliest: (self.restart_at_arrival && self.was_empty)
-                        .then_some(&mut self.earliest),
+                    latest: (self.restart_at_arrival && self.was_empty).then_some(&mut self.latest),
                 },
             );
             round.drained += n;
@@ -641,9 +653,14 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     fn release(&mut self, now: Nanos, round: &mut Round) {
         if self.was_empty {
             // Nothing was queued since the last round: the link idled, and
-            // what arrived since starts now (or when it arrived, see
-            // `set_restart_at_arrival`), not back then.
-            self.link.idle(Nanos(self.earliest.min(now.0)));
+            // what arrived since starts now (or when the last of it
+            // arrived, see `set_restart_at_arrival`), not back then.
+            let restart = if self.latest == 0 {
+                now.0
+            } else {
+                self.latest.min(now.0)
+            };
+            self.link.idle(Nanos(restart));
         } else if self.held_back {
             // What the shaper held has become due now: it starts now.
             self.link.idle(now);
@@ -710,8 +727,8 @@ struct ReadCtx<'a, T, O> {
     max_len: &'a mut pktsched_core::Bytes,
     read_batch: usize,
     now: Nanos,
-    /// Lowered to the read's earliest stamp, if the round tracks it.
-    earliest: Option<&'a mut u64>,
+    /// Raised to the read's latest stamp, if the round tracks it.
+    latest: Option<&'a mut u64>,
 }
 
 /// One read of client `id`'s mailbox: what was held back from its last
@@ -737,9 +754,9 @@ fn read_one<T, O>(
         return 0;
     }
     *cx.max_len = lens::longest(inbox, *cx.max_len);
-    if let (Some(e), Some(first)) = (cx.earliest, inbox.first()) {
+    if let (Some(l), Some(last)) = (cx.latest, inbox.last()) {
         // The client sent in stamp order (`held` came before the rest).
-        *e = (*e).min(first.ts.0);
+        *l = (*l).max(last.ts.0);
     }
     // Client-transmit: remember who sent each flow's packets.
     if let Sink::Clients { owner, .. } = cx.sink {

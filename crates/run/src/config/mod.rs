@@ -332,8 +332,8 @@ impl RunConfig {
             .filter(|c| c.weight != 1)
             .map(|c| {
                 format!(
-                    "class {:?}: weight = {} is not used by algorithm = \"{}\" (drr, wf2q, qfq \
-                     and hclock share by weight)",
+                    "class {:?}: weight = {} is not used by algorithm = \"{}\" (drr, wf2q and qfq \
+                     share by weight)",
                     c.name,
                     c.weight,
                     alg.name()

@@ -501,6 +501,11 @@ impl<P: PacketIo + Send + 'static> ArbiterLoop<P> {
         }
         self.arbiter.set_link_rate(new.link.rate);
         self.arbiter.set_burst(new.link.burst);
+        // The new rate never times link time before the reload, and a
+        // larger wire frame (overhead, mpu) bounds the runs from now on.
+        self.arbiter.link_settings_changed(now);
+        self.arbiter
+            .raise_len_bound(new.link.wire_len(new.link.max_frame));
         self.shared.set_map(ClassMap::new(
             classifier,
             slots.iter().map(|s| s.flow).collect(),

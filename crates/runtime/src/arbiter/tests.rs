@@ -627,7 +627,7 @@ fn pkt_at(flow: u32, len: u32, seq: u64, ts: u64) -> Pkt<u64> {
 /// after_the_scheduler_was_empty` does without it); never before the
 /// link was free, never before the first arrival, never after `now`.
 #[test]
-fn an_idle_link_restarts_at_the_first_arrival_never_before_it_was_free() {
+fn an_idle_link_restarts_at_the_last_arrival_never_before_it_was_free() {
     let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
     a.set_restart_at_arrival(true);
     let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
@@ -664,6 +664,26 @@ fn an_idle_link_restarts_at_the_first_arrival_never_before_it_was_free() {
     }
     let r = a.do_scan(Nanos(6_000_000));
     assert_eq!((r.released, r.link_free), (1, Nanos(6_001_000)));
+}
+
+/// Restarting at arrivals, one round drains a 125-byte packet that arrived
+/// at 1 µs and 63 of 1500 bytes that arrived at 900 µs: the link restarts
+/// at 900 µs, when all of them were there, so ten start by 1 ms (900, 901,
+/// 913, ... 997 µs). From the first arrival (1 µs) all 64 would have left
+/// at once on link time from before the 63 arrived.
+#[test]
+fn an_idle_link_restarts_when_the_last_of_a_round_s_packets_arrived() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    a.set_restart_at_arrival(true);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    assert_eq!(c.send(pkt_at(0, 125, 0, 1_000)), Ok(Sent::Queued));
+    for i in 1..64 {
+        assert_eq!(c.send(pkt_at(0, 1500, i, 900_000)), Ok(Sent::Queued));
+    }
+    let r = a.do_scan(Nanos(1_000_000));
+    assert_eq!((r.drained, r.released), (64, 10));
+    assert_eq!(r.link_free, Nanos(1_009_000));
 }
 
 /// Restarting at arrivals, 300 packets that arrived at 1 ms are drained
@@ -791,4 +811,25 @@ fn packets_a_shaper_held_start_when_due_not_on_idle_credit() {
     assert_eq!((r.released, r.link_free), (1, Nanos(132_000)));
     let r = a.do_scan(Nanos(132_000));
     assert_eq!((r.released, r.backlog, r.link_free), (1, 0, Nanos(144_000)));
+}
+
+/// Restarting at arrivals, a round that empties the scheduler leaves the
+/// link behind the clock (free at 1.01 ms at the 2 ms round); a change of
+/// the link's settings at 3 ms moves it to 3 ms, so a packet stamped
+/// 2.5 ms and drained at 4 ms starts at 3 ms, at the new rate, not on
+/// link time from before the change.
+#[test]
+fn a_settings_change_restarts_an_empty_link_no_earlier_than_the_change() {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    a.set_restart_at_arrival(true);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    assert_eq!(c.send(pkt_at(0, 1250, 0, 1_000_000)), Ok(Sent::Queued));
+    let r = a.do_scan(Nanos(2_000_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(1_010_000)));
+    a.set_link_rate(Rate::mbit(100));
+    a.link_settings_changed(Nanos(3_000_000));
+    assert_eq!(c.send(pkt_at(0, 1250, 1, 2_500_000)), Ok(Sent::Queued));
+    let r = a.do_scan(Nanos(4_000_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(3_100_000)));
 }

@@ -646,8 +646,9 @@ fn the_egress_policy_sends_at_its_rate_and_the_weights_share_it() {
         std::thread::sleep(Duration::from_millis(500));
         let prom = pktsched_run::control::request(sock, pktsched_run::control::Request::Prometheus)
             .expect("stats over the control socket");
+        // Each series names the device it is about: the egress, d1, here.
         assert!(
-            prom.contains("pktsched_route_egress_backlog_packets{class=\"rt\"} 0"),
+            prom.contains("pktsched_route_egress_backlog_packets{device=\"d1\",class=\"rt\"} 0"),
             "{prom}"
         );
         gen_end

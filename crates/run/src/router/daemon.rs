@@ -198,14 +198,18 @@ fn current(snap: &Mutex<RouterSnapshot>) -> Result<RouterSnapshot, String> {
         .map_err(|_| "error: the forwarding thread failed".to_string())
 }
 
-fn answer(snap: &Mutex<RouterSnapshot>, req: Request) -> String {
+/// The router's (ingress, egress) interfaces, the `device` label of its
+/// Prometheus series.
+type Devices = Arc<(String, String)>;
+
+fn answer(snap: &Mutex<RouterSnapshot>, req: Request, devices: &Devices) -> String {
     let s = match current(snap) {
         Ok(s) => s,
         Err(e) => return e + "\n",
     };
     match req {
         Request::StatsJson => s.json() + "\n",
-        Request::Prometheus => s.prometheus(),
+        Request::Prometheus => s.prometheus_on(Some((&devices.0, &devices.1))),
         Request::Stats | Request::Dump => s.text(),
         Request::Reload => "error: pktsched route does not reload; restart it\n".into(),
     }
@@ -218,21 +222,22 @@ fn serve(
     server: ControlServer,
     metrics: Option<MetricsListener>,
     snap: &Arc<Mutex<RouterSnapshot>>,
+    devices: &Devices,
 ) -> Result<(ControlThread, Option<MetricsServer>), String> {
-    let s3 = snap.clone();
-    let control = ControlThread::spawn(server, move |req| answer(&s3, req))
+    let (s3, d3) = (snap.clone(), devices.clone());
+    let control = ControlThread::spawn(server, move |req| answer(&s3, req, &d3))
         .map_err(|e| format!("cannot start the control thread: {e}"))?;
-    let s4 = snap.clone();
+    let (s4, d4) = (snap.clone(), devices.clone());
     let metrics = metrics
-        .map(|m| m.serve(move || prometheus(&s4)))
+        .map(|m| m.serve(move || prometheus(&s4, &d4)))
         .transpose()
         .map_err(|e| format!("cannot start the Prometheus thread: {e}"))?;
     Ok((control, metrics))
 }
 
 /// The counters for Prometheus, or why not (answered as 503).
-fn prometheus(snap: &Mutex<RouterSnapshot>) -> Result<String, String> {
-    current(snap).map(|s| s.prometheus())
+fn prometheus(snap: &Mutex<RouterSnapshot>, devices: &Devices) -> Result<String, String> {
+    current(snap).map(|s| s.prometheus_on(Some((&devices.0, &devices.1))))
 }
 
 /// Runs the router until `stop` is set or the duration has passed;
@@ -312,7 +317,8 @@ pub fn run(
         .name("pktsched-route".into())
         .spawn(move || forward_loop(worker, poller, meta, spin, &h2, &s2))
         .map_err(|e| e.to_string())?;
-    let (control, metrics) = match serve(server, metrics, &snap) {
+    let devices: Devices = Arc::new((cfg.router.ingress.clone(), cfg.router.egress.clone()));
+    let (control, metrics) = match serve(server, metrics, &snap, &devices) {
         Ok(served) => served,
         Err(e) => {
             halt.store(true, Ordering::Release);

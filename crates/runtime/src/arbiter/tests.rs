@@ -25,6 +25,16 @@ fn arbiter(
     a
 }
 
+/// A FIFO arbiter on 1 Gbit/s that restarts an idle link at arrivals, its
+/// client, and an empty first round at 0 (the link idle from then on).
+fn restarting_at_arrival() -> (Arbiter<u64, VecOutput<u64>>, crate::client::Client<u64>) {
+    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
+    a.set_restart_at_arrival(true);
+    let c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    (a, c)
+}
+
 fn pkt(flow: u32, len: u32, seq: u64) -> Pkt<u64> {
     Pkt::new(FlowId(flow), len, Nanos(0), seq)
 }
@@ -625,13 +635,10 @@ fn pkt_at(flow: u32, len: u32, seq: u64, ts: u64) -> Pkt<u64> {
 /// idled (the arbiter away until 1 ms) take the link from 0.5 ms, not
 /// from the round that drains them (as `an_idle_link_is_not_caught_up_
 /// after_the_scheduler_was_empty` does without it); never before the
-/// link was free, never before the first arrival, never after `now`.
+/// link was free, never before the packets arrived, never after `now`.
 #[test]
 fn an_idle_link_restarts_at_the_last_arrival_never_before_it_was_free() {
-    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
-    a.set_restart_at_arrival(true);
-    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    let (mut a, mut c) = restarting_at_arrival();
     for i in 0..10 {
         assert_eq!(c.send(pkt_at(0, 125, i, 500_000)), Ok(Sent::Queued));
     }
@@ -673,10 +680,7 @@ fn an_idle_link_restarts_at_the_last_arrival_never_before_it_was_free() {
 /// at once on link time from before the 63 arrived.
 #[test]
 fn an_idle_link_restarts_when_the_last_of_a_round_s_packets_arrived() {
-    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
-    a.set_restart_at_arrival(true);
-    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    let (mut a, mut c) = restarting_at_arrival();
     assert_eq!(c.send(pkt_at(0, 125, 0, 1_000)), Ok(Sent::Queued));
     for i in 1..64 {
         assert_eq!(c.send(pkt_at(0, 1500, i, 900_000)), Ok(Sent::Queued));
@@ -694,10 +698,7 @@ fn an_idle_link_restarts_when_the_last_of_a_round_s_packets_arrived() {
 /// the 9 ms again after every read batch).
 #[test]
 fn rounds_that_empty_the_scheduler_leave_the_link_to_the_next_arrivals() {
-    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
-    a.set_restart_at_arrival(true);
-    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    let (mut a, mut c) = restarting_at_arrival();
     for i in 0..300 {
         assert_eq!(c.send(pkt_at(0, 125, i, 1_000_000)), Ok(Sent::Queued));
     }
@@ -820,10 +821,7 @@ fn packets_a_shaper_held_start_when_due_not_on_idle_credit() {
 /// link time from before the change.
 #[test]
 fn a_settings_change_restarts_an_empty_link_no_earlier_than_the_change() {
-    let mut a = arbiter(Algorithm::Fifo, Rate::gbit(1), &[1], 1024);
-    a.set_restart_at_arrival(true);
-    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
-    assert_eq!(a.do_scan(Nanos(0)).released, 0);
+    let (mut a, mut c) = restarting_at_arrival();
     assert_eq!(c.send(pkt_at(0, 1250, 0, 1_000_000)), Ok(Sent::Queued));
     let r = a.do_scan(Nanos(2_000_000));
     assert_eq!((r.released, r.link_free), (1, Nanos(1_010_000)));

@@ -25,6 +25,18 @@ fn arbiter(
     a
 }
 
+/// A one-flow FIFO arbiter on `cfg`'s link.
+fn fifo_arbiter(cfg: &Config) -> Arbiter<u64, VecOutput<u64>> {
+    let mut a = Arbiter::new(
+        cfg,
+        Algorithm::Fifo.build_send::<u64>(),
+        VecOutput::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+    a
+}
+
 /// A FIFO arbiter on 1 Gbit/s that restarts an idle link at arrivals, its
 /// client, and an empty first round at 0 (the link idle from then on).
 fn restarting_at_arrival() -> (Arbiter<u64, VecOutput<u64>>, crate::client::Client<u64>) {
@@ -70,13 +82,7 @@ fn packets_flow_from_clients_through_the_link_in_order() {
 fn a_burst_releases_ahead_of_the_clock_by_at_most_its_bytes() {
     let mut cfg = Config::new(Rate::gbit(1));
     cfg.burst = 250; // two 125-byte packets: 2 µs at 1 Gbit/s
-    let mut a = Arbiter::new(
-        &cfg,
-        Algorithm::Fifo.build_send::<u64>(),
-        VecOutput::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+    let mut a = fifo_arbiter(&cfg);
     assert_eq!(a.link_lead(), Nanos(2000));
     let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
     for i in 0..100 {
@@ -599,13 +605,7 @@ fn packets_lent_in_past_the_mailboxes_raise_the_release_bound() {
     let mut cfg = Config::new(Rate::gbit(1));
     cfg.burst = 1250; // 10 µs at 1 Gbit/s
     cfg.round_cap = 2;
-    let mut a = Arbiter::new(
-        &cfg,
-        Algorithm::Fifo.build_send::<u64>(),
-        VecOutput::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
-    add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+    let mut a = fifo_arbiter(&cfg);
     let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
     // A 125-byte packet through the mailbox: the bound is 125 bytes.
     assert_eq!(c.send(pkt(0, 125, 0)), Ok(Sent::Queued));
@@ -746,13 +746,7 @@ fn a_raised_length_bound_plans_the_first_runs() {
     for (bound, released) in [(0, 5), (1250, 1)] {
         let mut cfg = Config::new(Rate::gbit(1));
         cfg.burst = 1250; // 10 µs at 1 Gbit/s
-        let mut a = Arbiter::new(
-            &cfg,
-            Algorithm::Fifo.build_send::<u64>(),
-            VecOutput::default(),
-        )
-        .unwrap_or_else(|e| panic!("{e}"));
-        add_flows(a.scheduler().as_mut(), &[1], 1, 1024).unwrap_or_else(|e| panic!("{e}"));
+        let mut a = fifo_arbiter(&cfg);
         a.raise_len_bound(bound);
         assert!(a.scheduler().enqueue(pkt(0, 64, 0), Nanos(0)).is_ok());
         assert_eq!(a.do_scan(Nanos(0)).released, 1);

@@ -87,6 +87,18 @@ fn rig_of(src: &str) -> Rig {
 }
 
 impl Rig {
+    /// Ten frames at 0, stepped every tick to 1 ms: all ten went, and the
+    /// scheduler is empty again.
+    fn ten_by_1ms(&mut self) {
+        self.arrive(Nanos(0), 10);
+        let mut now = 0;
+        while now <= 1_000_000 {
+            self.l.step(Nanos(now));
+            now += TICK;
+        }
+        assert_eq!(self.sent_bytes(), 10 * u64::from(FRAME), "all ten went");
+    }
+
     /// The receive thread at `now`: `frames` more arrive (up to what the
     /// mailbox and its hands hold), stamped and counted as received, and
     /// go into the mailbox as far as it has room.
@@ -191,13 +203,7 @@ fn a_late_arbiter_of_a_backlogged_link_still_sends_rate_times_time() {
 fn idle_time_is_still_no_credit_after_an_absence() {
     let mut r = rig();
     let lead = r.l.arbiter.link_lead().0;
-    r.arrive(Nanos(0), 10);
-    let mut now = 0;
-    while now <= 1_000_000 {
-        r.l.step(Nanos(now));
-        now += TICK;
-    }
-    assert_eq!(r.sent_bytes(), 10 * u64::from(FRAME), "all ten went");
+    r.ten_by_1ms();
     // Away until 6 ms; 300 frames arrive at 5.999 ms.
     let back = 6_000_000;
     for _ in 0..5 {
@@ -403,8 +409,8 @@ fn a_removed_class_s_moved_queue_leaves_the_upstream_count_exact() {
 /// The link idle (its queue drained) when the arbiter goes away for 6
 /// ms; 320 frames arrive 1 ms into the absence. On its return they take
 /// the link from their arrival on (3.84 ms of it, over by the return), as
-/// if the arbiter had been there: the first round restarts the link at
-/// the first arrival, not at the return, and the rounds after it (the next
+/// if the arbiter had been there: the first round restarts the link when
+/// they arrived (the last of them; all came at once), not at the return, and the rounds after it (the next
 /// pass's catch-up rounds, which read the rest of the mailbox) continue
 /// from there. (With
 /// the link restarting at the return they left at the rate from then on:
@@ -412,13 +418,7 @@ fn a_removed_class_s_moved_queue_leaves_the_upstream_count_exact() {
 #[test]
 fn frames_that_arrived_while_the_arbiter_was_away_take_the_idle_link_s_time() {
     let mut r = rig();
-    r.arrive(Nanos(0), 10);
-    let mut now = 0;
-    while now <= 1_000_000 {
-        r.l.step(Nanos(now));
-        now += TICK;
-    }
-    assert_eq!(r.sent_bytes(), 10 * u64::from(FRAME), "all ten went");
+    r.ten_by_1ms();
     let arrived = 2_000_000;
     for _ in 0..5 {
         r.arrive(Nanos(arrived), 64);
@@ -434,6 +434,6 @@ fn frames_that_arrived_while_the_arbiter_was_away_take_the_idle_link_s_time() {
     assert_eq!(
         r.l.last_round.1.link_free,
         Nanos(arrived + 320 * TICK),
-        "back to back from the first arrival"
+        "back to back from their arrival"
     );
 }

@@ -534,7 +534,7 @@ impl Snapshot {
     /// The Prometheus text exposition format.
     pub fn prometheus(&self) -> String {
         let mut s = String::new();
-        let dev = &self.egress;
+        let dev = label_value(&self.egress);
         let classes = self.class_series();
         let counter = |s: &mut String, name: &str, help: &str, f: &dyn Fn(&ClassStats) -> u64| {
             let _ = writeln!(s, "# HELP {name} {help}\n# TYPE {name} counter");
@@ -637,9 +637,9 @@ impl Snapshot {
             let _ = writeln!(s, "{name}_sum{{{labels}}} {}", c.sojourn_sum_s);
             let _ = writeln!(s, "{name}_count{{{labels}}} {}", c.sojourn_count);
         }
-        Self::rx_split_metrics(&classes, &mut s, dev);
+        Self::rx_split_metrics(&classes, &mut s, &dev);
         self.pipeline_metrics(&mut s);
-        self.forwarder_metrics(&mut s, dev);
+        self.forwarder_metrics(&mut s, &dev);
         self.device_metrics(&mut s);
         s
     }
@@ -657,7 +657,8 @@ impl Snapshot {
                     let _ = writeln!(
                         s,
                         "{name}{{device=\"{}\",role=\"{}\"}} {v}",
-                        d.device, d.role
+                        label_value(&d.device),
+                        d.role
                     );
                 }
             }
@@ -670,7 +671,8 @@ impl Snapshot {
     /// series yet), the arbiter's rounds and decisions and the reloads
     /// (`device` the egress).
     fn pipeline_metrics(&self, s: &mut String) {
-        let (ingress, egress) = (&self.ingress, &self.egress);
+        let (ingress, egress) = (label_value(&self.ingress), label_value(&self.egress));
+        let (ingress, egress) = (&*ingress, &*egress);
         for (name, help, device, v) in [
             (
                 "pktsched_reverse_forwarded_total",
@@ -821,6 +823,25 @@ impl Snapshot {
             }
         }
     }
+}
+
+/// `value` as a Prometheus label value: `\`, `"` and a line feed
+/// escaped (an interface may be named `d"1`; class names cannot hold
+/// them).
+pub(crate) fn label_value(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return value.into();
+    }
+    let mut escaped = String::with_capacity(value.len() + 2);
+    for c in value.chars() {
+        match c {
+            '\\' => escaped.push_str("\\\\"),
+            '"' => escaped.push_str("\\\""),
+            '\n' => escaped.push_str("\\n"),
+            c => escaped.push(c),
+        }
+    }
+    escaped.into()
 }
 
 /// A checker of the Prometheus text exposition format as node_exporter

@@ -257,30 +257,4 @@ impl EgressSnapshot {
         }
         s
     }
-
-    /// The Prometheus text format.
-    pub fn prometheus(&self) -> String {
-        let mut s = format!(
-            "# TYPE pktsched_route_egress_rate_bps gauge\npktsched_route_egress_rate_bps {}\n\
-             # TYPE pktsched_route_egress_overlimits_total counter\n\
-             pktsched_route_egress_overlimits_total {}\n",
-            self.rate_bps, self.overlimits
-        );
-        for c in &self.classes {
-            for (what, v) in [
-                ("sent_packets_total", c.sent_packets),
-                ("sent_bytes_total", c.sent_bytes),
-                ("backlog_packets", c.backlog_packets),
-                ("backlog_bytes", c.backlog_bytes),
-                ("class_overlimits_total", c.overlimits),
-            ] {
-                s += &format!("pktsched_route_egress_{what}{{class=\"{}\"}} {v}\n", c.name);
-            }
-            s += &format!(
-                "pktsched_route_egress_dropped_total{{class=\"{}\",reason=\"queue_full\"}} {}\n",
-                c.name, c.dropped_queue_full
-            );
-        }
-        s
-    }
 }

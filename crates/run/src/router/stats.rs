@@ -751,7 +751,7 @@ impl Families {
             .map(|d| ("device", d))
             .into_iter()
             .chain(labels.iter().copied())
-            .map(|(k, v)| format!("{k}=\"{v}\""))
+            .map(|(k, v)| format!("{k}=\"{}\"", crate::stats::label_value(v)))
             .collect();
         // f64's NaN prints as `NaN`, Prometheus' spelling.
         if all.is_empty() {

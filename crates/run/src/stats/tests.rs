@@ -360,6 +360,30 @@ fn the_prometheus_scrape_follows_the_exposition_conventions() {
     assert_eq!(super::exposition::problems(&p), Vec::<String>::new(), "{p}");
 }
 
+/// Linux lets an interface be named `d"1` or `a\b`: the label values
+/// are escaped, so the scrape still parses.
+#[test]
+fn device_names_with_quotes_and_backslashes_are_escaped() {
+    let mut snap = sample();
+    snap.ingress = "a\\b".into();
+    snap.egress = "d\"1".into();
+    for d in &mut snap.devices {
+        d.device = "d\"1".into();
+    }
+    snap.forwarder = Some(crate::engine::ForwarderStats::default());
+    let p = snap.prometheus();
+    assert_eq!(super::exposition::problems(&p), Vec::<String>::new(), "{p}");
+    assert!(
+        p.contains("pktsched_class_packets_total{device=\"d\\\"1\",class=\"voip\"} 1\n"),
+        "{p}"
+    );
+    assert!(
+        p.contains("pktsched_reverse_forwarded_total{device=\"a\\\\b\"}"),
+        "{p}"
+    );
+    assert!(!p.contains("device=\"d\"1\""), "{p}");
+}
+
 #[test]
 fn quantiles_without_samples_are_a_dash_and_null_not_zero() {
     let mut snap = sample();

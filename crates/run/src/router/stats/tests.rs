@@ -317,6 +317,26 @@ fn an_unmeasured_service_time_is_a_dash_null_and_nan() {
     assert_eq!(v["service_ns"], 250.0);
 }
 
+/// An interface named with a quote or a backslash (Linux allows both)
+/// is escaped in the `device` label, so the scrape still parses.
+#[test]
+fn route_device_labels_are_escaped() {
+    let p = full().prometheus_on(Some(("a\\b", "d\"1")));
+    assert_eq!(
+        crate::stats::exposition::problems(&p),
+        Vec::<String>::new(),
+        "{p}"
+    );
+    assert!(
+        p.contains("pktsched_route_rounds_total{device=\"a\\\\b\"} 0\n"),
+        "{p}"
+    );
+    assert!(
+        p.contains("pktsched_route_egress_overlimits_total{device=\"d\\\"1\"} 3\n"),
+        "{p}"
+    );
+}
+
 /// Given the interfaces, each series names its device: the ingress for
 /// the router's counters, the egress for the egress scheduler's.
 #[test]

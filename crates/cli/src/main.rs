@@ -79,7 +79,9 @@ enum Cmd {
     /// ingress, polled with per-ring budgets (sq, rr, ll-rr, ll-wfq).
     Route(route::RouteArgs),
     /// Validates a `run` config and prints it normalised, every default
-    /// filled in (like `nginx -t`).
+    /// filled in (like `nginx -t`), with `# note:` lines for settings it
+    /// will not use here (a weight the algorithm ignores, a `link.cpu`
+    /// this machine does not allow).
     Check(shaper::CheckArgs),
     /// The running shaper's or router's counters (`tc -s` style, --json,
     /// --prometheus).

@@ -196,7 +196,8 @@ pub(crate) fn generate(a: &GenArgs, out: &mut Stdout) -> Result<()> {
         if a.backend == "socket" && pps > MAX_SOCKET_PPS {
             bail!(
                 "--load {load:?} is {:.0} packets/s: the socket backend offers at most {MAX_SOCKET_PPS} \
-                 (one send per datagram); use --backend packet --device IFACE",
+                 (one send per datagram); use --backend gso (UDP GSO batches) or --backend packet \
+                 --device IFACE",
                 pps
             );
         }
@@ -287,7 +288,7 @@ fn gen_backend(a: &GenArgs) -> Result<GenBackend> {
             bail!("--backend packet needs --device IFACE (the interface to send on)")
         }
         (other, _) => {
-            bail!("--backend {other:?}: allowed socket or packet, or gso (UDP GSO batches)")
+            bail!("--backend {other:?}: allowed socket, gso (UDP GSO batches) or packet")
         }
     }
 }

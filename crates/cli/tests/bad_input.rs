@@ -1010,6 +1010,18 @@ fn shaper_and_traffic() {
                 &["c.toml:5:11", "matching on vlan", "backend = \"packet\""],
             )
         },
+        // The `prio` algorithm has 8 levels: 8 is the first refused.
+        Row {
+            files: &[(
+                "c.toml",
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n[scheduler]\nalgorithm = \"prio\"\n[[class]]\nname = \"a\"\ndefault = true\nprio = 8\n",
+            )],
+            ..row(
+                &["check", "{dir}/c.toml"],
+                2,
+                &["c.toml:10:8", "class \"a\": prio = 8", "allowed 0..=7"],
+            )
+        },
         Row {
             files: &[(
                 "c.toml",
@@ -1220,7 +1232,39 @@ fn shaper_and_traffic() {
         row(
             &["gen", "--dst", "127.0.0.1", "--backend", "dpdk"],
             2,
-            &["--backend \"dpdk\"", "socket or packet"],
+            &["--backend \"dpdk\"", "allowed socket, gso", "or packet"],
+        ),
+        row(
+            &[
+                "gen",
+                "--dst",
+                "127.0.0.1",
+                "--backend",
+                "gso",
+                "--device",
+                "lo",
+            ],
+            2,
+            &[
+                "--device and --dst-mac go with --backend packet",
+                "(not gso)",
+            ],
+        ),
+        row(
+            &[
+                "gen",
+                "--dst",
+                "127.0.0.1",
+                "--backend",
+                "gso",
+                "--dst-mac",
+                "02:00:00:00:00:01",
+            ],
+            2,
+            &[
+                "--device and --dst-mac go with --backend packet",
+                "(not gso)",
+            ],
         ),
         row(
             &["gen", "--dst", "127.0.0.1", "--backend", "packet"],
@@ -1804,7 +1848,11 @@ fn gen_workload_sink_classes_and_plot() {
         gen_row!(
             ["--load", "5mpps"],
             2,
-            &["socket backend offers at most", "--backend packet"]
+            &[
+                "socket backend offers at most",
+                "--backend gso",
+                "--backend packet"
+            ]
         ),
         gen_row!(["--load", "5bit"], 2, &["below 1 bit/s per flow"]),
         gen_row!(
@@ -1921,6 +1969,44 @@ fn gen_workload_sink_classes_and_plot() {
             )
         },
     ]);
+}
+
+/// `plot ingress` on a point whose sink class received datagrams but
+/// reports no p99 (`null`): the file and the figure are named; only a
+/// class that received nothing may have null latencies.
+#[test]
+fn plot_ingress_names_a_null_latency_with_datagrams() {
+    let scratch = Scratch::new("plot-null-latency");
+    let point = scratch.path().join("results/points/p1");
+    std::fs::create_dir_all(&point).unwrap();
+    let files = [
+        (
+            "point.json",
+            r#"{"strategy": "sq", "sweep": "load", "load_pps": 1000.0, "rt_share": 0.3}"#,
+        ),
+        ("gen.json", r#"{"flows": []}"#),
+        (
+            "sink.json",
+            r#"{"classes": [
+                {"class": "rt", "ports": "5001-5001", "received": 10, "latency_p50_us": 1.0,
+                 "latency_p99_us": 2.0, "latency_p999_us": 3.0},
+                {"class": "be", "ports": "5002-5009", "received": 10, "latency_p50_us": 1.0,
+                 "latency_p99_us": null, "latency_p999_us": 3.0}]}"#,
+        ),
+    ];
+    for (name, text) in files {
+        std::fs::write(point.join(name), text).unwrap();
+    }
+    let results = scratch.path().join("results").display().to_string();
+    run_table(&[row(
+        Box::leak(Box::new([
+            "plot",
+            "ingress",
+            Box::leak(results.into_boxed_str()),
+        ])),
+        2,
+        &["sink.json", "class \"be\"", "latency_p99_us"],
+    )]);
 }
 
 /// The `[router]` head of the route rows, on interfaces that do not exist.

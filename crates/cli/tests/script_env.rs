@@ -95,6 +95,12 @@ fn scripts_refuse_bad_environment_values_before_running() {
         ),
         (
             "compare-htb.sh",
+            "SAT_GEN",
+            "ring",
+            vec!["SAT_GEN=ring", "packet or gso"],
+        ),
+        (
+            "compare-htb.sh",
             "DUT_NAPI",
             "irq",
             vec!["DUT_NAPI=irq", "thread or softirq"],

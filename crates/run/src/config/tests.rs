@@ -604,10 +604,10 @@ fn bad_configs_are_refused_with_field_value_and_what_is_allowed() {
             ],
         ),
         (
-            format!("{link}[scheduler]\nalgorithm = \"prio\"\n{class}prio = 9\n"),
+            format!("{link}[scheduler]\nalgorithm = \"prio\"\n{class}prio = 8\n"),
             &[
                 "t.toml:10:8",
-                "class \"a\": prio = 9",
+                "class \"a\": prio = 8",
                 "allowed 0..=7 (0..=1023 when a class has a rate or ceil)",
             ],
         ),

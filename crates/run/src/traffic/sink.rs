@@ -19,10 +19,16 @@ use pktsched_io::packet::{realtime_to_monotonic, rx_monotonic_ns};
 
 /// Most flows tracked (further ones are counted as `untracked`). A flow's
 /// two latency histograms take ~160 KiB while its latencies stay under
-/// 100 ms (they grow past that, to ~300 KiB at an hour), so the cap keeps
-/// the sink under ~0.7 GiB whatever arrives (65 536 flows of fixed
-/// one-hour histograms could have asked for 32 GiB).
+/// 100 ms and grow past that up to [`MAX_LATENCY_NS`] (~300 KiB at an
+/// hour; a longer latency is recorded as an hour), so the cap keeps the
+/// sink under ~1.3 GiB whatever arrives (65 536 flows of fixed one-hour
+/// histograms could have asked for 32 GiB).
 pub const MAX_SINK_FLOWS: usize = 4096;
+
+/// The longest latency recorded, ns (an hour): a stamp older than that
+/// comes from another clock (another host's, or forged) and is counted
+/// as `clock_skewed`, so the histograms stop growing there.
+pub const MAX_LATENCY_NS: u64 = 3_600_000_000_000;
 
 /// A latency histogram in ns with `sigfig` significant digits: sized for
 /// 1 ns .. 100 ms and growing when a longer latency is recorded.
@@ -69,7 +75,8 @@ pub struct SinkFlowReport {
     /// as received and reordered (a duplicate among them hides a loss).
     pub beyond_window: u64,
     /// Datagrams stamped after they arrived (the sender's clock ahead of
-    /// the sink's, e.g. another host): recorded as 1 ns. Non-zero: the
+    /// the sink's, e.g. another host), recorded as 1 ns, or more than an
+    /// hour before ([`MAX_LATENCY_NS`]), recorded as an hour. Non-zero: the
     /// latencies are not comparable.
     pub clock_skewed: u64,
     /// Payload throughput, bits/s: the bytes after the first datagram over
@@ -256,9 +263,13 @@ impl FlowAcc {
         self.bytes += len as u64;
         self.last_ns = self.last_ns.max(arrived);
         self.rx_stamped += u64::from(rx_ns != 0);
-        self.irregular.clock_skewed += u64::from(arrived < s.tx_ns);
-        let _ = self.latency.record(arrived.saturating_sub(s.tx_ns).max(1));
-        let _ = self.read_latency.record(now.saturating_sub(s.tx_ns).max(1));
+        let latency = arrived.saturating_sub(s.tx_ns);
+        self.irregular.clock_skewed += u64::from(arrived < s.tx_ns || latency > MAX_LATENCY_NS);
+        let recorded = |ns: u64| ns.clamp(1, MAX_LATENCY_NS);
+        let _ = self.latency.record(recorded(latency));
+        let _ = self
+            .read_latency
+            .record(recorded(now.saturating_sub(s.tx_ns)));
     }
 
     fn report(&self, flow: String) -> SinkFlowReport {
@@ -358,10 +369,7 @@ impl Sink {
 }
 
 /// The classes' reports from the flows' accumulators.
-fn class_reports(
-    classes: &[SinkClass],
-    flows: &HashMap<(SocketAddr, u16), FlowAcc>,
-) -> Vec<SinkClassReport> {
+fn class_reports(classes: &[SinkClass], flows: &FlowTable) -> Vec<SinkClassReport> {
     let mut out = Vec::with_capacity(classes.len());
     for c in classes {
         let Some(mut acc) = ClassAcc::new() else {
@@ -385,6 +393,30 @@ fn class_reports(
     out
 }
 
+/// Flows by sender address and stamp flow number.
+type FlowTable = HashMap<(SocketAddr, u16), FlowAcc>;
+
+/// The accumulator of flow `key` (received on `port`), new if the table
+/// has room for it ([`MAX_SINK_FLOWS`]); `None`, counted in `untracked`,
+/// for a new flow when it is full.
+fn tracked_flow<'a>(
+    flows: &'a mut FlowTable,
+    key: (SocketAddr, u16),
+    port: u16,
+    untracked: &mut u64,
+) -> Option<&'a mut FlowAcc> {
+    use std::collections::hash_map::Entry;
+    let room = flows.len() < MAX_SINK_FLOWS;
+    match flows.entry(key) {
+        Entry::Occupied(e) => Some(e.into_mut()),
+        Entry::Vacant(e) if room => FlowAcc::new(port).map(|acc| e.insert(acc)),
+        Entry::Vacant(_) => {
+            *untracked += 1;
+            None
+        }
+    }
+}
+
 fn receive(
     sockets: &[(u16, UdpSocket)],
     classes: &[SinkClass],
@@ -394,7 +426,7 @@ fn receive(
 ) -> SinkReport {
     let start = monotonic_ns();
     let end = duration.map(|d| start.saturating_add(d.as_nanos() as u64));
-    let mut flows: HashMap<(SocketAddr, u16), FlowAcc> = HashMap::new();
+    let mut flows = FlowTable::new();
     let (mut unstamped, mut untracked, mut partial) = (0u64, 0u64, false);
     let mut last_rx: Option<u64> = None;
     let mut buf = vec![0u8; 65536];
@@ -418,17 +450,9 @@ fn receive(
                     unstamped += 1;
                     continue;
                 };
-                let key = (from, stamp.flow);
-                if !flows.contains_key(&key) {
-                    if flows.len() >= MAX_SINK_FLOWS {
-                        untracked += 1;
-                        continue;
-                    }
-                    if let Some(acc) = FlowAcc::new(*port) {
-                        flows.insert(key, acc);
-                    }
-                }
-                if let Some(acc) = flows.get_mut(&key) {
+                if let Some(acc) =
+                    tracked_flow(&mut flows, (from, stamp.flow), *port, &mut untracked)
+                {
                     acc.add(&stamp, len, now, rx_ns);
                 }
             }
@@ -569,8 +593,8 @@ impl SinkReport {
         }
         if skewed > 0 {
             s += &format!(
-                "clock_skewed {skewed}: datagrams stamped after they arrived (the sender's clock \
-                 is ahead of the sink's): the latencies are not comparable\n"
+                "clock_skewed {skewed}: datagrams stamped after they arrived or more than an hour \
+                 before (the sender's clock is not the sink's): the latencies are not comparable\n"
             );
         }
         s
@@ -783,6 +807,70 @@ mod accounting_tests {
         assert!(report.text().contains("not comparable"));
         report.flows[0].clock_skewed = 0;
         assert!(!report.text().contains("clock_skewed"), "{}", report.text());
+    }
+
+    /// A stamp from a day before (another host's clock, or forged) is
+    /// counted as skewed and recorded as an hour: the histograms stay at
+    /// most the one-hour size, whatever the stamps say.
+    #[test]
+    fn a_stamp_older_than_an_hour_is_skewed_and_bounded() {
+        let mut acc = FlowAcc::new(5000).expect("acc");
+        let day = 86_400_000_000_000u64;
+        let hour_sized = |sigfig| {
+            let mut h = latency_histogram(sigfig).expect("h");
+            h.record(MAX_LATENCY_NS).expect("an hour");
+            h.distinct_values()
+        };
+        acc.add(
+            &Stamp {
+                flow: 0,
+                seq: 0,
+                tx_ns: 5,
+            },
+            LEN,
+            day + 10,
+            day,
+        );
+        let r = acc.report("f".into());
+        assert_eq!((r.clock_skewed, r.received), (1, 1), "{r:?}");
+        assert_eq!(acc.latency.len(), 1);
+        assert!(
+            acc.latency.max() <= MAX_LATENCY_NS + MAX_LATENCY_NS / 100,
+            "{}",
+            acc.latency.max()
+        );
+        assert!(acc.latency.distinct_values() <= hour_sized(3));
+        assert!(acc.read_latency.distinct_values() <= hour_sized(2));
+        // An hour exactly is still a latency, not a skew.
+        let mut acc = FlowAcc::new(5000).expect("acc");
+        acc.add(
+            &Stamp {
+                flow: 0,
+                seq: 0,
+                tx_ns: day - MAX_LATENCY_NS,
+            },
+            LEN,
+            day,
+            day,
+        );
+        assert_eq!(acc.report("f".into()).clock_skewed, 0);
+    }
+
+    /// At most [`MAX_SINK_FLOWS`] flows are tracked: the next new one is
+    /// counted as untracked, a flow already in the table still counts.
+    #[test]
+    fn flows_past_the_cap_are_untracked() {
+        let mut flows = FlowTable::new();
+        let mut untracked = 0;
+        let from: SocketAddr = "127.0.0.1:9".parse().expect("addr");
+        for flow in 0..=MAX_SINK_FLOWS as u16 {
+            let _ = tracked_flow(&mut flows, (from, flow), 5000, &mut untracked);
+        }
+        assert_eq!((flows.len(), untracked), (MAX_SINK_FLOWS, 1));
+        assert!(tracked_flow(&mut flows, (from, 0), 5000, &mut untracked).is_some());
+        let other: SocketAddr = "127.0.0.2:9".parse().expect("addr");
+        assert!(tracked_flow(&mut flows, (other, 0), 5000, &mut untracked).is_none());
+        assert_eq!((flows.len(), untracked), (MAX_SINK_FLOWS, 2));
     }
 
     #[test]

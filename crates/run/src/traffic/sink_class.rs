@@ -126,8 +126,9 @@ pub struct SinkClassReport {
     /// The flows' datagrams too far behind their newest to be checked for
     /// duplicates (counted as received).
     pub beyond_window: u64,
-    /// The flows' datagrams stamped after they arrived (the sender's clock
-    /// ahead); non-zero: the latencies are not comparable.
+    /// The flows' datagrams stamped after they arrived or more than an
+    /// hour before (the sender's clock is not the sink's); non-zero: the
+    /// latencies are not comparable.
     pub clock_skewed: u64,
     /// UDP payload bytes received.
     pub payload_bytes: u64,
@@ -203,7 +204,8 @@ impl ClassAcc {
         self.lost += lost;
         self.bytes += bytes;
         self.throughput += throughput;
-        // Same bounds on both sides: adding cannot fail.
+        // The class histogram auto-resizes like the flow's (and a flow's
+        // latencies stop at an hour), so adding does not fail.
         let _ = self.latency.add(latency);
     }
 

@@ -22,7 +22,7 @@
 #     mailbox run moves 10 M items (~0.1 s idle, more under load), an spscq
 #     run lasts 2 s (its own time unit). The "P run" / "C run" columns are
 #     items per stretch between two stalls on a full / empty queue (spscq's
-#     "avg batch"): the regime the queue ran in The mailbox rows are its layouts,
+#     "avg batch"): the regime the queue ran in. The mailbox rows are its layouts,
 #     measured in the same interleaved runs: the default (28-slot lines of
 #     four 64-byte groups, each slot's stamp and value in one hardware
 #     line; spscq's iffq checks 32-entry lines), 7-slot lines (one group),

@@ -33,8 +33,10 @@
 # target directory, so a full build) with this tree's mailbox bench copied
 # in (same harness, the base's queue). Valgrind is installed if missing.
 # Not part of CI's pass/fail: run it before and after a change to a hot path
-# and record the table.
-set -euo pipefail
+# and record the table. A failing build or run fails the script (errexit
+# holds inside command substitutions; no figure comes from an old file).
+set -euxo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
 BASE=${1:-}
@@ -59,11 +61,15 @@ build() { # dir -> "mailbox-bench pktsched" paths
 }
 
 ir() { # command... -> total instructions
+    rm -f "$work/out" "$work/log"
     valgrind --tool=callgrind --callgrind-out-file="$work/out" "$@" >/dev/null 2>"$work/log" || {
         cat "$work/log" >&2
         return 1
     }
-    awk '/^summary:/ { print $2 }' "$work/out"
+    local n
+    n=$(awk '/^summary:/ { print $2 }' "$work/out")
+    [[ "$n" =~ ^[0-9]+$ ]] || { echo "instructions-queues.sh: no summary in callgrind's output of: $*" >&2; return 1; }
+    echo "$n"
 }
 
 per_item() { # short long cmd-with-N... (N replaced by the count)
@@ -107,7 +113,7 @@ measure() { # mailbox-bench pktsched -> one figure per case, one per line
 # FlowBundler's MLTW under the same count, if the peers are there: one
 # figure per shape case, one per line (nothing without the peers).
 measure_peer() {
-    local label kind args bin
+    local label kind args bin n
     [ -x "$PEERS/run" ] || return 0
     "$PEERS/run" shape mltw 1 -n 10 >/dev/null
     bin=${PEERS_BUILD:-${TMPDIR:-/tmp}/pktsched-peers}/shape/shapebench
@@ -115,12 +121,17 @@ measure_peer() {
         IFS='|' read -r label kind args <<<"$c"
         [ "$kind" = shape ] || continue
         # shellcheck disable=SC2086 # the argument list is meant to split
-        echo "FlowBundler $label (reference)|$(per_item 200000 1200000 "$bin" --struct mltw --outstanding 2 -n @N@ $args)"
+        n=$(per_item 200000 1200000 "$bin" --struct mltw --outstanding 2 -n @N@ $args)
+        echo "FlowBundler $label (reference)|$n"
     done
 }
 
-read -r mb ps <<<"$(build "$ROOT")"
-mapfile -t AFTER < <(measure "$mb" "$ps")
+# Each step's output is taken whole first, so that its failure stops the
+# script (a `<(…)` or `<<<"$(…)"` would hide it).
+paths=$(build "$ROOT")
+read -r mb ps <<<"$paths"
+figures=$(measure "$mb" "$ps")
+mapfile -t AFTER <<<"$figures"
 BEFORE=()
 if [ -n "$BASE" ]; then
     git worktree add --detach "$work/base" "$BASE" >/dev/null
@@ -130,10 +141,17 @@ if [ -n "$BASE" ]; then
     if grep -q 'WordProducer' "$work/base/crates/runtime/src/mailbox.rs"; then
         cp crates/runtime/benches/mailbox.rs "$work/base/crates/runtime/benches/mailbox.rs"
     fi
-    read -r mb ps <<<"$(CARGO_TARGET_DIR="$work/target" build "$work/base")"
-    mapfile -t BEFORE < <(measure "$mb" "$ps")
+    paths=$(CARGO_TARGET_DIR="$work/target" build "$work/base")
+    read -r mb ps <<<"$paths"
+    figures=$(measure "$mb" "$ps")
+    mapfile -t BEFORE <<<"$figures"
 fi
 
+peer=$(measure_peer)
+PEER=()
+[ -z "$peer" ] || mapfile -t PEER <<<"$peer"
+
+set +x
 if [ -n "$BASE" ]; then
     echo "| instructions per item | before ($BASE) | after |"
     echo "| --- | ---: | ---: |"
@@ -149,7 +167,6 @@ for i in "${!CASES[@]}"; do
         echo "| $label | ${AFTER[$i]} |"
     fi
 done
-mapfile -t PEER < <(measure_peer)
 for row in "${PEER[@]}"; do
     IFS='|' read -r label n <<<"$row"
     if [ -n "$BASE" ]; then

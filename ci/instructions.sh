@@ -25,7 +25,15 @@
 # column of L1 data misses per pair (reads + writes; dummynet's too). The
 # runs then cover whole fill/drain cycles (52 loops per flow each), so a
 # flowset of many flows (the mix) is counted in its steady state.
+#
+# A failing build, valgrind run or benchmark fails the script (errexit
+# holds inside command substitutions, and each run starts without an
+# output file, so no figure comes from an old one).
+#
+# dummynet's `rr` is a DRR (quantum = weight × length): its figure on the
+# `rr` row is that DRR, not a plain round robin.
 set -euxo pipefail
+shopt -s inherit_errexit
 cd "$(dirname "$0")/.."
 command -v valgrind >/dev/null || { apt-get update -qq && apt-get install -y -qq valgrind; }
 cargo build --release -q -p pktsched
@@ -52,17 +60,28 @@ fi
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
+# Runs valgrind with `tool` on the command, its output in "$work/out"
+# (removed first), and fails with its log when the run fails.
+counted() {
+    rm -f "$work/out" "$work/log"
+    valgrind "${tool[@]}" "$out_opt=$work/out" "$@" >/dev/null 2>"$work/log" || {
+        cat "$work/log" >&2
+        echo "instructions.sh: failed under valgrind: $*" >&2
+        exit 1
+    }
+}
 summary() { # -> total instructions [and L1 data misses] of the last run
+    local s
     if [ "${CACHE:-0}" = 1 ]; then
-        awk '/^summary:/{print $2, $6 + $9}' "$work/out"
+        s=$(awk '/^summary:/{print $2, $6 + $9}' "$work/out")
     else
-        awk '/^summary:/{print $2}' "$work/out"
+        s=$(awk '/^summary:/{print $2}' "$work/out")
     fi
+    [[ "$s" =~ ^[0-9]+( [0-9]+)?$ ]] || { echo "instructions.sh: no summary in valgrind's output file" >&2; exit 1; }
+    echo "$s"
 }
 instructions() { # alg ops -> total instructions [and L1 data misses] of the run
-    valgrind "${tool[@]}" "$out_opt=$work/out" \
-        "$bin" bench sched --alg "$1" -n "$2" --flowsets "$flowsets" --no-wfi --json \
-        >/dev/null 2>"$work/log"
+    counted "$bin" bench sched --alg "$1" -n "$2" --flowsets "$flowsets" --no-wfi --json
     summary
 }
 
@@ -70,15 +89,15 @@ peers="${PKTSCHED_PEERS:-../shared/peers}"
 dn=""
 if [ -x "$peers/run" ]; then
     # `run` builds dummynet's harness on first use.
-    "$peers/run" sched none 1::1 1000 >/dev/null 2>&1 || true
+    "$peers/run" sched none 1::1 1000 >/dev/null 2>&1 ||
+        echo "instructions.sh: '$peers/run sched' failed: no dummynet column" >&2
     dn="${PEERS_BUILD:-${TMPDIR:-/tmp}/pktsched-peers}/dummynet/test/test_sched"
     [ -x "$dn" ] || dn=""
 fi
 theirs() { # alg ops -> total instructions of dummynet's run
     local a="$1"
     case "$a" in drr) a=rr ;; wf2q) a=wf2q+ ;; esac
-    valgrind "${tool[@]}" "$out_opt=$work/out" "$dn" -n "$2" \
-        -qmin 4n -qmax 30n -alg "$a" -flowsets "$flowsets" >/dev/null 2>"$work/log"
+    counted "$dn" -n "$2" -qmin 4n -qmax 30n -alg "$a" -flowsets "$flowsets"
     summary
 }
 per_pair() { # short-run and long-run summaries -> per-pair figures
@@ -100,7 +119,10 @@ echo "$head" | awk -F'|' '{ s = "| --- |"; for (i = 3; i < NF; i++) s = s " ---:
 for alg in none fifo prio rr drr wf2q qfq; do
     a=$(instructions "$alg" "$short")
     b=$(instructions "$alg" "$long")
-    row="| $alg | $(per_pair "$a" "$b") |"
+    name=$alg
+    # dummynet's rr is a DRR (see the header).
+    [ "$alg" = rr ] && [ -n "$dn" ] && name="rr (dummynet: its rr, a DRR)"
+    row="| $name | $(per_pair "$a" "$b") |"
     if [ -n "$dn" ]; then
         c=$(theirs "$alg" "$short")
         d=$(theirs "$alg" "$long")
@@ -110,8 +132,10 @@ for alg in none fifo prio rr drr wf2q qfq; do
 done
 
 ir() { # command... -> total instructions of the run
-    valgrind --tool=callgrind --callgrind-out-file="$work/out" "$@" >/dev/null 2>"$work/log"
-    awk '/^summary:/{print $2}' "$work/out"
+    # callgrind even with CACHE=1 (bash's locals reach the callees).
+    local tool=(--tool=callgrind) out_opt=--callgrind-out-file CACHE=0
+    counted "$@"
+    summary
 }
 
 [ "${ARBITER:-1}" = 0 ] && exit 0

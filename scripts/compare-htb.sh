@@ -689,31 +689,40 @@ rounds_table() {
 import json, os, statistics, sys
 work, rounds, archs = sys.argv[1], int(sys.argv[2]), sys.argv[3].split()
 for m in ("victim", "victim-slow"):
+    # p99[a][r]: round r + 1's figure, None when its file is missing (a
+    # placeholder, so every column's rows stay the same rounds).
     p99 = {}
     for a in archs:
         vals = []
         for r in range(1, rounds + 1):
             f = os.path.join(work, f"round{r}", f"{a}-{m}.json")
             if not os.path.exists(f):
+                vals.append(None)
                 continue
             v = [x for x in json.load(open(f))["flows"] if x["port"] == 6008]
             vals.append(v[0]["latency_p99_us"] if v else float("inf"))
-        if vals:
+        if any(x is not None for x in vals):
             p99[a] = vals
     if not p99:
         continue
     shapers = [a for a in p99 if a not in ("bridge", "direct")]
     wins = {a: 0 for a in p99}
-    for r in range(min(len(v) for v in p99.values())):
+    # Only rounds every shaper has are compared.
+    both = [r for r in range(rounds) if all(p99[a][r] is not None for a in shapers)]
+    for r in both:
         if shapers:
             wins[min(shapers, key=lambda a: p99[a][r])] += 1
     print(f"\n| {m} p99 (µs) per round | " + " | ".join(p99) + " |")
     print("| --- |" + " ---: |" * len(p99))
-    for r in range(max(len(v) for v in p99.values())):
+    for r in range(rounds):
         print(f"| round {r + 1} | " + " | ".join(
-            f"{p99[a][r]:.0f}" if r < len(p99[a]) else "—" for a in p99) + " |")
-    print("| median | " + " | ".join(f"{statistics.median(p99[a]):.0f}" for a in p99) + " |")
-    print("| rounds with the lowest p99 among the shapers | " + " | ".join(
+            "—" if p99[a][r] is None else f"{p99[a][r]:.0f}" for a in p99) + " |")
+    def med(vals):
+        have = [x for x in vals if x is not None]
+        cell = f"{statistics.median(have):.0f}"
+        return cell if len(have) == rounds else f"{cell} (of {len(have)})"
+    print("| median | " + " | ".join(med(p99[a]) for a in p99) + " |")
+    print(f"| rounds with the lowest p99 among the shapers (of the {len(both)} all have) | " + " | ".join(
         str(wins[a]) if a in shapers else "—" for a in p99) + " |")
 PY
 }

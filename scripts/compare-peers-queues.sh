@@ -6,15 +6,23 @@
 #     against the PSPAT authors' spscq `iffq` and `ffq` (the same command
 #     line as `run spscq`: pointers only, QLEN 1024, 32-entry lines, producer
 #     on core 0, consumer on core 1, 2 s) and against rtrb (measured in the
-#     mailbox bench itself). A round counts as *clean* for a queue when its
-#     two threads were on a CPU for >= 90 % of the run: the bench measures
-#     this per thread; for spscq it is the process's CPU time / (2 x wall).
-#     Medians are over the clean rounds when there are >= 3, else over all
-#     (the table says which). spscq's runs have a time limit (its producer
-#     can spin forever on a full queue after its consumer has stopped) and a
-#     run that hits it counts as missing. The "P run" / "C run" columns are
+#     mailbox bench itself). A run is *clean* when each of its two threads
+#     was on a CPU for >= 90 % of it, the same rule on both sides: the
+#     mailbox bench reads each thread's CPU time over its loop; for spscq
+#     this script reads each thread's on-CPU time from
+#     /proc/PID/task/TID/schedstat every 0.25 s while it runs (its producer
+#     and consumer are the two threads that ran most; each one's interval
+#     is from its first sample, at 0.5 s, to its last, ~1.5 of its 2 s). A
+#     round is clean when every queue's run in it was; every row's median
+#     is over the same rounds: the clean ones when there are >= 3, else all
+#     (the table says which), so both sides are filtered alike. spscq's
+#     runs have a time limit (its producer can spin forever on a full queue
+#     after its consumer has stopped) and a run that hits it counts as
+#     missing (and its round as not clean). Runs differ in length: a
+#     mailbox run moves 10 M items (~0.1 s idle, more under load), an spscq
+#     run lasts 2 s (its own time unit). The "P run" / "C run" columns are
 #     items per stretch between two stalls on a full / empty queue (spscq's
-#     "avg batch"): the regime the queue ran in The mailbox rows are its layouts,
+#     "avg batch"): the regime the queue ran in. The mailbox rows are its layouts,
 #     measured in the same interleaved runs: the default (28-slot lines of
 #     four 64-byte groups, each slot's stamp and value in one hardware
 #     line; spscq's iffq checks 32-entry lines), 7-slot lines (one group),
@@ -35,7 +43,10 @@
 #     thread time). FlowBundler releases packets early by up to 1-2 slots of
 #     the flow's level; pktsched never releases early (see the peers' README).
 #
-# Each round runs every case once, pktsched first, then the peer; the tables
+# A round is one run of every queue and every shaping case: the mailbox
+# bench with `--runs 1` (one untimed warm-up run of each queue, then one
+# measured run of each, interleaved), then one spscq run of each test,
+# then each shaping case once, pktsched first, then the peer. The tables
 # print the medians over the rounds and the ratios.
 #
 #   scripts/compare-peers-queues.sh            # 3 rounds
@@ -58,12 +69,12 @@ if [ ! -x "$PEERS/run" ]; then
 fi
 case "$ROUNDS" in
 '' | *[!0-9]*)
-    echo "compare-peers-queues: ROUNDS='$ROUNDS' is not a number; allowed: 3..100" >&2
+    echo "compare-peers-queues: ROUNDS='$ROUNDS' is not a number; allowed: 1..100" >&2
     exit 2
     ;;
 esac
-if [ "$ROUNDS" -lt 3 ] || [ "$ROUNDS" -gt 100 ]; then
-    echo "compare-peers-queues: ROUNDS=$ROUNDS; allowed: 3..100 (medians need at least 3)" >&2
+if [ "$ROUNDS" -lt 1 ] || [ "$ROUNDS" -gt 100 ]; then
+    echo "compare-peers-queues: ROUNDS=$ROUNDS; allowed: 1..100 (3 or more for medians; 1 is a smoke test)" >&2
     exit 2
 fi
 
@@ -87,32 +98,72 @@ median() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "nan" }'; }
 
+# Appends "s TID NS T" to the array named by $2 for each thread of
+# process $1: its on-CPU time NS (ns, from its schedstat file) at T (s).
+# Bash builtins only: no process is started while the queues run.
+thread_cpu() {
+    local -n into=$2
+    local f tid ns t=$EPOCHREALTIME
+    for f in /proc/"$1"/task/*/schedstat; do
+        tid=${f%/schedstat}
+        tid=${tid##*/}
+        [ -e "$f" ] || continue
+        read -r ns _ 2>/dev/null <"$f" || continue
+        into+=("s $tid $ns $t")
+    done
+}
+
 # One spscq run of TEST: "rate clean p_run c_run", or "nan 0 nan nan" if it
-# failed or hit the time limit.
+# failed or hit the time limit. Clean: each of the two threads that ran
+# most was on a CPU >= 90 % of the time between its first and its last
+# schedstat sample (from 0.5 s on, every 0.25 s; at least 0.5 s apart).
 spscq_run() {
-    local out t
+    local out pid samples=() waited=0 rc=0
     out=$(mktemp)
-    t=$(mktemp)
-    TIMEFORMAT='%R %U %S'
-    if { time timeout 20 "$SPSCQ" -t "$1" -D 2 -l 1024 -L 32 -b 32 -b 32 -c 0 -c 1 >"$out" 2>&1; } 2>"$t"; then
-        awk -v t="$(tail -1 "$t")" '
-            / Mpps/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mpps") rate = $i }
-            /^\[P\] avg batch/ { p = $NF }
-            /^\[C\] avg batch/ { c = $NF }
-            END {
-                split(t, a, " ")
-                clean = (a[1] > 0 && (a[2] + a[3]) / (2 * a[1]) >= 0.9) ? 1 : 0
-                if (rate == "") print "nan 0 nan nan"
-                else printf "%s %d %s %s\n", rate, clean, (p == "" ? "nan" : p), (c == "" ? "nan" : c)
-            }' "$out"
-    else
+    "$SPSCQ" -t "$1" -D 2 -l 1024 -L 32 -b 32 -b 32 -c 0 -c 1 >"$out" 2>&1 &
+    pid=$!
+    while kill -0 "$pid" 2>/dev/null; do
+        sleep 0.25
+        waited=$((waited + 1))
+        if [ "$waited" -ge 80 ]; then # 20 s
+            kill "$pid" 2>/dev/null || true
+            break
+        fi
+        if [ "$waited" -ge 2 ]; then thread_cpu "$pid" samples; fi
+    done
+    wait "$pid" || rc=$?
+    if [ "$rc" -ne 0 ] || [ "$waited" -ge 80 ]; then
         echo "nan 0 nan nan"
+        rm -f "$out"
+        return
     fi
-    rm -f "$out" "$t"
+    { printf '%s\n' "${samples[@]}"; cat "$out"; } | awk '
+        $1 == "s" && NF == 4 {
+            if (!($2 in t0)) { t0[$2] = $4; n0[$2] = $3 }
+            t1[$2] = $4; n1[$2] = $3
+            next
+        }
+        / Mpps/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mpps") rate = $i }
+        /^\[P\] avg batch/ { p = $NF }
+        /^\[C\] avg batch/ { c = $NF }
+        END {
+            # The two largest on-CPU shares.
+            s1 = s2 = 0
+            for (tid in t0) {
+                wall = (t1[tid] - t0[tid]) * 1e9
+                if (wall < 0.5e9) continue
+                s = (n1[tid] - n0[tid]) / wall
+                if (s > s1) { s2 = s1; s1 = s } else if (s > s2) s2 = s
+            }
+            clean = (s2 >= 0.9) ? 1 : 0
+            if (rate == "") print "nan 0 nan nan"
+            else printf "%s %d %s %s\n", rate, clean, (p == "" ? "nan" : p), (c == "" ? "nan" : c)
+        }'
+    rm -f "$out"
 }
 
 # One line of the mailbox bench's table for NAME: "rate clean p_run c_run"
-# (clean = 1 if at least 2 of its 3 runs were clean).
+# (with `--runs 1`: clean = 1 when that run was clean, "1/1").
 bench_row() {
     awk -v name="$1" '
         index($0, name) == 1 {
@@ -120,24 +171,24 @@ bench_row() {
             if (rest !~ /^ +[0-9]/) next
             n = split(rest, f, " ")
             split(f[2], c, "/")
-            print f[1], (c[1] >= 2 ? 1 : 0), f[n - 1], f[n]
+            print f[1], (c[2] > 0 && c[1] == c[2] ? 1 : 0), f[n - 1], f[n]
         }' <<<"$2"
 }
 
 # Median of the values of the clean rounds if there are >= 3, else of all;
-# arguments: "value clean" pairs as single words "value:clean".
+# arguments: the values of one row, one per round (nan = missing). The
+# clean rounds are the same for every row (CLEAN_ROUNDS, 1 = clean).
 clean_median() {
-    local v c vals=() all=()
-    for x in "$@"; do
-        v=${x%%:*}
-        c=${x##*:}
+    local i=0 vals=() all=()
+    for v in "$@"; do
+        i=$((i + 1))
         [ "$v" = nan ] && continue
         all+=("$v")
-        [ "$c" = 1 ] && vals+=("$v")
+        [ "${CLEAN_ROUNDS[$i]}" = 1 ] && vals+=("$v")
     done
-    if [ "${#vals[@]}" -ge 3 ]; then median "${vals[@]}"; else median "${all[@]}"; fi
+    if [ "$N_CLEAN" -ge 3 ]; then median "${vals[@]}"; else median "${all[@]}"; fi
 }
-clean_count() { printf '%s\n' "$@" | grep -c ':1$' || true; }
+clean_count() { printf '%s\n' "$@" | grep -c '^1$' || true; }
 
 # Shape cases: label | pktsched arguments | peer arguments.
 SHAPE_CASES=(
@@ -161,11 +212,13 @@ QUEUES=(
     "spscq iffq|spscq:iffq"
     "spscq ffq|spscq:ffq"
 )
-declare -A RATE PRUN CRUN
+declare -A RATE PRUN CRUN CLEAN
 declare -A OURS PEER
+CLEAN_ROUNDS=()
 for ((r = 1; r <= ROUNDS; r++)); do
     echo "round $r/$ROUNDS" >&2
-    out=$("$MAILBOX" --runs 3 --only mailbox --capacity 1024)
+    out=$("$MAILBOX" --runs 1 --only mailbox --capacity 1024)
+    CLEAN_ROUNDS[r]=1
     for i in "${!QUEUES[@]}"; do
         IFS='|' read -r label src <<<"${QUEUES[$i]}"
         case "$src" in
@@ -174,9 +227,11 @@ for ((r = 1; r <= ROUNDS; r++)); do
         esac
         read -r rate clean prun crun <<<"${row:-nan 0 nan nan}"
         echo "  $label: $rate M/s, clean $clean, P run $prun, C run $crun" >&2
-        RATE[$i]="${RATE[$i]:-} $rate:$clean"
-        PRUN[$i]="${PRUN[$i]:-} $prun:$clean"
-        CRUN[$i]="${CRUN[$i]:-} $crun:$clean"
+        [ "$clean" = 1 ] || CLEAN_ROUNDS[r]=0
+        RATE[$i]="${RATE[$i]:-} $rate"
+        PRUN[$i]="${PRUN[$i]:-} $prun"
+        CRUN[$i]="${CRUN[$i]:-} $crun"
+        CLEAN[$i]="${CLEAN[$i]:-} $clean"
     done
     for i in "${!SHAPE_CASES[@]}"; do
         IFS='|' read -r _ ours theirs <<<"${SHAPE_CASES[$i]}"
@@ -191,9 +246,15 @@ for ((r = 1; r <= ROUNDS; r++)); do
     done
 done
 
+N_CLEAN=$(clean_count "${CLEAN_ROUNDS[@]}")
 echo
 echo "SPSC queue, u64 / pointer items, capacity 1024, producer core 0, consumer core 1:"
-echo "median M items/s over the clean rounds (>= 3, else all $ROUNDS)"
+if [ "$N_CLEAN" -ge 3 ]; then
+    echo "median M items/s over the $N_CLEAN of $ROUNDS rounds in which every queue's run was clean"
+else
+    echo "median M items/s over all $ROUNDS rounds (only $N_CLEAN had every queue's run clean; 3 needed)"
+fi
+echo "clean = runs of this queue with both threads on a CPU >= 90 % of the run"
 printf '%-24s %10s %6s %10s %8s %8s %10s\n' "queue" "M items/s" "clean" "mailbox/x" "P run" "C run" "target"
 # shellcheck disable=SC2086 # the lists are meant to split
 mb=$(clean_median ${RATE[0]})
@@ -207,7 +268,7 @@ for i in "${!QUEUES[@]}"; do
     *) target="" ;;
     esac
     # shellcheck disable=SC2086
-    printf '%-24s %10s %3s/%-2s %10s %8s %8s %10s\n' "$label" "$m" "$(clean_count ${RATE[$i]})" "$ROUNDS" \
+    printf '%-24s %10s %3s/%-2s %10s %8s %8s %10s\n' "$label" "$m" "$(clean_count ${CLEAN[$i]})" "$ROUNDS" \
         "$(ratio "$mb" "$m")" "$(clean_median ${PRUN[$i]})" "$(clean_median ${CRUN[$i]})" "$target"
 done
 # The like-for-like pair (see the header): the mailbox's push runs against

@@ -435,9 +435,17 @@ fn jain_and_err(counts: &[u64], weights: &[u32]) -> (f64, f64) {
     (jain(&x).unwrap_or(f64::NAN), err)
 }
 
-/// The victim's latency percentiles and its QFQ bound.
-fn victim(c: &Ctx<'_>, weights: &[u32], arch: Arch, p99_loop: u64, lat: &Latency) -> Victim {
-    let hist = &lat.hist;
+/// The victim's latency percentiles and its QFQ bound; `None` when no
+/// victim packet came out in the measured window (a starved victim has
+/// no percentiles: an empty histogram's would read 0 and pass every
+/// target).
+fn victim(
+    c: &Ctx<'_>,
+    weights: &[u32],
+    arch: Arch,
+    p99_loop: u64,
+    lat: &Latency,
+) -> Option<Victim> {
     let p = c.p;
     let (len, link) = p.flow_shape(c.ph);
     let wsum: f64 = weights.iter().map(|&w| f64::from(w)).sum();
@@ -464,17 +472,26 @@ fn victim(c: &Ctx<'_>, weights: &[u32], arch: Arch, p99_loop: u64, lat: &Latency
         link.as_bps().max(1),
     ) / 1000.0;
     let bound = l_over_r / phi + twfi_ns + delta_a;
+    victim_of(&lat.hist, bound.ceil() as u64, lat.breakdown())
+}
+
+/// The victim's percentiles from its latency histogram, with its bound
+/// and breakdown; `None` when the histogram is empty.
+fn victim_of(hist: &Histogram<u64>, bound_ns: u64, breakdown: Option<Breakdown>) -> Option<Victim> {
+    if hist.is_empty() {
+        return None;
+    }
     let q = |x: f64| hist.value_at_quantile(x);
-    Victim {
+    Some(Victim {
         samples: hist.len(),
         p50_ns: q(0.5),
         p90_ns: q(0.9),
         p99_ns: q(0.99),
         p999_ns: q(0.999),
         max_ns: hist.max(),
-        bound_ns: bound.ceil() as u64,
-        breakdown: lat.breakdown(),
-    }
+        bound_ns,
+        breakdown,
+    })
 }
 
 /// `--busy-core`: a thread that spins on one core (another process's
@@ -583,7 +600,33 @@ pub(super) fn run_one(
         res.window = Some(ArbiterWindow::between(a, b, w.secs, w.full));
     }
     if ph == Phase::Overload {
-        res.victim = Some(victim(&c, &weights, arch, res.arbiter_p99_loop_ns, &lat));
+        res.victim = victim(&c, &weights, arch, res.arbiter_p99_loop_ns, &lat);
     }
     Ok(Some(res))
+}
+
+#[cfg(test)]
+mod tests {
+    use hdrhistogram::Histogram;
+
+    use super::victim_of;
+
+    #[test]
+    fn a_victim_with_no_samples_has_no_percentiles() {
+        let empty = Histogram::<u64>::new(3).unwrap();
+        // An empty histogram reads 0 at every quantile, which would pass
+        // every target: a starved victim is `None` instead.
+        assert_eq!(empty.value_at_quantile(0.99), 0);
+        assert!(victim_of(&empty, 1_000, None).is_none());
+        let mut hist = Histogram::<u64>::new(3).unwrap();
+        // Values below 2048 ns are exact at 3 significant digits.
+        for ns in 1..=100 {
+            hist.record(ns * 10).unwrap();
+        }
+        let v = victim_of(&hist, 1_000, None).expect("100 samples");
+        assert_eq!(
+            (v.samples, v.p99_ns, v.max_ns, v.bound_ns),
+            (100, 990, 1_000, 1_000)
+        );
+    }
 }

@@ -70,6 +70,8 @@ pub struct RunRes {
     jain: f64,
     /// Largest |share/expected − 1| over the non-victim clients.
     max_share_err: f64,
+    /// The overload phase's victim; `None` (JSON `null`) there when no
+    /// victim packet came out in the measured window (starved).
     victim: Option<Victim>,
     /// Handed to the architecture.
     sent: u64,
@@ -194,10 +196,15 @@ pub struct Summary {
     decisions_per_s: f64,
     jain: f64,
     max_share_err: f64,
+    /// Medians over runs of the victim's percentiles, a starved run's
+    /// counted as unbounded: `None` (JSON `null`) when at least half the
+    /// runs starved it (or outside the overload phase).
     victim_p50_ns: Option<f64>,
     victim_p99_ns: Option<f64>,
     victim_p999_ns: Option<f64>,
     victim_bound_ns: Option<f64>,
+    /// Overload: runs whose victim got no packet out in the window.
+    victim_starved: Option<u64>,
     /// Medians over runs of each part's p50 and p99.
     victim_breakdown: Option<Breakdown>,
     /// PSPAT, overload: the victim's targets counted run by run.
@@ -229,6 +236,24 @@ fn median_breakdown(rs: &[&RunRes]) -> Option<Breakdown> {
     })
 }
 
+/// The median of `v` with `None` above every value (a starved victim's
+/// unbounded latency): `None` when the median falls on one, or when `v`
+/// is empty.
+fn median_none_last(v: &[Option<f64>]) -> Option<f64> {
+    let mut s = v.to_vec();
+    // `None` sorts last; values by total order.
+    s.sort_by(|a, b| match (a, b) {
+        (Some(a), Some(b)) => a.total_cmp(b),
+        (a, b) => b.is_some().cmp(&a.is_some()),
+    });
+    let n = s.len();
+    match n {
+        0 => None,
+        _ if n % 2 == 1 => s[n / 2],
+        _ => Some((s[n / 2 - 1]? + s[n / 2]?) / 2.0),
+    }
+}
+
 fn summarize(runs: &[RunRes]) -> Vec<Summary> {
     let mut keys: Vec<(String, String, usize)> = Vec::new();
     for r in runs {
@@ -247,13 +272,20 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
             let m = |f: &dyn Fn(&RunRes) -> f64| {
                 median(&rs.iter().map(|r| f(r)).collect::<Vec<_>>()).unwrap_or(f64::NAN)
             };
+            let overload = phase == "overload";
+            // Starved runs count as unbounded latency.
             let vm = |f: &dyn Fn(&Victim) -> u64| {
-                let v: Vec<f64> = rs
+                let v: Vec<Option<f64>> = rs
                     .iter()
-                    .filter_map(|r| r.victim.as_ref().map(|v| f(v) as f64))
+                    .map(|r| r.victim.as_ref().map(|v| f(v) as f64))
                     .collect();
-                median(&v)
+                median_none_last(&v)
             };
+            let bound: Vec<f64> = rs
+                .iter()
+                .filter_map(|r| r.victim.as_ref().map(|v| v.bound_ns as f64))
+                .collect();
+            let starved = rs.iter().filter(|r| r.victim.is_none()).count() as u64;
             let victim_targets = (arch == "pspat")
                 .then(|| targets::victim_targets(runs, clients))
                 .flatten();
@@ -267,7 +299,8 @@ fn summarize(runs: &[RunRes]) -> Vec<Summary> {
                 victim_p50_ns: vm(&|v| v.p50_ns),
                 victim_p99_ns: vm(&|v| v.p99_ns),
                 victim_p999_ns: vm(&|v| v.p999_ns),
-                victim_bound_ns: vm(&|v| v.bound_ns),
+                victim_bound_ns: median(&bound),
+                victim_starved: overload.then_some(starved),
                 victim_breakdown: median_breakdown(&rs),
                 victim_targets,
                 drop_from_peak: None,
@@ -340,7 +373,21 @@ pub fn run(p: &Plan, stop: &AtomicBool, mut progress: impl FnMut(&str)) -> Resul
 mod tests {
     use pktsched_runtime::pspat::ArbiterStats;
 
-    use super::ArbiterWindow;
+    use super::{ArbiterWindow, median_none_last};
+
+    #[test]
+    fn a_starved_run_counts_as_unbounded_in_the_medians() {
+        assert_eq!(median_none_last(&[]), None);
+        assert_eq!(median_none_last(&[Some(3.0), None, Some(1.0)]), Some(3.0));
+        assert_eq!(median_none_last(&[None, Some(2.0), None]), None);
+        assert_eq!(median_none_last(&[Some(4.0), Some(2.0)]), Some(3.0));
+        // The upper middle one starved: no median.
+        assert_eq!(median_none_last(&[Some(2.0), None]), None);
+        assert_eq!(
+            median_none_last(&[None, Some(5.0), Some(1.0), Some(9.0)]),
+            Some(7.0)
+        );
+    }
 
     #[test]
     fn the_window_is_the_difference_of_the_counters_over_its_length() {

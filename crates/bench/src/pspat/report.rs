@@ -63,11 +63,10 @@ pub fn write_tables(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resu
                 let mut bound = f64::NAN;
                 for a in archs.iter().filter(|a| **a != "none") {
                     let s = get(phn, a, n);
-                    let v = s.and_then(|s| s.victim_p99_ns).unwrap_or(f64::NAN);
                     if *a == "pspat" {
                         bound = s.and_then(|s| s.victim_bound_ns).unwrap_or(f64::NAN);
                     }
-                    line += &format!(" {:>13.1} µs", v / 1e3);
+                    line += &format!(" {:>16}", victim_p99_cell(s));
                 }
                 line += &format!(" {:>6.1} µs", bound / 1e3);
             } else if has("pspat") {
@@ -79,11 +78,36 @@ pub fn write_tables(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> io::Resu
             writeln!(out, "{line}")?;
         }
         if *ph == Phase::Overload {
+            let starved = sums
+                .iter()
+                .any(|s| s.phase == phn && s.victim_starved.unwrap_or(0) > 0);
+            if starved {
+                writeln!(
+                    out,
+                    "victim p99: a run that got no victim packet out (starved) counts as unbounded; `starved` = the median is, `*` = some runs were"
+                )?;
+            }
             write_targets(out, p, sums)?;
             write_breakdown(out, p, sums)?;
         }
     }
     Ok(())
+}
+
+/// A victim p99 median for the overload table: µs, `starved` when at
+/// least half the runs got no victim packet out (the median is then
+/// unbounded), with `*` when some (fewer) did.
+fn victim_p99_cell(s: Option<&Summary>) -> String {
+    let Some(s) = s else {
+        return "NaN µs".into();
+    };
+    let starved = s.victim_starved.unwrap_or(0);
+    match s.victim_p99_ns {
+        None if starved > 0 => "starved".into(),
+        None => "NaN µs".into(),
+        Some(v) if starved > 0 => format!("{:.1} µs*", v / 1e3),
+        Some(v) => format!("{:.1} µs", v / 1e3),
+    }
 }
 
 /// The victim's targets run by run: PSPAT's p99 within its bound, and at
@@ -113,6 +137,12 @@ pub(super) fn write_targets(out: &mut dyn Write, p: &Plan, sums: &[Summary]) -> 
         );
         if t.paired > 0 {
             line += &format!(", at most locked's in {} of {}", t.le_locked, t.paired);
+        }
+        if t.starved > 0 {
+            line += &format!(
+                "; starved (no victim packet out, a failure) in {} of {}",
+                t.starved, t.runs
+            );
         }
         writeln!(out, "{line}")?;
     }
@@ -321,4 +351,46 @@ pub fn plot(file: &std::path::Path, p: &Plan, sums: &[Summary]) -> Result<()> {
             .collect(),
     }
     .draw(file)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Summary, victim_p99_cell};
+
+    fn summary(p99: Option<f64>, starved: Option<u64>) -> Summary {
+        Summary {
+            phase: "overload".into(),
+            arch: "pspat".into(),
+            clients: 8,
+            decisions_per_s: 1.0,
+            jain: 1.0,
+            max_share_err: 0.0,
+            victim_p50_ns: p99,
+            victim_p99_ns: p99,
+            victim_p999_ns: p99,
+            victim_bound_ns: Some(1e4),
+            victim_starved: starved,
+            victim_breakdown: None,
+            victim_targets: None,
+            drop_from_peak: None,
+        }
+    }
+
+    #[test]
+    fn a_starved_victim_shows_as_starved_not_as_zero() {
+        assert_eq!(
+            victim_p99_cell(Some(&summary(Some(2500.0), Some(0)))),
+            "2.5 µs"
+        );
+        assert_eq!(
+            victim_p99_cell(Some(&summary(Some(2500.0), Some(1)))),
+            "2.5 µs*"
+        );
+        assert_eq!(victim_p99_cell(Some(&summary(None, Some(3)))), "starved");
+        assert_eq!(victim_p99_cell(None), "NaN µs");
+        // JSON: null, not 0.
+        let json = serde_json::to_value(summary(None, Some(3))).unwrap();
+        assert!(json["victim_p99_ns"].is_null(), "{json}");
+        assert_eq!(json["victim_starved"], 3);
+    }
 }

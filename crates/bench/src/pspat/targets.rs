@@ -9,38 +9,44 @@ use serde::Serialize;
 use super::RunRes;
 
 /// How many of PSPAT's overload runs at one number of clients met each
-/// victim target.
+/// victim target. A run whose victim got no packet out in the measured
+/// window (starved: no percentiles) fails both targets.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct VictimTargets {
-    /// PSPAT runs with a victim measured.
+    /// PSPAT overload runs, starved ones included.
     pub runs: u64,
+    /// Of them, runs whose victim was starved (counted as failures).
+    pub starved: u64,
     /// Of them, p99 within the run's bound.
     pub in_bound: u64,
     /// PSPAT runs with a locked run of the same index to compare with.
     pub paired: u64,
-    /// Of those, PSPAT's p99 at most the locked baseline's.
+    /// Of those, PSPAT's p99 at most the locked baseline's (a starved
+    /// locked victim counts as an unbounded p99, a starved PSPAT one
+    /// always fails).
     pub le_locked: u64,
 }
 
 /// The counts for the overload runs at `clients` (`None` without a PSPAT
-/// run that measured the victim).
+/// overload run).
 pub(crate) fn victim_targets(runs: &[RunRes], clients: usize) -> Option<VictimTargets> {
     let of = |arch: &'static str| {
-        runs.iter().filter(move |r| {
-            r.phase == "overload" && r.arch == arch && r.clients == clients && r.victim.is_some()
-        })
+        runs.iter()
+            .filter(move |r| r.phase == "overload" && r.arch == arch && r.clients == clients)
     };
     let mut t = VictimTargets::default();
     for p in of("pspat") {
-        let Some(v) = &p.victim else { continue };
         t.runs += 1;
+        let locked = of("locked").find(|l| l.run == p.run);
+        t.paired += u64::from(locked.is_some());
+        let Some(v) = &p.victim else {
+            t.starved += 1;
+            continue;
+        };
         t.in_bound += u64::from(v.p99_ns <= v.bound_ns);
-        let locked = of("locked")
-            .find(|l| l.run == p.run)
-            .and_then(|l| l.victim.as_ref());
         if let Some(l) = locked {
-            t.paired += 1;
-            t.le_locked += u64::from(v.p99_ns <= l.p99_ns);
+            let le = l.victim.as_ref().is_none_or(|l| v.p99_ns <= l.p99_ns);
+            t.le_locked += u64::from(le);
         }
     }
     (t.runs > 0).then_some(t)
@@ -77,15 +83,12 @@ mod tests {
             // No locked run 2; another client count's runs are ignored.
             run("locked", 1, 2, 1, 12),
             run("pspat", 1, 0, 1, 12),
-            RunRes {
-                victim: None,
-                ..run("pspat", 8, 3, 0, 0)
-            },
         ];
         assert_eq!(
             victim_targets(&runs, 8),
             Some(VictimTargets {
                 runs: 3,
+                starved: 0,
                 in_bound: 2,
                 paired: 2,
                 le_locked: 1,
@@ -97,6 +100,7 @@ mod tests {
             victim_targets(&tie, 1),
             Some(VictimTargets {
                 runs: 1,
+                starved: 0,
                 in_bound: 0,
                 paired: 1,
                 le_locked: 1,
@@ -108,5 +112,37 @@ mod tests {
             ..run("pspat", 8, 0, 1, 2)
         }];
         assert_eq!(victim_targets(&throughput, 8), None);
+    }
+
+    #[test]
+    fn a_starved_victim_fails_both_targets() {
+        let starved = |arch: &str, run_ix: usize| RunRes {
+            victim: None,
+            ..run(arch, 8, run_ix, 0, 0)
+        };
+        let runs = vec![
+            // PSPAT starved next to a locked run that was not: fails both
+            // (its p99 is not 0).
+            starved("pspat", 0),
+            run("locked", 8, 0, 50, 12),
+            // Both starved: still a failure for PSPAT.
+            starved("pspat", 1),
+            starved("locked", 1),
+            // PSPAT measured, locked starved: at most locked's (unbounded).
+            run("pspat", 8, 2, 10, 12),
+            starved("locked", 2),
+            // Starved without a locked run to compare with.
+            starved("pspat", 3),
+        ];
+        assert_eq!(
+            victim_targets(&runs, 8),
+            Some(VictimTargets {
+                runs: 4,
+                starved: 3,
+                in_bound: 1,
+                paired: 3,
+                le_locked: 1,
+            })
+        );
     }
 }

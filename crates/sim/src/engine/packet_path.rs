@@ -424,6 +424,13 @@ impl Engine<'_> {
 
     /// A packet is done in both systems (or the run ended): its lag and
     /// departure row are recorded and its record freed.
+    ///
+    /// The lag `d − f` is reported, not checked against a bound: WF2Q+
+    /// keeps it within one largest packet, `L/R`, only while every flow is
+    /// backlogged (`tests/properties.rs` asserts that on greedy
+    /// workloads); once flows come and go WF2Q+'s virtual time is not
+    /// GPS's and it exceeds `L/R` (6·L/R in a pinned case there), and QFQ
+    /// and DRR are bounded in T-WFI, not in lag behind GPS.
     pub(super) fn retire_packet(&mut self, id: u32) {
         let r = self.records.recs[id as usize];
         if r.fluid_finish != NO_TIME {

@@ -343,9 +343,13 @@ fn tiny_pspat_run(window: &str, svg: &std::path::Path) -> (u64, f64) {
         let jain = r["jain"].as_f64().unwrap();
         assert!(jain > 0.0 && jain <= 1.0 + 1e-9, "{r}");
         if r["phase"] == "overload" {
+            // A victim that got nothing out in a starved window is null
+            // (it fails its targets), never a p99 of 0.
             let vic = &r["victim"];
-            assert!(vic["bound_ns"].as_u64().unwrap() > 0, "{r}");
-            assert!(vic["p99_ns"].as_u64().unwrap() <= vic["max_ns"].as_u64().unwrap());
+            if !vic.is_null() {
+                assert!(vic["bound_ns"].as_u64().unwrap() > 0, "{r}");
+                assert!(vic["p99_ns"].as_u64().unwrap() <= vic["max_ns"].as_u64().unwrap());
+            }
         } else {
             assert!(r["victim"].is_null());
         }

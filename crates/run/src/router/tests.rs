@@ -246,6 +246,70 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
     }
 }
 
+/// The egress leaves the pool a device poll's batch and two output
+/// batches beyond the class limits: 1024 + 64 + 16 frames is the least a
+/// pool may have with one class at the default limit.
+#[test]
+fn the_egress_leaves_the_pool_a_receive_batch_and_the_output_batches() {
+    let egress = "[egress]\nrate = \"10mbit\"\n";
+    let with = |pool: u32, budget: u32| {
+        format!(
+            "{BASE}pool_frames = {pool}\ndevice_budget = {budget}\n[[class]]\nname = \"be\"\n{ROUTE}{egress}"
+        )
+    };
+    assert_eq!(super::egress_config::pool_reserve(64), 64 + 16);
+    for (pool, budget) in [(1025, 64), (1103, 64), (1104, 65), (1300, 512)] {
+        let e = err(&with(pool, budget));
+        for w in [
+            "limits add up to 1024".to_string(),
+            format!("router.pool_frames = {pool}"),
+            format!("at least {}", budget + 16),
+            format!("router.device_budget = {budget}"),
+            format!("at most {}", pool - budget - 16),
+        ] {
+            assert!(e.contains(&w), "error {e:?} lacks {w:?}");
+        }
+    }
+    for (pool, budget) in [(1104, 64), (1105, 65), (1552, 512)] {
+        parse(&with(pool, budget), "r.toml").expect("enough buffers");
+    }
+}
+
+/// `[[egress.class]] prio` is checked against the algorithm's levels at
+/// its line, as `pktsched run` checks `[[class]] prio`.
+#[test]
+fn an_egress_class_prio_beyond_the_algorithms_levels_is_refused_at_its_line() {
+    let with = |algorithm: &str, prio: u32| {
+        format!(
+            "{BASE}[[class]]\nname = \"rt\"\nmatch = [{{ dport = 1 }}]\n[[class]]\nname = \"be\"\n{ROUTE}\
+             [egress]\nrate = \"1gbit\"\nalgorithm = \"{algorithm}\"\n\
+             [[egress.class]]\nname = \"be\"\nprio = 1\n\
+             [[egress.class]]\nname = \"rt\"\nprio = {prio}\n"
+        )
+    };
+    let line = with("prio", 9)
+        .lines()
+        .position(|l| l == "prio = 9")
+        .expect("line")
+        + 1;
+    for prio in [9, 8, 1023] {
+        let e = err(&with("prio", prio));
+        for w in [
+            format!("r.toml:{line}:8"),
+            "egress.class \"rt\"".to_string(),
+            format!("prio = {prio}"),
+            "allowed 0..=7".to_string(),
+        ] {
+            assert!(e.contains(&w), "error {e:?} lacks {w:?}");
+        }
+    }
+    let cfg = parse(&with("prio", 7), "r.toml").expect("prio 7 is a level");
+    let egress = cfg.egress.as_ref().expect("egress");
+    assert_eq!((egress.classes[0].prio, egress.classes[1].prio), (7, 1));
+    super::egress::Egress::new(egress).expect("the scheduler takes it");
+    parse(&with("drr", 9), "r.toml").expect("drr has no levels");
+}
+
 /// Per-class rings made of in-memory devices.
 struct MemClasses(Vec<MemDevice>);
 

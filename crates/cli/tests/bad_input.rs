@@ -2208,6 +2208,41 @@ fn route_configs_and_flags() {
             ])),
             ..check(&["class \"be\": limit = 0", "1..=1048576"])
         },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"1gbit\"\nalgorithm = \"prio\"\n",
+                "[[egress.class]]\nname = \"be\"\nprio = 9\n",
+            ])),
+            ..check(&["r.toml:14:8", "prio = 9", "allowed 0..=7"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"1gbit\"\nalgorithm = \"prio\"\n",
+                "[[egress.class]]\nname = \"be\"\nprio = 8\n",
+            ])),
+            ..check(&["r.toml:14:8", "prio = 8", "allowed 0..=7"])
+        },
+        Row {
+            files: file(cat(&[
+                RT_HEAD,
+                "pool_frames = 1025\n",
+                CLASS,
+                ROUTE,
+                "[egress]\nrate = \"10mbit\"\n",
+            ])),
+            ..check(&[
+                "r.toml:10:1",
+                "router.pool_frames = 1025",
+                "at least 80",
+                "at most 945",
+            ])
+        },
     ]);
 }
 

@@ -11,7 +11,10 @@
 //! kernel, a transmit flush) polls a *device* at a time
 //! ([`Poller::poll_device`]): rounds follow each other until the device
 //! budget is spent or a round finds nothing, as the kernel's NAPI polls a
-//! device again while it reports its budget used. Each round still visits
+//! device again while it reports its budget used. With RR a round is one
+//! visit, so there the device poll ends only when every ring in turn was
+//! found empty ([`RingPlan::rings`] empty rounds in a row): one empty ring
+//! does not end it while the others are backlogged. Each round still visits
 //! the rings in cyclic order with their budgets, so between two visits of
 //! a ring the others take at most their budgets ([`RingPlan::others_per_cycle`]):
 //! the bound is unchanged, but a ring with a small budget no longer pays
@@ -188,8 +191,10 @@ impl Poller {
     }
 
     /// One device poll: rounds until the device budget is spent or a
-    /// round takes nothing. Every visit is appended to `visits` (cleared
-    /// first); returns the packets taken (at most the device budget).
+    /// round takes nothing (with one ring per round, RR: until
+    /// [`RingPlan::rings`] rounds in a row took nothing, every ring found
+    /// empty once). Every visit is appended to `visits` (cleared first);
+    /// returns the packets taken (at most the device budget).
     pub fn poll_device<R: Rings + ?Sized>(
         &mut self,
         rings: &mut R,
@@ -197,7 +202,12 @@ impl Poller {
     ) -> usize {
         visits.clear();
         let device = self.plan.device_budget() as usize;
-        let mut total = 0;
+        let empty_to_stop = if self.plan.one_ring_per_round() {
+            self.plan.rings()
+        } else {
+            1
+        };
+        let (mut total, mut empty) = (0, 0);
         while total < device {
             self.round_cap = device - total;
             let got = loop {
@@ -207,7 +217,8 @@ impl Poller {
                 }
             };
             total += got;
-            if got == 0 {
+            empty = if got == 0 { empty + 1 } else { 0 };
+            if empty >= empty_to_stop {
                 break;
             }
         }

@@ -380,6 +380,29 @@ fn a_device_poll_repeats_rounds_while_rings_have_packets() {
 }
 
 #[test]
+fn an_rr_device_poll_goes_on_past_an_empty_ring_while_others_have_packets() {
+    // RR: a round is one visit. Ring 0 is empty, rings 1 and 2 have 10
+    // each: the device poll takes them all and stops after every ring in
+    // turn was found empty, not at the first empty one.
+    let mut p = Poller::new(&IngressConfig::rr(3)).unwrap();
+    let mut r = Tagged::new(3);
+    r.rings[1].extend((0..10).map(|s| (1, s)));
+    r.rings[2].extend((0..10).map(|s| (2, s)));
+    let mut v = Vec::new();
+    assert_eq!(p.poll_device(&mut r, &mut v), 20);
+    let seen: Vec<(usize, usize)> = v.iter().map(|t| (t.ring, t.packets)).collect();
+    assert_eq!(seen, [(0, 0), (1, 10), (2, 10), (0, 0), (1, 0), (2, 0)]);
+    // Nothing anywhere: one empty visit per ring, then the poll ends.
+    assert_eq!(p.poll_device(&mut r, &mut v), 0);
+    assert_eq!(v.len(), 3);
+    // Backlogged: the device budget (one ring's budget with RR) ends it.
+    r.rings[0].extend((0..100).map(|s| (0, s)));
+    r.rings[1].extend((0..100).map(|s| (1, s)));
+    let device = p.plan().device_budget() as usize;
+    assert_eq!(p.poll_device(&mut r, &mut v), device);
+}
+
+#[test]
 fn a_device_poll_never_takes_more_than_the_device_budget() {
     // Budgets 40 + 40 over a device budget of 64: the second round is cut
     // to what the device poll has left.

@@ -16,10 +16,20 @@
 //!    `BadTotalLength`; a next header that is an extension header
 //!    (hop-by-hop, routing, fragment, destination options, AH, mobility,
 //!    HIP, shim6, experimental) → `Ipv6ExtHeader`.
-//! 4. TTL / hop limit ≤ 1 → [`Verdict::TimeExceeded`] (the caller may
-//!    answer with ICMP; nothing here builds one).
-//! 5. The access list denies → `AclDenied`; no route → `NoRoute`.
-//! 6. Otherwise the TTL (hop limit) is decremented — for IPv4 with the
+//! 4. The access list denies → `AclDenied`; no route → `NoRoute` (every
+//!    frame that passes the checks costs its access-list rules, whatever
+//!    its TTL: a flood of expiring frames costs what any other does).
+//! 5. A martian destination → `Martian`: IPv4 0.0.0.0/8, 127.0.0.0/8,
+//!    224.0.0.0/4 (multicast) and 255.255.255.255; IPv6 `::`, `::1`,
+//!    fe80::/10 (link-local) and ff00::/8 (multicast). A router forwards
+//!    none of them, even with a default route (RFC 1812 §5.3.7, RFC 4291
+//!    §2.5.6); they are looked at only once a route was found, so an
+//!    unrouted one stays `NoRoute`.
+//! 6. TTL / hop limit ≤ 1 → [`Verdict::TimeExceeded`] (the caller may
+//!    answer with ICMP; nothing here builds one). The ACL and the route
+//!    come first, as in Linux: an expiring frame to an unrouted
+//!    destination is `NoRoute`, not time exceeded.
+//! 7. Otherwise the TTL (hop limit) is decremented — for IPv4 with the
 //!    checksum updated incrementally (RFC 1624, eqn. 3) — and the verdict
 //!    is [`Verdict::Forward`] with the route's value.
 
@@ -49,11 +59,14 @@ pub enum DropReason {
     AclDenied,
     /// No route to the destination.
     NoRoute,
+    /// A destination no router forwards to (loopback, multicast,
+    /// broadcast, unspecified, IPv6 link-local).
+    Martian,
 }
 
 impl DropReason {
     /// Every reason, in counter order.
-    pub const ALL: [DropReason; 10] = [
+    pub const ALL: [DropReason; 11] = [
         DropReason::Truncated,
         DropReason::NotIp,
         DropReason::BadVersion,
@@ -64,6 +77,7 @@ impl DropReason {
         DropReason::Ipv6ExtHeader,
         DropReason::AclDenied,
         DropReason::NoRoute,
+        DropReason::Martian,
     ];
 }
 
@@ -146,6 +160,20 @@ pub fn checksum_update(hc: u16, old: u16, new: u16) -> u16 {
 
 fn is_ipv6_ext(nh: u8) -> bool {
     matches!(nh, 0 | 43 | 44 | 51 | 60 | 135 | 139 | 140 | 253 | 254)
+}
+
+/// An IPv4 destination no router forwards to: 0.0.0.0/8 ("this
+/// network"), 127.0.0.0/8 (loopback), 224.0.0.0/4 (multicast) and
+/// 255.255.255.255 (limited broadcast).
+pub fn is_martian_v4(dst: u32) -> bool {
+    let top = dst >> 24;
+    top == 0 || top == 127 || (dst >> 28) == 0xE || dst == u32::MAX
+}
+
+/// An IPv6 destination no router forwards to: `::` (unspecified), `::1`
+/// (loopback), fe80::/10 (link-local) and ff00::/8 (multicast).
+pub fn is_martian_v6(dst: u128) -> bool {
+    dst <= 1 || (dst >> 118) == 0x3FA || (dst >> 120) == 0xFF
 }
 
 /// Routes for both families, an access list and counters.
@@ -237,9 +265,6 @@ impl<V: Copy> Router<V> {
         if be16(p, 6) & 0x3FFF != 0 {
             return Verdict::Drop(Fragment);
         }
-        if p[8] <= 1 {
-            return Verdict::TimeExceeded;
-        }
         let src = u32::from_be_bytes([p[12], p[13], p[14], p[15]]);
         let dst = u32::from_be_bytes([p[16], p[17], p[18], p[19]]);
         if self.acl_denies(Addr::V4(src), Addr::V4(dst)) {
@@ -248,6 +273,12 @@ impl<V: Copy> Router<V> {
         let Some((route, _)) = self.v4.lookup(dst) else {
             return Verdict::Drop(NoRoute);
         };
+        if is_martian_v4(dst) {
+            return Verdict::Drop(Martian);
+        }
+        if p[8] <= 1 {
+            return Verdict::TimeExceeded;
+        }
         let old = be16(p, 8);
         p[8] -= 1;
         let hc = checksum_update(be16(p, 10), old, be16(p, 8));
@@ -269,9 +300,6 @@ impl<V: Copy> Router<V> {
         if is_ipv6_ext(p[6]) {
             return Verdict::Drop(Ipv6ExtHeader);
         }
-        if p[7] <= 1 {
-            return Verdict::TimeExceeded;
-        }
         let addr = |at: usize| {
             let mut b = [0u8; 16];
             b.copy_from_slice(&p[at..at + 16]);
@@ -284,6 +312,12 @@ impl<V: Copy> Router<V> {
         let Some((route, _)) = self.v6.lookup(dst) else {
             return Verdict::Drop(NoRoute);
         };
+        if is_martian_v6(dst) {
+            return Verdict::Drop(Martian);
+        }
+        if p[7] <= 1 {
+            return Verdict::TimeExceeded;
+        }
         p[7] -= 1;
         Verdict::Forward(route)
     }

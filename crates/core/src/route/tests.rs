@@ -5,7 +5,9 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::acl::{Acl, Action, Addr, Prefix, Rule};
-use super::forward::{DropReason, Router, Verdict, checksum_update, ipv4_checksum, ones_sum};
+use super::forward::{
+    DropReason, Router, Verdict, checksum_update, ipv4_checksum, is_martian_v4, ones_sum,
+};
 use super::lpm::{Key, Lpm, RouteError};
 
 /// The naive reference: every route in a list, the longest match wins.
@@ -115,6 +117,10 @@ proptest! {
             let ip = &mut f[14..];
             rng.fill(&mut ip[..ihl * 4]);
             ip[0] = 0x40 | ihl as u8;
+            // A random destination may be martian (dropped, not forwarded).
+            if is_martian_v4(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])) {
+                ip[16] = 10;
+            }
             let total = (ihl * 4 + 8) as u16;
             ip[2..4].copy_from_slice(&total.to_be_bytes());
             ip[6] &= 0x80; // no MF, offset 0 (reserved bit random)
@@ -381,4 +387,111 @@ fn acl_first_match_and_cost() {
         .is_err()
     );
     assert!(!Prefix::V4(0, 0).contains(Addr::V6(1)));
+}
+
+/// The access list and the route come before the TTL (as in Linux): an
+/// expiring frame to an unrouted destination is `NoRoute`, one the list
+/// denies is `AclDenied`, and every expiring frame costs its rules.
+#[test]
+fn acl_and_route_are_decided_before_the_ttl() {
+    use DropReason::*;
+    let mut r: Router<u8> = Router::new();
+    r.v4.insert(0x0A00_0000, 8, 1).unwrap();
+    r.v6.insert(0x2001_0db8 << 96, 32, 2).unwrap();
+    for i in 0..5u32 {
+        r.acl
+            .push(Rule {
+                src: None,
+                dst: Some(Prefix::V4((20 + i) << 24, 8)),
+                action: Action::Deny,
+            })
+            .unwrap();
+    }
+    let v6 = 0x2001_0db8_0000_0000_0000_0000_0000_0001u128;
+    assert_eq!(
+        r.forward(&mut v4_frame(1, [11, 0, 0, 1])),
+        Verdict::Drop(NoRoute)
+    );
+    assert_eq!(r.forward(&mut v6_frame(1, 17, 7)), Verdict::Drop(NoRoute));
+    assert_eq!(
+        r.forward(&mut v4_frame(1, [20, 0, 0, 1])),
+        Verdict::Drop(AclDenied)
+    );
+    let checked = r.stats().acl_rules_checked;
+    assert_eq!(checked, 5 + 5 + 1, "the expiring frames paid their rules");
+    assert_eq!(
+        r.forward(&mut v4_frame(1, [10, 0, 0, 1])),
+        Verdict::TimeExceeded
+    );
+    assert_eq!(r.forward(&mut v6_frame(1, 17, v6)), Verdict::TimeExceeded);
+    assert_eq!(r.stats().acl_rules_checked, checked + 5 + 5);
+    assert_eq!(r.stats().time_exceeded, 2);
+    assert_eq!(
+        (r.stats().dropped(NoRoute), r.stats().dropped(AclDenied)),
+        (2, 1)
+    );
+}
+
+/// With default routes, martian destinations are dropped as `Martian`
+/// (TTL 1 or not), their neighbours forwarded.
+#[test]
+fn martian_destinations_are_not_forwarded_even_with_a_default_route() {
+    let mut r: Router<u8> = Router::new();
+    r.v4.insert(0, 0, 1).unwrap();
+    r.v6.insert(0, 0, 2).unwrap();
+    let martian = Verdict::Drop(DropReason::Martian);
+    for dst in [
+        [255, 255, 255, 255],
+        [224, 0, 0, 1],
+        [239, 255, 255, 250],
+        [127, 0, 0, 1],
+        [127, 200, 1, 1],
+        [0, 0, 0, 0],
+        [0, 1, 2, 3],
+    ] {
+        for ttl in [64, 1] {
+            assert_eq!(r.forward(&mut v4_frame(ttl, dst)), martian, "{dst:?}");
+        }
+    }
+    let v6: [u128; 6] = [
+        0,
+        1,
+        0xfe80 << 112,
+        (0xfebf << 112) | 5,
+        0xff02 << 112 | 1,
+        0xff0e << 112 | 0x101,
+    ];
+    for dst in v6 {
+        for hop in [64, 1] {
+            assert_eq!(r.forward(&mut v6_frame(hop, 17, dst)), martian, "{dst:x}");
+        }
+    }
+    assert_eq!(r.stats().dropped(DropReason::Martian), 2 * (7 + 6));
+    for dst in [
+        [255, 255, 255, 254],
+        [223, 255, 255, 255],
+        [240, 0, 0, 1],
+        [126, 0, 0, 1],
+        [128, 0, 0, 1],
+        [1, 0, 0, 0],
+    ] {
+        assert_eq!(
+            r.forward(&mut v4_frame(64, dst)),
+            Verdict::Forward(1),
+            "{dst:?}"
+        );
+    }
+    for dst in [
+        2u128,
+        0xfec0 << 112,
+        0xfe7f << 112,
+        0xfeff << 112 | 1,
+        0x2001 << 112,
+    ] {
+        assert_eq!(
+            r.forward(&mut v6_frame(64, 17, dst)),
+            Verdict::Forward(2),
+            "{dst:x}"
+        );
+    }
 }

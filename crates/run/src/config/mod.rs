@@ -68,7 +68,7 @@ pub use file::{MAX_CONFIG_BYTES, read_capped};
 pub use matching::dscp_by_name;
 pub(crate) use matching::{class_name_problem, first_vlan_class, match_rule};
 pub(crate) use normalise::{rule_toml, toml_string, write_class_settings};
-pub(crate) use parse::{Ctx, XDP_NO_VLAN, interface, parse_class, parse_control};
+pub(crate) use parse::{Ctx, XDP_NO_VLAN, interface, parse_class, parse_control, prio_levels};
 pub use parse::{load, parse};
 pub(crate) use raw::{RateText, RawClass, RawControl, RawMatch};
 pub use threads::{

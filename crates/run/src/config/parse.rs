@@ -436,7 +436,7 @@ fn parse_classes(
     }
     shadowed_rules(cx, list, &classes)?;
     unreachable_classes(cx, list, &classes)?;
-    prio_levels(cx, list, scheduler, &classes)?;
+    prio_levels(cx, list.get_ref(), scheduler, &classes)?;
     Ok(classes)
 }
 
@@ -444,9 +444,11 @@ fn parse_classes(
 /// with a class `rate` or `ceil` the classes hang below a policy `prio`
 /// node of 1024 levels (`plan::class_rates_policy`), which `parse_class`
 /// allows. A level past the algorithm's is refused here, at its line.
-fn prio_levels(
+/// `raws[i]` is the class `classes[i]` was parsed from (`pktsched
+/// route`'s `[[egress.class]]` entries are checked the same way).
+pub(crate) fn prio_levels(
     cx: &Ctx<'_>,
-    list: &Spanned<Vec<Spanned<RawClass>>>,
+    raws: &[Spanned<RawClass>],
     scheduler: &SchedulerChoice,
     classes: &[ClassConfig],
 ) -> Result<(), ConfigError> {
@@ -455,7 +457,7 @@ fn prio_levels(
         return Ok(());
     }
     let levels = pktsched_core::SchedParams::default().prio_levels;
-    for (c, raw) in classes.iter().zip(list.get_ref()) {
+    for (c, raw) in classes.iter().zip(raws) {
         if let Some(p) = &raw.get_ref().prio
             && c.prio >= levels
         {

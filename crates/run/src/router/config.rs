@@ -167,7 +167,7 @@ pub fn parse(src: &str, file: &str) -> Result<RouteConfig, ConfigError> {
     let egress = raw
         .egress
         .as_ref()
-        .map(|e| parse_egress(&cx, e, &classes, router.pool_frames))
+        .map(|e| parse_egress(&cx, e, &classes, (router.pool_frames, router.device_budget)))
         .transpose()?;
     let cfg = RouteConfig {
         file: file.to_string(),

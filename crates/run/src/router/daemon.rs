@@ -136,6 +136,9 @@ fn snapshot<R: ClassRx, D: PacketIo>(
 /// and the round's end (egress release, transmit, kernel kick) after each,
 /// a wait when a device poll found nothing (see [`idle_wait`]; none with
 /// busy polling), a snapshot published every 100 ms and at the end.
+/// The reverse direction (up to the device budget, each frame with its
+/// cost) is outside the RT bound's `b` (`RingPlan::others_per_cycle`):
+/// see ARCHITECTURE.md, "The router daemon", for the bound with it.
 fn forward_loop<R: ClassRx, D: PacketIo>(
     mut w: Worker<R, D>,
     mut poller: Poller,

@@ -26,9 +26,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use super::config::RouteClass;
+use super::worker::TX_BATCH;
 use crate::config::{
     Backend, ClassConfig, ClassRateRange, ConfigError, ControlConfig, Ctx, Engine, LinkConfig,
     MAX_LINK_RATE, MAX_OVERHEAD, RawClass, RunConfig, SchedulerChoice, ThreadSched, parse_class,
+    prio_levels,
 };
 
 /// The longest frame the egress queues: the router's pool buffer.
@@ -115,12 +117,21 @@ fn default_class(name: &str) -> ClassConfig {
     }
 }
 
-/// Checks `[egress]` against the route's classes.
+/// Buffers the pool keeps beyond the egress's class limits: a device
+/// poll's receive batch (`router.device_budget`) and the two output
+/// batches ([`TX_BATCH`] each), so with every class at its limit a poll
+/// still receives a whole batch.
+pub fn pool_reserve(device_budget: u32) -> u64 {
+    u64::from(device_budget) + 2 * TX_BATCH as u64
+}
+
+/// Checks `[egress]` against the route's classes and the router's pool
+/// (`router.pool_frames`, `router.device_budget`).
 pub(crate) fn parse_egress(
     cx: &Ctx<'_>,
     raw: &Spanned<RawEgress>,
     classes: &[RouteClass],
-    pool_frames: u32,
+    (pool_frames, device_budget): (u32, u32),
 ) -> Result<EgressSection, ConfigError> {
     let e = raw.get_ref();
     let rate = Rate::parse(e.rate.get_ref())
@@ -145,7 +156,10 @@ pub(crate) fn parse_egress(
     let scheduler = SchedulerChoice::Algorithm(algorithm);
     let mut out: Vec<ClassConfig> = classes.iter().map(|c| default_class(&c.name)).collect();
     let mut seen = HashMap::new();
-    for c in e.class.as_deref().unwrap_or(&[]) {
+    let raws = e.class.as_deref().unwrap_or(&[]);
+    // The parsed entries in the file's order, for `prio_levels`.
+    let mut parsed = Vec::with_capacity(raws.len());
+    for c in raws {
         let rc = c.get_ref();
         let name = rc.name.get_ref();
         let Some(i) = classes.iter().position(|k| k.name == *name) else {
@@ -178,18 +192,28 @@ pub(crate) fn parse_egress(
                 .replace("link.rate", "egress.rate");
             err
         })?;
+        parsed.push(out[i].clone());
     }
-    // Queued frames hold pool buffers: the egress must leave some for
-    // receiving, or a flooded egress would stop every class at the rings.
+    prio_levels(cx, raws, &scheduler, &parsed).map_err(|mut err| {
+        err.msg = format!("egress.{}", err.msg);
+        err
+    })?;
+    // Queued frames hold pool buffers: the egress must leave enough for
+    // a device poll's receive batch and the output batches, or a flooded
+    // egress would cut receiving down to a frame or two per call.
     let held: u64 = out.iter().map(|c| u64::from(c.limit)).sum();
-    if held >= u64::from(pool_frames) {
+    let reserve = pool_reserve(device_budget);
+    if held + reserve > u64::from(pool_frames) {
         return Err(cx.err(
             raw.span(),
             format!(
-                "[egress]: the class limits add up to {held} frames, not below \
-                 router.pool_frames = {pool_frames}: the egress could hold every buffer and \
-                 leave none for receiving; allowed a sum below pool_frames (lower the classes' \
-                 `limit`, default 1024, or raise pool_frames)"
+                "[egress]: the class limits add up to {held} frames, leaving {} of \
+                 router.pool_frames = {pool_frames} for receiving and sending: allowed a sum \
+                 below pool_frames by at least {reserve} (router.device_budget = {device_budget} \
+                 + 2 output batches of {TX_BATCH}), so at most {}; lower the classes' `limit` \
+                 (default 1024) or raise pool_frames",
+                u64::from(pool_frames).saturating_sub(held),
+                u64::from(pool_frames).saturating_sub(reserve)
             ),
         ));
     }

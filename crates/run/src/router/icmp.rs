@@ -5,12 +5,17 @@
 //! exceeded in transit" (type 3, code 0, RFC 4443) from
 //! `router.ingress_address6` / `router.egress_address6`, quoting as much
 //! of the expired packet as keeps the reply within the IPv6 minimum MTU,
-//! its checksum over the IPv6 pseudo-header; none for a packet from an
-//! unspecified or multicast source or to a multicast destination. Only
-//! for untagged frames; at most [`MAX_PER_SECOND`] of both kinds together
-//! are built per second (a flood of expiring frames must not become a
-//! flood of replies). The expired frame itself is counted as
-//! `ttl_expired` either way.
+//! its checksum over the IPv6 pseudo-header. Only for untagged frames;
+//! at most [`MAX_PER_SECOND`] of both kinds together are built per second
+//! (a flood of expiring frames must not become a flood of replies). The
+//! expired frame itself is counted as `ttl_expired` either way.
+//!
+//! None is sent where RFC 1812 §4.3.2.7 and RFC 4443 §2.4(e) forbid one
+//! ([`answerable`]): for an ICMP error (IPv4 types 3, 4, 5, 11, 12;
+//! ICMPv6 types below 128), for a source that is not one host (IPv4
+//! 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 and above; IPv6 `::`, `::1`,
+//! ff00::/8) and for a multicast or broadcast destination (IPv4
+//! 224.0.0.0/4 and above, IPv6 ff00::/8).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -55,16 +60,65 @@ impl RateLimit {
     }
 }
 
+/// ICMPv4 error types (RFC 1812 §4.3.2.7 names them): destination
+/// unreachable, source quench, redirect, time exceeded, parameter problem.
+const ICMP_ERRORS: [u8; 5] = [3, 4, 5, 11, 12];
+
+/// May an ICMP (ICMPv6) error answer this untagged IPv4 (IPv6) frame?
+/// Not for an ICMP error, a source that is not one host, or a multicast
+/// or broadcast destination (see the module docs); not for anything else
+/// or a frame too short to tell.
+pub fn answerable(frame: &[u8]) -> bool {
+    match frame.get(12..14) {
+        Some([0x08, 0x00]) => answerable_v4(frame.get(14..).unwrap_or(&[])).unwrap_or(false),
+        Some([0x86, 0xDD]) => answerable_v6(frame.get(14..).unwrap_or(&[])).unwrap_or(false),
+        _ => false,
+    }
+}
+
+fn answerable_v4(ip: &[u8]) -> Option<bool> {
+    let hl = usize::from(*ip.first()? & 0x0F) * 4;
+    let src = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(12..16)?).ok()?);
+    let dst = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(16..20)?).ok()?);
+    // 224/4 (multicast) and 240/4 (class E, with 255.255.255.255).
+    let one_host = |a: Ipv4Addr| a.octets()[0] != 0 && !a.is_loopback() && a.octets()[0] < 224;
+    if !one_host(src) || dst.octets()[0] >= 224 {
+        return Some(false);
+    }
+    if ip[9] == 1 {
+        return Some(!ICMP_ERRORS.contains(ip.get(hl)?));
+    }
+    Some(true)
+}
+
+fn answerable_v6(ip: &[u8]) -> Option<bool> {
+    let octets = |at: usize| -> Option<Ipv6Addr> {
+        let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
+        Some(Ipv6Addr::from(b))
+    };
+    let (src, dst) = (octets(8)?, octets(24)?);
+    if src.is_unspecified() || src.is_loopback() || src.is_multicast() || dst.is_multicast() {
+        return Some(false);
+    }
+    if ip[6] == 58 {
+        return Some(*ip.get(40)? >= 128);
+    }
+    Some(true)
+}
+
 /// Writes the time-exceeded frame for the expired `frame` into `out`
 /// (from `mac`/`addr`, to the frame's sender); returns its length, or
-/// `None` when none is due (not untagged IPv4, or `out` too small).
+/// `None` when none is due (not untagged IPv4, not [`answerable`], or
+/// `out` too small). The quote is the header and 8 bytes of data, within
+/// the datagram's total length (not the Ethernet padding after it).
 pub fn time_exceeded(frame: &[u8], mac: [u8; 6], addr: Ipv4Addr, out: &mut [u8]) -> Option<usize> {
-    if frame.get(12..14)? != [0x08, 0x00] {
+    if frame.get(12..14)? != [0x08, 0x00] || !answerable(frame) {
         return None;
     }
     let ip = &frame[14..];
     let hl = usize::from(*ip.first()? & 0x0F) * 4;
-    let quoted = &ip.get(..(hl + QUOTED_DATA).min(ip.len()))?;
+    let declared = usize::from(u16::from_be_bytes([*ip.get(2)?, *ip.get(3)?]));
+    let quoted = ip.get(..(hl + QUOTED_DATA).min(declared).min(ip.len()))?;
     let total = 20 + 8 + quoted.len();
     let len = 14 + total;
     let o = out.get_mut(..len)?;
@@ -111,9 +165,8 @@ pub fn icmpv6_checksum(src: &Ipv6Addr, dst: &Ipv6Addr, msg: &[u8]) -> u16 {
 
 /// Writes the ICMPv6 time-exceeded frame for the expired IPv6 `frame`
 /// into `out` (from `mac`/`addr`, to the frame's sender); returns its
-/// length, or `None` when none is due (not untagged IPv6, truncated, an
-/// unspecified or multicast source, a multicast destination, or `out`
-/// too small).
+/// length, or `None` when none is due (not untagged IPv6, truncated, not
+/// [`answerable`], or `out` too small).
 pub fn time_exceeded6(frame: &[u8], mac: [u8; 6], addr: Ipv6Addr, out: &mut [u8]) -> Option<usize> {
     if frame.get(12..14)? != [0x86, 0xDD] {
         return None;
@@ -123,8 +176,8 @@ pub fn time_exceeded6(frame: &[u8], mac: [u8; 6], addr: Ipv6Addr, out: &mut [u8]
         let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
         Some(Ipv6Addr::from(b))
     };
-    let (src, dst) = (octets(8)?, octets(24)?);
-    if src.is_unspecified() || src.is_multicast() || dst.is_multicast() {
+    let src = octets(8)?;
+    if !answerable(frame) {
         return None;
     }
     let declared = 40 + usize::from(u16::from_be_bytes([ip[4], ip[5]]));
@@ -271,6 +324,107 @@ mod tests {
         assert_eq!(time_exceeded6(&ok[..40], [2; 6], router, &mut out), None);
         let v4 = [0u8; 80];
         assert_eq!(time_exceeded6(&v4, [2; 6], router, &mut out), None);
+    }
+
+    /// An untagged IPv4 frame, protocol `proto`, whose data is `data`,
+    /// padded with `pad` zero bytes after the datagram (Ethernet padding).
+    fn v4_frame(src: [u8; 4], dst: [u8; 4], proto: u8, data: &[u8], pad: usize) -> Vec<u8> {
+        let mut f = vec![0u8; 14 + 20];
+        f[0..6].copy_from_slice(&[2, 0, 0, 0, 1, 1]);
+        f[6..12].copy_from_slice(&[2, 0, 0, 0, 1, 2]);
+        f[12..14].copy_from_slice(&[0x08, 0x00]);
+        f[14] = 0x45;
+        f[16..18].copy_from_slice(&((20 + data.len()) as u16).to_be_bytes());
+        f[22] = 1;
+        f[23] = proto;
+        f[26..30].copy_from_slice(&src);
+        f[30..34].copy_from_slice(&dst);
+        let c = ipv4_checksum(&f[14..34]);
+        f[24..26].copy_from_slice(&c.to_be_bytes());
+        f.extend_from_slice(data);
+        f.extend(std::iter::repeat_n(0, pad));
+        f
+    }
+
+    const HOST: [u8; 4] = [10, 1, 0, 2];
+    const FAR: [u8; 4] = [10, 2, 0, 2];
+
+    #[test]
+    fn no_icmp_error_answers_an_icmp_error() {
+        let mut out = [0u8; 256];
+        let router = Ipv4Addr::new(10, 1, 0, 1);
+        let icmp = |ty: u8| v4_frame(HOST, FAR, 1, &[ty, 0, 0, 0, 0, 0, 0, 0], 0);
+        for ty in [3, 4, 5, 11, 12] {
+            assert!(!answerable(&icmp(ty)), "type {ty}");
+            assert_eq!(time_exceeded(&icmp(ty), [2; 6], router, &mut out), None);
+        }
+        for ty in [0, 8, 13, 14] {
+            assert!(answerable(&icmp(ty)), "type {ty} is no error");
+            assert!(time_exceeded(&icmp(ty), [2; 6], router, &mut out).is_some());
+        }
+        let no_type = v4_frame(HOST, FAR, 1, &[], 0);
+        assert!(!answerable(&no_type), "an ICMP message too short to tell");
+        assert!(answerable(&v4_frame(HOST, FAR, 17, &[11; 8], 0)), "UDP");
+        let v6_icmp = |ty: u8| {
+            let mut f = v6_frame("2001:db8:2::2".parse().expect("addr"), 0);
+            f[20] = 58;
+            f[54] = ty;
+            f
+        };
+        let r6: Ipv6Addr = "2001:db8:1::1".parse().expect("addr");
+        for ty in [1, 2, 3, 4, 100, 127] {
+            assert!(!answerable(&v6_icmp(ty)), "ICMPv6 type {ty}");
+            assert_eq!(time_exceeded6(&v6_icmp(ty), [2; 6], r6, &mut out), None);
+        }
+        for ty in [128, 129, 200] {
+            assert!(answerable(&v6_icmp(ty)), "ICMPv6 type {ty} is no error");
+        }
+    }
+
+    #[test]
+    fn no_icmp_to_a_source_or_for_a_destination_that_is_not_one_host() {
+        let mut out = [0u8; 256];
+        let router = Ipv4Addr::new(10, 1, 0, 1);
+        let udp = |src, dst| v4_frame(src, dst, 17, &[0; 8], 0);
+        for src in [
+            [0, 0, 0, 0],
+            [0, 9, 9, 9],
+            [127, 0, 0, 1],
+            [224, 0, 0, 1],
+            [239, 1, 1, 1],
+            [240, 0, 0, 1],
+            [255, 255, 255, 255],
+        ] {
+            assert!(!answerable(&udp(src, FAR)), "source {src:?}");
+            assert_eq!(
+                time_exceeded(&udp(src, FAR), [2; 6], router, &mut out),
+                None
+            );
+        }
+        for dst in [[224, 0, 0, 5], [239, 255, 255, 250], [255, 255, 255, 255]] {
+            assert!(!answerable(&udp(HOST, dst)), "destination {dst:?}");
+        }
+        assert!(answerable(&udp([223, 255, 255, 255], [1, 0, 0, 0])));
+        let mut from_loopback = v6_frame("2001:db8:2::2".parse().expect("addr"), 8);
+        from_loopback[22..38].copy_from_slice(&Ipv6Addr::LOCALHOST.octets());
+        assert!(!answerable(&from_loopback));
+        let mut from_group = from_loopback.clone();
+        from_group[22] = 0xff;
+        assert!(!answerable(&from_group));
+    }
+
+    #[test]
+    fn the_ipv4_quote_ends_at_the_total_length_not_the_padding() {
+        let mut out = [0u8; 256];
+        let router = Ipv4Addr::new(10, 1, 0, 1);
+        // 4 bytes of data, padded to Ethernet's 60-byte minimum.
+        let f = v4_frame(HOST, FAR, 17, &[9, 9, 9, 9], 60 - 38);
+        assert_eq!(f.len(), 60);
+        let len = time_exceeded(&f, [2; 6], router, &mut out).expect("due");
+        assert_eq!(len, 14 + 20 + 8 + 24, "the 24-byte datagram, no padding");
+        assert_eq!(&out[42..len], &f[14..38]);
+        assert_eq!(u16::from_be_bytes([out[16], out[17]]), 20 + 8 + 24);
+        assert_eq!(internet_checksum(&out[34..len], 0), 0);
     }
 
     #[test]

@@ -46,7 +46,7 @@ use serde::Serialize;
 
 /// Why a received frame was not forwarded: the core forwarding step's
 /// reasons, then the router's own.
-pub const REASONS: [&str; 16] = [
+pub const REASONS: [&str; 17] = [
     "truncated",
     "not_ip",
     "bad_version",
@@ -57,6 +57,7 @@ pub const REASONS: [&str; 16] = [
     "ipv6_ext_header",
     "acl_denied",
     "no_route",
+    "martian",
     "ttl_expired",
     "no_neighbour",
     "tx_failed",
@@ -65,20 +66,20 @@ pub const REASONS: [&str; 16] = [
     "egress_refused",
 ];
 /// Index of `ttl_expired` in [`REASONS`].
-pub const TTL_EXPIRED: usize = 10;
+pub const TTL_EXPIRED: usize = 11;
 /// Index of `no_neighbour`.
-pub const NO_NEIGHBOUR: usize = 11;
+pub const NO_NEIGHBOUR: usize = 12;
 /// Index of `tx_failed`.
-pub const TX_FAILED: usize = 12;
+pub const TX_FAILED: usize = 13;
 /// Index of `other_host`: the destination MAC is not the receiving
 /// interface's (broadcast and multicast included: the router answers no
 /// ARP or ND and forwards no multicast).
-pub const OTHER_HOST: usize = 13;
+pub const OTHER_HOST: usize = 14;
 /// Index of `queue_full`: the class's egress queue was at its `limit`.
-pub const QUEUE_FULL: usize = 14;
+pub const QUEUE_FULL: usize = 15;
 /// Index of `egress_refused`: the egress scheduler refused the frame for
 /// another reason (longer than the egress's largest frame).
-pub const EGRESS_REFUSED: usize = 15;
+pub const EGRESS_REFUSED: usize = 16;
 
 /// The [`REASONS`] index of a core drop reason.
 pub fn reason_index(r: DropReason) -> usize {

@@ -246,6 +246,70 @@ fn errors_name_the_field_the_value_and_what_is_allowed() {
     }
 }
 
+/// The egress leaves the pool a device poll's batch and two output
+/// batches beyond the class limits: 1024 + 64 + 16 frames is the least a
+/// pool may have with one class at the default limit.
+#[test]
+fn the_egress_leaves_the_pool_a_receive_batch_and_the_output_batches() {
+    let egress = "[egress]\nrate = \"10mbit\"\n";
+    let with = |pool: u32, budget: u32| {
+        format!(
+            "{BASE}pool_frames = {pool}\ndevice_budget = {budget}\n[[class]]\nname = \"be\"\n{ROUTE}{egress}"
+        )
+    };
+    assert_eq!(super::egress_config::pool_reserve(64), 64 + 16);
+    for (pool, budget) in [(1025, 64), (1103, 64), (1104, 65), (1300, 512)] {
+        let e = err(&with(pool, budget));
+        for w in [
+            "limits add up to 1024".to_string(),
+            format!("router.pool_frames = {pool}"),
+            format!("at least {}", budget + 16),
+            format!("router.device_budget = {budget}"),
+            format!("at most {}", pool - budget - 16),
+        ] {
+            assert!(e.contains(&w), "error {e:?} lacks {w:?}");
+        }
+    }
+    for (pool, budget) in [(1104, 64), (1105, 65), (1552, 512)] {
+        parse(&with(pool, budget), "r.toml").expect("enough buffers");
+    }
+}
+
+/// `[[egress.class]] prio` is checked against the algorithm's levels at
+/// its line, as `pktsched run` checks `[[class]] prio`.
+#[test]
+fn an_egress_class_prio_beyond_the_algorithms_levels_is_refused_at_its_line() {
+    let with = |algorithm: &str, prio: u32| {
+        format!(
+            "{BASE}[[class]]\nname = \"rt\"\nmatch = [{{ dport = 1 }}]\n[[class]]\nname = \"be\"\n{ROUTE}\
+             [egress]\nrate = \"1gbit\"\nalgorithm = \"{algorithm}\"\n\
+             [[egress.class]]\nname = \"be\"\nprio = 1\n\
+             [[egress.class]]\nname = \"rt\"\nprio = {prio}\n"
+        )
+    };
+    let line = with("prio", 9)
+        .lines()
+        .position(|l| l == "prio = 9")
+        .expect("line")
+        + 1;
+    for prio in [9, 8, 1023] {
+        let e = err(&with("prio", prio));
+        for w in [
+            format!("r.toml:{line}:8"),
+            "egress.class \"rt\"".to_string(),
+            format!("prio = {prio}"),
+            "allowed 0..=7".to_string(),
+        ] {
+            assert!(e.contains(&w), "error {e:?} lacks {w:?}");
+        }
+    }
+    let cfg = parse(&with("prio", 7), "r.toml").expect("prio 7 is a level");
+    let egress = cfg.egress.as_ref().expect("egress");
+    assert_eq!((egress.classes[0].prio, egress.classes[1].prio), (7, 1));
+    super::egress::Egress::new(egress).expect("the scheduler takes it");
+    parse(&with("drr", 9), "r.toml").expect("drr has no levels");
+}
+
 /// Per-class rings made of in-memory devices.
 struct MemClasses(Vec<MemDevice>);
 
@@ -628,7 +692,9 @@ fn expired_frames_beyond_the_icmp_rate_keep_every_buffer_and_are_counted() {
 
 #[test]
 fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
-    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address6 = \"2001:db8:1::1\"");
+    // The route first, then the hop limit: the expiring frame needs a route.
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address6 = \"2001:db8:1::1\"")
+        + "\n[[route]]\nprefix = \"2001:db8:2::/64\"\ndev = \"out0\"\n";
     let mut r = rig_with(&cfg);
     let mut expired = udp("10.2.0.2", 80, 1);
     let spec = UdpSpec {
@@ -668,6 +734,93 @@ fn an_expired_ipv6_frame_gets_an_icmpv6_time_exceeded_and_v4_is_unaffected() {
     assert_eq!(be.dropped.get("ttl_expired"), Some(&2));
     assert!(be.conserved());
     assert_eq!((r.worker.icmp_sent, r.worker.icmp_not_sent), (1, 0));
+}
+
+/// Rewrites an IPv4 frame's source and protocol (the header checksum
+/// resealed) and its first data byte (an ICMP type when `proto` is 1).
+fn rewrite_v4(mut f: Vec<u8>, src: [u8; 4], proto: u8, first: u8) -> Vec<u8> {
+    f[26..30].copy_from_slice(&src);
+    f[23] = proto;
+    f[34] = first;
+    f[24..26].fill(0);
+    let c = ipv4_checksum(&f[14..34]);
+    f[24..26].copy_from_slice(&c.to_be_bytes());
+    f
+}
+
+#[test]
+fn expiring_icmp_errors_and_sources_that_are_not_one_host_get_no_reply() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address = \"10.1.0.1\"");
+    let mut r = rig_with(&cfg);
+    // A limiter whose clock never advances: one token.
+    r.worker.icmp_limit = super::icmp::RateLimit::new(u64::MAX);
+    for _ in 1..super::icmp::MAX_PER_SECOND {
+        assert!(r.worker.icmp_limit.allow(u64::MAX));
+    }
+    let expiring = udp("10.2.0.2", 80, 1);
+    for f in [
+        rewrite_v4(expiring.clone(), [10, 1, 0, 2], 1, 11),
+        rewrite_v4(expiring.clone(), [10, 1, 0, 2], 1, 3),
+        rewrite_v4(expiring.clone(), [0, 0, 0, 0], 17, 0),
+        rewrite_v4(expiring.clone(), [127, 0, 0, 1], 17, 0),
+        rewrite_v4(expiring.clone(), [224, 0, 0, 1], 17, 0),
+        rewrite_v4(expiring.clone(), [255, 255, 255, 255], 17, 0),
+        rewrite_v4(expiring.clone(), [10, 1, 0, 2], 1, 8),
+    ] {
+        push(&r.rings[1], f);
+    }
+    while r.round() > 0 {}
+    let back = r.to_ingress.lock().expect("wire").sent.clone();
+    assert_eq!(back.len(), 1, "only the echo request is answered");
+    assert_eq!(
+        (back[0][34], back[0][34 + 8 + 20]),
+        (11, 8),
+        "{:?}",
+        back[0]
+    );
+    assert_eq!(
+        (r.worker.icmp_sent, r.worker.icmp_not_sent),
+        (1, 6),
+        "the forbidden ones took no token from the echo request"
+    );
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("ttl_expired"), Some(&7));
+    assert!(be.conserved());
+}
+
+/// With default routes a martian destination (to the router's MAC) is
+/// dropped as `martian`, whatever its TTL, and no ICMP answers it.
+#[test]
+fn martian_destinations_are_dropped_and_counted_with_default_routes() {
+    let cfg = ROUTER.replace("cost = \"acl:10\"", "ingress_address = \"10.1.0.1\"")
+        + "\n[[route]]\nprefix = \"0.0.0.0/0\"\nvia = \"10.2.0.7\"\ndev = \"out0\"\n";
+    let mut r = rig_with(&cfg);
+    for dst in ["255.255.255.255", "224.0.0.1", "127.0.0.1", "0.0.0.0"] {
+        push(&r.rings[1], udp(dst, 80, 64));
+        push(&r.rings[1], udp(dst, 80, 1));
+    }
+    push(&r.rings[1], udp("192.0.2.1", 80, 64));
+    while r.round() > 0 {}
+    assert_eq!(r.to_egress.lock().expect("wire").sent.len(), 1);
+    assert!(r.to_ingress.lock().expect("wire").sent.is_empty());
+    let be = class(&r, 1);
+    assert_eq!(be.dropped.get("martian"), Some(&8), "{be:?}");
+    assert_eq!((be.received, be.forwarded), (9, 1));
+    assert!(be.conserved());
+    let snap = super::stats::RouterSnapshot {
+        classes: vec![class(&r, 0), be],
+        ..Default::default()
+    };
+    assert!(snap.text().contains("martian 8"), "{}", snap.text());
+    let json: serde_json::Value = serde_json::from_str(&snap.json()).expect("json");
+    assert_eq!(json["classes"][1]["dropped"]["martian"], 8);
+    assert_eq!(json["classes"][1]["drops_by_reason"]["martian"], 8);
+    assert!(
+        snap.prometheus()
+            .contains("pktsched_route_class_drops_total{class=\"c\",reason=\"martian\"} 8"),
+        "{}",
+        snap.prometheus()
+    );
 }
 
 const EGRESS: &str = "\n[egress]\nrate = \"100bit\"\nalgorithm = \"prio\"\n\

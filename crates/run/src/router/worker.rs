@@ -7,7 +7,8 @@
 //!
 //! Per frame: a destination MAC other than the receiving interface's is
 //! dropped as `other_host`; then the cost ([`Cost`]), the core forwarding step (checks,
-//! access list, LPM, TTL / hop limit − 1 with the checksum update), the
+//! access list, LPM, martian destinations, TTL / hop limit − 1 with the
+//! checksum update), the
 //! next hop's MAC (static neighbours), the source MAC of the outgoing
 //! interface; frames go out in batches of [`TX_BATCH`] per interface and
 //! what is left at the end of the poll round ([`Worker::end_round`], which
@@ -20,7 +21,8 @@
 //! transmit call more per device poll that served RT). Every frame taken
 //! from a ring is counted as forwarded or dropped with a reason (TTL ≤ 1 is
 //! `ttl_expired`; it also gets an ICMP or ICMPv6 time exceeded when its
-//! interface has an address of its family, see [`super::icmp`]).
+//! interface has an address of its family and the frame may be answered,
+//! see [`super::icmp`]).
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
@@ -32,7 +34,7 @@ use pktsched_io::{BufPool, ClassRx, PacketBuf, PacketIo};
 
 use super::cost::Cost;
 use super::egress::{Egress, EgressSnapshot, MAX_RELEASE, Released};
-use super::icmp::{RateLimit, time_exceeded, time_exceeded6};
+use super::icmp::{RateLimit, answerable, time_exceeded, time_exceeded6};
 use super::stats::{
     ClassAcc, EGRESS_REFUSED, NO_NEIGHBOUR, OTHER_HOST, QUEUE_FULL, TTL_EXPIRED, TX_FAILED,
     reason_index,
@@ -391,7 +393,8 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
 
     /// Queues an ICMP (IPv4) or ICMPv6 time exceeded for `expired` on the
     /// interface it came from, if that interface has an address of the
-    /// frame's family and the rate allows.
+    /// frame's family, the frame may be answered ([`answerable`]) and the
+    /// rate allows.
     fn time_exceeded(&mut self, expired: &PacketBuf, tag: Tag) {
         let port = tag.from as usize;
         let (v4, v6) = (self.addresses[port], self.addresses6[port]);
@@ -401,6 +404,14 @@ impl<R: ClassRx, D: PacketIo> Worker<R, D> {
             _ => false,
         };
         if !due {
+            return;
+        }
+        // Never an error about an ICMP error, or to a source or for a
+        // destination that is not one host (RFC 1812 §4.3.2.7, RFC 4443
+        // §2.4(e)): counted as not sent, before the rate, so such frames
+        // take no token from the replies that are allowed.
+        if !answerable(expired.as_slice()) {
+            self.icmp_not_sent += 1;
             return;
         }
         // The rate first: a buffer taken and then refused would be lost

@@ -19,12 +19,14 @@
 //! 4. The access list denies → `AclDenied`; no route → `NoRoute` (every
 //!    frame that passes the checks costs its access-list rules, whatever
 //!    its TTL: a flood of expiring frames costs what any other does).
-//! 5. A martian destination → `Martian`: IPv4 0.0.0.0/8, 127.0.0.0/8,
-//!    224.0.0.0/4 (multicast) and 255.255.255.255; IPv6 `::`, `::1`,
-//!    fe80::/10 (link-local) and ff00::/8 (multicast). A router forwards
-//!    none of them, even with a default route (RFC 1812 §5.3.7, RFC 4291
-//!    §2.5.6); they are looked at only once a route was found, so an
-//!    unrouted one stays `NoRoute`.
+//! 5. A martian destination or source → `Martian`: destinations IPv4
+//!    0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 (multicast) and
+//!    255.255.255.255; sources IPv4 0.0.0.0/8, 127.0.0.0/8 and
+//!    224.0.0.0 and above (multicast, reserved, broadcast: not one host);
+//!    IPv6 either way `::`, `::1`, fe80::/10 (link-local) and ff00::/8
+//!    (multicast). A router forwards none of them, even with a default
+//!    route (RFC 1812 §5.3.7, RFC 4291 §2.5.6); they are looked at only
+//!    once a route was found, so an unrouted one stays `NoRoute`.
 //! 6. TTL / hop limit ≤ 1 → [`Verdict::TimeExceeded`] (the caller may
 //!    answer with ICMP; nothing here builds one). The ACL and the route
 //!    come first, as in Linux: an expiring frame to an unrouted
@@ -176,6 +178,14 @@ pub fn is_martian_v6(dst: u128) -> bool {
     dst <= 1 || (dst >> 118) == 0x3FA || (dst >> 120) == 0xFF
 }
 
+/// An IPv4 source no router forwards from (not one host): 0.0.0.0/8,
+/// 127.0.0.0/8, and 224.0.0.0 and above (multicast, reserved, the
+/// limited broadcast).
+pub fn is_martian_v4_source(src: u32) -> bool {
+    let top = src >> 24;
+    top == 0 || top == 127 || top >= 224
+}
+
 /// Routes for both families, an access list and counters.
 #[derive(Debug, Clone, Default)]
 pub struct Router<V: Copy> {
@@ -273,7 +283,7 @@ impl<V: Copy> Router<V> {
         let Some((route, _)) = self.v4.lookup(dst) else {
             return Verdict::Drop(NoRoute);
         };
-        if is_martian_v4(dst) {
+        if is_martian_v4(dst) || is_martian_v4_source(src) {
             return Verdict::Drop(Martian);
         }
         if p[8] <= 1 {
@@ -312,7 +322,7 @@ impl<V: Copy> Router<V> {
         let Some((route, _)) = self.v6.lookup(dst) else {
             return Verdict::Drop(NoRoute);
         };
-        if is_martian_v6(dst) {
+        if is_martian_v6(dst) || is_martian_v6(src) {
             return Verdict::Drop(Martian);
         }
         if p[7] <= 1 {

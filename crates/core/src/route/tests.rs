@@ -6,7 +6,8 @@ use rand_chacha::ChaCha8Rng;
 
 use super::acl::{Acl, Action, Addr, Prefix, Rule};
 use super::forward::{
-    DropReason, Router, Verdict, checksum_update, ipv4_checksum, is_martian_v4, ones_sum,
+    DropReason, Router, Verdict, checksum_update, ipv4_checksum, is_martian_v4,
+    is_martian_v4_source, ones_sum,
 };
 use super::lpm::{Key, Lpm, RouteError};
 
@@ -117,9 +118,13 @@ proptest! {
             let ip = &mut f[14..];
             rng.fill(&mut ip[..ihl * 4]);
             ip[0] = 0x40 | ihl as u8;
-            // A random destination may be martian (dropped, not forwarded).
+            // A random destination or source may be martian (dropped, not
+            // forwarded).
             if is_martian_v4(u32::from_be_bytes([ip[16], ip[17], ip[18], ip[19]])) {
                 ip[16] = 10;
+            }
+            if is_martian_v4_source(u32::from_be_bytes([ip[12], ip[13], ip[14], ip[15]])) {
+                ip[12] = 10;
             }
             let total = (ihl * 4 + 8) as u16;
             ip[2..4].copy_from_slice(&total.to_be_bytes());
@@ -190,6 +195,7 @@ fn v6_frame(hop: u8, next: u8, dst: u128) -> Vec<u8> {
     ip[4..6].copy_from_slice(&8u16.to_be_bytes());
     ip[6] = next;
     ip[7] = hop;
+    ip[8..24].copy_from_slice(&(0x2001_0db8_u128 << 96 | 1).to_be_bytes());
     ip[24..40].copy_from_slice(&dst.to_be_bytes());
     f
 }
@@ -430,6 +436,46 @@ fn acl_and_route_are_decided_before_the_ttl() {
         (r.stats().dropped(NoRoute), r.stats().dropped(AclDenied)),
         (2, 1)
     );
+}
+
+/// With default routes, frames from martian sources are dropped as
+/// `Martian`, their neighbours forwarded.
+#[test]
+fn martian_sources_are_not_forwarded_even_with_a_default_route() {
+    let mut r: Router<u8> = Router::new();
+    r.v4.insert(0, 0, 1).unwrap();
+    r.v6.insert(0, 0, 2).unwrap();
+    let martian = Verdict::Drop(DropReason::Martian);
+    let from = |src: [u8; 4]| {
+        let mut f = v4_frame(64, [10, 0, 0, 1]);
+        f[14 + 12..14 + 16].copy_from_slice(&src);
+        reseal(&mut f);
+        f
+    };
+    for src in [
+        [0, 0, 0, 0],
+        [127, 0, 0, 1],
+        [224, 0, 0, 5],
+        [240, 0, 0, 1],
+        [255; 4],
+    ] {
+        assert_eq!(r.forward(&mut from(src)), martian, "{src:?}");
+    }
+    for src in [[1, 0, 0, 1], [126, 255, 255, 255], [223, 255, 255, 255]] {
+        assert_eq!(r.forward(&mut from(src)), Verdict::Forward(1), "{src:?}");
+    }
+    for (src, want) in [
+        (0u128, martian),
+        (1, martian),
+        (0xfe80 << 112 | 9, martian),
+        (0xff02 << 112 | 1, martian),
+        (0x2001_0db8 << 96 | 7, Verdict::Forward(2)),
+    ] {
+        let mut f = v6_frame(64, 17, 0x2001_0db8_0002 << 80 | 1);
+        f[14 + 8..14 + 24].copy_from_slice(&src.to_be_bytes());
+        assert_eq!(r.forward(&mut f), want, "{src:x}");
+    }
+    assert_eq!(r.stats().dropped(DropReason::Martian), 5 + 4);
 }
 
 /// With default routes, martian destinations are dropped as `Martian`

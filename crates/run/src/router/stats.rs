@@ -315,8 +315,10 @@ pub struct RouterSnapshot {
     pub service_ns: f64,
     /// ICMP time-exceeded messages sent.
     pub icmp_sent: u64,
-    /// ICMP time-exceeded messages due but not sent (rate limit, no
-    /// buffer, transmit failed).
+    /// ICMP time-exceeded messages due but not sent (forbidden: the
+    /// expired frame was an ICMP error or came from or went to an address
+    /// that is not one host, RFC 1812 4.3.2.7 / RFC 4443 2.4(e); rate
+    /// limit, no buffer, transmit failed).
     pub icmp_not_sent: u64,
     /// Per receive ring of the ingress.
     pub rings: Vec<RingSnapshot>,
@@ -528,7 +530,8 @@ impl RouterSnapshot {
         );
         p.counter(
             "pktsched_route_icmp_not_sent_total",
-            "ICMP time-exceeded messages due but not sent (rate limit, no buffer, transmit failed).",
+            "ICMP time-exceeded messages due but not sent (forbidden by RFC 1812/4443, rate limit, \
+             no buffer, transmit failed).",
             ingress,
             &[],
             self.icmp_not_sent,

@@ -87,7 +87,7 @@ pub(crate) fn classify_into(
 /// cap costs nothing on the arbiter's path (a wake-up would need a check
 /// per mailbox read and a futex call per sleep, on the thread that decides
 /// every packet), and it only matters at rates where a full mailbox drains
-/// in under 160 µs (about 4 Gbit/s with 60-byte frames), where the arbiter
+/// in under 160 µs (above about 3 Gbit/s with 60-byte frames), where the arbiter
 /// is the bottleneck in any case. The receive thread's timer slack is 1 µs
 /// ([`rx_loop`]), so a sleep ends close to when it was asked to (with the
 /// default 50 µs slack a 5 µs sleep took ~70 µs here).

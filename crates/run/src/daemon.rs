@@ -7,8 +7,8 @@
 //! only parses arguments and prints.
 
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, mpsc};
 use std::time::{Duration, Instant};
 
 use crate::config::{self, BusyPolling, Engine, RunConfig, ThreadSched};
@@ -142,17 +142,64 @@ pub fn check_notes(cfg: &RunConfig) -> Vec<String> {
 }
 
 /// Re-reads `path` and applies it (with the command line's thread
-/// placement over it); the answer lists the changes, or says why not
+/// placement over it); the answer lists the changes and the new config's
+/// notes (`note: ...`, as `run` logs them at start), or says why not
 /// (`error: ...`, the running config kept).
 pub fn apply_reload(pipeline: &Pipeline, path: &Path, threads: ThreadOverrides) -> String {
+    reload_noted(pipeline, path, threads).0
+}
+
+/// [`apply_reload`]'s answer, and the notes of the config it applied
+/// (none when the reload was refused).
+fn reload_noted(
+    pipeline: &Pipeline,
+    path: &Path,
+    threads: ThreadOverrides,
+) -> (String, Vec<String>) {
     let mut new = match load_checked(path) {
         Ok(c) => c,
-        Err(e) => return format!("error: {e} (the running config is kept)\n"),
+        Err(e) => {
+            return (
+                format!("error: {e} (the running config is kept)\n"),
+                Vec::new(),
+            );
+        }
     };
     threads.apply(&mut new);
+    let notes = new.unused_settings();
     match pipeline.reload(new) {
-        Ok(changes) => crate::reload::answer_text(&changes),
-        Err(e) => format!("error: {e}\n"),
+        Ok(changes) => (crate::reload::answer_text(&changes, &notes), notes),
+        Err(e) => (format!("error: {e}\n"), Vec::new()),
+    }
+}
+
+/// [`answer`], with the notes of a reload it applied sent to `notes`, so
+/// the daemon logs them as it does at start (the control thread has no
+/// log of its own).
+fn answer_noting(
+    pipeline: &Pipeline,
+    path: &Path,
+    threads: ThreadOverrides,
+    req: Request,
+    notes: &mpsc::Sender<String>,
+) -> String {
+    if req != Request::Reload {
+        return answer(pipeline, path, threads, req);
+    }
+    let (text, applied) = reload_noted(pipeline, path, threads);
+    for n in applied {
+        // The daemon's loop holds the receiver until the control thread
+        // has stopped.
+        let _ = notes.send(n);
+    }
+    text
+}
+
+/// Logs the notes of the reloads applied through the control socket
+/// since the last call, each as `reload: <note>`.
+fn log_reload_notes(notes: &mpsc::Receiver<String>, events: &mut dyn DaemonEvents) {
+    for n in notes.try_iter() {
+        events.log(&format!("reload: {n}"));
     }
 }
 
@@ -323,7 +370,10 @@ fn serve(
 ) -> Result<Final, String> {
     let pipeline = Arc::new(pipeline);
     let (p, path, threads) = (pipeline.clone(), opts.config.clone(), opts.threads);
-    let control = match ControlThread::spawn(server, move |req| answer(&p, &path, threads, req)) {
+    let (note_tx, notes) = mpsc::channel();
+    let control = match ControlThread::spawn(server, move |req| {
+        answer_noting(&p, &path, threads, req, &note_tx)
+    }) {
         Ok(c) => c,
         Err(e) => return Err(abandon(pipeline, "the control thread", &e)),
     };
@@ -357,6 +407,7 @@ fn serve(
     let mut last_dump = started;
     while !stop.load(Ordering::Acquire) && opts.duration.is_none_or(|d| started.elapsed() < d) {
         std::thread::sleep(Duration::from_millis(50));
+        log_reload_notes(&notes, events);
         if reload_requested() {
             events.log(&format!(
                 "SIGHUP: {}",
@@ -371,6 +422,7 @@ fn serve(
         }
     }
     control.stop();
+    log_reload_notes(&notes, events);
     if let Some(m) = metrics {
         m.stop();
     }
@@ -548,5 +600,76 @@ mod tests {
         pinned.apply(&mut c);
         pinned.check_busy_poll(&c).expect("pinned by --cpu");
         assert_eq!(c.link.busy_poll, Some(BusyPolling { budget: 8 }));
+    }
+
+    /// The daemon's log, recorded.
+    #[derive(Default)]
+    struct Log(Vec<String>);
+
+    impl DaemonEvents for Log {
+        fn log(&mut self, line: &str) {
+            self.0.push(line.to_string());
+        }
+    }
+
+    /// A reload through the control socket to a config whose scheduler
+    /// ignores a weight answers with the note and hands it to the daemon's
+    /// log (`reload: ...`, as `run` logs notes at start); a refused reload
+    /// notes nothing, and neither does a stats request.
+    #[test]
+    fn a_reload_s_notes_are_answered_and_logged() {
+        use pktsched_io::BufPool;
+        use pktsched_io::mem::MemDevice;
+        let dir = std::env::temp_dir().join(format!("pktsched-rx14-notes-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("run.toml");
+        let src = |weight: u32| {
+            format!(
+                "[link]\ningress = \"d0\"\negress = \"d1\"\nrate = \"1gbit\"\n\n\
+                 [scheduler]\nalgorithm = \"fifo\"\n\n[[class]]\nname = \"a\"\n\
+                 weight = {weight}\nmatch = [{{ dport = 80 }}]\n\n[[class]]\nname = \"b\"\n\
+                 default = true\n"
+            )
+        };
+        std::fs::write(&path, src(1)).expect("write");
+        let cfg = load_checked(&path).expect("config");
+        assert_eq!(cfg.unused_settings(), Vec::<String>::new());
+        let (ingress_rx, _ingress) = MemDevice::new();
+        let (egress_tx, _egress) = MemDevice::new();
+        let (egress_rx, _reverse_in) = MemDevice::new();
+        let (ingress_tx, _reverse_out) = MemDevice::new();
+        let devices = crate::engine::Devices {
+            ingress_rx,
+            egress_tx,
+            egress_rx,
+            ingress_tx,
+        };
+        let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(64, 2048).expect("pool")));
+        let pipeline = Pipeline::start(cfg, devices, pool).expect("start");
+        let threads = ThreadOverrides::default();
+        let (tx, notes) = mpsc::channel();
+        let mut log = Log::default();
+
+        std::fs::write(&path, src(5)).expect("write");
+        let text = answer_noting(&pipeline, &path, threads, Request::Reload, &tx);
+        let note = "class \"a\": weight = 5 is not used by algorithm = \"fifo\" (drr, wf2q and \
+                    qfq share by weight)";
+        assert_eq!(
+            text,
+            format!("reloaded:\n  changed class a: weight\nnote: {note}\n")
+        );
+        log_reload_notes(&notes, &mut log);
+        assert_eq!(log.0, [format!("reload: {note}")]);
+
+        std::fs::write(&path, "[link]\nrate = 1\n").expect("write");
+        let text = answer_noting(&pipeline, &path, threads, Request::Reload, &tx);
+        assert!(text.starts_with("error: "), "{text}");
+        let text = answer_noting(&pipeline, &path, threads, Request::Stats, &tx);
+        assert!(!text.contains("note"), "{text}");
+        log_reload_notes(&notes, &mut log);
+        assert_eq!(log.0.len(), 1, "{:?}", log.0);
+
+        pipeline.stop().expect("stop");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -278,14 +278,26 @@ pub fn diff(old: &RunConfig, new: &RunConfig) -> Result<Vec<Change>, NeedsRestar
 }
 
 /// The control socket's answer to a reload that was applied: `reloaded:
-/// no changes`, or `reloaded:` and one indented line per change.
-pub fn answer_text(changes: &[Change]) -> String {
-    if changes.is_empty() {
-        return "reloaded: no changes\n".into();
+/// no changes`, or `reloaded:` and one indented line per change; then a
+/// `note: ...` line for each of `notes` (what the config now running sets
+/// but its scheduler does not use, [`RunConfig::unused_settings`]).
+pub fn answer_text(changes: &[Change], notes: &[String]) -> String {
+    let mut text = if changes.is_empty() {
+        "reloaded: no changes\n".to_string()
+    } else {
+        let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
+        format!("reloaded:\n{}", lines.concat())
+    };
+    for n in notes {
+        text.push_str(NOTE);
+        text.push_str(n);
+        text.push('\n');
     }
-    let lines: Vec<String> = changes.iter().map(|c| format!("  {c}\n")).collect();
-    format!("reloaded:\n{}", lines.concat())
+    text
 }
+
+/// How a note line of [`answer_text`] starts.
+const NOTE: &str = "note: ";
 
 impl Change {
     /// One JSON object: `{"change": "added" | "removed", "class": NAME}`,
@@ -322,20 +334,35 @@ fn line_json(line: &str) -> Option<serde_json::Value> {
 }
 
 /// The reload answer `text` (see [`answer_text`]) as one JSON object,
-/// `{"reloaded": true, "changes": [...]}` with [`Change::json`] objects;
-/// an answer of another shape (a refusal, `error: ...`) is returned as the
-/// error.
+/// `{"reloaded": true, "changes": [...], "notes": [...]}` with
+/// [`Change::json`] objects and the notes' texts; an answer of another
+/// shape (a refusal, `error: ...`) is returned as the error.
 pub fn answer_json(text: &str) -> Result<String, String> {
     let mut lines = text.lines();
-    let changes = match lines.next() {
-        Some("reloaded: no changes") => Vec::new(),
-        Some("reloaded:") => lines
-            .map(|l| line_json(l.trim()).ok_or(l.trim()))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|l| format!("unexpected line in the reload answer: {l:?}"))?,
+    let with_changes = match lines.next() {
+        Some("reloaded: no changes") => false,
+        Some("reloaded:") => true,
         _ => return Err(text.trim_end().to_string()),
     };
-    let v = serde_json::json!({ "reloaded": true, "changes": changes });
+    let mut changes = Vec::new();
+    let mut notes = Vec::new();
+    for l in lines {
+        // Change lines are indented, note lines are not.
+        if let Some(n) = l.strip_prefix(NOTE) {
+            notes.push(n.to_string());
+            continue;
+        }
+        match line_json(l.trim()) {
+            Some(c) if with_changes => changes.push(c),
+            _ => {
+                return Err(format!(
+                    "unexpected line in the reload answer: {:?}",
+                    l.trim()
+                ));
+            }
+        }
+    }
+    let v = serde_json::json!({ "reloaded": true, "changes": changes, "notes": notes });
     serde_json::to_string_pretty(&v).map_err(|e| e.to_string())
 }
 
@@ -470,7 +497,7 @@ mod tests {
             Change::Removed("bulk".into()),
             Change::Added("né".into()),
         ];
-        let text = answer_text(&changes);
+        let text = answer_text(&changes, &[]);
         let v: serde_json::Value =
             serde_json::from_str(&answer_json(&text).expect("json")).expect("parses");
         assert_eq!(v["reloaded"], true);
@@ -479,14 +506,54 @@ mod tests {
         assert_eq!(v["changes"][1]["class"], "voip:1");
         assert_eq!(v["changes"][0]["fields"][1], "prio_burst");
         let none: serde_json::Value =
-            serde_json::from_str(&answer_json(&answer_text(&[])).expect("json")).expect("parses");
+            serde_json::from_str(&answer_json(&answer_text(&[], &[])).expect("json"))
+                .expect("parses");
         assert_eq!(none["changes"], serde_json::json!([]));
+        assert_eq!(none["notes"], serde_json::json!([]));
         assert_eq!(
             answer_json("error: link.engine changed\n"),
             Err("error: link.engine changed".to_string())
         );
         let e = answer_json("reloaded:\n  renamed class a\n").expect_err("unknown line");
         assert!(e.contains("\"renamed class a\""), "{e}");
+    }
+
+    /// What the new config sets but its scheduler ignores comes with the
+    /// answer, one `note:` line each, after the changes (with or without
+    /// any), and reads back as the JSON's `notes`.
+    #[test]
+    fn the_reload_answer_carries_the_new_config_s_notes() {
+        let fifo = cfg(&BASE.replace(
+            "rate = \"100mbit\"\n",
+            "rate = \"100mbit\"\n\n[scheduler]\nalgorithm = \"fifo\"\n",
+        ));
+        let notes = fifo.unused_settings();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert!(
+            notes[0].starts_with("class \"a\": weight = 2 is not used"),
+            "{notes:?}"
+        );
+        let changes = vec![Change::Changed("a".into(), vec!["weight"])];
+        let text = answer_text(&changes, &notes);
+        assert_eq!(
+            text,
+            format!("reloaded:\n  changed class a: weight\nnote: {}\n", notes[0])
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(&answer_json(&text).expect("json")).expect("parses");
+        assert_eq!(v["changes"][0]["class"], "a");
+        assert_eq!(v["notes"], serde_json::json!(notes));
+        let text = answer_text(&[], &notes);
+        assert_eq!(text, format!("reloaded: no changes\nnote: {}\n", notes[0]));
+        let v: serde_json::Value =
+            serde_json::from_str(&answer_json(&text).expect("json")).expect("parses");
+        assert_eq!(
+            (&v["changes"], &v["notes"]),
+            (&serde_json::json!([]), &serde_json::json!(notes))
+        );
+        // A change line after "no changes" is not an answer of this shape.
+        let e = answer_json("reloaded: no changes\n  added class c\n").expect_err("shape");
+        assert!(e.contains("added class c"), "{e}");
     }
 }
 

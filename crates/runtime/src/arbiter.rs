@@ -173,12 +173,19 @@ pub struct Arbiter<T, O> {
     /// The last release stopped with packets queued that were not due yet
     /// (a shaper held them): the link idled from then on, so when they
     /// become due they start at that round's time, not back-to-back from
-    /// when the link went idle.
+    /// when the link went idle (packets of other classes that arrived
+    /// meanwhile: see `restart_at_arrival`).
     held_back: bool,
+    /// The last release stopped because the link was busy past the clock
+    /// (not because the scheduler gave nothing): whether what stayed
+    /// queued was held by a shaper once the link became free is only
+    /// known at the next round (see `Arbiter::find_idle_hold`).
+    link_stopped: bool,
     /// [`Arbiter::set_restart_at_arrival`]: an idle link restarts at the
     /// latest arrival stamp of what the round drained, not at `now`.
     restart_at_arrival: bool,
-    /// With `restart_at_arrival` after an empty round: the latest
+    /// With `restart_at_arrival` after a round that left the link idle
+    /// (the scheduler empty, or only packets a shaper held): the latest
     /// `Pkt::ts` this round drained (0: none yet).
     latest: u64,
     stats: ArbiterStats,
@@ -260,6 +267,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             starved_assist: cfg.starved_assist,
             was_empty: true,
             held_back: false,
+            link_stopped: false,
             restart_at_arrival: false,
             latest: 0,
             stats: ArbiterStats::default(),
@@ -413,9 +421,10 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     }
 
     /// Where an idle link restarts. Off (the default): at the time of the
-    /// round that finds packets after the scheduler was empty, so the
-    /// time the arbiter was away (slept past a deadline, waited for a
-    /// core) is lost to the link. On: at the latest arrival stamp
+    /// round that finds packets after the scheduler was empty (or held
+    /// only packets a shaper held back), so the time the arbiter was away
+    /// (slept past a deadline, waited for a core) is lost to the link.
+    /// On: at the latest arrival stamp
     /// ([`Pkt::ts`]) among the packets that round drained, never before
     /// the link was free nor after `now`: by then every one of them had
     /// arrived, so starting them back to back from it gives the link no
@@ -426,6 +435,15 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// round whose release empties the scheduler then leaves the link's
     /// free time where it is (even behind the clock), so the packets the
     /// next round drains continue from it if they arrived before then.
+    /// The same holds while a shaper holds packets back (the link idles
+    /// from the round that found none of them due): what other classes
+    /// sent meanwhile restarts the link at its latest arrival, and so do
+    /// held packets that became due by the round that drains it (they
+    /// were there before; the shaper judged them due at `now`, and the
+    /// link's own bound, no more than rate × t + one frame over any
+    /// interval of link time, holds whatever the restart). Without such
+    /// arrivals held packets start at the round's time, as with the
+    /// option off.
     ///
     /// Only for senders that stamp every packet with its arrival on the
     /// clock `now` comes from. Costs a comparison per mailbox read after
@@ -515,6 +533,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         // 1. Clients that rang join the active list.
         self.admit_rung_clients();
         // 2. Drain the active clients' mailboxes (rate-limited), trim idle ones.
+        if self.link_stopped && !self.was_empty {
+            self.find_idle_hold(now);
+        }
         self.latest = 0;
         let idle = self.read_mailboxes(now, &mut round);
         if idle > 0 {
@@ -538,6 +559,21 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             self.lent = false;
         }
         round
+    }
+
+    /// The last release stopped on a busy link with packets queued: if the
+    /// link has become free before `now` and a shaper held every queued
+    /// packet then (the scheduler's next ready time is later), the link
+    /// has idled since, just as if that release had found them held:
+    /// `held_back`, so the round restarts it (at `now`, or at what other
+    /// classes sent meanwhile) instead of letting packets start back to
+    /// back from when it became free. One call through the scheduler per
+    /// such round, none per packet.
+    fn find_idle_hold(&mut self, now: Nanos) {
+        let free = self.link.free_at();
+        if free < now && self.sched.next_ready(free).is_some_and(|t| t > free) {
+            self.held_back = true;
+        }
     }
 
     /// Moves the clients that rang the doorbell into the active list.
@@ -566,6 +602,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     fn read_mailboxes(&mut self, now: Nanos, round: &mut Round) -> usize {
         let mut idle = 0;
         let mut i = 0;
+        // The link idles (nothing queued, or only what a shaper holds):
+        // this round's arrivals say where it restarts.
+        let track = self.restart_at_arrival && (self.was_empty || self.held_back);
         while i < self.active.len() {
             let id = self.active[i];
             let Some(c) = self.clients.get_mut(id) else {
@@ -592,7 +631,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                     max_len: &mut self.max_len,
                     read_batch: self.read_batch,
                     now,
-                    latest: (self.restart_at_arrival && self.was_empty).then_some(&mut self.latest),
+                    latest: track.then_some(&mut self.latest),
                 },
             );
             round.drained += n;
@@ -651,21 +690,21 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// [`dequeue_batch`](pktsched_core::Scheduler::dequeue_batch) takes
     /// that many (one call through the `dyn Scheduler` per run).
     fn release(&mut self, now: Nanos, round: &mut Round) {
-        if self.was_empty {
-            // Nothing was queued since the last round: the link idled, and
-            // what arrived since starts now (or when the last of it
-            // arrived, see `set_restart_at_arrival`), not back then.
+        if self.was_empty || self.held_back {
+            // Nothing was queued since the last round, or only what a
+            // shaper held: the link idled, and what arrived since (or has
+            // become due) starts now, or when the last of what this round
+            // drained arrived (see `set_restart_at_arrival`; `latest` is 0
+            // with it off), never before the link was free: not back then.
             let restart = if self.latest == 0 {
                 now.0
             } else {
                 self.latest.min(now.0)
             };
             self.link.idle(Nanos(restart));
-        } else if self.held_back {
-            // What the shaper held has become due now: it starts now.
-            self.link.idle(now);
         }
         self.held_back = false;
+        self.link_stopped = false;
         let cap = self.round_cap.max(round.drained);
         let ahead = Nanos(now.0.saturating_add(self.lead.0));
         while round.released < cap {
@@ -678,6 +717,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 // Past `burst`: only an urgent frame, on the priority
                 // credit, one at a time (the scheduler sends it first).
                 if !self.urgent_may_start(now) {
+                    self.link_stopped = true;
                     break;
                 }
                 (want, credit) = (1, true);

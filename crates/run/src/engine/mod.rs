@@ -100,6 +100,8 @@ pub enum EngineError {
 
 /// How long a counters request waits for the arbiter's answer.
 const SNAPSHOT_WAIT: Duration = Duration::from_secs(5);
+/// Frames each receive thread's mailbox to the arbiter holds (pspat).
+pub(crate) const MAILBOX_CAPACITY: usize = 1024;
 
 /// The arbiter's answer on `rx` within `wait`: a thread that dropped its
 /// end is gone, one that kept it and did not answer is only late (said
@@ -160,7 +162,7 @@ impl Pipeline {
         let map = ClassMap::new(plan.classifier, plan.flows.clone(), link);
         let shared = Shared::new(map, Anomaly::ALL.len());
         let mut rt = Config::new(link.rate);
-        rt.mailbox_capacity = 1024;
+        rt.mailbox_capacity = MAILBOX_CAPACITY;
         rt.burst = link.burst;
         let out = TxOutput::new(
             Port::new(devices.egress_tx, &link.egress, "tx"),

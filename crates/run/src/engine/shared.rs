@@ -27,11 +27,16 @@ pub(crate) struct ClassMap {
     pub(crate) overhead: u32,
     /// Smallest wire length.
     pub(crate) mpu: u32,
+    /// The longest sleep of the receive thread while its mailbox is full
+    /// ([`super::rx::full_wait_cap`] of the link's rate and wire lengths).
+    pub(crate) full_wait_cap: std::time::Duration,
 }
 
 impl ClassMap {
     /// The map of `classifier`'s classes onto `flows`, with `link`'s
-    /// wire-length rule (overhead, minimum).
+    /// wire-length rule (overhead, minimum) and the receive thread's
+    /// longest full-mailbox sleep at `link`'s rate (a reload makes a new
+    /// map, so a new rate or wire length changes it too).
     pub(crate) fn new(
         classifier: Classifier,
         flows: Vec<FlowId>,
@@ -42,6 +47,11 @@ impl ClassMap {
             flows,
             overhead: link.overhead,
             mpu: link.mpu,
+            full_wait_cap: super::rx::full_wait_cap(
+                super::MAILBOX_CAPACITY,
+                link.wire_len(crate::config::MIN_FRAME),
+                link.rate,
+            ),
         }
     }
 
@@ -290,6 +300,7 @@ mod tests {
             flows: vec![FlowId(0), FlowId(1)],
             overhead: 0,
             mpu: 0,
+            full_wait_cap: pktsched_runtime::client::Backoff::MAX_SLEEP,
         };
         let shared = Shared::new(map, 0);
         let held: Vec<Pkt<Frame>> = [1u32, 0, 1]

@@ -825,3 +825,155 @@ fn a_settings_change_restarts_an_empty_link_no_earlier_than_the_change() {
     let r = a.do_scan(Nanos(4_000_000));
     assert_eq!((r.released, r.link_free), (1, Nanos(3_100_000)));
 }
+
+/// Restarting at arrivals on 1 Gbit/s (8 ns a byte), an hclock with class
+/// A capped at 10 Mbit/s (1500 bytes every 1.2 ms, no credit ahead) and
+/// class B uncapped, and their client.
+fn held_and_free() -> (
+    Arbiter<u64, VecOutput<u64>>,
+    crate::client::Client<u64>,
+    FlowId,
+    FlowId,
+) {
+    use pktsched_core::policy::{FlowParams, Policy, PolicySched};
+    let policy = Policy::from_toml(
+        "[policy]\nmax_len = 1514\n\n[[node]]\nname = \"classes\"\nkind = \"hclock\"\n",
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    let mut sched = PolicySched::<u64>::new(&policy);
+    let mut add = |rate: Option<Rate>| {
+        let f = pktsched_core::Scheduler::add_flow(&mut sched, Default::default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        let params = FlowParams {
+            rate,
+            cburst: Some(0),
+            ..FlowParams::default()
+        };
+        pktsched_core::Scheduler::set_flow_params(&mut sched, f, params, Nanos(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        f
+    };
+    let (held, free) = (add(Some(Rate::mbit(10))), add(None));
+    let mut a = Arbiter::new(
+        &Config::new(Rate::gbit(1)),
+        Box::new(sched),
+        VecOutput::default(),
+    )
+    .unwrap_or_else(|e| panic!("{e}"));
+    a.set_restart_at_arrival(true);
+    let c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    (a, c, held, free)
+}
+
+/// Restarting at arrivals while a shaper holds packets back: packets of
+/// another class that arrived during the hold restart the idle link at
+/// their (latest) arrival, as after an empty round, never before the link
+/// was free and never after the round's time; held packets that became
+/// due meanwhile share that restart. Without arrivals held packets start
+/// at the round's time. The hold is found whether the last release saw
+/// it (it found nothing due) or stopped on the busy link before (the link
+/// became free between rounds). Every start below is computed here from
+/// the stamps, the link's free time and 8 ns a byte (burst 0: a packet is
+/// released if it starts by the round's time).
+#[test]
+fn an_idle_link_held_by_a_shaper_restarts_at_other_classes_arrivals() {
+    let (mut a, mut c, held, free) = held_and_free();
+    let tx = |bytes: u64| bytes * 8;
+    let restart = |link_free: u64, latest: u64, now: u64| link_free.max(latest.min(now));
+    // Packets that start back to back from `start` by `now`, of `n`.
+    let started = |start: u64, bytes: u64, n: u64, now: u64| n.min((now - start) / tx(bytes) + 1);
+    let mut b_seq = 100;
+    let mut send_b = |c: &mut crate::client::Client<u64>, n: u64, len: u32, ts: u64| {
+        for _ in 0..n {
+            let p = Pkt::new(free, len, Nanos(ts), b_seq);
+            assert_eq!(c.send(p), Ok(Sent::Queued));
+            b_seq += 1;
+        }
+    };
+    // A0..A3 at 1 ns: A0 starts at 0 (the link free at 12 µs, the release
+    // stops on it); A1 is due at 1.2 ms.
+    for seq in 0..4 {
+        assert_eq!(
+            c.send(Pkt::new(held, 1500, Nanos(1), seq)),
+            Ok(Sent::Queued)
+        );
+    }
+    let r = a.do_scan(Nanos(0));
+    assert_eq!(
+        (r.released, r.backlog, r.link_free),
+        (1, 3, Nanos(tx(1500)))
+    );
+    // The link became free at 12 µs with A1 held: it idled. Eight B
+    // packets stamped 50 µs, drained at 100 µs, start from 50 µs (not
+    // back to back from 12 µs, before they arrived): five by 100 µs.
+    send_b(&mut c, 8, 1500, 50_000);
+    let start = restart(tx(1500), 50_000, 100_000);
+    assert_eq!((start, started(start, 1500, 8, 100_000)), (50_000, 5));
+    let r = a.do_scan(Nanos(100_000));
+    assert_eq!((r.drained, r.released), (8, 5));
+    assert_eq!(r.link_free, Nanos(start + 5 * tx(1500)));
+    // The other three follow (from 110 µs: B was queued, the link busy);
+    // then only A is left, held: the link idles from the round's time.
+    let r = a.do_scan(Nanos(200_000));
+    assert_eq!((r.released, r.backlog, r.link_free), (3, 3, Nanos(200_000)));
+    // A release that found A held: ten 125-byte B packets stamped 350 µs
+    // and drained at 400 µs start from 350 µs, all by 400 µs (the round's
+    // time would start one); the link then idles from 400 µs.
+    send_b(&mut c, 10, 125, 350_000);
+    let start = restart(200_000, 350_000, 400_000);
+    assert_eq!((start, started(start, 125, 10, 400_000)), (350_000, 10));
+    let r = a.do_scan(Nanos(400_000));
+    assert_eq!(
+        (r.drained, r.released, r.link_free),
+        (10, 10, Nanos(400_000))
+    );
+    // Nothing arrived: A1, due at 1.2 ms, starts at the round's time.
+    let r = a.do_scan(Nanos(1_300_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(1_300_000 + tx(1500))));
+    // A2 is due by 2.5 ms. Six B packets stamped 2.55 ms, the arbiter away
+    // until 2.6 ms: A2 and the six start back to back from 2.55 ms, five
+    // of the seven by 2.6 ms (from 1.312 ms all seven would).
+    send_b(&mut c, 6, 1500, 2_550_000);
+    let start = restart(1_300_000 + tx(1500), 2_550_000, 2_600_000);
+    assert_eq!((start, started(start, 1500, 7, 2_600_000)), (2_550_000, 5));
+    let r = a.do_scan(Nanos(2_600_000));
+    assert_eq!((r.drained, r.released), (6, 5));
+    assert_eq!(r.link_free, Nanos(start + 5 * tx(1500)));
+    // The other two follow; A3 (due 1.2 ms after A2) is held.
+    let r = a.do_scan(Nanos(2_700_000));
+    assert_eq!(
+        (r.released, r.backlog, r.link_free),
+        (2, 1, Nanos(2_700_000))
+    );
+    // Stamped after the round (another thread's clock): from the round's
+    // time, never ahead of it.
+    send_b(&mut c, 1, 1500, 3_000_000);
+    let start = restart(2_700_000, 3_000_000, 2_750_000);
+    assert_eq!(start, 2_750_000);
+    let r = a.do_scan(Nanos(2_750_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(start + tx(1500))));
+    // Stamped 2.76 ms, before the link was free (2.762 ms): from 2.762 ms,
+    // both by 2.8 ms; then A3 alone, held: the link idles from 2.8 ms.
+    send_b(&mut c, 2, 1500, 2_760_000);
+    let start = restart(2_750_000 + tx(1500), 2_760_000, 2_800_000);
+    assert_eq!((start, started(start, 1500, 2, 2_800_000)), (2_762_000, 2));
+    let r = a.do_scan(Nanos(2_800_000));
+    assert_eq!(
+        (r.released, r.backlog, r.link_free),
+        (2, 1, Nanos(2_800_000))
+    );
+    // Every packet went out once, in order within each class.
+    let sent: Vec<u64> = a
+        .output()
+        .map(|o| o.pkts.iter().map(|p| p.item).collect())
+        .unwrap_or_default();
+    let of = |lo: u64, hi: u64| -> Vec<u64> {
+        sent.iter()
+            .copied()
+            .filter(|s| (lo..hi).contains(s))
+            .collect()
+    };
+    assert_eq!(of(0, 4), [0, 1, 2]);
+    assert_eq!(of(100, 200), (100..b_seq).collect::<Vec<_>>());
+    assert_eq!(sent.len() as u64, 3 + (b_seq - 100));
+}

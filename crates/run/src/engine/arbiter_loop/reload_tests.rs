@@ -355,3 +355,25 @@ fn a_reload_that_would_outgrow_the_flow_counters_waits_for_the_retiring_classes(
     let top = l.classes.iter().map(|s| s.flow.index()).max().unwrap_or(0);
     assert!(top < FLOW_SLOTS, "every class is counted: flow {top}");
 }
+
+/// A reload to a faster link (or other wire lengths) gives the receive
+/// thread a new longest full-mailbox sleep with the new class map: half
+/// the time the new link sends a full mailbox of the smallest frames in.
+#[test]
+fn a_reload_recomputes_the_receive_thread_s_sleep_cap() {
+    let pool: &'static BufPool = Box::leak(Box::new(BufPool::new(16, 2048).expect("pool")));
+    let (mut l, _, _commands) = looper(&config(CONFIG), pool);
+    let cap = |l: &ArbiterLoop<MemDevice>| l.shared.map().0.full_wait_cap;
+    let mailbox_bits = |wire: u64| crate::engine::MAILBOX_CAPACITY as u64 * wire * 8;
+    // 10 Mbit/s: 100 ns a bit.
+    assert_eq!(
+        cap(&l),
+        std::time::Duration::from_nanos(mailbox_bits(60) * 100 / 2)
+    );
+    let faster = CONFIG.replace("rate = \"10mbit\"", "rate = \"10gbit\"\noverhead = 24");
+    l.reload(config(&faster), Nanos(0)).expect("reload");
+    assert_eq!(
+        cap(&l),
+        std::time::Duration::from_nanos(mailbox_bits(84) / 10 / 2)
+    );
+}

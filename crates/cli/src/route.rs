@@ -121,7 +121,8 @@ pub(crate) struct ReloadArgs {
     daemon: DaemonArgs,
     /// What the reload changed as JSON: `{"reloaded": true, "changes":
     /// [{"change": "added" | "removed" | "changed" | "link", "class":
-    /// NAME, "fields": [...]}]}`.
+    /// NAME, "fields": [...]}], "notes": [...]}` (notes: settings of the
+    /// new config that will not be used, as `check` prints them).
     #[arg(long)]
     json: bool,
     /// Not a reload option (hidden): refused with a pointer to `pktsched

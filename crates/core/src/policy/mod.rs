@@ -116,17 +116,34 @@
 mod compile;
 pub mod dot;
 pub mod limits;
+mod member;
+mod node_queue;
 mod sched;
+mod scheduler_trait;
+mod shaper;
+mod share_tags;
 mod spec;
 mod toml_error;
+mod tree;
 
 #[cfg(test)]
 mod burst_tests;
 #[cfg(test)]
-mod tests;
+mod dot_tests;
+#[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod shaper_tests;
+#[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
+mod tree_tests;
 
 pub use compile::Policy;
-pub use sched::{FlowParams, PolicySched, PolicyStats};
+pub use member::FlowParams;
+pub use sched::{PolicySched, PolicyStats};
 pub use spec::{
     Attach, DEFAULT_SHAPER_BUCKETS, DEFAULT_SHAPER_UNIT_NS, Kind, Loc, NodeSpec, PolicyError,
     PolicySpec, QueueKind, shaper_horizon, slowest_shaped_rate,

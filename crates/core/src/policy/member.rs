@@ -2,6 +2,7 @@
 //! its share and reservation tags, its rate-limit clock and the per-flow
 //! parameters.
 
+use super::exact_cffs::Filed;
 use crate::pq::Handle;
 use crate::units::Rate;
 
@@ -15,9 +16,9 @@ pub(super) enum Slot {
     /// Not queued anywhere: nothing to send, or being served.
     Idle,
     /// In its parent's queue.
-    Queued(Handle),
-    /// In the shaper until its rate limit allows it (`true`: in the spill heap).
-    Parked(Handle, bool),
+    Queued(Filed),
+    /// In the shaper until its rate limit allows it.
+    Parked(Filed),
 }
 
 /// Per-flow parameters beyond [`FlowConfig`]; defaults come from the node

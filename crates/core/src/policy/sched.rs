@@ -21,12 +21,18 @@ pub struct PolicyStats {
     pub parked: u64,
     /// Times a child was released from the shaper.
     pub released: u64,
-    /// Ranks clamped by node queues and the shaper (0 when every rank fit
-    /// its queue's range; see [`crate::pq::OutOfRange`]).
+    /// Ranks clamped by node queues (only `queue = "hffs"` clamps, at the
+    /// ends of its range; 0 when every rank fit; see
+    /// [`crate::pq::OutOfRange`]).
     pub clamped: u64,
     /// Entries that went to the shaper's spill heap (beyond its horizon,
     /// or below its window after the window moved past `now`).
     pub spilled: u64,
+    /// Ranks a `queue = "cffs"` node filed in its exact spill heap because
+    /// they lay outside its window (below it, e.g. an old head packet after
+    /// a long shaper hold, or beyond it). The order stays exact; many mean
+    /// the node's `buckets` is small for the ranks it sees.
+    pub node_spilled: u64,
 }
 
 /// A programmable scheduler: a tree of [`Policy`] nodes over flows, with
@@ -95,8 +101,9 @@ impl<T> PolicySched<T> {
     /// Policy-specific counters.
     pub fn policy_stats(&self) -> PolicyStats {
         let mut s = self.pstats;
-        s.clamped =
-            self.nodes.iter().map(|n| n.q.clamped()).sum::<u64>() + self.shaper.q.stats().clamped();
+        s.clamped = self.nodes.iter().map(|n| n.q.clamped()).sum::<u64>();
+        s.spilled = self.shaper.q.spilled();
+        s.node_spilled = self.nodes.iter().map(|n| n.q.spilled()).sum::<u64>();
         s
     }
 
@@ -130,7 +137,6 @@ impl<T> PolicySched<T> {
                 .map(|n| n.q.memory_bytes() + n.res.as_ref().map_or(0, |r| r.memory_bytes()))
                 .sum::<usize>()
             + self.shaper.q.memory_bytes()
-            + self.shaper.spill.memory_bytes()
             + (self.nm.capacity() + self.fm.capacity()) * size_of::<Member>()
     }
 

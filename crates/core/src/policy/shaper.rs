@@ -1,74 +1,48 @@
 //! The tree's one shaper (a cFFS over release times with an exact spill
 //! heap) and the rate limiter's exact virtual clock.
 
+use super::exact_cffs::{ExactCffs, Filed};
 use super::member::Slot;
-use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, IntPq, OutOfRange};
+use crate::pq::BucketConfig;
 use crate::units::Rate;
 
-/// The one shaper of the tree: a [`Cffs`] over release times (unit
-/// `unit` ns), with an exact heap for anything outside its window (beyond
-/// its horizon, or below a window that moved past `now`), so a release is
+/// The one shaper of the tree: an [`ExactCffs`] over release times (unit
+/// `unit` ns) whose spill takes anything outside its window (beyond its
+/// horizon, or below a window that moved past `now`), so a release is
 /// never early and late by less than one unit.
 #[derive(Clone, Debug)]
 pub(super) struct Shaper {
-    pub(super) q: Cffs<u32>,
-    pub(super) spill: BinaryHeapPq<u32>,
+    pub(super) q: ExactCffs<u32>,
     pub(super) unit: u64,
 }
 
 impl Shaper {
     /// `buckets` per half (validated: 2..=MAX_SHAPER_BUCKETS) of `unit` ns.
     pub(super) fn new(buckets: usize, unit: u64) -> Shaper {
-        // Both sides refuse, and a refused rank goes to the exact spill:
-        // below the window too (an empty queue's jump, or a swap on a far
-        // push, can leave the window's start later than `now`; a clamped
-        // rank would then wait behind a later one).
-        let cfg = BucketConfig::new(buckets).policy(OutOfRange::Reject, OutOfRange::Reject);
-        Shaper {
-            q: Cffs::new(cfg).unwrap_or_else(|_| unreachable!("validated shaper_buckets")),
-            spill: BinaryHeapPq::new(0),
-            unit,
-        }
+        // Both sides spill: below the window too (an empty queue's jump,
+        // or a swap on a far push, can leave the window's start later than
+        // `now`; a clamped rank would then wait behind a later one).
+        let q = ExactCffs::new(BucketConfig::new(buckets), true)
+            .unwrap_or_else(|_| unreachable!("validated shaper_buckets"));
+        Shaper { q, unit }
     }
     #[inline]
     pub(super) fn push(&mut self, t: u64, r: u32) -> Slot {
-        let rank = t.div_ceil(self.unit);
-        match self.q.push(rank, r) {
-            Ok(h) => Slot::Parked(h, false),
-            Err(e) => match self.spill.push(rank, e.value) {
-                Ok(h) => Slot::Parked(h, true),
-                Err(_) => unreachable!("the shaper holds fewer than 2^31 members"),
-            },
+        match self.q.push(t.div_ceil(self.unit), r) {
+            Ok(filed) => Slot::Parked(filed),
+            Err(_) => unreachable!("the shaper holds fewer than 2^31 members"),
         }
     }
     /// Pops the first member whose release time has come.
     #[inline]
     pub(super) fn pop_due(&mut self, now: u64) -> Option<u32> {
-        let due = now / self.unit;
-        let a = self.q.peek_min_rank().filter(|&r| r <= due);
-        let b = self.spill.peek_min_rank().filter(|&r| r <= due);
-        match (a, b) {
-            (Some(x), Some(y)) if y < x => self.spill.pop_min().map(|p| p.1),
-            (Some(_), _) => self.q.pop_min().map(|p| p.1),
-            (None, Some(_)) => self.spill.pop_min().map(|p| p.1),
-            (None, None) => None,
-        }
+        self.q.pop_at_most(now / self.unit).map(|p| p.1)
     }
     pub(super) fn next(&self) -> Option<u64> {
-        let a = self.q.peek_min_rank();
-        let b = self.spill.peek_min_rank();
-        let r = match (a, b) {
-            (Some(x), Some(y)) => x.min(y),
-            (x, y) => x.or(y)?,
-        };
-        Some(r.saturating_mul(self.unit))
+        Some(self.q.peek_min_rank()?.saturating_mul(self.unit))
     }
-    pub(super) fn remove(&mut self, h: Handle, spill: bool) {
-        if spill {
-            self.spill.remove(h);
-        } else {
-            self.q.remove(h);
-        }
+    pub(super) fn remove(&mut self, filed: Filed) {
+        self.q.remove(filed);
     }
 }
 

@@ -6,7 +6,6 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::shaper::Shaper;
-use crate::pq::IntPq;
 
 const US: u64 = 1000;
 

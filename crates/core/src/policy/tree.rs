@@ -88,9 +88,6 @@ impl<T> PolicySched<T> {
         if m.limit.is_some() && m.next_tx > now {
             let t = m.next_tx;
             let slot = self.shaper.push(t, r);
-            if let Slot::Parked(_, true) = slot {
-                self.pstats.spilled += 1;
-            }
             self.member_mut(r).slot = slot;
             self.pstats.parked += 1;
             self.flows.count_overlimit();
@@ -163,8 +160,8 @@ impl<T> PolicySched<T> {
             let n = m.parent as usize;
             match m.slot {
                 Slot::Idle => return,
-                Slot::Parked(h, spill) => {
-                    self.shaper.remove(h, spill);
+                Slot::Parked(filed) => {
+                    self.shaper.remove(filed);
                     self.member_mut(r).slot = Slot::Idle;
                     return;
                 }

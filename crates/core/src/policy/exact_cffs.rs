@@ -120,20 +120,21 @@ impl<V> ExactCffs<V> {
     /// order) and the rank it was filed with.
     #[inline]
     pub(crate) fn pop_min(&mut self) -> Option<(Rank, V)> {
-        if self.spill.is_empty() {
-            self.q.pop_min()
-        } else {
-            self.pop_with_spill()
+        if !self.spill.is_empty() && self.spill_first() {
+            return self.spill.pop_min();
         }
+        // The one call of the cFFS's pop: it stays inlined here.
+        self.q.pop_min()
     }
 
+    /// True if the spill's head leaves before the cFFS's: unless the
+    /// cFFS's rank is strictly lower (see the type's docs).
     #[cold]
     #[inline(never)]
-    fn pop_with_spill(&mut self) -> Option<(Rank, V)> {
+    fn spill_first(&self) -> bool {
         match (self.spill.peek_min_rank(), self.q.peek_min_rank()) {
-            (Some(s), Some(c)) if c < s => self.q.pop_min(),
-            (Some(_), _) => self.spill.pop_min(),
-            (None, _) => self.q.pop_min(),
+            (Some(s), Some(c)) => s <= c,
+            (s, _) => s.is_some(),
         }
     }
 

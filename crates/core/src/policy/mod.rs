@@ -61,10 +61,15 @@
 //! # Ranges
 //!
 //! Node queues use granularity 1 (each rank function quantises with its
-//! own `unit`/`scale`) and clamp ranks outside their range, counting them
-//! in [`PolicyStats::clamped`]; a zero count means the dequeue order is the
-//! exact `(rank, entry order)` order. `wfq`/`hclock` size their Cffs from
-//! `max_len × scale` so start tags never leave the window.
+//! own `unit`/`scale`). A Cffs keeps ranks outside its moving window in an
+//! exact spill heap (counted in [`PolicyStats::node_spilled`]): below the
+//! window (an old head packet after a long shaper hold under `edf`, a short
+//! deadline entering after the window jumped for a long one) and beyond
+//! it, so a Cffs node serves in the exact `(rank, entry order)` order of a
+//! `heap` node. A HierFfs (`hffs`) clamps ranks outside its fixed range,
+//! counting them in [`PolicyStats::clamped`]; a zero count means its order
+//! is exact too. `wfq`/`hclock` size their Cffs from `max_len × scale` so
+//! start tags never leave the window (nothing spilled).
 //!
 //! # Policies in TOML
 //!
@@ -115,18 +120,39 @@
 
 mod compile;
 pub mod dot;
+mod exact_cffs;
 pub mod limits;
+mod member;
+mod node_queue;
 mod sched;
+mod scheduler_trait;
+mod shaper;
+mod share_tags;
 mod spec;
 mod toml_error;
+mod tree;
 
 #[cfg(test)]
 mod burst_tests;
 #[cfg(test)]
-mod tests;
+mod dot_tests;
+#[cfg(test)]
+mod limits_tests;
+#[cfg(test)]
+mod node_queue_tests;
+#[cfg(test)]
+mod reference;
+#[cfg(test)]
+mod shaper_tests;
+#[cfg(test)]
+mod spec_tests;
+#[cfg(test)]
+mod tree_tests;
 
 pub use compile::Policy;
-pub use sched::{FlowParams, PolicySched, PolicyStats};
+pub(crate) use exact_cffs::{ExactCffs, Filed};
+pub use member::FlowParams;
+pub use sched::{PolicySched, PolicyStats};
 pub use spec::{
     Attach, DEFAULT_SHAPER_BUCKETS, DEFAULT_SHAPER_UNIT_NS, Kind, Loc, NodeSpec, PolicyError,
     PolicySpec, QueueKind, shaper_horizon, slowest_shaped_rate,

@@ -1,7 +1,8 @@
 //! The Eiffel shaper: one [`Cffs`] over departure times.
 
 use super::{Entry, ShapeConfigError, TimeQueue};
-use crate::pq::{BinaryHeapPq, BucketConfig, Cffs, Handle, IntPq, OutOfRange, PqError};
+use crate::policy::{ExactCffs, Filed};
+use crate::pq::{BucketConfig, Handle};
 use crate::units::Nanos;
 
 /// An EDT shaper on Eiffel's circular hierarchical FFS queue: bucket width
@@ -17,12 +18,13 @@ use crate::units::Nanos;
 /// than `now` (an empty queue jumps to its first entry's half, a filing
 /// beyond the buffer swaps halves): an entry below the window goes to an
 /// exact heap that is served first (everything in it is ranked below the
-/// window, which never moves back), so the bound holds for it too.
+/// window, which never moves back), so the bound holds for it too. (The
+/// cFFS and that heap are the policy tree's `ExactCffs`, beyond-window
+/// entries refused.)
 #[derive(Clone, Debug)]
 pub struct CffsShaper {
-    q: Cffs<Entry>,
-    /// Entries ranked below `q`'s window when filed, exact order.
-    below: BinaryHeapPq<Entry>,
+    /// Entries by ceil slot time; those below the window in its exact heap.
+    q: ExactCffs<Entry>,
     g: u64,
     buckets: usize,
     /// The released batch; `ready[ready_pos..]` is still to be taken.
@@ -70,14 +72,11 @@ impl CffsShaper {
             ));
         }
         let buckets = usize::try_from(horizon.0.div_ceil(granularity).max(1)).unwrap_or(usize::MAX);
-        let cfg = BucketConfig::new(buckets)
-            .granularity(granularity)
-            .policy(OutOfRange::Reject, OutOfRange::Reject);
-        let q = Cffs::new(cfg)
+        let cfg = BucketConfig::new(buckets).granularity(granularity);
+        let q = ExactCffs::new(cfg, false)
             .map_err(|e| ShapeConfigError::new("cffs", "buckets", buckets, e.to_string()))?;
         Ok(CffsShaper {
             q,
-            below: BinaryHeapPq::new(0),
             g: granularity,
             buckets,
             ready: Vec::new(),
@@ -86,20 +85,10 @@ impl CffsShaper {
     }
 }
 
-/// Moves every entry of `below`, then of `q`, ranked `<= now` to `out`,
-/// in rank order (`below` holds only ranks below `q`'s window).
-fn pop_due(below: &mut BinaryHeapPq<Entry>, q: &mut Cffs<Entry>, now: Nanos, out: &mut Vec<Entry>) {
-    while below.peek_min_rank().is_some_and(|t| t <= now.0) {
-        match below.pop_min() {
-            Some((_, e)) => out.push(e),
-            None => break,
-        }
-    }
-    while q.peek_min_rank().is_some_and(|t| t <= now.0) {
-        match q.pop_min() {
-            Some((_, e)) => out.push(e),
-            None => break,
-        }
+/// Moves every entry of `q` ranked `<= now` to `out`, in rank order.
+fn pop_due(q: &mut ExactCffs<Entry>, now: Nanos, out: &mut Vec<Entry>) {
+    while let Some((_, e)) = q.pop_at_most(now.0) {
+        out.push(e);
     }
 }
 
@@ -131,26 +120,14 @@ impl TimeQueue for CffsShaper {
     #[inline]
     fn reserve(&mut self, e: Entry, _level: u8) -> Option<(Handle, bool)> {
         let t = e.edt.div_ceil(self.g).saturating_mul(self.g);
-        match self.q.push(t, e) {
-            Ok(h) => Some((h, false)),
-            Err(err) => match err.error {
-                PqError::OutOfRange { min, .. } if t < min => {
-                    self.below.push(t, err.value).ok().map(|h| (h, true))
-                }
-                _ => None,
-            },
-        }
+        self.q.push(t, e).ok().map(Filed::into_parts)
     }
 
     #[inline]
     fn commit(&mut self, _t: (Handle, bool)) {}
 
     fn cancel(&mut self, (h, below): (Handle, bool)) {
-        if below {
-            self.below.remove(h);
-        } else {
-            self.q.remove(h);
-        }
+        self.q.remove(Filed::from_parts(h, below));
     }
 
     fn release_to(&mut self, now: Nanos, out: &mut Vec<Entry>) -> usize {
@@ -158,7 +135,7 @@ impl TimeQueue for CffsShaper {
         out.extend_from_slice(&self.ready[self.ready_pos..]);
         self.ready.clear();
         self.ready_pos = 0;
-        pop_due(&mut self.below, &mut self.q, now, out);
+        pop_due(&mut self.q, now, out);
         out.len() - before
     }
 
@@ -167,7 +144,7 @@ impl TimeQueue for CffsShaper {
             self.ready.clear();
             self.ready_pos = 0;
         }
-        pop_due(&mut self.below, &mut self.q, now, &mut self.ready);
+        pop_due(&mut self.q, now, &mut self.ready);
         self.ready_pos < self.ready.len()
     }
 
@@ -183,19 +160,14 @@ impl TimeQueue for CffsShaper {
     }
 
     fn next_due(&self) -> Option<Nanos> {
-        self.below
-            .peek_min_rank()
-            .or_else(|| self.q.peek_min_rank())
-            .map(Nanos)
+        self.q.peek_min_rank().map(Nanos)
     }
 
     fn len(&self) -> usize {
-        self.q.len() + self.below.len() + (self.ready.len() - self.ready_pos)
+        self.q.len() + (self.ready.len() - self.ready_pos)
     }
 
     fn memory_bytes(&self) -> usize {
-        self.q.memory_bytes()
-            + self.below.memory_bytes()
-            + self.ready.capacity() * core::mem::size_of::<Entry>()
+        self.q.memory_bytes() + self.ready.capacity() * core::mem::size_of::<Entry>()
     }
 }

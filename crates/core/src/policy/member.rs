@@ -2,7 +2,7 @@
 //! its share and reservation tags, its rate-limit clock and the per-flow
 //! parameters.
 
-use super::exact_cffs::Filed;
+use crate::pq::Filed;
 use crate::pq::Handle;
 use crate::units::Rate;
 

@@ -120,7 +120,6 @@
 
 mod compile;
 pub mod dot;
-mod exact_cffs;
 pub mod limits;
 mod member;
 mod node_queue;
@@ -150,7 +149,6 @@ mod spec_tests;
 mod tree_tests;
 
 pub use compile::Policy;
-pub(crate) use exact_cffs::{ExactCffs, Filed};
 pub use member::FlowParams;
 pub use sched::{PolicySched, PolicyStats};
 pub use spec::{

@@ -1,9 +1,9 @@
 //! A node's queue over its children ([`NodeQ`]: one of the `pq` queues)
 //! and the node's scheduling state.
 
-use super::exact_cffs::{ExactCffs, Filed};
 use super::spec::{Kind, QueueKind};
 use crate::pq::{BinaryHeapPq, BucketConfig, HierFfs, IntPq, OutOfRange, Rank, SmallPq};
+use crate::pq::{ExactCffs, Filed};
 
 /// Queued children an automatic node keeps in its `SmallPq` before moving
 /// to its kind's bucketed queue.

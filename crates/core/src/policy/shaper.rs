@@ -1,9 +1,9 @@
 //! The tree's one shaper (a cFFS over release times with an exact spill
 //! heap) and the rate limiter's exact virtual clock.
 
-use super::exact_cffs::{ExactCffs, Filed};
 use super::member::Slot;
 use crate::pq::BucketConfig;
+use crate::pq::{ExactCffs, Filed};
 use crate::units::Rate;
 
 /// The one shaper of the tree: an [`ExactCffs`] over release times (unit

@@ -1,8 +1,8 @@
 //! The Eiffel shaper: one [`Cffs`] over departure times.
 
 use super::{Entry, ShapeConfigError, TimeQueue};
-use crate::policy::{ExactCffs, Filed};
 use crate::pq::{BucketConfig, Handle};
+use crate::pq::{ExactCffs, Filed};
 use crate::units::Nanos;
 
 /// An EDT shaper on Eiffel's circular hierarchical FFS queue: bucket width

@@ -2,7 +2,7 @@
 //! fall outside its window. Used by the policy tree's node queues and
 //! shaper and by [`CffsShaper`](crate::shape::CffsShaper).
 
-use crate::pq::{
+use super::{
     BinaryHeapPq, BucketConfig, Cffs, Handle, IntPq, OutOfRange, PqConfigError, PqError, PqStats,
     PushError, Rank,
 };

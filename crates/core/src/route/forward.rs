@@ -19,12 +19,10 @@
 //! 4. The access list denies → `AclDenied`; no route → `NoRoute` (every
 //!    frame that passes the checks costs its access-list rules, whatever
 //!    its TTL: a flood of expiring frames costs what any other does).
-//! 5. A martian destination or source → `Martian`: destinations IPv4
-//!    0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 (multicast) and
-//!    255.255.255.255; sources IPv4 0.0.0.0/8, 127.0.0.0/8 and
-//!    224.0.0.0 and above (multicast, reserved, broadcast: not one host);
-//!    IPv6 either way `::`, `::1`, fe80::/10 (link-local) and ff00::/8
-//!    (multicast). A router forwards none of them, even with a default
+//! 5. A martian destination or source → `Martian`: IPv4 0.0.0.0/8,
+//!    127.0.0.0/8, and 224.0.0.0 and above (multicast, class E, the
+//!    limited broadcast: not one host); IPv6 `::`, `::1`, fe80::/10
+//!    (link-local) and ff00::/8 (multicast). A router forwards none of them, even with a default
 //!    route (RFC 1812 §5.3.7, RFC 4291 §2.5.6); they are looked at only
 //!    once a route was found, so an unrouted one stays `NoRoute`.
 //! 6. TTL / hop limit ≤ 1 → [`Verdict::TimeExceeded`] (the caller may
@@ -61,8 +59,8 @@ pub enum DropReason {
     AclDenied,
     /// No route to the destination.
     NoRoute,
-    /// A destination no router forwards to (loopback, multicast,
-    /// broadcast, unspecified, IPv6 link-local).
+    /// A destination or source no router forwards to or from (loopback,
+    /// multicast, broadcast, class E, unspecified, IPv6 link-local).
     Martian,
 }
 
@@ -164,26 +162,18 @@ fn is_ipv6_ext(nh: u8) -> bool {
     matches!(nh, 0 | 43 | 44 | 51 | 60 | 135 | 139 | 140 | 253 | 254)
 }
 
-/// An IPv4 destination no router forwards to: 0.0.0.0/8 ("this
-/// network"), 127.0.0.0/8 (loopback), 224.0.0.0/4 (multicast) and
-/// 255.255.255.255 (limited broadcast).
-pub fn is_martian_v4(dst: u32) -> bool {
-    let top = dst >> 24;
-    top == 0 || top == 127 || (dst >> 28) == 0xE || dst == u32::MAX
+/// An IPv4 address no router forwards to or from (not one host, RFC 1812
+/// §5.3.7): 0.0.0.0/8 ("this network"), 127.0.0.0/8 (loopback), and
+/// 224.0.0.0 and above (multicast, class E, the limited broadcast).
+pub fn is_martian_v4(addr: u32) -> bool {
+    let top = addr >> 24;
+    top == 0 || top == 127 || top >= 224
 }
 
 /// An IPv6 destination no router forwards to: `::` (unspecified), `::1`
 /// (loopback), fe80::/10 (link-local) and ff00::/8 (multicast).
 pub fn is_martian_v6(dst: u128) -> bool {
     dst <= 1 || (dst >> 118) == 0x3FA || (dst >> 120) == 0xFF
-}
-
-/// An IPv4 source no router forwards from (not one host): 0.0.0.0/8,
-/// 127.0.0.0/8, and 224.0.0.0 and above (multicast, reserved, the
-/// limited broadcast).
-pub fn is_martian_v4_source(src: u32) -> bool {
-    let top = src >> 24;
-    top == 0 || top == 127 || top >= 224
 }
 
 /// Routes for both families, an access list and counters.
@@ -283,7 +273,7 @@ impl<V: Copy> Router<V> {
         let Some((route, _)) = self.v4.lookup(dst) else {
             return Verdict::Drop(NoRoute);
         };
-        if is_martian_v4(dst) || is_martian_v4_source(src) {
+        if is_martian_v4(dst) || is_martian_v4(src) {
             return Verdict::Drop(Martian);
         }
         if p[8] <= 1 {

@@ -21,7 +21,8 @@
 //! ip[0] = 0x45;
 //! ip[3] = 20; // total length
 //! ip[8] = 64; // TTL
-//! ip[16..20].copy_from_slice(&[10, 1, 2, 3]);
+//! ip[12..16].copy_from_slice(&[192, 0, 2, 7]); // from
+//! ip[16..20].copy_from_slice(&[10, 1, 2, 3]); // to
 //! let c = pktsched_core::route::forward::ipv4_checksum(ip);
 //! ip[10..12].copy_from_slice(&c.to_be_bytes());
 //! assert_eq!(r.forward(&mut frame), Verdict::Forward(1));

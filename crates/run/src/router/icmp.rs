@@ -19,7 +19,7 @@
 
 use std::net::{Ipv4Addr, Ipv6Addr};
 
-use pktsched_core::route::forward::ipv4_checksum;
+use pktsched_core::route::forward::{ipv4_checksum, is_martian_v4};
 use pktsched_io::frame::internet_checksum;
 
 /// Most time-exceeded messages per second.
@@ -78,11 +78,9 @@ pub fn answerable(frame: &[u8]) -> bool {
 
 fn answerable_v4(ip: &[u8]) -> Option<bool> {
     let hl = usize::from(*ip.first()? & 0x0F) * 4;
-    let src = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(12..16)?).ok()?);
-    let dst = Ipv4Addr::from(<[u8; 4]>::try_from(ip.get(16..20)?).ok()?);
-    // 224/4 (multicast) and 240/4 (class E, with 255.255.255.255).
-    let one_host = |a: Ipv4Addr| a.octets()[0] != 0 && !a.is_loopback() && a.octets()[0] < 224;
-    if !one_host(src) || dst.octets()[0] >= 224 {
+    let addr = |at: usize| Some(u32::from_be_bytes(ip.get(at..at + 4)?.try_into().ok()?));
+    // Not one host either way: 0/8, 127/8, 224.0.0.0 and above.
+    if is_martian_v4(addr(12)?) || is_martian_v4(addr(16)?) {
         return Some(false);
     }
     if ip[9] == 1 {

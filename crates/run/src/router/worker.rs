@@ -7,7 +7,7 @@
 //!
 //! Per frame: a destination MAC other than the receiving interface's is
 //! dropped as `other_host`; then the cost ([`Cost`]), the core forwarding step (checks,
-//! access list, LPM, martian destinations, TTL / hop limit − 1 with the
+//! access list, LPM, martian destinations and sources, TTL / hop limit − 1 with the
 //! checksum update), the
 //! next hop's MAC (static neighbours), the source MAC of the outgoing
 //! interface; frames go out in batches of [`TX_BATCH`] per interface and

@@ -57,6 +57,8 @@
 # default in ../shared/peers relative to the repository root, or wherever
 # PKTSCHED_PEERS points. Nothing else in the build depends on them.
 set -euo pipefail
+# Decimal points whatever the caller's locale ($EPOCHREALTIME, bash `time`).
+export LC_ALL=C
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PEERS=${PKTSCHED_PEERS:-$ROOT/../shared/peers}
@@ -100,7 +102,8 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 # Appends "s TID NS T" to the array named by $2 for each thread of
 # process $1: its on-CPU time NS (ns, from its schedstat file) at T (s).
-# Bash builtins only: no process is started while the queues run.
+# Bash builtins only (the caller's `sleep 0.25` between samples is the
+# one process this script starts while the queues run).
 thread_cpu() {
     local -n into=$2
     local f tid ns t=$EPOCHREALTIME

@@ -80,7 +80,8 @@ ours() { # alg flowsets -> "process loop": CPU ns/pair of the whole process and 
     local json="$work/ours.json" t="$work/ours.time" enq loop
     rm -f "$json" "$t"
     TIMEFORMAT='%U %S'
-    { time "$bin" bench sched --alg "$1" --cpu --no-wfi --json -n "$n" --flowsets "$2" >"$json"; } 2>"$t"
+    { time "$bin" bench sched --alg "$1" --cpu --no-wfi --json -n "$n" --flowsets "$2" >"$json"; } 2>"$t" ||
+        { cat "$t" >&2; echo "compare-peers.sh: pktsched bench sched --alg $1 --flowsets $2 failed" >&2; exit 1; }
     enq="$(sed -n 's/^ *"enqueues": *\([0-9]*\),*$/\1/p' "$json" | head -1)"
     loop="$(sed -n 's/^ *"ns_per_pair": *\([0-9.e+-]*\),*$/\1/p' "$json" | head -1)"
     [ -n "$enq" ] && [ "$enq" -gt 0 ] && [ -n "$loop" ] ||

@@ -176,10 +176,11 @@ pub struct Arbiter<T, O> {
     /// when the link went idle (packets of other classes that arrived
     /// meanwhile: see `restart_at_arrival`).
     held_back: bool,
-    /// The last release stopped because the link was busy past the clock
-    /// (not because the scheduler gave nothing): whether what stayed
-    /// queued was held by a shaper once the link became free is only
-    /// known at the next round (see `Arbiter::find_idle_hold`).
+    /// The last release stopped with packets queued but not because the
+    /// scheduler gave nothing (the link was busy past the clock, or the
+    /// round's cap was reached): whether what stayed queued was held by a
+    /// shaper once the link became free is only known at the next round
+    /// (see `Arbiter::find_idle_hold`).
     link_stopped: bool,
     /// [`Arbiter::set_restart_at_arrival`]: an idle link restarts at the
     /// latest arrival stamp of what the round drained, not at `now`.
@@ -553,6 +554,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         round.backlog = self.sched.backlog().pkts;
         round.link_free = self.link.free_at();
         self.was_empty = round.backlog == 0;
+        // Stopped on the round's cap with packets queued: as on a busy
+        // link, a shaper may hold them all by the time the link is free.
+        self.link_stopped |= !self.held_back && !self.was_empty;
         if self.was_empty {
             // Nothing queued came in past the mailboxes any more; a lender
             // calls `scheduler()` again before it can add more.

@@ -828,8 +828,11 @@ fn a_settings_change_restarts_an_empty_link_no_earlier_than_the_change() {
 
 /// Restarting at arrivals on 1 Gbit/s (8 ns a byte), an hclock with class
 /// A capped at 10 Mbit/s (1500 bytes every 1.2 ms, no credit ahead) and
-/// class B uncapped, and their client.
-fn held_and_free() -> (
+/// class B uncapped, and their client; rounds release at most
+/// `round_cap` packets (or as many as they drained).
+fn held_and_free(
+    round_cap: usize,
+) -> (
     Arbiter<u64, VecOutput<u64>>,
     crate::client::Client<u64>,
     FlowId,
@@ -854,12 +857,10 @@ fn held_and_free() -> (
         f
     };
     let (held, free) = (add(Some(Rate::mbit(10))), add(None));
-    let mut a = Arbiter::new(
-        &Config::new(Rate::gbit(1)),
-        Box::new(sched),
-        VecOutput::default(),
-    )
-    .unwrap_or_else(|e| panic!("{e}"));
+    let mut cfg = Config::new(Rate::gbit(1));
+    cfg.round_cap = round_cap;
+    let mut a =
+        Arbiter::new(&cfg, Box::new(sched), VecOutput::default()).unwrap_or_else(|e| panic!("{e}"));
     a.set_restart_at_arrival(true);
     let c = a.client().unwrap_or_else(|e| panic!("{e}"));
     (a, c, held, free)
@@ -877,7 +878,7 @@ fn held_and_free() -> (
 /// released if it starts by the round's time).
 #[test]
 fn an_idle_link_held_by_a_shaper_restarts_at_other_classes_arrivals() {
-    let (mut a, mut c, held, free) = held_and_free();
+    let (mut a, mut c, held, free) = held_and_free(512);
     let tx = |bytes: u64| bytes * 8;
     let restart = |link_free: u64, latest: u64, now: u64| link_free.max(latest.min(now));
     // Packets that start back to back from `start` by `now`, of `n`.
@@ -976,4 +977,29 @@ fn an_idle_link_held_by_a_shaper_restarts_at_other_classes_arrivals() {
     assert_eq!(of(0, 4), [0, 1, 2]);
     assert_eq!(of(100, 200), (100..b_seq).collect::<Vec<_>>());
     assert_eq!(sent.len() as u64, 3 + (b_seq - 100));
+}
+
+/// A release that ends on the round's cap with only held packets left
+/// leaves the link to idle just as one that found them held: A0 starts at
+/// 0, B0 at the next round (one packet a round: the cap), then only A1 is
+/// queued, due at 1.2 ms; at the 2 ms round it starts then, not back to
+/// back at 24 µs from when the link became free (which would give class A
+/// link time from before it was due).
+#[test]
+fn a_release_ending_on_the_round_cap_still_sees_the_hold() {
+    let (mut a, mut c, held, free) = held_and_free(1);
+    for (flow, seq) in [(held, 0), (held, 1), (free, 100)] {
+        assert_eq!(
+            c.send(Pkt::new(flow, 1500, Nanos(1), seq)),
+            Ok(Sent::Queued)
+        );
+    }
+    // Drained 3 (the cap is 3 for this round); the link is busy after A0.
+    let r = a.do_scan(Nanos(0));
+    assert_eq!((r.released, r.backlog, r.link_free), (1, 2, Nanos(12_000)));
+    // B0 from 12 µs; the round stops on its cap of one.
+    let r = a.do_scan(Nanos(100_000));
+    assert_eq!((r.released, r.backlog, r.link_free), (1, 1, Nanos(24_000)));
+    let r = a.do_scan(Nanos(2_000_000));
+    assert_eq!((r.released, r.link_free), (1, Nanos(2_012_000)));
 }

@@ -139,6 +139,33 @@ pub struct ControlServer {
     timeout: Duration,
 }
 
+/// A listening Unix socket at `path` whose file is owner-only from the
+/// moment it exists: the socket's own mode is set to 0600 before `bind`
+/// (Linux creates the file with that mode less the umask), then the
+/// file's to exactly 0600 (a umask can only have taken bits away). A
+/// chmod after a plain `bind` left a window in which, under a lax umask,
+/// another user could connect and be served once `serve` ran.
+fn bind_owner_only(path: &Path) -> std::io::Result<UnixListener> {
+    let socket = bound_with_mode(path, 0o600)?;
+    socket.listen(128)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    Ok(UnixListener::from(std::os::fd::OwnedFd::from(socket)))
+}
+
+/// A Unix stream socket bound to `path`, its file created with `mode`
+/// less the umask (the socket's own mode, set with `fchmod` through a
+/// `File` of its descriptor before `bind`).
+fn bound_with_mode(path: &Path, mode: u32) -> std::io::Result<socket2::Socket> {
+    use socket2::{Domain, SockAddr, Socket, Type};
+    use std::os::fd::OwnedFd;
+    let socket = Socket::new(Domain::UNIX, Type::STREAM, None)?;
+    let as_file = std::fs::File::from(OwnedFd::from(socket));
+    as_file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+    let socket = Socket::from(OwnedFd::from(as_file));
+    socket.bind(&SockAddr::unix(path)?)?;
+    Ok(socket)
+}
+
 impl ControlServer {
     /// Binds `path` with mode 0600. A stale socket file (nobody answering)
     /// is replaced; a live one is an error.
@@ -169,10 +196,7 @@ impl ControlServer {
             path: path.to_path_buf(),
             error,
         };
-        let listener = UnixListener::bind(path).map_err(bind_err)?;
-        // Between bind and this chmod the file has the umask's mode; no
-        // answer is given before `serve`, and requests carry no secrets.
-        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)).map_err(bind_err)?;
+        let listener = bind_owner_only(path).map_err(bind_err)?;
         listener.set_nonblocking(true).map_err(bind_err)?;
         Ok(ControlServer {
             listener,
@@ -370,6 +394,21 @@ mod tests {
         ] {
             assert!(answer_wait(req) > CLIENT_TIMEOUT, "{req:?}");
         }
+    }
+
+    /// The socket file is owner-only as `bind` creates it, before any
+    /// chmod: a plain bind gives it 0777 less the umask (0755 under the
+    /// usual 022), which group and others could connect through.
+    #[test]
+    fn the_socket_file_is_created_owner_only() {
+        let path = scratch_socket("created");
+        let _socket = bound_with_mode(&path, 0o600).expect("bind");
+        let mode = std::fs::metadata(&path)
+            .expect("socket")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o077, 0, "{mode:o}");
+        let _ = std::fs::remove_file(&path);
     }
 
     #[test]

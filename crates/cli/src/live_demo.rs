@@ -28,7 +28,7 @@ pub(crate) const DEFAULT_SECONDS: u64 = 6;
 pub(crate) fn run(seconds: u64, json: bool, out: &mut crate::output::Stdout) -> Result<()> {
     let stop = crate::stop::stop_flag()?;
     eprintln!(
-        "demo: 3 namespaces, gen → pktsched run (DRR, 100 Mbit/s, weights voice 10, video 6, \
+        "demo: 3 namespaces, gen → pktsched run (QFQ, 100 Mbit/s, weights voice 10, video 6, \
          web 3, bulk 1) → sink; traffic: {}",
         DEMO_FLOWS.join(" | ")
     );

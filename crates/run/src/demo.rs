@@ -27,7 +27,7 @@ overhead = 24
 mpu = 84
 
 [scheduler]
-algorithm = "drr"
+algorithm = "qfq"
 
 [control]
 socket = "/run/pktsched-demo.sock"

@@ -565,8 +565,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
         round
     }
 
-    /// The last release stopped on a busy link with packets queued: if the
-    /// link has become free before `now` and a shaper held every queued
+    /// The last release stopped on a busy link or on the round's cap with
+    /// packets queued: if the link has become free before `now` and a
+    /// shaper held every queued
     /// packet then (the scheduler's next ready time is later), the link
     /// has idled since, just as if that release had found them held:
     /// `held_back`, so the round restarts it (at `now`, or at what other

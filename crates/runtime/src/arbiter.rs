@@ -172,10 +172,14 @@ pub struct Arbiter<T, O> {
     was_empty: bool,
     /// The last release stopped with packets queued that were not due yet
     /// (a shaper held them): the link idled from then on, so when they
-    /// become due they start at that round's time, not back-to-back from
-    /// when the link went idle (packets of other classes that arrived
-    /// meanwhile: see `restart_at_arrival`).
+    /// become due they start at that round's time (with
+    /// `restart_at_arrival`: when they became due, or at what other
+    /// classes sent meanwhile), not back-to-back from when the link went
+    /// idle.
     held_back: bool,
+    /// With `held_back`: when the first held packet becomes due (the
+    /// scheduler's next ready time when the hold was found).
+    held_until: Nanos,
     /// The last release stopped with packets queued but not because the
     /// scheduler gave nothing (the link was busy past the clock, or the
     /// round's cap was reached): whether what stayed queued was held by a
@@ -268,6 +272,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             starved_assist: cfg.starved_assist,
             was_empty: true,
             held_back: false,
+            held_until: Nanos(0),
             link_stopped: false,
             restart_at_arrival: false,
             latest: 0,
@@ -443,8 +448,10 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// were there before; the shaper judged them due at `now`, and the
     /// link's own bound, no more than rate × t + one frame over any
     /// interval of link time, holds whatever the restart). Without such
-    /// arrivals held packets start at the round's time, as with the
-    /// option off.
+    /// arrivals held packets start when the first of them became due (the
+    /// scheduler's next ready time when the hold was found), never after
+    /// the round's time: they waited since, as a backlog does (with the
+    /// option off, at the round's time).
     ///
     /// Only for senders that stamp every packet with its arrival on the
     /// clock `now` comes from. Costs a comparison per mailbox read after
@@ -576,8 +583,11 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
     /// such round, none per packet.
     fn find_idle_hold(&mut self, now: Nanos) {
         let free = self.link.free_at();
-        if free < now && self.sched.next_ready(free).is_some_and(|t| t > free) {
+        if free < now
+            && let Some(due) = self.sched.next_ready(free).filter(|&t| t > free)
+        {
             self.held_back = true;
+            self.held_until = due;
         }
     }
 
@@ -701,10 +711,15 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             // become due) starts now, or when the last of what this round
             // drained arrived (see `set_restart_at_arrival`; `latest` is 0
             // with it off), never before the link was free: not back then.
-            let restart = if self.latest == 0 {
-                now.0
-            } else {
+            let restart = if self.latest != 0 {
                 self.latest.min(now.0)
+            } else if self.held_back && self.restart_at_arrival {
+                // Only held packets: the first became due at `held_until`
+                // and has waited since; the link is theirs from then (a
+                // late round catches up, as while backlogged).
+                self.held_until.0.min(now.0)
+            } else {
+                now.0
             };
             self.link.idle(Nanos(restart));
         }
@@ -758,6 +773,9 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                     self.link.idle(now);
                 }
                 self.held_back = holding;
+                if holding {
+                    self.held_until = self.sched.next_ready(now).unwrap_or(now);
+                }
                 break;
             }
         }

@@ -871,9 +871,9 @@ fn held_and_free(
 /// their (latest) arrival, as after an empty round, never before the link
 /// was free and never after the round's time; held packets that became
 /// due meanwhile share that restart. Without arrivals held packets start
-/// at the round's time. The hold is found whether the last release saw
-/// it (it found nothing due) or stopped on the busy link before (the link
-/// became free between rounds). Every start below is computed here from
+/// when they became due (never after the round's time). The hold is found
+/// whether the last release saw it (it found nothing due) or stopped on
+/// the busy link before (the link became free between rounds). Every start below is computed here from
 /// the stamps, the link's free time and 8 ns a byte (burst 0: a packet is
 /// released if it starts by the round's time).
 #[test]
@@ -928,14 +928,16 @@ fn an_idle_link_held_by_a_shaper_restarts_at_other_classes_arrivals() {
         (r.drained, r.released, r.link_free),
         (10, 10, Nanos(400_000))
     );
-    // Nothing arrived: A1, due at 1.2 ms, starts at the round's time.
+    // Nothing arrived: A1 starts when it became due, at 1.2 ms (it has
+    // waited since; from the round's time it would end at 1.312 ms), and
+    // with A2 held the link idles from the round's time.
     let r = a.do_scan(Nanos(1_300_000));
-    assert_eq!((r.released, r.link_free), (1, Nanos(1_300_000 + tx(1500))));
+    assert_eq!((r.released, r.link_free), (1, Nanos(1_300_000)));
     // A2 is due by 2.5 ms. Six B packets stamped 2.55 ms, the arbiter away
     // until 2.6 ms: A2 and the six start back to back from 2.55 ms, five
     // of the seven by 2.6 ms (from 1.312 ms all seven would).
     send_b(&mut c, 6, 1500, 2_550_000);
-    let start = restart(1_300_000 + tx(1500), 2_550_000, 2_600_000);
+    let start = restart(1_300_000, 2_550_000, 2_600_000);
     assert_eq!((start, started(start, 1500, 7, 2_600_000)), (2_550_000, 5));
     let r = a.do_scan(Nanos(2_600_000));
     assert_eq!((r.drained, r.released), (6, 5));
@@ -982,9 +984,10 @@ fn an_idle_link_held_by_a_shaper_restarts_at_other_classes_arrivals() {
 /// A release that ends on the round's cap with only held packets left
 /// leaves the link to idle just as one that found them held: A0 starts at
 /// 0, B0 at the next round (one packet a round: the cap), then only A1 is
-/// queued, due at 1.2 ms; at the 2 ms round it starts then, not back to
-/// back at 24 µs from when the link became free (which would give class A
-/// link time from before it was due).
+/// queued, due at 1.2 ms; at the 2 ms round it starts when it became due
+/// (1.2 ms: it has waited since), not back to back at 24 µs from when the
+/// link became free (link time from before it was due) nor at 2 ms (link
+/// time lost while it waited).
 #[test]
 fn a_release_ending_on_the_round_cap_still_sees_the_hold() {
     let (mut a, mut c, held, free) = held_and_free(1);
@@ -1001,5 +1004,5 @@ fn a_release_ending_on_the_round_cap_still_sees_the_hold() {
     let r = a.do_scan(Nanos(100_000));
     assert_eq!((r.released, r.backlog, r.link_free), (1, 1, Nanos(24_000)));
     let r = a.do_scan(Nanos(2_000_000));
-    assert_eq!((r.released, r.link_free), (1, Nanos(2_012_000)));
+    assert_eq!((r.released, r.link_free), (1, Nanos(1_212_000)));
 }

@@ -356,6 +356,19 @@ fn tiny_pspat_run(window: &str, svg: &std::path::Path) -> (u64, f64) {
     }
     let summary = v["summary"].as_array().unwrap();
     assert_eq!(summary.len(), 12);
+    // Every starved (null) victim is counted in its summary's
+    // `victim_starved`, and no other.
+    for sum in summary.iter().filter(|s| s["phase"] == "overload") {
+        let starved = runs
+            .iter()
+            .filter(|r| {
+                (&r["phase"], &r["arch"], &r["clients"])
+                    == (&sum["phase"], &sum["arch"], &sum["clients"])
+                    && r["victim"].is_null()
+            })
+            .count() as u64;
+        assert_eq!(sum["victim_starved"].as_u64(), Some(starved), "{sum}");
+    }
     let plot = std::fs::read_to_string(svg).unwrap();
     assert!(plot.starts_with("<svg") && plot.contains("pspat"), "plot");
     (most_sent, most_decisions)

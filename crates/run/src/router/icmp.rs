@@ -89,12 +89,14 @@ fn answerable_v4(ip: &[u8]) -> Option<bool> {
     Some(true)
 }
 
+/// The IPv6 address at byte `at` of the header `ip`, if it is there.
+fn ipv6_at(ip: &[u8], at: usize) -> Option<Ipv6Addr> {
+    let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
+    Some(Ipv6Addr::from(b))
+}
+
 fn answerable_v6(ip: &[u8]) -> Option<bool> {
-    let octets = |at: usize| -> Option<Ipv6Addr> {
-        let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
-        Some(Ipv6Addr::from(b))
-    };
-    let (src, dst) = (octets(8)?, octets(24)?);
+    let (src, dst) = (ipv6_at(ip, 8)?, ipv6_at(ip, 24)?);
     if src.is_unspecified() || src.is_loopback() || src.is_multicast() || dst.is_multicast() {
         return Some(false);
     }
@@ -170,11 +172,7 @@ pub fn time_exceeded6(frame: &[u8], mac: [u8; 6], addr: Ipv6Addr, out: &mut [u8]
         return None;
     }
     let ip = frame.get(14..)?;
-    let octets = |at: usize| -> Option<Ipv6Addr> {
-        let b: [u8; 16] = ip.get(at..at + 16)?.try_into().ok()?;
-        Some(Ipv6Addr::from(b))
-    };
-    let src = octets(8)?;
+    let src = ipv6_at(ip, 8)?;
     if !answerable(frame) {
         return None;
     }

@@ -193,8 +193,8 @@ impl<S: Scheduler<u64>> Scheduler<u64> for PrioByWeight<S> {
         self.inner.limits()
     }
     fn add_flow(&mut self, cfg: FlowConfig) -> Result<FlowId, pktsched_core::ConfigError> {
-        let level = self.ws.iter().position(|&w| w == cfg.weight).unwrap_or(0) as u32;
-        self.inner.add_flow(cfg.with_prio(level))
+        let cfg = self.leveled(cfg);
+        self.inner.add_flow(cfg)
     }
     fn change_flow(
         &mut self,
@@ -202,6 +202,7 @@ impl<S: Scheduler<u64>> Scheduler<u64> for PrioByWeight<S> {
         cfg: FlowConfig,
         now: Nanos,
     ) -> Result<(), pktsched_core::ConfigError> {
+        let cfg = self.leveled(cfg);
         self.inner.change_flow(f, cfg, now)
     }
     fn remove_flow(&mut self, f: FlowId) -> Result<Vec<Pkt<u64>>, pktsched_core::ConfigError> {
@@ -216,6 +217,22 @@ impl<S: Scheduler<u64>> Scheduler<u64> for PrioByWeight<S> {
     #[inline(always)]
     fn dequeue(&mut self, now: Nanos) -> Option<Pkt<u64>> {
         self.inner.dequeue(now)
+    }
+    // The batch moves too: a caller that batches (the PSPAT arbiter) gets
+    // the scheduler's own batch paths, not the trait's packet-by-packet
+    // defaults through this wrapper.
+    #[inline(always)]
+    fn enqueue_batch(
+        &mut self,
+        pkts: &mut Vec<Pkt<u64>>,
+        rest: &mut Vec<Pkt<u64>>,
+        now: Nanos,
+    ) -> Result<(), pktsched_core::Rejected<u64>> {
+        self.inner.enqueue_batch(pkts, rest, now)
+    }
+    #[inline(always)]
+    fn dequeue_batch(&mut self, now: Nanos, max: usize, out: &mut Vec<Pkt<u64>>) -> usize {
+        self.inner.dequeue_batch(now, max, out)
     }
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {
         self.inner.next_ready(now)
@@ -234,6 +251,15 @@ impl<S: Scheduler<u64>> Scheduler<u64> for PrioByWeight<S> {
     }
     fn flow_ids(&self) -> Vec<FlowId> {
         self.inner.flow_ids()
+    }
+}
+
+impl<S> PrioByWeight<S> {
+    /// `cfg` with the level of its weight (the `i`-th largest distinct
+    /// weight is level `i`; a weight not in `ws` is level 0).
+    fn leveled(&self, cfg: FlowConfig) -> FlowConfig {
+        let level = self.ws.iter().position(|&w| w == cfg.weight).unwrap_or(0) as u32;
+        cfg.with_prio(level)
     }
 }
 
@@ -697,4 +723,45 @@ pub fn write_markdown(out: &mut dyn Write, all: &[(&str, Vec<AlgResult>)]) -> io
         writeln!(out)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use pktsched_core::sched::Prio;
+    use pktsched_core::{FlowConfig, FlowId, FlowSched, Nanos, Pkt, Scheduler};
+
+    use super::PrioByWeight;
+
+    /// A weight maps to its level when a flow is added and when it is
+    /// changed, and the batch paths serve by level.
+    #[test]
+    fn weights_map_to_levels_on_add_and_change() {
+        let mut s = PrioByWeight {
+            inner: FlowSched::<_, u64>::new(Prio::new(2)),
+            ws: vec![5, 1],
+        };
+        let low = s
+            .add_flow(FlowConfig::weight(1))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let high = s
+            .add_flow(FlowConfig::weight(5))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let prio = |s: &PrioByWeight<_>, f: FlowId| s.flow_config(f).map(|c| c.prio);
+        assert_eq!((prio(&s, low), prio(&s, high)), (Some(1), Some(0)));
+        s.change_flow(high, FlowConfig::weight(1), Nanos(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        s.change_flow(low, FlowConfig::weight(5), Nanos(0))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!((prio(&s, low), prio(&s, high)), (Some(0), Some(1)));
+        let mut pkts = vec![
+            Pkt::new(high, 100, Nanos(0), 0),
+            Pkt::new(low, 100, Nanos(0), 1),
+        ];
+        let mut rest = Vec::new();
+        assert!(s.enqueue_batch(&mut pkts, &mut rest, Nanos(0)).is_ok());
+        let mut out = Vec::new();
+        assert_eq!(s.dequeue_batch(Nanos(0), 2, &mut out), 2);
+        // `low` is level 0 now: it goes first.
+        assert_eq!(out.iter().map(|p| p.item).collect::<Vec<_>>(), vec![1, 0]);
+    }
 }

@@ -230,6 +230,33 @@ impl Scheduler<u64> for Stamped {
         }
         p
     }
+    // The arbiter's batches go to the scheduler's own batch paths (one
+    // call through `inner` each, as without the victim), the victim's
+    // packets stamped on their way.
+    fn enqueue_batch(
+        &mut self,
+        pkts: &mut Vec<Pkt<u64>>,
+        rest: &mut Vec<Pkt<u64>>,
+        now: Nanos,
+    ) -> Result<(), Rejected<u64>> {
+        let victim = self.victim;
+        pkts.iter()
+            .filter(|p| p.flow == victim)
+            .for_each(|p| self.stamps.stamp(p.item, 1));
+        // What the scheduler leaves in `rest` (behind a drop) is stamped
+        // again when it is offered again.
+        self.inner.enqueue_batch(pkts, rest, now)
+    }
+    fn dequeue_batch(&mut self, now: Nanos, max: usize, out: &mut Vec<Pkt<u64>>) -> usize {
+        let first = out.len();
+        let n = self.inner.dequeue_batch(now, max, out);
+        let victim = self.victim;
+        out[first..]
+            .iter()
+            .filter(|p| p.flow == victim)
+            .for_each(|p| self.stamps.stamp(p.item, 2));
+        n
+    }
     fn next_ready(&self, now: Nanos) -> Option<Nanos> {
         self.inner.next_ready(now)
     }
@@ -258,8 +285,42 @@ mod tests {
     use rand_chacha::ChaCha8Rng;
     use rand_chacha::rand_core::{RngCore, SeedableRng};
 
-    use super::{PartHists, Stamps, split};
+    use super::{PartHists, Stamped, Stamps, split};
+    use pktsched_core::{Algorithm, FlowConfig, FlowId, Nanos, Pkt, Scheduler};
     use pktsched_runtime::pspat::Clock;
+
+    /// The batch paths stamp the victim's packets, and only those: at the
+    /// enqueue (all offered) and at the dequeue (all released).
+    #[test]
+    fn batches_stamp_the_victims_packets_only() {
+        let stamps = Stamps::new(Clock::new());
+        let mut s = Stamped::new(
+            Algorithm::Fifo.build_send::<u64>(),
+            FlowId(1),
+            stamps.clone(),
+        );
+        for w in [1, 1] {
+            s.add_flow(FlowConfig::weight(w))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        // Items: flow 0 takes 0, 2, 4; the victim (flow 1) 1, 3, 5.
+        let mut pkts: Vec<Pkt<u64>> = (0..6)
+            .map(|i| Pkt::new(FlowId((i % 2) as u32), 100, Nanos(0), i))
+            .collect();
+        let mut rest = Vec::new();
+        assert!(s.enqueue_batch(&mut pkts, &mut rest, Nanos(1)).is_ok());
+        assert!(rest.is_empty());
+        let mut out = vec![Pkt::new(FlowId(0), 100, Nanos(0), 99)];
+        assert_eq!(s.dequeue_batch(Nanos(2), 4, &mut out), 4);
+        for i in 0..6u64 {
+            let [handed, enqueued, dequeued] = stamps.take(i);
+            assert_eq!(handed, 0, "item {i}");
+            let victim = i % 2 == 1;
+            assert_eq!(enqueued > 0, victim, "item {i}: {enqueued}");
+            // FIFO releases items 0..4 first: victims 1 and 3 are out.
+            assert_eq!(dequeued > 0, victim && i < 4, "item {i}: {dequeued}");
+        }
+    }
 
     #[test]
     fn parts_add_up_to_the_total_whatever_the_stamps() {

@@ -548,7 +548,7 @@ impl<T, X> FlowTable<T, X> {
             return Some(DropReason::UnknownFlow);
         };
         // A dead flow has limit 0, so it fails the length or the limit test.
-        // (A full pool is found where the pool grows: see `push`.)
+        // (A full pool is found where the pool grows: see `store` and `grow`.)
         if pkt.len > h.max_len || h.len >= h.limit || extra_full {
             return Some(if h.limit == 0 {
                 DropReason::UnknownFlow

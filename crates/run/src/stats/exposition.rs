@@ -1,3 +1,7 @@
+//! A checker of the Prometheus text exposition format as node_exporter
+//! writes it (families, types, label syntax and escapes, histogram
+//! buckets), used by the run's and the router's tests only.
+
 use std::collections::{HashMap, HashSet};
 
 /// The family a sample named `sample` belongs to, given the declared

@@ -718,7 +718,16 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
             // drained arrived (see `set_restart_at_arrival`; `latest` is 0
             // with it off), never before the link was free: not back then.
             let restart = if self.latest != 0 {
-                self.latest.min(now.0)
+                // A held packet that has become due by now may be served
+                // before the arrivals: the link restarts no earlier than
+                // it became due either (never early in link time; an
+                // arrival served first then starts a little late).
+                let due = if self.held_back && self.held_until <= now {
+                    self.held_until.0
+                } else {
+                    0
+                };
+                self.latest.max(due).min(now.0)
             } else if self.held_back && self.restart_at_arrival {
                 // Only held packets: the first became due at `held_until`
                 // and has waited since; the link is theirs from then (a

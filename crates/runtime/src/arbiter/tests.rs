@@ -904,6 +904,34 @@ fn held_and_free(
     (a, c, held, free)
 }
 
+/// Restarting at arrivals while a shaper holds packets back, where the
+/// held packet became due after the arrival: A1 is due at 1.2 ms, a B
+/// packet was stamped 1.15 ms, the round is at 1.3 ms. Whichever the
+/// scheduler serves first, the link restarts at 1.2 ms, so A1 never starts
+/// in link time before it was due: the two 1500-byte packets (12 µs each)
+/// leave the link free at 1.224 ms (from B's stamp it would be 1.174 ms).
+#[test]
+fn a_held_packet_due_after_an_arrival_restarts_the_link_when_due() {
+    let (mut a, mut c, held, free) = held_and_free(512);
+    for seq in 0..2 {
+        assert_eq!(
+            c.send(Pkt::new(held, 1500, Nanos(1), seq)),
+            Ok(Sent::Queued)
+        );
+    }
+    let r = a.do_scan(Nanos(0));
+    assert_eq!((r.released, r.backlog), (1, 1));
+    assert_eq!(
+        c.send(Pkt::new(free, 1500, Nanos(1_150_000), 100)),
+        Ok(Sent::Queued)
+    );
+    let r = a.do_scan(Nanos(1_300_000));
+    assert_eq!(
+        (r.drained, r.released, r.backlog, r.link_free),
+        (1, 2, 0, Nanos(1_224_000))
+    );
+}
+
 /// Restarting at arrivals while a shaper holds packets back: packets of
 /// another class that arrived during the hold restart the idle link at
 /// their (latest) arrival, as after an empty round, never before the link

@@ -112,6 +112,13 @@ pub(crate) struct PspatArgs {
     /// default): never.
     #[arg(long, default_value = "off")]
     assist_after: String,
+    /// PSPAT: when no arbiter round started within this time, the
+    /// victim's client (and only it, unless `--assist-after` says
+    /// otherwise) runs the round itself, so its packets do not wait for
+    /// an arbiter thread that lost its core; `off` (the default): as the
+    /// other clients.
+    #[arg(long, default_value = "off")]
+    victim_assist_after: String,
     /// PSPAT nap: when every mailbox is empty and the scheduler's backlog
     /// keeps the link busy for at least this long, the arbiter sleeps for
     /// half of that time (a client's ring wakes it) instead of waiting on
@@ -199,6 +206,7 @@ impl PspatArgs {
             arbiter_sched: self.arbiter_sched.clone(),
             arbiter_wait: self.arbiter_wait.clone(),
             assist_after: self.assist_after.clone(),
+            victim_assist_after: self.victim_assist_after.clone(),
             arbiter_nap: self.arbiter_nap.clone(),
             step_aside: self.step_aside.clone(),
             starved_assist: self.starved_assist.clone(),

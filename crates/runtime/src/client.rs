@@ -183,6 +183,28 @@ pub(crate) struct AssistSetup {
     pub(crate) after: Option<u64>,
     /// `Config::starved_assist`.
     pub(crate) starved: bool,
+    /// Every client may run late rounds (`Config::assist_after`,
+    /// `step_aside`, `humble` or `starved_assist` is set); otherwise only
+    /// a client that asked for it ([`Client::set_assist_after`]).
+    pub(crate) for_all: bool,
+}
+
+impl AssistSetup {
+    /// A client's end of the setup with lateness threshold `after`; `None`
+    /// once the arbiter is gone.
+    fn client_end(&self, after: Option<u64>) -> Option<Assist> {
+        Some(Assist {
+            round: self.round.upgrade()?,
+            clock: self.clock,
+            after,
+            starved: self.starved,
+            own: false,
+            last_send: 0,
+            streaming: false,
+            unclocked: 0,
+            seen: 0,
+        })
+    }
 }
 
 /// A client's end of [`AssistSetup`].
@@ -193,6 +215,9 @@ struct Assist {
     /// `Config::starved_assist`: a starved gap lets this client run a
     /// round while the arbiter thread is present.
     starved: bool,
+    /// Asked for by the client itself ([`Client::set_assist_after`]): it
+    /// runs a late round whatever its mailbox holds.
+    own: bool,
     /// When this client last read the clock in a send, ns.
     last_send: u64,
     /// That send came less than [`STREAM_GAP`] after the one before.
@@ -274,7 +299,8 @@ pub struct Client<T> {
     shared: Arc<Shared<T>>,
     sent: u64,
     /// Late rounds (`None`: the arbiter is not behind a hand-off lock, or
-    /// `Config::assist_after` is `None`).
+    /// neither the runtime's settings nor [`Client::set_assist_after`]
+    /// asked for them).
     assist: Option<Assist>,
     /// Rounds this client ran.
     assisted: u64,
@@ -354,6 +380,27 @@ impl<T: Send> Client<T> {
             return Ok((n, Sent::Backpressure));
         }
         Ok((n, Sent::Queued))
+    }
+
+    /// Lets this client run a round itself when none started within
+    /// `after` (on any send, or a poll with nothing to send), whatever
+    /// `Config::assist_after` says for the others: for a light,
+    /// latency-sensitive sender whose packet should not wait for an arbiter
+    /// thread that lost its core (the host took the vCPU, or a thread
+    /// shares it). The round is the arbiter's own, under its hand-off lock.
+    /// Returns `false` (nothing changes) where the runtime has no hand-off
+    /// lock: a sans-I/O `Arbiter` without a clock, or after stop.
+    pub fn set_assist_after(&mut self, after: std::time::Duration) -> bool {
+        let ns = Some(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
+        if self.assist.is_none() {
+            self.assist = self.shared.assist.get().and_then(|s| s.client_end(ns));
+        }
+        let Some(a) = &mut self.assist else {
+            return false;
+        };
+        a.after = ns;
+        a.own = true;
+        true
     }
 
     /// Client-transmit mode ([`Config::client_transmit`]): moves the
@@ -467,7 +514,11 @@ impl<T: Send> Client<T> {
         let Some(after) = lateness(a.after, urgent) else {
             return;
         };
-        if now.saturating_sub(a.seen) <= after || (!urgent && self.tx.len_estimate() > pushed) {
+        // A backlogged client leaves the rounds to the arbiter, unless it
+        // asked for its own (`set_assist_after`): its packets are still in
+        // its mailbox when it polls with nothing to send.
+        let backlogged = !a.own && self.tx.len_estimate() > pushed;
+        if now.saturating_sub(a.seen) <= after || (!urgent && backlogged) {
             return;
         }
         self.late_round(Nanos(now), after);
@@ -671,18 +722,11 @@ pub(crate) fn new_client<T: Send>(shared: &Arc<Shared<T>>) -> Result<Client<T>, 
         .unwrap_or_else(PoisonError::into_inner)
         .push(meta.clone());
     drop(reg);
-    let assist = shared.assist.get().and_then(|s| {
-        Some(Assist {
-            round: s.round.upgrade()?,
-            clock: s.clock,
-            after: s.after,
-            starved: s.starved,
-            last_send: 0,
-            streaming: false,
-            unclocked: 0,
-            seen: 0,
-        })
-    });
+    let assist = shared
+        .assist
+        .get()
+        .filter(|s| s.for_all)
+        .and_then(|s| s.client_end(s.after));
     Ok(Client {
         id,
         bell: BellBit::of(id),

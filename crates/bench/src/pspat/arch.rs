@@ -273,6 +273,12 @@ fn run_pspat(
     let mut handles = Vec::new();
     for g in gens {
         let mut cl = rt.client().map_err(|e| anyhow!("{e}"))?;
+        if let Some(after) = c.p.victim_assist_after
+            && c.victim == Some(g.flow.0)
+            && !cl.set_assist_after(after)
+        {
+            bail!("the PSPAT runtime refused the victim's hand-off (--victim-assist-after)");
+        }
         // Client-transmit: each client has its own output.
         let mut out = if ct {
             let o = c.out()?;

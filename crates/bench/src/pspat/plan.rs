@@ -69,6 +69,10 @@ pub struct PspatOptions {
     /// PSPAT hand-off: `off`, or how long after the last arbiter round a
     /// client runs one itself.
     pub assist_after: String,
+    /// PSPAT: `off`, or how long after the last arbiter round the victim's
+    /// client runs one itself (`Client::set_assist_after`; the other
+    /// clients follow `assist_after`).
+    pub victim_assist_after: String,
     /// PSPAT nap: `off`, or the backlog's link time from which the
     /// arbiter naps while its mailboxes are empty.
     pub arbiter_nap: String,
@@ -221,6 +225,8 @@ pub struct Plan {
     pub(super) arbiter_yield: bool,
     /// Hand-off threshold (`None`: clients never run rounds).
     pub(super) assist_after: Option<Duration>,
+    /// The victim's own hand-off threshold (`None`: as the others).
+    pub(super) victim_assist_after: Option<Duration>,
     /// Nap cover (`None`: the arbiter never naps).
     pub(super) nap_cover: Option<Duration>,
     /// `Config::step_aside`.
@@ -378,6 +384,10 @@ impl Plan {
             assist_after: match a.assist_after.as_str() {
                 "off" => None,
                 s => Some(named(INTERVAL, "--assist-after").duration(s)?),
+            },
+            victim_assist_after: match a.victim_assist_after.as_str() {
+                "off" => None,
+                s => Some(named(INTERVAL, "--victim-assist-after").duration(s)?),
             },
             nap_cover: match a.arbiter_nap.as_str() {
                 "off" => None,

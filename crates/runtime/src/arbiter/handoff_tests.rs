@@ -190,6 +190,47 @@ fn without_assist_after_or_a_lock_clients_never_run_rounds() {
     );
 }
 
+/// A client that asked for late rounds (`set_assist_after`) runs them when
+/// the arbiter is late, also when it polls with its packet still in its
+/// mailbox; the others, with `assist_after: None`, do not. A runtime
+/// without a hand-off lock refuses the request.
+#[test]
+fn one_client_may_run_late_rounds_while_the_others_do_not() {
+    use crate::config::Clock;
+    // The threaded runtime's set-up (a clock, no step-aside, nothing for
+    // all clients); no sends here, so its clock decides nothing.
+    let s = SharedArbiter::with_clock(qfq_arbiter(&config(None), 2), Clock::new(), false);
+    let (mut plain, mut quick) = (client(&s), client(&s));
+    assert!(quick.set_assist_after(Duration::from_micros(2)));
+    assert!(!plain.assist_at(Nanos(1_000_000)));
+    assert!(quick.assist_at(Nanos(1_000_000)));
+    // On a virtual clock.
+    let s = SharedArbiter::new(qfq_arbiter(&config(None), 2));
+    let (mut plain, mut quick) = (client(&s), client(&s));
+    assert!(quick.set_assist_after(Duration::from_micros(2)));
+    assert!(plain.send(Pkt::new(FlowId(0), 100, Nanos(0), 1)).is_ok());
+    assert!(quick.send(Pkt::new(FlowId(1), 100, Nanos(0), 2)).is_ok());
+    assert!(s.do_scan(Nanos(10_000)).is_some());
+    assert!(!plain.assist_at(Nanos(1_000_000)));
+    assert!(!quick.assist_at(Nanos(12_000)));
+    assert!(quick.assist_at(Nanos(12_001)));
+    assert_eq!(s.with(|a| a.stats().assisted_rounds), Some(1));
+    // A poll with nothing to send, its packet still in the mailbox.
+    assert!(quick.send(Pkt::new(FlowId(1), 100, Nanos(0), 3)).is_ok());
+    quick.clocked_send(0, 20_000, false);
+    assert_eq!(s.with(|a| a.stats().assisted_rounds), Some(2));
+    assert_eq!(s.with(|a| a.stats().drained), Some(3));
+    // Changing the threshold keeps the request.
+    assert!(quick.set_assist_after(Duration::from_micros(50)));
+    assert!(!quick.assist_at(Nanos(70_000)));
+    assert!(quick.assist_at(Nanos(70_001)));
+    // No hand-off lock: refused.
+    let a = qfq_arbiter(&config(None), 1);
+    let mut c = a.client().unwrap_or_else(|e| panic!("{e}"));
+    assert!(!c.set_assist_after(Duration::from_micros(2)));
+    assert!(!c.assist_at(Nanos(1_000_000_000)));
+}
+
 /// While the arbiter thread is marked as stepped aside, clients run the
 /// rounds without `assist_after`, backlogged or not (`AWAY_AFTER`
 /// lateness), and the departures are those of an arbiter running every

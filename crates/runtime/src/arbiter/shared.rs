@@ -109,13 +109,17 @@ impl<T: Send + 'static, O: Output<T>> SharedArbiter<T, O> {
         let after = arbiter.assist_after.map(|a| a.0);
         let starved = arbiter.starved_assist;
         let slot = Arc::new(RoundLock::new(Some(arbiter)));
-        if after.is_some() || step_aside || starved {
+        let for_all = after.is_some() || step_aside || starved;
+        // With a clock, a client may ask for late rounds of its own
+        // (`Client::set_assist_after`) even if the others run none.
+        if for_all || clock.is_some() {
             let weak = Arc::downgrade(&slot);
             shared.set_assist(AssistSetup {
                 round: weak,
                 clock,
                 after,
                 starved,
+                for_all,
             });
         }
         SharedArbiter { slot, shared }

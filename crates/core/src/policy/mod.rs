@@ -66,10 +66,11 @@
 //! window (an old head packet after a long shaper hold under `edf`, a short
 //! deadline entering after the window jumped for a long one) and beyond
 //! it, so a Cffs node serves in the exact `(rank, entry order)` order of a
-//! `heap` node. A HierFfs (`hffs`) clamps ranks outside its fixed range,
-//! counting them in [`PolicyStats::clamped`]; a zero count means its order
-//! is exact too. `wfq`/`hclock` size their Cffs from `max_len × scale` so
-//! start tags never leave the window (nothing spilled).
+//! `heap` node. A HierFfs (`hffs`) does the same for ranks outside its
+//! fixed range (a pFabric remaining size beyond `buckets × unit`, counted
+//! in `node_spilled` too). `wfq`/`hclock` size their Cffs from
+//! `max_len × scale` so start tags never leave the window (nothing
+//! spilled).
 //!
 //! # Policies in TOML
 //!

@@ -2,16 +2,17 @@
 //! and the node's scheduling state.
 
 use super::spec::{Kind, QueueKind};
-use crate::pq::{BinaryHeapPq, BucketConfig, HierFfs, IntPq, OutOfRange, Rank, SmallPq};
-use crate::pq::{ExactCffs, Filed};
+use crate::pq::{BinaryHeapPq, BucketConfig, IntPq, Rank, SmallPq};
+use crate::pq::{ExactCffs, ExactHier, Filed};
 
 /// Queued children an automatic node keeps in its `SmallPq` before moving
 /// to its kind's bucketed queue.
 pub(super) const SMALL_MAX: usize = 16;
 
 /// A node's queue over its children. A cFFS keeps the ranks outside its
-/// window in its exact spill ([`ExactCffs`]), so every kind but `HierFfs`
-/// (which clamps, and counts it) serves in exact `(rank, entry order)`.
+/// window, a HierFfs those outside its fixed range, in an exact spill
+/// ([`ExactCffs`], [`ExactHier`]), so every kind serves in exact
+/// `(rank, entry order)`.
 ///
 /// One per node, read in place on every pop: the cFFS variant is larger
 /// than the others (its spill heap), but boxing it would add a pointer
@@ -20,21 +21,22 @@ pub(super) const SMALL_MAX: usize = 16;
 #[derive(Clone, Debug)]
 pub(super) enum NodeQ {
     Cffs(ExactCffs<u32>),
-    Hier(HierFfs<u32>),
+    Hier(ExactHier<u32>),
     Heap(BinaryHeapPq<u32>),
     Small(SmallPq<u32>),
 }
 
-/// `$e` on the queue inside `$q`; the cFFS arm is `$c` if given (its
-/// handles are [`Filed`], the others' plain handles).
+/// `$e` on the queue inside `$q`; the arm of the queues with a spill
+/// (cFFS, HierFfs) is `$c` if given (their handles are [`Filed`], the
+/// others' plain handles).
 macro_rules! each {
     ($q:expr, $x:ident => $e:expr) => {
-        each!($q, $x => $e, cffs => $e)
+        each!($q, $x => $e, spill => $e)
     };
-    ($q:expr, $x:ident => $e:expr, cffs => $c:expr) => {
+    ($q:expr, $x:ident => $e:expr, spill => $c:expr) => {
         match $q {
             NodeQ::Cffs($x) => $c,
-            NodeQ::Hier($x) => $e,
+            NodeQ::Hier($x) => $c,
             NodeQ::Heap($x) => $e,
             NodeQ::Small($x) => $e,
         }
@@ -43,7 +45,7 @@ macro_rules! each {
 
 impl NodeQ {
     pub(super) fn new(kind: QueueKind, buckets: usize) -> NodeQ {
-        let cfg = BucketConfig::new(buckets.max(1)).policy(OutOfRange::Clamp, OutOfRange::Clamp);
+        let cfg = BucketConfig::new(buckets.max(1));
         // Bucket counts were validated (1..=MAX_BUCKETS), so construction
         // succeeds (except a 1-bucket Cffs);
         // fall back to an exact heap rather than panic.
@@ -51,7 +53,7 @@ impl NodeQ {
             QueueKind::Cffs => ExactCffs::new(cfg, true)
                 .map_or_else(|_| NodeQ::Heap(BinaryHeapPq::new(0)), NodeQ::Cffs),
             QueueKind::HierFfs => {
-                HierFfs::new(cfg).map_or_else(|_| NodeQ::Heap(BinaryHeapPq::new(0)), NodeQ::Hier)
+                ExactHier::new(cfg).map_or_else(|_| NodeQ::Heap(BinaryHeapPq::new(0)), NodeQ::Hier)
             }
             QueueKind::Heap => NodeQ::Heap(BinaryHeapPq::new(0)),
             QueueKind::Small => NodeQ::Small(SmallPq::new()),
@@ -62,9 +64,9 @@ impl NodeQ {
     }
     #[inline]
     pub(super) fn push(&mut self, rank: Rank, r: u32) -> Filed {
-        match each!(self, q => q.push(rank, r).map(Filed::elsewhere), cffs => q.push(rank, r)) {
+        match each!(self, q => q.push(rank, r).map(Filed::elsewhere), spill => q.push(rank, r)) {
             Ok(filed) => filed,
-            // Both sides clamp or spill, so only `Full` (2^32 elements) can
+            // Both sides spill, so only `Full` (2^32 elements) can
             // fail, and a queue never holds more than the 2^31 members of a
             // tree.
             Err(_) => unreachable!("a node queue holds fewer than 2^31 members"),
@@ -76,7 +78,7 @@ impl NodeQ {
     }
     #[inline]
     pub(super) fn remove(&mut self, filed: Filed) -> Option<u32> {
-        each!(self, q => q.remove(filed.handle()), cffs => q.remove(filed))
+        each!(self, q => q.remove(filed.handle()), spill => q.remove(filed))
     }
     #[inline]
     pub(super) fn is_empty(&self) -> bool {
@@ -89,14 +91,13 @@ impl NodeQ {
     pub(super) fn pop_ranked(&mut self) -> Option<(Rank, u32)> {
         each!(self, q => q.pop_min())
     }
-    pub(super) fn clamped(&self) -> u64 {
-        each!(self, q => q.stats().clamped())
-    }
-    /// Ranks a cFFS filed in its exact spill (outside its window).
+    /// Ranks a cFFS or HierFfs filed in its exact spill (outside its
+    /// range).
     pub(super) fn spilled(&self) -> u64 {
         match self {
             NodeQ::Cffs(q) => q.spilled(),
-            _ => 0,
+            NodeQ::Hier(q) => q.spilled(),
+            NodeQ::Heap(_) | NodeQ::Small(_) => 0,
         }
     }
     pub(super) fn memory_bytes(&self) -> usize {

@@ -382,7 +382,7 @@ pub(super) fn differential(p: &Policy, w: &Workload, seed: u64) {
                 want,
                 "step {step}, now {now}: dequeue differs; {:?} {:?}",
                 s.policy_stats(),
-                s.clamped_by_node()
+                s.spilled_by_node()
             );
             outs += usize::from(got.is_some());
         }
@@ -410,11 +410,6 @@ pub(super) fn differential(p: &Policy, w: &Workload, seed: u64) {
     assert!(outs > 0);
     let c = s.stats();
     assert!(c.conserved() && c.backlog.pkts == 0 && c.enqueued == c.dequeued);
-    assert_eq!(
-        s.policy_stats().clamped,
-        0,
-        "ranks clamped: order not exact"
-    );
 }
 
 pub(super) fn small(flows: usize) -> Workload {

@@ -21,17 +21,15 @@ pub struct PolicyStats {
     pub parked: u64,
     /// Times a child was released from the shaper.
     pub released: u64,
-    /// Ranks clamped by node queues (only `queue = "hffs"` clamps, at the
-    /// ends of its range; 0 when every rank fit; see
-    /// [`crate::pq::OutOfRange`]).
-    pub clamped: u64,
     /// Entries that went to the shaper's spill heap (beyond its horizon,
     /// or below its window after the window moved past `now`).
     pub spilled: u64,
-    /// Ranks a `queue = "cffs"` node filed in its exact spill heap because
-    /// they lay outside its window (below it, e.g. an old head packet after
-    /// a long shaper hold, or beyond it). The order stays exact; many mean
-    /// the node's `buckets` is small for the ranks it sees.
+    /// Ranks a `queue = "cffs"` or `"hffs"` node filed in its exact spill
+    /// heap because they lay outside its range (a cFFS window: below it,
+    /// e.g. an old head packet after a long shaper hold, or beyond it; a
+    /// HierFfs: beyond its fixed `buckets`, e.g. a large pFabric remaining
+    /// size). The order stays exact; many mean the node's `buckets` is
+    /// small for the ranks it sees (see [`PolicySched::spilled_by_node`]).
     pub node_spilled: u64,
 }
 
@@ -101,19 +99,20 @@ impl<T> PolicySched<T> {
     /// Policy-specific counters.
     pub fn policy_stats(&self) -> PolicyStats {
         let mut s = self.pstats;
-        s.clamped = self.nodes.iter().map(|n| n.q.clamped()).sum::<u64>();
         s.spilled = self.shaper.q.spilled();
         s.node_spilled = self.nodes.iter().map(|n| n.q.spilled()).sum::<u64>();
         s
     }
 
-    /// Ranks clamped per node queue (node name, count): non-zero means that
-    /// node's `buckets` (or `unit`) is too small for the ranks it sees.
-    pub fn clamped_by_node(&self) -> Vec<(&str, u64)> {
+    /// Ranks spilled per node queue (node name, count; see
+    /// [`PolicyStats::node_spilled`]): the order stays exact, but many
+    /// mean that node's `buckets` (or `unit`) is small for the ranks it
+    /// sees and its pops leave the bucketed fast path.
+    pub fn spilled_by_node(&self) -> Vec<(&str, u64)> {
         self.nodes
             .iter()
             .zip(&self.policy.nodes)
-            .map(|(n, s)| (s.name.as_str(), n.q.clamped()))
+            .map(|(n, s)| (s.name.as_str(), n.q.spilled()))
             .collect()
     }
 

@@ -64,7 +64,7 @@ fn automatic_queue_growth_keeps_the_order() {
     assert!(out.0.iter().flatten().count() > 1000);
     assert_eq!(a.queue_of(0), Some(QueueKind::Cffs), "the node grew");
     assert_eq!(b.queue_of(0), Some(QueueKind::Cffs));
-    assert_eq!(a.policy_stats().clamped, 0);
+    assert_eq!(a.policy_stats().node_spilled, 0);
 }
 
 const DEEP: &str = r#"

@@ -1,40 +1,51 @@
-//! [`ExactCffs`]: a [`Cffs`] made exact by an exact heap for the ranks that
-//! fall outside its window. Used by the policy tree's node queues and
-//! shaper and by [`CffsShaper`](crate::shape::CffsShaper).
+//! [`Exact`]: a bucketed queue ([`Cffs`] or [`HierFfs`]) made exact by an
+//! exact heap for the ranks that fall outside its range. [`ExactCffs`] is
+//! used by the policy tree's cffs node queues and shaper and by
+//! [`CffsShaper`](crate::shape::CffsShaper); [`ExactHier`] by its hffs
+//! node queues.
 
 use super::{
-    BinaryHeapPq, BucketConfig, Cffs, Handle, IntPq, OutOfRange, PqConfigError, PqError, PqStats,
+    BinaryHeapPq, BucketConfig, Cffs, Handle, HierFfs, IntPq, OutOfRange, PqConfigError, PqError,
     PushError, Rank,
 };
 
-/// A [`Cffs`] whose window refuses what it cannot place exactly, with an
-/// exact heap (the *spill*) for those ranks: always for ranks below the
-/// window, and for ranks beyond it if built with `spill_above` (otherwise
-/// they are refused).
+/// A bucketed queue `Q` whose range refuses what it cannot place exactly,
+/// with an exact heap (the *spill*) for those ranks: always for ranks
+/// below the range, and for ranks beyond it if built with `spill_above`
+/// (otherwise they are refused).
 ///
-/// Below: the window moves forward in whole halves and can start after a
-/// rank still to come (an empty queue jumps to its first rank's half, a
-/// push beyond the buffer swaps halves); clamped into the first bucket,
-/// such a rank would leave in push order with whatever is there.
+/// Below: a [`Cffs`] window moves forward in whole halves and can start
+/// after a rank still to come (an empty queue jumps to its first rank's
+/// half, a push beyond the buffer swaps halves); clamped into the first
+/// bucket, such a rank would leave in push order with whatever is there.
+/// A [`HierFfs`] range is fixed, so a rank below or beyond it would be
+/// clamped into its first or last bucket the same way.
 ///
-/// Order: every element of the cFFS lies inside its window, which never
-/// moves back, so a below-window rank in the spill is lower than all of
-/// them; a beyond-window rank in the spill was filed before any element of
-/// equal rank reached the cFFS. A pop therefore takes the spill's head
-/// unless the cFFS's is strictly lower, and the queue leaves in exact
-/// `(rank, push order)` order at granularity 1 (at the cFFS's granularity
-/// otherwise). While the spill is empty (the usual case) a pop costs one
-/// compare more than the cFFS's own.
+/// Order: every element of `Q` lies inside its range, which never moves
+/// back, so a below-range rank in the spill is lower than all of them; a
+/// beyond-range rank in the spill was filed before any element of equal
+/// rank reached `Q` (a fixed range never holds one: it is strictly higher
+/// than all of them). A pop therefore takes the spill's head unless `Q`'s
+/// is strictly lower, and the queue leaves in exact `(rank, push order)`
+/// order at granularity 1 (at `Q`'s granularity otherwise). While the
+/// spill is empty (the usual case) a pop costs one compare more than
+/// `Q`'s own.
 #[derive(Clone, Debug)]
-pub(crate) struct ExactCffs<V> {
-    q: Cffs<V>,
+pub(crate) struct Exact<V, Q> {
+    q: Q,
     spill: BinaryHeapPq<V>,
     spill_above: bool,
     /// Elements filed in the spill so far.
     spilled: u64,
 }
 
-/// Where an [`ExactCffs`] filed an element, to remove it again.
+/// A [`Cffs`] with an exact spill (see [`Exact`]).
+pub(crate) type ExactCffs<V> = Exact<V, Cffs<V>>;
+
+/// A [`HierFfs`] with an exact spill on both sides (see [`Exact`]).
+pub(crate) type ExactHier<V> = Exact<V, HierFfs<V>>;
+
+/// Where an [`Exact`] queue filed an element, to remove it again.
 #[derive(Copy, Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Filed {
     handle: Handle,
@@ -42,7 +53,7 @@ pub(crate) struct Filed {
 }
 
 impl Filed {
-    /// An element of another queue (not an [`ExactCffs`]), by its handle.
+    /// An element of another queue (not an [`Exact`] one), by its handle.
     pub(crate) fn elsewhere(handle: Handle) -> Filed {
         Filed {
             handle,
@@ -76,16 +87,37 @@ impl<V> ExactCffs<V> {
     /// A cFFS of `cfg` (its out-of-range policies are replaced: both sides
     /// refuse, and the refused ranks go to the spill as described above).
     pub(crate) fn new(cfg: BucketConfig, spill_above: bool) -> Result<ExactCffs<V>, PqConfigError> {
-        let cfg = cfg.policy(OutOfRange::Reject, OutOfRange::Reject);
-        Ok(ExactCffs {
-            q: Cffs::new(cfg)?,
+        Ok(Exact::wrap(Cffs::new(refusing(cfg))?, spill_above))
+    }
+}
+
+impl<V> ExactHier<V> {
+    /// A HierFfs of `cfg` whose ranks outside its fixed range, on either
+    /// side, go to the spill (its out-of-range policies are replaced).
+    pub(crate) fn new(cfg: BucketConfig) -> Result<ExactHier<V>, PqConfigError> {
+        Ok(Exact::wrap(HierFfs::new(refusing(cfg))?, true))
+    }
+}
+
+/// `cfg` with both out-of-range policies set to refuse (the spill takes
+/// the refused ranks).
+fn refusing(cfg: BucketConfig) -> BucketConfig {
+    cfg.policy(OutOfRange::Reject, OutOfRange::Reject)
+}
+
+impl<V, Q: IntPq<V>> Exact<V, Q> {
+    /// `q` (which must refuse, not clamp, outside its range) with an empty
+    /// spill.
+    fn wrap(q: Q, spill_above: bool) -> Exact<V, Q> {
+        Exact {
+            q,
             spill: BinaryHeapPq::new(0),
             spill_above,
             spilled: 0,
-        })
+        }
     }
 
-    /// Files `value` with `rank`; refused only beyond the window without
+    /// Files `value` with `rank`; refused only beyond the range without
     /// `spill_above`, or when full (the value comes back).
     #[inline]
     pub(crate) fn push(&mut self, rank: Rank, value: V) -> Result<Filed, PushError<V>> {
@@ -98,8 +130,8 @@ impl<V> ExactCffs<V> {
         }
     }
 
-    /// A rank the window refused: into the spill if it lies below the
-    /// window, or beyond it with `spill_above`.
+    /// A rank the range refused: into the spill if it lies below the
+    /// range, or beyond it with `spill_above`.
     #[cold]
     #[inline(never)]
     fn push_refused(&mut self, rank: Rank, e: PushError<V>) -> Result<Filed, PushError<V>> {
@@ -123,12 +155,12 @@ impl<V> ExactCffs<V> {
         if !self.spill.is_empty() && self.spill_first() {
             return self.spill.pop_min();
         }
-        // The one call of the cFFS's pop: it stays inlined here.
+        // The one call of the queue's pop: it stays inlined here.
         self.q.pop_min()
     }
 
-    /// True if the spill's head leaves before the cFFS's: unless the
-    /// cFFS's rank is strictly lower (see the type's docs).
+    /// True if the spill's head leaves before `Q`'s: unless `Q`'s rank is
+    /// strictly lower (see the type's docs).
     #[cold]
     #[inline(never)]
     fn spill_first(&self) -> bool {
@@ -172,7 +204,7 @@ impl<V> ExactCffs<V> {
         }
     }
 
-    /// Elements queued (cFFS and spill).
+    /// Elements queued (`Q` and spill).
     #[inline]
     pub(crate) fn len(&self) -> usize {
         self.q.len() + self.spill.len()
@@ -184,17 +216,18 @@ impl<V> ExactCffs<V> {
         self.q.is_empty() && self.spill.is_empty()
     }
 
-    /// Elements filed in the spill so far (ranks outside the window).
+    /// Elements filed in the spill so far (ranks outside the range).
     pub(crate) fn spilled(&self) -> u64 {
         self.spilled
     }
 
-    /// The cFFS's out-of-range counters (refusals, never clamps).
-    pub(crate) fn stats(&self) -> PqStats {
+    /// `Q`'s out-of-range counters (refusals, never clamps).
+    #[cfg(test)]
+    pub(crate) fn stats(&self) -> super::PqStats {
         self.q.stats()
     }
 
-    /// Heap memory of the cFFS and the spill.
+    /// Heap memory of `Q` and the spill.
     pub(crate) fn memory_bytes(&self) -> usize {
         self.q.memory_bytes() + self.spill.memory_bytes()
     }
@@ -306,6 +339,92 @@ mod tests {
                 }
                 assert_eq!(q.len(), want.len());
             }
+            assert_eq!(q.stats().clamped(), 0);
+        }
+    }
+
+    fn hier(min_rank: Rank, buckets: usize) -> ExactHier<u32> {
+        ExactHier::new(BucketConfig::new(buckets).min_rank(min_rank)).expect("buckets")
+    }
+
+    /// A HierFfs's fixed range 100..=107: ranks below it leave first and
+    /// ranks beyond it last, each side in rank order, ties in push order
+    /// (a clamping HierFfs serves them in push order in its first and last
+    /// buckets); the in-range ones never spill.
+    #[test]
+    fn a_hier_range_spills_both_sides_in_rank_order() {
+        let mut q = hier(100, 8);
+        let pushes = [
+            (120, 0),
+            (103, 1),
+            (40, 2),
+            (108, 3),
+            (99, 4),
+            (107, 5),
+            (40, 6),
+            (300, 7),
+        ];
+        let spilled: Vec<bool> = pushes
+            .iter()
+            .map(|&(r, v)| q.push(r, v).expect("spills both sides").spilled())
+            .collect();
+        assert_eq!(spilled, [true, false, true, true, true, false, true, true]);
+        assert_eq!(q.spilled(), 6);
+        assert_eq!(q.peek_min_rank(), Some(40));
+        let out: Vec<_> = std::iter::from_fn(|| q.pop_min()).collect();
+        let want = [
+            (40, 2),
+            (40, 6),
+            (99, 4),
+            (103, 1),
+            (107, 5),
+            (108, 3),
+            (120, 0),
+            (300, 7),
+        ];
+        assert_eq!(out, want);
+        assert_eq!(q.stats().clamped(), 0);
+        assert_eq!(
+            q.stats().rejected(),
+            6,
+            "the HierFfs refused, the spill took them"
+        );
+    }
+
+    /// Random pushes on both sides of a HierFfs's fixed range and inside
+    /// it, pops and removals against a sorted list of `(rank, push
+    /// order)`: the same element every time, every out-of-range rank
+    /// spilled, nothing clamped.
+    #[test]
+    fn random_hier_use_matches_exact_rank_then_push_order() {
+        for seed in 0..30u64 {
+            let mut rng = ChaCha8Rng::seed_from_u64(seed);
+            let buckets = rng.random_range(1..100usize);
+            let min = rng.random_range(0..200u64);
+            let mut q = hier(min, buckets);
+            let mut want: Vec<(Rank, u32, Filed)> = Vec::new();
+            let mut outside = 0u64;
+            for v in 0..3000u32 {
+                if rng.random_bool(0.55) {
+                    let r = rng.random_range(0..min + 3 * buckets as u64);
+                    let f = q.push(r, v).expect("spills both sides");
+                    let out_of_range = r < min || r >= min + buckets as u64;
+                    assert_eq!(f.spilled(), out_of_range, "seed {seed}: rank {r}");
+                    outside += u64::from(out_of_range);
+                    want.push((r, v, f));
+                    want.sort_by_key(|e| (e.0, e.1));
+                } else if rng.random_bool(0.2) && !want.is_empty() {
+                    let (_, v, f) = want.remove(rng.random_range(0..want.len()));
+                    assert_eq!(q.remove(f), Some(v), "seed {seed}");
+                    assert_eq!(q.remove(f), None, "seed {seed}: removed twice");
+                } else {
+                    assert_eq!(q.peek_min_rank(), want.first().map(|e| e.0));
+                    let exp = (!want.is_empty()).then(|| want.remove(0));
+                    assert_eq!(q.pop_min(), exp.map(|e| (e.0, e.1)), "seed {seed}");
+                }
+                assert_eq!(q.len(), want.len());
+            }
+            assert_eq!(q.spilled(), outside, "seed {seed}");
             assert_eq!(q.stats().clamped(), 0);
         }
     }

@@ -13,6 +13,8 @@ use crate::bitmap::HierBitmap;
 /// Ordering: increasing `(bucket, seq)` with `bucket = (rank − min_rank) /
 /// granularity` after the [`OutOfRange`](super::OutOfRange) policy — exact
 /// `(rank, seq)` order when the granularity is 1 and nothing is clamped.
+/// The policy tree's `hffs` node queues refuse both sides and keep the
+/// refused ranks in an exact spill heap (`ExactHier`), so they never clamp.
 #[derive(Clone, Debug)]
 pub struct HierFfs<V> {
     bits: HierBitmap,

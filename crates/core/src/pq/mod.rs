@@ -62,7 +62,7 @@ mod tests;
 pub use binary_heap::BinaryHeapPq;
 pub use bucket_heap::BucketHeap;
 pub use cffs::Cffs;
-pub(crate) use exact_cffs::{ExactCffs, Filed};
+pub(crate) use exact_cffs::{ExactCffs, ExactHier, Filed};
 pub use ffs::Ffs;
 pub use gradient::{Gradient, MAX_EXACT_GROUP, SearchStats};
 pub use hier::HierFfs;

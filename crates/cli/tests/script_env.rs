@@ -1,5 +1,5 @@
 //! The measurement scripts' environment variables, table-driven like
-//! `bad_input.rs`: each bad value is refused before the script builds,
+//! the bad-input table (`tests/bad_input/`): each bad value is refused before the script builds,
 //! creates a namespace or runs anything (exit status 2, a message naming
 //! the variable, its value and what is allowed). `compare-htb.sh` runs as
 //! root, so a value that would reach `$(( ))` unchecked is a command

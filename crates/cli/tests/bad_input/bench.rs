@@ -221,6 +221,11 @@ fn bench_pspat_options() {
             &["--assist-after x", "0ns..=1s"],
         ),
         row(
+            &["bench", "pspat", "--victim-assist-after", "5s"],
+            2,
+            &["--victim-assist-after 5s", "0ns..=1s"],
+        ),
+        row(
             &["bench", "pspat", "--arbiter-nap", "2s"],
             2,
             &["--arbiter-nap 2s", "1ns..=1s", "`off`"],

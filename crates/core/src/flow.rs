@@ -420,7 +420,7 @@ pub(crate) struct Cold {
 /// Packets are kept in one of two orders, fixed when the table is made:
 /// - per flow (the default): each flow's FIFO is a singly linked list
 ///   through the pool, so an algorithm can serve any flow's head;
-/// - arrival order ([`FlowTable::in_arrival_order`], for FIFO): one ring of
+/// - arrival order (`FlowTable::in_arrival_order`, for FIFO): one ring of
 ///   packets for all flows (the pool stays empty), so an enqueue appends
 ///   and a dequeue takes the oldest with no links, no free list and no
 ///   per-slot tag: the same memory per packet as a plain queue. Per-flow

@@ -21,7 +21,7 @@ pub(super) enum Slot {
     Parked(Filed),
 }
 
-/// Per-flow parameters beyond [`FlowConfig`]; defaults come from the node
+/// Per-flow parameters beyond [`FlowConfig`](crate::FlowConfig); defaults come from the node
 /// the flow attaches to (`flow_deadline_ns`, `flow_rate`, ...).
 #[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct FlowParams {

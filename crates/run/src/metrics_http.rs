@@ -4,7 +4,7 @@
 //! cannot be read); anything else is a 404. One connection at a time: the
 //! request must arrive within [`CLIENT_TIMEOUT`] of the connection and the
 //! answer be taken within as long again, however the client paces its
-//! bytes (one deadline per phase, see [`crate::deadline`]), so a slow or
+//! bytes (one deadline per phase, see `crate::deadline`), so a slow or
 //! hostile client holds the thread for at most twice that.
 //!
 //! Binding ([`MetricsListener::bind`]) and serving

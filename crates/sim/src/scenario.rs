@@ -33,7 +33,7 @@
 //!
 //! Every error names the line and column, the field, the value and the
 //! allowed range or forms (a value of the wrong type too:
-//! [`crate::toml_error`]).
+//! `crate::toml_error`).
 
 use std::ops::Range;
 use std::path::{Path, PathBuf};

@@ -469,7 +469,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
     }
 
     /// Lets the flow table admit the packet, stamping and filing it in
-    /// the time queue from inside the admission ([`Stamp`]: one lookup of
+    /// the time queue from inside the admission (`Stamp`: one lookup of
     /// the flow's record for the tests, the pacer and the queueing).
     #[inline(always)]
     fn enqueue(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {

@@ -169,7 +169,7 @@ const SIZE_UNITS: [(&str, u64); 8] = [
 ];
 
 /// Bytes of a size written as digits and an optional unit (`"1500"`,
-/// `"15k"`, `"2mb"`; see [`SIZE_UNITS`]), or why not: a rate or a time
+/// `"15k"`, `"2mb"`; see `SIZE_UNITS`), or why not: a rate or a time
 /// where a size belongs is named as such.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim().to_ascii_lowercase();

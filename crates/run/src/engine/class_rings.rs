@@ -391,7 +391,7 @@ impl ClassRings {
     }
 
     /// Waits until a frame arrives or `timeout` has passed, as
-    /// [`ClassRings::arm`] says for a link that is (or is not) busy until
+    /// `ClassRings::arm` says for a link that is (or is not) busy until
     /// the timeout; returns whether it slept (false: a ring already held
     /// frames, nothing was waited for).
     pub fn wait_due(&mut self, timeout: Duration, link_busy: bool) -> Result<bool, IoError> {
@@ -514,7 +514,7 @@ impl PacketIo for ClassRings {
 
     /// Waits until a frame arrives or `timeout` has passed. With the
     /// rings' descriptors, in `ppoll` with nanosecond precision on the
-    /// rings [`ClassRings::arm`] picks (taking the link as busy: use
+    /// rings `ClassRings::arm` picks (taking the link as busy: use
     /// [`ClassRings::wait_due`] to say otherwise); without, through the
     /// [`ClassRx`]'s own millisecond wait, and a shorter wait sleeps
     /// unless a ring has frames.

@@ -88,7 +88,7 @@ fn busy(device: &str, path: &Path) -> ApplyError {
 /// busy-polling run is told which process holds the device (its pid)
 /// rather than that its AF_XDP queue is taken. The shared lock taken to
 /// look is released at once; a file nobody holds (a killed run's
-/// leftover) is left for [`put_back_leftover`].
+/// leftover) is left for `put_back_leftover`.
 pub fn refuse_if_held(state_dir: &Path, device: &str) -> Result<(), String> {
     let path = state_dir.join(file_name(device));
     let Ok(file) = File::open(&path) else {

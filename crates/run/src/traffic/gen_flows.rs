@@ -304,7 +304,7 @@ pub fn flows_from_toml(file: &str, text: &str, base: &FlowSpec) -> Result<Vec<Fl
 /// Longest piece of a user's text an error message repeats.
 pub(crate) const QUOTED_MAX: usize = 64;
 
-/// `text` quoted for an error message, cut after [`QUOTED_MAX`] bytes
+/// `text` quoted for an error message, cut after `QUOTED_MAX` bytes
 /// (at a character boundary) with its length said, so a megabyte of
 /// input does not come back as a megabyte of message.
 pub fn quoted(text: &str) -> String {

@@ -172,6 +172,38 @@ fn a_late_caller_with_a_backlog_does_not_block_a_new_flow() {
     check(cffs());
 }
 
+/// The wheels measure their horizon from their last release, which moves
+/// only when something is due: a caller on time, with one slow flow's
+/// packet queued and nothing due yet, still takes a second slow flow's
+/// packet whose EDT lies beyond the last release + the horizon (but not
+/// beyond `now` + the horizon).
+#[test]
+fn a_slow_flow_arriving_before_anything_is_due_is_filed() {
+    fn check<Q: TimeQueue>(q: Q) {
+        let mut sh: Shaper<Q, u64> = Shaper::new(q, Rate::gbit(1));
+        // 1500 B every 960 µs; the horizon is 1 048 576 ns.
+        let a = sh
+            .add_flow_bps(FlowConfig::default(), 12_500_000)
+            .expect("a");
+        let b = sh
+            .add_flow_bps(FlowConfig::default(), 12_500_000)
+            .expect("b");
+        sh.enqueue(Pkt::new(a, 1500, Nanos::ZERO, 0), Nanos::ZERO)
+            .expect("a");
+        let now = Nanos(950_000);
+        assert!(sh.next_ready(now).expect("a's packet") > now);
+        sh.enqueue(Pkt::new(b, 1500, now, 1), now)
+            .unwrap_or_else(|r| panic!("{}: {:?}", sh.name(), r.reason));
+        let got = drain(&mut sh, now);
+        let items: Vec<(u64, u64)> = got.iter().map(|g| (g.0, g.1)).collect();
+        assert_eq!(items, [(0, 960_000), (1, 1_910_000)], "{}", sh.name());
+        assert_eq!(sh.shape_stats().beyond_horizon, 0);
+    }
+    check(review_mltw());
+    check(single_wheel());
+    check(cffs());
+}
+
 /// A packet whose own flow's backlog reaches beyond the horizon is still
 /// refused (the horizon is a limit on how far ahead a flow may queue),
 /// even after an idle caller: the refusal is counted once.
@@ -271,18 +303,17 @@ fn release_until(
 /// Seeded random rate changes (across wheels, both ways) and max_len
 /// changes while flows are backlogged: every flow's packets leave in order
 /// with non-decreasing EDTs, none early, each late by at most the slot of
-/// the wheel it was filed on.
+/// the wheel it was filed on. (Seeds 0..1000 passed once; seeds 0 and 17
+/// found parked entries going back behind their flow's later ones.)
 #[test]
 fn random_rate_changes_while_backlogged_keep_each_flows_order() {
-    for seed in 0..std::env::var("SH15_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(8u64)
-    {
+    for seed in 0..8 {
         random_rate_changes(seed);
     }
 }
 
+/// One run of the test above: 4 000 seeded steps (rate change, `max_len`
+/// change, enqueue, or time moving on with every due packet dequeued).
 fn random_rate_changes(seed: u64) {
     use rand::{Rng, SeedableRng};
     let rates = [

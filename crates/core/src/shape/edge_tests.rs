@@ -164,7 +164,16 @@ fn a_late_caller_with_a_backlog_does_not_block_a_new_flow() {
             "{}",
             sh.name()
         );
-        assert_eq!(sh.shape_stats().beyond_horizon, 0);
+        // Two wake-ups: f's four packets, released by the enqueue at `now`
+        // as the dequeue at `now` would have, then g's.
+        let st = sh.shape_stats();
+        assert_eq!(
+            (st.wakeups, st.empty_wakeups, st.batches[2], st.batches[0]),
+            (2, 0, 1, 1),
+            "{}: {st:?}",
+            sh.name()
+        );
+        assert_eq!(st.beyond_horizon, 0);
         assert!(sh.stats().conserved());
     }
     check(review_mltw());

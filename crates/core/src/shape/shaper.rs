@@ -189,8 +189,9 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     /// on), later ones are spaced at the new rate. If that moves a
     /// backlogged flow to a finer wheel, its next packet is spaced from
     /// the time its last queued packet's slot comes instead of that
-    /// packet's EDT (see [`Shaper::set_level`]): at most one slot of the
-    /// old wheel − 1 ns later, and never later than that packet leaves.
+    /// packet's EDT (so its packets leave in order, each with its own
+    /// EDT): at most one slot of the old wheel − 1 ns later, and never
+    /// later than that packet leaves.
     pub fn set_rate(&mut self, flow: FlowId, bps: u64) -> Result<(), ConfigError> {
         let Some(cfg) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));

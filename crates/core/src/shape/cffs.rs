@@ -163,6 +163,20 @@ impl TimeQueue for CffsShaper {
         self.q.peek_min_rank().map(Nanos)
     }
 
+    /// Nothing to do: the window moves forward by itself once what is
+    /// before `now` has left (a filing beyond it swaps the halves when the
+    /// first is empty, jumps when both are), so with nothing due by `now`
+    /// an entry beyond the window lies beyond `now` + the horizon.
+    fn catch_up(&mut self, _now: Nanos) {}
+
+    /// Pops every entry: the empty window jumps to the next one filed.
+    #[cold]
+    fn reset(&mut self, _now: Nanos) {
+        while self.q.pop_min().is_some() {}
+        self.ready.clear();
+        self.ready_pos = 0;
+    }
+
     fn len(&self) -> usize {
         self.q.len() + (self.ready.len() - self.ready_pos)
     }

@@ -139,6 +139,19 @@ impl Pacer {
         self.due = c.due;
     }
 
+    /// Moves the clock forward to `t` if it is earlier: the next packet is
+    /// spaced from `t` (as if the previous one had departed then), unless
+    /// it is offered later still.
+    pub(crate) fn hold_until(&mut self, t: Nanos) {
+        // The exact clock is `ns + rem / rate < ns + 1`: later than it is
+        // later than `ns`.
+        if t.0 > self.ns {
+            self.ns = t.0;
+            self.rem = 0;
+            self.due = t.0;
+        }
+    }
+
     /// Departure time of the previous packet, rounded up to a nanosecond
     /// (zero before the first packet).
     pub fn last(&self) -> Nanos {

@@ -35,6 +35,35 @@
 //! time: an **intra-flow burst of at most 2 MTU**. Stamps are exact, so
 //! lateness never accumulates: the long-run rate is exact.
 //!
+//! A flow's packets are its entries, taken in release order: an entry
+//! hands out the flow's head packet with the entry's EDT, so a flow's
+//! entries must leave in EDT order. They do on one wheel, on a coarser one
+//! after a rate decrease, and in a slot that entries parked in a coarser
+//! wheel come back to (they go before their flow's later entries there).
+//! A rate increase (or a smaller `max_len`) that moves a backlogged flow
+//! to a finer wheel would let its next entries' slots come before its
+//! last queued one's; so its clock moves forward to that slot's time `T`
+//! first (at most one old slot − 1 ns, and its packets could not leave
+//! before the one leaving at `T` anyway). Each packet keeps the bound of
+//! the wheel it was filed on. A caller that releases late, several slot
+//! times at once, gets them in one batch, level by level: a flow's packets
+//! in that batch may carry each other's EDTs (the batch's EDTs are the
+//! right ones).
+//!
+//! # Horizon
+//!
+//! The wheels measure their horizon from their last release, which moves
+//! only when something is due; the cFFS's window moves when its first
+//! half is empty. A packet they cannot file (after an idle gap longer than
+//! the horizon, on a fresh shaper whose clock does not start near 0, or
+//! behind stale entries of removed flows) makes the [`Shaper`] measure the
+//! horizon from `now` ([`TimeQueue::catch_up`]; stale entries dropped with
+//! [`TimeQueue::reset`] when nothing is queued; entries due by `now`
+//! released first, as the next dequeue would) and file it again, once, off
+//! the packet path. Only a packet whose own EDT lies beyond `now` + the
+//! horizon (its flow queued that far ahead) is refused, counted in
+//! [`ShapeStats::beyond_horizon`].
+//!
 //! # MLTW
 //!
 //! Level `i` is a wheel of `N` slots of `g0·2^i` ns. A packet for a flow on
@@ -81,6 +110,8 @@ mod shaper;
 mod tbf;
 mod wheel;
 
+#[cfg(test)]
+mod edge_tests;
 #[cfg(test)]
 mod tests;
 
@@ -154,6 +185,15 @@ pub trait TimeQueue {
     }
     /// Time of the first non-empty slot, if any (the ready list aside).
     fn next_due(&self) -> Option<Nanos>;
+    /// Measures the horizon from `now` from here on, for a caller that has
+    /// found nothing due by `now` ([`TimeQueue::next_due`] later or
+    /// `None`): a queue that has released nothing for longer than its
+    /// horizon files entries near `now` again. Changes nothing else.
+    fn catch_up(&mut self, now: Nanos);
+    /// Drops every entry, filed or ready, and measures the horizon from
+    /// `now`: for a caller whose entries are all stale. Cold; the memory
+    /// stays allocated.
+    fn reset(&mut self, now: Nanos);
     /// Entries filed or ready, not yet taken.
     fn len(&self) -> usize;
     /// True if nothing is filed.

@@ -185,7 +185,13 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     }
 
     /// Changes a flow's rate at run time: packets already queued keep their
-    /// departure times, later ones are spaced at the new rate.
+    /// departure times (and the lateness bound of the wheel they were filed
+    /// on), later ones are spaced at the new rate. If that moves a
+    /// backlogged flow to a finer wheel, its next packet is spaced from
+    /// the time its last queued packet's slot comes instead of that
+    /// packet's EDT (so its packets leave in order, each with its own
+    /// EDT): at most one slot of the old wheel − 1 ns later, and never
+    /// later than that packet leaves.
     pub fn set_rate(&mut self, flow: FlowId, bps: u64) -> Result<(), ConfigError> {
         let Some(cfg) = self.flows.config(flow) else {
             return Err(ConfigError::UnknownFlow(flow));
@@ -194,9 +200,37 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
         let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
         if let Some(s) = self.flows.ext_mut(flow) {
             s.pacer.set_rate(rate);
-            s.level = level;
         }
+        self.set_level(flow, level);
         Ok(())
+    }
+
+    /// Moves a flow to wheel `level`, keeping its packets in order.
+    ///
+    /// A flow's queued packets are its entries in the time queue, taken in
+    /// release order: the k-th entry released hands out the flow's head
+    /// packet, with the entry's EDT. That is right as long as a flow's
+    /// entries are released in EDT order, which holds on one wheel (ceil
+    /// slot times grow with the EDT) and on a coarser one (a later EDT's
+    /// coarser ceil slot is no earlier). A finer wheel can release a later
+    /// EDT first: its slot may come before the one of the last packet
+    /// already queued, at time `T` (that packet's EDT rounded up to the old
+    /// wheel's slot). So a backlogged flow moved to a finer wheel has its
+    /// clock moved to `T`: its next EDT is after `T`, its slot too, and
+    /// the packets leave in order with their own EDTs and bounds. Packets
+    /// behind the one leaving at `T` could not leave before it anyway.
+    fn set_level(&mut self, flow: FlowId, level: u8) {
+        let backlogged = self.flows.queued(flow).is_some_and(|n| n > 0);
+        let Some(s) = self.flows.ext_mut(flow) else {
+            return;
+        };
+        if backlogged && level < s.level {
+            let g = self.q.granularity(s.level).0.max(1);
+            let last = s.pacer.last().0;
+            let slot = last.div_ceil(g).saturating_mul(g);
+            s.pacer.hold_until(Nanos(slot));
+        }
+        s.level = level;
     }
 
     /// The rate of a flow.
@@ -218,7 +252,8 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
     }
 
     /// Lateness bound of a flow's packets when dequeued at `next_ready`:
-    /// its slot width − 1 ns.
+    /// its slot width − 1 ns. Packets queued before a change of the flow's
+    /// rate or `max_len` keep the bound of the wheel they were filed on.
     pub fn lateness_bound(&self, flow: FlowId) -> Option<Nanos> {
         self.level(flow)
             .map(|l| Nanos(self.q.granularity(l).0.saturating_sub(1)))
@@ -377,13 +412,52 @@ impl<Q: TimeQueue, T> Shaper<Q, T> {
 }
 
 impl<Q: TimeQueue, T> Shaper<Q, T> {
-    /// Refuses an admissible packet the time queue cannot file, as
-    /// `QueueFull`, counted in `beyond_horizon`.
+    /// An admissible packet the time queue did not file: its EDT lies
+    /// beyond the horizon as measured from the queue's last release, which
+    /// moves only when something is due. After an idle gap longer than the
+    /// horizon, or on a fresh shaper whose clock does not start near 0,
+    /// that release lies too far back: the horizon is measured from `now`
+    /// instead and the packet filed again, once.
+    ///
+    /// - Nothing queued: every entry left is a removed flow's (stale);
+    ///   they are dropped and the queue starts again at `now`.
+    /// - Something due by `now` (a caller that has not dequeued for that
+    ///   long): it is released, as the next dequeue at `now` would release
+    ///   it (a wake-up; joined to the open batch if that still has packets
+    ///   to hand out), and handed out by that dequeue.
+    /// - Otherwise the queue measures its horizon from `now`.
+    ///
+    /// A packet refused then lies beyond `now` + the horizon (its flow is
+    /// queued that far ahead): refused as `QueueFull`, counted in
+    /// `beyond_horizon`. Off the packet path: only a refusal comes here.
     #[cold]
     #[inline(never)]
-    fn refuse_beyond_horizon(&mut self, pkt: Pkt<T>) -> Rejected<T> {
-        self.st.beyond_horizon += 1;
-        self.flows.refuse(pkt, DropReason::QueueFull)
+    fn file_unfiled(&mut self, pkt: Pkt<T>, now: Nanos) -> Result<(), Rejected<T>> {
+        if self.flows.total_queued() == 0 {
+            self.q.reset(now);
+        } else if self.q.next_due().is_some_and(|t| t <= now) {
+            if self.q.has_ready() {
+                self.q.release_ready(now);
+            } else {
+                self.refill(now);
+            }
+        } else {
+            self.q.catch_up(now);
+        }
+        let stamp = Stamp {
+            q: &mut self.q,
+            flow: pkt.flow.0,
+            len: pkt.len,
+            now,
+        };
+        match self.flows.admit_filed(pkt, stamp) {
+            Ok(()) => Ok(()),
+            Err(Unqueued::Refused(r)) => Err(r),
+            Err(Unqueued::Unfiled(p)) => {
+                self.st.beyond_horizon += 1;
+                Err(self.flows.refuse(p, DropReason::QueueFull))
+            }
+        }
     }
 }
 
@@ -450,9 +524,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         self.check_rate(rate.as_bps(), cfg.max_len)?;
         let level = self.q.level_for(rate.tx_time(u64::from(cfg.max_len)));
         self.flows.set_config(flow, cfg);
-        if let Some(s) = self.flows.ext_mut(flow) {
-            s.level = level;
-        }
+        self.set_level(flow, level);
         Ok(())
     }
 
@@ -482,7 +554,7 @@ impl<Q: TimeQueue, T> Scheduler<T> for Shaper<Q, T> {
         match self.flows.admit_filed(pkt, stamp) {
             Ok(()) => Ok(()),
             Err(Unqueued::Refused(r)) => Err(r),
-            Err(Unqueued::Unfiled(p)) => Err(self.refuse_beyond_horizon(p)),
+            Err(Unqueued::Unfiled(p)) => self.file_unfiled(p, now),
         }
     }
 

@@ -466,19 +466,6 @@ impl Wheels {
         Ok(())
     }
 
-    /// Places node `i` (allocated, `next = NIL`) for an entry whose own
-    /// wheel is `q`; false if no wheel reaches it.
-    #[inline]
-    fn place(&mut self, i: u32, edt: u64, q: usize) -> bool {
-        match self.locate(edt, q) {
-            Some(at) => {
-                self.file(i, at);
-                true
-            }
-            None => false,
-        }
-    }
-
     /// First non-empty slot time of level `q` (which must be non-empty).
     fn first_time(&self, q: usize) -> u64 {
         let s = self.g_shift + q as u32;
@@ -592,14 +579,49 @@ impl Wheels {
             self.nodes[i as usize].next = NIL;
             self.cascaded += 1;
             let n = self.nodes[i as usize];
-            if !self.place(i, n.e.edt, usize::from(n.level)) {
+            match self.locate(n.e.edt, usize::from(n.level)) {
+                Some(Place::Slot(q, a)) => self.insert_in_flow_order(q, a, i),
+                Some(at) => self.file(i, at),
                 // Cannot happen: it fitted a coarser wheel before, and time
                 // only moved towards it. Keep it due rather than lose it.
-                self.chain(i, i);
+                None => self.chain(i, i),
             }
         }
         self.recompute_next();
         self.ready.0 != NIL
+    }
+
+    /// Files node `i`, an entry back from a coarser wheel, in slot `slot`
+    /// of level `q`: before the first entry of its flow there with a later
+    /// EDT, else at the end (as [`Wheels::append`] does).
+    ///
+    /// A flow's entries in a slot stay in EDT order, so that they hand out
+    /// its packets (taken in release order, FIFO) each with its own EDT:
+    /// entries filed in the slot directly, after this one was parked (its
+    /// own wheel did not reach it then), have later EDTs, and entries
+    /// parked elsewhere may come back in any order.
+    #[cold]
+    #[inline(never)]
+    fn insert_in_flow_order(&mut self, q: usize, slot: u64, i: u32) {
+        let x = self.slot_index(q, (slot & self.mask) as usize);
+        let e = self.nodes[i as usize].e;
+        let (mut prev, mut at) = (NIL, self.slots[x].0);
+        while let Some(n) = self.nodes.get(at as usize) {
+            if n.e.flow == e.flow && n.e.edt > e.edt {
+                break;
+            }
+            prev = at;
+            at = n.next;
+        }
+        if at == NIL {
+            self.append(q, slot, i);
+            return;
+        }
+        self.nodes[i as usize].next = at;
+        match self.nodes.get_mut(prev as usize) {
+            Some(p) => p.next = i,
+            None => self.slots[x].0 = i,
+        }
     }
 
     /// Drains every slot of level `q` whose time is `<= now`.
@@ -643,6 +665,31 @@ impl Wheels {
                 from = x + 1;
             }
         }
+    }
+
+    /// Empties every slot of every level, the due and ready lists and the
+    /// node arena (its memory kept), and sets the last release to `now`.
+    #[cold]
+    #[inline(never)]
+    fn clear_at(&mut self, now: u64) {
+        let mut m = self.active;
+        while m != 0 {
+            let q = m.trailing_zeros() as usize;
+            m &= m - 1;
+            while let Some(x) = self.bits[q].first_set() {
+                self.bits[q].clear(x);
+                let i = self.slot_index(q, x);
+                self.slots[i] = (NIL, NIL);
+            }
+        }
+        self.active = 0;
+        self.parked = 0;
+        self.due = (NIL, NIL);
+        self.ready = (NIL, NIL);
+        self.nodes.clear();
+        self.free = NIL;
+        self.next = u64::MAX;
+        self.last = now;
     }
 
     /// Takes the first ready entry, freeing its node.
@@ -762,6 +809,21 @@ impl TimeQueue for Wheels {
         (self.next != u64::MAX).then_some(Nanos(self.next))
     }
 
+    /// The last release moves to `now` when no slot is due by then: the
+    /// slots whose time is `<= now` are all empty (their times are before
+    /// `next`), and every filed entry's slot is still within a wheel of
+    /// `now` (it is after `now`, and no further than before).
+    #[cold]
+    fn catch_up(&mut self, now: Nanos) {
+        if now.0 > self.last && now.0 < self.next {
+            self.last = now.0;
+        }
+    }
+
+    fn reset(&mut self, now: Nanos) {
+        self.clear_at(now.0);
+    }
+
     /// Counted by walking the free list (`O(nodes)`, at most the peak
     /// number of entries): a diagnostic, kept off the per-packet path.
     fn len(&self) -> usize {
@@ -857,6 +919,37 @@ mod tests {
             }
         }
         assert!(a.len() > 1_000, "entries released: {}", a.len());
+    }
+
+    /// An entry parked in a coarser wheel (beyond its own when filed) goes
+    /// back into its slot ahead of a later entry of its flow filed there
+    /// directly once the last release had moved on: a flow's entries in
+    /// a slot stay in EDT order.
+    #[test]
+    fn a_parked_entry_goes_back_before_its_flows_later_ones() {
+        // 1 ns slots, 4 per level, 4 levels.
+        let mut w = Wheels::new(WheelConfig::mltw(1, 4, Nanos(32))).expect("valid config");
+        let e = |edt, flow| Entry {
+            edt,
+            flow,
+            generation: 0,
+        };
+        // Level 1 (2 ns slots) reaches slot 4 (8 ns) from 0: EDT 9 (slot
+        // 10 ns) is parked in level 2 at 8 ns.
+        w.push(e(9, 1), 1).expect("parked");
+        assert_eq!(w.overflowed(), 1);
+        w.push(e(4, 2), 0).expect("filed");
+        let mut out = Vec::new();
+        w.release_to(Nanos(4), &mut out);
+        assert_eq!(out, [e(4, 2)]);
+        // From 4 ns, level 1 reaches 10 ns: EDT 10 goes there directly.
+        w.push(e(10, 1), 1).expect("filed");
+        out.clear();
+        w.release_to(Nanos(8), &mut out);
+        assert!(out.is_empty());
+        assert_eq!(w.cascaded(), 1);
+        w.release_to(Nanos(10), &mut out);
+        assert_eq!(out, [e(9, 1), e(10, 1)]);
     }
 
     /// The add-and-shift ceil and its cold path agree with a 128-bit

@@ -989,7 +989,10 @@ mod tests {
     #[test]
     fn classes_gather_their_flows_on_loopback() {
         use super::super::workload::{Class, Load, Workload};
-        let base = 20000 + (std::process::id() % 2000) as u16 * 10;
+        // Seven ports in a row (the classes are port ranges, so not port
+        // 0): below the kernel's default ephemeral range (32768 on), where
+        // no socket bound to port 0 lands.
+        let base = 20000 + (std::process::id() % 1270) as u16 * 10;
         let lo: std::net::IpAddr = "127.0.0.1".parse().expect("addr");
         let mut w = Workload::new(lo, Load::Packets(3000.0), 0.3);
         (w.rt_port, w.rt_flows, w.be_port, w.be_flows) = (base, 2, base + 2, 5);

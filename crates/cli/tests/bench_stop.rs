@@ -39,15 +39,32 @@ fn threads(pid: u32) -> usize {
     std::fs::read_dir(format!("/proc/{pid}/task")).map_or(0, |d| d.count())
 }
 
-/// Starts `args`, waits until it has its signal handlers and runs
-/// `min_threads` threads (a PSPAT bench's load has started), then `settle`
-/// more, sends `sig`; returns (status, stdout, stderr).
-fn stop_with(
-    args: &[&str],
-    min_threads: usize,
-    sig: &str,
-    settle: Duration,
-) -> (Option<i32>, String, String) {
+/// The ids of the threads of process `pid` other than its main thread.
+fn helper_threads(pid: u32) -> Vec<u32> {
+    std::fs::read_dir(format!("/proc/{pid}/task")).map_or_else(
+        |_| Vec::new(),
+        |d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse().ok())
+                .filter(|&t| t != pid)
+                .collect()
+        },
+    )
+}
+
+/// When to send the signal.
+#[derive(Clone, Copy)]
+enum When {
+    /// `settle` after the handlers are installed and `min_threads` threads
+    /// run (a load that need not have produced anything yet).
+    Settled(usize, Duration),
+    /// Once a run has finished: a bench pspat run's threads (started per
+    /// run) were seen and one of them has ended.
+    AfterARun,
+}
+
+/// Starts `args`, waits as `when` says (60 s at most: a bound on a hang,
+/// not a timing goal), sends `sig`; returns (status, stdout, stderr).
+fn stop_with(args: &[&str], when: When, sig: &str) -> (Option<i32>, String, String) {
     let child = Command::new(env!("CARGO_BIN_EXE_pktsched"))
         .args(args)
         .stdout(Stdio::piped())
@@ -56,12 +73,30 @@ fn stop_with(
         .expect("spawn pktsched");
     let pid = child.id();
     let t0 = Instant::now();
-    while !(handlers_installed(pid) && threads(pid) >= min_threads)
-        && t0.elapsed() < Duration::from_secs(30)
-    {
+    let min_threads = match when {
+        When::Settled(n, _) => n,
+        When::AfterARun => 2,
+    };
+    while !(handlers_installed(pid) && threads(pid) >= min_threads) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(60),
+            "{args:?} never started"
+        );
         std::thread::sleep(Duration::from_millis(5));
     }
-    std::thread::sleep(settle);
+    match when {
+        When::Settled(_, settle) => std::thread::sleep(settle),
+        When::AfterARun => {
+            let first = helper_threads(pid);
+            while first.iter().all(|t| helper_threads(pid).contains(t)) {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "no run of {args:?} ended"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        }
+    }
     let st = Command::new("kill")
         .args([sig, &pid.to_string()])
         .status()
@@ -95,15 +130,8 @@ const LONG_PSPAT: &[&str] = &[
 
 #[test]
 fn sigint_stops_bench_pspat_with_partial_results() {
-    let t0 = Instant::now();
-    let (code, out, err) = stop_with(
-        &[LONG_PSPAT, &["--json"]].concat(),
-        2,
-        "-INT",
-        Duration::from_millis(300),
-    );
+    let (code, out, err) = stop_with(&[LONG_PSPAT, &["--json"]].concat(), When::AfterARun, "-INT");
     assert_eq!(code, Some(130), "{err}");
-    assert!(t0.elapsed() < Duration::from_secs(8), "did not stop soon");
     assert!(
         err.contains("interrupted by SIGINT") && err.contains("partial"),
         "{err}"
@@ -117,7 +145,7 @@ fn sigint_stops_bench_pspat_with_partial_results() {
 
 #[test]
 fn sigint_table_is_marked_partial() {
-    let (code, out, err) = stop_with(LONG_PSPAT, 2, "-INT", Duration::from_millis(300));
+    let (code, out, err) = stop_with(LONG_PSPAT, When::AfterARun, "-INT");
     assert_eq!(code, Some(130), "{err}");
     assert!(
         out.contains("none Mpps") && out.contains("partial: interrupted by SIGINT"),
@@ -129,9 +157,8 @@ fn sigint_table_is_marked_partial() {
 fn sigterm_stops_bench_sched() {
     let (code, out, err) = stop_with(
         &["bench", "sched", "--alg", "qfq", "-n", "1G", "--json"],
-        1,
+        When::Settled(1, Duration::from_millis(300)),
         "-TERM",
-        Duration::from_millis(300),
     );
     assert_eq!(code, Some(143), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -142,13 +169,13 @@ fn sigterm_stops_bench_sched() {
 
 #[test]
 fn sighup_stops_the_sink_with_what_it_received() {
-    // A port of its own per test process (nothing needs to arrive).
-    let port = (40_000 + std::process::id() % 20_000).to_string();
+    // Nothing needs to arrive; the sink takes no port 0, so a free one
+    // below the kernel's ephemeral range.
+    let port = free_udp_port().to_string();
     let (code, out, err) = stop_with(
         &["sink", "--addr", "127.0.0.1", "--ports", &port, "--json"],
-        1,
+        When::Settled(1, Duration::from_millis(100)),
         "-HUP",
-        Duration::from_millis(100),
     );
     assert_eq!(code, Some(129), "{err}");
     assert!(err.contains("interrupted by SIGHUP"), "{err}");
@@ -161,9 +188,8 @@ fn sighup_stops_the_sink_with_what_it_received() {
 fn sighup_stops_bench_sched() {
     let (code, out, err) = stop_with(
         &["bench", "sched", "--alg", "drr", "-n", "1G", "--json"],
-        1,
+        When::Settled(1, Duration::from_millis(300)),
         "-HUP",
-        Duration::from_millis(300),
     );
     assert_eq!(code, Some(129), "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
@@ -192,4 +218,20 @@ fn bench_shape_json_names_the_rows_it_could_not_measure() {
             .contains("out of range"),
         "{v}"
     );
+}
+
+/// A UDP port on 127.0.0.1 free now, below the kernel's ephemeral range
+/// (`ip_local_port_range`), so no socket bound to port 0 takes it
+/// meanwhile: tried from a place that depends on this process's id.
+fn free_udp_port() -> u16 {
+    let low: u32 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|r| r.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768);
+    let (first, span) = (10_000, low.saturating_sub(10_000).max(1));
+    (0..span)
+        .map(|i| first + (std::process::id() + i) % span)
+        .filter_map(|p| u16::try_from(p).ok())
+        .find(|&p| std::net::UdpSocket::bind(("127.0.0.1", p)).is_ok())
+        .expect("a free UDP port below the ephemeral range")
 }

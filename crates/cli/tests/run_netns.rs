@@ -44,6 +44,21 @@ fn output(mut c: Command) -> (i32, String, String) {
     )
 }
 
+/// Whether a UDP socket in namespace `ns` is bound to `port` (the local
+/// address column of its /proc/net/udp, `ADDR:PORT` in hex).
+fn udp_bound(ns: &str, port: u16) -> bool {
+    let o = Command::new("ip")
+        .args(["netns", "exec", ns, "cat", "/proc/net/udp"])
+        .output()
+        .unwrap();
+    let want = format!(":{port:04X}");
+    String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().nth(1))
+        .any(|local| local.ends_with(&want))
+}
+
 #[test]
 fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     if !is_root() {
@@ -93,7 +108,13 @@ fn run_serves_stats_reloads_and_accounts_for_every_frame_on_sigterm() {
     .stderr(Stdio::piped())
     .spawn()
     .unwrap();
-    std::thread::sleep(Duration::from_millis(200));
+    // The generator starts once the sink listens (its socket in the sink
+    // namespace's /proc/net/udp; 20 s: a bound on a hang).
+    let until = Instant::now() + Duration::from_secs(20);
+    while !udp_bound(&topo.sink_ns, 5000) {
+        assert!(Instant::now() < until, "the sink never bound port 5000");
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let (code, _, err) = output(in_ns(
         &topo.gen_ns,
         &[
@@ -220,20 +241,55 @@ fn live_demo_runs_and_cleans_up() {
         skipped("needs root to create network namespaces");
         return;
     }
-    let (code, out, err) = output({
-        let mut c = Command::new(BIN);
-        c.args(["demo", "--seconds", "3"]);
-        c
-    });
+    // A namespace a killed demo left (named after a pid that no longer
+    // runs): the demo removes it before it starts.
+    let gone = Command::new("true").spawn().unwrap();
+    let dead_pid = gone.id();
+    let _ = gone.wait_with_output();
+    let stale = format!("pktsched-demo-{dead_pid}-0-gen");
+    let made = Command::new("ip")
+        .args(["netns", "add", &stale])
+        .status()
+        .unwrap();
+    assert!(made.success(), "ip netns add {stale}");
+    let _stale_guard = RemoveNs(stale.clone());
+    let demo = Command::new(BIN)
+        .args(["demo", "--seconds", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = demo.id();
+    let o = demo.wait_with_output().unwrap();
+    let (code, out, err) = (
+        o.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    );
     assert_eq!(code, 0, "{err}");
     for class in ["voice", "video", "web", "bulk"] {
         assert!(out.contains(class), "{out}");
     }
     assert!(out.contains("voice latency through the shaper"), "{out}");
     assert!(err.contains("t= "), "live lines on stderr: {err}");
+    // Its own namespaces (named after its pid); another demo's, running
+    // or left by a killed one, are not this run's to judge.
+    let own = format!("pktsched-demo-{pid}-");
     let left = pktsched_io::netns::namespaces().unwrap();
     assert!(
-        !left.iter().any(|n| n.starts_with("pktsched-demo-")),
+        !left.iter().any(|n| n.starts_with(&own)),
         "namespaces left: {left:?}"
     );
+    assert!(!left.contains(&stale), "the stale {stale} was left");
+}
+
+/// Deletes a namespace this test made, also when it fails.
+struct RemoveNs(String);
+
+impl Drop for RemoveNs {
+    fn drop(&mut self) {
+        if pktsched_io::netns::namespaces().is_ok_and(|l| l.contains(&self.0)) {
+            let _ = Command::new("ip").args(["netns", "del", &self.0]).status();
+        }
+    }
 }

@@ -269,7 +269,11 @@ fn namespaces_of_dead_processes_are_cleared() {
         .ok()
         .and_then(|s| s.trim().parse().ok())
         .unwrap_or(4_194_304);
-    let prefix = "pst-stale-";
+    // This run's own prefix (its pid in it), so parallel runs do not
+    // share names; first, what runs killed before their cleanup left
+    // (`pst-stale-<their pid>-...`, their pid gone).
+    let _ = remove_stale("pst-stale-");
+    let prefix = &format!("pst-stale-{}-", std::process::id());
     let dead = format!("{prefix}{}-0-gen", pid_max + 1);
     let alive = format!("{prefix}{}-0-gen", std::process::id());
     for ns in [&dead, &alive] {

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use pktsched_io::netns::{Topology, in_namespace};
+use pktsched_io::netns::{Topology, in_namespace, remove_stale};
 
 use crate::config::parse;
 use crate::devices::open_packet_devices;
@@ -62,6 +62,9 @@ pub const DEMO_FLOWS: [&str; 4] = [
     "dport=5003,rate=60mbit,size=1500",
 ];
 
+/// The demo's namespaces: `<prefix><pid>-<n>-gen` and so on.
+const DEMO_PREFIX: &str = "pktsched-demo-";
+
 /// What the demo saw.
 #[derive(Debug)]
 pub struct DemoReport {
@@ -78,7 +81,10 @@ pub fn live(
     stop: &AtomicBool,
     each_second: &(dyn Fn(&Snapshot) + Sync),
 ) -> Result<DemoReport, String> {
-    let topo = Topology::line("pktsched-demo-").map_err(|e| format!("topology: {e}"))?;
+    // A demo killed before it could clean up left its namespaces (named
+    // after its pid): those of demos no longer running go first.
+    remove_stale(DEMO_PREFIX).map_err(|e| format!("removing stale demo namespaces: {e}"))?;
+    let topo = Topology::line(DEMO_PREFIX).map_err(|e| format!("topology: {e}"))?;
     let cfg = parse(DEMO_CONFIG, "built-in demo config", None).map_err(|e| e.to_string())?;
     let (devices, pool, _) = in_namespace(&topo.dut_ns, || open_packet_devices(&cfg.link))
         .map_err(|e| e.to_string())?

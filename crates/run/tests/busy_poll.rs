@@ -281,15 +281,17 @@ fn threaded_napi_on_a_veth_pins_the_kernels_thread_and_goes_back() {
                 .trim(),
             "0"
         );
-        // The kernel stops the thread once NAPI is no longer threaded.
+        // The kernel stops the thread once NAPI is no longer threaded
+        // (30 s: a bound on a hang, not a timing goal; a loaded machine
+        // may take a while to run the thread's exit).
         let start = Instant::now();
         while tids.iter().any(|t| {
             std::fs::read_to_string(format!("/proc/{t}/comm"))
                 .is_ok_and(|c| c.starts_with("napi/d0-"))
         }) {
             assert!(
-                start.elapsed() < Duration::from_secs(2),
-                "napi thread still there"
+                start.elapsed() < Duration::from_secs(30),
+                "napi thread still there after 30 s"
             );
             std::thread::sleep(Duration::from_millis(10));
         }

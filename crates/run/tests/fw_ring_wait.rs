@@ -22,6 +22,11 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
         return;
     }
     let topo = Topology::line("fw-wait-").expect("topology");
+    // Nothing on the wire but the test's datagram: no IPv6 chatter, and
+    // no ARP request ahead of it (which would land in the default class's
+    // ring and wake the wait instead).
+    topo.quiet().expect("quiet");
+    topo.static_neighbours().expect("neighbours");
     let src = common::prio_line_config("xdp", "", common::BULK_AND_VICTIM);
     let cfg = parse(&src, "test.toml", None).expect("config");
     let (mut devices, pool, choice) = in_namespace(&topo.dut_ns, || open_devices(&cfg))
@@ -34,6 +39,7 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
         "{}",
         choice.rings
     );
+    let board = choice.ring_board.clone().expect("class rings have a board");
     // Whatever the namespaces sent on their own while they came up.
     let mut got: Vec<PacketBuf> = Vec::new();
     while devices
@@ -49,11 +55,13 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
         let gen_ns = topo.gen_ns.clone();
         move || {
             std::thread::sleep(Duration::from_millis(200));
-            // The datagram (or the ARP request before it, in the default
-            // class's ring) reaches d0's XDP program.
+            // The datagram (to the victim's port) reaches d0's XDP
+            // program; returns when it was handed to the kernel.
             in_namespace(&gen_ns, || {
                 let s = UdpSocket::bind("0.0.0.0:0").expect("bind");
-                s.send_to(&[0u8; 64], "198.18.0.2:5000").expect("send")
+                let sent_at = Instant::now();
+                s.send_to(&[0u8; 64], "198.18.0.2:5000").expect("send");
+                sent_at
             })
             .expect("namespace")
         }
@@ -63,20 +71,47 @@ fn a_frame_on_a_class_socket_ends_the_ingress_wait() {
         .ingress_rx
         .wait(Duration::from_secs(20))
         .expect("wait");
-    let waited = started.elapsed();
-    sender.join().expect("sender");
+    let ended = Instant::now();
+    let sent_at = sender.join().expect("sender");
+    // A wait that returned at once (a descriptor wrongly readable, or not
+    // waited on at all) ends before the sender, 200 ms later, sends.
     assert!(
-        waited < Duration::from_secs(20),
-        "the frame did not end the wait ({waited:?})"
+        ended >= sent_at,
+        "the wait ended {:?} before the frame was sent (after {:?})",
+        sent_at.duration_since(ended),
+        ended.duration_since(started)
+    );
+    assert!(
+        ended.duration_since(started) < Duration::from_secs(20),
+        "the frame did not end the wait ({:?})",
+        ended.duration_since(started)
     );
     let n = devices
         .ingress_rx
         .recv_batch(pool, &mut got, 64)
         .expect("recv");
-    assert!(n >= 1, "woken, yet no frame in any class ring");
+    assert_eq!(n, 1, "woken: the test's one datagram in the class rings");
+    let dport = got[0]
+        .as_slice()
+        .get(36..38)
+        .map(|p| u16::from_be_bytes([p[0], p[1]]));
+    assert_eq!(
+        dport,
+        Some(5000),
+        "the victim's datagram (IPv4, no options)"
+    );
     for b in got.drain(..) {
         pool.put(b);
     }
+    // The rings publish their counters when they close: the datagram came
+    // through the victim's ring.
+    drop(devices);
+    let rings = board.read();
+    let victim = rings
+        .iter()
+        .find(|d| d.role == "rx ring victim")
+        .unwrap_or_else(|| panic!("no victim ring on the board: {rings:?}"));
+    assert_eq!(victim.rx_packets, 1, "{rings:?}");
 }
 
 /// One class: a single receive ring, which says in memory (no system

@@ -179,9 +179,16 @@ fn sink(mut s: PacketSocket, d1: [u8; 6], stop: &AtomicBool) -> Seen {
     let pool = BufPool::new(1024, 2048).expect("pool");
     let mut got: Vec<PacketBuf> = Vec::new();
     let mut seen = Seen::default();
-    while !stop.load(Ordering::Acquire) {
+    // Once told to stop, it reads on until a receive finds the ring empty
+    // (the router has stopped: nothing more is on its way but what the
+    // ring holds).
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
         let _ = s.wait(Duration::from_millis(5));
-        s.recv_batch(&pool, &mut got, 256).expect("sink receive");
+        let n = s.recv_batch(&pool, &mut got, 256).expect("sink receive");
+        if stopping && n == 0 {
+            break;
+        }
         for b in got.drain(..) {
             let f = b.as_slice();
             if f.len() >= 38 && f[12..14] == [0x08, 0x00] {
@@ -590,9 +597,15 @@ fn egress_sink(mut s: PacketSocket, stop: &AtomicBool) -> Vec<(u64, u16, usize)>
     let pool = BufPool::new(1024, 2048).expect("pool");
     let mut got: Vec<PacketBuf> = Vec::new();
     let mut seen = Vec::new();
-    while !stop.load(Ordering::Acquire) {
+    // Reads until a receive finds the ring empty after the stop (as
+    // [`sink`]).
+    loop {
+        let stopping = stop.load(Ordering::Acquire);
         let _ = s.wait(Duration::from_millis(5));
-        s.recv_batch(&pool, &mut got, 256).expect("sink receive");
+        let n = s.recv_batch(&pool, &mut got, 256).expect("sink receive");
+        if stopping && n == 0 {
+            break;
+        }
         let now = monotonic_ns();
         for b in got.drain(..) {
             let f = b.as_slice();

@@ -108,10 +108,14 @@ fn rtprio_limit() -> u64 {
 
 #[test]
 fn without_cap_sys_nice_a_fifo_arbiter_is_refused_by_name() {
-    if rtprio_limit() >= 50 {
-        skipped("RLIMIT_RTPRIO allows priority 50 without CAP_SYS_NICE");
-        return;
-    }
+    // A soft RLIMIT_RTPRIO of 50 or more would let the thread take
+    // priority 50 without the capability: lowered to 0 first (as the CLI's
+    // test does with `prlimit --rtprio=0:0`). Lowering a soft limit is
+    // always allowed; it is process-wide, which the other tests here do
+    // not mind (they run with CAP_SYS_NICE, which ignores the limit, or
+    // set no real-time policy).
+    caps::lower_rtprio_soft_limit();
+    assert_eq!(rtprio_limit(), 0, "RLIMIT_RTPRIO's soft limit lowered");
     // Capabilities are per thread, and threads inherit their creator's:
     // a thread that dropped CAP_SYS_NICE starts the runtime.
     let r = std::thread::spawn(|| {
@@ -201,6 +205,33 @@ mod caps {
         effective: u32,
         permitted: u32,
         inheritable: u32,
+    }
+
+    /// Sets this process's soft `RLIMIT_RTPRIO` to 0 (the hard limit
+    /// stays); panics if the kernel refuses (it may not: a soft limit may
+    /// always go down).
+    pub(super) fn lower_rtprio_soft_limit() {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: `lim` is a valid, writable rlimit for the call.
+        let rc = unsafe { libc::getrlimit(libc::RLIMIT_RTPRIO, &mut lim) };
+        assert_eq!(
+            rc,
+            0,
+            "getrlimit(RLIMIT_RTPRIO): {}",
+            std::io::Error::last_os_error()
+        );
+        lim.rlim_cur = 0;
+        // SAFETY: as above; setrlimit only reads it.
+        let rc = unsafe { libc::setrlimit(libc::RLIMIT_RTPRIO, &lim) };
+        assert_eq!(
+            rc,
+            0,
+            "setrlimit(RLIMIT_RTPRIO, 0): {}",
+            std::io::Error::last_os_error()
+        );
     }
 
     /// Removes CAP_SYS_NICE from the calling thread's effective and

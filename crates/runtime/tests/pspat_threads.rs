@@ -347,19 +347,24 @@ fn backlog_leaves_at_the_links_pace(cfg: &Config, n: u64) -> ArbiterStats {
     r.arbiter
 }
 
-/// A client that queued a long backlog and went quiet: the arbiter naps
-/// (sleeps while the link is busy instead of waiting on the CPU for each
-/// departure), and the link neither runs early nor loses a packet — each
-/// leaves at or after its slot at the link's rate, and all leave without
-/// the stop's flush (2.4 ms of link time in all).
+/// A client that queued a long backlog and went quiet, with napping on
+/// (the arbiter may sleep while the link is busy instead of waiting on the
+/// CPU for each departure): the link neither runs early nor loses a
+/// packet — each leaves at or after its slot at the link's rate, and all
+/// leave without the stop's flush (2.4 ms of link time in all). Whether
+/// it napped here depends on the machine (an arbiter kept off its core
+/// for the 2.4 ms finds every packet due and has nothing to nap over), so
+/// it is not checked; when it naps is the idle policy's unit test
+/// (`idle_policy_naps_only_with_empty_mailboxes_and_a_long_backlog`, in
+/// `driver.rs`).
 #[test]
-fn a_quiet_backlog_naps_and_the_link_stays_exact() {
+fn a_quiet_backlog_with_naps_keeps_the_link_exact() {
     let cfg = Config {
         nap_cover: Some(std::time::Duration::from_micros(200)),
         ..Config::new(Rate::gbit(1))
     };
     let a = backlog_leaves_at_the_links_pace(&cfg, 200);
-    assert!(a.naps >= 1, "{a:?}");
+    eprintln!("{} naps", a.naps);
 }
 
 /// With the nap gated (`nap_when_waiting`), the arbiter naps only after a

@@ -89,6 +89,18 @@ pub enum EngineError {
     /// The arbiter thread is gone (it panicked).
     #[error("the arbiter thread is gone")]
     ArbiterGone,
+    /// A receive or reverse thread panicked before the stop: the frames
+    /// it had received and not yet handed on are in no counter.
+    #[error(
+        "thread {thread} panicked ({message}): frames it had received and not handed on are \
+         not accounted for"
+    )]
+    ThreadPanicked {
+        /// The thread's name (`pktsched-rx`, `pktsched-reverse`).
+        thread: String,
+        /// Its panic message.
+        message: String,
+    },
     /// The arbiter thread is there but did not answer in time.
     #[error(
         "the arbiter did not answer within {} ms (busy or stalled; the counters were not read, \
@@ -306,20 +318,40 @@ impl Pipeline {
     /// Stops: receive threads first (what they hold is counted), then the
     /// arbiter drains every mailbox and sends what is queued (the
     /// run-to-completion thread stops receiving and sends what is queued).
+    /// A receive or reverse thread that panicked is an error naming it
+    /// (after the arbiter has stopped too): its frames are not all
+    /// accounted for.
     pub fn stop(mut self) -> Result<Final, EngineError> {
         self.shared.stop.store(true, Ordering::Release);
-        for h in self.rx.drain(..) {
-            let _ = h.join();
-        }
-        if let Some(h) = self.reverse.take() {
-            let _ = h.join();
+        let mut panicked = None;
+        let helpers = self.rx.drain(..).chain(self.reverse.take());
+        for h in helpers {
+            let thread = h.thread().name().unwrap_or("unnamed").to_string();
+            if let Err(payload) = h.join() {
+                panicked.get_or_insert(EngineError::ThreadPanicked {
+                    thread,
+                    message: panic_message(payload.as_ref()),
+                });
+            }
         }
         self.shared.arbiter_stop.store(true, Ordering::Release);
         let arbiter = self.arbiter.take().ok_or(EngineError::ArbiterGone)?;
         let mut last = arbiter.join().map_err(|_| EngineError::ArbiterGone)?;
+        if let Some(e) = panicked {
+            return Err(e);
+        }
         self.add_rings(&mut last.after_stop);
         Ok(last)
     }
+}
+
+/// A panic's message, when it is text.
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    payload
+        .downcast_ref::<&str>()
+        .map(|m| (*m).to_string())
+        .or_else(|| payload.downcast_ref::<String>().cloned())
+        .unwrap_or_else(|| "no message".into())
 }
 
 impl Drop for Pipeline {

@@ -320,7 +320,8 @@ pub struct Sink {
 pub const MAX_SINK_PORTS: usize = 1024;
 
 impl Sink {
-    /// Binds `ports` on `addr`.
+    /// Binds `ports` on `addr`; a port 0 is one the kernel picks (see
+    /// [`Sink::ports`]).
     pub fn bind(addr: std::net::IpAddr, ports: &[u16]) -> std::io::Result<Sink> {
         if ports.is_empty() || ports.len() > MAX_SINK_PORTS {
             return Err(std::io::Error::other(format!(
@@ -335,12 +336,19 @@ impl Sink {
             s.set_nonblocking(true)?;
             super::rx_sys::grow_receive_buffer(s.as_fd(), super::rx_sys::RCVBUF);
             super::rx_sys::enable_rx_timestamps(s.as_fd());
-            sockets.push((p, s));
+            let bound = s.local_addr()?.port();
+            sockets.push((bound, s));
         }
         Ok(Sink {
             sockets,
             classes: Vec::new(),
         })
+    }
+
+    /// The ports the sink listens on, in the order given (a port 0 given
+    /// is the one the kernel picked).
+    pub fn ports(&self) -> Vec<u16> {
+        self.sockets.iter().map(|(p, _)| *p).collect()
     }
 
     /// Reports these classes too; every class port must be one the sink
@@ -935,9 +943,11 @@ mod tests {
     /// on the machine's load).
     #[test]
     fn generator_and_sink_agree_on_loopback() {
-        let port = 40000 + (std::process::id() % 20000) as u16;
+        // A port the kernel picks: free, and no other test's.
         let stop = AtomicBool::new(false);
-        let bound = Sink::bind("127.0.0.1".parse().expect("addr"), &[port]).expect("bind");
+        let bound = Sink::bind("127.0.0.1".parse().expect("addr"), &[0]).expect("bind");
+        let port = bound.ports()[0];
+        assert_ne!(port, 0, "the port the kernel picked");
         let sink_thread = std::thread::spawn(move || {
             let never = AtomicBool::new(false);
             bound.run(
@@ -979,7 +989,10 @@ mod tests {
     #[test]
     fn classes_gather_their_flows_on_loopback() {
         use super::super::workload::{Class, Load, Workload};
-        let base = 20000 + (std::process::id() % 2000) as u16 * 10;
+        // Seven ports in a row (the classes are port ranges, so not port
+        // 0): below the kernel's default ephemeral range (32768 on), where
+        // no socket bound to port 0 lands.
+        let base = 20000 + (std::process::id() % 1270) as u16 * 10;
         let lo: std::net::IpAddr = "127.0.0.1".parse().expect("addr");
         let mut w = Workload::new(lo, Load::Packets(3000.0), 0.3);
         (w.rt_port, w.rt_flows, w.be_port, w.be_flows) = (base, 2, base + 2, 5);

@@ -87,7 +87,17 @@ fn stop_with(args: &[&str], when: When, sig: &str) -> (Option<i32>, String, Stri
     match when {
         When::Settled(_, settle) => std::thread::sleep(settle),
         When::AfterARun => {
-            let first = helper_threads(pid);
+            // Between two runs no helper thread is alive: look again
+            // until a run's threads are there (`all` of none is true).
+            let mut first = helper_threads(pid);
+            while first.is_empty() {
+                assert!(
+                    t0.elapsed() < Duration::from_secs(60),
+                    "no run of {args:?} started"
+                );
+                std::thread::sleep(Duration::from_millis(1));
+                first = helper_threads(pid);
+            }
             while first.iter().all(|t| helper_threads(pid).contains(t)) {
                 assert!(
                     t0.elapsed() < Duration::from_secs(60),

@@ -80,17 +80,21 @@ fn drain(rx: &mut LinkDevice, pool: &BufPool) -> u64 {
 /// counted lost (the socket's kernel drops since `before`, veth's drops
 /// at g0 as `veth_dropped` says) or 5 s passed; returns the frames read.
 /// The waits bring AF_PACKET's kernel counters in; frames still behind a
-/// deferred NAPI run land meanwhile.
+/// deferred NAPI run land meanwhile. `kick` sends what the sender's
+/// transmit ring still holds (frames a loaded host did not take at the
+/// last send go at the next kick).
 fn drain_until_accounted(
     rx: &mut LinkDevice,
     pool: &BufPool,
     sent: u64,
     before: &pktsched_io::IoStats,
     veth_dropped: impl Fn() -> u64,
+    mut kick: impl FnMut(),
 ) -> u64 {
     let (mut got, mut bufs) = (0, Vec::new());
     let deadline = Instant::now() + Duration::from_secs(5);
     while Instant::now() < deadline {
+        kick();
         rx.wait(Duration::from_millis(5)).expect("wait");
         let n = rx.recv_batch(pool, &mut bufs, 64).expect("recv");
         got += n as u64;
@@ -135,11 +139,15 @@ fn ring_full_shows_in_the_stats(prefix: &str, backend: &str) -> (DeviceStats, De
         if sent >= 4 * RING {
             break;
         }
-        frames.extend((0..BURST).map(|_| frame(pool)));
+        let n = BURST.min(4 * RING - sent);
+        frames.extend((0..n).map(|_| frame(pool)));
         sent += g0.send_batch(&mut frames, pool).expect("g0") as u64;
         frames.drain(..).for_each(|b| pool.put(b));
     }
-    let read = drain_until_accounted(rx, pool, sent, &before, || g0_dropped() - g0_before);
+    let kick = || {
+        g0.send_batch(&mut Vec::new(), pool).expect("g0 kick");
+    };
+    let read = drain_until_accounted(rx, pool, sent, &before, || g0_dropped() - g0_before, kick);
     let io = rx.stats();
     let veth = g0_dropped() - g0_before;
     let lost = io.rx_kernel_drops - before.rx_kernel_drops;

@@ -5,10 +5,9 @@
 //! calls the same [`Arbiter::do_scan`].
 //!
 //! One round ([`Arbiter::do_scan`]) is the paper's loop: collect the clients
-//! that rang, drain the mailboxes of recently active clients (a bulk
-//! sender's at most once per `read_interval`, a light sender's every
-//! round; at most `read_batch` packets, stopping at the first drop) into
-//! the scheduler, settle and trim clients whose mailbox
+//! that rang, drain the mailboxes of recently active clients (each read at
+//! most once per `read_interval`, at most `read_batch` packets, stopping at
+//! the first drop) into the scheduler, settle and trim clients whose mailbox
 //! stayed empty, release packets while the emulated [`Link`] is idle and
 //! hand them to the output, the dispatchers' TX mailboxes, or
 //! (client-transmit mode) back to their clients.
@@ -634,6 +633,7 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 i += 1;
                 continue;
             }
+            c.last_read = Some(now);
             self.stats.mailbox_reads += 1;
             let n = read_one(
                 c,
@@ -650,12 +650,6 @@ impl<T: Send + 'static, O: Output<T>> Arbiter<T, O> {
                 },
             );
             round.drained += n;
-            // A read that took at most one packet and left nothing held
-            // found a light sender: there is no line for it to fill, so
-            // its next packet is read in the next round instead of
-            // waiting out `read_interval` (a high-weight, low-rate flow's
-            // latency is that wait). A bulk sender's next read waits.
-            c.last_read = (n > 1 || !c.held.is_empty()).then_some(now);
             if n == 0 {
                 c.empty_reads = c.empty_reads.saturating_add(1);
                 if c.empty_reads >= self.trim_after {

@@ -389,7 +389,8 @@ impl<T: Send> Client<T> {
     /// thread that lost its core (the host took the vCPU, or a thread
     /// shares it). The round is the arbiter's own, under its hand-off lock.
     /// Returns `false` (nothing changes) where the runtime has no hand-off
-    /// lock: a sans-I/O `Arbiter` without a clock, or after stop.
+    /// lock (a sans-I/O `Arbiter` without a clock) or its arbiter is gone;
+    /// after stop a client that asked runs no round (the lock is empty).
     pub fn set_assist_after(&mut self, after: std::time::Duration) -> bool {
         let ns = Some(u64::try_from(after.as_nanos()).unwrap_or(u64::MAX));
         if self.assist.is_none() {

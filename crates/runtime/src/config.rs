@@ -22,13 +22,9 @@ pub struct Config {
     /// Δ_A: minimum time between the starts of two arbiter rounds
     /// (zero: back to back).
     pub scan_interval: Duration,
-    /// Minimum time between two reads of one client's mailbox after a read
-    /// that took more than one packet (PSPAT reads each client list at most
-    /// once per microsecond), so a sending client fills whole lines before
-    /// the arbiter pulls them. A client whose last read took at most one
-    /// packet (and left none held back) is a light sender: it is read
-    /// again in the next round, so its packets do not wait out the
-    /// interval for a line that never fills.
+    /// Minimum time between two reads of one client's mailbox (PSPAT reads
+    /// each client list at most once per microsecond), so a sending client
+    /// fills whole lines before the arbiter pulls them.
     pub read_interval: Duration,
     /// Most packets released in one round (PSPAT: 512), or as many as were
     /// drained in the round if that is more, so an unlimited link keeps up.

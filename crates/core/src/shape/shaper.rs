@@ -35,7 +35,8 @@ const _: () = assert!(core::mem::size_of::<crate::flow::Hot<FlowShape>>() == 128
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ShapeStats {
     /// Releases that produced at least one packet (a caller sleeping until
-    /// `next_ready` wakes this often).
+    /// `next_ready` wakes this often), including one an enqueue made for a
+    /// caller that had not dequeued for longer than the horizon.
     pub wakeups: u64,
     /// Releases at a due slot that produced no packet (only entries of
     /// removed flows, or only entries moved back from a coarser wheel).
@@ -76,7 +77,10 @@ impl ShapeStats {
 /// packets whose slot time is `<= now`, a whole batch per wake-up.
 ///
 /// Never releases a packet before its EDT; see the [module docs](super)
-/// for the lateness bound of each `Q`. Flows added through
+/// for the lateness bound of each `Q`. The `now` of successive calls must
+/// not go back: an enqueue may release what is due by its `now` (after an
+/// idle gap longer than the horizon), for the next dequeue to hand out.
+/// Flows added through
 /// [`Scheduler::add_flow`] get the shaper's default rate; use
 /// [`Shaper::add_flow_rate`] / [`Shaper::set_rate`] to choose.
 #[derive(Debug)]

@@ -61,15 +61,6 @@ impl Filed {
         }
     }
 
-    /// An element `Q` of an [`Exact`] queue holds (not its spill).
-    #[inline]
-    fn queued(handle: Handle) -> Filed {
-        Filed {
-            handle,
-            spilled: false,
-        }
-    }
-
     /// A ticket kept as its parts (see [`Filed::into_parts`]).
     pub(crate) fn from_parts(handle: Handle, spilled: bool) -> Filed {
         Filed { handle, spilled }
@@ -117,14 +108,10 @@ pub(crate) enum Refused<V> {
     Error(PushError<V>),
 }
 
-/// The push an [`Exact`] queue files through: a queue with a fixed range
-/// (a [`HierFfs`]) tells a rank outside it without building a [`PqError`];
-/// the others (a [`Cffs`]'s moving window) push as usual.
+/// The push an [`Exact`] queue files through: a queue that can tell a rank
+/// outside its range without building a [`PqError`] (a [`HierFfs`]) does
+/// so; the others push as usual.
 pub(crate) trait PushInRange<V>: IntPq<V> {
-    /// True if [`PushInRange::push_in_range`] is the queue's own (else
-    /// [`Exact`] calls [`IntPq::push`]).
-    const FIXED_RANGE: bool = false;
-
     /// Files `value`, or gives it back (see [`Refused`]).
     #[inline]
     fn push_in_range(&mut self, rank: Rank, value: V) -> Result<Handle, Refused<V>> {
@@ -135,8 +122,6 @@ pub(crate) trait PushInRange<V>: IntPq<V> {
 impl<V> PushInRange<V> for Cffs<V> {}
 
 impl<V> PushInRange<V> for HierFfs<V> {
-    const FIXED_RANGE: bool = true;
-
     #[inline]
     fn push_in_range(&mut self, rank: Rank, value: V) -> Result<Handle, Refused<V>> {
         HierFfs::push_in_range(self, rank, value)
@@ -165,27 +150,12 @@ impl<V, Q: PushInRange<V>> Exact<V, Q> {
     /// `spill_above`, or when full (the value comes back).
     #[inline]
     pub(crate) fn push(&mut self, rank: Rank, value: V) -> Result<Filed, PushError<V>> {
-        if !Q::FIXED_RANGE {
-            return match self.q.push(rank, value) {
-                Ok(handle) => Ok(Filed::queued(handle)),
-                Err(e) => self.push_refused(rank, e),
-            };
-        }
         match self.q.push_in_range(rank, value) {
-            Ok(handle) => Ok(Filed::queued(handle)),
-            Err(Refused::Outside(value)) => self.push_outside(rank, value),
-            Err(Refused::Error(e)) => Err(e),
-        }
-    }
-
-    /// A rank outside `Q`'s fixed range: `Q`'s own push refuses (and
-    /// counts) it, and [`Exact::push_refused`] files it in the spill.
-    #[cold]
-    #[inline(never)]
-    fn push_outside(&mut self, rank: Rank, value: V) -> Result<Filed, PushError<V>> {
-        match self.q.push(rank, value) {
-            Ok(handle) => Ok(Filed::queued(handle)),
-            Err(e) => self.push_refused(rank, e),
+            Ok(handle) => Ok(Filed {
+                handle,
+                spilled: false,
+            }),
+            Err(refused) => self.push_refused(rank, refused),
         }
     }
 
@@ -193,7 +163,21 @@ impl<V, Q: PushInRange<V>> Exact<V, Q> {
     /// range, or beyond it with `spill_above`.
     #[cold]
     #[inline(never)]
-    fn push_refused(&mut self, rank: Rank, e: PushError<V>) -> Result<Filed, PushError<V>> {
+    fn push_refused(&mut self, rank: Rank, refused: Refused<V>) -> Result<Filed, PushError<V>> {
+        let e = match refused {
+            Refused::Error(e) => e,
+            // `Q`'s own push applies (and counts) its policy, which
+            // refuses it: the error names the range.
+            Refused::Outside(value) => match self.q.push(rank, value) {
+                Ok(handle) => {
+                    return Ok(Filed {
+                        handle,
+                        spilled: false,
+                    });
+                }
+                Err(e) => e,
+            },
+        };
         match e.error {
             PqError::OutOfRange { min, .. } if rank < min || self.spill_above => {
                 let handle = self.spill.push(rank, e.value)?;

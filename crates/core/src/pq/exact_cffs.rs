@@ -99,13 +99,42 @@ impl<V> ExactHier<V> {
     }
 }
 
+/// Why [`PushInRange::push_in_range`] did not file an element.
+#[derive(Debug)]
+pub(crate) enum Refused<V> {
+    /// The rank lies outside the queue's fixed range; nothing was counted.
+    Outside(V),
+    /// The queue refused it ([`IntPq::push`]'s error).
+    Error(PushError<V>),
+}
+
+/// The push an [`Exact`] queue files through: a queue that can tell a rank
+/// outside its range without building a [`PqError`] (a [`HierFfs`]) does
+/// so; the others push as usual.
+pub(crate) trait PushInRange<V>: IntPq<V> {
+    /// Files `value`, or gives it back (see [`Refused`]).
+    #[inline]
+    fn push_in_range(&mut self, rank: Rank, value: V) -> Result<Handle, Refused<V>> {
+        self.push(rank, value).map_err(Refused::Error)
+    }
+}
+
+impl<V> PushInRange<V> for Cffs<V> {}
+
+impl<V> PushInRange<V> for HierFfs<V> {
+    #[inline]
+    fn push_in_range(&mut self, rank: Rank, value: V) -> Result<Handle, Refused<V>> {
+        HierFfs::push_in_range(self, rank, value)
+    }
+}
+
 /// `cfg` with both out-of-range policies set to refuse (the spill takes
 /// the refused ranks).
 fn refusing(cfg: BucketConfig) -> BucketConfig {
     cfg.policy(OutOfRange::Reject, OutOfRange::Reject)
 }
 
-impl<V, Q: IntPq<V>> Exact<V, Q> {
+impl<V, Q: PushInRange<V>> Exact<V, Q> {
     /// `q` (which must refuse, not clamp, outside its range) with an empty
     /// spill.
     fn wrap(q: Q, spill_above: bool) -> Exact<V, Q> {
@@ -121,12 +150,12 @@ impl<V, Q: IntPq<V>> Exact<V, Q> {
     /// `spill_above`, or when full (the value comes back).
     #[inline]
     pub(crate) fn push(&mut self, rank: Rank, value: V) -> Result<Filed, PushError<V>> {
-        match self.q.push(rank, value) {
+        match self.q.push_in_range(rank, value) {
             Ok(handle) => Ok(Filed {
                 handle,
                 spilled: false,
             }),
-            Err(e) => self.push_refused(rank, e),
+            Err(refused) => self.push_refused(rank, refused),
         }
     }
 
@@ -134,7 +163,21 @@ impl<V, Q: IntPq<V>> Exact<V, Q> {
     /// range, or beyond it with `spill_above`.
     #[cold]
     #[inline(never)]
-    fn push_refused(&mut self, rank: Rank, e: PushError<V>) -> Result<Filed, PushError<V>> {
+    fn push_refused(&mut self, rank: Rank, refused: Refused<V>) -> Result<Filed, PushError<V>> {
+        let e = match refused {
+            Refused::Error(e) => e,
+            // `Q`'s own push applies (and counts) its policy, which
+            // refuses it: the error names the range.
+            Refused::Outside(value) => match self.q.push(rank, value) {
+                Ok(handle) => {
+                    return Ok(Filed {
+                        handle,
+                        spilled: false,
+                    });
+                }
+                Err(e) => e,
+            },
+        };
         match e.error {
             PqError::OutOfRange { min, .. } if rank < min || self.spill_above => {
                 let handle = self.spill.push(rank, e.value)?;

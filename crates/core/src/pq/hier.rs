@@ -1,6 +1,7 @@
 //! `HierFfs`: any number of buckets indexed by a hierarchical bitmap.
 
 use super::arena::Arena;
+use super::exact_cffs::Refused;
 use super::range::{BucketConfig, FixedRange};
 use super::{Handle, IntPq, PqConfigError, PqStats, PushError, Rank};
 use crate::bitmap::HierBitmap;
@@ -43,6 +44,29 @@ impl<V> HierFfs<V> {
     pub fn levels(&self) -> usize {
         self.bits.depth()
     }
+
+    /// Pushes `value` if `rank` lies in the fixed range; otherwise gives it
+    /// back as [`Refused::Outside`] with nothing counted (a later
+    /// [`IntPq::push`] applies and counts the policy). The push of
+    /// [`ExactHier`](super::ExactHier): no `PqError` is built in range.
+    #[inline]
+    pub(crate) fn push_in_range(&mut self, rank: Rank, value: V) -> Result<Handle, Refused<V>> {
+        match self.range.in_range(rank) {
+            Some(b) => self.file(b, rank, value).map_err(Refused::Error),
+            None => Err(Refused::Outside(value)),
+        }
+    }
+
+    /// Files `value` in bucket `b`.
+    #[inline]
+    fn file(&mut self, b: usize, rank: Rank, value: V) -> Result<Handle, PushError<V>> {
+        let (h, was_empty) = self.arena.push_back(b, rank, value)?;
+        if was_empty {
+            self.bits.set_in_range(b);
+        }
+        self.hint = self.hint.min(b);
+        Ok(h)
+    }
 }
 
 impl<V> IntPq<V> for HierFfs<V> {
@@ -52,12 +76,7 @@ impl<V> IntPq<V> for HierFfs<V> {
             Ok(b) => b,
             Err(error) => return Err(PushError { error, value }),
         };
-        let (h, was_empty) = self.arena.push_back(b, rank, value)?;
-        if was_empty {
-            self.bits.set_in_range(b);
-        }
-        self.hint = self.hint.min(b);
-        Ok(h)
+        self.file(b, rank, value)
     }
 
     #[inline]

@@ -148,6 +148,9 @@ impl Divider {
 pub(crate) struct FixedRange {
     min: Rank,
     max: Rank,
+    /// `max − min`: a rank is in range iff `rank − min` (wrapping) is at
+    /// most this, one compare for both sides.
+    span: u64,
     last: usize,
     div: Divider,
     below: OutOfRange,
@@ -165,6 +168,7 @@ impl FixedRange {
         Ok(FixedRange {
             min: cfg.min_rank,
             max,
+            span: max - cfg.min_rank,
             last: cfg.buckets - 1,
             div: Divider::new(cfg.granularity),
             below: cfg.below,
@@ -173,9 +177,33 @@ impl FixedRange {
         })
     }
 
+    /// The bucket for `rank` if it lies in the range, `None` otherwise
+    /// (nothing counted: the caller takes [`FixedRange::bucket`] for the
+    /// policy). One compare: below `min` the offset wraps past `span`.
+    #[inline]
+    pub(crate) fn in_range(&self, rank: Rank) -> Option<usize> {
+        let offset = rank.wrapping_sub(self.min);
+        (offset <= self.span).then(|| self.div.div(offset) as usize)
+    }
+
     /// The bucket for `rank`, applying (and counting) the policy.
     #[inline]
     pub(crate) fn bucket(&mut self, rank: Rank) -> Result<usize, PqError> {
+        match self.in_range(rank) {
+            Some(b) => Ok(b),
+            None => self.outside(rank),
+        }
+    }
+
+    /// [`FixedRange::bucket`] for a rank outside the range.
+    #[cold]
+    #[inline(never)]
+    fn outside(&mut self, rank: Rank) -> Result<usize, PqError> {
+        let refused = PqError::OutOfRange {
+            rank,
+            min: self.min,
+            max: self.max,
+        };
         if rank < self.min {
             match self.below {
                 OutOfRange::Clamp => {
@@ -184,14 +212,10 @@ impl FixedRange {
                 }
                 OutOfRange::Reject => {
                     self.stats.rejected_below += 1;
-                    Err(PqError::OutOfRange {
-                        rank,
-                        min: self.min,
-                        max: self.max,
-                    })
+                    Err(refused)
                 }
             }
-        } else if rank > self.max {
+        } else {
             match self.above {
                 OutOfRange::Clamp => {
                     self.stats.clamped_above += 1;
@@ -199,15 +223,72 @@ impl FixedRange {
                 }
                 OutOfRange::Reject => {
                     self.stats.rejected_above += 1;
-                    Err(PqError::OutOfRange {
-                        rank,
-                        min: self.min,
-                        max: self.max,
-                    })
+                    Err(refused)
                 }
             }
-        } else {
-            Ok(self.div.div(rank - self.min) as usize)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The one-compare in-range test against the two-compare definition,
+    /// at the edges of ranges starting at 0, in the middle and ending at
+    /// `u64::MAX`, with granularities a power of two and not: the same
+    /// bucket in range, `None` (and nothing counted) outside, and
+    /// `bucket` applying and counting each side's policy there.
+    #[test]
+    fn in_range_is_the_two_sided_test() {
+        let edges = |min: Rank, max: Rank| {
+            [0, 1, min.wrapping_sub(1), min, min + 1, max - 1, max]
+                .into_iter()
+                .chain([max.wrapping_add(1), u64::MAX - 1, u64::MAX, min / 2])
+        };
+        for (min, buckets, g) in [
+            (0, 8, 1),
+            (100, 8, 1),
+            (100, 5, 3),
+            (1 << 40, 64, 1 << 20),
+            (u64::MAX - 99, 10, 10),
+            (u64::MAX - 7, 8, 1),
+        ] {
+            let cfg = BucketConfig::new(buckets).granularity(g).min_rank(min);
+            let clamping = cfg.policy(OutOfRange::Clamp, OutOfRange::Clamp);
+            let mut clamp = FixedRange::new(&clamping, "test", 1 << 20).expect("valid");
+            let rejecting = cfg.policy(OutOfRange::Reject, OutOfRange::Reject);
+            let mut reject = FixedRange::new(&rejecting, "test", 1 << 20).expect("valid");
+            let max = min + (buckets as u64 * g - 1);
+            for rank in edges(min, max) {
+                let inside = rank >= min && rank <= max;
+                let want = inside.then(|| ((rank - min) / g) as usize);
+                assert_eq!(
+                    clamp.in_range(rank),
+                    want,
+                    "{min}..={max} g {g}: rank {rank}"
+                );
+                let clamped = if rank < min { 0 } else { buckets - 1 };
+                assert_eq!(
+                    clamp.bucket(rank),
+                    Ok(want.unwrap_or(clamped)),
+                    "rank {rank}"
+                );
+                let refused = PqError::OutOfRange { rank, min, max };
+                assert_eq!(reject.bucket(rank), want.ok_or(refused), "rank {rank}");
+            }
+            let n = edges(min, max).count() as u64;
+            let below = edges(min, max).filter(|&r| r < min).count() as u64;
+            let above = edges(min, max).filter(|&r| r > max).count() as u64;
+            let s = clamp.stats;
+            assert_eq!((s.clamped_below, s.clamped_above), (below, above), "{min}");
+            let s = reject.stats;
+            assert_eq!(
+                (s.rejected_below, s.rejected_above),
+                (below, above),
+                "{min}"
+            );
+            assert!(below + above < n, "some edges are in range");
         }
     }
 }

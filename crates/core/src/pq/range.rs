@@ -105,7 +105,9 @@ impl BucketConfig {
             .checked_mul(self.granularity)
             .and_then(|w| w.checked_mul(span));
         match width.and_then(|w| self.min_rank.checked_add(w - 1)) {
-            Some(_) => Ok(self.min_rank + self.buckets as u64 * self.granularity - 1),
+            // Checked above (with `span` ≥ 1): no step overflows, also for a
+            // range that ends at u64::MAX.
+            Some(_) => Ok(self.min_rank + (self.buckets as u64 * self.granularity - 1)),
             None => Err(PqConfigError::new(
                 queue,
                 "buckets × granularity",

@@ -4,10 +4,11 @@
 
 #[macro_use]
 mod engines;
+mod common;
+
 use std::time::{Duration, Instant};
 
 use pktsched_io::BufPool;
-use pktsched_io::frame::{UdpSpec, build_udp};
 use pktsched_io::mem::{MemDevice, MemWire};
 use pktsched_run::config::{Engine, parse};
 use pktsched_run::engine::{Devices, Pipeline, RingBoard};
@@ -38,22 +39,7 @@ default = true
 "#;
 
 fn udp(dport: u16, len: usize) -> Vec<u8> {
-    let spec = UdpSpec {
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
-        vlan: None,
-        src_ip: "198.18.0.1".parse().expect("ip"),
-        dst_ip: "198.18.0.2".parse().expect("ip"),
-        sport: 1234,
-        dport,
-        dscp: 0,
-        ttl: 64,
-        payload: vec![0; len - 42],
-    };
-    let mut buf = vec![0u8; 2048];
-    let n = build_udp(&mut buf, &spec).expect("fits");
-    buf.truncate(n);
-    buf
+    common::udp_frame(dport, len)
 }
 
 struct Rig {

@@ -4,11 +4,12 @@
 //! receive or reverse thread that panicked makes the stop an error naming
 //! it (the frames it had counted received may be nowhere).
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use pktsched_io::frame::{UdpSpec, build_udp};
 use pktsched_io::mem::{MemDevice, MemWire};
 use pktsched_io::{BufPool, IoError, IoStats, PacketBuf, PacketIo};
 use pktsched_run::config::parse;
@@ -97,23 +98,9 @@ impl Drop for TestIo {
     }
 }
 
+/// A 100-byte UDP frame to port 5000.
 fn udp() -> Vec<u8> {
-    let spec = UdpSpec {
-        src_mac: [2, 0, 0, 0, 0, 1],
-        dst_mac: [2, 0, 0, 0, 0, 2],
-        vlan: None,
-        src_ip: "198.18.0.1".parse().expect("ip"),
-        dst_ip: "198.18.0.2".parse().expect("ip"),
-        sport: 1234,
-        dport: 5000,
-        dscp: 0,
-        ttl: 64,
-        payload: vec![0; 58],
-    };
-    let mut buf = vec![0u8; 2048];
-    let n = build_udp(&mut buf, &spec).expect("fits");
-    buf.truncate(n);
-    buf
+    common::udp_frame(5000, 100)
 }
 
 /// One default class on a PSPAT engine at 1 Gbit/s.

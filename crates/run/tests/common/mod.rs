@@ -5,7 +5,29 @@
 // Each test binary that includes this module uses part of it.
 #![allow(dead_code)]
 
+use pktsched_io::frame::{UdpSpec, build_udp};
 use pktsched_io::netns::Topology;
+
+/// A UDP frame of `len` bytes (at least 42, the headers) from 198.18.0.1
+/// port 1234 to 198.18.0.2 port `dport`, for the in-memory devices.
+pub(crate) fn udp_frame(dport: u16, len: usize) -> Vec<u8> {
+    let spec = UdpSpec {
+        src_mac: [2, 0, 0, 0, 0, 1],
+        dst_mac: [2, 0, 0, 0, 0, 2],
+        vlan: None,
+        src_ip: "198.18.0.1".parse().expect("ip"),
+        dst_ip: "198.18.0.2".parse().expect("ip"),
+        sport: 1234,
+        dport,
+        dscp: 0,
+        ttl: 64,
+        payload: vec![0; len - 42],
+    };
+    let mut buf = vec![0u8; 2048];
+    let n = build_udp(&mut buf, &spec).expect("fits");
+    buf.truncate(n);
+    buf
+}
 
 /// The kernel's view of one run, outside pktsched: what left the
 /// generator's namespace, what veth dropped on the way in and out, and
